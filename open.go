@@ -1,0 +1,44 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/sqlite"
+)
+
+// Options tune OpenBackend. Zero values take defaults.
+type Options struct {
+	// Limits bound message and batch sizes.
+	Limits store.Limits
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+	// SQLiteSynchronous is SQLite's synchronous setting ("FULL" or
+	// "NORMAL"; default FULL).
+	SQLiteSynchronous string
+}
+
+// OpenBackend opens the database a DSN names and applies migrations:
+//
+//   - sqlite://PATH, file:PATH or a bare PATH: an embedded SQLite file;
+//   - postgres://... or postgresql://...: PostgreSQL (pgx DSN);
+//   - mysql://user:pass@host:port/db: MariaDB or MySQL.
+func OpenBackend(ctx context.Context, dsn string, opts Options) (store.Backend, error) {
+	scheme, rest, found := strings.Cut(dsn, "://")
+	if !found {
+		scheme, rest = "sqlite", strings.TrimPrefix(dsn, "file:")
+	}
+	switch scheme {
+	case "sqlite", "sqlite3", "file":
+		return sqlite.Open(ctx, sqlite.Config{Path: rest, Synchronous: opts.SQLiteSynchronous, Limits: opts.Limits, Logger: opts.Logger})
+	}
+	return openServer(ctx, scheme, dsn, opts)
+}
+
+// openServer is replaced as the server backends land.
+func openServer(_ context.Context, scheme, _ string, _ Options) (store.Backend, error) {
+	return nil, fmt.Errorf("sluice: unknown database scheme %q (try sqlite://path, postgres://... or mysql://...)", scheme)
+}

@@ -1,0 +1,60 @@
+package sluicetype
+
+import "errors"
+
+// Sentinel errors. Every error sluice returns wraps one of these (with an
+// operation prefix such as "sluice: lease: "), so callers test for them with
+// errors.Is and never by comparing strings.
+var (
+	// ErrInvalidName reports a queue, tenant, consumer or namespace name that
+	// is empty, too long or holds characters outside the allowed set.
+	ErrInvalidName = errors.New("invalid name")
+
+	// ErrInvalidArgument reports a parameter outside its allowed range, such
+	// as a zero or negative timeout, a lease batch of zero, or a negative
+	// position.
+	ErrInvalidArgument = errors.New("invalid argument")
+
+	// ErrMessageTooLarge reports a message whose payload and properties
+	// exceed the configured maximum message size.
+	ErrMessageTooLarge = errors.New("message too large")
+
+	// ErrBatchTooLarge reports a batch with more messages or records, or more
+	// bytes, than one atomic write accepts.
+	ErrBatchTooLarge = errors.New("batch too large")
+
+	// ErrQueueNotFound reports an operation on a queue that does not exist.
+	ErrQueueNotFound = errors.New("queue not found")
+
+	// ErrMessageNotFound reports a sequence number that names no message in
+	// the place the operation looked (the queue or its dead letters).
+	ErrMessageNotFound = errors.New("message not found")
+
+	// ErrLockLost reports a settle whose receipt no longer holds the message:
+	// the lease expired, the message was leased again, or it was already
+	// settled. The settle changed nothing.
+	ErrLockLost = errors.New("lock lost")
+
+	// ErrFenced reports a checkpoint write carrying an owner epoch older than
+	// the one stored: a newer owner has taken over and the write was refused.
+	ErrFenced = errors.New("fenced by a newer epoch")
+
+	// ErrTrimmed reports a read of a partition log from a position whose
+	// records retention has already removed.
+	ErrTrimmed = errors.New("position trimmed by retention")
+
+	// ErrContention reports a transaction that kept failing with deadlocks,
+	// serialization failures or busy errors after the backend's bounded
+	// retries. Nothing was written; the caller may retry.
+	ErrContention = errors.New("database contention persisted")
+
+	// ErrSchemaTooNew reports a database whose schema was migrated by a newer
+	// sluice than this one.
+	ErrSchemaTooNew = errors.New("database schema is newer than this sluice")
+
+	// ErrClosed reports a call on a store that has been closed.
+	ErrClosed = errors.New("store closed")
+)
+
+// ErrQueueExists reports a create of a queue whose name is taken.
+var ErrQueueExists = errors.New("queue already exists")

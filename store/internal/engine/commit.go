@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Group commit. Enqueues, appends and settles go to a committer goroutine
+// instead of opening a transaction each. The committer takes the first
+// waiting request and every other one already waiting, up to a bound, and
+// runs them all in one transaction: under load many writes share one
+// commit (one fsync), and at low load a lone request runs at once, with no
+// timer adding latency.
+
+// Bounds of one group transaction.
+const (
+	maxGroupRequests = 256
+	maxGroupBytes    = 8 << 20
+	// groupTimeout bounds one group transaction, retries included.
+	groupTimeout = 60 * time.Second
+)
+
+// writeReq is one caller's write, waiting for its group to commit.
+type writeReq struct {
+	ctx    context.Context
+	t      store.Tenant
+	enq    *store.EnqueueParams
+	app    *store.AppendParams
+	settle *store.SettleParams
+
+	// Results, reset before each attempt of the transaction.
+	seqs    []int64
+	appRes  store.AppendResult
+	settled []store.SettleResult
+	err     error
+	signals []string
+
+	done chan struct{}
+}
+
+func (r *writeReq) size() int {
+	n := 0
+	switch {
+	case r.enq != nil:
+		for i := range r.enq.Messages {
+			n += r.enq.Messages[i].MessageSize()
+		}
+	case r.app != nil:
+		for i := range r.app.Records {
+			n += len(r.app.Records[i].Payload)
+		}
+	}
+	return n
+}
+
+type committer struct {
+	e    *Engine
+	reqs chan *writeReq
+	quit chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+}
+
+func startCommitter(e *Engine, n int) *committer {
+	c := &committer{e: e, reqs: make(chan *writeReq), quit: make(chan struct{})}
+	for range n {
+		c.wg.Add(1)
+		go c.loop()
+	}
+	return c
+}
+
+// stop makes new submissions fail with ErrClosed and waits for the groups
+// in progress to finish.
+func (c *committer) stop() {
+	c.once.Do(func() { close(c.quit) })
+	c.wg.Wait()
+}
+
+// submit hands r to a committer and waits for its outcome. If ctx ends
+// first, the write may or may not have been committed.
+func (c *committer) submit(ctx context.Context, r *writeReq) error {
+	r.ctx = ctx
+	r.done = make(chan struct{})
+	select {
+	case c.reqs <- r:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.quit:
+		return sluicetype.ErrClosed
+	}
+	select {
+	case <-r.done:
+		return r.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (c *committer) loop() {
+	defer c.wg.Done()
+	for {
+		var first *writeReq
+		select {
+		case first = <-c.reqs:
+		case <-c.quit:
+			return
+		}
+		batch := []*writeReq{first}
+		bytes := first.size()
+	drain:
+		for len(batch) < maxGroupRequests && bytes < maxGroupBytes {
+			select {
+			case r := <-c.reqs:
+				batch = append(batch, r)
+				bytes += r.size()
+			default:
+				break drain
+			}
+		}
+		c.run(batch)
+	}
+}
+
+// run commits a group. If the group as a whole fails, each request is
+// retried alone, so that one request's failure is not every request's.
+func (c *committer) run(batch []*writeReq) {
+	live := batch[:0]
+	for _, r := range batch {
+		if err := r.ctx.Err(); err != nil {
+			r.err = err
+			close(r.done)
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	err := c.commit(live)
+	if err != nil && len(live) > 1 {
+		for _, r := range live {
+			c.finish([]*writeReq{r}, c.commit([]*writeReq{r}))
+		}
+		return
+	}
+	c.finish(live, err)
+}
+
+func (c *committer) finish(batch []*writeReq, err error) {
+	for _, r := range batch {
+		if err != nil {
+			r.err = err
+		}
+		if r.err == nil {
+			for _, key := range r.signals {
+				c.e.hub.Signal(key)
+			}
+		}
+		close(r.done)
+	}
+}
+
+func (c *committer) commit(batch []*writeReq) error {
+	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
+	defer cancel()
+	return c.e.inTx(ctx, func(tx *sql.Tx) error {
+		for _, r := range batch {
+			r.seqs, r.appRes, r.settled, r.err, r.signals = nil, store.AppendResult{}, nil, nil, nil
+		}
+		return c.apply(ctx, tx, batch)
+	})
+}
+
+// apply writes a group in one lock order: message rows of settles (by
+// tenant, queue, sequence number), then queue counter rows (by tenant,
+// queue), then partition head rows (by tenant, partition).
+func (c *committer) apply(ctx context.Context, tx *sql.Tx, batch []*writeReq) error {
+	var settles, enqueues, appends []*writeReq
+	for _, r := range batch {
+		switch {
+		case r.settle != nil:
+			settles = append(settles, r)
+		case r.enq != nil:
+			enqueues = append(enqueues, r)
+		case r.app != nil:
+			appends = append(appends, r)
+		}
+	}
+	for _, g := range groupBy(settles, func(r *writeReq) string { return r.settle.Queue }) {
+		if err := c.e.settleGroup(ctx, tx, g); err != nil {
+			return err
+		}
+	}
+	for _, g := range groupBy(enqueues, func(r *writeReq) string { return r.enq.Queue }) {
+		if err := c.e.enqueueGroup(ctx, tx, g); err != nil {
+			return err
+		}
+	}
+	for _, g := range groupBy(appends, func(r *writeReq) int32 { return r.app.Partition }) {
+		if err := c.e.appendGroup(ctx, tx, g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupBy splits requests into groups of one tenant and one key, sorted by
+// tenant then key, keeping arrival order inside a group.
+func groupBy[K cmp.Ordered](reqs []*writeReq, key func(*writeReq) K) [][]*writeReq {
+	sorted := slices.Clone(reqs)
+	slices.SortStableFunc(sorted, func(a, b *writeReq) int {
+		return cmp.Or(
+			cmp.Compare(a.t.Service, b.t.Service),
+			cmp.Compare(a.t.Provider, b.t.Provider),
+			cmp.Compare(key(a), key(b)),
+		)
+	})
+	var groups [][]*writeReq
+	for i, r := range sorted {
+		if i > 0 && r.t == sorted[i-1].t && key(r) == key(sorted[i-1]) {
+			groups[len(groups)-1] = append(groups[len(groups)-1], r)
+			continue
+		}
+		groups = append(groups, []*writeReq{r})
+	}
+	return groups
+}

@@ -1,0 +1,329 @@
+// Package engine runs sluice's storage operations on any database/sql
+// backend. The logic (lock order, leases, eviction, group commit, fencing)
+// lives here once; each backend supplies a Dialect: its SQL files, its
+// migrations, and how its driver encodes lists and reports errors.
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Config opens an Engine.
+type Config struct {
+	Dialect *Dialect
+	// Write runs every write transaction. Read runs browsing queries; it
+	// may be the same pool.
+	Write, Read *sql.DB
+	// Limits bound calls; zero fields take defaults.
+	Limits store.Limits
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+	// Committers is how many group-commit transactions may run at once
+	// (default 1).
+	Committers int
+	// OnClose runs after the engine stopped, before the pools are closed.
+	OnClose func()
+}
+
+// Engine implements store.Backend.
+type Engine struct {
+	d        *Dialect
+	q        map[string]string
+	w, r     *sql.DB
+	limits   store.Limits
+	log      *slog.Logger
+	hub      *Hub
+	commit   *committer
+	onClose  func()
+	closeMu  sync.RWMutex
+	closed   bool
+	notifyOn bool
+}
+
+// maxRetries bounds how often a transaction is retried after a deadlock,
+// serialization failure or busy error.
+const maxRetries = 8
+
+// New applies migrations and starts the engine.
+func New(ctx context.Context, cfg Config) (*Engine, error) {
+	q, err := parseQueries(cfg.Dialect.Queries)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: %s queries: %w", cfg.Dialect.Features.Name, err)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		d: cfg.Dialect, q: q, w: cfg.Write, r: cfg.Read,
+		limits: cfg.Limits.WithDefaults(), log: log, hub: NewHub(), onClose: cfg.OnClose,
+	}
+	if e.r == nil {
+		e.r = e.w
+	}
+	_, e.notifyOn = q["Notify"]
+	if err := e.migrate(ctx); err != nil {
+		return nil, err
+	}
+	n := cfg.Committers
+	if n <= 0 {
+		n = 1
+	}
+	e.commit = startCommitter(e, n)
+	return e, nil
+}
+
+// Hub returns the engine's wake-up hub, so a backend can feed it
+// notifications from other processes.
+func (e *Engine) Hub() *Hub { return e.hub }
+
+// Features implements store.Backend.
+func (e *Engine) Features() store.Features { return e.d.Features }
+
+// Close stops the group committer and closes the pools. It is safe to call
+// more than once.
+func (e *Engine) Close() error {
+	e.closeMu.Lock()
+	if e.closed {
+		e.closeMu.Unlock()
+		return nil
+	}
+	e.closed = true
+	e.closeMu.Unlock()
+	e.commit.stop()
+	if e.onClose != nil {
+		e.onClose()
+	}
+	err := e.w.Close()
+	if e.r != e.w {
+		err = errors.Join(err, e.r.Close())
+	}
+	return err
+}
+
+// Store implements store.Backend.
+func (e *Engine) Store(t store.Tenant) (store.Store, error) {
+	if err := store.ValidateTenant(t); err != nil {
+		return nil, fmt.Errorf("sluice: store: %w", err)
+	}
+	return &tenantStore{e: e, t: t}, nil
+}
+
+func (e *Engine) isClosed() bool {
+	e.closeMu.RLock()
+	defer e.closeMu.RUnlock()
+	return e.closed
+}
+
+// inTx runs fn in a write transaction, retrying it from the start after a
+// deadlock, serialization failure or busy error, with jittered backoff, at
+// most maxRetries times; then it fails with ErrContention.
+func (e *Engine) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if e.isClosed() {
+		return sluicetype.ErrClosed
+	}
+	backoff := time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := e.tryTx(ctx, fn)
+		if err == nil || !errors.Is(err, ErrRetry) {
+			return err
+		}
+		if attempt == maxRetries {
+			return fmt.Errorf("%w after %d attempts: %v", sluicetype.ErrContention, attempt+1, err)
+		}
+		e.log.Debug("sluice: retrying transaction", "attempt", attempt+1, "err", err)
+		sleep := backoff/2 + rand.N(backoff)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(sleep):
+		}
+		backoff = min(backoff*2, 100*time.Millisecond)
+	}
+}
+
+func (e *Engine) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := e.w.BeginTx(ctx, nil)
+	if err != nil {
+		return e.wrap(err)
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback()
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return e.wrap(err)
+	}
+	return e.wrap(tx.Commit())
+}
+
+// wrap marks a driver error with the kind Classify reports.
+func (e *Engine) wrap(err error) error {
+	if err == nil {
+		return nil
+	}
+	if kind := e.d.Classify(err); kind != nil && !errors.Is(err, kind) {
+		return fmt.Errorf("%w: %w", kind, err)
+	}
+	return err
+}
+
+// querier is what both *sql.Tx and *sql.DB offer.
+type querier interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (e *Engine) exec(ctx context.Context, q querier, name string, args ...any) (int64, error) {
+	res, err := q.ExecContext(ctx, e.q[name], args...)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", name, err)
+	}
+	return n, nil
+}
+
+// int64s runs a query returning one integer column.
+func (e *Engine) int64s(ctx context.Context, q querier, name string, args ...any) ([]int64, error) {
+	rows, err := q.QueryContext(ctx, e.q[name], args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
+func (e *Engine) migrate(ctx context.Context) (err error) {
+	migs, err := parseMigrations(e.d.Migrations)
+	if err != nil {
+		return fmt.Errorf("sluice: migrate: %w", err)
+	}
+	conn, err := e.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sluice: migrate: %w", err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, e.q["CreateMigrationsTable"]); err != nil {
+		return fmt.Errorf("sluice: migrate: %w", err)
+	}
+	if _, err := conn.ExecContext(ctx, e.q["MigrateLock"]); err != nil {
+		return fmt.Errorf("sluice: migrate: lock: %w", err)
+	}
+	defer func() {
+		end := e.q["MigrateUnlock"]
+		if err != nil {
+			end = e.q["MigrateAbort"]
+		}
+		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), end); uerr != nil && err == nil {
+			err = fmt.Errorf("sluice: migrate: unlock: %w", uerr)
+		}
+	}()
+	applied, err := e.int64s(ctx, conn, "AppliedMigrations")
+	if err != nil {
+		return fmt.Errorf("sluice: migrate: %w", err)
+	}
+	done := make(map[int64]bool, len(applied))
+	for _, v := range applied {
+		done[v] = true
+		if len(migs) == 0 || v > int64(migs[len(migs)-1].version) {
+			return fmt.Errorf("sluice: migrate: database is at version %d, this build knows up to %d: %w",
+				v, migs[len(migs)-1].version, sluicetype.ErrSchemaTooNew)
+		}
+	}
+	for _, m := range migs {
+		if done[int64(m.version)] {
+			continue
+		}
+		if err := e.applyMigration(ctx, conn, m); err != nil {
+			return fmt.Errorf("sluice: migrate %s: %w", m.name, err)
+		}
+		e.log.Info("sluice: applied migration", "backend", e.d.Features.Name, "migration", m.name)
+	}
+	return nil
+}
+
+func (e *Engine) applyMigration(ctx context.Context, conn *sql.Conn, m migration) error {
+	var q querier = conn
+	var tx *sql.Tx
+	if e.d.TxMigrations {
+		var err error
+		if tx, err = conn.BeginTx(ctx, nil); err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		q = tx
+	}
+	for _, s := range m.statements {
+		if _, err := q.ExecContext(ctx, s); err != nil {
+			return fmt.Errorf("%w\nin statement:\n%s", err, s)
+		}
+	}
+	if _, err := q.ExecContext(ctx, e.q["RecordMigration"], m.version); err != nil {
+		return err
+	}
+	if tx != nil {
+		return tx.Commit()
+	}
+	return nil
+}
+
+// tenantStore is one tenant's view of an Engine.
+type tenantStore struct {
+	e *Engine
+	t store.Tenant
+}
+
+var _ store.Store = (*tenantStore)(nil)
+
+// ms converts a duration to whole milliseconds, rounding up so that a
+// positive duration never becomes zero.
+func ms(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// fromMS converts milliseconds since the epoch to a time; 0 to zero time.
+func fromMS(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v)
+}
+
+// nullMS is fromMS for a nullable column.
+func nullMS(v sql.NullInt64) time.Time {
+	if !v.Valid {
+		return time.Time{}
+	}
+	return fromMS(v.Int64)
+}
+
+// newToken returns a random lock token.
+func newToken() int64 {
+	return rand.Int64N(1<<62) + 1
+}

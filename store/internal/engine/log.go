@@ -1,0 +1,204 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+func (s *tenantStore) Append(ctx context.Context, p *store.AppendParams) (store.AppendResult, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", err)
+	}
+	r := &writeReq{t: s.t, app: p}
+	if err := s.e.commit.submit(ctx, r); err != nil {
+		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", err)
+	}
+	return r.appRes, nil
+}
+
+// appendGroup writes the appends of one partition: it takes positions for
+// all of them with one update of the partition's head row (held until
+// commit, so positions are gap-free and become visible in order), then
+// inserts the records in bulk.
+func (e *Engine) appendGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) error {
+	t, part := group[0].t, group[0].app.Partition
+	n := 0
+	for _, r := range group {
+		n += len(r.app.Records)
+	}
+	affected, err := e.exec(ctx, tx, "BumpHead", n, t.Service, t.Provider, part)
+	if err != nil {
+		return err
+	}
+	if affected == 0 {
+		if _, err := e.exec(ctx, tx, "EnsurePartition", t.Service, t.Provider, part); err != nil {
+			return err
+		}
+		if _, err := e.exec(ctx, tx, "BumpHead", n, t.Service, t.Provider, part); err != nil {
+			return err
+		}
+	}
+	var head, trimmed, now int64
+	if err := tx.QueryRowContext(ctx, e.q["GetPartition"], t.Service, t.Provider, part).Scan(&head, &trimmed, &now); err != nil {
+		return fmt.Errorf("GetPartition: %w", err)
+	}
+	pos := head - int64(n)
+	rows := make([]recordRow, 0, n)
+	for _, r := range group {
+		r.appRes.First = pos + 1
+		for i := range r.app.Records {
+			rec := &r.app.Records[i]
+			pos++
+			props, err := encodeProps(rec.Properties)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, recordRow{Position: pos, Namespace: rec.Namespace, Key: rec.Key, Properties: props, Payload: hexPayload(rec.Payload)})
+		}
+		r.appRes.Last = pos
+		r.signals = []string{PartitionKey(t, part)}
+	}
+	for _, c := range chunks(len(rows), func(i int) int { return len(rows[i].Payload) + len(rows[i].Key) + 64 }) {
+		js, err := jsonText(rows[c[0]:c[1]])
+		if err != nil {
+			return err
+		}
+		if _, err := e.exec(ctx, tx, "InsertRecords", t.Service, t.Provider, part, now, js); err != nil {
+			return err
+		}
+	}
+	return e.notify(ctx, tx, PartitionKey(t, part))
+}
+
+func (s *tenantStore) Read(ctx context.Context, p *store.ReadParams) ([]sluicetype.Record, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: read: %w", err)
+	}
+	rows, err := s.e.r.QueryContext(ctx, s.e.q["ReadRecords"], s.t.Service, s.t.Provider, p.Partition, p.After, p.Max)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: read: %w", err)
+	}
+	defer rows.Close()
+	var out []sluicetype.Record
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: read: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sluice: read: %w", err)
+	}
+	// Positions are gap-free, so a read that does not start right after
+	// p.After either reached the head or lost records to retention.
+	if len(out) == 0 || out[0].Position != p.After+1 {
+		info, err := s.PartitionInfo(ctx, p.Partition)
+		if err != nil {
+			return nil, err
+		}
+		if p.After < info.Trimmed {
+			return nil, fmt.Errorf("sluice: read partition %d after %d: retention trimmed through %d: %w",
+				p.Partition, p.After, info.Trimmed, sluicetype.ErrTrimmed)
+		}
+	}
+	return out, nil
+}
+
+func (s *tenantStore) PartitionInfo(ctx context.Context, partition int32) (store.PartitionInfo, error) {
+	var info store.PartitionInfo
+	if err := store.ValidatePartition(partition); err != nil {
+		return info, fmt.Errorf("sluice: partition info: %w", err)
+	}
+	var now int64
+	err := s.e.r.QueryRowContext(ctx, s.e.q["GetPartition"], s.t.Service, s.t.Provider, partition).Scan(&info.Head, &info.Trimmed, &now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.PartitionInfo{}, nil
+	}
+	if err != nil {
+		return info, fmt.Errorf("sluice: partition info: %w", err)
+	}
+	return info, nil
+}
+
+func (s *tenantStore) SetCheckpoint(ctx context.Context, p *store.CheckpointParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("sluice: checkpoint: %w", err)
+	}
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.e.exec(ctx, tx, "UpsertCheckpoint", s.t.Service, s.t.Provider, p.Partition, p.Consumer, p.Position, p.Epoch); err != nil {
+			return err
+		}
+		cp, err := s.e.getCheckpoint(ctx, tx, s.t, p.Partition, p.Consumer)
+		if err != nil {
+			return err
+		}
+		if cp.Epoch > p.Epoch {
+			return fmt.Errorf("partition %d consumer %q: epoch %d, stored %d: %w",
+				p.Partition, p.Consumer, p.Epoch, cp.Epoch, sluicetype.ErrFenced)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sluice: checkpoint: %w", err)
+	}
+	return nil
+}
+
+func (s *tenantStore) GetCheckpoint(ctx context.Context, partition int32, consumer string) (store.Checkpoint, error) {
+	if err := store.ValidatePartition(partition); err != nil {
+		return store.Checkpoint{}, fmt.Errorf("sluice: get checkpoint: %w", err)
+	}
+	if err := store.ValidateName("consumer", consumer); err != nil {
+		return store.Checkpoint{}, fmt.Errorf("sluice: get checkpoint: %w", err)
+	}
+	cp, err := s.e.getCheckpoint(ctx, s.e.r, s.t, partition, consumer)
+	if err != nil {
+		return cp, fmt.Errorf("sluice: get checkpoint: %w", err)
+	}
+	return cp, nil
+}
+
+func (e *Engine) getCheckpoint(ctx context.Context, q querier, t store.Tenant, partition int32, consumer string) (store.Checkpoint, error) {
+	var (
+		cp      store.Checkpoint
+		updated int64
+	)
+	err := q.QueryRowContext(ctx, e.q["GetCheckpoint"], t.Service, t.Provider, partition, consumer).Scan(&cp.Position, &cp.Epoch, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Checkpoint{}, nil
+	}
+	if err != nil {
+		return cp, fmt.Errorf("GetCheckpoint: %w", err)
+	}
+	cp.UpdatedAt = fromMS(updated)
+	return cp, nil
+}
+
+func (s *tenantStore) Trim(ctx context.Context, p *store.TrimParams) (int64, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return 0, fmt.Errorf("sluice: trim: %w", err)
+	}
+	var n int64
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if n, err = s.e.exec(ctx, tx, "TrimRecords", s.t.Service, s.t.Provider, p.Partition, p.Through, p.Max); err != nil {
+			return err
+		}
+		_, err = s.e.exec(ctx, tx, "SetTrimmed", p.Through, s.t.Service, s.t.Provider, p.Partition)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sluice: trim: %w", err)
+	}
+	return n, nil
+}
+
+func (s *tenantStore) WatchPartition(partition int32) (<-chan struct{}, func()) {
+	return s.e.hub.Watch(PartitionKey(s.t, partition))
+}

@@ -1,0 +1,744 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// dueBatch bounds how many ended leases and schedules one lease call
+// promotes (or dead-letters) before it takes messages.
+const dueBatch = 256
+
+// queueRow is a queue's stored settings and control columns, read together
+// with the database's clock.
+type queueRow struct {
+	settings store.QueueSettings
+	evictAt  int64
+	lastSeq  int64
+	now      int64
+}
+
+func (e *Engine) getQueue(ctx context.Context, q querier, t store.Tenant, name string) (queueRow, error) {
+	var (
+		r                                 queueRow
+		maxDel, evictBatch                int
+		ttl, retention, interval, dlqExpd int64
+	)
+	err := q.QueryRowContext(ctx, e.q["GetQueue"], t.Service, t.Provider, name).Scan(
+		&maxDel, &ttl, &dlqExpd, &retention, &interval, &evictBatch, &r.evictAt, &r.lastSeq, &r.now)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, fmt.Errorf("queue %q: %w", name, sluicetype.ErrQueueNotFound)
+	}
+	if err != nil {
+		return r, fmt.Errorf("GetQueue: %w", err)
+	}
+	r.settings = store.QueueSettings{
+		Name:                name,
+		MaxDeliveryCount:    maxDel,
+		DefaultTTL:          time.Duration(ttl) * time.Millisecond,
+		DeadLetterOnExpiry:  dlqExpd != 0,
+		DeadLetterRetention: time.Duration(retention) * time.Millisecond,
+		EvictionInterval:    time.Duration(interval) * time.Millisecond,
+		EvictionBatch:       evictBatch,
+	}
+	return r, nil
+}
+
+// removeAt is when a dead letter made now is due for removal (NULL: never).
+func (r *queueRow) removeAt() sql.NullInt64 {
+	if r.settings.DeadLetterRetention <= 0 {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: r.now + ms(r.settings.DeadLetterRetention), Valid: true}
+}
+
+func (s *tenantStore) CreateQueue(ctx context.Context, qs *store.QueueSettings) error {
+	set := qs.WithDefaults()
+	if err := set.Validate(); err != nil {
+		return fmt.Errorf("sluice: create queue: %w", err)
+	}
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := s.e.exec(ctx, tx, "CreateQueue", s.t.Service, s.t.Provider, set.Name,
+			set.MaxDeliveryCount, ms(set.DefaultTTL), boolInt(set.DeadLetterOnExpiry),
+			ms(set.DeadLetterRetention), ms(set.EvictionInterval), set.EvictionBatch)
+		return err
+	})
+	if errors.Is(err, ErrDuplicate) {
+		return fmt.Errorf("sluice: create queue %q: %w", set.Name, sluicetype.ErrQueueExists)
+	}
+	if err != nil {
+		return fmt.Errorf("sluice: create queue %q: %w", set.Name, err)
+	}
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func (s *tenantStore) GetQueue(ctx context.Context, name string) (store.QueueSettings, error) {
+	if err := store.ValidateName("queue", name); err != nil {
+		return store.QueueSettings{}, fmt.Errorf("sluice: get queue: %w", err)
+	}
+	r, err := s.e.getQueue(ctx, s.e.r, s.t, name)
+	if err != nil {
+		return store.QueueSettings{}, fmt.Errorf("sluice: get queue: %w", err)
+	}
+	return r.settings, nil
+}
+
+func (s *tenantStore) DeleteQueue(ctx context.Context, name string) error {
+	if err := store.ValidateName("queue", name); err != nil {
+		return fmt.Errorf("sluice: delete queue: %w", err)
+	}
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		n, err := s.e.exec(ctx, tx, "DeleteQueue", s.t.Service, s.t.Provider, name)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("queue %q: %w", name, sluicetype.ErrQueueNotFound)
+		}
+		if _, err := s.e.exec(ctx, tx, "DeleteQueueMessages", s.t.Service, s.t.Provider, name); err != nil {
+			return err
+		}
+		_, err = s.e.exec(ctx, tx, "DeleteQueueDeadLetters", s.t.Service, s.t.Provider, name)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sluice: delete queue: %w", err)
+	}
+	return nil
+}
+
+func (s *tenantStore) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]int64, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: enqueue: %w", err)
+	}
+	r := &writeReq{t: s.t, enq: p}
+	if err := s.e.commit.submit(ctx, r); err != nil {
+		return nil, fmt.Errorf("sluice: enqueue: %w", err)
+	}
+	return r.seqs, nil
+}
+
+// enqueueGroup writes the enqueues of one queue: it takes sequence numbers
+// for all of them with one update of the queue's counter row (held until
+// commit, so numbers are gap-free and in commit order), then inserts the
+// messages in bulk.
+func (e *Engine) enqueueGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) error {
+	t, queue := group[0].t, group[0].enq.Queue
+	n := 0
+	for _, r := range group {
+		n += len(r.enq.Messages)
+	}
+	affected, err := e.exec(ctx, tx, "ReserveSeqs", n, t.Service, t.Provider, queue)
+	if err != nil {
+		return err
+	}
+	if affected == 0 {
+		for _, r := range group {
+			r.err = fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+		}
+		return nil
+	}
+	qr, err := e.getQueue(ctx, tx, t, queue)
+	if err != nil {
+		return err
+	}
+	seq := qr.lastSeq - int64(n)
+	rows := make([]messageRow, 0, n)
+	for _, r := range group {
+		r.seqs = make([]int64, len(r.enq.Messages))
+		for i := range r.enq.Messages {
+			seq++
+			r.seqs[i] = seq
+			row, err := newMessageRow(&r.enq.Messages[i], seq, qr)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, row)
+		}
+		r.signals = []string{QueueKey(t, queue)}
+	}
+	if err := e.insertMessages(ctx, tx, t, queue, qr.now, rows); err != nil {
+		return err
+	}
+	return e.notify(ctx, tx, QueueKey(t, queue))
+}
+
+func newMessageRow(m *store.NewMessage, seq int64, qr queueRow) (messageRow, error) {
+	row := messageRow{
+		Seq: seq, State: int(sluicetype.StateReady),
+		MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
+		ContentType: m.ContentType, Payload: hexPayload(m.Payload),
+	}
+	ttl := m.TTL
+	if def := qr.settings.DefaultTTL; def > 0 && (ttl == 0 || ttl > def) {
+		ttl = def
+	}
+	if ttl > 0 {
+		row.ExpiresAt = ptr(qr.now + ms(ttl))
+	}
+	if !m.VisibleAt.IsZero() && m.VisibleAt.UnixMilli() > qr.now {
+		row.State = int(sluicetype.StateScheduled)
+		row.VisibleAt = ptr(m.VisibleAt.UnixMilli())
+	}
+	var err error
+	row.Properties, err = encodeProps(m.Properties)
+	return row, err
+}
+
+func (e *Engine) insertMessages(ctx context.Context, tx *sql.Tx, t store.Tenant, queue string, now int64, rows []messageRow) error {
+	for _, c := range chunks(len(rows), func(i int) int { return len(rows[i].Payload) + 64 }) {
+		js, err := jsonText(rows[c[0]:c[1]])
+		if err != nil {
+			return err
+		}
+		if _, err := e.exec(ctx, tx, "InsertMessages", t.Service, t.Provider, queue, now, js); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// notify tells other processes, where the dialect can, that key changed;
+// the message is delivered when the transaction commits.
+func (e *Engine) notify(ctx context.Context, tx *sql.Tx, key string) error {
+	if !e.notifyOn {
+		return nil
+	}
+	_, err := tx.ExecContext(ctx, e.q["Notify"], key)
+	return err
+}
+
+func (s *tenantStore) Lease(ctx context.Context, p *store.LeaseParams) ([]sluicetype.Leased, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: lease: %w", err)
+	}
+	var (
+		out  []sluicetype.Leased
+		qr   queueRow
+		wake bool
+	)
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		out, wake = nil, false
+		var err error
+		if qr, err = s.e.getQueue(ctx, tx, s.t, p.Queue); err != nil {
+			return err
+		}
+		if _, err = s.e.resolveDue(ctx, tx, s.t, &qr, dueBatch); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, s.e.q["SelectReady"], s.t.Service, s.t.Provider, p.Queue, qr.now, p.Max)
+		if err != nil {
+			return fmt.Errorf("SelectReady: %w", err)
+		}
+		token, until := newToken(), qr.now+ms(p.Visibility)
+		seqs := make([]int64, 0, p.Max)
+		for rows.Next() {
+			m, err := scanMessage(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("SelectReady: %w", err)
+			}
+			m.DeliveryCount++
+			m.State = sluicetype.StateLeased
+			m.VisibleAt = fromMS(until)
+			out = append(out, sluicetype.Leased{
+				Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: fromMS(until),
+			})
+			seqs = append(seqs, m.Seq)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("SelectReady: %w", err)
+		}
+		if len(seqs) == 0 {
+			return nil
+		}
+		// There may be more than this call took: wake another leaser.
+		wake = len(seqs) == p.Max
+		_, err = s.e.exec(ctx, tx, "LeaseMessages", token, until, s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(seqs))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: lease: %w", err)
+	}
+	if wake {
+		s.e.hub.Signal(QueueKey(s.t, p.Queue))
+	}
+	if qr.evictAt <= qr.now {
+		if err := s.maybeEvict(ctx, p.Queue, qr); err != nil {
+			s.e.log.Warn("sluice: eviction failed", "queue", p.Queue, "err", err)
+		}
+	}
+	return out, nil
+}
+
+// resolveDue handles leased and scheduled rows whose time has come: a
+// leased row on its last allowed delivery goes to dead letters, an expired
+// one expires, and the rest become ready again, in sequence order with
+// the others. Rows another transaction holds are skipped.
+func (e *Engine) resolveDue(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, limit int) (store.EvictResult, error) {
+	var res store.EvictResult
+	rows, err := tx.QueryContext(ctx, e.q["SelectDue"], t.Service, t.Provider, qr.settings.Name, qr.now, limit)
+	if err != nil {
+		return res, fmt.Errorf("SelectDue: %w", err)
+	}
+	var ready, exhausted, expired []int64
+	for rows.Next() {
+		var (
+			seq     int64
+			state   int
+			count   int
+			expires sql.NullInt64
+		)
+		if err := rows.Scan(&seq, &state, &count, &expires); err != nil {
+			rows.Close()
+			return res, fmt.Errorf("SelectDue: %w", err)
+		}
+		switch {
+		case sluicetype.MessageState(state) == sluicetype.StateLeased && count >= qr.settings.MaxDeliveryCount:
+			exhausted = append(exhausted, seq)
+		case expires.Valid && expires.Int64 <= qr.now:
+			expired = append(expired, seq)
+		default:
+			ready = append(ready, seq)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return res, fmt.Errorf("SelectDue: %w", err)
+	}
+	if len(ready) > 0 {
+		slices.Sort(ready)
+		if _, err := e.exec(ctx, tx, "MakeReady", t.Service, t.Provider, qr.settings.Name, e.d.IntList(ready)); err != nil {
+			return res, err
+		}
+	}
+	desc := fmt.Sprintf("the lease ended after the last of %d allowed deliveries", qr.settings.MaxDeliveryCount)
+	if err := e.deadLetter(ctx, tx, t, qr, exhausted, sluicetype.ReasonMaxDeliveryCountExceeded, desc); err != nil {
+		return res, err
+	}
+	if err := e.expire(ctx, tx, t, qr, expired); err != nil {
+		return res, err
+	}
+	res.Exhausted, res.Expired = int64(len(exhausted)), int64(len(expired))
+	return res, nil
+}
+
+// deadLetter moves messages to dead letters.
+func (e *Engine) deadLetter(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, seqs []int64, reason, desc string) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	slices.Sort(seqs)
+	list := e.d.IntList(seqs)
+	if _, err := e.exec(ctx, tx, "MoveToDeadLetters", reason, desc, qr.now, qr.removeAt(),
+		t.Service, t.Provider, qr.settings.Name, list); err != nil {
+		return err
+	}
+	_, err := e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, qr.settings.Name, list)
+	return err
+}
+
+// expire dead-letters or drops messages whose time-to-live ran out, as the
+// queue says.
+func (e *Engine) expire(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	if qr.settings.DeadLetterOnExpiry {
+		return e.deadLetter(ctx, tx, t, qr, seqs, sluicetype.ReasonTTLExpired, "the message's time-to-live ran out")
+	}
+	slices.Sort(seqs)
+	_, err := e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, qr.settings.Name, e.d.IntList(seqs))
+	return err
+}
+
+// maybeEvict races to move the queue's control column to the next
+// eviction time; the one caller that wins runs one eviction batch. So
+// eviction runs about once per interval per queue, however many nodes
+// lease from it.
+func (s *tenantStore) maybeEvict(ctx context.Context, queue string, qr queueRow) error {
+	won := false
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		n, err := s.e.exec(ctx, tx, "ClaimEviction", qr.now+ms(qr.settings.EvictionInterval),
+			s.t.Service, s.t.Provider, queue, qr.evictAt)
+		won = n == 1
+		return err
+	})
+	if err != nil || !won {
+		return err
+	}
+	_, err = s.evict(ctx, queue)
+	return err
+}
+
+func (s *tenantStore) Evict(ctx context.Context, queue string) (store.EvictResult, error) {
+	if err := store.ValidateName("queue", queue); err != nil {
+		return store.EvictResult{}, fmt.Errorf("sluice: evict: %w", err)
+	}
+	res, err := s.evict(ctx, queue)
+	if err != nil {
+		return res, fmt.Errorf("sluice: evict: %w", err)
+	}
+	return res, nil
+}
+
+// evict runs one bounded eviction batch: ended leases and schedules are
+// resolved, expired messages expire, and dead letters past retention are
+// removed, each step at most the queue's eviction batch.
+func (s *tenantStore) evict(ctx context.Context, queue string) (store.EvictResult, error) {
+	var res store.EvictResult
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		qr, err := s.e.getQueue(ctx, tx, s.t, queue)
+		if err != nil {
+			return err
+		}
+		batch := qr.settings.EvictionBatch
+		if res, err = s.e.resolveDue(ctx, tx, s.t, &qr, batch); err != nil {
+			return err
+		}
+		expired, err := s.e.int64s(ctx, tx, "SelectExpired", s.t.Service, s.t.Provider, queue, qr.now, qr.now, batch)
+		if err != nil {
+			return err
+		}
+		if err := s.e.expire(ctx, tx, s.t, &qr, expired); err != nil {
+			return err
+		}
+		res.Expired += int64(len(expired))
+		removable, err := s.e.int64s(ctx, tx, "SelectRemovableDeadLetters", s.t.Service, s.t.Provider, queue, qr.now, batch)
+		if err != nil || len(removable) == 0 {
+			return err
+		}
+		slices.Sort(removable)
+		res.Removed, err = s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, queue, s.e.d.IntList(removable))
+		return err
+	})
+	return res, err
+}
+
+func (s *tenantStore) Settle(ctx context.Context, p *store.SettleParams) ([]store.SettleResult, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: %s: %w", p.Action, err)
+	}
+	r := &writeReq{t: s.t, settle: p}
+	if err := s.e.commit.submit(ctx, r); err != nil {
+		return nil, fmt.Errorf("sluice: %s: %w", p.Action, err)
+	}
+	return r.settled, nil
+}
+
+type heldRow struct {
+	token int64
+	count int
+}
+
+// settleGroup settles the requests of one queue. It locks every message
+// they name in one statement, in sequence order, then applies each
+// request against what it found: a receipt whose lease ended, whose token
+// differs, or whose message an earlier request of the group settled gets
+// ErrLockLost.
+func (e *Engine) settleGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) error {
+	t, queue := group[0].t, group[0].settle.Queue
+	qr, err := e.getQueue(ctx, tx, t, queue)
+	if errors.Is(err, sluicetype.ErrQueueNotFound) {
+		for _, r := range group {
+			r.err = err
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var all []int64
+	for _, r := range group {
+		for _, rc := range r.settle.Receipts {
+			all = append(all, rc.Seq)
+		}
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	held := make(map[int64]heldRow, len(all))
+	rows, err := tx.QueryContext(ctx, e.q["SelectHeld"], t.Service, t.Provider, queue, qr.now, e.d.IntList(all))
+	if err != nil {
+		return fmt.Errorf("SelectHeld: %w", err)
+	}
+	for rows.Next() {
+		var (
+			seq int64
+			h   heldRow
+		)
+		if err := rows.Scan(&seq, &h.token, &h.count); err != nil {
+			rows.Close()
+			return fmt.Errorf("SelectHeld: %w", err)
+		}
+		held[seq] = h
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("SelectHeld: %w", err)
+	}
+	for _, r := range group {
+		if err := e.settleOne(ctx, tx, t, &qr, r, held); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) settleOne(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, r *writeReq, held map[int64]heldRow) error {
+	p := r.settle
+	r.settled = make([]store.SettleResult, len(p.Receipts))
+	var mine, exhausted []int64
+	for i, rc := range p.Receipts {
+		h, ok := held[rc.Seq]
+		if !ok || h.token != rc.Token {
+			r.settled[i].Err = fmt.Errorf("message %d: %w", rc.Seq, sluicetype.ErrLockLost)
+			continue
+		}
+		if p.Action != store.Extend {
+			delete(held, rc.Seq)
+		}
+		if p.Action == store.Abandon && h.count >= qr.settings.MaxDeliveryCount {
+			exhausted = append(exhausted, rc.Seq)
+			continue
+		}
+		mine = append(mine, rc.Seq)
+	}
+	slices.Sort(mine)
+	mine = slices.Compact(mine)
+	switch p.Action {
+	case store.Complete:
+		if len(mine) > 0 {
+			_, err := e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine))
+			return err
+		}
+	case store.DeadLetter:
+		return e.deadLetter(ctx, tx, t, qr, mine, p.Reason, p.Description)
+	case store.Abandon:
+		desc := fmt.Sprintf("abandoned on the last of %d allowed deliveries", qr.settings.MaxDeliveryCount)
+		if err := e.deadLetter(ctx, tx, t, qr, exhausted, sluicetype.ReasonMaxDeliveryCountExceeded, desc); err != nil {
+			return err
+		}
+		if len(mine) == 0 {
+			return nil
+		}
+		list := e.d.IntList(mine)
+		if p.Delay > 0 {
+			_, err := e.exec(ctx, tx, "MakeScheduled", qr.now+ms(p.Delay), t.Service, t.Provider, qr.settings.Name, list)
+			return err
+		}
+		if _, err := e.exec(ctx, tx, "MakeReady", t.Service, t.Provider, qr.settings.Name, list); err != nil {
+			return err
+		}
+		key := QueueKey(t, qr.settings.Name)
+		r.signals = append(r.signals, key)
+		return e.notify(ctx, tx, key)
+	case store.Extend:
+		if len(mine) == 0 {
+			return nil
+		}
+		until := qr.now + ms(p.Extension)
+		if _, err := e.exec(ctx, tx, "ExtendLeases", until, t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine)); err != nil {
+			return err
+		}
+		for i := range r.settled {
+			if r.settled[i].Err == nil {
+				r.settled[i].LockedUntil = fromMS(until)
+			}
+		}
+	}
+	return nil
+}
+
+func (s *tenantStore) Peek(ctx context.Context, p *store.PeekParams) ([]sluicetype.Message, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: peek: %w", err)
+	}
+	if err := s.mustExist(ctx, p.Queue); err != nil {
+		return nil, fmt.Errorf("sluice: peek: %w", err)
+	}
+	rows, err := s.e.r.QueryContext(ctx, s.e.q["PeekMessages"], s.t.Service, s.t.Provider, p.Queue, p.FromSeq, p.Max)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: peek: %w", err)
+	}
+	defer rows.Close()
+	var out []sluicetype.Message
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: peek: %w", err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sluice: peek: %w", err)
+	}
+	return out, nil
+}
+
+// mustExist fails with ErrQueueNotFound when the queue does not exist.
+func (s *tenantStore) mustExist(ctx context.Context, queue string) error {
+	_, err := s.e.getQueue(ctx, s.e.r, s.t, queue)
+	return err
+}
+
+func (s *tenantStore) PeekDeadLetters(ctx context.Context, p *store.PeekParams) ([]sluicetype.DeadLetter, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: peek dead letters: %w", err)
+	}
+	if err := s.mustExist(ctx, p.Queue); err != nil {
+		return nil, fmt.Errorf("sluice: peek dead letters: %w", err)
+	}
+	rows, err := s.e.r.QueryContext(ctx, s.e.q["PeekDeadLetters"], s.t.Service, s.t.Provider, p.Queue, p.FromSeq, p.Max)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: peek dead letters: %w", err)
+	}
+	defer rows.Close()
+	var out []sluicetype.DeadLetter
+	for rows.Next() {
+		d, err := scanDeadLetter(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: peek dead letters: %w", err)
+		}
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sluice: peek dead letters: %w", err)
+	}
+	return out, nil
+}
+
+func (s *tenantStore) ResubmitDeadLetters(ctx context.Context, p *store.ResubmitParams) ([]int64, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: resubmit: %w", err)
+	}
+	sorted := slices.Clone(p.Seqs)
+	slices.Sort(sorted)
+	var out []int64
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		out = nil
+		found, err := s.e.int64s(ctx, tx, "LockDeadLetters", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted))
+		if err != nil {
+			return err
+		}
+		if len(found) != len(sorted) {
+			for _, seq := range sorted {
+				if _, ok := slices.BinarySearch(found, seq); !ok {
+					return fmt.Errorf("dead letter %d of queue %q: %w", seq, p.Queue, sluicetype.ErrMessageNotFound)
+				}
+			}
+		}
+		affected, err := s.e.exec(ctx, tx, "ReserveSeqs", len(sorted), s.t.Service, s.t.Provider, p.Queue)
+		if err != nil {
+			return err
+		}
+		if affected == 0 {
+			return fmt.Errorf("queue %q: %w", p.Queue, sluicetype.ErrQueueNotFound)
+		}
+		qr, err := s.e.getQueue(ctx, tx, s.t, p.Queue)
+		if err != nil {
+			return err
+		}
+		first := qr.lastSeq - int64(len(p.Seqs)) + 1
+		mapping := make([]seqMapping, len(p.Seqs))
+		out = make([]int64, len(p.Seqs))
+		for i, old := range p.Seqs {
+			out[i] = first + int64(i)
+			mapping[i] = seqMapping{Old: old, New: out[i]}
+		}
+		js, err := jsonText(mapping)
+		if err != nil {
+			return err
+		}
+		var expires sql.NullInt64
+		if qr.settings.DefaultTTL > 0 {
+			expires = sql.NullInt64{Int64: qr.now + ms(qr.settings.DefaultTTL), Valid: true}
+		}
+		if _, err := s.e.exec(ctx, tx, "ResubmitDeadLetters", qr.now, expires, js, s.t.Service, s.t.Provider, p.Queue); err != nil {
+			return err
+		}
+		if _, err := s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted)); err != nil {
+			return err
+		}
+		return s.e.notify(ctx, tx, QueueKey(s.t, p.Queue))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: resubmit: %w", err)
+	}
+	s.e.hub.Signal(QueueKey(s.t, p.Queue))
+	return out, nil
+}
+
+// purgeBatch bounds the dead letters one purge transaction deletes.
+const purgeBatch = 1000
+
+func (s *tenantStore) PurgeDeadLetters(ctx context.Context, queue string) (int64, error) {
+	if err := store.ValidateName("queue", queue); err != nil {
+		return 0, fmt.Errorf("sluice: purge: %w", err)
+	}
+	if err := s.mustExist(ctx, queue); err != nil {
+		return 0, fmt.Errorf("sluice: purge: %w", err)
+	}
+	var total int64
+	for {
+		var n int64
+		err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+			seqs, err := s.e.int64s(ctx, tx, "SelectDeadLetterSeqs", s.t.Service, s.t.Provider, queue, purgeBatch)
+			if err != nil || len(seqs) == 0 {
+				n = 0
+				return err
+			}
+			n, err = s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, queue, s.e.d.IntList(seqs))
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("sluice: purge: %w", err)
+		}
+		total += n
+		if n == 0 {
+			return total, nil
+		}
+	}
+}
+
+func (s *tenantStore) QueueStats(ctx context.Context, queue string) (store.QueueStats, error) {
+	var st store.QueueStats
+	if err := store.ValidateName("queue", queue); err != nil {
+		return st, fmt.Errorf("sluice: stats: %w", err)
+	}
+	qr, err := s.e.getQueue(ctx, s.e.r, s.t, queue)
+	if err != nil {
+		return st, fmt.Errorf("sluice: stats: %w", err)
+	}
+	var oldest sql.NullInt64
+	err = s.e.r.QueryRowContext(ctx, s.e.q["QueueStats"], qr.now, qr.now, qr.now, s.t.Service, s.t.Provider, queue).
+		Scan(&st.Active, &st.Scheduled, &st.InFlight, &st.Deferred, &oldest)
+	if err != nil {
+		return st, fmt.Errorf("sluice: stats: %w", err)
+	}
+	if err := s.e.r.QueryRowContext(ctx, s.e.q["CountDeadLetters"], s.t.Service, s.t.Provider, queue).Scan(&st.DeadLettered); err != nil {
+		return st, fmt.Errorf("sluice: stats: %w", err)
+	}
+	if oldest.Valid && oldest.Int64 < qr.now {
+		st.OldestAge = time.Duration(qr.now-oldest.Int64) * time.Millisecond
+	}
+	return st, nil
+}
+
+func (s *tenantStore) WatchQueue(queue string) (<-chan struct{}, func()) {
+	return s.e.hub.Watch(QueueKey(s.t, queue))
+}

@@ -1,0 +1,318 @@
+-- sluice queries, SQLite dialect.
+--
+-- Each query starts with a "-- name: Name" line. The engine passes the
+-- arguments listed under the name, in that order; SQLite's numbered
+-- parameters (?1, ?2, ...) may use them in any order. A list argument is a
+-- JSON array; bulk rows are a JSON array of objects, payloads hex-encoded.
+-- Times are milliseconds since the Unix epoch by the database clock:
+-- CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER).
+-- SQLite has one writer at a time, so the row locks other dialects take
+-- with FOR UPDATE are implied by the write transaction.
+
+-- name: CreateMigrationsTable
+CREATE TABLE IF NOT EXISTS sluice_migrations (
+    version     INTEGER PRIMARY KEY,
+    applied_at  INTEGER NOT NULL
+);
+
+-- name: MigrateLock
+BEGIN IMMEDIATE;
+
+-- name: MigrateUnlock
+COMMIT;
+
+-- name: MigrateAbort
+ROLLBACK;
+
+-- name: AppliedMigrations
+SELECT version FROM sluice_migrations ORDER BY version;
+
+-- name: RecordMigration
+-- args: version
+INSERT INTO sluice_migrations (version, applied_at)
+VALUES (?1, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER));
+
+-- name: Now
+SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER);
+
+-- name: CreateQueue
+-- args: service, provider, name, max_delivery, default_ttl_ms,
+--       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch
+INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
+    dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, evict_at, created_at)
+VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9,
+    CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER),
+    CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER));
+
+-- name: GetQueue
+-- args: service, provider, name
+-- The queue's settings, counters and the database's current time.
+SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
+       evict_interval_ms, evict_batch, evict_at, last_seq,
+       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+FROM sluice_queues
+WHERE service = ?1 AND provider = ?2 AND name = ?3;
+
+-- name: DeleteQueue
+-- args: service, provider, name
+DELETE FROM sluice_queues WHERE service = ?1 AND provider = ?2 AND name = ?3;
+
+-- name: DeleteQueueMessages
+-- args: service, provider, name
+DELETE FROM sluice_messages WHERE service = ?1 AND provider = ?2 AND queue = ?3;
+
+-- name: DeleteQueueDeadLetters
+-- args: service, provider, name
+DELETE FROM sluice_dead_letters WHERE service = ?1 AND provider = ?2 AND queue = ?3;
+
+-- name: ReserveSeqs
+-- args: n, service, provider, name
+UPDATE sluice_queues SET last_seq = last_seq + ?1
+WHERE service = ?2 AND provider = ?3 AND name = ?4;
+
+-- name: InsertMessages
+-- args: service, provider, queue, enqueued_at, rows
+-- rows: [{"s":seq,"st":state,"v":visible_at,"e":expires_at,"mid":..,"sid":..,
+--         "pk":..,"ct":..,"pr":properties_json,"p":payload_hex}]
+INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
+    delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
+    content_type, properties, payload)
+SELECT ?1, ?2, ?3, r.value ->> 's', r.value ->> 'st', r.value ->> 'v', r.value ->> 'e',
+       0, NULL, ?4, r.value ->> 'mid', r.value ->> 'sid', r.value ->> 'pk',
+       r.value ->> 'ct', r.value ->> 'pr', unhex(r.value ->> 'p')
+FROM json_each(?5) AS r;
+
+-- name: SelectDue
+-- args: service, provider, queue, now, limit
+-- Leased and scheduled rows whose time has come, oldest first.
+SELECT seq, state, delivery_count, expires_at
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND visible_at IS NOT NULL AND visible_at <= ?4
+ORDER BY visible_at
+LIMIT ?5;
+
+-- name: MakeReady
+-- args: service, provider, queue, seqs
+UPDATE sluice_messages SET state = 0, visible_at = NULL, lock_token = NULL
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4));
+
+-- name: MakeScheduled
+-- args: visible_at, service, provider, queue, seqs
+UPDATE sluice_messages SET state = 2, visible_at = ?1, lock_token = NULL
+WHERE service = ?2 AND provider = ?3 AND queue = ?4
+  AND seq IN (SELECT value FROM json_each(?5));
+
+-- name: ExtendLeases
+-- args: visible_at, service, provider, queue, seqs
+UPDATE sluice_messages SET visible_at = ?1
+WHERE service = ?2 AND provider = ?3 AND queue = ?4
+  AND seq IN (SELECT value FROM json_each(?5));
+
+-- name: MoveToDeadLetters
+-- args: reason, description, dead_at, remove_at, service, provider, queue, seqs
+INSERT INTO sluice_dead_letters (service, provider, queue, seq, delivery_count, enqueued_at,
+    expires_at, message_id, session_id, partition_key, content_type, properties, payload,
+    reason, description, dead_at, remove_at)
+SELECT service, provider, queue, seq, delivery_count, enqueued_at,
+       expires_at, message_id, session_id, partition_key, content_type, properties, payload,
+       ?1, ?2, ?3, ?4
+FROM sluice_messages
+WHERE service = ?5 AND provider = ?6 AND queue = ?7
+  AND seq IN (SELECT value FROM json_each(?8));
+
+-- name: DeleteMessages
+-- args: service, provider, queue, seqs
+DELETE FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4));
+
+-- name: SelectReady
+-- args: service, provider, queue, now, limit
+-- The first ready, unexpired rows in sequence order, with all columns.
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, payload
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND state = 0
+  AND (expires_at IS NULL OR expires_at > ?4)
+ORDER BY seq
+LIMIT ?5;
+
+-- name: LeaseMessages
+-- args: lock_token, visible_at, service, provider, queue, seqs
+UPDATE sluice_messages
+SET state = 1, lock_token = ?1, visible_at = ?2, delivery_count = delivery_count + 1
+WHERE service = ?3 AND provider = ?4 AND queue = ?5
+  AND seq IN (SELECT value FROM json_each(?6));
+
+-- name: SelectHeld
+-- args: service, provider, queue, now, seqs
+-- Of the given rows, those under a lease that has not ended.
+SELECT seq, lock_token, delivery_count
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND state = 1 AND visible_at > ?4
+  AND seq IN (SELECT value FROM json_each(?5))
+ORDER BY seq;
+
+-- name: ClaimEviction
+-- args: next_evict_at, service, provider, name, seen_evict_at
+-- Compare-and-set on the control column: the one caller that moves it runs
+-- the eviction batch.
+UPDATE sluice_queues SET evict_at = ?1
+WHERE service = ?2 AND provider = ?3 AND name = ?4 AND evict_at = ?5;
+
+-- name: SelectExpired
+-- args: service, provider, queue, now, now, limit
+-- Rows whose time-to-live ran out, except those under a lease that has not
+-- ended (their holder may still complete them).
+SELECT seq
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND expires_at IS NOT NULL AND expires_at <= ?4
+  AND (state <> 1 OR visible_at <= ?5)
+ORDER BY expires_at
+LIMIT ?6;
+
+-- name: SelectRemovableDeadLetters
+-- args: service, provider, queue, now, limit
+SELECT seq
+FROM sluice_dead_letters
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND remove_at IS NOT NULL AND remove_at <= ?4
+ORDER BY remove_at
+LIMIT ?5;
+
+-- name: SelectDeadLetterSeqs
+-- args: service, provider, queue, limit
+SELECT seq
+FROM sluice_dead_letters
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+ORDER BY seq
+LIMIT ?4;
+
+-- name: LockDeadLetters
+-- args: service, provider, queue, seqs
+SELECT seq
+FROM sluice_dead_letters
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4))
+ORDER BY seq;
+
+-- name: DeleteDeadLetters
+-- args: service, provider, queue, seqs
+DELETE FROM sluice_dead_letters
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4));
+
+-- name: ResubmitDeadLetters
+-- args: enqueued_at, expires_at, mapping, service, provider, queue
+-- mapping: [{"o":old_seq,"n":new_seq}]
+INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
+    delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
+    content_type, properties, payload)
+SELECT d.service, d.provider, d.queue, m.value ->> 'n', 0, NULL, ?2,
+       0, NULL, ?1, d.message_id, d.session_id, d.partition_key,
+       d.content_type, d.properties, d.payload
+FROM sluice_dead_letters AS d
+JOIN json_each(?3) AS m ON d.seq = m.value ->> 'o'
+WHERE d.service = ?4 AND d.provider = ?5 AND d.queue = ?6;
+
+-- name: PeekMessages
+-- args: service, provider, queue, from_seq, limit
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, payload
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND seq >= ?4
+ORDER BY seq
+LIMIT ?5;
+
+-- name: PeekDeadLetters
+-- args: service, provider, queue, from_seq, limit
+SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
+       content_type, properties, payload, reason, description, dead_at, remove_at
+FROM sluice_dead_letters
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND seq >= ?4
+ORDER BY seq
+LIMIT ?5;
+
+-- name: QueueStats
+-- args: now, now, now, service, provider, queue
+SELECT COALESCE(SUM(CASE WHEN state = 0 OR (state IN (1, 2) AND visible_at <= ?1) THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN state = 2 AND visible_at > ?2 THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN state = 1 AND visible_at > ?3 THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN state = 3 THEN 1 ELSE 0 END), 0),
+       MIN(enqueued_at)
+FROM sluice_messages
+WHERE service = ?4 AND provider = ?5 AND queue = ?6;
+
+-- name: CountDeadLetters
+-- args: service, provider, queue
+SELECT COUNT(*) FROM sluice_dead_letters
+WHERE service = ?1 AND provider = ?2 AND queue = ?3;
+
+-- name: BumpHead
+-- args: n, service, provider, partition
+UPDATE sluice_partitions SET head = head + ?1
+WHERE service = ?2 AND provider = ?3 AND partition = ?4;
+
+-- name: EnsurePartition
+-- args: service, provider, partition
+INSERT INTO sluice_partitions (service, provider, partition, head, trimmed)
+VALUES (?1, ?2, ?3, 0, 0)
+ON CONFLICT DO NOTHING;
+
+-- name: GetPartition
+-- args: service, provider, partition
+SELECT head, trimmed, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+FROM sluice_partitions
+WHERE service = ?1 AND provider = ?2 AND partition = ?3;
+
+-- name: InsertRecords
+-- args: service, provider, partition, appended_at, rows
+-- rows: [{"s":position,"ns":namespace,"k":key,"pr":properties_json,"p":payload_hex}]
+INSERT INTO sluice_records (service, provider, partition, position, namespace, stream_key,
+    properties, payload, appended_at)
+SELECT ?1, ?2, ?3, r.value ->> 's', r.value ->> 'ns', r.value ->> 'k',
+       r.value ->> 'pr', unhex(r.value ->> 'p'), ?4
+FROM json_each(?5) AS r;
+
+-- name: ReadRecords
+-- args: service, provider, partition, after, limit
+SELECT position, namespace, stream_key, properties, payload, appended_at
+FROM sluice_records
+WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND position > ?4
+ORDER BY position
+LIMIT ?5;
+
+-- name: TrimRecords
+-- args: service, provider, partition, through, limit
+DELETE FROM sluice_records
+WHERE service = ?1 AND provider = ?2 AND partition = ?3
+  AND position IN (
+    SELECT position FROM sluice_records
+    WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND position <= ?4
+    ORDER BY position
+    LIMIT ?5);
+
+-- name: SetTrimmed
+-- args: through, service, provider, partition
+UPDATE sluice_partitions SET trimmed = max(trimmed, min(?1, head))
+WHERE service = ?2 AND provider = ?3 AND partition = ?4;
+
+-- name: UpsertCheckpoint
+-- args: service, provider, partition, consumer, position, epoch
+-- Writes only when the stored epoch is not newer; the engine reads the row
+-- back to tell a fenced write from an applied one.
+INSERT INTO sluice_checkpoints (service, provider, partition, consumer, position, epoch, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+ON CONFLICT (service, provider, partition, consumer) DO UPDATE
+SET position = excluded.position, epoch = excluded.epoch, updated_at = excluded.updated_at
+WHERE sluice_checkpoints.epoch <= excluded.epoch;
+
+-- name: GetCheckpoint
+-- args: service, provider, partition, consumer
+SELECT position, epoch, updated_at
+FROM sluice_checkpoints
+WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND consumer = ?4;

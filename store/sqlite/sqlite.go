@@ -1,0 +1,128 @@
+// Package sqlite is sluice's embedded backend: one SQLite file in WAL mode,
+// one writer connection that every write goes through (group commit makes
+// that cheap), and a pool of readers. It needs no server and, with the
+// default driver, no C compiler.
+//
+// Durability: synchronous=FULL by default, so a transaction is on disk
+// before Enqueue returns and survives power loss as well as a SIGKILL;
+// synchronous=NORMAL also survives a SIGKILL of the process (the WAL is in
+// the operating system's cache) but may lose the last commits on power
+// loss. See docs/benchmarks.md for what each costs.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/engine"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+//go:embed queries/*.sql
+var queries embed.FS
+
+// Config opens a SQLite backend.
+type Config struct {
+	// Path is the database file; its directory is created if missing.
+	Path string
+	// Synchronous is SQLite's synchronous setting: "FULL" (default) or
+	// "NORMAL". See the package documentation.
+	Synchronous string
+	// Limits bound calls; zero fields take defaults.
+	Limits store.Limits
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Driver is the database/sql driver this build uses (chosen by build tag;
+// see docs/benchmarks.md for the measurement behind the default).
+func Driver() string { return driverName }
+
+// Open opens (creating if needed) and migrates a SQLite database.
+func Open(ctx context.Context, cfg Config) (store.Backend, error) {
+	if cfg.Path == "" {
+		return nil, errors.New("sluice: sqlite: Config.Path is empty (try a file such as ./sluice-data/sluice.db)")
+	}
+	sync := strings.ToUpper(cfg.Synchronous)
+	switch sync {
+	case "":
+		sync = "FULL"
+	case "FULL", "NORMAL":
+	default:
+		return nil, fmt.Errorf("sluice: sqlite: synchronous %q: use FULL or NORMAL", cfg.Synchronous)
+	}
+	if dir := filepath.Dir(cfg.Path); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("sluice: sqlite: %w", err)
+		}
+	}
+	w, err := sql.Open(driverName, dsn(cfg.Path, sync, false))
+	if err != nil {
+		return nil, fmt.Errorf("sluice: sqlite: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	r, err := sql.Open(driverName, dsn(cfg.Path, sync, true))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sluice: sqlite: %w", err)
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	qfs, _ := fs.Sub(queries, "queries")
+	mfs, _ := fs.Sub(migrations, "migrations")
+	e, err := engine.New(ctx, engine.Config{
+		Dialect: &engine.Dialect{
+			Features:   store.Features{Name: "sqlite"},
+			Queries:    qfs,
+			Migrations: mfs,
+			IntList:    jsonList,
+			Classify:   classify,
+		},
+		Write:  w,
+		Read:   r,
+		Limits: cfg.Limits,
+		Logger: cfg.Logger,
+	})
+	if err != nil {
+		w.Close()
+		r.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// jsonList encodes a list parameter as a JSON array, read with json_each.
+func jsonList(v []int64) any {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// classify reports busy and locked databases as retryable (a second
+// process writing the same file) and unique-key violations as duplicates.
+func classify(err error) error {
+	msg := err.Error()
+	switch {
+	case strings.Contains(msg, "SQLITE_BUSY"), strings.Contains(msg, "database is locked"),
+		strings.Contains(msg, "SQLITE_LOCKED"), strings.Contains(msg, "(5)"), strings.Contains(msg, "(517)"):
+		return engine.ErrRetry
+	case strings.Contains(msg, "UNIQUE constraint failed"), strings.Contains(msg, "PRIMARY KEY"):
+		return engine.ErrDuplicate
+	}
+	return nil
+}

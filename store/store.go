@@ -1,0 +1,334 @@
+package store
+
+import (
+	"context"
+	"io"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// Tenant scopes every row and every operation: several deployments
+// (services) and several named providers can share one database without
+// ever seeing each other's rows.
+type Tenant struct {
+	Service  string
+	Provider string
+}
+
+// Backend is an opened database with sluice's schema applied. It hands out
+// Stores scoped to one tenant; all of them share the backend's connections
+// and its group commit.
+type Backend interface {
+	// Store returns the operations of one tenant. It fails with
+	// ErrInvalidName when the tenant's names are not valid.
+	Store(t Tenant) (Store, error)
+	// Features says what this backend can and cannot do.
+	Features() Features
+	io.Closer
+}
+
+// Features describes a backend's capabilities to the conformance suite and
+// to the layers above.
+type Features struct {
+	// Name is the backend's name: "sqlite", "postgres" or "mysql".
+	Name string
+	// CrossProcessWake is true when an enqueue in one process wakes a
+	// waiting leaser in another at once (LISTEN/NOTIFY). Without it, other
+	// processes notice new messages on their next poll.
+	CrossProcessWake bool
+}
+
+// Store is one tenant's view of the database.
+type Store interface {
+	QueueStore
+	LogStore
+}
+
+// QueueStore holds the operations on queue entities.
+type QueueStore interface {
+	// CreateQueue creates a queue with the given settings (zero fields take
+	// their defaults). ErrQueueExists if the name is taken.
+	CreateQueue(ctx context.Context, s *QueueSettings) error
+	// GetQueue returns a queue's settings. ErrQueueNotFound if absent.
+	GetQueue(ctx context.Context, name string) (QueueSettings, error)
+	// DeleteQueue removes a queue with its messages and dead letters.
+	DeleteQueue(ctx context.Context, name string) error
+
+	// Enqueue appends a batch of messages atomically and returns their
+	// sequence numbers, in the order given.
+	Enqueue(ctx context.Context, p *EnqueueParams) ([]int64, error)
+	// Lease takes up to p.Max available messages in sequence order and
+	// hides them for p.Visibility. It returns an empty slice, not an error,
+	// when none is available.
+	Lease(ctx context.Context, p *LeaseParams) ([]sluicetype.Leased, error)
+	// Settle applies one action to messages by receipt. The error is for
+	// the call as a whole; per-message outcomes (ErrLockLost for a stale
+	// receipt) come in the results, aligned with p.Receipts.
+	Settle(ctx context.Context, p *SettleParams) ([]SettleResult, error)
+	// Peek browses messages from a sequence number without leasing them.
+	Peek(ctx context.Context, p *PeekParams) ([]sluicetype.Message, error)
+
+	// PeekDeadLetters browses a queue's dead letters from a sequence number.
+	PeekDeadLetters(ctx context.Context, p *PeekParams) ([]sluicetype.DeadLetter, error)
+	// ResubmitDeadLetters moves dead letters back to their queue as new
+	// messages, atomically, and returns the new sequence numbers in the
+	// order given. ErrMessageNotFound (and nothing moved) if any sequence
+	// number names no dead letter.
+	ResubmitDeadLetters(ctx context.Context, p *ResubmitParams) ([]int64, error)
+	// PurgeDeadLetters deletes all of a queue's dead letters, in bounded
+	// transactions, and returns how many it deleted.
+	PurgeDeadLetters(ctx context.Context, queue string) (int64, error)
+
+	// Evict runs one bounded eviction batch now, whatever the control row
+	// says. Leases run it on their own once per eviction interval.
+	Evict(ctx context.Context, queue string) (EvictResult, error)
+	// QueueStats counts a queue's messages by state.
+	QueueStats(ctx context.Context, queue string) (QueueStats, error)
+
+	// WatchQueue returns a channel that receives a value soon after
+	// messages may have become available in the queue, and a function that
+	// stops the watch. Wake-ups may be spurious; a missed one is covered by
+	// the caller's own poll.
+	WatchQueue(queue string) (<-chan struct{}, func())
+}
+
+// LogStore holds the operations on partition logs.
+type LogStore interface {
+	// Append adds records to a partition atomically and returns the
+	// positions given to the first and the last.
+	Append(ctx context.Context, p *AppendParams) (AppendResult, error)
+	// Read returns up to p.Max records with positions after p.After, in
+	// position order. ErrTrimmed if retention removed records after
+	// p.After that the reader has not seen.
+	Read(ctx context.Context, p *ReadParams) ([]sluicetype.Record, error)
+	// PartitionInfo reports a partition's head (last position) and the
+	// position through which retention has trimmed it.
+	PartitionInfo(ctx context.Context, partition int32) (PartitionInfo, error)
+	// SetCheckpoint stores a consumer's position on a partition.
+	// ErrFenced if the stored epoch is newer than p.Epoch.
+	SetCheckpoint(ctx context.Context, p *CheckpointParams) error
+	// GetCheckpoint returns a consumer's stored checkpoint; the zero
+	// Checkpoint (position 0, epoch 0) when none was ever stored.
+	GetCheckpoint(ctx context.Context, partition int32, consumer string) (Checkpoint, error)
+	// Trim deletes up to p.Max records at or below p.Through and returns how
+	// many it deleted; call it again until it returns 0.
+	Trim(ctx context.Context, p *TrimParams) (int64, error)
+
+	// WatchPartition is WatchQueue for a partition log.
+	WatchPartition(partition int32) (<-chan struct{}, func())
+}
+
+// QueueSettings are a queue's stored settings. Zero values take defaults.
+type QueueSettings struct {
+	Name string
+	// MaxDeliveryCount is how many leases a message gets before a lease
+	// that ends dead-letters it (default 10).
+	MaxDeliveryCount int
+	// DefaultTTL caps every message's time-to-live (0: unlimited).
+	DefaultTTL time.Duration
+	// DeadLetterOnExpiry moves expired messages to dead letters with reason
+	// TTLExpiredException instead of dropping them.
+	DeadLetterOnExpiry bool
+	// DeadLetterRetention is how long dead letters are kept (0: until
+	// purged).
+	DeadLetterRetention time.Duration
+	// EvictionInterval is how often a lease runs an eviction batch
+	// (default 5 s).
+	EvictionInterval time.Duration
+	// EvictionBatch bounds the rows one eviction batch moves or deletes
+	// (default 256).
+	EvictionBatch int
+}
+
+// NewMessage is a message to enqueue.
+type NewMessage struct {
+	MessageID    string
+	SessionID    string
+	PartitionKey string
+	ContentType  string
+	Properties   map[string]string
+	Payload      []byte
+	// TTL is the message's time-to-live from enqueue (0: the queue's
+	// default). The queue's DefaultTTL caps it.
+	TTL time.Duration
+	// VisibleAt schedules delivery: the message is not leased before then.
+	// Zero means now.
+	VisibleAt time.Time
+}
+
+// EnqueueParams enqueues a batch of messages into one queue.
+type EnqueueParams struct {
+	Queue    string
+	Messages []NewMessage
+}
+
+// LeaseParams leases messages from one queue.
+type LeaseParams struct {
+	Queue string
+	// Max is how many messages to lease at most.
+	Max int
+	// Visibility is how long the leased messages stay hidden.
+	Visibility time.Duration
+}
+
+// SettleAction is what Settle does with the messages.
+type SettleAction int
+
+// Settle actions.
+const (
+	// Complete deletes the messages.
+	Complete SettleAction = iota + 1
+	// Abandon makes the messages available again, after Delay if set; a
+	// message on its last allowed delivery is dead-lettered instead with
+	// reason MaxDeliveryCountExceeded.
+	Abandon
+	// DeadLetter moves the messages to dead letters with Reason and
+	// Description.
+	DeadLetter
+	// Extend keeps the messages hidden for Extension from now.
+	Extend
+)
+
+// String names the action.
+func (a SettleAction) String() string {
+	switch a {
+	case Complete:
+		return "complete"
+	case Abandon:
+		return "abandon"
+	case DeadLetter:
+		return "dead-letter"
+	case Extend:
+		return "extend"
+	}
+	return "unknown"
+}
+
+// SettleParams settles messages of one queue by receipt.
+type SettleParams struct {
+	Queue    string
+	Action   SettleAction
+	Receipts []sluicetype.Receipt
+	// Delay (Abandon) keeps the messages hidden that long before they are
+	// available again.
+	Delay time.Duration
+	// Reason and Description (DeadLetter) say why.
+	Reason      string
+	Description string
+	// Extension (Extend) is the new lease length from now.
+	Extension time.Duration
+}
+
+// SettleResult is the outcome of settling one message.
+type SettleResult struct {
+	// Err is nil, or wraps ErrLockLost when the receipt no longer held the
+	// message.
+	Err error
+	// LockedUntil is the new end of the lease (Extend only).
+	LockedUntil time.Time
+}
+
+// PeekParams browses a queue or its dead letters.
+type PeekParams struct {
+	Queue string
+	// FromSeq is the first sequence number to return (inclusive).
+	FromSeq int64
+	// Max is how many to return at most.
+	Max int
+}
+
+// ResubmitParams moves dead letters back to their queue.
+type ResubmitParams struct {
+	Queue string
+	Seqs  []int64
+}
+
+// EvictResult says what one eviction batch did.
+type EvictResult struct {
+	// Expired counts messages whose TTL ran out (dead-lettered or dropped).
+	Expired int64
+	// Exhausted counts messages dead-lettered for their delivery count.
+	Exhausted int64
+	// Removed counts dead letters deleted by retention.
+	Removed int64
+}
+
+// QueueStats counts a queue's messages by state.
+type QueueStats struct {
+	// Active messages are available to a lease now.
+	Active int64
+	// Scheduled messages become available later.
+	Scheduled int64
+	// InFlight messages are held by a lease that has not ended.
+	InFlight int64
+	// Deferred messages wait to be received by sequence number.
+	Deferred int64
+	// DeadLettered counts the queue's dead letters.
+	DeadLettered int64
+	// OldestAge is how long the oldest message has been in the queue
+	// (0 when empty).
+	OldestAge time.Duration
+}
+
+// NewRecord is a record to append.
+type NewRecord struct {
+	Namespace  string
+	Key        string
+	Properties map[string]string
+	Payload    []byte
+}
+
+// AppendParams appends records to one partition.
+type AppendParams struct {
+	Partition int32
+	Records   []NewRecord
+}
+
+// AppendResult gives the positions of an append's first and last records.
+type AppendResult struct {
+	First, Last int64
+}
+
+// ReadParams reads a partition log.
+type ReadParams struct {
+	Partition int32
+	// After is the last position the reader has seen (0: from the start).
+	After int64
+	// Max is how many records to return at most.
+	Max int
+}
+
+// PartitionInfo describes a partition log.
+type PartitionInfo struct {
+	// Head is the last position appended (0: empty).
+	Head int64
+	// Trimmed is the position through which retention deleted records.
+	Trimmed int64
+}
+
+// CheckpointParams stores a consumer's position.
+type CheckpointParams struct {
+	Partition int32
+	Consumer  string
+	Position  int64
+	// Epoch is the writer's ownership epoch; a write with an epoch older
+	// than the stored one is refused with ErrFenced.
+	Epoch int64
+}
+
+// Checkpoint is a stored consumer position.
+type Checkpoint struct {
+	Position  int64
+	Epoch     int64
+	UpdatedAt time.Time
+}
+
+// TrimParams removes old records of a partition.
+type TrimParams struct {
+	Partition int32
+	// Through is the last position to delete.
+	Through int64
+	// Max bounds how many records one call deletes.
+	Max int
+}

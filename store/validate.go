@@ -1,0 +1,361 @@
+package store
+
+import (
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// Limits bound what one call may write or read. Zero fields take defaults.
+type Limits struct {
+	// MaxMessageBytes bounds one message's payload plus properties
+	// (default 1 MiB).
+	MaxMessageBytes int
+	// MaxBatch bounds the messages or records of one enqueue, append,
+	// lease, peek, read or resubmit (default 1000).
+	MaxBatch int
+	// MaxBatchBytes bounds the bytes of one enqueue or append
+	// (default 16 MiB).
+	MaxBatchBytes int
+}
+
+// Defaults for Limits and QueueSettings.
+const (
+	DefaultMaxMessageBytes  = 1 << 20
+	DefaultMaxBatch         = 1000
+	DefaultMaxBatchBytes    = 16 << 20
+	DefaultMaxDeliveryCount = 10
+	DefaultEvictionInterval = 5 * time.Second
+	DefaultEvictionBatch    = 256
+)
+
+// Name lengths.
+const (
+	MaxTenantNameLen = 100
+	MaxNameLen       = 260
+	MaxKeyLen        = 1024
+	MaxReasonLen     = 4096
+)
+
+// WithDefaults returns l with zero fields set to their defaults.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxMessageBytes <= 0 {
+		l.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if l.MaxBatch <= 0 {
+		l.MaxBatch = DefaultMaxBatch
+	}
+	if l.MaxBatchBytes <= 0 {
+		l.MaxBatchBytes = DefaultMaxBatchBytes
+	}
+	return l
+}
+
+// ValidateName checks a queue, consumer or namespace name: 1 to 260
+// characters of ASCII letters, digits, '.', '-', '_' and '/', starting and
+// ending with a letter or digit (the rules of Service Bus entity names).
+func ValidateName(kind, name string) error {
+	return validateName(kind, name, MaxNameLen, true)
+}
+
+// ValidateTenant checks a tenant's service and provider names: 1 to 100
+// characters, the same character set as ValidateName without '/'.
+func ValidateTenant(t Tenant) error {
+	if err := validateName("service", t.Service, MaxTenantNameLen, false); err != nil {
+		return err
+	}
+	return validateName("provider", t.Provider, MaxTenantNameLen, false)
+}
+
+func validateName(kind, name string, max int, slash bool) error {
+	if name == "" {
+		return fmt.Errorf("%s name is empty: %w", kind, sluicetype.ErrInvalidName)
+	}
+	if len(name) > max {
+		return fmt.Errorf("%s name is %d characters long, at most %d allowed: %w", kind, len(name), max, sluicetype.ErrInvalidName)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if alnum {
+			continue
+		}
+		if i == 0 || i == len(name)-1 {
+			return fmt.Errorf("%s name %q must start and end with a letter or digit: %w", kind, name, sluicetype.ErrInvalidName)
+		}
+		if c == '.' || c == '-' || c == '_' || c == '/' && slash {
+			continue
+		}
+		return fmt.Errorf("%s name %q holds %q; allowed are letters, digits, '.', '-', '_'%s: %w",
+			kind, name, c, map[bool]string{true: " and '/'", false: ""}[slash], sluicetype.ErrInvalidName)
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf(format+": %w", append(args, sluicetype.ErrInvalidArgument)...)
+}
+
+// WithDefaults returns s with zero fields set to their defaults.
+func (s QueueSettings) WithDefaults() QueueSettings {
+	if s.MaxDeliveryCount == 0 {
+		s.MaxDeliveryCount = DefaultMaxDeliveryCount
+	}
+	if s.EvictionInterval == 0 {
+		s.EvictionInterval = DefaultEvictionInterval
+	}
+	if s.EvictionBatch == 0 {
+		s.EvictionBatch = DefaultEvictionBatch
+	}
+	return s
+}
+
+// Validate checks settings that WithDefaults has completed.
+func (s *QueueSettings) Validate() error {
+	if err := ValidateName("queue", s.Name); err != nil {
+		return err
+	}
+	switch {
+	case s.MaxDeliveryCount < 1:
+		return invalid("max delivery count %d: must be at least 1", s.MaxDeliveryCount)
+	case s.DefaultTTL < 0:
+		return invalid("default TTL %v: must not be negative (0 means unlimited)", s.DefaultTTL)
+	case s.DeadLetterRetention < 0:
+		return invalid("dead-letter retention %v: must not be negative (0 keeps them until purged)", s.DeadLetterRetention)
+	case s.EvictionInterval < time.Millisecond:
+		return invalid("eviction interval %v: must be at least 1ms", s.EvictionInterval)
+	case s.EvictionBatch < 1 || s.EvictionBatch > 10000:
+		return invalid("eviction batch %d: must be between 1 and 10000", s.EvictionBatch)
+	}
+	return nil
+}
+
+// MessageSize is what counts against Limits.MaxMessageBytes: the payload,
+// the properties' keys and values, and the identifying strings.
+func (m *NewMessage) MessageSize() int {
+	n := len(m.Payload) + len(m.MessageID) + len(m.SessionID) + len(m.PartitionKey) + len(m.ContentType)
+	for k, v := range m.Properties {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+// Validate checks an enqueue against the limits.
+func (p *EnqueueParams) Validate(l Limits) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if len(p.Messages) == 0 {
+		return invalid("enqueue of no messages")
+	}
+	if len(p.Messages) > l.MaxBatch {
+		return fmt.Errorf("%d messages in one batch, at most %d allowed: %w", len(p.Messages), l.MaxBatch, sluicetype.ErrBatchTooLarge)
+	}
+	total := 0
+	for i := range p.Messages {
+		m := &p.Messages[i]
+		size := m.MessageSize()
+		if size > l.MaxMessageBytes {
+			return fmt.Errorf("message %d is %d bytes, at most %d allowed: %w", i, size, l.MaxMessageBytes, sluicetype.ErrMessageTooLarge)
+		}
+		total += size
+		if m.TTL < 0 {
+			return invalid("message %d: negative TTL %v", i, m.TTL)
+		}
+		for _, s := range []struct{ what, v string }{
+			{"message id", m.MessageID}, {"session id", m.SessionID},
+			{"partition key", m.PartitionKey}, {"content type", m.ContentType},
+		} {
+			if len(s.v) > MaxNameLen || !utf8.ValidString(s.v) {
+				return invalid("message %d: %s must be valid UTF-8 of at most %d bytes", i, s.what, MaxNameLen)
+			}
+		}
+		if err := validateProperties(m.Properties); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
+	}
+	if total > l.MaxBatchBytes {
+		return fmt.Errorf("batch is %d bytes, at most %d allowed: %w", total, l.MaxBatchBytes, sluicetype.ErrBatchTooLarge)
+	}
+	return nil
+}
+
+func validateProperties(props map[string]string) error {
+	for k, v := range props {
+		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) {
+			return invalid("property %q: keys must be non-empty and keys and values valid UTF-8", k)
+		}
+	}
+	return nil
+}
+
+// Validate checks a lease.
+func (p *LeaseParams) Validate(l Limits) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if p.Max < 1 || p.Max > l.MaxBatch {
+		return invalid("lease of %d messages: must be between 1 and %d", p.Max, l.MaxBatch)
+	}
+	if p.Visibility < time.Millisecond {
+		return invalid("visibility timeout %v: must be at least 1ms", p.Visibility)
+	}
+	return nil
+}
+
+// Validate checks a settle.
+func (p *SettleParams) Validate(l Limits) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if len(p.Receipts) == 0 {
+		return invalid("settle of no receipts")
+	}
+	if len(p.Receipts) > l.MaxBatch {
+		return fmt.Errorf("%d receipts in one settle, at most %d allowed: %w", len(p.Receipts), l.MaxBatch, sluicetype.ErrBatchTooLarge)
+	}
+	switch p.Action {
+	case Complete:
+	case Abandon:
+		if p.Delay < 0 {
+			return invalid("abandon delay %v: must not be negative", p.Delay)
+		}
+	case DeadLetter:
+		if len(p.Reason) > MaxReasonLen || len(p.Description) > MaxReasonLen ||
+			!utf8.ValidString(p.Reason) || !utf8.ValidString(p.Description) {
+			return invalid("dead-letter reason and description must be valid UTF-8 of at most %d bytes", MaxReasonLen)
+		}
+	case Extend:
+		if p.Extension < time.Millisecond {
+			return invalid("lease extension %v: must be at least 1ms", p.Extension)
+		}
+	default:
+		return invalid("unknown settle action %d", p.Action)
+	}
+	return nil
+}
+
+// Validate checks a peek.
+func (p *PeekParams) Validate(l Limits) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if p.Max < 1 || p.Max > l.MaxBatch {
+		return invalid("peek of %d messages: must be between 1 and %d", p.Max, l.MaxBatch)
+	}
+	if p.FromSeq < 0 {
+		return invalid("peek from sequence number %d: must not be negative", p.FromSeq)
+	}
+	return nil
+}
+
+// Validate checks a resubmit.
+func (p *ResubmitParams) Validate(l Limits) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if len(p.Seqs) == 0 {
+		return invalid("resubmit of no dead letters")
+	}
+	if len(p.Seqs) > l.MaxBatch {
+		return fmt.Errorf("%d dead letters in one resubmit, at most %d allowed: %w", len(p.Seqs), l.MaxBatch, sluicetype.ErrBatchTooLarge)
+	}
+	seen := make(map[int64]bool, len(p.Seqs))
+	for _, s := range p.Seqs {
+		if seen[s] {
+			return invalid("sequence number %d given twice", s)
+		}
+		seen[s] = true
+	}
+	return nil
+}
+
+// ValidatePartition checks a partition number.
+func ValidatePartition(p int32) error {
+	if p < 0 {
+		return invalid("partition %d: must not be negative", p)
+	}
+	return nil
+}
+
+// Validate checks an append against the limits.
+func (p *AppendParams) Validate(l Limits) error {
+	if err := ValidatePartition(p.Partition); err != nil {
+		return err
+	}
+	if len(p.Records) == 0 {
+		return invalid("append of no records")
+	}
+	if len(p.Records) > l.MaxBatch {
+		return fmt.Errorf("%d records in one batch, at most %d allowed: %w", len(p.Records), l.MaxBatch, sluicetype.ErrBatchTooLarge)
+	}
+	total := 0
+	for i := range p.Records {
+		r := &p.Records[i]
+		if err := ValidateName("namespace", r.Namespace); err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		if r.Key == "" || len(r.Key) > MaxKeyLen || !utf8.ValidString(r.Key) {
+			return fmt.Errorf("record %d: stream key must be valid UTF-8 of 1 to %d bytes: %w", i, MaxKeyLen, sluicetype.ErrInvalidName)
+		}
+		if err := validateProperties(r.Properties); err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
+		}
+		size := len(r.Payload) + len(r.Namespace) + len(r.Key)
+		for k, v := range r.Properties {
+			size += len(k) + len(v)
+		}
+		if size > l.MaxMessageBytes {
+			return fmt.Errorf("record %d is %d bytes, at most %d allowed: %w", i, size, l.MaxMessageBytes, sluicetype.ErrMessageTooLarge)
+		}
+		total += size
+	}
+	if total > l.MaxBatchBytes {
+		return fmt.Errorf("batch is %d bytes, at most %d allowed: %w", total, l.MaxBatchBytes, sluicetype.ErrBatchTooLarge)
+	}
+	return nil
+}
+
+// Validate checks a read.
+func (p *ReadParams) Validate(l Limits) error {
+	if err := ValidatePartition(p.Partition); err != nil {
+		return err
+	}
+	if p.After < 0 {
+		return invalid("read after position %d: must not be negative", p.After)
+	}
+	if p.Max < 1 || p.Max > l.MaxBatch {
+		return invalid("read of %d records: must be between 1 and %d", p.Max, l.MaxBatch)
+	}
+	return nil
+}
+
+// Validate checks a checkpoint write.
+func (p *CheckpointParams) Validate() error {
+	if err := ValidatePartition(p.Partition); err != nil {
+		return err
+	}
+	if err := ValidateName("consumer", p.Consumer); err != nil {
+		return err
+	}
+	if p.Position < 0 || p.Epoch < 0 {
+		return invalid("checkpoint position %d and epoch %d must not be negative", p.Position, p.Epoch)
+	}
+	return nil
+}
+
+// Validate checks a trim.
+func (p *TrimParams) Validate(l Limits) error {
+	if err := ValidatePartition(p.Partition); err != nil {
+		return err
+	}
+	if p.Through < 0 {
+		return invalid("trim through position %d: must not be negative", p.Through)
+	}
+	if p.Max < 1 || p.Max > 100*l.MaxBatch {
+		return invalid("trim of %d records: must be between 1 and %d", p.Max, 100*l.MaxBatch)
+	}
+	return nil
+}
