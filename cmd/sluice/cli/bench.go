@@ -2,11 +2,710 @@ package cli
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
 )
 
+// benchConfig holds the flags of sluice bench.
+type benchConfig struct {
+	db          string
+	scenario    string
+	clients     int
+	producers   int
+	consumers   int
+	batch       int
+	leaseBatch  int
+	size        int
+	duration    time.Duration
+	rate        int
+	inflight    int
+	messages    int
+	partitions  int
+	sync        string
+	jsonOut     bool
+	completeAll bool
+	cpuProfile  string
+}
+
+// benchResult is one line of output.
+type benchResult struct {
+	Scenario   string  `json:"scenario"`
+	Backend    string  `json:"backend"`
+	Driver     string  `json:"driver,omitempty"`
+	Clients    int     `json:"clients,omitempty"`
+	Producers  int     `json:"producers,omitempty"`
+	Consumers  int     `json:"consumers,omitempty"`
+	Batch      int     `json:"batch,omitempty"`
+	Inflight   *int    `json:"inflight,omitempty"`
+	Rate       int     `json:"rate,omitempty"`
+	Count      int64   `json:"count"`
+	Seconds    float64 `json:"seconds"`
+	MsgsPerSec float64 `json:"msgs_per_sec"`
+	P50ms      float64 `json:"p50_ms"`
+	P99ms      float64 `json:"p99_ms"`
+	Note       string  `json:"note,omitempty"`
+}
+
+const benchUsage = `usage: sluice bench --db DSN --scenario NAME [flags]
+
+DSN: sqlite://PATH (or a bare PATH), postgres://..., mysql://...
+scenarios:
+  raw-insert    the database's own limit: 1-KiB rows by plain INSERTs (--clients, --batch rows per transaction)
+  enqueue       sluice enqueue (--producers, --batch messages per call)
+  lease-settle  pre-loaded messages leased and completed (--consumers, --lease-batch)
+  e2e           produce and consume at once; send-to-lease latency (--producers, --consumers, --lease-batch, --rate)
+  backlog       time to lease 32 with --inflight messages leased and unsettled, beside none in flight
+  log-append    partition log appends (--producers, --batch, --partitions)
+  log-read      partition log reads of --messages records (--batch records per read)
+`
+
 func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "sluice bench: not yet built")
-	return ExitError
+	var c benchConfig
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, benchUsage, "\nflags:\n"); fs.PrintDefaults() }
+	fs.StringVar(&c.db, "db", "sluice-data/bench.db", "database DSN")
+	fs.StringVar(&c.scenario, "scenario", "", "scenario to run (see above)")
+	fs.IntVar(&c.clients, "clients", 8, "raw-insert: concurrent clients")
+	fs.IntVar(&c.producers, "producers", 8, "concurrent producers")
+	fs.IntVar(&c.consumers, "consumers", 8, "concurrent consumers")
+	fs.IntVar(&c.batch, "batch", 1, "messages or rows per call or transaction")
+	fs.IntVar(&c.leaseBatch, "lease-batch", 32, "messages per lease")
+	fs.IntVar(&c.size, "size", 1024, "payload bytes")
+	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long a timed scenario runs")
+	fs.IntVar(&c.rate, "rate", 0, "e2e: total messages per second to send (0: as fast as possible)")
+	fs.IntVar(&c.inflight, "inflight", 50000, "backlog: messages leased and unsettled")
+	fs.IntVar(&c.messages, "messages", 50000, "lease-settle and log-read: messages or records pre-loaded")
+	fs.IntVar(&c.partitions, "partitions", 16, "log-append: partitions written")
+	fs.StringVar(&c.sync, "sqlite-synchronous", "FULL", "SQLite synchronous setting: FULL or NORMAL")
+	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object per result")
+	fs.BoolVar(&c.completeAll, "complete-batch", false, "settle a lease's messages in one call instead of one call each")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	if err := fs.Parse(args); err != nil {
+		return ExitUsage
+	}
+	if c.cpuProfile != "" {
+		f, err := os.Create(c.cpuProfile)
+		if err != nil {
+			fmt.Fprintln(stderr, "sluice bench:", err)
+			return ExitError
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(stderr, "sluice bench:", err)
+			return ExitError
+		}
+		defer pprof.StopCPUProfile()
+	}
+	run, ok := scenarios[c.scenario]
+	if !ok {
+		fmt.Fprintf(stderr, "sluice bench: unknown or missing --scenario %q\n\n", c.scenario)
+		fs.Usage()
+		return ExitUsage
+	}
+	b, err := sluice.OpenBackend(ctx, c.db, sluice.Options{SQLiteSynchronous: c.sync})
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice bench:", err)
+		return ExitError
+	}
+	defer b.Close()
+	s, err := b.Store(store.Tenant{Service: "bench", Provider: "run-" + randomHex(6)})
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice bench:", err)
+		return ExitError
+	}
+	env := &benchEnv{cfg: c, backend: b, store: s}
+	results, err := run(ctx, env)
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice bench:", err)
+		return ExitError
+	}
+	for i := range results {
+		results[i].Scenario, results[i].Backend = c.scenario, b.Features().Name
+		if d, ok := b.(interface{ DriverName() string }); ok {
+			results[i].Driver = d.DriverName()
+		}
+	}
+	printResults(stdout, results, c.jsonOut)
+	return ExitOK
+}
+
+type benchEnv struct {
+	cfg     benchConfig
+	backend store.Backend
+	store   store.Store
+}
+
+var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, error){
+	"raw-insert":   benchRawInsert,
+	"enqueue":      benchEnqueue,
+	"lease-settle": benchLeaseSettle,
+	"e2e":          benchE2E,
+	"backlog":      benchBacklog,
+	"log-append":   benchLogAppend,
+	"log-read":     benchLogRead,
+}
+
+func printResults(w io.Writer, results []benchResult, asJSON bool) {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		for _, r := range results {
+			_ = enc.Encode(r)
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tbackend\tparams\tcount\tseconds\tmsgs/s\tp50 ms\tp99 ms\tnote")
+	for _, r := range results {
+		var params []string
+		for _, p := range []struct {
+			k string
+			v int
+		}{{"clients", r.Clients}, {"producers", r.Producers}, {"consumers", r.Consumers}, {"batch", r.Batch}, {"rate", r.Rate}} {
+			if p.v != 0 {
+				params = append(params, fmt.Sprintf("%s=%d", p.k, p.v))
+			}
+		}
+		if r.Inflight != nil {
+			params = append(params, fmt.Sprintf("inflight=%d", *r.Inflight))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%s\n", r.Scenario, r.Backend,
+			strings.Join(params, " "), r.Count, r.Seconds, r.MsgsPerSec, r.P50ms, r.P99ms, r.Note)
+	}
+	tw.Flush()
+}
+
+// latencies collects durations from many goroutines.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) percentiles() (p50, p99 float64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return 0, 0
+	}
+	slices.Sort(l.d)
+	at := func(q float64) float64 {
+		return float64(l.d[int(q*float64(len(l.d)-1))]) / float64(time.Millisecond)
+	}
+	return at(0.50), at(0.99)
+}
+
+func payload(size int) []byte {
+	p := make([]byte, size)
+	_, _ = rand.Read(p)
+	return p
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%x", b)
+}
+
+// timed runs fn in n goroutines until the duration passes and returns the
+// elapsed time; fn returns how many messages it handled.
+func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Context, worker int) (int, error)) (int64, time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var (
+		count atomic.Int64
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	start := time.Now()
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				k, err := fn(ctx, w)
+				if err != nil {
+					if ctx.Err() == nil {
+						errMu.Lock()
+						first = cmpErr(first, err)
+						errMu.Unlock()
+						cancel()
+					}
+					return
+				}
+				count.Add(int64(k))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if first != nil && !errors.Is(first, context.DeadlineExceeded) && !errors.Is(first, context.Canceled) {
+		return count.Load(), elapsed, first
+	}
+	return count.Load(), elapsed, nil
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func result(count int64, elapsed time.Duration, lat *latencies) benchResult {
+	r := benchResult{Count: count, Seconds: elapsed.Seconds(), MsgsPerSec: float64(count) / elapsed.Seconds()}
+	if lat != nil {
+		r.P50ms, r.P99ms = lat.percentiles()
+	}
+	return r
+}
+
+func (e *benchEnv) createQueue(ctx context.Context, name string) (func(), error) {
+	if err := e.store.CreateQueue(ctx, &store.QueueSettings{Name: name}); err != nil {
+		return nil, err
+	}
+	return func() { _ = e.store.DeleteQueue(context.WithoutCancel(ctx), name) }, nil
+}
+
+// preload enqueues n messages in large batches.
+func (e *benchEnv) preload(ctx context.Context, queue string, n int) error {
+	body := payload(e.cfg.size)
+	for n > 0 {
+		k := min(n, 500)
+		msgs := make([]store.NewMessage, k)
+		for i := range msgs {
+			msgs[i] = store.NewMessage{Payload: body}
+		}
+		if _, err := e.store.Enqueue(ctx, &store.EnqueueParams{Queue: queue, Messages: msgs}); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
+}
+
+func benchEnqueue(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	drop, err := e.createQueue(ctx, "bench-enqueue")
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	body := payload(e.cfg.size)
+	var lat latencies
+	count, elapsed, err := timed(ctx, e.cfg.producers, e.cfg.duration, func(ctx context.Context, _ int) (int, error) {
+		msgs := make([]store.NewMessage, e.cfg.batch)
+		for i := range msgs {
+			msgs[i] = store.NewMessage{Payload: body}
+		}
+		start := time.Now()
+		if _, err := e.store.Enqueue(ctx, &store.EnqueueParams{Queue: "bench-enqueue", Messages: msgs}); err != nil {
+			return 0, err
+		}
+		lat.add(time.Since(start))
+		return len(msgs), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := result(count, elapsed, &lat)
+	r.Producers, r.Batch = e.cfg.producers, e.cfg.batch
+	return []benchResult{r}, nil
+}
+
+// settleLeased completes leased messages, one call each in parallel (as
+// handlers finishing would) or one call for all.
+func (e *benchEnv) settleLeased(ctx context.Context, queue string, got []sluicetype.Leased) error {
+	if e.cfg.completeAll {
+		receipts := make([]sluicetype.Receipt, len(got))
+		for i, m := range got {
+			receipts[i] = m.Receipt
+		}
+		_, err := e.store.Settle(ctx, &store.SettleParams{Queue: queue, Action: store.Complete, Receipts: receipts})
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(got))
+	for i, m := range got {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := e.store.Settle(ctx, &store.SettleParams{Queue: queue, Action: store.Complete, Receipts: []sluicetype.Receipt{m.Receipt}})
+			if err == nil {
+				err = res[0].Err
+			}
+			errs[i] = err
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func benchLeaseSettle(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	const q = "bench-lease"
+	drop, err := e.createQueue(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	if err := e.preload(ctx, q, e.cfg.messages); err != nil {
+		return nil, err
+	}
+	var (
+		lat  latencies
+		left atomic.Int64
+	)
+	left.Store(int64(e.cfg.messages))
+	count, elapsed, err := timed(ctx, e.cfg.consumers, e.cfg.duration, func(ctx context.Context, _ int) (int, error) {
+		if left.Load() <= 0 {
+			<-ctx.Done()
+			return 0, nil
+		}
+		start := time.Now()
+		got, err := e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: e.cfg.leaseBatch, Visibility: time.Minute})
+		if err != nil {
+			return 0, err
+		}
+		if len(got) == 0 {
+			left.Store(0)
+			return 0, nil
+		}
+		if err := e.settleLeased(ctx, q, got); err != nil {
+			return 0, err
+		}
+		lat.add(time.Since(start))
+		left.Add(-int64(len(got)))
+		return len(got), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := result(count, elapsed, &lat)
+	r.Consumers, r.Batch = e.cfg.consumers, e.cfg.leaseBatch
+	r.Note = "p50/p99: lease + complete of one batch"
+	return []benchResult{r}, nil
+}
+
+func benchE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	const q = "bench-e2e"
+	drop, err := e.createQueue(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer drop()
+	body := payload(e.cfg.size)
+	epoch := time.Now()
+	var (
+		lat      latencies
+		sent     atomic.Int64
+		received atomic.Int64
+		wg       sync.WaitGroup
+		errMu    sync.Mutex
+		firstErr error
+	)
+	fail := func(err error) {
+		errMu.Lock()
+		firstErr = cmpErr(firstErr, err)
+		errMu.Unlock()
+	}
+	runCtx, stop := context.WithTimeout(ctx, e.cfg.duration)
+	defer stop()
+	// Producers stamp each payload with the send time.
+	var interval time.Duration
+	if e.cfg.rate > 0 {
+		interval = time.Duration(float64(time.Second) * float64(e.cfg.producers) / float64(e.cfg.rate))
+	}
+	for range e.cfg.producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			next := time.Now()
+			for runCtx.Err() == nil {
+				if interval > 0 {
+					next = next.Add(interval)
+					if d := time.Until(next); d > 0 {
+						select {
+						case <-runCtx.Done():
+							return
+						case <-time.After(d):
+						}
+					}
+				}
+				msgs := make([]store.NewMessage, e.cfg.batch)
+				for i := range msgs {
+					p := slices.Clone(body)
+					binary.BigEndian.PutUint64(p, uint64(time.Since(epoch)))
+					msgs[i] = store.NewMessage{Payload: p}
+				}
+				if _, err := e.store.Enqueue(runCtx, &store.EnqueueParams{Queue: q, Messages: msgs}); err != nil {
+					if runCtx.Err() == nil {
+						fail(err)
+					}
+					return
+				}
+				sent.Add(int64(len(msgs)))
+			}
+		}()
+	}
+	// Consumers wait for wake-ups, with a poll as a fallback.
+	consumeCtx, stopConsumers := context.WithCancel(ctx)
+	defer stopConsumers()
+	var cwg sync.WaitGroup
+	for range e.cfg.consumers {
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			wake, unwatch := e.store.WatchQueue(q)
+			defer unwatch()
+			for consumeCtx.Err() == nil {
+				got, err := e.store.Lease(consumeCtx, &store.LeaseParams{Queue: q, Max: e.cfg.leaseBatch, Visibility: time.Minute})
+				if err != nil {
+					if consumeCtx.Err() == nil {
+						fail(err)
+					}
+					return
+				}
+				now := time.Since(epoch)
+				for _, m := range got {
+					lat.add(now - time.Duration(binary.BigEndian.Uint64(m.Payload)))
+				}
+				if len(got) == 0 {
+					select {
+					case <-consumeCtx.Done():
+					case <-wake:
+					case <-time.After(100 * time.Millisecond):
+					}
+					continue
+				}
+				if err := e.settleLeased(consumeCtx, q, got); err != nil {
+					if consumeCtx.Err() == nil {
+						fail(err)
+					}
+					return
+				}
+				received.Add(int64(len(got)))
+			}
+		}()
+	}
+	start := time.Now()
+	wg.Wait()
+	// Let consumers drain what was sent, then stop them.
+	deadline := time.Now().Add(30 * time.Second)
+	for received.Load() < sent.Load() && time.Now().Before(deadline) && firstErr == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	stopConsumers()
+	cwg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if received.Load() < sent.Load() {
+		return nil, fmt.Errorf("consumers completed %d of %d messages sent within 30s of the end", received.Load(), sent.Load())
+	}
+	r := result(received.Load(), elapsed, &lat)
+	r.Producers, r.Consumers, r.Batch, r.Rate = e.cfg.producers, e.cfg.consumers, e.cfg.leaseBatch, e.cfg.rate
+	r.Note = "p50/p99: send to lease"
+	return []benchResult{r}, nil
+}
+
+func benchBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	var out []benchResult
+	for _, inflight := range []int{0, e.cfg.inflight} {
+		q := fmt.Sprintf("bench-backlog-%d", inflight)
+		drop, err := e.createQueue(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		r, err := e.backlogLevel(ctx, q, inflight)
+		drop()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// backlogLevel leases inflight messages and leaves them unsettled, then
+// times leases of 32 from visible messages enqueued after them.
+func (e *benchEnv) backlogLevel(ctx context.Context, q string, inflight int) (benchResult, error) {
+	const leases = 200
+	if err := e.preload(ctx, q, inflight); err != nil {
+		return benchResult{}, err
+	}
+	for held := 0; held < inflight; {
+		got, err := e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: min(1000, inflight-held), Visibility: time.Hour})
+		if err != nil {
+			return benchResult{}, err
+		}
+		if len(got) == 0 {
+			return benchResult{}, fmt.Errorf("backlog: only %d of %d messages could be leased", held, inflight)
+		}
+		held += len(got)
+	}
+	if err := e.preload(ctx, q, 32*leases); err != nil {
+		return benchResult{}, err
+	}
+	var lat latencies
+	start := time.Now()
+	var count int64
+	for range leases {
+		t0 := time.Now()
+		got, err := e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: 32, Visibility: time.Hour})
+		if err != nil {
+			return benchResult{}, err
+		}
+		lat.add(time.Since(t0))
+		if len(got) != 32 {
+			return benchResult{}, fmt.Errorf("backlog: a lease returned %d messages, want 32", len(got))
+		}
+		count += int64(len(got))
+	}
+	r := result(count, time.Since(start), &lat)
+	r.Inflight, r.Batch = &inflight, 32
+	r.Note = "p50/p99: one lease of 32"
+	return r, nil
+}
+
+func benchLogAppend(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	body := payload(e.cfg.size)
+	var (
+		lat  latencies
+		next atomic.Int64
+	)
+	defer e.trimAll(ctx)
+	count, elapsed, err := timed(ctx, e.cfg.producers, e.cfg.duration, func(ctx context.Context, _ int) (int, error) {
+		recs := make([]store.NewRecord, e.cfg.batch)
+		for i := range recs {
+			recs[i] = store.NewRecord{Namespace: "bench", Key: fmt.Sprintf("k%d", i), Payload: body}
+		}
+		part := int32(next.Add(1) % int64(e.cfg.partitions))
+		start := time.Now()
+		if _, err := e.store.Append(ctx, &store.AppendParams{Partition: part, Records: recs}); err != nil {
+			return 0, err
+		}
+		lat.add(time.Since(start))
+		return len(recs), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := result(count, elapsed, &lat)
+	r.Producers, r.Batch = e.cfg.producers, e.cfg.batch
+	return []benchResult{r}, nil
+}
+
+// trimAll removes the records a log scenario wrote.
+func (e *benchEnv) trimAll(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	for p := range int32(max(e.cfg.partitions, 1)) {
+		info, err := e.store.PartitionInfo(ctx, p)
+		if err != nil || info.Head == 0 {
+			continue
+		}
+		for {
+			n, err := e.store.Trim(ctx, &store.TrimParams{Partition: p, Through: info.Head, Max: 10000})
+			if err != nil || n == 0 {
+				break
+			}
+		}
+	}
+}
+
+func benchLogRead(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	body := payload(e.cfg.size)
+	defer e.trimAll(ctx)
+	for n := e.cfg.messages; n > 0; {
+		k := min(n, 500)
+		recs := make([]store.NewRecord, k)
+		for i := range recs {
+			recs[i] = store.NewRecord{Namespace: "bench", Key: "k", Payload: body}
+		}
+		if _, err := e.store.Append(ctx, &store.AppendParams{Partition: 0, Records: recs}); err != nil {
+			return nil, err
+		}
+		n -= k
+	}
+	batch := max(e.cfg.batch, 1)
+	var lat latencies
+	start := time.Now()
+	var after int64
+	for {
+		t0 := time.Now()
+		recs, err := e.store.Read(ctx, &store.ReadParams{Partition: 0, After: after, Max: batch})
+		if err != nil {
+			return nil, err
+		}
+		if len(recs) == 0 {
+			break
+		}
+		lat.add(time.Since(t0))
+		after = recs[len(recs)-1].Position
+	}
+	r := result(after, time.Since(start), &lat)
+	r.Batch = batch
+	r.Note = "p50/p99: one read"
+	return []benchResult{r}, nil
+}
+
+// rawInserter is what a backend offers for the raw-insert scenario.
+type rawInserter interface {
+	RawSetup(ctx context.Context) error
+	RawInsert(ctx context.Context, payloads [][]byte) error
+	RawTeardown(ctx context.Context) error
+}
+
+func benchRawInsert(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	raw, ok := e.backend.(rawInserter)
+	if !ok {
+		return nil, fmt.Errorf("the %s backend cannot run raw-insert", e.backend.Features().Name)
+	}
+	if err := raw.RawSetup(ctx); err != nil {
+		return nil, err
+	}
+	defer raw.RawTeardown(context.WithoutCancel(ctx))
+	body := payload(e.cfg.size)
+	var lat latencies
+	count, elapsed, err := timed(ctx, e.cfg.clients, e.cfg.duration, func(ctx context.Context, _ int) (int, error) {
+		rows := make([][]byte, e.cfg.batch)
+		for i := range rows {
+			rows[i] = body
+		}
+		start := time.Now()
+		if err := raw.RawInsert(ctx, rows); err != nil {
+			return 0, err
+		}
+		lat.add(time.Since(start))
+		return len(rows), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	r := result(count, elapsed, &lat)
+	r.Clients, r.Batch = e.cfg.clients, e.cfg.batch
+	r.Note = "p50/p99: one transaction"
+	return []benchResult{r}, nil
 }

@@ -34,11 +34,14 @@ type writeReq struct {
 	enq    *store.EnqueueParams
 	app    *store.AppendParams
 	settle *store.SettleParams
+	lease  *store.LeaseParams
 
 	// Results, reset before each attempt of the transaction.
 	seqs    []int64
 	appRes  store.AppendResult
 	settled []store.SettleResult
+	leased  []sluicetype.Leased
+	queue   queueRow
 	err     error
 	signals []string
 
@@ -173,7 +176,7 @@ func (c *committer) commit(batch []*writeReq) error {
 	defer cancel()
 	return c.e.inTx(ctx, func(tx *sql.Tx) error {
 		for _, r := range batch {
-			r.seqs, r.appRes, r.settled, r.err, r.signals = nil, store.AppendResult{}, nil, nil, nil
+			r.seqs, r.appRes, r.settled, r.leased, r.err, r.signals = nil, store.AppendResult{}, nil, nil, nil, nil
 		}
 		return c.apply(ctx, tx, batch)
 	})
@@ -181,9 +184,11 @@ func (c *committer) commit(batch []*writeReq) error {
 
 // apply writes a group in one lock order: message rows of settles (by
 // tenant, queue, sequence number), then queue counter rows (by tenant,
-// queue), then partition head rows (by tenant, partition).
+// queue), then partition head rows (by tenant, partition). Leases come
+// last: they skip rows others hold, so they never wait, and they can take
+// messages enqueued or abandoned by the same group.
 func (c *committer) apply(ctx context.Context, tx *sql.Tx, batch []*writeReq) error {
-	var settles, enqueues, appends []*writeReq
+	var settles, enqueues, appends, leases []*writeReq
 	for _, r := range batch {
 		switch {
 		case r.settle != nil:
@@ -192,6 +197,8 @@ func (c *committer) apply(ctx context.Context, tx *sql.Tx, batch []*writeReq) er
 			enqueues = append(enqueues, r)
 		case r.app != nil:
 			appends = append(appends, r)
+		case r.lease != nil:
+			leases = append(leases, r)
 		}
 	}
 	for _, g := range groupBy(settles, func(r *writeReq) string { return r.settle.Queue }) {
@@ -206,6 +213,11 @@ func (c *committer) apply(ctx context.Context, tx *sql.Tx, batch []*writeReq) er
 	}
 	for _, g := range groupBy(appends, func(r *writeReq) int32 { return r.app.Partition }) {
 		if err := c.e.appendGroup(ctx, tx, g); err != nil {
+			return err
+		}
+	}
+	for _, g := range groupBy(leases, func(r *writeReq) string { return r.lease.Queue }) {
+		if err := c.e.leaseGroup(ctx, tx, g); err != nil {
 			return err
 		}
 	}

@@ -56,7 +56,9 @@ var queryNames = []string{
 }
 
 // optionalQueries may be absent; the engine skips what needs them.
-var optionalQueries = map[string]bool{"Notify": true}
+var optionalQueries = map[string]bool{
+	"Notify": true, "BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
+}
 
 // parseQueries reads every *.sql file of fsys and splits it on
 // "-- name: X" lines. Comment lines inside a query are kept out.

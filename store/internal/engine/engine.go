@@ -45,6 +45,8 @@ type Engine struct {
 	hub      *Hub
 	commit   *committer
 	onClose  func()
+	stmtMu   sync.Mutex
+	stmts    map[stmtKey]*sql.Stmt
 	closeMu  sync.RWMutex
 	closed   bool
 	notifyOn bool
@@ -67,6 +69,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{
 		d: cfg.Dialect, q: q, w: cfg.Write, r: cfg.Read,
 		limits: cfg.Limits.WithDefaults(), log: log, hub: NewHub(), onClose: cfg.OnClose,
+		stmts: make(map[stmtKey]*sql.Stmt),
 	}
 	if e.r == nil {
 		e.r = e.w
@@ -74,6 +77,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	_, e.notifyOn = q["Notify"]
 	if err := e.migrate(ctx); err != nil {
 		return nil, err
+	}
+	if err := e.prepareAll(ctx); err != nil {
+		return nil, fmt.Errorf("sluice: %s: %w", cfg.Dialect.Features.Name, err)
 	}
 	n := cfg.Committers
 	if n <= 0 {
@@ -104,7 +110,13 @@ func (e *Engine) Close() error {
 	if e.onClose != nil {
 		e.onClose()
 	}
-	err := e.w.Close()
+	var err error
+	e.stmtMu.Lock()
+	for _, st := range e.stmts {
+		err = errors.Join(err, st.Close())
+	}
+	e.stmtMu.Unlock()
+	err = errors.Join(err, e.w.Close())
 	if e.r != e.w {
 		err = errors.Join(err, e.r.Close())
 	}
@@ -186,8 +198,126 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
+// Statements are prepared once per pool and reused: parsing and planning
+// every call costs more than running most of these queries.
+type stmtKey struct {
+	db   *sql.DB
+	name string
+}
+
+// prepared returns the statement of a named query on a pool, preparing
+// it if needed. Never call it while holding a connection of a pool that
+// may have only one (SQLite's writer): preparing takes a connection.
+func (e *Engine) prepared(ctx context.Context, db *sql.DB, name string) (*sql.Stmt, error) {
+	key := stmtKey{db, name}
+	e.stmtMu.Lock()
+	defer e.stmtMu.Unlock()
+	if st, ok := e.stmts[key]; ok {
+		return st, nil
+	}
+	st, err := db.PrepareContext(ctx, e.q[name])
+	if err != nil {
+		return nil, e.wrap(fmt.Errorf("prepare %s: %w", name, err))
+	}
+	e.stmts[key] = st
+	return st, nil
+}
+
+// prepareAll prepares the operations' queries on the write pool, so that
+// transactions find them ready (see stmt).
+func (e *Engine) prepareAll(ctx context.Context) error {
+	for _, name := range queryNames {
+		if migrationQueries[name] {
+			continue
+		}
+		if _, err := e.prepared(ctx, e.w, name); err != nil {
+			return err
+		}
+	}
+	if e.notifyOn {
+		_, err := e.prepared(ctx, e.w, "Notify")
+		return err
+	}
+	return nil
+}
+
+// migrationQueries run on one connection during migration only.
+var migrationQueries = map[string]bool{
+	"CreateMigrationsTable": true, "MigrateLock": true, "MigrateUnlock": true,
+	"MigrateAbort": true, "AppliedMigrations": true, "RecordMigration": true,
+}
+
+// runner is what runs one named query: a prepared statement, or the
+// query's text on a transaction when it was not prepared beforehand.
+type runner interface {
+	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, args ...any) *sql.Row
+}
+
+type textRunner struct {
+	q    querier
+	text string
+}
+
+func (t textRunner) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return t.q.ExecContext(ctx, t.text, args...)
+}
+
+func (t textRunner) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+	return t.q.QueryContext(ctx, t.text, args...)
+}
+
+func (t textRunner) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+	return t.q.QueryRowContext(ctx, t.text, args...)
+}
+
+// stmt returns what runs a named query on a transaction or a pool: in a
+// transaction, the statement prepareAll made (re-prepared on the
+// transaction's connection by database/sql if need be), else the text.
+func (e *Engine) stmt(ctx context.Context, q querier, name string) (runner, error) {
+	switch v := q.(type) {
+	case *sql.Tx:
+		e.stmtMu.Lock()
+		st, ok := e.stmts[stmtKey{e.w, name}]
+		e.stmtMu.Unlock()
+		if !ok {
+			return textRunner{v, e.q[name]}, nil
+		}
+		return v.StmtContext(ctx, st), nil
+	case *sql.DB:
+		return e.prepared(ctx, v, name)
+	}
+	return textRunner{q, e.q[name]}, nil
+}
+
+func (e *Engine) query(ctx context.Context, q querier, name string, args ...any) (*sql.Rows, error) {
+	st, err := e.stmt(ctx, q, name)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return rows, nil
+}
+
+// queryRow scans the first row of a named query; sql.ErrNoRows if none.
+func (e *Engine) queryRow(ctx context.Context, q querier, name string, args []any, dest ...any) error {
+	st, err := e.stmt(ctx, q, name)
+	if err != nil {
+		return err
+	}
+	return st.QueryRowContext(ctx, args...).Scan(dest...)
+}
+
 func (e *Engine) exec(ctx context.Context, q querier, name string, args ...any) (int64, error) {
-	res, err := q.ExecContext(ctx, e.q[name], args...)
+	st, err := e.stmt(ctx, q, name)
+	if err != nil {
+		return 0, err
+	}
+	res, err := st.ExecContext(ctx, args...)
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", name, err)
 	}
@@ -200,9 +330,9 @@ func (e *Engine) exec(ctx context.Context, q querier, name string, args ...any) 
 
 // int64s runs a query returning one integer column.
 func (e *Engine) int64s(ctx context.Context, q querier, name string, args ...any) ([]int64, error) {
-	rows, err := q.QueryContext(ctx, e.q[name], args...)
+	rows, err := e.query(ctx, q, name, args...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return nil, err
 	}
 	defer rows.Close()
 	var out []int64
@@ -244,8 +374,21 @@ func (e *Engine) migrate(ctx context.Context) (err error) {
 			err = fmt.Errorf("sluice: migrate: unlock: %w", uerr)
 		}
 	}()
-	applied, err := e.int64s(ctx, conn, "AppliedMigrations")
+	rows, err := conn.QueryContext(ctx, e.q["AppliedMigrations"])
 	if err != nil {
+		return fmt.Errorf("sluice: migrate: %w", err)
+	}
+	var applied []int64
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return fmt.Errorf("sluice: migrate: %w", err)
+		}
+		applied = append(applied, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
 		return fmt.Errorf("sluice: migrate: %w", err)
 	}
 	done := make(map[int64]bool, len(applied))

@@ -44,7 +44,7 @@ func (e *Engine) appendGroup(ctx context.Context, tx *sql.Tx, group []*writeReq)
 		}
 	}
 	var head, trimmed, now int64
-	if err := tx.QueryRowContext(ctx, e.q["GetPartition"], t.Service, t.Provider, part).Scan(&head, &trimmed, &now); err != nil {
+	if err := e.queryRow(ctx, tx, "GetPartition", []any{t.Service, t.Provider, part}, &head, &trimmed, &now); err != nil {
 		return fmt.Errorf("GetPartition: %w", err)
 	}
 	pos := head - int64(n)
@@ -79,7 +79,7 @@ func (s *tenantStore) Read(ctx context.Context, p *store.ReadParams) ([]sluicety
 	if err := p.Validate(s.e.limits); err != nil {
 		return nil, fmt.Errorf("sluice: read: %w", err)
 	}
-	rows, err := s.e.r.QueryContext(ctx, s.e.q["ReadRecords"], s.t.Service, s.t.Provider, p.Partition, p.After, p.Max)
+	rows, err := s.e.query(ctx, s.e.r, "ReadRecords", s.t.Service, s.t.Provider, p.Partition, p.After, p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: read: %w", err)
 	}
@@ -116,7 +116,7 @@ func (s *tenantStore) PartitionInfo(ctx context.Context, partition int32) (store
 		return info, fmt.Errorf("sluice: partition info: %w", err)
 	}
 	var now int64
-	err := s.e.r.QueryRowContext(ctx, s.e.q["GetPartition"], s.t.Service, s.t.Provider, partition).Scan(&info.Head, &info.Trimmed, &now)
+	err := s.e.queryRow(ctx, s.e.r, "GetPartition", []any{s.t.Service, s.t.Provider, partition}, &info.Head, &info.Trimmed, &now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.PartitionInfo{}, nil
 	}
@@ -169,7 +169,7 @@ func (e *Engine) getCheckpoint(ctx context.Context, q querier, t store.Tenant, p
 		cp      store.Checkpoint
 		updated int64
 	)
-	err := q.QueryRowContext(ctx, e.q["GetCheckpoint"], t.Service, t.Provider, partition, consumer).Scan(&cp.Position, &cp.Epoch, &updated)
+	err := e.queryRow(ctx, q, "GetCheckpoint", []any{t.Service, t.Provider, partition, consumer}, &cp.Position, &cp.Epoch, &updated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Checkpoint{}, nil
 	}

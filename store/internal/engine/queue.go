@@ -31,7 +31,7 @@ func (e *Engine) getQueue(ctx context.Context, q querier, t store.Tenant, name s
 		maxDel, evictBatch                int
 		ttl, retention, interval, dlqExpd int64
 	)
-	err := q.QueryRowContext(ctx, e.q["GetQueue"], t.Service, t.Provider, name).Scan(
+	err := e.queryRow(ctx, q, "GetQueue", []any{t.Service, t.Provider, name},
 		&maxDel, &ttl, &dlqExpd, &retention, &interval, &evictBatch, &r.evictAt, &r.lastSeq, &r.now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("queue %q: %w", name, sluicetype.ErrQueueNotFound)
@@ -226,64 +226,80 @@ func (s *tenantStore) Lease(ctx context.Context, p *store.LeaseParams) ([]sluice
 	if err := p.Validate(s.e.limits); err != nil {
 		return nil, fmt.Errorf("sluice: lease: %w", err)
 	}
-	var (
-		out  []sluicetype.Leased
-		qr   queueRow
-		wake bool
-	)
-	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		out, wake = nil, false
-		var err error
-		if qr, err = s.e.getQueue(ctx, tx, s.t, p.Queue); err != nil {
-			return err
-		}
-		if _, err = s.e.resolveDue(ctx, tx, s.t, &qr, dueBatch); err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(ctx, s.e.q["SelectReady"], s.t.Service, s.t.Provider, p.Queue, qr.now, p.Max)
-		if err != nil {
-			return fmt.Errorf("SelectReady: %w", err)
-		}
-		token, until := newToken(), qr.now+ms(p.Visibility)
-		seqs := make([]int64, 0, p.Max)
-		for rows.Next() {
-			m, err := scanMessage(rows)
-			if err != nil {
-				rows.Close()
-				return fmt.Errorf("SelectReady: %w", err)
-			}
-			m.DeliveryCount++
-			m.State = sluicetype.StateLeased
-			m.VisibleAt = fromMS(until)
-			out = append(out, sluicetype.Leased{
-				Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: fromMS(until),
-			})
-			seqs = append(seqs, m.Seq)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return fmt.Errorf("SelectReady: %w", err)
-		}
-		if len(seqs) == 0 {
-			return nil
-		}
-		// There may be more than this call took: wake another leaser.
-		wake = len(seqs) == p.Max
-		_, err = s.e.exec(ctx, tx, "LeaseMessages", token, until, s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(seqs))
-		return err
-	})
-	if err != nil {
+	r := &writeReq{t: s.t, lease: p}
+	if err := s.e.commit.submit(ctx, r); err != nil {
 		return nil, fmt.Errorf("sluice: lease: %w", err)
 	}
-	if wake {
-		s.e.hub.Signal(QueueKey(s.t, p.Queue))
-	}
-	if qr.evictAt <= qr.now {
+	if qr := r.queue; qr.evictAt <= qr.now {
 		if err := s.maybeEvict(ctx, p.Queue, qr); err != nil {
 			s.e.log.Warn("sluice: eviction failed", "queue", p.Queue, "err", err)
 		}
 	}
-	return out, nil
+	return r.leased, nil
+}
+
+// leaseGroup serves the leases of one queue: it resolves ended leases and
+// schedules once, then gives each request the first ready messages in
+// sequence order that no one else holds, under a fresh lock token.
+func (e *Engine) leaseGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) error {
+	t, queue := group[0].t, group[0].lease.Queue
+	qr, err := e.getQueue(ctx, tx, t, queue)
+	if errors.Is(err, sluicetype.ErrQueueNotFound) {
+		for _, r := range group {
+			r.err = err
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if _, err = e.resolveDue(ctx, tx, t, &qr, dueBatch); err != nil {
+		return err
+	}
+	for _, r := range group {
+		r.queue = qr
+		if err := e.leaseOne(ctx, tx, t, &qr, r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *Engine) leaseOne(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, r *writeReq) error {
+	p := r.lease
+	rows, err := e.query(ctx, tx, "SelectReady", t.Service, t.Provider, p.Queue, qr.now, p.Max)
+	if err != nil {
+		return err
+	}
+	token, until := newToken(), qr.now+ms(p.Visibility)
+	seqs := make([]int64, 0, p.Max)
+	for rows.Next() {
+		m, err := scanMessage(rows)
+		if err != nil {
+			rows.Close()
+			return fmt.Errorf("SelectReady: %w", err)
+		}
+		m.DeliveryCount++
+		m.State = sluicetype.StateLeased
+		m.VisibleAt = fromMS(until)
+		r.leased = append(r.leased, sluicetype.Leased{
+			Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: fromMS(until),
+		})
+		seqs = append(seqs, m.Seq)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("SelectReady: %w", err)
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	if len(seqs) == p.Max {
+		// There may be more than this call took: wake another leaser.
+		r.signals = append(r.signals, QueueKey(t, p.Queue))
+	}
+	_, err = e.exec(ctx, tx, "LeaseMessages", token, until, t.Service, t.Provider, p.Queue, e.d.IntList(seqs))
+	return err
 }
 
 // resolveDue handles leased and scheduled rows whose time has come: a
@@ -292,9 +308,9 @@ func (s *tenantStore) Lease(ctx context.Context, p *store.LeaseParams) ([]sluice
 // the others. Rows another transaction holds are skipped.
 func (e *Engine) resolveDue(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, limit int) (store.EvictResult, error) {
 	var res store.EvictResult
-	rows, err := tx.QueryContext(ctx, e.q["SelectDue"], t.Service, t.Provider, qr.settings.Name, qr.now, limit)
+	rows, err := e.query(ctx, tx, "SelectDue", t.Service, t.Provider, qr.settings.Name, qr.now, limit)
 	if err != nil {
-		return res, fmt.Errorf("SelectDue: %w", err)
+		return res, err
 	}
 	var ready, exhausted, expired []int64
 	for rows.Next() {
@@ -472,9 +488,9 @@ func (e *Engine) settleGroup(ctx context.Context, tx *sql.Tx, group []*writeReq)
 	slices.Sort(all)
 	all = slices.Compact(all)
 	held := make(map[int64]heldRow, len(all))
-	rows, err := tx.QueryContext(ctx, e.q["SelectHeld"], t.Service, t.Provider, queue, qr.now, e.d.IntList(all))
+	rows, err := e.query(ctx, tx, "SelectHeld", t.Service, t.Provider, queue, qr.now, e.d.IntList(all))
 	if err != nil {
-		return fmt.Errorf("SelectHeld: %w", err)
+		return err
 	}
 	for rows.Next() {
 		var (
@@ -571,7 +587,7 @@ func (s *tenantStore) Peek(ctx context.Context, p *store.PeekParams) ([]sluicety
 	if err := s.mustExist(ctx, p.Queue); err != nil {
 		return nil, fmt.Errorf("sluice: peek: %w", err)
 	}
-	rows, err := s.e.r.QueryContext(ctx, s.e.q["PeekMessages"], s.t.Service, s.t.Provider, p.Queue, p.FromSeq, p.Max)
+	rows, err := s.e.query(ctx, s.e.r, "PeekMessages", s.t.Service, s.t.Provider, p.Queue, p.FromSeq, p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: peek: %w", err)
 	}
@@ -603,7 +619,7 @@ func (s *tenantStore) PeekDeadLetters(ctx context.Context, p *store.PeekParams) 
 	if err := s.mustExist(ctx, p.Queue); err != nil {
 		return nil, fmt.Errorf("sluice: peek dead letters: %w", err)
 	}
-	rows, err := s.e.r.QueryContext(ctx, s.e.q["PeekDeadLetters"], s.t.Service, s.t.Provider, p.Queue, p.FromSeq, p.Max)
+	rows, err := s.e.query(ctx, s.e.r, "PeekDeadLetters", s.t.Service, s.t.Provider, p.Queue, p.FromSeq, p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: peek dead letters: %w", err)
 	}
@@ -725,12 +741,12 @@ func (s *tenantStore) QueueStats(ctx context.Context, queue string) (store.Queue
 		return st, fmt.Errorf("sluice: stats: %w", err)
 	}
 	var oldest sql.NullInt64
-	err = s.e.r.QueryRowContext(ctx, s.e.q["QueueStats"], qr.now, qr.now, qr.now, s.t.Service, s.t.Provider, queue).
-		Scan(&st.Active, &st.Scheduled, &st.InFlight, &st.Deferred, &oldest)
+	err = s.e.queryRow(ctx, s.e.r, "QueueStats", []any{qr.now, qr.now, qr.now, s.t.Service, s.t.Provider, queue},
+		&st.Active, &st.Scheduled, &st.InFlight, &st.Deferred, &oldest)
 	if err != nil {
 		return st, fmt.Errorf("sluice: stats: %w", err)
 	}
-	if err := s.e.r.QueryRowContext(ctx, s.e.q["CountDeadLetters"], s.t.Service, s.t.Provider, queue).Scan(&st.DeadLettered); err != nil {
+	if err := s.e.queryRow(ctx, s.e.r, "CountDeadLetters", []any{s.t.Service, s.t.Provider, queue}, &st.DeadLettered); err != nil {
 		return st, fmt.Errorf("sluice: stats: %w", err)
 	}
 	if oldest.Valid && oldest.Int64 < qr.now {

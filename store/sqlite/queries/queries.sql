@@ -316,3 +316,18 @@ WHERE sluice_checkpoints.epoch <= excluded.epoch;
 SELECT position, epoch, updated_at
 FROM sluice_checkpoints
 WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND consumer = ?4;
+
+-- name: BenchCreateTable
+-- The raw-insert benchmark's table: what the database does with no sluice
+-- code in the path.
+CREATE TABLE IF NOT EXISTS sluice_bench_raw (
+    id       INTEGER PRIMARY KEY,
+    payload  BLOB NOT NULL
+);
+
+-- name: BenchInsert
+-- args: payload
+INSERT INTO sluice_bench_raw (payload) VALUES (?1);
+
+-- name: BenchDropTable
+DROP TABLE IF EXISTS sluice_bench_raw;
