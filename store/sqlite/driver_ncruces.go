@@ -6,7 +6,6 @@ import (
 	"net/url"
 
 	_ "github.com/ncruces/go-sqlite3/driver" // WebAssembly driver, for measurement (-tags sluice_ncruces)
-	_ "github.com/ncruces/go-sqlite3/embed"
 )
 
 const driverName = "sqlite3"

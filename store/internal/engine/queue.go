@@ -507,15 +507,24 @@ func (e *Engine) settleGroup(ctx context.Context, tx *sql.Tx, group []*writeReq)
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("SelectHeld: %w", err)
 	}
+	// Completions of the whole group go in one statement.
+	var completed []int64
 	for _, r := range group {
-		if err := e.settleOne(ctx, tx, t, &qr, r, held); err != nil {
+		if err := e.settleOne(ctx, tx, t, &qr, r, held, &completed); err != nil {
 			return err
 		}
 	}
-	return nil
+	if len(completed) == 0 {
+		return nil
+	}
+	slices.Sort(completed)
+	_, err = e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, queue, e.d.IntList(completed))
+	return err
 }
 
-func (e *Engine) settleOne(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, r *writeReq, held map[int64]heldRow) error {
+// settleOne applies one request; completions are added to completed for
+// the caller to delete in one go.
+func (e *Engine) settleOne(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, r *writeReq, held map[int64]heldRow, completed *[]int64) error {
 	p := r.settle
 	r.settled = make([]store.SettleResult, len(p.Receipts))
 	var mine, exhausted []int64
@@ -538,10 +547,7 @@ func (e *Engine) settleOne(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *
 	mine = slices.Compact(mine)
 	switch p.Action {
 	case store.Complete:
-		if len(mine) > 0 {
-			_, err := e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine))
-			return err
-		}
+		*completed = append(*completed, mine...)
 	case store.DeadLetter:
 		return e.deadLetter(ctx, tx, t, qr, mine, p.Reason, p.Description)
 	case store.Abandon:
