@@ -276,6 +276,9 @@ func (t textRunner) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
 // transaction, the statement prepareAll made (re-prepared on the
 // transaction's connection by database/sql if need be), else the text.
 func (e *Engine) stmt(ctx context.Context, q querier, name string) (runner, error) {
+	if e.isClosed() {
+		return nil, sluicetype.ErrClosed
+	}
 	switch v := q.(type) {
 	case *sql.Tx:
 		e.stmtMu.Lock()

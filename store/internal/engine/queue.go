@@ -653,6 +653,9 @@ func (s *tenantStore) ResubmitDeadLetters(ctx context.Context, p *store.Resubmit
 	var out []int64
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		out = nil
+		if _, err := s.e.getQueue(ctx, tx, s.t, p.Queue); err != nil {
+			return err
+		}
 		found, err := s.e.int64s(ctx, tx, "LockDeadLetters", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted))
 		if err != nil {
 			return err
