@@ -1,0 +1,129 @@
+package mysql
+
+import (
+	"database/sql"
+	"io/fs"
+	"slices"
+	"strings"
+	"testing"
+
+	driver "github.com/go-sql-driver/mysql"
+)
+
+// namedQueries reads the embedded queries by name, as the engine does.
+func namedQueries(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := fs.ReadFile(queries, "queries/queries.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := map[string]string{}
+	var name string
+	for _, line := range strings.Split(string(data), "\n") {
+		tr := strings.TrimSpace(line)
+		if n, ok := strings.CutPrefix(tr, "-- name:"); ok {
+			name = strings.TrimSpace(n)
+			continue
+		}
+		if strings.HasPrefix(tr, "--") || name == "" {
+			continue
+		}
+		q[name] += line + "\n"
+	}
+	for n, text := range q {
+		q[n] = strings.TrimSuffix(strings.TrimSpace(text), ";")
+	}
+	return q
+}
+
+// TestLocksStayInBounds checks that the statements that lock rows lock
+// only the rows they take: a row of another queue, or a row of the same
+// queue that the statement does not name, stays free for a leaser that
+// skips locked rows. (A locking range scan in index order holds the first
+// row past its range until commit, and a list matched by scanning the
+// queue holds every row of the queue.)
+func TestLocksStayInBounds(t *testing.T) {
+	dsn := freshDatabase(t)
+	openBackend(t, dsn).Close()
+	dc, err := connConfig(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := driver.NewConnector(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	ctx := t.Context()
+	// Queue a: one leased row due at 100, one scheduled at 300, one ready
+	// row that expired at 50. Queue b, next in every index: ready rows.
+	if _, err := db.ExecContext(ctx, `INSERT INTO sluice_messages
+		(service, provider, queue, seq, state, visible_at, expires_at, lock_token, delivery_count, enqueued_at, payload) VALUES
+		('s', 'p', 'a', 1, 1, 100, NULL, 7, 1, 1, 'x'),
+		('s', 'p', 'a', 2, 2, 300, NULL, NULL, 0, 1, 'x'),
+		('s', 'p', 'a', 3, 0, NULL, 50, NULL, 0, 1, 'x'),
+		('s', 'p', 'a', 4, 1, 900, NULL, 8, 1, 1, 'x'),
+		('s', 'p', 'b', 1, 0, NULL, NULL, NULL, 0, 1, 'x'),
+		('s', 'p', 'b', 2, 0, NULL, NULL, NULL, 0, 1, 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO sluice_dead_letters
+		(service, provider, queue, seq, delivery_count, enqueued_at, payload, reason, description, dead_at, remove_at) VALUES
+		('s', 'p', 'a', 1, 1, 1, 'x', 'r', 'd', 1, 100),
+		('s', 'p', 'b', 1, 1, 1, 'x', 'r', 'd', 1, NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	q := namedQueries(t)
+	free := func(tx *sql.Tx, table, queue string) []int64 {
+		t.Helper()
+		rows, err := tx.QueryContext(ctx, "SELECT seq FROM "+table+
+			" WHERE service = 's' AND provider = 'p' AND queue = ? ORDER BY seq FOR UPDATE SKIP LOCKED", queue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []int64
+		for rows.Next() {
+			var s int64
+			rows.Scan(&s)
+			out = append(out, s)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		args  []any
+		table string
+		queue string
+		want  []int64 // free rows of queue in table while the statement's transaction is open
+	}{
+		{"SelectDue", []any{"s", "p", "a", 200, 10}, "sluice_messages", "b", []int64{1, 2}},
+		{"SelectDue", []any{"s", "p", "a", 200, 10}, "sluice_messages", "a", []int64{2, 3, 4}},
+		{"SelectExpired", []any{"s", "p", "a", 200, 200, 10}, "sluice_messages", "b", []int64{1, 2}},
+		{"SelectRemovableDeadLetters", []any{"s", "p", "a", 200, 10}, "sluice_dead_letters", "b", []int64{1}},
+		{"SelectReady", []any{"s", "p", "a", 200, 10}, "sluice_messages", "b", []int64{1, 2}},
+		{"SelectHeld", []any{"s", "p", "a", 200, "[4]"}, "sluice_messages", "a", []int64{1, 2, 3}},
+		{"MakeReady", []any{"s", "p", "a", "[1]"}, "sluice_messages", "a", []int64{2, 3, 4}},
+		{"LeaseMessages", []any{9, 500, "s", "p", "a", "[3]"}, "sluice_messages", "a", []int64{1, 2, 4}},
+		{"DeleteMessages", []any{"s", "p", "a", "[2]"}, "sluice_messages", "a", []int64{1, 3, 4}},
+		{"LockDeadLetters", []any{"s", "p", "b", "[1]"}, "sluice_dead_letters", "a", []int64{1}},
+	} {
+		holder, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := holder.ExecContext(ctx, q[tc.name], tc.args...); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		probe, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := free(probe, tc.table, tc.queue); !slices.Equal(got, tc.want) {
+			t.Errorf("while %s holds its rows, free rows of queue %s in %s: %v, want %v", tc.name, tc.queue, tc.table, got, tc.want)
+		}
+		probe.Rollback()
+		holder.Rollback()
+	}
+}

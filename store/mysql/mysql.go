@@ -1,0 +1,265 @@
+// Package mysql is sluice's MariaDB and MySQL backend (MariaDB 10.6+,
+// MySQL 8+), on github.com/go-sql-driver/mysql.
+//
+// It runs the shared storage engine on InnoDB at READ COMMITTED: queue
+// workers take rows with FOR UPDATE SKIP LOCKED, so they never wait for
+// each other, and bulk inserts and lists travel as one JSON parameter read
+// with JSON_TABLE, so every statement is one static, parameterized query.
+//
+// The connection settings sluice relies on are forced whatever the DSN
+// says: the session time zone is UTC, the character set is utf8mb4, times
+// are not parsed, and affected-row counts report changed rows
+// (clientFoundRows off), which the eviction compare-and-set needs.
+// Parameters are interpolated by the driver (escaped, one round trip) for
+// statements run from text; the engine's prepared statements use the
+// server's binary protocol.
+//
+// MySQL has no LISTEN/NOTIFY: an enqueue wakes leasers in the same process
+// at once, and leasers in other processes on their next poll
+// (Features.CrossProcessWake is false).
+//
+// Schema changes run under the named lock GET_LOCK('sluice_migrate'), one
+// statement at a time: MySQL DDL is not transactional.
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	driver "github.com/go-sql-driver/mysql"
+
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/engine"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+//go:embed queries/*.sql
+var queries embed.FS
+
+// Config opens a MariaDB or MySQL backend.
+type Config struct {
+	// DSN names the database, as a URL
+	// (mysql://user:pass@host:port/db?param=value) or in the driver's own
+	// format (user:pass@tcp(host:port)/db?param=value). Parameters are
+	// the driver's; those sluice depends on are overridden (see the package
+	// documentation).
+	DSN string
+	// Limits bound calls; zero fields take defaults.
+	Limits store.Limits
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Pool settings.
+const (
+	maxOpenConns    = 16
+	connMaxLifetime = 30 * time.Minute
+	connMaxIdleTime = 5 * time.Minute
+	// committers is how many group-commit transactions run at once: one
+	// can commit while the next is being written.
+	committers = 2
+	// minAllowedPacket is the smallest client packet limit sluice accepts:
+	// the engine keeps bulk statements near 2 MiB and a batch at 16 MiB,
+	// so 64 MiB (the driver's default) leaves room to spare.
+	minAllowedPacket = 64 << 20
+)
+
+// Open connects to the database and applies migrations.
+func Open(ctx context.Context, cfg Config) (store.Backend, error) {
+	dc, err := connConfig(ctx, cfg.DSN)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := driver.NewConnector(dc)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: mysql: %w", err)
+	}
+	db := sql.OpenDB(conn)
+	db.SetMaxOpenConns(maxOpenConns)
+	db.SetMaxIdleConns(maxOpenConns)
+	db.SetConnMaxLifetime(connMaxLifetime)
+	db.SetConnMaxIdleTime(connMaxIdleTime)
+	qfs, _ := fs.Sub(queries, "queries")
+	mfs, _ := fs.Sub(migrations, "migrations")
+	e, err := engine.New(ctx, engine.Config{
+		Dialect: &engine.Dialect{
+			Features:     store.Features{Name: "mysql", CrossProcessWake: false},
+			Queries:      qfs,
+			Migrations:   mfs,
+			TxMigrations: false,
+			IntList:      jsonList,
+			Classify:     classify,
+		},
+		Write:      db,
+		Limits:     cfg.Limits,
+		Logger:     cfg.Logger,
+		Committers: committers,
+	})
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// connConfig returns the driver configuration of the pool: the DSN's,
+// with the settings sluice relies on forced.
+func connConfig(ctx context.Context, dsn string) (*driver.Config, error) {
+	dc, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if err := forceSettings(dc); err != nil {
+		return nil, fmt.Errorf("sluice: mysql: %w", err)
+	}
+	// READ COMMITTED is set through the session variable, whose name
+	// depends on the server: MySQL 8 and MariaDB 11.1+ know
+	// transaction_isolation, MariaDB before 11.1 only tx_isolation.
+	isolationVar, err := isolationVariable(ctx, dc)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: mysql: connect to %s: %w", dc.Addr, err)
+	}
+	dc.Params[isolationVar] = "'READ-COMMITTED'"
+	return dc, nil
+}
+
+// parseDSN parses a DSN in URL form (mysql://user:pass@host:port/db?params)
+// or in the driver's own form (user:pass@tcp(host:port)/db?params) into
+// the driver's configuration, before sluice forces its settings.
+func parseDSN(dsn string) (*driver.Config, error) {
+	if dsn == "" {
+		return nil, errors.New("sluice: mysql: Config.DSN is empty (try mysql://user:password@127.0.0.1:3306/sluice)")
+	}
+	rest, isURL := strings.CutPrefix(dsn, "mysql://")
+	if !isURL {
+		dc, err := driver.ParseDSN(dsn)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: mysql: DSN: %w (try mysql://user:password@host:3306/db)", err)
+		}
+		return dc, nil
+	}
+	u, err := url.Parse("mysql://" + rest)
+	if err != nil {
+		// url.Parse quotes the DSN, password included; say less.
+		return nil, errors.New("sluice: mysql: DSN is not a valid URL (try mysql://user:password@host:3306/db, with special characters in the password %-escaped)")
+	}
+	// The driver parses the query parameters, so that both forms accept
+	// the same ones.
+	dc, err := driver.ParseDSN("/?" + u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: mysql: DSN parameters: %w", err)
+	}
+	dc.Net = "tcp"
+	dc.Addr = u.Host
+	if u.Port() == "" && u.Hostname() != "" {
+		dc.Addr = net.JoinHostPort(u.Hostname(), "3306")
+	}
+	if u.User != nil {
+		dc.User = u.User.Username()
+		dc.Passwd, _ = u.User.Password()
+	}
+	dc.DBName = strings.TrimPrefix(u.Path, "/")
+	if dc.DBName == "" || strings.Contains(dc.DBName, "/") {
+		return nil, fmt.Errorf("sluice: mysql: DSN names no database %q (try mysql://user:password@host:3306/sluice)", dc.DBName)
+	}
+	return dc, nil
+}
+
+// forceSettings overrides the connection settings the SQL depends on.
+func forceSettings(dc *driver.Config) error {
+	if dc.DBName == "" {
+		return errors.New("DSN names no database (try mysql://user:password@host:3306/sluice)")
+	}
+	// Text statements carry their parameters in the SQL, escaped by the
+	// driver: one round trip instead of prepare, execute and close.
+	dc.InterpolateParams = true
+	// Times are BIGINT milliseconds; nothing to parse.
+	dc.ParseTime = false
+	// Affected rows count changed rows: ClaimEviction's compare-and-set
+	// relies on it.
+	dc.ClientFoundRows = false
+	// The queries are one statement each.
+	dc.MultiStatements = false
+	if dc.MaxAllowedPacket > 0 && dc.MaxAllowedPacket < minAllowedPacket {
+		dc.MaxAllowedPacket = minAllowedPacket
+	}
+	collation := dc.Collation
+	if !strings.HasPrefix(collation, "utf8mb4_") {
+		collation = "utf8mb4_general_ci"
+	}
+	if err := dc.Apply(driver.Charset("utf8mb4", collation)); err != nil {
+		return err
+	}
+	if dc.Params == nil {
+		dc.Params = make(map[string]string)
+	}
+	// The database clock is read as UNIX_TIMESTAMP(NOW(3)), which is exact
+	// only where local time has no daylight-saving jumps.
+	dc.Params["time_zone"] = "'+00:00'"
+	delete(dc.Params, "transaction_isolation")
+	delete(dc.Params, "tx_isolation")
+	return nil
+}
+
+// isolationVariable returns the name of the session variable that sets
+// the transaction isolation level on the server dc names.
+func isolationVariable(ctx context.Context, dc *driver.Config) (string, error) {
+	conn, err := driver.NewConnector(dc)
+	if err != nil {
+		return "", err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	var level string
+	err = db.QueryRowContext(ctx, "SELECT @@SESSION.transaction_isolation").Scan(&level)
+	var me *driver.MySQLError
+	switch {
+	case err == nil:
+		return "transaction_isolation", nil
+	case errors.As(err, &me) && me.Number == errUnknownSystemVariable:
+		return "tx_isolation", nil
+	}
+	return "", err
+}
+
+// Server error numbers.
+const (
+	errDuplicateEntry        = 1062
+	errLockWaitTimeout       = 1205
+	errDeadlock              = 1213
+	errUnknownSystemVariable = 1193
+)
+
+// classify reports deadlocks and lock wait timeouts as retryable and
+// unique-key violations as duplicates.
+func classify(err error) error {
+	var me *driver.MySQLError
+	if !errors.As(err, &me) {
+		return nil
+	}
+	switch me.Number {
+	case errDeadlock, errLockWaitTimeout:
+		return engine.ErrRetry
+	case errDuplicateEntry:
+		return engine.ErrDuplicate
+	}
+	return nil
+}
+
+// jsonList encodes a list parameter as a JSON array, read with JSON_TABLE.
+func jsonList(v []int64) any {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

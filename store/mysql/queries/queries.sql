@@ -1,0 +1,447 @@
+-- sluice queries, MySQL/MariaDB dialect (MariaDB 10.6+, MySQL 8+).
+--
+-- Each query starts with a "-- name: Name" line. The engine passes the
+-- arguments listed under the name, in that order. MySQL's '?' placeholders
+-- are strictly positional: each argument is consumed once, where its '?'
+-- stands in the text, so every query below is written with its '?' in the
+-- order of its "args" line (a derived table, a column list or the join
+-- order is arranged to make it so).
+--
+-- A list argument is a JSON array of integers, read with
+-- JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')). Bulk rows are a JSON
+-- array of objects, payloads hex-encoded; JSON_TABLE yields NULL for a
+-- missing key, which is how omitted fields become NULL columns.
+--
+-- Statements that take a list lock exactly the rows it names, and find
+-- each by primary key. They start from a one-row derived table k holding
+-- the scalar arguments (names converted to the key columns' ascii_bin, so
+-- that they compare as constants of the key), then the list, then the
+-- table, joined in that order (STRAIGHT_JOIN): one eq_ref lookup per list
+-- element. Written as "seq IN (SELECT ... JSON_TABLE ...)", the optimizer
+-- may instead scan the whole queue and probe the list, locking every row
+-- of the queue until commit, so that other consumers of the queue skip
+-- them all; and MariaDB before 11.1 runs such a subquery once per row of a
+-- single-table UPDATE or DELETE.
+--
+-- Statements that pick rows by a range of times (due, expired, removable)
+-- read their candidates without locks first, then lock those by primary
+-- key with SKIP LOCKED and keep the ones unchanged. A locking scan of the
+-- range in index order (ORDER BY ... LIMIT) also locks the first row past
+-- its end, which is often another queue's, and InnoDB keeps that lock
+-- until commit even at READ COMMITTED: that queue's leasers would skip the
+-- row. Equality scans (the ready index, a queue's dead letters) stop
+-- before the next key and need none of this.
+--
+-- Times are milliseconds since the Unix epoch by the database clock:
+-- CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED); the session time zone is
+-- UTC. Transactions run at READ COMMITTED: locking reads (FOR UPDATE) see
+-- the latest committed rows, and rows a locking read examines but does not
+-- return are unlocked at once. Queue workers take rows with SKIP LOCKED, so
+-- they never wait for each other; settles lock their rows with FOR UPDATE.
+
+-- name: CreateMigrationsTable
+CREATE TABLE IF NOT EXISTS sluice_migrations (
+    version     BIGINT NOT NULL PRIMARY KEY,
+    applied_at  BIGINT NOT NULL
+) ENGINE = InnoDB;
+
+-- name: MigrateLock
+-- A named lock held by the migrating connection (the engine runs the
+-- migration on one connection); it is released if that connection dies.
+SELECT GET_LOCK('sluice_migrate', 60);
+
+-- name: MigrateUnlock
+SELECT RELEASE_LOCK('sluice_migrate');
+
+-- name: MigrateAbort
+SELECT RELEASE_LOCK('sluice_migrate');
+
+-- name: AppliedMigrations
+SELECT version FROM sluice_migrations ORDER BY version;
+
+-- name: RecordMigration
+-- args: version
+INSERT INTO sluice_migrations (version, applied_at)
+VALUES (?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+
+-- name: Now
+SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: CreateQueue
+-- args: service, provider, name, max_delivery, default_ttl_ms,
+--       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch
+INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
+    dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, evict_at, created_at)
+VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?,
+    CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
+    CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+
+-- name: GetQueue
+-- args: service, provider, name
+-- The queue's settings, counters and the database's current time.
+SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
+       evict_interval_ms, evict_batch, evict_at, last_seq,
+       CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM sluice_queues
+WHERE service = ? AND provider = ? AND name = ?;
+
+-- name: DeleteQueue
+-- args: service, provider, name
+DELETE FROM sluice_queues WHERE service = ? AND provider = ? AND name = ?;
+
+-- name: DeleteQueueMessages
+-- args: service, provider, name
+DELETE FROM sluice_messages WHERE service = ? AND provider = ? AND queue = ?;
+
+-- name: DeleteQueueDeadLetters
+-- args: service, provider, name
+DELETE FROM sluice_dead_letters WHERE service = ? AND provider = ? AND queue = ?;
+
+-- name: ReserveSeqs
+-- args: n, service, provider, name
+UPDATE sluice_queues SET last_seq = last_seq + ?
+WHERE service = ? AND provider = ? AND name = ?;
+
+-- name: InsertMessages
+-- args: service, provider, queue, enqueued_at, rows
+-- rows: [{"s":seq,"st":state,"v":visible_at,"e":expires_at,"mid":..,"sid":..,
+--         "pk":..,"ct":..,"pr":properties_json,"p":payload_hex}]
+-- "pr" is a JSON string holding the properties' JSON text, read as text.
+INSERT INTO sluice_messages (service, provider, queue, enqueued_at, seq, state, visible_at,
+    expires_at, delivery_count, lock_token, message_id, session_id, partition_key,
+    content_type, properties, payload)
+SELECT ?, ?, ?, ?, r.s, r.st, r.v, r.e, 0, NULL, r.mid, r.sid, r.pk, r.ct, r.pr, UNHEX(r.p)
+FROM JSON_TABLE(?, '$[*]' COLUMNS (
+    s   BIGINT PATH '$.s',
+    st  SMALLINT PATH '$.st',
+    v   BIGINT PATH '$.v',
+    e   BIGINT PATH '$.e',
+    mid VARCHAR(260) CHARACTER SET utf8mb4 PATH '$.mid',
+    sid VARCHAR(260) CHARACTER SET utf8mb4 PATH '$.sid',
+    pk  VARCHAR(260) CHARACTER SET utf8mb4 PATH '$.pk',
+    ct  VARCHAR(260) CHARACTER SET utf8mb4 PATH '$.ct',
+    pr  MEDIUMTEXT CHARACTER SET utf8mb4 PATH '$.pr',
+    p   LONGTEXT CHARACTER SET ascii PATH '$.p')) AS r;
+
+-- name: SelectDue
+-- args: service, provider, queue, now, limit
+-- Leased and scheduled rows whose time has come, oldest first. Rows
+-- another transaction holds are skipped. The candidates come from a plain
+-- read of the due index (visible_at <= now leaves out the NULLs of ready
+-- and deferred rows); only they are then locked, by primary key, and kept
+-- if unchanged. (A locking range scan in index order would also lock the
+-- first row past the range, often another queue's, until commit, and make
+-- that queue's leasers skip it.)
+SELECT m.seq, m.state, m.delivery_count, m.expires_at
+FROM (SELECT service, provider, queue, seq, visible_at
+      FROM sluice_messages
+      WHERE service = ? AND provider = ? AND queue = ?
+        AND visible_at IS NOT NULL AND visible_at <= ?
+      ORDER BY visible_at
+      LIMIT ?) AS c
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = c.service AND m.provider = c.provider AND m.queue = c.queue AND m.seq = c.seq
+WHERE m.visible_at = c.visible_at
+FOR UPDATE SKIP LOCKED;
+
+-- name: MakeReady
+-- args: service, provider, queue, seqs
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+SET m.state = 0, m.visible_at = NULL, m.lock_token = NULL;
+
+-- name: MakeScheduled
+-- args: visible_at, service, provider, queue, seqs
+UPDATE (SELECT CAST(? AS SIGNED) AS visible_at,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+SET m.state = 2, m.visible_at = k.visible_at, m.lock_token = NULL;
+
+-- name: ExtendLeases
+-- args: visible_at, service, provider, queue, seqs
+UPDATE (SELECT CAST(? AS SIGNED) AS visible_at,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+SET m.visible_at = k.visible_at;
+
+-- name: MoveToDeadLetters
+-- args: reason, description, dead_at, remove_at, service, provider, queue, seqs
+INSERT INTO sluice_dead_letters (reason, description, dead_at, remove_at,
+    service, provider, queue, seq, delivery_count, enqueued_at, expires_at, message_id,
+    session_id, partition_key, content_type, properties, payload)
+SELECT ?, ?, ?, ?,
+       m.service, m.provider, m.queue, m.seq, m.delivery_count, m.enqueued_at, m.expires_at,
+       m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq;
+
+-- name: DeleteMessages
+-- args: service, provider, queue, seqs
+DELETE m
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq;
+
+-- name: SelectReady
+-- args: service, provider, queue, now, limit
+-- The first ready, unexpired rows in sequence order, with all columns: a
+-- walk of the ready index from (queue, state 0) in seq order. Rows another
+-- transaction holds (a leaser that took them and has not committed) are
+-- skipped.
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, payload
+FROM sluice_messages
+WHERE service = ? AND provider = ? AND queue = ? AND state = 0
+  AND (expires_at IS NULL OR expires_at > ?)
+ORDER BY seq
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: LeaseMessages
+-- args: lock_token, visible_at, service, provider, queue, seqs
+UPDATE (SELECT CAST(? AS SIGNED) AS lock_token, CAST(? AS SIGNED) AS visible_at,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+SET m.state = 1, m.lock_token = k.lock_token, m.visible_at = k.visible_at,
+    m.delivery_count = m.delivery_count + 1;
+
+-- name: SelectHeld
+-- args: service, provider, queue, now, seqs
+-- Of the given rows, those under a lease that has not ended, locked until
+-- the settle commits.
+SELECT m.seq, m.lock_token, m.delivery_count
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue,
+             CAST(? AS SIGNED) AS now) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+WHERE m.state = 1 AND m.visible_at > k.now
+ORDER BY m.seq
+FOR UPDATE;
+
+-- name: ClaimEviction
+-- args: next_evict_at, service, provider, name, seen_evict_at
+-- Compare-and-set on the control column: the one caller that moves it runs
+-- the eviction batch. The connection reports changed rows, not matched
+-- ones (clientFoundRows off), so only the caller that moved it sees 1.
+UPDATE sluice_queues SET evict_at = ?
+WHERE service = ? AND provider = ? AND name = ? AND evict_at = ?;
+
+-- name: SelectExpired
+-- args: service, provider, queue, now, now, limit
+-- Rows whose time-to-live ran out, except those under a lease that has not
+-- ended (their holder may still complete them): candidates from a plain
+-- read of the expiry index, then locked by primary key as in SelectDue.
+SELECT m.seq
+FROM (SELECT service, provider, queue, seq, state, visible_at, expires_at
+      FROM sluice_messages
+      WHERE service = ? AND provider = ? AND queue = ?
+        AND expires_at IS NOT NULL AND expires_at <= ?
+        AND (state <> 1 OR visible_at <= ?)
+      ORDER BY expires_at
+      LIMIT ?) AS c
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = c.service AND m.provider = c.provider AND m.queue = c.queue AND m.seq = c.seq
+WHERE m.state = c.state AND m.visible_at <=> c.visible_at AND m.expires_at = c.expires_at
+FOR UPDATE SKIP LOCKED;
+
+-- name: SelectRemovableDeadLetters
+-- args: service, provider, queue, now, limit
+-- Candidates from a plain read of the removal index, then locked by
+-- primary key as in SelectDue.
+SELECT d.seq
+FROM (SELECT service, provider, queue, seq
+      FROM sluice_dead_letters
+      WHERE service = ? AND provider = ? AND queue = ?
+        AND remove_at IS NOT NULL AND remove_at <= ?
+      ORDER BY remove_at
+      LIMIT ?) AS c
+STRAIGHT_JOIN sluice_dead_letters AS d
+    ON d.service = c.service AND d.provider = c.provider AND d.queue = c.queue AND d.seq = c.seq
+FOR UPDATE SKIP LOCKED;
+
+-- name: SelectDeadLetterSeqs
+-- args: service, provider, queue, limit
+SELECT seq
+FROM sluice_dead_letters
+WHERE service = ? AND provider = ? AND queue = ?
+ORDER BY seq
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: LockDeadLetters
+-- args: service, provider, queue, seqs
+SELECT d.seq
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_dead_letters AS d
+    ON d.service = k.service AND d.provider = k.provider AND d.queue = k.queue AND d.seq = l.seq
+ORDER BY d.seq
+FOR UPDATE;
+
+-- name: DeleteDeadLetters
+-- args: service, provider, queue, seqs
+DELETE d
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_dead_letters AS d
+    ON d.service = k.service AND d.provider = k.provider AND d.queue = k.queue AND d.seq = l.seq;
+
+-- name: ResubmitDeadLetters
+-- args: enqueued_at, expires_at, mapping, service, provider, queue
+-- mapping: [{"o":old_seq,"n":new_seq}]
+INSERT INTO sluice_messages (enqueued_at, expires_at, service, provider, queue, seq, state,
+    visible_at, delivery_count, lock_token, message_id, session_id, partition_key,
+    content_type, properties, payload)
+SELECT ?, ?, d.service, d.provider, d.queue, m.n, 0,
+       NULL, 0, NULL, d.message_id, d.session_id, d.partition_key,
+       d.content_type, d.properties, d.payload
+FROM JSON_TABLE(?, '$[*]' COLUMNS (o BIGINT PATH '$.o', n BIGINT PATH '$.n')) AS m
+JOIN sluice_dead_letters AS d ON d.seq = m.o
+WHERE d.service = ? AND d.provider = ? AND d.queue = ?;
+
+-- name: PeekMessages
+-- args: service, provider, queue, from_seq, limit
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, payload
+FROM sluice_messages
+WHERE service = ? AND provider = ? AND queue = ? AND seq >= ?
+ORDER BY seq
+LIMIT ?;
+
+-- name: PeekDeadLetters
+-- args: service, provider, queue, from_seq, limit
+SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
+       content_type, properties, payload, reason, description, dead_at, remove_at
+FROM sluice_dead_letters
+WHERE service = ? AND provider = ? AND queue = ? AND seq >= ?
+ORDER BY seq
+LIMIT ?;
+
+-- name: QueueStats
+-- args: now, now, now, service, provider, queue
+SELECT CAST(COALESCE(SUM(CASE WHEN state = 0 OR (state IN (1, 2) AND visible_at <= ?) THEN 1 ELSE 0 END), 0) AS SIGNED),
+       CAST(COALESCE(SUM(CASE WHEN state = 2 AND visible_at > ? THEN 1 ELSE 0 END), 0) AS SIGNED),
+       CAST(COALESCE(SUM(CASE WHEN state = 1 AND visible_at > ? THEN 1 ELSE 0 END), 0) AS SIGNED),
+       CAST(COALESCE(SUM(CASE WHEN state = 3 THEN 1 ELSE 0 END), 0) AS SIGNED),
+       MIN(enqueued_at)
+FROM sluice_messages
+WHERE service = ? AND provider = ? AND queue = ?;
+
+-- name: CountDeadLetters
+-- args: service, provider, queue
+SELECT COUNT(*) FROM sluice_dead_letters
+WHERE service = ? AND provider = ? AND queue = ?;
+
+-- name: BumpHead
+-- args: n, service, provider, partition
+UPDATE sluice_partitions SET head = head + ?
+WHERE service = ? AND provider = ? AND `partition` = ?;
+
+-- name: EnsurePartition
+-- args: service, provider, partition
+INSERT IGNORE INTO sluice_partitions (service, provider, `partition`, head, trimmed)
+VALUES (?, ?, ?, 0, 0);
+
+-- name: GetPartition
+-- args: service, provider, partition
+SELECT head, trimmed, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM sluice_partitions
+WHERE service = ? AND provider = ? AND `partition` = ?;
+
+-- name: InsertRecords
+-- args: service, provider, partition, appended_at, rows
+-- rows: [{"s":position,"ns":namespace,"k":key,"pr":properties_json,"p":payload_hex}]
+INSERT INTO sluice_records (service, provider, `partition`, appended_at, position, namespace,
+    stream_key, properties, payload)
+SELECT ?, ?, ?, ?, r.s, r.ns, r.k, r.pr, UNHEX(r.p)
+FROM JSON_TABLE(?, '$[*]' COLUMNS (
+    s   BIGINT PATH '$.s',
+    ns  VARCHAR(260) CHARACTER SET utf8mb4 PATH '$.ns',
+    k   VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$.k',
+    pr  MEDIUMTEXT CHARACTER SET utf8mb4 PATH '$.pr',
+    p   LONGTEXT CHARACTER SET ascii PATH '$.p')) AS r;
+
+-- name: ReadRecords
+-- args: service, provider, partition, after, limit
+SELECT position, namespace, stream_key, properties, payload, appended_at
+FROM sluice_records
+WHERE service = ? AND provider = ? AND `partition` = ? AND position > ?
+ORDER BY position
+LIMIT ?;
+
+-- name: TrimRecords
+-- args: service, provider, partition, through, limit
+DELETE FROM sluice_records
+WHERE service = ? AND provider = ? AND `partition` = ? AND position <= ?
+ORDER BY position
+LIMIT ?;
+
+-- name: SetTrimmed
+-- args: through, service, provider, partition
+UPDATE sluice_partitions SET trimmed = GREATEST(trimmed, LEAST(?, head))
+WHERE service = ? AND provider = ? AND `partition` = ?;
+
+-- name: UpsertCheckpoint
+-- args: service, provider, partition, consumer, position, epoch
+-- Writes only when the stored epoch is not newer; the engine reads the row
+-- back to tell a fenced write from an applied one. Assignments run left to
+-- right and see the columns already assigned, so epoch comes last: the
+-- other columns compare against the stored epoch. (VALUES(col) is the
+-- value the INSERT proposed; MariaDB has no "AS new" row alias.)
+INSERT INTO sluice_checkpoints (service, provider, `partition`, consumer, position, epoch, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+ON DUPLICATE KEY UPDATE
+    position = IF(VALUES(epoch) >= epoch, VALUES(position), position),
+    updated_at = IF(VALUES(epoch) >= epoch, VALUES(updated_at), updated_at),
+    epoch = IF(VALUES(epoch) >= epoch, VALUES(epoch), epoch);
+
+-- name: GetCheckpoint
+-- args: service, provider, partition, consumer
+SELECT position, epoch, updated_at
+FROM sluice_checkpoints
+WHERE service = ? AND provider = ? AND `partition` = ? AND consumer = ?;
+
+-- name: BenchCreateTable
+-- The raw-insert benchmark's table: what the database does with no sluice
+-- code in the path.
+CREATE TABLE IF NOT EXISTS sluice_bench_raw (
+    id       BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+    payload  LONGBLOB NOT NULL
+) ENGINE = InnoDB;
+
+-- name: BenchInsert
+-- args: payload
+INSERT INTO sluice_bench_raw (payload) VALUES (?);
+
+-- name: BenchDropTable
+DROP TABLE IF EXISTS sluice_bench_raw;

@@ -1,0 +1,287 @@
+package storetest
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+var logTests = []suiteTest{
+	{"AppendPositions", testAppendPositions},
+	{"ReadRoundTrip", testReadRoundTrip},
+	{"Trim", testTrim},
+	{"TrimEverything", testTrimEverything},
+	{"Checkpoints", testCheckpoints},
+	{"WatchPartition", testWatchPartition},
+}
+
+// rec returns a record with the given payload.
+func rec(payload string) store.NewRecord {
+	return store.NewRecord{Namespace: "ns", Key: "key", Payload: []byte(payload)}
+}
+
+// recs returns n records with payloads prefix-0, prefix-1, ...
+func recs(prefix string, n int) []store.NewRecord {
+	r := make([]store.NewRecord, n)
+	for i := range r {
+		r[i] = rec(fmt.Sprintf("%s-%d", prefix, i))
+	}
+	return r
+}
+
+// appendRecs appends records to partition p.
+func appendRecs(t *testing.T, st store.Store, p int32, rs ...store.NewRecord) store.AppendResult {
+	t.Helper()
+	res, err := st.Append(t.Context(), &store.AppendParams{Partition: p, Records: rs})
+	if err != nil {
+		t.Fatalf("Append(partition %d, %d records): %v", p, len(rs), err)
+	}
+	if res.Last-res.First+1 != int64(len(rs)) {
+		t.Fatalf("Append of %d records returned positions %d..%d", len(rs), res.First, res.Last)
+	}
+	return res
+}
+
+// wantAppend checks the positions of an append.
+func wantAppend(t *testing.T, st store.Store, p int32, n int, first int64) {
+	t.Helper()
+	res := appendRecs(t, st, p, recs(fmt.Sprint(p), n)...)
+	if res.First != first {
+		t.Fatalf("Append of %d records to partition %d at %d..%d, want from %d", n, p, res.First, res.Last, first)
+	}
+}
+
+// read reads partition p after position after.
+func read(t *testing.T, st store.Store, p int32, after int64, max int) []sluicetype.Record {
+	t.Helper()
+	rs, err := st.Read(t.Context(), &store.ReadParams{Partition: p, After: after, Max: max})
+	if err != nil {
+		t.Fatalf("Read(partition %d, after %d, max %d): %v", p, after, max, err)
+	}
+	if len(rs) > max {
+		t.Fatalf("Read(max %d) returned %d records", max, len(rs))
+	}
+	return rs
+}
+
+// positions returns the positions of records.
+func positions(rs []sluicetype.Record) []int64 {
+	p := make([]int64, len(rs))
+	for i, r := range rs {
+		p[i] = r.Position
+	}
+	return p
+}
+
+// info returns a partition's info.
+func info(t *testing.T, st store.Store, p int32) store.PartitionInfo {
+	t.Helper()
+	in, err := st.PartitionInfo(t.Context(), p)
+	if err != nil {
+		t.Fatalf("PartitionInfo(%d): %v", p, err)
+	}
+	return in
+}
+
+// wantInfo checks a partition's info.
+func wantInfo(t *testing.T, st store.Store, p int32, want store.PartitionInfo) {
+	t.Helper()
+	if got := info(t, st, p); got != want {
+		t.Fatalf("PartitionInfo(%d) = %+v, want %+v", p, got, want)
+	}
+}
+
+func testAppendPositions(t *testing.T, h *harness) {
+	_, st := h.setup(t)
+	wantInfo(t, st, 0, store.PartitionInfo{})
+	wantAppend(t, st, 0, 3, 1)
+	wantAppend(t, st, 0, 2, 4)
+	wantAppend(t, st, 1, 1, 1)
+	wantAppend(t, st, 7, 4, 1)
+	wantAppend(t, st, 0, 1, 6)
+	wantAppend(t, st, 1, 2, 2)
+	wantAppend(t, st, math.MaxInt32, 1, 1)
+	wantInfo(t, st, 0, store.PartitionInfo{Head: 6})
+	wantInfo(t, st, 1, store.PartitionInfo{Head: 3})
+	wantInfo(t, st, 7, store.PartitionInfo{Head: 4})
+	wantInfo(t, st, 2, store.PartitionInfo{})
+	wantInfo(t, st, math.MaxInt32, store.PartitionInfo{Head: 1})
+	for p, n := range map[int32]int64{0: 6, 1: 3, 7: 4} {
+		rs := read(t, st, p, 0, 100)
+		wantSeqs(t, fmt.Sprintf("positions of partition %d", p), positions(rs), span(1, n))
+		for _, r := range rs {
+			if !bytes.HasPrefix(r.Payload, fmt.Appendf(nil, "%d-", p)) {
+				t.Fatalf("partition %d position %d holds %q, appended to another partition", p, r.Position, r.Payload)
+			}
+		}
+	}
+}
+
+func testReadRoundTrip(t *testing.T, h *harness) {
+	_, st := h.setup(t)
+	binary := make([]byte, 300)
+	for i := range binary {
+		binary[i] = byte(i)
+	}
+	in := []store.NewRecord{
+		{Namespace: "orders.v1", Key: "customer/ü-42", Properties: map[string]string{"a": "1", "é": ""}, Payload: binary},
+		{Namespace: "ns", Key: "k", Payload: nil},
+		{Namespace: "ns", Key: "k", Payload: []byte{}, Properties: map[string]string{}},
+		rec("4"), rec("5"),
+	}
+	before := time.Now()
+	appendRecs(t, st, 3, in...)
+	rs := read(t, st, 3, 0, 100)
+	wantSeqs(t, "Read after 0", positions(rs), span(1, 5))
+	for i, r := range rs {
+		what := fmt.Sprintf("record %d", r.Position)
+		if r.Namespace != in[i].Namespace || r.Key != in[i].Key || !bytes.Equal(r.Payload, in[i].Payload) {
+			t.Fatalf("%s: %q/%q/%s, want %q/%q/%s", what, r.Namespace, r.Key, short(r.Payload), in[i].Namespace, in[i].Key, short(in[i].Payload))
+		}
+		sameProps(t, what, r.Properties, in[i].Properties)
+		near(t, what+" AppendedAt", r.AppendedAt, before, clockSkew)
+	}
+	wantSeqs(t, "Read after 2 max 2", positions(read(t, st, 3, 2, 2)), []int64{3, 4})
+	wantSeqs(t, "Read after 4", positions(read(t, st, 3, 4, 100)), []int64{5})
+	wantSeqs(t, "Read after the head", positions(read(t, st, 3, 5, 100)), nil)
+	wantSeqs(t, "Read far after the head", positions(read(t, st, 3, 1000, 100)), nil)
+	wantSeqs(t, "Read of an empty partition", positions(read(t, st, 4, 0, 100)), nil)
+}
+
+func testTrim(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	appendRecs(t, st, 0, recs("r", 25)...)
+	appendRecs(t, st, 1, recs("other", 5)...)
+	var total int64
+	for i := 0; ; i++ {
+		n, err := st.Trim(ctx, &store.TrimParams{Partition: 0, Through: 20, Max: 7})
+		if err != nil {
+			t.Fatalf("Trim: %v", err)
+		}
+		if n < 0 || n > 7 {
+			t.Fatalf("Trim with Max 7 deleted %d records", n)
+		}
+		if n == 0 {
+			break
+		}
+		total += n
+		if i > 10 {
+			t.Fatal("Trim never returned 0")
+		}
+	}
+	if total != 20 {
+		t.Fatalf("Trim through 20 deleted %d records, want 20", total)
+	}
+	wantInfo(t, st, 0, store.PartitionInfo{Head: 25, Trimmed: 20})
+	wantInfo(t, st, 1, store.PartitionInfo{Head: 5})
+	for _, after := range []int64{0, 10, 19} {
+		_, err := st.Read(ctx, &store.ReadParams{Partition: 0, After: after, Max: 10})
+		wantErr(t, fmt.Sprintf("Read after trimmed position %d", after), err, sluicetype.ErrTrimmed)
+	}
+	wantSeqs(t, "Read after the trimmed position", positions(read(t, st, 0, 20, 100)), span(21, 25))
+	wantSeqs(t, "Read after 22", positions(read(t, st, 0, 22, 100)), span(23, 25))
+	wantSeqs(t, "Read of the untrimmed partition", positions(read(t, st, 1, 0, 100)), span(1, 5))
+	if n, err := st.Trim(ctx, &store.TrimParams{Partition: 0, Through: 15, Max: 100}); err != nil || n != 0 {
+		t.Fatalf("Trim of trimmed positions = %d, %v; want 0", n, err)
+	}
+	wantInfo(t, st, 0, store.PartitionInfo{Head: 25, Trimmed: 20})
+}
+
+func testTrimEverything(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	appendRecs(t, st, 0, recs("r", 5)...)
+	n, err := st.Trim(ctx, &store.TrimParams{Partition: 0, Through: 5, Max: 100})
+	if err != nil || n != 5 {
+		t.Fatalf("Trim through the head = %d, %v; want 5", n, err)
+	}
+	wantInfo(t, st, 0, store.PartitionInfo{Head: 5, Trimmed: 5})
+	wantSeqs(t, "Read after the trimmed head", positions(read(t, st, 0, 5, 10)), nil)
+	// Positions are never reused, even with every record trimmed.
+	wantAppend(t, st, 0, 2, 6)
+	wantSeqs(t, "Read after the trimmed head", positions(read(t, st, 0, 5, 10)), []int64{6, 7})
+	_, err = st.Read(ctx, &store.ReadParams{Partition: 0, After: 4, Max: 10})
+	wantErr(t, "Read after trimmed position 4", err, sluicetype.ErrTrimmed)
+}
+
+func testCheckpoints(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	get := func(p int32, consumer string) store.Checkpoint {
+		t.Helper()
+		c, err := st.GetCheckpoint(ctx, p, consumer)
+		if err != nil {
+			t.Fatalf("GetCheckpoint(%d, %s): %v", p, consumer, err)
+		}
+		return c
+	}
+	want := func(p int32, consumer string, pos, epoch int64) {
+		t.Helper()
+		c := get(p, consumer)
+		if c.Position != pos || c.Epoch != epoch {
+			t.Fatalf("GetCheckpoint(%d, %s) = position %d epoch %d, want %d and %d", p, consumer, c.Position, c.Epoch, pos, epoch)
+		}
+	}
+	set := func(p int32, consumer string, pos, epoch int64) error {
+		t.Helper()
+		return st.SetCheckpoint(ctx, &store.CheckpointParams{Partition: p, Consumer: consumer, Position: pos, Epoch: epoch})
+	}
+	if c := get(0, "c"); c != (store.Checkpoint{}) {
+		t.Fatalf("GetCheckpoint of a consumer that never stored one = %+v, want the zero Checkpoint", c)
+	}
+	before := time.Now()
+	if err := set(0, "c", 10, 1); err != nil {
+		t.Fatalf("SetCheckpoint: %v", err)
+	}
+	c := get(0, "c")
+	if c.Position != 10 || c.Epoch != 1 {
+		t.Fatalf("GetCheckpoint = %+v, want position 10 epoch 1", c)
+	}
+	near(t, "UpdatedAt", c.UpdatedAt, before, clockSkew)
+
+	wantErr(t, "SetCheckpoint with an older epoch", set(0, "c", 50, 0), sluicetype.ErrFenced)
+	want(0, "c", 10, 1)
+	if err := set(0, "c", 12, 1); err != nil {
+		t.Fatalf("SetCheckpoint with the same epoch: %v", err)
+	}
+	want(0, "c", 12, 1)
+	// A new owner may move the position back.
+	if err := set(0, "c", 3, 5); err != nil {
+		t.Fatalf("SetCheckpoint with a newer epoch: %v", err)
+	}
+	want(0, "c", 3, 5)
+	wantErr(t, "SetCheckpoint with an older epoch", set(0, "c", 100, 4), sluicetype.ErrFenced)
+	want(0, "c", 3, 5)
+
+	// Consumers and partitions are independent.
+	want(0, "d", 0, 0)
+	want(1, "c", 0, 0)
+	if err := set(1, "c", 7, 0); err != nil {
+		t.Fatalf("SetCheckpoint of another partition with epoch 0: %v", err)
+	}
+	if err := set(0, "d", 8, 2); err != nil {
+		t.Fatalf("SetCheckpoint of another consumer with an older epoch: %v", err)
+	}
+	want(1, "c", 7, 0)
+	want(0, "d", 8, 2)
+	want(0, "c", 3, 5)
+}
+
+func testWatchPartition(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	ch, stop := st.WatchPartition(2)
+	defer stop()
+	done := make(chan struct{})
+	defer func() { <-done }()
+	go func() {
+		defer close(done)
+		time.Sleep(50 * time.Millisecond)
+		if _, err := st.Append(ctx, &store.AppendParams{Partition: 2, Records: recs("wake", 1)}); err != nil {
+			t.Errorf("Append: %v", err)
+		}
+	}()
+	waitWoken(t, ch, func() bool { return len(read(t, st, 2, 0, 10)) == 1 })
+}
