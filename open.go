@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/mysql"
+	"github.com/sluicehq/sluice/store/postgres"
 	"github.com/sluicehq/sluice/store/sqlite"
 )
 
@@ -34,11 +36,10 @@ func OpenBackend(ctx context.Context, dsn string, opts Options) (store.Backend, 
 	switch scheme {
 	case "sqlite", "sqlite3", "file":
 		return sqlite.Open(ctx, sqlite.Config{Path: rest, Synchronous: opts.SQLiteSynchronous, Limits: opts.Limits, Logger: opts.Logger})
+	case "postgres", "postgresql":
+		return postgres.Open(ctx, postgres.Config{DSN: dsn, Limits: opts.Limits, Logger: opts.Logger})
+	case "mysql":
+		return mysql.Open(ctx, mysql.Config{DSN: dsn, Limits: opts.Limits, Logger: opts.Logger})
 	}
-	return openServer(ctx, scheme, dsn, opts)
-}
-
-// openServer is replaced as the server backends land.
-func openServer(_ context.Context, scheme, _ string, _ Options) (store.Backend, error) {
 	return nil, fmt.Errorf("sluice: unknown database scheme %q (try sqlite://path, postgres://... or mysql://...)", scheme)
 }

@@ -99,6 +99,7 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 			Queries:      qfs,
 			Migrations:   mfs,
 			TxMigrations: false,
+			LockResult:   true,
 			IntList:      jsonList,
 			Classify:     classify,
 		},

@@ -25,6 +25,9 @@ type Dialect struct {
 	// otherwise MigrateLock is expected to open one (SQLite) or DDL is not
 	// transactional at all (MySQL).
 	TxMigrations bool
+	// LockResult says MigrateLock returns one value, 1 when it took the
+	// lock (MySQL's GET_LOCK); otherwise it fails or blocks instead.
+	LockResult bool
 	// IntList encodes a list of int64 for a list parameter.
 	IntList func([]int64) any
 	// Classify maps a driver error to ErrRetry, ErrDuplicate, or nil for

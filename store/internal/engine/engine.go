@@ -362,10 +362,7 @@ func (e *Engine) migrate(ctx context.Context) (err error) {
 		return fmt.Errorf("sluice: migrate: %w", err)
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, e.q["CreateMigrationsTable"]); err != nil {
-		return fmt.Errorf("sluice: migrate: %w", err)
-	}
-	if _, err := conn.ExecContext(ctx, e.q["MigrateLock"]); err != nil {
+	if err := e.migrateLock(ctx, conn); err != nil {
 		return fmt.Errorf("sluice: migrate: lock: %w", err)
 	}
 	defer func() {
@@ -377,6 +374,9 @@ func (e *Engine) migrate(ctx context.Context) (err error) {
 			err = fmt.Errorf("sluice: migrate: unlock: %w", uerr)
 		}
 	}()
+	if _, err := conn.ExecContext(ctx, e.q["CreateMigrationsTable"]); err != nil {
+		return fmt.Errorf("sluice: migrate: %w", err)
+	}
 	rows, err := conn.QueryContext(ctx, e.q["AppliedMigrations"])
 	if err != nil {
 		return fmt.Errorf("sluice: migrate: %w", err)
@@ -410,6 +410,24 @@ func (e *Engine) migrate(ctx context.Context) (err error) {
 			return fmt.Errorf("sluice: migrate %s: %w", m.name, err)
 		}
 		e.log.Info("sluice: applied migration", "backend", e.d.Features.Name, "migration", m.name)
+	}
+	return nil
+}
+
+// migrateLock takes the lock that keeps concurrent starts from migrating
+// at once. Where the dialect's lock reports its outcome as a value (MySQL's
+// GET_LOCK returns 0 on timeout), anything but 1 is an error.
+func (e *Engine) migrateLock(ctx context.Context, conn *sql.Conn) error {
+	if !e.d.LockResult {
+		_, err := conn.ExecContext(ctx, e.q["MigrateLock"])
+		return err
+	}
+	var got sql.NullInt64
+	if err := conn.QueryRowContext(ctx, e.q["MigrateLock"]).Scan(&got); err != nil {
+		return err
+	}
+	if got.Int64 != 1 {
+		return errors.New("another process holds the migration lock; try again once it has finished")
 	}
 	return nil
 }

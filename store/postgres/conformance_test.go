@@ -1,0 +1,60 @@
+package postgres_test
+
+import (
+	"os"
+	"testing"
+
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/postgres"
+	"github.com/sluicehq/sluice/store/storetest"
+)
+
+// TestConformance runs the storage conformance suite. Every backend it
+// opens shares one fresh schema, as the suite requires (a second Open must
+// see the first one's data); the schema is dropped at the end.
+func TestConformance(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	storetest.Run(t, func(t *testing.T) store.Backend {
+		return openSchema(t, dsn, schema)
+	})
+}
+
+// TestCrash kills processes writing to a fresh schema and checks that no
+// acknowledged write was lost. The schema travels to the child process in
+// the DSN's search_path, which Open takes as its schema.
+func TestCrash(t *testing.T) {
+	dsn := testDSN(t)
+	var crashDSN string
+	if !storetest.IsCrashChild() {
+		crashDSN = withParam(dsn, "search_path", newSchema(t, dsn))
+	}
+	storetest.CrashTest(t, storetest.CrashEnv{
+		DSN: crashDSN,
+		Open: func(t *testing.T, dsn string) store.Backend {
+			b, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			return b
+		},
+	})
+}
+
+// BenchmarkStore runs the storage benchmarks in a fresh schema.
+func BenchmarkStore(b *testing.B) {
+	dsn := os.Getenv("SLUICE_TEST_POSTGRES")
+	if dsn == "" {
+		b.Skip("SLUICE_TEST_POSTGRES is not set")
+	}
+	storetest.Bench(b, func(b *testing.B) store.Backend {
+		schema := newSchema(b, dsn)
+		be, err := postgres.Open(b.Context(), postgres.Config{DSN: dsn, Schema: schema})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { be.Close() })
+		return be
+	})
+}

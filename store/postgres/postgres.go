@@ -1,0 +1,181 @@
+// Package postgres is sluice's PostgreSQL backend. It runs the shared
+// storage engine over pgx's database/sql adapter, with SQL written for
+// PostgreSQL: leases take rows with FOR UPDATE SKIP LOCKED, so concurrent
+// leasers in many processes never wait on each other, and every enqueue,
+// abandon and append sends a NOTIFY that wakes waiting leasers and readers
+// in every other process at once (store.Features.CrossProcessWake).
+//
+// The tables live in one schema (Config.Schema, default public), created
+// if missing, so several deployments can share one database.
+//
+// Durability: the backend leaves synchronous_commit as the server has it
+// (on by default): a write is durable before Enqueue or Append returns.
+// Group commit amortizes the flush over the writes that arrive together.
+package postgres
+
+import (
+	"cmp"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/engine"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+//go:embed queries/*.sql
+var queries embed.FS
+
+// Pool sizes. Committers bounds the concurrent group-commit transactions;
+// the rest of the pool serves leases, settle-free transactions and reads.
+const (
+	maxOpenConns = 16
+	committers   = 2
+)
+
+// schemaLockKey serializes CREATE SCHEMA IF NOT EXISTS between processes
+// opening the same database at once ("sluice" in ASCII, plus one; the
+// migration lock uses the key without the one).
+const schemaLockKey = 126879297332070
+
+// Config opens a PostgreSQL backend.
+type Config struct {
+	// DSN is a pgx connection string, postgres://user:pass@host:port/db?...
+	// or "host=... user=... dbname=...".
+	DSN string
+	// Schema is the PostgreSQL schema holding sluice's tables, created if
+	// missing. It defaults to the search_path parameter of the DSN (taken
+	// as one schema name, e.g. postgres://host/db?search_path=sluice), then
+	// to "public". Connections use it as their only search_path.
+	Schema string
+	// Limits bound calls; zero fields take defaults.
+	Limits store.Limits
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Open connects to PostgreSQL, creates the schema if needed, applies
+// migrations and starts listening for wake-ups from other processes.
+func Open(ctx context.Context, cfg Config) (store.Backend, error) {
+	if cfg.DSN == "" {
+		return nil, errors.New("sluice: postgres: Config.DSN is empty (try postgres://user:password@localhost:5432/dbname)")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cc, err := pgx.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: postgres: DSN: %w", err)
+	}
+	if cfg.Schema == "" {
+		// A search_path given in the DSN names the schema.
+		sp := cc.RuntimeParams["search_path"]
+		if strings.ContainsAny(sp, `,"$ `) {
+			return nil, fmt.Errorf("sluice: postgres: the DSN's search_path %q is not one schema name: "+
+				"name the one schema that holds sluice's tables (or set Config.Schema)", sp)
+		}
+		cfg.Schema = cmp.Or(sp, "public")
+	}
+	if err := createSchema(ctx, cc, cfg.Schema); err != nil {
+		return nil, fmt.Errorf("sluice: postgres: schema %q: %w", cfg.Schema, err)
+	}
+	// Every connection, pooled or listening, resolves sluice's tables in
+	// the configured schema only.
+	cc.RuntimeParams["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
+
+	l, err := startListener(ctx, cc, log)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: postgres: listen: %w", err)
+	}
+	db := stdlib.OpenDB(*cc)
+	db.SetMaxOpenConns(maxOpenConns)
+	db.SetMaxIdleConns(maxOpenConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+
+	qfs, _ := fs.Sub(queries, "queries")
+	mfs, _ := fs.Sub(migrations, "migrations")
+	e, err := engine.New(ctx, engine.Config{
+		Dialect: &engine.Dialect{
+			Features:     store.Features{Name: "postgres", CrossProcessWake: true},
+			Queries:      qfs,
+			Migrations:   mfs,
+			TxMigrations: true,
+			IntList:      intList,
+			Classify:     classify,
+		},
+		Write:      db,
+		Read:       db,
+		Limits:     cfg.Limits,
+		Logger:     cfg.Logger,
+		Committers: committers,
+		OnClose:    l.stop,
+	})
+	if err != nil {
+		l.stop()
+		db.Close()
+		return nil, err
+	}
+	l.start(e.Hub())
+	return e, nil
+}
+
+// createSchema creates the schema name if it does not exist. It looks
+// first, since CREATE SCHEMA IF NOT EXISTS needs the CREATE privilege on
+// the database even when the schema exists. Two processes running CREATE
+// SCHEMA IF NOT EXISTS at once can still collide, so it runs under a
+// transaction-scoped advisory lock.
+func createSchema(ctx context.Context, cc *pgx.ConnConfig, name string) error {
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return err
+	}
+	defer closeConn(conn)
+	var exists bool
+	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", name).Scan(&exists); err != nil {
+		return err
+	}
+	if exists {
+		return nil
+	}
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", int64(schemaLockKey)); err != nil {
+			return err
+		}
+		// An identifier cannot be a parameter; Sanitize quotes it.
+		_, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{name}.Sanitize())
+		return err
+	})
+}
+
+// intList passes a list parameter as itself: pgx encodes []int64 as a
+// bigint[], which the queries expand with unnest($n::bigint[]).
+func intList(v []int64) any { return v }
+
+// classify reports serialization failures, deadlocks and lock timeouts as
+// retryable and unique-key violations as duplicates.
+func classify(err error) error {
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) {
+		return nil
+	}
+	switch pe.Code {
+	case "40001", "40P01", "55P03": // serialization_failure, deadlock_detected, lock_not_available
+		return engine.ErrRetry
+	case "23505": // unique_violation
+		return engine.ErrDuplicate
+	}
+	return nil
+}

@@ -1,0 +1,383 @@
+-- sluice queries, PostgreSQL dialect.
+--
+-- Each query starts with a "-- name: Name" line. The engine passes the
+-- arguments listed under the name, in that order; PostgreSQL's numbered
+-- parameters ($1, $2, ...) may use them in any order and more than once.
+-- Parameters whose type the context does not fix are cast explicitly.
+-- A list argument is a bigint[]; bulk rows are a JSON array of objects,
+-- payloads hex-encoded, expanded with json_to_recordset.
+--
+-- Rows named by a list are matched on the whole primary key,
+--   (service, provider, queue, seq) IN (SELECT $1, $2, $3, unnest($n))
+-- rather than with "service = $1 AND ... AND seq = ANY($n)", so that the
+-- planner looks each one up in the primary key. With seq = ANY, a plan
+-- made while the statistics undercount a queue (one filled in a burst
+-- since the last ANALYZE, or one big queue among many small ones) applies
+-- seq = ANY as a filter to every row of the queue: settling 32 messages
+-- then reads the whole queue.
+-- Times are milliseconds since the Unix epoch by the database clock:
+-- floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint.
+-- clock_timestamp(), not now(): now() is fixed at the start of the
+-- transaction, and a transaction may wait on row locks for a while.
+--
+-- Locking: the queue's counter row and a partition's head row are locked
+-- by the UPDATE that takes numbers from them. Leases and eviction take the
+-- message and dead-letter rows they work on with FOR UPDATE SKIP LOCKED,
+-- so concurrent leasers never wait on each other and never take the same
+-- row; settles and resubmits lock the rows their callers name with a
+-- waiting FOR UPDATE, in sequence order, so that they see the outcome of a
+-- lease in progress and two of them cannot deadlock.
+-- The advisory lock key 126879297332069 is "sluice" in ASCII.
+
+-- name: CreateMigrationsTable
+-- CREATE TABLE IF NOT EXISTS is not safe against a concurrent twin (both
+-- may try to create the row type), so it runs under the migration lock's
+-- key, held for this statement only.
+DO $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(126879297332069);
+    CREATE TABLE IF NOT EXISTS sluice_migrations (
+        version     BIGINT PRIMARY KEY,
+        applied_at  BIGINT NOT NULL
+    );
+END
+$$;
+
+-- name: MigrateLock
+-- A session lock: the engine applies each migration in a transaction of
+-- its own (TxMigrations) on the connection that holds it.
+SELECT pg_advisory_lock(126879297332069);
+
+-- name: MigrateUnlock
+SELECT pg_advisory_unlock(126879297332069);
+
+-- name: MigrateAbort
+SELECT pg_advisory_unlock(126879297332069);
+
+-- name: AppliedMigrations
+SELECT version FROM sluice_migrations ORDER BY version;
+
+-- name: RecordMigration
+-- args: version
+INSERT INTO sluice_migrations (version, applied_at)
+VALUES ($1, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+
+-- name: Now
+SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+
+-- name: Notify
+-- args: hub key
+-- Delivered to every listener on channel sluice when the transaction
+-- commits (and dropped if it rolls back).
+SELECT pg_notify('sluice', $1::text);
+
+-- name: CreateQueue
+-- args: service, provider, name, max_delivery, default_ttl_ms,
+--       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch
+INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
+    dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, evict_at, created_at)
+VALUES ($1, $2, $3, 0, $4, $5, $6, $7, $8, $9,
+    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+    floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+
+-- name: GetQueue
+-- args: service, provider, name
+-- The queue's settings, counters and the database's current time.
+SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
+       evict_interval_ms, evict_batch, evict_at, last_seq,
+       floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+FROM sluice_queues
+WHERE service = $1 AND provider = $2 AND name = $3;
+
+-- name: DeleteQueue
+-- args: service, provider, name
+DELETE FROM sluice_queues WHERE service = $1 AND provider = $2 AND name = $3;
+
+-- name: DeleteQueueMessages
+-- args: service, provider, name
+DELETE FROM sluice_messages WHERE service = $1 AND provider = $2 AND queue = $3;
+
+-- name: DeleteQueueDeadLetters
+-- args: service, provider, name
+DELETE FROM sluice_dead_letters WHERE service = $1 AND provider = $2 AND queue = $3;
+
+-- name: ReserveSeqs
+-- args: n, service, provider, name
+UPDATE sluice_queues SET last_seq = last_seq + $1::bigint
+WHERE service = $2 AND provider = $3 AND name = $4;
+
+-- name: InsertMessages
+-- args: service, provider, queue, enqueued_at, rows
+-- rows: [{"s":seq,"st":state,"v":visible_at,"e":expires_at,"mid":..,"sid":..,
+--         "pk":..,"ct":..,"pr":properties_json,"p":payload_hex}]
+INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
+    delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
+    content_type, properties, payload)
+SELECT $1::text, $2::text, $3::text, r.s, r.st, r.v, r.e,
+       0, NULL, $4::bigint, r.mid, r.sid, r.pk,
+       r.ct, r.pr, decode(r.p, 'hex')
+FROM json_to_recordset($5::json) AS r(s bigint, st smallint, v bigint, e bigint,
+    mid text, sid text, pk text, ct text, pr text, p text);
+
+-- name: SelectDue
+-- args: service, provider, queue, now, limit
+-- Leased and scheduled rows whose time has come, oldest first. Rows that
+-- another transaction holds (a settle in progress, another leaser
+-- promoting them) are skipped: they are that transaction's to resolve.
+SELECT seq, state, delivery_count, expires_at
+FROM sluice_messages
+WHERE service = $1 AND provider = $2 AND queue = $3
+  AND visible_at IS NOT NULL AND visible_at <= $4::bigint
+ORDER BY visible_at
+LIMIT $5
+FOR UPDATE SKIP LOCKED;
+
+-- name: MakeReady
+-- args: service, provider, queue, seqs
+UPDATE sluice_messages SET state = 0, visible_at = NULL, lock_token = NULL
+WHERE (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
+
+-- name: MakeScheduled
+-- args: visible_at, service, provider, queue, seqs
+UPDATE sluice_messages SET state = 2, visible_at = $1::bigint, lock_token = NULL
+WHERE (service, provider, queue, seq) IN (
+    SELECT $2::text, $3::text, $4::text, unnest($5::bigint[]));
+
+-- name: ExtendLeases
+-- args: visible_at, service, provider, queue, seqs
+UPDATE sluice_messages SET visible_at = $1::bigint
+WHERE (service, provider, queue, seq) IN (
+    SELECT $2::text, $3::text, $4::text, unnest($5::bigint[]));
+
+-- name: MoveToDeadLetters
+-- args: reason, description, dead_at, remove_at, service, provider, queue, seqs
+INSERT INTO sluice_dead_letters (service, provider, queue, seq, delivery_count, enqueued_at,
+    expires_at, message_id, session_id, partition_key, content_type, properties, payload,
+    reason, description, dead_at, remove_at)
+SELECT service, provider, queue, seq, delivery_count, enqueued_at,
+       expires_at, message_id, session_id, partition_key, content_type, properties, payload,
+       $1::text, $2::text, $3::bigint, $4::bigint
+FROM sluice_messages
+WHERE (service, provider, queue, seq) IN (
+    SELECT $5::text, $6::text, $7::text, unnest($8::bigint[]));
+
+-- name: DeleteMessages
+-- args: service, provider, queue, seqs
+DELETE FROM sluice_messages
+WHERE (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
+
+-- name: SelectReady
+-- args: service, provider, queue, now, limit
+-- The first ready, unexpired rows in sequence order, with all columns.
+-- "state = 0" matches the partial index sluice_messages_ready, which holds
+-- ready rows only. Rows another leaser is taking are skipped.
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, payload
+FROM sluice_messages
+WHERE service = $1 AND provider = $2 AND queue = $3 AND state = 0
+  AND (expires_at IS NULL OR expires_at > $4::bigint)
+ORDER BY seq
+LIMIT $5
+FOR UPDATE SKIP LOCKED;
+
+-- name: LeaseMessages
+-- args: lock_token, visible_at, service, provider, queue, seqs
+UPDATE sluice_messages
+SET state = 1, lock_token = $1::bigint, visible_at = $2::bigint, delivery_count = delivery_count + 1
+WHERE (service, provider, queue, seq) IN (
+    SELECT $3::text, $4::text, $5::text, unnest($6::bigint[]));
+
+-- name: SelectHeld
+-- args: service, provider, queue, now, seqs
+-- Of the given rows, those under a lease that has not ended. The rows are
+-- locked in sequence order, waiting for a lease or settle in progress.
+SELECT seq, lock_token, delivery_count
+FROM sluice_messages
+WHERE state = 1 AND visible_at > $4::bigint
+  AND (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($5::bigint[]))
+ORDER BY seq
+FOR UPDATE;
+
+-- name: ClaimEviction
+-- args: next_evict_at, service, provider, name, seen_evict_at
+-- Compare-and-set on the control column: the one caller that moves it runs
+-- the eviction batch.
+UPDATE sluice_queues SET evict_at = $1::bigint
+WHERE service = $2 AND provider = $3 AND name = $4 AND evict_at = $5::bigint;
+
+-- name: SelectExpired
+-- args: service, provider, queue, now, now, limit
+-- Rows whose time-to-live ran out, except those under a lease that has not
+-- ended (their holder may still complete them).
+SELECT seq
+FROM sluice_messages
+WHERE service = $1 AND provider = $2 AND queue = $3
+  AND expires_at IS NOT NULL AND expires_at <= $4::bigint
+  AND (state <> 1 OR visible_at <= $5::bigint)
+ORDER BY expires_at
+LIMIT $6
+FOR UPDATE SKIP LOCKED;
+
+-- name: SelectRemovableDeadLetters
+-- args: service, provider, queue, now, limit
+SELECT seq
+FROM sluice_dead_letters
+WHERE service = $1 AND provider = $2 AND queue = $3
+  AND remove_at IS NOT NULL AND remove_at <= $4::bigint
+ORDER BY remove_at
+LIMIT $5
+FOR UPDATE SKIP LOCKED;
+
+-- name: SelectDeadLetterSeqs
+-- args: service, provider, queue, limit
+SELECT seq
+FROM sluice_dead_letters
+WHERE service = $1 AND provider = $2 AND queue = $3
+ORDER BY seq
+LIMIT $4
+FOR UPDATE SKIP LOCKED;
+
+-- name: LockDeadLetters
+-- args: service, provider, queue, seqs
+-- Waits for another resubmit or purge of the same rows, in sequence order.
+SELECT seq
+FROM sluice_dead_letters
+WHERE (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]))
+ORDER BY seq
+FOR UPDATE;
+
+-- name: DeleteDeadLetters
+-- args: service, provider, queue, seqs
+DELETE FROM sluice_dead_letters
+WHERE (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
+
+-- name: ResubmitDeadLetters
+-- args: enqueued_at, expires_at, mapping, service, provider, queue
+-- mapping: [{"o":old_seq,"n":new_seq}]
+INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
+    delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
+    content_type, properties, payload)
+SELECT d.service, d.provider, d.queue, m.n, 0, NULL, $2::bigint,
+       0, NULL, $1::bigint, d.message_id, d.session_id, d.partition_key,
+       d.content_type, d.properties, d.payload
+FROM sluice_dead_letters AS d
+JOIN json_to_recordset($3::json) AS m(o bigint, n bigint) ON d.seq = m.o
+WHERE d.service = $4 AND d.provider = $5 AND d.queue = $6;
+
+-- name: PeekMessages
+-- args: service, provider, queue, from_seq, limit
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, payload
+FROM sluice_messages
+WHERE service = $1 AND provider = $2 AND queue = $3 AND seq >= $4::bigint
+ORDER BY seq
+LIMIT $5;
+
+-- name: PeekDeadLetters
+-- args: service, provider, queue, from_seq, limit
+SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
+       content_type, properties, payload, reason, description, dead_at, remove_at
+FROM sluice_dead_letters
+WHERE service = $1 AND provider = $2 AND queue = $3 AND seq >= $4::bigint
+ORDER BY seq
+LIMIT $5;
+
+-- name: QueueStats
+-- args: now, now, now, service, provider, queue
+SELECT COUNT(*) FILTER (WHERE state = 0 OR (state IN (1, 2) AND visible_at <= $1::bigint)),
+       COUNT(*) FILTER (WHERE state = 2 AND visible_at > $2::bigint),
+       COUNT(*) FILTER (WHERE state = 1 AND visible_at > $3::bigint),
+       COUNT(*) FILTER (WHERE state = 3),
+       MIN(enqueued_at)
+FROM sluice_messages
+WHERE service = $4 AND provider = $5 AND queue = $6;
+
+-- name: CountDeadLetters
+-- args: service, provider, queue
+SELECT COUNT(*) FROM sluice_dead_letters
+WHERE service = $1 AND provider = $2 AND queue = $3;
+
+-- name: BumpHead
+-- args: n, service, provider, partition
+UPDATE sluice_partitions SET head = head + $1::bigint
+WHERE service = $2 AND provider = $3 AND partition = $4;
+
+-- name: EnsurePartition
+-- args: service, provider, partition
+INSERT INTO sluice_partitions (service, provider, partition, head, trimmed)
+VALUES ($1, $2, $3, 0, 0)
+ON CONFLICT DO NOTHING;
+
+-- name: GetPartition
+-- args: service, provider, partition
+SELECT head, trimmed, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+FROM sluice_partitions
+WHERE service = $1 AND provider = $2 AND partition = $3;
+
+-- name: InsertRecords
+-- args: service, provider, partition, appended_at, rows
+-- rows: [{"s":position,"ns":namespace,"k":key,"pr":properties_json,"p":payload_hex}]
+INSERT INTO sluice_records (service, provider, partition, position, namespace, stream_key,
+    properties, payload, appended_at)
+SELECT $1::text, $2::text, $3::integer, r.s, r.ns, r.k,
+       r.pr, decode(r.p, 'hex'), $4::bigint
+FROM json_to_recordset($5::json) AS r(s bigint, ns text, k text, pr text, p text);
+
+-- name: ReadRecords
+-- args: service, provider, partition, after, limit
+SELECT position, namespace, stream_key, properties, payload, appended_at
+FROM sluice_records
+WHERE service = $1 AND provider = $2 AND partition = $3 AND position > $4::bigint
+ORDER BY position
+LIMIT $5;
+
+-- name: TrimRecords
+-- args: service, provider, partition, through, limit
+DELETE FROM sluice_records
+WHERE service = $1 AND provider = $2 AND partition = $3
+  AND position IN (
+    SELECT position FROM sluice_records
+    WHERE service = $1 AND provider = $2 AND partition = $3 AND position <= $4::bigint
+    ORDER BY position
+    LIMIT $5);
+
+-- name: SetTrimmed
+-- args: through, service, provider, partition
+UPDATE sluice_partitions SET trimmed = GREATEST(trimmed, LEAST($1::bigint, head))
+WHERE service = $2 AND provider = $3 AND partition = $4;
+
+-- name: UpsertCheckpoint
+-- args: service, provider, partition, consumer, position, epoch
+-- Writes only when the stored epoch is not newer; the engine reads the row
+-- back to tell a fenced write from an applied one.
+INSERT INTO sluice_checkpoints (service, provider, partition, consumer, position, epoch, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+ON CONFLICT (service, provider, partition, consumer) DO UPDATE
+SET position = excluded.position, epoch = excluded.epoch, updated_at = excluded.updated_at
+WHERE sluice_checkpoints.epoch <= excluded.epoch;
+
+-- name: GetCheckpoint
+-- args: service, provider, partition, consumer
+SELECT position, epoch, updated_at
+FROM sluice_checkpoints
+WHERE service = $1 AND provider = $2 AND partition = $3 AND consumer = $4;
+
+-- name: BenchCreateTable
+-- The raw-insert benchmark's table: what the database does with no sluice
+-- code in the path.
+CREATE TABLE IF NOT EXISTS sluice_bench_raw (
+    id       BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    payload  BYTEA NOT NULL
+);
+
+-- name: BenchInsert
+-- args: payload
+INSERT INTO sluice_bench_raw (payload) VALUES ($1);
+
+-- name: BenchDropTable
+DROP TABLE IF EXISTS sluice_bench_raw;
