@@ -33,6 +33,8 @@ type Backend interface {
 type Features struct {
 	// Name is the backend's name: "sqlite", "postgres" or "mysql".
 	Name string
+	// Driver names the Go database driver the backend runs on.
+	Driver string
 	// CrossProcessWake is true when an enqueue in one process wakes a
 	// waiting leaser in another at once (LISTEN/NOTIFY). Without it, other
 	// processes notice new messages on their next poll.

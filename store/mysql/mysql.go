@@ -95,7 +95,7 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	mfs, _ := fs.Sub(migrations, "migrations")
 	e, err := engine.New(ctx, engine.Config{
 		Dialect: &engine.Dialect{
-			Features:     store.Features{Name: "mysql", CrossProcessWake: false},
+			Features:     store.Features{Name: "mysql", Driver: "github.com/go-sql-driver/mysql"},
 			Queries:      qfs,
 			Migrations:   mfs,
 			TxMigrations: false,

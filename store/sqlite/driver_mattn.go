@@ -8,7 +8,10 @@ import (
 	_ "github.com/mattn/go-sqlite3" // cgo driver, for measurement (-tags sluice_mattn)
 )
 
-const driverName = "sqlite3"
+const (
+	driverName   = "sqlite3"
+	driverModule = "github.com/mattn/go-sqlite3"
+)
 
 func dsn(path, sync string, readOnly bool) string {
 	v := url.Values{}

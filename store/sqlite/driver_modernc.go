@@ -8,7 +8,10 @@ import (
 	_ "modernc.org/sqlite" // the default driver: pure Go, no cgo
 )
 
-const driverName = "sqlite"
+const (
+	driverName   = "sqlite"
+	driverModule = "modernc.org/sqlite"
+)
 
 // dsn builds a modernc.org/sqlite connection string. Write connections
 // start transactions with BEGIN IMMEDIATE so a second process's writer

@@ -8,7 +8,10 @@ import (
 	_ "github.com/ncruces/go-sqlite3/driver" // WebAssembly driver, for measurement (-tags sluice_ncruces)
 )
 
-const driverName = "sqlite3"
+const (
+	driverName   = "sqlite3"
+	driverModule = "github.com/ncruces/go-sqlite3"
+)
 
 func dsn(path, sync string, readOnly bool) string {
 	v := url.Values{}

@@ -47,10 +47,6 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Driver is the database/sql driver this build uses (chosen by build tag;
-// see docs/benchmarks.md for the measurement behind the default).
-func Driver() string { return driverName }
-
 // Open opens (creating if needed) and migrates a SQLite database.
 func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	if cfg.Path == "" {
@@ -88,7 +84,7 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	mfs, _ := fs.Sub(migrations, "migrations")
 	e, err := engine.New(ctx, engine.Config{
 		Dialect: &engine.Dialect{
-			Features:   store.Features{Name: "sqlite"},
+			Features:   store.Features{Name: "sqlite", Driver: driverModule},
 			Queries:    qfs,
 			Migrations: mfs,
 			IntList:    jsonList,

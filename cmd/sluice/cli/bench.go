@@ -42,6 +42,7 @@ type benchConfig struct {
 	jsonOut     bool
 	completeAll bool
 	cpuProfile  string
+	runs        int
 }
 
 // benchResult is one line of output.
@@ -60,6 +61,7 @@ type benchResult struct {
 	MsgsPerSec float64 `json:"msgs_per_sec"`
 	P50ms      float64 `json:"p50_ms"`
 	P99ms      float64 `json:"p99_ms"`
+	Runs       int     `json:"runs,omitempty"`
 	Note       string  `json:"note,omitempty"`
 }
 
@@ -97,6 +99,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.sync, "sqlite-synchronous", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object per result")
 	fs.BoolVar(&c.completeAll, "complete-batch", false, "settle a lease's messages in one call instead of one call each")
+	fs.IntVar(&c.runs, "runs", 1, "run the scenario this many times and report the median of each figure")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
@@ -132,19 +135,48 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	env := &benchEnv{cfg: c, backend: b, store: s}
-	results, err := run(ctx, env)
-	if err != nil {
-		fmt.Fprintln(stderr, "sluice bench:", err)
-		return ExitError
+	var runs [][]benchResult
+	for range max(c.runs, 1) {
+		results, err := run(ctx, env)
+		if err != nil {
+			fmt.Fprintln(stderr, "sluice bench:", err)
+			return ExitError
+		}
+		runs = append(runs, results)
 	}
+	results := medians(runs)
 	for i := range results {
 		results[i].Scenario, results[i].Backend = c.scenario, b.Features().Name
-		if d, ok := b.(interface{ DriverName() string }); ok {
-			results[i].Driver = d.DriverName()
-		}
+		results[i].Driver = b.Features().Driver
 	}
 	printResults(stdout, results, c.jsonOut)
 	return ExitOK
+}
+
+// medians merges several runs of a scenario: each figure of each result
+// line becomes the median over the runs.
+func medians(runs [][]benchResult) []benchResult {
+	if len(runs) == 1 {
+		return runs[0]
+	}
+	out := slices.Clone(runs[0])
+	for i := range out {
+		pick := func(f func(benchResult) float64) float64 {
+			var v []float64
+			for _, r := range runs {
+				v = append(v, f(r[i]))
+			}
+			slices.Sort(v)
+			return v[len(v)/2]
+		}
+		out[i].MsgsPerSec = pick(func(r benchResult) float64 { return r.MsgsPerSec })
+		out[i].P50ms = pick(func(r benchResult) float64 { return r.P50ms })
+		out[i].P99ms = pick(func(r benchResult) float64 { return r.P99ms })
+		out[i].Seconds = pick(func(r benchResult) float64 { return r.Seconds })
+		out[i].Count = int64(pick(func(r benchResult) float64 { return float64(r.Count) }))
+		out[i].Runs = len(runs)
+	}
+	return out
 }
 
 type benchEnv struct {

@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func run(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Run(t.Context(), args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestDemo(t *testing.T) {
+	t.Parallel()
+	code, out, errOut := run(t, "demo", "--db", filepath.Join(t.TempDir(), "demo.db"))
+	if code != ExitOK {
+		t.Fatalf("demo exited %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"sequence numbers [1 2 3]",
+		"again with the same receipt: message 1: lock lost",
+		"dead-lettered #2 with reason OutOfStock",
+		"reason=MaxDeliveryCountExceeded",
+		"resubmitted #2 as new message #4",
+		"appended 3 records at positions 1..3",
+		"fenced by a newer epoch",
+		"done.",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestUsage(t *testing.T) {
+	t.Parallel()
+	if code, _, _ := run(t); code != ExitUsage {
+		t.Errorf("no command: exit %d, want %d", code, ExitUsage)
+	}
+	if code, _, errOut := run(t, "frobnicate"); code != ExitUsage || !strings.Contains(errOut, "unknown command") {
+		t.Errorf("unknown command: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := run(t, "bench", "--scenario", "nope"); code != ExitUsage || !strings.Contains(errOut, "unknown or missing --scenario") {
+		t.Errorf("unknown scenario: exit %d, stderr %q", code, errOut)
+	}
+	if code, _, errOut := run(t, "bench", "--db", "redis://x", "--scenario", "enqueue"); code != ExitError || !strings.Contains(errOut, "unknown database scheme") {
+		t.Errorf("unknown scheme: exit %d, stderr %q", code, errOut)
+	}
+}
+
+// TestBenchScenarios runs every scenario briefly on SQLite and checks the
+// JSON lines scripts rely on.
+func TestBenchScenarios(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "bench.db")
+	for name := range scenarios {
+		t.Run(name, func(t *testing.T) {
+			code, out, errOut := run(t, "bench", "--db", db, "--scenario", name, "--json",
+				"--duration", "300ms", "--messages", "500", "--inflight", "300", "--sqlite-synchronous", "NORMAL")
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			want := 1
+			if name == "backlog" {
+				want = 2
+			}
+			if len(lines) != want {
+				t.Fatalf("%d result lines, want %d:\n%s", len(lines), want, out)
+			}
+			for i, line := range lines {
+				var r map[string]any
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					t.Fatalf("line %q: %v", line, err)
+				}
+				if r["scenario"] != name || r["backend"] != "sqlite" {
+					t.Errorf("scenario/backend = %v/%v", r["scenario"], r["backend"])
+				}
+				for _, k := range []string{"msgs_per_sec", "p50_ms", "p99_ms"} {
+					if v, ok := r[k].(float64); !ok || v <= 0 {
+						t.Errorf("%s = %v, want a positive number", k, r[k])
+					}
+				}
+				if name == "backlog" {
+					if got, wantIn := r["inflight"], float64([]int{0, 300}[i]); got != wantIn {
+						t.Errorf("line %d inflight = %v, want %v", i, got, wantIn)
+					}
+				}
+			}
+		})
+	}
+}
