@@ -206,10 +206,11 @@ STRAIGHT_JOIN sluice_messages AS m
 -- The first ready, unexpired rows in sequence order, with all columns: a
 -- walk of the ready index from (queue, state 0) in seq order. Rows another
 -- transaction holds (a leaser that took them and has not committed) are
--- skipped.
+-- skipped. The index is forced: with ORDER BY seq ... LIMIT, MariaDB
+-- otherwise prefers the primary key and walks every leased row first.
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
        message_id, session_id, partition_key, content_type, properties, payload
-FROM sluice_messages
+FROM sluice_messages FORCE INDEX (sluice_messages_ready)
 WHERE service = ? AND provider = ? AND queue = ? AND state = 0
   AND (expires_at IS NULL OR expires_at > ?)
 ORDER BY seq

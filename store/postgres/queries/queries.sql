@@ -30,18 +30,11 @@
 -- The advisory lock key 126879297332069 is "sluice" in ASCII.
 
 -- name: CreateMigrationsTable
--- CREATE TABLE IF NOT EXISTS is not safe against a concurrent twin (both
--- may try to create the row type), so it runs under the migration lock's
--- key, held for this statement only.
-DO $$
-BEGIN
-    PERFORM pg_advisory_xact_lock(126879297332069);
-    CREATE TABLE IF NOT EXISTS sluice_migrations (
-        version     BIGINT PRIMARY KEY,
-        applied_at  BIGINT NOT NULL
-    );
-END
-$$;
+-- Runs under MigrateLock, so concurrent starts never race to create it.
+CREATE TABLE IF NOT EXISTS sluice_migrations (
+    version     BIGINT PRIMARY KEY,
+    applied_at  BIGINT NOT NULL
+);
 
 -- name: MigrateLock
 -- A session lock: the engine applies each migration in a transaction of
@@ -338,13 +331,19 @@ LIMIT $5;
 
 -- name: TrimRecords
 -- args: service, provider, partition, through, limit
+-- A range delete up to the limit-th remaining position: the bound is an
+-- uncorrelated subquery evaluated once, so the delete is one walk of the
+-- primary key whatever the planner thinks of the table's size. (An IN
+-- (subquery ... LIMIT) form let a stale-statistics plan rescan the
+-- subquery for every row.)
 DELETE FROM sluice_records
 WHERE service = $1 AND provider = $2 AND partition = $3
-  AND position IN (
+  AND position <= LEAST($4::bigint, COALESCE((
     SELECT position FROM sluice_records
     WHERE service = $1 AND provider = $2 AND partition = $3 AND position <= $4::bigint
     ORDER BY position
-    LIMIT $5);
+    OFFSET $5::bigint - 1
+    LIMIT 1), $4::bigint));
 
 -- name: SetTrimmed
 -- args: through, service, provider, partition
