@@ -67,9 +67,9 @@ const (
 	maxOpenConns    = 16
 	connMaxLifetime = 30 * time.Minute
 	connMaxIdleTime = 5 * time.Minute
-	// committers is how many group-commit transactions run at once: one
-	// can commit while the next is being written.
-	committers = 2
+	// committers is how many group-commit transactions run at once. One:
+	// a second mostly waits on the first's queue counter row lock.
+	committers = 1
 	// minAllowedPacket is the smallest client packet limit sluice accepts:
 	// the engine keeps bulk statements near 2 MiB and a batch at 16 MiB,
 	// so 64 MiB (the driver's default) leaves room to spare.

@@ -38,11 +38,13 @@ var migrations embed.FS
 //go:embed queries/*.sql
 var queries embed.FS
 
-// Pool sizes. Committers bounds the concurrent group-commit transactions;
-// the rest of the pool serves leases, settle-free transactions and reads.
+// Pool sizes. One group-commit transaction runs at a time: a second one
+// mostly waits on the first's queue counter row lock, and measured e2e
+// throughput fell to a quarter with two (docs/benchmarks.md). The rest of
+// the pool serves eviction, resubmits, checkpoints and reads.
 const (
 	maxOpenConns = 16
-	committers   = 2
+	committers   = 1
 )
 
 // schemaLockKey serializes CREATE SCHEMA IF NOT EXISTS between processes
