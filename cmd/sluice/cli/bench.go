@@ -261,10 +261,12 @@ func randomHex(n int) string {
 	return fmt.Sprintf("%x", b)
 }
 
-// timed runs fn in n goroutines until the duration passes and returns the
-// elapsed time; fn returns how many messages it handled.
+// timed runs fn in n goroutines, each starting new calls until the
+// duration passes, and returns the elapsed time once the last call ends;
+// fn returns how many messages it handled. Calls are never cut short by
+// the deadline, so the last ones count in full.
 func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Context, worker int) (int, error)) (int64, time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, d)
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
 		count atomic.Int64
@@ -273,19 +275,18 @@ func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Cont
 		first error
 	)
 	start := time.Now()
+	deadline := start.Add(d)
 	for w := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
+			for ctx.Err() == nil && time.Now().Before(deadline) {
 				k, err := fn(ctx, w)
 				if err != nil {
-					if ctx.Err() == nil {
-						errMu.Lock()
-						first = cmpErr(first, err)
-						errMu.Unlock()
-						cancel()
-					}
+					errMu.Lock()
+					first = cmpErr(first, err)
+					errMu.Unlock()
+					cancel()
 					return
 				}
 				count.Add(int64(k))
@@ -294,7 +295,7 @@ func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Cont
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if first != nil && !errors.Is(first, context.DeadlineExceeded) && !errors.Is(first, context.Canceled) {
+	if first != nil && !errors.Is(first, context.Canceled) {
 		return count.Load(), elapsed, first
 	}
 	return count.Load(), elapsed, nil
@@ -412,7 +413,7 @@ func benchLeaseSettle(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	left.Store(int64(e.cfg.messages))
 	count, elapsed, err := timed(ctx, e.cfg.consumers, e.cfg.duration, func(ctx context.Context, _ int) (int, error) {
 		if left.Load() <= 0 {
-			<-ctx.Done()
+			time.Sleep(time.Millisecond)
 			return 0, nil
 		}
 		start := time.Now()
