@@ -67,9 +67,10 @@ const (
 	maxOpenConns    = 16
 	connMaxLifetime = 30 * time.Minute
 	connMaxIdleTime = 5 * time.Minute
-	// committers is how many group-commit transactions run at once. One:
-	// a second mostly waits on the first's queue counter row lock.
-	committers = 1
+	// committers is how many group-commit transactions run at once. Two
+	// measured slightly ahead of one on MariaDB (enqueue 1,611 against
+	// 1,264 msgs/s, e2e even), unlike PostgreSQL, where one is better.
+	committers = 2
 	// minAllowedPacket is the smallest client packet limit sluice accepts:
 	// the engine keeps bulk statements near 2 MiB and a batch at 16 MiB,
 	// so 64 MiB (the driver's default) leaves room to spare.

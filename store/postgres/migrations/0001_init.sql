@@ -57,6 +57,12 @@ CREATE TABLE sluice_messages (
 -- scan, and leased rows cost this index nothing.)
 CREATE INDEX sluice_messages_ready ON sluice_messages (service, provider, queue, seq)
     WHERE state = 0;
+-- Every lease and settle leaves a dead row version whose ready-index entry
+-- later leases must step over until vacuum removes it (measured: 50,000
+-- fresh dead entries add about 1 ms to a lease of 32). A queue table
+-- churns, so vacuum it after 1,000 dead rows plus 2% instead of the
+-- default 50 plus 20%.
+ALTER TABLE sluice_messages SET (autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_scale_factor = 0.02);
 -- Rows whose lease or schedule ends, in time order.
 CREATE INDEX sluice_messages_due ON sluice_messages (service, provider, queue, visible_at)
     WHERE visible_at IS NOT NULL;
