@@ -8,7 +8,14 @@ import (
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/sqlite"
 	"github.com/sluicehq/sluice/store/storetest"
+	"go.uber.org/goleak"
 )
+
+// TestMain fails the run if any goroutine (a committer, a pool's opener)
+// outlives the backends the tests closed.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
 
 func open(t testing.TB, path string) store.Backend {
 	t.Helper()

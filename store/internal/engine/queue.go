@@ -238,19 +238,27 @@ func (s *tenantStore) Lease(ctx context.Context, p *store.LeaseParams) ([]sluice
 	return r.leased, nil
 }
 
+// groupQueue reads the queue a group of requests names. When it does not
+// exist, every request of the group fails with ErrQueueNotFound, the
+// transaction goes on for the other groups, and ok is false.
+func (e *Engine) groupQueue(ctx context.Context, tx *sql.Tx, group []*writeReq, queue string) (qr queueRow, ok bool, err error) {
+	qr, err = e.getQueue(ctx, tx, group[0].t, queue)
+	if errors.Is(err, sluicetype.ErrQueueNotFound) {
+		for _, r := range group {
+			r.err = err
+		}
+		return qr, false, nil
+	}
+	return qr, err == nil, err
+}
+
 // leaseGroup serves the leases of one queue: it resolves ended leases and
 // schedules once, then gives each request the first ready messages in
 // sequence order that no one else holds, under a fresh lock token.
 func (e *Engine) leaseGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) error {
 	t, queue := group[0].t, group[0].lease.Queue
-	qr, err := e.getQueue(ctx, tx, t, queue)
-	if errors.Is(err, sluicetype.ErrQueueNotFound) {
-		for _, r := range group {
-			r.err = err
-		}
-		return nil
-	}
-	if err != nil {
+	qr, ok, err := e.groupQueue(ctx, tx, group, queue)
+	if !ok {
 		return err
 	}
 	if _, err = e.resolveDue(ctx, tx, t, &qr, dueBatch); err != nil {
@@ -469,14 +477,8 @@ type heldRow struct {
 // ErrLockLost.
 func (e *Engine) settleGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) error {
 	t, queue := group[0].t, group[0].settle.Queue
-	qr, err := e.getQueue(ctx, tx, t, queue)
-	if errors.Is(err, sluicetype.ErrQueueNotFound) {
-		for _, r := range group {
-			r.err = err
-		}
-		return nil
-	}
-	if err != nil {
+	qr, ok, err := e.groupQueue(ctx, tx, group, queue)
+	if !ok {
 		return err
 	}
 	var all []int64
