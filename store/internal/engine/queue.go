@@ -252,9 +252,14 @@ func (e *Engine) groupQueue(ctx context.Context, tx *sql.Tx, group []*writeReq, 
 	return qr, err == nil, err
 }
 
+// leaseChunk bounds the rows one SelectReady of a lease group reads.
+const leaseChunk = 2000
+
 // leaseGroup serves the leases of one queue: it resolves ended leases and
-// schedules once, then gives each request the first ready messages in
-// sequence order that no one else holds, under a fresh lock token.
+// schedules once, reads the first ready messages in sequence order that no
+// one else holds for several requests at a time (consumers woken by the
+// same enqueue ask together), and hands them out in arrival order, each
+// request under a fresh lock token of its own.
 func (e *Engine) leaseGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) error {
 	t, queue := group[0].t, group[0].lease.Queue
 	qr, ok, err := e.groupQueue(ctx, tx, group, queue)
@@ -266,47 +271,76 @@ func (e *Engine) leaseGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) 
 	}
 	for _, r := range group {
 		r.queue = qr
-		if err := e.leaseOne(ctx, tx, t, &qr, r); err != nil {
+	}
+	for start := 0; start < len(group); {
+		end, want := start, 0
+		for end < len(group) && (end == start || want+group[end].lease.Max <= leaseChunk) {
+			want += group[end].lease.Max
+			end++
+		}
+		msgs, err := e.selectReady(ctx, tx, t, queue, qr.now, want)
+		if err != nil {
 			return err
 		}
+		drained := len(msgs) < want
+		for _, r := range group[start:end] {
+			n := min(r.lease.Max, len(msgs))
+			if err := e.leaseTo(ctx, tx, t, &qr, r, msgs[:n]); err != nil {
+				return err
+			}
+			msgs = msgs[n:]
+		}
+		if drained {
+			// The queue has no more ready messages: the rest of the group
+			// gets none now.
+			return nil
+		}
+		start = end
 	}
 	return nil
 }
 
-func (e *Engine) leaseOne(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, r *writeReq) error {
-	p := r.lease
-	rows, err := e.query(ctx, tx, "SelectReady", t.Service, t.Provider, p.Queue, qr.now, p.Max)
+func (e *Engine) selectReady(ctx context.Context, tx *sql.Tx, t store.Tenant, queue string, now int64, limit int) ([]sluicetype.Message, error) {
+	rows, err := e.query(ctx, tx, "SelectReady", t.Service, t.Provider, queue, now, limit)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	token, until := newToken(), qr.now+ms(p.Visibility)
-	seqs := make([]int64, 0, p.Max)
+	defer rows.Close()
+	msgs := make([]sluicetype.Message, 0, min(limit, 64))
 	for rows.Next() {
 		m, err := scanMessage(rows)
 		if err != nil {
-			rows.Close()
-			return fmt.Errorf("SelectReady: %w", err)
+			return nil, fmt.Errorf("SelectReady: %w", err)
 		}
+		msgs = append(msgs, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("SelectReady: %w", err)
+	}
+	return msgs, nil
+}
+
+// leaseTo leases msgs to one request under a fresh token.
+func (e *Engine) leaseTo(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, r *writeReq, msgs []sluicetype.Message) error {
+	p := r.lease
+	if len(msgs) == 0 {
+		return nil
+	}
+	token, until := newToken(), qr.now+ms(p.Visibility)
+	seqs := make([]int64, len(msgs))
+	r.leased = make([]sluicetype.Leased, len(msgs))
+	for i, m := range msgs {
 		m.DeliveryCount++
 		m.State = sluicetype.StateLeased
 		m.VisibleAt = fromMS(until)
-		r.leased = append(r.leased, sluicetype.Leased{
-			Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: fromMS(until),
-		})
-		seqs = append(seqs, m.Seq)
+		r.leased[i] = sluicetype.Leased{Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: fromMS(until)}
+		seqs[i] = m.Seq
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("SelectReady: %w", err)
-	}
-	if len(seqs) == 0 {
-		return nil
-	}
-	if len(seqs) == p.Max {
+	if len(msgs) == p.Max {
 		// There may be more than this call took: wake another leaser.
 		r.signals = append(r.signals, QueueKey(t, p.Queue))
 	}
-	_, err = e.exec(ctx, tx, "LeaseMessages", token, until, t.Service, t.Provider, p.Queue, e.d.IntList(seqs))
+	_, err := e.exec(ctx, tx, "LeaseMessages", token, until, t.Service, t.Provider, p.Queue, e.d.IntList(seqs))
 	return err
 }
 
