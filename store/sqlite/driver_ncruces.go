@@ -3,8 +3,6 @@
 package sqlite
 
 import (
-	"net/url"
-
 	_ "github.com/ncruces/go-sqlite3/driver" // WebAssembly driver, for measurement (-tags sluice_ncruces)
 )
 
@@ -13,16 +11,6 @@ const (
 	driverModule = "github.com/ncruces/go-sqlite3"
 )
 
-func dsn(path, sync string, readOnly bool) string {
-	v := url.Values{}
-	v.Add("_pragma", "busy_timeout(10000)")
-	v.Add("_pragma", "journal_mode(WAL)")
-	v.Add("_pragma", "synchronous("+sync+")")
-	v.Add("_pragma", "foreign_keys(1)")
-	if readOnly {
-		v.Add("_pragma", "query_only(1)")
-	} else {
-		v.Add("_txlock", "immediate")
-	}
-	return "file:" + path + "?" + v.Encode()
-}
+// dsn builds a ncruces/go-sqlite3 connection string; it reads the same
+// parameters as modernc.org/sqlite.
+func dsn(path, sync string, readOnly bool) string { return pragmaDSN(path, sync, readOnly) }

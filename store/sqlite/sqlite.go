@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -101,6 +102,24 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// pragmaDSN builds the connection string the modernc and ncruces drivers
+// read: pragmas set on every new connection, and BEGIN IMMEDIATE for
+// write transactions, so a second process's writer waits on busy_timeout
+// instead of failing an upgrade mid-transaction.
+func pragmaDSN(path, sync string, readOnly bool) string {
+	v := url.Values{}
+	v.Add("_pragma", "busy_timeout(10000)")
+	v.Add("_pragma", "journal_mode(WAL)")
+	v.Add("_pragma", "synchronous("+sync+")")
+	v.Add("_pragma", "foreign_keys(1)")
+	if readOnly {
+		v.Add("_pragma", "query_only(1)")
+	} else {
+		v.Add("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + v.Encode()
 }
 
 // jsonList encodes a list parameter as a JSON array, read with json_each.
