@@ -6,8 +6,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	driver "github.com/go-sql-driver/mysql"
 )
 
 // namedQueries reads the embedded queries by name, as the engine does.
@@ -45,16 +43,7 @@ func namedQueries(t *testing.T) map[string]string {
 func TestLocksStayInBounds(t *testing.T) {
 	dsn := freshDatabase(t)
 	openBackend(t, dsn).Close()
-	dc, err := connConfig(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := driver.NewConnector(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
+	db := rawDB(t, dsn)
 	ctx := t.Context()
 	// Queue a: one leased row due at 100, one scheduled at 300, one ready
 	// row that expired at 50. Queue b, next in every index: ready rows.

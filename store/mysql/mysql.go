@@ -26,7 +26,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -101,7 +100,7 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 			Migrations:   mfs,
 			TxMigrations: false,
 			LockResult:   true,
-			IntList:      jsonList,
+			IntList:      engine.JSONList,
 			Classify:     classify,
 		},
 		Write:      db,
@@ -258,10 +257,4 @@ func classify(err error) error {
 		return engine.ErrDuplicate
 	}
 	return nil
-}
-
-// jsonList encodes a list parameter as a JSON array, read with JSON_TABLE.
-func jsonList(v []int64) any {
-	b, _ := json.Marshal(v)
-	return string(b)
 }

@@ -106,16 +106,7 @@ func TestSessionSettings(t *testing.T) {
 	if strings.Contains(testDSN(t), "?") {
 		dsn = testDSN(t) + "&time_zone=%27%2B02:00%27"
 	}
-	dc, err := connConfig(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := driver.NewConnector(dc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := sql.OpenDB(conn)
-	defer db.Close()
+	db := rawDB(t, dsn)
 	var tz, charset, isolation string
 	if err := db.QueryRowContext(t.Context(), "SELECT @@session.time_zone, @@session.character_set_connection").Scan(&tz, &charset); err != nil {
 		t.Fatal(err)
@@ -264,4 +255,21 @@ func TestLargestBatch(t *testing.T) {
 	if len(recs) != n || !bytes.Equal(recs[n-1].Payload, rs[n-1].Payload) {
 		t.Fatalf("read %d records back, want %d intact", len(recs), n)
 	}
+}
+
+// rawDB opens a plain pool with the settings Open forces on every
+// connection, closed when the test ends.
+func rawDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	dc, err := connConfig(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := driver.NewConnector(dc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := sql.OpenDB(conn)
+	t.Cleanup(func() { db.Close() })
+	return db
 }

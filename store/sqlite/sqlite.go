@@ -14,7 +14,6 @@ import (
 	"context"
 	"database/sql"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -88,7 +87,7 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 			Features:   store.Features{Name: "sqlite", Driver: driverModule},
 			Queries:    qfs,
 			Migrations: mfs,
-			IntList:    jsonList,
+			IntList:    engine.JSONList,
 			Classify:   classify,
 		},
 		Write:  w,
@@ -120,12 +119,6 @@ func pragmaDSN(path, sync string, readOnly bool) string {
 		v.Add("_txlock", "immediate")
 	}
 	return "file:" + path + "?" + v.Encode()
-}
-
-// jsonList encodes a list parameter as a JSON array, read with json_each.
-func jsonList(v []int64) any {
-	b, _ := json.Marshal(v)
-	return string(b)
 }
 
 // classify reports busy and locked databases as retryable (a second

@@ -94,6 +94,13 @@ func decodeProps(s sql.NullString) (map[string]string, error) {
 	return p, nil
 }
 
+// JSONList encodes a list parameter as a JSON array, for dialects that
+// read lists with json_each or JSON_TABLE.
+func JSONList(v []int64) any {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
 func hexPayload(b []byte) string { return hex.EncodeToString(b) }
 
 func ptr[T any](v T) *T { return &v }
