@@ -237,7 +237,7 @@ func TestCloseStopsListener(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !listenerRunning() {
+	if !eventually(listenerRunning) {
 		t.Fatalf("no listener goroutine after Open; goroutines:\n%s", stacks())
 	}
 	if err := b.Close(); err != nil {
@@ -246,16 +246,32 @@ func TestCloseStopsListener(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if listenerRunning() {
+	if !eventually(func() bool { return !listenerRunning() }) {
 		// Other tests run in parallel may hold listeners of their own;
 		// this test runs alone (no t.Parallel), so any listener is a leak.
 		t.Fatalf("a listener goroutine outlived Close; goroutines:\n%s", stacks())
 	}
 }
 
-// listenerRunning reports whether any backend's listening loop runs.
+// listenerRunning reports whether any backend's listening goroutine
+// exists. A goroutine not yet scheduled shows only its go-statement
+// wrapper, so the match is on the listener type, not on its run method.
 func listenerRunning() bool {
-	return strings.Contains(stacks(), "postgres.(*listener).run")
+	return strings.Contains(stacks(), "postgres.(*listener).")
+}
+
+// eventually reports whether cond holds within a few seconds: a goroutine
+// may not have been scheduled yet after go, or may still be unwinding
+// after it closed its done channel.
+func eventually(cond func() bool) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return true
 }
 
 // stacks returns the stacks of all goroutines.
