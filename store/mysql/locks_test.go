@@ -94,7 +94,7 @@ func TestLocksStayInBounds(t *testing.T) {
 		{"SelectReady", []any{"s", "p", "a", 200, 10}, "sluice_messages", "b", []int64{1, 2}},
 		{"SelectHeld", []any{"s", "p", "a", 200, "[4]"}, "sluice_messages", "a", []int64{1, 2, 3}},
 		{"MakeReady", []any{"s", "p", "a", "[1]"}, "sluice_messages", "a", []int64{2, 3, 4}},
-		{"LeaseMessages", []any{9, 500, "s", "p", "a", "[3]"}, "sluice_messages", "a", []int64{1, 2, 4}},
+		{"LeaseMessages", []any{"s", "p", "a", `[{"s":3,"t":9,"u":500}]`}, "sluice_messages", "a", []int64{1, 2, 4}},
 		{"DeleteMessages", []any{"s", "p", "a", "[2]"}, "sluice_messages", "a", []int64{1, 3, 4}},
 		{"LockDeadLetters", []any{"s", "p", "b", "[1]"}, "sluice_dead_letters", "a", []int64{1}},
 	} {

@@ -111,12 +111,13 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	mfs, _ := fs.Sub(migrations, "migrations")
 	e, err := engine.New(ctx, engine.Config{
 		Dialect: &engine.Dialect{
-			Features:     store.Features{Name: "postgres", Driver: "github.com/jackc/pgx/v5", CrossProcessWake: true},
-			Queries:      qfs,
-			Migrations:   mfs,
-			TxMigrations: true,
-			IntList:      intList,
-			Classify:     classify,
+			Features:        store.Features{Name: "postgres", Driver: "github.com/jackc/pgx/v5", CrossProcessWake: true},
+			Queries:         qfs,
+			Migrations:      mfs,
+			TxMigrations:    true,
+			NotifyOnReserve: true,
+			IntList:         intList,
+			Classify:        classify,
 		},
 		Write:      db,
 		Read:       db,

@@ -84,11 +84,12 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	mfs, _ := fs.Sub(migrations, "migrations")
 	e, err := engine.New(ctx, engine.Config{
 		Dialect: &engine.Dialect{
-			Features:   store.Features{Name: "sqlite", Driver: driverModule},
-			Queries:    qfs,
-			Migrations: mfs,
-			IntList:    engine.JSONList,
-			Classify:   classify,
+			Features:        store.Features{Name: "sqlite", Driver: driverModule},
+			Queries:         qfs,
+			Migrations:      mfs,
+			LeasePerRequest: true,
+			IntList:         engine.JSONList,
+			Classify:        classify,
 		},
 		Write:  w,
 		Read:   r,

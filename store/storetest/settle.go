@@ -1,6 +1,10 @@
 package storetest
 
 import (
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +23,8 @@ var settleTests = []suiteTest{
 	{"StaleAfterSettle", testStaleAfterSettle},
 	{"StaleWrongToken", testStaleWrongToken},
 	{"Mixed", testSettleMixed},
+	{"CompleteMixed", testCompleteMixed},
+	{"CompleteRace", testCompleteRace},
 }
 
 func testComplete(t *testing.T, h *harness) {
@@ -264,4 +270,85 @@ func testSettleMixed(t *testing.T, h *harness) {
 	}
 	// The valid receipt of seq 2 was not disturbed by the wrong one.
 	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, ls[1])
+}
+
+// testCompleteMixed completes valid, wrong-token, repeated, settled and
+// unknown receipts in one call: each valid receipt succeeds once, the
+// rest are lock lost, and only the named messages go.
+func testCompleteMixed(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	enqueue(t, ctx, st, q, msgs("1", "2", "3", "4", "5")...)
+	ls := lease(t, ctx, st, q, 5, long)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, ls[3])
+	receipts := []sluicetype.Receipt{
+		ls[2].Receipt,
+		{Seq: ls[1].Seq, Token: ls[1].Receipt.Token + 7}, // wrong token
+		ls[0].Receipt,
+		ls[2].Receipt,           // repeated: the first one completed it
+		ls[3].Receipt,           // already completed
+		{Seq: 424242, Token: 1}, // no such message
+		{Seq: ls[0].Seq, Token: ls[0].Receipt.Token - 1}, // wrong token of a completed one
+	}
+	res := settle(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete, Receipts: receipts})
+	for i, wantLost := range []bool{false, true, false, true, true, true, true} {
+		if lost := res[i].Err != nil; lost != wantLost {
+			t.Fatalf("mixed complete: result %d (receipt %+v) error %v, want lock lost %v", i, receipts[i], res[i].Err, wantLost)
+		}
+		if wantLost {
+			wantErr(t, "mixed complete result", res[i].Err, sluicetype.ErrLockLost)
+		}
+	}
+	m := peekAll(t, ctx, st, q)
+	if len(m) != 2 || m[0].Seq != ls[1].Seq || m[1].Seq != ls[4].Seq {
+		t.Fatalf("messages after mixed complete: %+v, want seqs %d and %d", m, ls[1].Seq, ls[4].Seq)
+	}
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, ls[1], ls[4])
+	wantEmpty(t, ctx, st, q)
+}
+
+// testCompleteRace completes every receipt from several goroutines at
+// once, so that copies of one receipt meet in one group commit or race
+// across transactions: each receipt succeeds exactly once.
+func testCompleteRace(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	const n, racers = 64, 4
+	var bodies []store.NewMessage
+	for i := range n {
+		bodies = append(bodies, msg(fmt.Sprint(i)))
+	}
+	enqueue(t, ctx, st, q, bodies...)
+	ls := lease(t, ctx, st, q, n, long)
+	if len(ls) != n {
+		t.Fatalf("leased %d of %d", len(ls), n)
+	}
+	wins := make([]atomic.Int32, n)
+	var wg sync.WaitGroup
+	for range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i, l := range ls {
+				res, err := st.Settle(ctx, &store.SettleParams{Queue: q, Action: store.Complete, Receipts: []sluicetype.Receipt{l.Receipt}})
+				if err != nil {
+					t.Errorf("Settle: %v", err)
+					return
+				}
+				switch {
+				case res[0].Err == nil:
+					wins[i].Add(1)
+				case !errors.Is(res[0].Err, sluicetype.ErrLockLost):
+					t.Errorf("Settle %+v: %v, want success or ErrLockLost", l.Receipt, res[0].Err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range wins {
+		if w := wins[i].Load(); w != 1 {
+			t.Errorf("receipt %+v completed %d times, want exactly once", ls[i].Receipt, w)
+		}
+	}
+	wantEmpty(t, ctx, st, q)
 }

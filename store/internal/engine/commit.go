@@ -178,8 +178,39 @@ func (c *committer) commit(batch []*writeReq) error {
 		for _, r := range batch {
 			r.seqs, r.appRes, r.settled, r.leased, r.err, r.signals = nil, store.AppendResult{}, nil, nil, nil, nil
 		}
-		return c.apply(ctx, tx, batch)
+		return c.apply(ctx, newGroupTx(tx), batch)
 	})
+}
+
+// groupTx is one group's transaction with the queue rows it has read, so
+// that the settles, enqueues and leases of one queue in a group read its
+// row once. Settings cannot change under a group (they are read in its
+// transaction), and the clock reading is refreshed by every read of the
+// row; one taken a moment earlier in the same transaction serves as well.
+type groupTx struct {
+	tx     *sql.Tx
+	queues map[queueID]queueRow
+}
+
+type queueID struct {
+	t    store.Tenant
+	name string
+}
+
+func newGroupTx(tx *sql.Tx) *groupTx {
+	return &groupTx{tx: tx, queues: make(map[queueID]queueRow)}
+}
+
+// queue returns the row of a queue, reading it at most once per group.
+func (g *groupTx) queue(ctx context.Context, e *Engine, t store.Tenant, name string) (queueRow, error) {
+	if qr, ok := g.queues[queueID{t, name}]; ok {
+		return qr, nil
+	}
+	qr, err := e.getQueue(ctx, g.tx, t, name)
+	if err == nil {
+		g.queues[queueID{t, name}] = qr
+	}
+	return qr, err
 }
 
 // apply writes a group in one lock order: message rows of settles (by
@@ -187,7 +218,7 @@ func (c *committer) commit(batch []*writeReq) error {
 // queue), then partition head rows (by tenant, partition). Leases come
 // last: they skip rows others hold, so they never wait, and they can take
 // messages enqueued or abandoned by the same group.
-func (c *committer) apply(ctx context.Context, tx *sql.Tx, batch []*writeReq) error {
+func (c *committer) apply(ctx context.Context, tx *groupTx, batch []*writeReq) error {
 	var settles, enqueues, appends, leases []*writeReq
 	for _, r := range batch {
 		switch {
@@ -212,7 +243,7 @@ func (c *committer) apply(ctx context.Context, tx *sql.Tx, batch []*writeReq) er
 		}
 	}
 	for _, g := range groupBy(appends, func(r *writeReq) int32 { return r.app.Partition }) {
-		if err := c.e.appendGroup(ctx, tx, g); err != nil {
+		if err := c.e.appendGroup(ctx, tx.tx, g); err != nil {
 			return err
 		}
 	}

@@ -28,6 +28,19 @@ type Dialect struct {
 	// LockResult says MigrateLock returns one value, 1 when it took the
 	// lock (MySQL's GET_LOCK); otherwise it fails or blocks instead.
 	LockResult bool
+	// SeqsByLastInsertID says ReserveSeqs sets LAST_INSERT_ID to the
+	// queue's new last_seq (MySQL has no UPDATE ... RETURNING); otherwise
+	// ReserveSeqs returns the new last_seq as its one row.
+	SeqsByLastInsertID bool
+	// NotifyOnReserve says ReserveSeqs takes the queue's hub key as a
+	// fifth argument and notifies listeners of it itself, sparing the
+	// Notify round trip of every enqueue.
+	NotifyOnReserve bool
+	// LeasePerRequest says LeaseMessages takes one lease request's
+	// messages (lock_token, visible_at, service, provider, queue, seqs)
+	// instead of a group's rows (service, provider, queue, rows): where a
+	// statement costs no round trip (SQLite), the simple one is faster.
+	LeasePerRequest bool
 	// IntList encodes a list of int64 for a list parameter.
 	IntList func([]int64) any
 	// Classify maps a driver error to ErrRetry, ErrDuplicate, or nil for
@@ -60,7 +73,7 @@ var queryNames = []string{
 
 // optionalQueries may be absent; the engine skips what needs them.
 var optionalQueries = map[string]bool{
-	"Notify": true, "BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
+	"Notify": true, "CompleteMessages": true, "BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
 }
 
 // parseQueries reads every *.sql file of fsys and splits it on

@@ -50,6 +50,8 @@ type Engine struct {
 	closeMu  sync.RWMutex
 	closed   bool
 	notifyOn bool
+	// completeOn says the dialect has CompleteMessages.
+	completeOn bool
 }
 
 // maxRetries bounds how often a transaction is retried after a deadlock,
@@ -75,6 +77,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.r = e.w
 	}
 	_, e.notifyOn = q["Notify"]
+	_, e.completeOn = q["CompleteMessages"]
 	if err := e.migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -234,9 +237,13 @@ func (e *Engine) prepareAll(ctx context.Context) error {
 			return err
 		}
 	}
-	if e.notifyOn {
-		_, err := e.prepared(ctx, e.w, "Notify")
-		return err
+	for _, name := range []string{"Notify", "CompleteMessages"} {
+		if _, ok := e.q[name]; !ok {
+			continue
+		}
+		if _, err := e.prepared(ctx, e.w, name); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -23,6 +24,8 @@ type queueRow struct {
 	evictAt  int64
 	lastSeq  int64
 	now      int64
+	// nextDue is the earliest end of a lease or schedule of the queue.
+	nextDue sql.NullInt64
 }
 
 func (e *Engine) getQueue(ctx context.Context, q querier, t store.Tenant, name string) (queueRow, error) {
@@ -32,7 +35,7 @@ func (e *Engine) getQueue(ctx context.Context, q querier, t store.Tenant, name s
 		ttl, retention, interval, dlqExpd int64
 	)
 	err := e.queryRow(ctx, q, "GetQueue", []any{t.Service, t.Provider, name},
-		&maxDel, &ttl, &dlqExpd, &retention, &interval, &evictBatch, &r.evictAt, &r.lastSeq, &r.now)
+		&maxDel, &ttl, &dlqExpd, &retention, &interval, &evictBatch, &r.evictAt, &r.lastSeq, &r.now, &r.nextDue)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("queue %q: %w", name, sluicetype.ErrQueueNotFound)
 	}
@@ -136,23 +139,19 @@ func (s *tenantStore) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]in
 // for all of them with one update of the queue's counter row (held until
 // commit, so numbers are gap-free and in commit order), then inserts the
 // messages in bulk.
-func (e *Engine) enqueueGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) error {
+func (e *Engine) enqueueGroup(ctx context.Context, gt *groupTx, group []*writeReq) error {
 	t, queue := group[0].t, group[0].enq.Queue
 	n := 0
 	for _, r := range group {
 		n += len(r.enq.Messages)
 	}
-	affected, err := e.exec(ctx, tx, "ReserveSeqs", n, t.Service, t.Provider, queue)
-	if err != nil {
-		return err
-	}
-	if affected == 0 {
+	qr, err := e.reserveSeqs(ctx, gt, t, queue, n)
+	if errors.Is(err, sluicetype.ErrQueueNotFound) {
 		for _, r := range group {
-			r.err = fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+			r.err = err
 		}
 		return nil
 	}
-	qr, err := e.getQueue(ctx, tx, t, queue)
 	if err != nil {
 		return err
 	}
@@ -171,10 +170,58 @@ func (e *Engine) enqueueGroup(ctx context.Context, tx *sql.Tx, group []*writeReq
 		}
 		r.signals = []string{QueueKey(t, queue)}
 	}
-	if err := e.insertMessages(ctx, tx, t, queue, qr.now, rows); err != nil {
+	if err := e.insertMessages(ctx, gt.tx, t, queue, qr.now, rows); err != nil {
 		return err
 	}
-	return e.notify(ctx, tx, QueueKey(t, queue))
+	if e.d.NotifyOnReserve {
+		return nil
+	}
+	return e.notify(ctx, gt.tx, QueueKey(t, queue))
+}
+
+// reserveSeqs takes n sequence numbers of a queue, locking its counter row
+// until commit, and returns the queue's row with the new last number.
+func (e *Engine) reserveSeqs(ctx context.Context, gt *groupTx, t store.Tenant, queue string, n int) (queueRow, error) {
+	qr, err := gt.queue(ctx, e, t, queue)
+	if err != nil {
+		return qr, err
+	}
+	if e.d.SeqsByLastInsertID {
+		st, err := e.stmt(ctx, gt.tx, "ReserveSeqs")
+		if err != nil {
+			return qr, err
+		}
+		res, err := st.ExecContext(ctx, n, t.Service, t.Provider, queue)
+		if err != nil {
+			return qr, fmt.Errorf("ReserveSeqs: %w", err)
+		}
+		affected, err := res.RowsAffected()
+		if err == nil && affected == 0 {
+			// Deleted since the group read it.
+			return qr, fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+		}
+		if err == nil {
+			qr.lastSeq, err = res.LastInsertId()
+		}
+		if err != nil {
+			return qr, fmt.Errorf("ReserveSeqs: %w", err)
+		}
+	} else {
+		args := []any{n, t.Service, t.Provider, queue}
+		if e.d.NotifyOnReserve {
+			args = append(args, QueueKey(t, queue))
+		}
+		err := e.queryRow(ctx, gt.tx, "ReserveSeqs", args, &qr.lastSeq)
+		if errors.Is(err, sql.ErrNoRows) {
+			// Deleted since the group read it.
+			return qr, fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+		}
+		if err != nil {
+			return qr, fmt.Errorf("ReserveSeqs: %w", err)
+		}
+	}
+	gt.queues[queueID{t, queue}] = qr
+	return qr, nil
 }
 
 func newMessageRow(m *store.NewMessage, seq int64, qr queueRow) (messageRow, error) {
@@ -241,8 +288,8 @@ func (s *tenantStore) Lease(ctx context.Context, p *store.LeaseParams) ([]sluice
 // groupQueue reads the queue a group of requests names. When it does not
 // exist, every request of the group fails with ErrQueueNotFound, the
 // transaction goes on for the other groups, and ok is false.
-func (e *Engine) groupQueue(ctx context.Context, tx *sql.Tx, group []*writeReq, queue string) (qr queueRow, ok bool, err error) {
-	qr, err = e.getQueue(ctx, tx, group[0].t, queue)
+func (e *Engine) groupQueue(ctx context.Context, gt *groupTx, group []*writeReq, queue string) (qr queueRow, ok bool, err error) {
+	qr, err = gt.queue(ctx, e, group[0].t, queue)
 	if errors.Is(err, sluicetype.ErrQueueNotFound) {
 		for _, r := range group {
 			r.err = err
@@ -259,15 +306,17 @@ const leaseChunk = 2000
 // schedules once, reads the first ready messages in sequence order that no
 // one else holds for several requests at a time (consumers woken by the
 // same enqueue ask together), and hands them out in arrival order, each
-// request under a fresh lock token of its own.
-func (e *Engine) leaseGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) error {
+// request under a fresh lock token of its own, with one update.
+func (e *Engine) leaseGroup(ctx context.Context, gt *groupTx, group []*writeReq) error {
 	t, queue := group[0].t, group[0].lease.Queue
-	qr, ok, err := e.groupQueue(ctx, tx, group, queue)
+	qr, ok, err := e.groupQueue(ctx, gt, group, queue)
 	if !ok {
 		return err
 	}
-	if _, err = e.resolveDue(ctx, tx, t, &qr, dueBatch); err != nil {
-		return err
+	if qr.nextDue.Valid && qr.nextDue.Int64 <= qr.now {
+		if _, err = e.resolveDue(ctx, gt.tx, t, &qr, dueBatch); err != nil {
+			return err
+		}
 	}
 	for _, r := range group {
 		r.queue = qr
@@ -278,17 +327,19 @@ func (e *Engine) leaseGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) 
 			want += group[end].lease.Max
 			end++
 		}
-		msgs, err := e.selectReady(ctx, tx, t, queue, qr.now, want)
+		msgs, err := e.selectReady(ctx, gt.tx, t, queue, qr.now, want)
 		if err != nil {
 			return err
 		}
 		drained := len(msgs) < want
+		rows := make([]leaseRow, 0, len(msgs))
 		for _, r := range group[start:end] {
 			n := min(r.lease.Max, len(msgs))
-			if err := e.leaseTo(ctx, tx, t, &qr, r, msgs[:n]); err != nil {
-				return err
-			}
+			rows = leaseTo(rows, t, &qr, r, msgs[:n])
 			msgs = msgs[n:]
+		}
+		if err := e.leaseRows(ctx, gt.tx, t, queue, rows); err != nil {
+			return err
 		}
 		if drained {
 			// The queue has no more ready messages: the rest of the group
@@ -320,28 +371,59 @@ func (e *Engine) selectReady(ctx context.Context, tx *sql.Tx, t store.Tenant, qu
 	return msgs, nil
 }
 
-// leaseTo leases msgs to one request under a fresh token.
-func (e *Engine) leaseTo(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, r *writeReq, msgs []sluicetype.Message) error {
-	p := r.lease
-	if len(msgs) == 0 {
+// leaseRows marks the rows leased, in one statement or, where the dialect
+// says LeasePerRequest, one per request (per token).
+func (e *Engine) leaseRows(ctx context.Context, tx *sql.Tx, t store.Tenant, queue string, rows []leaseRow) error {
+	if len(rows) == 0 {
 		return nil
 	}
+	if !e.d.LeasePerRequest {
+		js, err := jsonText(rows)
+		if err != nil {
+			return err
+		}
+		_, err = e.exec(ctx, tx, "LeaseMessages", t.Service, t.Provider, queue, js)
+		return err
+	}
+	for start := 0; start < len(rows); {
+		end := start + 1
+		for end < len(rows) && rows[end].Token == rows[start].Token {
+			end++
+		}
+		seqs := make([]int64, 0, end-start)
+		for _, r := range rows[start:end] {
+			seqs = append(seqs, r.Seq)
+		}
+		if _, err := e.exec(ctx, tx, "LeaseMessages", rows[start].Token, rows[start].Until,
+			t.Service, t.Provider, queue, e.d.IntList(seqs)); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// leaseTo hands msgs to one request under a fresh token and adds the
+// rows to update to rows.
+func leaseTo(rows []leaseRow, t store.Tenant, qr *queueRow, r *writeReq, msgs []sluicetype.Message) []leaseRow {
+	p := r.lease
+	if len(msgs) == 0 {
+		return rows
+	}
 	token, until := newToken(), qr.now+ms(p.Visibility)
-	seqs := make([]int64, len(msgs))
 	r.leased = make([]sluicetype.Leased, len(msgs))
 	for i, m := range msgs {
 		m.DeliveryCount++
 		m.State = sluicetype.StateLeased
 		m.VisibleAt = fromMS(until)
 		r.leased[i] = sluicetype.Leased{Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: fromMS(until)}
-		seqs[i] = m.Seq
+		rows = append(rows, leaseRow{Seq: m.Seq, Token: token, Until: until})
 	}
 	if len(msgs) == p.Max {
 		// There may be more than this call took: wake another leaser.
 		r.signals = append(r.signals, QueueKey(t, p.Queue))
 	}
-	_, err := e.exec(ctx, tx, "LeaseMessages", token, until, t.Service, t.Provider, p.Queue, e.d.IntList(seqs))
-	return err
+	return rows
 }
 
 // resolveDue handles leased and scheduled rows whose time has come: a
@@ -509,11 +591,15 @@ type heldRow struct {
 // request against what it found: a receipt whose lease ended, whose token
 // differs, or whose message an earlier request of the group settled gets
 // ErrLockLost.
-func (e *Engine) settleGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) error {
+func (e *Engine) settleGroup(ctx context.Context, gt *groupTx, group []*writeReq) error {
 	t, queue := group[0].t, group[0].settle.Queue
-	qr, ok, err := e.groupQueue(ctx, tx, group, queue)
+	tx := gt.tx
+	qr, ok, err := e.groupQueue(ctx, gt, group, queue)
 	if !ok {
 		return err
+	}
+	if e.completeOn && allComplete(group) {
+		return e.completeGroup(ctx, gt.tx, t, &qr, group)
 	}
 	var all []int64
 	for _, r := range group {
@@ -556,6 +642,68 @@ func (e *Engine) settleGroup(ctx context.Context, tx *sql.Tx, group []*writeReq)
 	slices.Sort(completed)
 	_, err = e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, queue, e.d.IntList(completed))
 	return err
+}
+
+func allComplete(group []*writeReq) bool {
+	for _, r := range group {
+		if r.settle.Action != store.Complete {
+			return false
+		}
+	}
+	return true
+}
+
+// completeGroup settles a group of completions with one statement, where
+// the dialect has CompleteMessages: it deletes, in sequence order, the
+// messages whose current lease the receipts name, and returns them. A
+// receipt that names a message a receipt before it completed gets
+// ErrLockLost, as in settleGroup.
+func (e *Engine) completeGroup(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, group []*writeReq) error {
+	seen := make(map[sluicetype.Receipt]bool)
+	var rows []receiptRow
+	for _, r := range group {
+		for _, rc := range r.settle.Receipts {
+			if !seen[rc] {
+				seen[rc] = true
+				rows = append(rows, receiptRow{Seq: rc.Seq, Token: rc.Token})
+			}
+		}
+	}
+	slices.SortFunc(rows, func(a, b receiptRow) int {
+		return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.Token, b.Token))
+	})
+	js, err := jsonText(rows)
+	if err != nil {
+		return err
+	}
+	rs, err := e.query(ctx, tx, "CompleteMessages", t.Service, t.Provider, qr.settings.Name, qr.now, js)
+	if err != nil {
+		return err
+	}
+	done := make(map[sluicetype.Receipt]bool, len(rows))
+	for rs.Next() {
+		var rc sluicetype.Receipt
+		if err := rs.Scan(&rc.Seq, &rc.Token); err != nil {
+			rs.Close()
+			return fmt.Errorf("CompleteMessages: %w", err)
+		}
+		done[rc] = true
+	}
+	rs.Close()
+	if err := rs.Err(); err != nil {
+		return fmt.Errorf("CompleteMessages: %w", err)
+	}
+	for _, r := range group {
+		r.settled = make([]store.SettleResult, len(r.settle.Receipts))
+		for i, rc := range r.settle.Receipts {
+			if !done[rc] {
+				r.settled[i].Err = fmt.Errorf("message %d: %w", rc.Seq, sluicetype.ErrLockLost)
+				continue
+			}
+			delete(done, rc)
+		}
+	}
+	return nil
 }
 
 // settleOne applies one request; completions are added to completed for
@@ -689,7 +837,8 @@ func (s *tenantStore) ResubmitDeadLetters(ctx context.Context, p *store.Resubmit
 	var out []int64
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		out = nil
-		if _, err := s.e.getQueue(ctx, tx, s.t, p.Queue); err != nil {
+		gt := newGroupTx(tx)
+		if _, err := gt.queue(ctx, s.e, s.t, p.Queue); err != nil {
 			return err
 		}
 		found, err := s.e.int64s(ctx, tx, "LockDeadLetters", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted))
@@ -703,14 +852,7 @@ func (s *tenantStore) ResubmitDeadLetters(ctx context.Context, p *store.Resubmit
 				}
 			}
 		}
-		affected, err := s.e.exec(ctx, tx, "ReserveSeqs", len(sorted), s.t.Service, s.t.Provider, p.Queue)
-		if err != nil {
-			return err
-		}
-		if affected == 0 {
-			return fmt.Errorf("queue %q: %w", p.Queue, sluicetype.ErrQueueNotFound)
-		}
-		qr, err := s.e.getQueue(ctx, tx, s.t, p.Queue)
+		qr, err := s.e.reserveSeqs(ctx, gt, s.t, p.Queue, len(sorted))
 		if err != nil {
 			return err
 		}
@@ -734,6 +876,9 @@ func (s *tenantStore) ResubmitDeadLetters(ctx context.Context, p *store.Resubmit
 		}
 		if _, err := s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted)); err != nil {
 			return err
+		}
+		if s.e.d.NotifyOnReserve {
+			return nil
 		}
 		return s.e.notify(ctx, tx, QueueKey(s.t, p.Queue))
 	})

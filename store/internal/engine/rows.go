@@ -32,6 +32,20 @@ type messageRow struct {
 	Payload      string  `json:"p"`
 }
 
+// leaseRow is one message a lease group hands out, under its request's
+// token and lock expiry.
+type leaseRow struct {
+	Seq   int64 `json:"s"`
+	Token int64 `json:"t"`
+	Until int64 `json:"u"`
+}
+
+// receiptRow is one receipt of a group of completions.
+type receiptRow struct {
+	Seq   int64 `json:"s"`
+	Token int64 `json:"t"`
+}
+
 type recordRow struct {
 	Position   int64   `json:"s"`
 	Namespace  string  `json:"ns"`

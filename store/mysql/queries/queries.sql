@@ -78,11 +78,18 @@ VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?,
 
 -- name: GetQueue
 -- args: service, provider, name
--- The queue's settings, counters and the database's current time.
+-- The queue's settings, counters, the database's current time, and the
+-- earliest end of a lease or schedule (NULL: none), read from the first
+-- entry of the due index, so that a lease skips SelectDue when nothing is
+-- due.
 SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        evict_interval_ms, evict_batch, evict_at, last_seq,
-       CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
-FROM sluice_queues
+       CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
+       (SELECT m.visible_at FROM sluice_messages AS m
+        WHERE m.service = q.service AND m.provider = q.provider AND m.queue = q.name
+          AND m.visible_at IS NOT NULL
+        ORDER BY m.visible_at LIMIT 1)
+FROM sluice_queues AS q
 WHERE service = ? AND provider = ? AND name = ?;
 
 -- name: DeleteQueue
@@ -99,7 +106,9 @@ DELETE FROM sluice_dead_letters WHERE service = ? AND provider = ? AND queue = ?
 
 -- name: ReserveSeqs
 -- args: n, service, provider, name
-UPDATE sluice_queues SET last_seq = last_seq + ?
+-- The new last_seq comes back as the statement's last insert id:
+-- LAST_INSERT_ID(expr) sets it, and MySQL has no UPDATE ... RETURNING.
+UPDATE sluice_queues SET last_seq = LAST_INSERT_ID(last_seq + ?)
 WHERE service = ? AND provider = ? AND name = ?;
 
 -- name: InsertMessages
@@ -218,15 +227,19 @@ LIMIT ?
 FOR UPDATE SKIP LOCKED;
 
 -- name: LeaseMessages
--- args: lock_token, visible_at, service, provider, queue, seqs
-UPDATE (SELECT CAST(? AS SIGNED) AS lock_token, CAST(? AS SIGNED) AS visible_at,
-             CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+-- args: service, provider, queue, rows
+-- rows: [{"s":seq,"t":lock_token,"u":visible_at}], one per message; the
+-- messages of one lease request share a token.
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
              CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
              CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
-STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (
+    seq   BIGINT PATH '$.s',
+    token BIGINT PATH '$.t',
+    until BIGINT PATH '$.u')) AS l
 STRAIGHT_JOIN sluice_messages AS m
     ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
-SET m.state = 1, m.lock_token = k.lock_token, m.visible_at = k.visible_at,
+SET m.state = 1, m.lock_token = l.token, m.visible_at = l.until,
     m.delivery_count = m.delivery_count + 1;
 
 -- name: SelectHeld

@@ -75,11 +75,18 @@ VALUES ($1, $2, $3, 0, $4, $5, $6, $7, $8, $9,
 
 -- name: GetQueue
 -- args: service, provider, name
--- The queue's settings, counters and the database's current time.
+-- The queue's settings, counters, the database's current time, and the
+-- earliest end of a lease or schedule (NULL: none), read from the first
+-- entry of the due index, so that a lease skips SelectDue when nothing is
+-- due.
 SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        evict_interval_ms, evict_batch, evict_at, last_seq,
-       floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-FROM sluice_queues
+       floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
+       (SELECT m.visible_at FROM sluice_messages AS m
+        WHERE m.service = q.service AND m.provider = q.provider AND m.queue = q.name
+          AND m.visible_at IS NOT NULL
+        ORDER BY m.visible_at LIMIT 1)
+FROM sluice_queues AS q
 WHERE service = $1 AND provider = $2 AND name = $3;
 
 -- name: DeleteQueue
@@ -95,9 +102,13 @@ DELETE FROM sluice_messages WHERE service = $1 AND provider = $2 AND queue = $3;
 DELETE FROM sluice_dead_letters WHERE service = $1 AND provider = $2 AND queue = $3;
 
 -- name: ReserveSeqs
--- args: n, service, provider, name
+-- args: n, service, provider, name, hub key
+-- Returns the new last_seq. The one-row FROM item notifies listeners of the
+-- queue's hub key in the same round trip (delivered at commit).
 UPDATE sluice_queues SET last_seq = last_seq + $1::bigint
-WHERE service = $2 AND provider = $3 AND name = $4;
+FROM (SELECT pg_notify('sluice', $5::text)) AS n
+WHERE service = $2 AND provider = $3 AND name = $4
+RETURNING last_seq;
 
 -- name: InsertMessages
 -- args: service, provider, queue, enqueued_at, rows
@@ -176,11 +187,33 @@ LIMIT $5
 FOR UPDATE SKIP LOCKED;
 
 -- name: LeaseMessages
--- args: lock_token, visible_at, service, provider, queue, seqs
-UPDATE sluice_messages
-SET state = 1, lock_token = $1::bigint, visible_at = $2::bigint, delivery_count = delivery_count + 1
-WHERE (service, provider, queue, seq) IN (
-    SELECT $3::text, $4::text, $5::text, unnest($6::bigint[]));
+-- args: service, provider, queue, rows
+-- rows: [{"s":seq,"t":lock_token,"u":visible_at}], one per message; the
+-- messages of one lease request share a token. The subquery carries the
+-- names as columns behind an OFFSET 0 fence, so that, as with the lists
+-- above, each row is looked up by the whole primary key: with the names
+-- visible as constants, a plan from undercounting statistics hashes the
+-- list and reads the whole queue.
+UPDATE sluice_messages AS m
+SET state = 1, lock_token = r.t, visible_at = r.u, delivery_count = m.delivery_count + 1
+FROM (SELECT $1::text AS service, $2::text AS provider, $3::text AS queue, j.*
+      FROM json_to_recordset($4::json) AS j(s bigint, t bigint, u bigint)
+      OFFSET 0) AS r
+WHERE (m.service, m.provider, m.queue, m.seq) = (r.service, r.provider, r.queue, r.s);
+
+-- name: CompleteMessages
+-- args: service, provider, queue, now, rows
+-- rows: [{"s":seq,"t":lock_token}] in sequence order. Deletes the messages
+-- whose current, unexpired lease a receipt names, waiting for (and
+-- rechecking after) a transaction that holds them, in sequence order
+-- (the list drives a nested loop, as in LeaseMessages), and returns them.
+DELETE FROM sluice_messages AS m
+USING (SELECT $1::text AS service, $2::text AS provider, $3::text AS queue, j.*
+       FROM json_to_recordset($5::json) AS j(s bigint, t bigint)
+       OFFSET 0) AS r
+WHERE (m.service, m.provider, m.queue, m.seq) = (r.service, r.provider, r.queue, r.s)
+  AND m.lock_token = r.t AND m.state = 1 AND m.visible_at > $4::bigint
+RETURNING m.seq, m.lock_token;
 
 -- name: SelectHeld
 -- args: service, provider, queue, now, seqs
