@@ -115,8 +115,8 @@ func (l *listener) run(hub *engine.Hub) {
 			l.log.Warn("sluice: postgres: listener lost its connection; reconnecting", "err", err)
 			continue
 		}
-		if n.Channel == channel && engine.ValidKey(n.Payload) {
-			hub.Signal(n.Payload)
+		if n.Channel == channel {
+			hub.SignalRemote(n.Payload)
 		}
 	}
 }

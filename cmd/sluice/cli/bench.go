@@ -261,10 +261,14 @@ func randomHex(n int) string {
 	return fmt.Sprintf("%x", b)
 }
 
+// errDrained ends one worker of timed early: what it works on ran out, and
+// idling until the deadline would understate the rate.
+var errDrained = errors.New("drained")
+
 // timed runs fn in n goroutines, each starting new calls until the
-// duration passes, and returns the elapsed time once the last call ends;
-// fn returns how many messages it handled. Calls are never cut short by
-// the deadline, so the last ones count in full.
+// duration passes (or fn reports errDrained), and returns the elapsed time
+// once the last call ends; fn returns how many messages it handled. Calls
+// are never cut short by the deadline, so the last ones count in full.
 func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Context, worker int) (int, error)) (int64, time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -282,6 +286,10 @@ func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Cont
 			defer wg.Done()
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				k, err := fn(ctx, w)
+				count.Add(int64(k))
+				if errors.Is(err, errDrained) {
+					return
+				}
 				if err != nil {
 					errMu.Lock()
 					first = cmpErr(first, err)
@@ -289,7 +297,6 @@ func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Cont
 					cancel()
 					return
 				}
-				count.Add(int64(k))
 			}
 		}()
 	}
@@ -413,8 +420,7 @@ func benchLeaseSettle(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	left.Store(int64(e.cfg.messages))
 	count, elapsed, err := timed(ctx, e.cfg.consumers, e.cfg.duration, func(ctx context.Context, _ int) (int, error) {
 		if left.Load() <= 0 {
-			time.Sleep(time.Millisecond)
-			return 0, nil
+			return 0, errDrained
 		}
 		start := time.Now()
 		got, err := e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: e.cfg.leaseBatch, Visibility: time.Minute})
@@ -423,7 +429,7 @@ func benchLeaseSettle(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 		}
 		if len(got) == 0 {
 			left.Store(0)
-			return 0, nil
+			return 0, errDrained
 		}
 		if err := e.settleLeased(ctx, q, got); err != nil {
 			return 0, err

@@ -32,8 +32,8 @@ type Dialect struct {
 	// queue's new last_seq (MySQL has no UPDATE ... RETURNING); otherwise
 	// ReserveSeqs returns the new last_seq as its one row.
 	SeqsByLastInsertID bool
-	// NotifyOnReserve says ReserveSeqs takes the queue's hub key as a
-	// fifth argument and notifies listeners of it itself, sparing the
+	// NotifyOnReserve says ReserveSeqs takes the queue's notify payload
+	// (Hub.NotifyPayload) as a fifth argument and notifies listeners of it itself, sparing the
 	// Notify round trip of every enqueue.
 	NotifyOnReserve bool
 	// LeasePerRequest says LeaseMessages takes one lease request's

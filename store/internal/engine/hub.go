@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,13 +14,35 @@ import (
 // yet taken its previous wake-up keeps just one, so signalling never
 // blocks.
 type Hub struct {
+	origin   string
 	mu       sync.Mutex
 	watchers map[string]map[chan struct{}]struct{}
 }
 
 // NewHub returns an empty hub.
 func NewHub() *Hub {
-	return &Hub{watchers: make(map[string]map[chan struct{}]struct{})}
+	return &Hub{
+		origin:   strconv.FormatUint(rand.Uint64(), 36),
+		watchers: make(map[string]map[chan struct{}]struct{}),
+	}
+}
+
+// NotifyPayload is what a backend sends other processes to signal key:
+// the key behind this hub's origin, so that the hub's own listener can
+// drop the echo of a signal its watchers already had at commit. (An echo
+// would wake every watcher a second time, for nothing.)
+func (h *Hub) NotifyPayload(key string) string {
+	return h.origin + "|" + key
+}
+
+// SignalRemote signals the key of a payload another hub sent. A payload
+// of this hub, or anything not shaped like a payload, is ignored.
+func (h *Hub) SignalRemote(payload string) {
+	origin, key, ok := strings.Cut(payload, "|")
+	if !ok || origin == h.origin || !ValidKey(key) {
+		return
+	}
+	h.Signal(key)
 }
 
 // Watch returns a channel woken by Signal(key) and a function that stops
@@ -69,8 +92,7 @@ func PartitionKey(t store.Tenant, partition int32) string {
 	return "p|" + t.Service + "|" + t.Provider + "|" + strconv.Itoa(int(partition))
 }
 
-// ValidKey reports whether s has the shape of a hub key, for backends that
-// receive keys from other processes.
+// ValidKey reports whether s has the shape of a hub key.
 func ValidKey(s string) bool {
 	parts := strings.Split(s, "|")
 	return len(parts) == 4 && (parts[0] == "q" || parts[0] == "p")

@@ -209,7 +209,7 @@ func (e *Engine) reserveSeqs(ctx context.Context, gt *groupTx, t store.Tenant, q
 	} else {
 		args := []any{n, t.Service, t.Provider, queue}
 		if e.d.NotifyOnReserve {
-			args = append(args, QueueKey(t, queue))
+			args = append(args, e.hub.NotifyPayload(QueueKey(t, queue)))
 		}
 		err := e.queryRow(ctx, gt.tx, "ReserveSeqs", args, &qr.lastSeq)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -265,7 +265,7 @@ func (e *Engine) notify(ctx context.Context, tx *sql.Tx, key string) error {
 	if !e.notifyOn {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, e.q["Notify"], key)
+	_, err := tx.ExecContext(ctx, e.q["Notify"], e.hub.NotifyPayload(key))
 	return err
 }
 

@@ -59,7 +59,7 @@ VALUES ($1, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
 SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
 
 -- name: Notify
--- args: hub key
+-- args: payload (the engine's origin and a hub key)
 -- Delivered to every listener on channel sluice when the transaction
 -- commits (and dropped if it rolls back).
 SELECT pg_notify('sluice', $1::text);
@@ -102,9 +102,9 @@ DELETE FROM sluice_messages WHERE service = $1 AND provider = $2 AND queue = $3;
 DELETE FROM sluice_dead_letters WHERE service = $1 AND provider = $2 AND queue = $3;
 
 -- name: ReserveSeqs
--- args: n, service, provider, name, hub key
+-- args: n, service, provider, name, notify payload
 -- Returns the new last_seq. The one-row FROM item notifies listeners of the
--- queue's hub key in the same round trip (delivered at commit).
+-- queue in the same round trip (delivered at commit).
 UPDATE sluice_queues SET last_seq = last_seq + $1::bigint
 FROM (SELECT pg_notify('sluice', $5::text)) AS n
 WHERE service = $2 AND provider = $3 AND name = $4
