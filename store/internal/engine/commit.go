@@ -174,10 +174,22 @@ func (c *committer) finish(batch []*writeReq, err error) {
 func (c *committer) commit(batch []*writeReq) error {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
-	return c.e.inTx(ctx, func(tx *sql.Tx) error {
+	reset := func() {
 		for _, r := range batch {
 			r.seqs, r.appRes, r.settled, r.leased, r.err, r.signals = nil, store.AppendResult{}, nil, nil, nil, nil
 		}
+	}
+	done := false
+	err := c.e.retry(ctx, func() (err error) {
+		reset()
+		done, err = c.e.runAlone(ctx, batch)
+		return err
+	})
+	if done || err != nil {
+		return err
+	}
+	return c.e.inTx(ctx, func(tx *sql.Tx) error {
+		reset()
 		return c.apply(ctx, newGroupTx(tx), batch)
 	})
 }

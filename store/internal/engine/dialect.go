@@ -73,7 +73,8 @@ var queryNames = []string{
 
 // optionalQueries may be absent; the engine skips what needs them.
 var optionalQueries = map[string]bool{
-	"Notify": true, "CompleteMessages": true, "BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
+	"Notify": true, "CompleteMessages": true, "EnqueueMessages": true, "LeaseAlone": true,
+	"BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
 }
 
 // parseQueries reads every *.sql file of fsys and splits it on

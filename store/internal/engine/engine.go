@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,8 +51,6 @@ type Engine struct {
 	closeMu  sync.RWMutex
 	closed   bool
 	notifyOn bool
-	// completeOn says the dialect has CompleteMessages.
-	completeOn bool
 }
 
 // maxRetries bounds how often a transaction is retried after a deadlock,
@@ -77,7 +76,6 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		e.r = e.w
 	}
 	_, e.notifyOn = q["Notify"]
-	_, e.completeOn = q["CompleteMessages"]
 	if err := e.migrate(ctx); err != nil {
 		return nil, err
 	}
@@ -144,12 +142,17 @@ func (e *Engine) isClosed() bool {
 // deadlock, serialization failure or busy error, with jittered backoff, at
 // most maxRetries times; then it fails with ErrContention.
 func (e *Engine) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return e.retry(ctx, func() error { return e.tryTx(ctx, fn) })
+}
+
+// retry runs fn again while it fails with ErrRetry, as inTx says.
+func (e *Engine) retry(ctx context.Context, fn func() error) error {
 	if e.isClosed() {
 		return sluicetype.ErrClosed
 	}
 	backoff := time.Millisecond
 	for attempt := 0; ; attempt++ {
-		err := e.tryTx(ctx, fn)
+		err := e.wrap(fn())
 		if err == nil || !errors.Is(err, ErrRetry) {
 			return err
 		}
@@ -237,8 +240,8 @@ func (e *Engine) prepareAll(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, name := range []string{"Notify", "CompleteMessages"} {
-		if _, ok := e.q[name]; !ok {
+	for name := range optionalQueries {
+		if !e.has(name) || strings.HasPrefix(name, "Bench") {
 			continue
 		}
 		if _, err := e.prepared(ctx, e.w, name); err != nil {
@@ -246,6 +249,12 @@ func (e *Engine) prepareAll(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// has reports whether the dialect defines an optional query.
+func (e *Engine) has(name string) bool {
+	_, ok := e.q[name]
+	return ok
 }
 
 // migrationQueries run on one connection during migration only.

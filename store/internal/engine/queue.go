@@ -26,31 +26,41 @@ type queueRow struct {
 	now      int64
 	// nextDue is the earliest end of a lease or schedule of the queue.
 	nextDue sql.NullInt64
+	raw     struct {
+		maxDel, evictBatch                int
+		ttl, retention, interval, dlqExpd int64
+	}
+}
+
+// scanDest returns where the columns of GetQueue go, in order; fill
+// completes the row from them once scanned.
+func (r *queueRow) scanDest() []any {
+	return []any{&r.raw.maxDel, &r.raw.ttl, &r.raw.dlqExpd, &r.raw.retention, &r.raw.interval,
+		&r.raw.evictBatch, &r.evictAt, &r.lastSeq, &r.now, &r.nextDue}
+}
+
+func (r *queueRow) fill(name string) {
+	r.settings = store.QueueSettings{
+		Name:                name,
+		MaxDeliveryCount:    r.raw.maxDel,
+		DefaultTTL:          time.Duration(r.raw.ttl) * time.Millisecond,
+		DeadLetterOnExpiry:  r.raw.dlqExpd != 0,
+		DeadLetterRetention: time.Duration(r.raw.retention) * time.Millisecond,
+		EvictionInterval:    time.Duration(r.raw.interval) * time.Millisecond,
+		EvictionBatch:       r.raw.evictBatch,
+	}
 }
 
 func (e *Engine) getQueue(ctx context.Context, q querier, t store.Tenant, name string) (queueRow, error) {
-	var (
-		r                                 queueRow
-		maxDel, evictBatch                int
-		ttl, retention, interval, dlqExpd int64
-	)
-	err := e.queryRow(ctx, q, "GetQueue", []any{t.Service, t.Provider, name},
-		&maxDel, &ttl, &dlqExpd, &retention, &interval, &evictBatch, &r.evictAt, &r.lastSeq, &r.now, &r.nextDue)
+	var r queueRow
+	err := e.queryRow(ctx, q, "GetQueue", []any{t.Service, t.Provider, name}, r.scanDest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("queue %q: %w", name, sluicetype.ErrQueueNotFound)
 	}
 	if err != nil {
 		return r, fmt.Errorf("GetQueue: %w", err)
 	}
-	r.settings = store.QueueSettings{
-		Name:                name,
-		MaxDeliveryCount:    maxDel,
-		DefaultTTL:          time.Duration(ttl) * time.Millisecond,
-		DeadLetterOnExpiry:  dlqExpd != 0,
-		DeadLetterRetention: time.Duration(retention) * time.Millisecond,
-		EvictionInterval:    time.Duration(interval) * time.Millisecond,
-		EvictionBatch:       evictBatch,
-	}
+	r.fill(name)
 	return r, nil
 }
 
@@ -141,6 +151,9 @@ func (s *tenantStore) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]in
 // messages in bulk.
 func (e *Engine) enqueueGroup(ctx context.Context, gt *groupTx, group []*writeReq) error {
 	t, queue := group[0].t, group[0].enq.Queue
+	if e.enqueueInOne(group) {
+		return e.enqueueMessages(ctx, gt.tx, group)
+	}
 	n := 0
 	for _, r := range group {
 		n += len(r.enq.Messages)
@@ -592,14 +605,14 @@ type heldRow struct {
 // differs, or whose message an earlier request of the group settled gets
 // ErrLockLost.
 func (e *Engine) settleGroup(ctx context.Context, gt *groupTx, group []*writeReq) error {
+	if e.has("CompleteMessages") && allComplete(group) {
+		return e.completeGroup(ctx, gt.tx, group)
+	}
 	t, queue := group[0].t, group[0].settle.Queue
 	tx := gt.tx
 	qr, ok, err := e.groupQueue(ctx, gt, group, queue)
 	if !ok {
 		return err
-	}
-	if e.completeOn && allComplete(group) {
-		return e.completeGroup(ctx, gt.tx, t, &qr, group)
 	}
 	var all []int64
 	for _, r := range group {
@@ -654,11 +667,13 @@ func allComplete(group []*writeReq) bool {
 }
 
 // completeGroup settles a group of completions with one statement, where
-// the dialect has CompleteMessages: it deletes, in sequence order, the
-// messages whose current lease the receipts name, and returns them. A
-// receipt that names a message a receipt before it completed gets
-// ErrLockLost, as in settleGroup.
-func (e *Engine) completeGroup(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, group []*writeReq) error {
+// the dialect has CompleteMessages (in the group's transaction, or alone
+// when q is the write pool): it deletes, in sequence order, the messages
+// whose current lease the receipts name, and returns them. A receipt that
+// names a message a receipt before it completed gets ErrLockLost, as in
+// settleGroup.
+func (e *Engine) completeGroup(ctx context.Context, q querier, group []*writeReq) error {
+	t, queue := group[0].t, group[0].settle.Queue
 	seen := make(map[sluicetype.Receipt]bool)
 	var rows []receiptRow
 	for _, r := range group {
@@ -676,22 +691,31 @@ func (e *Engine) completeGroup(ctx context.Context, tx *sql.Tx, t store.Tenant, 
 	if err != nil {
 		return err
 	}
-	rs, err := e.query(ctx, tx, "CompleteMessages", t.Service, t.Provider, qr.settings.Name, qr.now, js)
+	rs, err := e.query(ctx, q, "CompleteMessages", t.Service, t.Provider, queue, js)
 	if err != nil {
 		return err
 	}
+	defer rs.Close()
+	found := false
 	done := make(map[sluicetype.Receipt]bool, len(rows))
 	for rs.Next() {
-		var rc sluicetype.Receipt
-		if err := rs.Scan(&rc.Seq, &rc.Token); err != nil {
-			rs.Close()
+		found = true
+		var seq, token sql.NullInt64
+		if err := rs.Scan(&seq, &token); err != nil {
 			return fmt.Errorf("CompleteMessages: %w", err)
 		}
-		done[rc] = true
+		if seq.Valid {
+			done[sluicetype.Receipt{Seq: seq.Int64, Token: token.Int64}] = true
+		}
 	}
-	rs.Close()
 	if err := rs.Err(); err != nil {
 		return fmt.Errorf("CompleteMessages: %w", err)
+	}
+	if !found {
+		for _, r := range group {
+			r.err = fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+		}
+		return nil
 	}
 	for _, r := range group {
 		r.settled = make([]store.SettleResult, len(r.settle.Receipts))

@@ -125,26 +125,39 @@ type scanner interface{ Scan(dest ...any) error }
 // scanMessage reads the message columns in the order of SelectReady and
 // PeekMessages.
 func scanMessage(s scanner) (sluicetype.Message, error) {
-	var (
-		m                       sluicetype.Message
-		state                   int
-		visible, expires        sql.NullInt64
-		enqueued                int64
-		mid, sid, pk, ct, props sql.NullString
-	)
-	err := s.Scan(&m.Seq, &state, &visible, &expires, &m.DeliveryCount, &enqueued,
-		&mid, &sid, &pk, &ct, &props, &m.Payload)
-	if err != nil {
-		return m, err
+	var m nullMessage
+	if err := s.Scan(m.scanDest()...); err != nil {
+		return sluicetype.Message{}, err
 	}
-	m.State = sluicetype.MessageState(state)
-	m.VisibleAt, m.ExpiresAt, m.EnqueuedAt = nullMS(visible), nullMS(expires), fromMS(enqueued)
-	m.MessageID, m.SessionID, m.PartitionKey, m.ContentType = mid.String, sid.String, pk.String, ct.String
-	if m.Payload == nil {
-		m.Payload = []byte{}
+	return m.message()
+}
+
+// nullMessage holds the message columns of a row as scanned; in an outer
+// join they may all be NULL.
+type nullMessage struct {
+	seq, state, visible, expires, count, enqueued sql.NullInt64
+	mid, sid, pk, ct, props                       sql.NullString
+	payload                                       []byte
+}
+
+func (m *nullMessage) scanDest() []any {
+	return []any{&m.seq, &m.state, &m.visible, &m.expires, &m.count, &m.enqueued,
+		&m.mid, &m.sid, &m.pk, &m.ct, &m.props, &m.payload}
+}
+
+func (m *nullMessage) message() (sluicetype.Message, error) {
+	msg := sluicetype.Message{
+		Seq: m.seq.Int64, State: sluicetype.MessageState(m.state.Int64), DeliveryCount: int(m.count.Int64),
+		VisibleAt: nullMS(m.visible), ExpiresAt: nullMS(m.expires), EnqueuedAt: fromMS(m.enqueued.Int64),
+		MessageID: m.mid.String, SessionID: m.sid.String, PartitionKey: m.pk.String, ContentType: m.ct.String,
+		Payload: m.payload,
 	}
-	m.Properties, err = decodeProps(props)
-	return m, err
+	if msg.Payload == nil {
+		msg.Payload = []byte{}
+	}
+	var err error
+	msg.Properties, err = decodeProps(m.props)
+	return msg, err
 }
 
 // scanDeadLetter reads the columns of PeekDeadLetters.

@@ -202,18 +202,107 @@ FROM (SELECT $1::text AS service, $2::text AS provider, $3::text AS queue, j.*
 WHERE (m.service, m.provider, m.queue, m.seq) = (r.service, r.provider, r.queue, r.s);
 
 -- name: CompleteMessages
--- args: service, provider, queue, now, rows
+-- args: service, provider, queue, rows
 -- rows: [{"s":seq,"t":lock_token}] in sequence order. Deletes the messages
 -- whose current, unexpired lease a receipt names, waiting for (and
 -- rechecking after) a transaction that holds them, in sequence order
--- (the list drives a nested loop, as in LeaseMessages), and returns them.
-DELETE FROM sluice_messages AS m
-USING (SELECT $1::text AS service, $2::text AS provider, $3::text AS queue, j.*
-       FROM json_to_recordset($5::json) AS j(s bigint, t bigint)
-       OFFSET 0) AS r
-WHERE (m.service, m.provider, m.queue, m.seq) = (r.service, r.provider, r.queue, r.s)
-  AND m.lock_token = r.t AND m.state = 1 AND m.visible_at > $4::bigint
-RETURNING m.seq, m.lock_token;
+-- (the list drives a nested loop, as in LeaseMessages). Returns one row
+-- per message deleted, or one row of NULLs if none was; no row at all if
+-- the queue does not exist. Runs in a group's transaction or alone.
+WITH q AS (
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+    FROM sluice_queues
+    WHERE service = $1 AND provider = $2 AND name = $3
+), d AS (
+    DELETE FROM sluice_messages AS m
+    USING q, (SELECT $1::text AS service, $2::text AS provider, $3::text AS queue, j.*
+              FROM json_to_recordset($4::json) AS j(s bigint, t bigint)
+              OFFSET 0) AS r
+    WHERE (m.service, m.provider, m.queue, m.seq) = (r.service, r.provider, r.queue, r.s)
+      AND m.lock_token = r.t AND m.state = 1 AND m.visible_at > q.now
+    RETURNING m.seq, m.lock_token
+)
+SELECT d.seq, d.lock_token FROM q LEFT JOIN d ON true;
+
+-- name: EnqueueMessages
+-- args: service, provider, queue, n, notify payload, rows
+-- rows: [{"o":offset,"t":ttl_ms,"v":visible_at,"mid":..,"sid":..,"pk":..,
+--         "ct":..,"pr":properties_json,"p":payload_hex}], offsets 1..n.
+-- ReserveSeqs and InsertMessages in one statement: takes n numbers from
+-- the queue's counter row (locked until commit), notifies, and inserts
+-- message o as last_seq - n + o. State and expiry follow the engine's
+-- newMessageRow: scheduled if visible_at is later than now, and the
+-- time-to-live capped by the queue's default. Returns the new last_seq;
+-- no row if the queue does not exist. Runs in a group's transaction or
+-- alone.
+WITH q AS (
+    UPDATE sluice_queues SET last_seq = last_seq + $4::bigint
+    FROM (SELECT pg_notify('sluice', $5::text)) AS n
+    WHERE service = $1 AND provider = $2 AND name = $3
+    RETURNING last_seq, default_ttl_ms,
+              floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), ins AS (
+    INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
+        delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
+        content_type, properties, payload)
+    SELECT $1::text, $2::text, $3::text, q.last_seq - $4::bigint + r.o,
+           CASE WHEN r.v > q.now THEN 2 ELSE 0 END,
+           CASE WHEN r.v > q.now THEN r.v END,
+           q.now + CASE WHEN q.default_ttl_ms > 0 AND (r.t IS NULL OR r.t > q.default_ttl_ms)
+                        THEN q.default_ttl_ms ELSE r.t END,
+           0, NULL, q.now, r.mid, r.sid, r.pk, r.ct, r.pr, decode(r.p, 'hex')
+    FROM q, json_to_recordset($6::json) AS r(o bigint, t bigint, v bigint,
+        mid text, sid text, pk text, ct text, pr text, p text)
+)
+SELECT last_seq FROM q;
+
+-- name: LeaseAlone
+-- args: service, provider, queue, requests
+-- requests: [{"i":index,"n":max,"t":lock_token,"v":visibility_ms}] in
+-- arrival order. The lease requests of a group that holds nothing else,
+-- alone: reads the queue's row (the columns of GetQueue), takes the first
+-- ready messages as SelectReady does, for all requests together, and
+-- leases them as LeaseMessages does, request i the next n of them in
+-- sequence order under its token, in one statement. Returns the queue's
+-- columns, the request index and each leased message's columns, one row
+-- per message in sequence order, or one row with NULL request and message
+-- columns if it took none; no row if the queue does not exist. When a
+-- lease or schedule has ended (next_due <= now) it takes nothing: those
+-- rows must be resolved first, in a transaction, to keep sequence order.
+WITH q AS (
+    SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
+           evict_interval_ms, evict_batch, evict_at, last_seq,
+           floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now,
+           (SELECT m.visible_at FROM sluice_messages AS m
+            WHERE m.service = q.service AND m.provider = q.provider AND m.queue = q.name
+              AND m.visible_at IS NOT NULL
+            ORDER BY m.visible_at LIMIT 1) AS next_due
+    FROM sluice_queues AS q
+    WHERE service = $1 AND provider = $2 AND name = $3
+), r AS (
+    SELECT j.i, j.t, j.v, sum(j.n) OVER (ORDER BY j.i) - j.n AS lo, sum(j.n) OVER (ORDER BY j.i) AS hi
+    FROM json_to_recordset($4::json) AS j(i int, n int, t bigint, v bigint)
+), c AS (
+    SELECT x.seq, row_number() OVER (ORDER BY x.seq) AS rn
+    FROM (SELECT m.seq
+          FROM sluice_messages AS m, q
+          WHERE m.service = $1 AND m.provider = $2 AND m.queue = $3 AND m.state = 0
+            AND (m.expires_at IS NULL OR m.expires_at > q.now)
+            AND (q.next_due IS NULL OR q.next_due > q.now)
+          ORDER BY m.seq
+          LIMIT (SELECT max(hi) FROM r)
+          FOR UPDATE OF m SKIP LOCKED) AS x
+), u AS (
+    UPDATE sluice_messages AS m
+    SET state = 1, lock_token = r.t, visible_at = q.now + r.v,
+        delivery_count = m.delivery_count + 1
+    FROM c, r, q
+    WHERE (m.service, m.provider, m.queue, m.seq) = ($1::text, $2::text, $3::text, c.seq)
+      AND c.rn > r.lo AND c.rn <= r.hi
+    RETURNING r.i, m.seq, m.state, m.visible_at, m.expires_at, m.delivery_count, m.enqueued_at,
+              m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload
+)
+SELECT q.*, u.* FROM q LEFT JOIN u ON true ORDER BY u.seq;
 
 -- name: SelectHeld
 -- args: service, provider, queue, now, seqs

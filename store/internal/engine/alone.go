@@ -1,0 +1,246 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Groups one statement can commit. On a server every statement is a round
+// trip, and a transaction adds two more (BEGIN, COMMIT). Where the dialect
+// has the statements (PostgreSQL), a group of one kind of request to one
+// queue runs as one statement outside an explicit transaction: enqueues
+// (EnqueueMessages), completions (CompleteMessages) or leases
+// (LeaseAlone). Under light load nearly every group is one of these, so this
+// path sets latency; under heavy load groups mix kinds and run in a
+// transaction, where EnqueueMessages and CompleteMessages still save a
+// round trip each.
+
+// runAlone commits batch with one statement if it can, reporting whether
+// it did. A lease finds out only in the statement that a lease or schedule
+// of the queue has ended; it then takes nothing and reports false, and the
+// group runs in a transaction that resolves those rows first.
+func (e *Engine) runAlone(ctx context.Context, batch []*writeReq) (bool, error) {
+	first := batch[0]
+	for _, r := range batch[1:] {
+		if r.t != first.t || r.kind() != first.kind() || r.queueName() != first.queueName() {
+			return false, nil
+		}
+	}
+	switch {
+	case first.enq != nil && e.enqueueInOne(batch):
+		return true, e.enqueueMessages(ctx, e.w, batch)
+	case first.settle != nil && e.has("CompleteMessages") && allComplete(batch):
+		return true, e.completeGroup(ctx, e.w, batch)
+	case first.lease != nil && e.has("LeaseAlone"):
+		return e.leaseAlone(ctx, batch)
+	}
+	return false, nil
+}
+
+// kind tells requests of different operations apart.
+func (r *writeReq) kind() int {
+	switch {
+	case r.enq != nil:
+		return 1
+	case r.settle != nil:
+		return 2
+	case r.lease != nil:
+		return 3
+	}
+	return 4
+}
+
+// queueName is the queue a request names ("" for an append).
+func (r *writeReq) queueName() string {
+	switch {
+	case r.enq != nil:
+		return r.enq.Queue
+	case r.settle != nil:
+		return r.settle.Queue
+	case r.lease != nil:
+		return r.lease.Queue
+	}
+	return ""
+}
+
+// enqueueInOne reports whether EnqueueMessages can write a group of
+// enqueues to one queue: the dialect has it and the rows fit one chunk.
+func (e *Engine) enqueueInOne(group []*writeReq) bool {
+	if !e.has("EnqueueMessages") {
+		return false
+	}
+	n, bytes := 0, 0
+	for _, r := range group {
+		n += len(r.enq.Messages)
+		bytes += r.size()
+	}
+	return n <= maxChunkRows && 2*bytes+64*n <= maxChunkBytes
+}
+
+// enqueueMessages writes a group of enqueues to one queue with one
+// statement that takes the sequence numbers and inserts the messages.
+func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeReq) error {
+	t, queue := group[0].t, group[0].enq.Queue
+	var rows []newRow
+	for _, r := range group {
+		for i := range r.enq.Messages {
+			row, err := newMessage(&r.enq.Messages[i], len(rows)+1)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, row)
+		}
+	}
+	js, err := jsonText(rows)
+	if err != nil {
+		return err
+	}
+	key := QueueKey(t, queue)
+	var last int64
+	err = e.queryRow(ctx, q, "EnqueueMessages", []any{t.Service, t.Provider, queue, len(rows), e.hub.NotifyPayload(key), js}, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		for _, r := range group {
+			r.err = fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("EnqueueMessages: %w", err)
+	}
+	seq := last - int64(len(rows))
+	for _, r := range group {
+		r.seqs = make([]int64, len(r.enq.Messages))
+		for i := range r.seqs {
+			seq++
+			r.seqs[i] = seq
+		}
+		r.signals = []string{key}
+	}
+	return nil
+}
+
+// newRow is a message as EnqueueMessages takes it: its place in the group
+// and its requested time-to-live and visibility, which the statement
+// turns into state and expiry by the database clock.
+type newRow struct {
+	Offset       int     `json:"o"`
+	TTL          *int64  `json:"t,omitempty"`
+	VisibleAt    *int64  `json:"v,omitempty"`
+	MessageID    string  `json:"mid,omitempty"`
+	SessionID    string  `json:"sid,omitempty"`
+	PartitionKey string  `json:"pk,omitempty"`
+	ContentType  string  `json:"ct,omitempty"`
+	Properties   *string `json:"pr,omitempty"`
+	Payload      string  `json:"p"`
+}
+
+func newMessage(m *store.NewMessage, offset int) (newRow, error) {
+	row := newRow{
+		Offset: offset, MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
+		ContentType: m.ContentType, Payload: hexPayload(m.Payload),
+	}
+	if m.TTL > 0 {
+		row.TTL = ptr(ms(m.TTL))
+	}
+	if !m.VisibleAt.IsZero() {
+		row.VisibleAt = ptr(m.VisibleAt.UnixMilli())
+	}
+	var err error
+	row.Properties, err = encodeProps(m.Properties)
+	return row, err
+}
+
+// leaseAlone serves a group of lease requests to one queue with
+// LeaseAlone, handing messages out in arrival order, each request under a
+// token of its own. It reports false, having taken nothing, when a lease
+// or schedule of the queue has ended.
+func (e *Engine) leaseAlone(ctx context.Context, group []*writeReq) (bool, error) {
+	t, queue := group[0].t, group[0].lease.Queue
+	reqs := make([]leaseRequest, 0, len(group))
+	total := 0
+	for i, r := range group {
+		if total += r.lease.Max; total > leaseChunk && i > 0 {
+			return false, nil
+		}
+		reqs = append(reqs, leaseRequest{Index: i, Max: r.lease.Max, Token: newToken(), Visibility: ms(r.lease.Visibility)})
+	}
+	js, err := jsonText(reqs)
+	if err != nil {
+		return false, err
+	}
+	rows, err := e.query(ctx, e.w, "LeaseAlone", t.Service, t.Provider, queue, js)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	var (
+		qr    queueRow
+		found bool
+		got   = make([][]sluicetype.Message, len(group))
+	)
+	for rows.Next() {
+		found = true
+		var (
+			m   nullMessage
+			req sql.NullInt64
+		)
+		dest := append(append(qr.scanDest(), &req), m.scanDest()...)
+		if err := rows.Scan(dest...); err != nil {
+			return false, fmt.Errorf("LeaseAlone: %w", err)
+		}
+		if !m.seq.Valid {
+			continue
+		}
+		if req.Int64 < 0 || int(req.Int64) >= len(group) {
+			return false, fmt.Errorf("LeaseAlone: request index %d out of range", req.Int64)
+		}
+		msg, err := m.message()
+		if err != nil {
+			return false, fmt.Errorf("LeaseAlone: %w", err)
+		}
+		got[req.Int64] = append(got[req.Int64], msg)
+	}
+	if err := rows.Err(); err != nil {
+		return false, fmt.Errorf("LeaseAlone: %w", err)
+	}
+	if !found {
+		for _, r := range group {
+			r.err = fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+		}
+		return true, nil
+	}
+	qr.fill(queue)
+	none := true
+	for _, msgs := range got {
+		none = none && len(msgs) == 0
+	}
+	if none && qr.nextDue.Valid && qr.nextDue.Int64 <= qr.now {
+		return false, nil
+	}
+	for i, r := range group {
+		r.queue = qr
+		token := reqs[i].Token
+		r.leased = make([]sluicetype.Leased, len(got[i]))
+		for j, m := range got[i] {
+			r.leased[j] = sluicetype.Leased{Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: m.VisibleAt}
+		}
+		if len(got[i]) == r.lease.Max {
+			// There may be more than this call took: wake another leaser.
+			r.signals = append(r.signals, QueueKey(t, queue))
+		}
+	}
+	return true, nil
+}
+
+// leaseRequest is one lease request as LeaseAlone takes it.
+type leaseRequest struct {
+	Index      int   `json:"i"`
+	Max        int   `json:"n"`
+	Token      int64 `json:"t"`
+	Visibility int64 `json:"v"`
+}
