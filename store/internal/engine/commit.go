@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -116,6 +117,10 @@ func (c *committer) loop() {
 		case <-c.quit:
 			return
 		}
+		// Let goroutines that are runnable (callers of the last group,
+		// just woken, building their next request) submit before the
+		// drain, so that they join this group rather than the next.
+		runtime.Gosched()
 		batch := []*writeReq{first}
 		bytes := first.size()
 	drain:
