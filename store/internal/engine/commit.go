@@ -24,6 +24,8 @@ import (
 const (
 	maxGroupRequests = 256
 	maxGroupBytes    = 8 << 20
+	// maxYields bounds the yields before a group is closed.
+	maxYields = 3
 	// groupTimeout bounds one group transaction, retries included.
 	groupTimeout = 60 * time.Second
 )
@@ -117,20 +119,28 @@ func (c *committer) loop() {
 		case <-c.quit:
 			return
 		}
-		// Let goroutines that are runnable (callers of the last group,
-		// just woken, building their next request) submit before the
-		// drain, so that they join this group rather than the next.
-		runtime.Gosched()
+		// Yield before draining, so that goroutines that are runnable
+		// (callers of the last group, just woken, building their next
+		// request) submit first and join this group rather than the next;
+		// again while a yield brings more, a few times at most. A lone
+		// request loses nothing: nothing else is runnable.
 		batch := []*writeReq{first}
 		bytes := first.size()
-	drain:
-		for len(batch) < maxGroupRequests && bytes < maxGroupBytes {
-			select {
-			case r := <-c.reqs:
-				batch = append(batch, r)
-				bytes += r.size()
-			default:
-				break drain
+		for range maxYields {
+			runtime.Gosched()
+			n := len(batch)
+		drain:
+			for len(batch) < maxGroupRequests && bytes < maxGroupBytes {
+				select {
+				case r := <-c.reqs:
+					batch = append(batch, r)
+					bytes += r.size()
+				default:
+					break drain
+				}
+			}
+			if len(batch) == n {
+				break
 			}
 		}
 		c.run(batch)
