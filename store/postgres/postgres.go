@@ -66,6 +66,11 @@ type Config struct {
 	Limits store.Limits
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
+	// VacuumInterval is how often sluice vacuums its tables itself when
+	// autovacuum is off for them (on the server, or for sluice_messages):
+	// default 10s; negative, never. Dead row versions left by leases and
+	// completions otherwise slow every lease down without bound.
+	VacuumInterval time.Duration
 }
 
 // Open connects to PostgreSQL, creates the schema if needed, applies
@@ -109,6 +114,7 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 
 	qfs, _ := fs.Sub(queries, "queries")
 	mfs, _ := fs.Sub(migrations, "migrations")
+	stopVacuumer := func() {}
 	e, err := engine.New(ctx, engine.Config{
 		Dialect: &engine.Dialect{
 			Features:        store.Features{Name: "postgres", Driver: "github.com/jackc/pgx/v5", CrossProcessWake: true},
@@ -124,12 +130,23 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 		Limits:     cfg.Limits,
 		Logger:     cfg.Logger,
 		Committers: committers,
-		OnClose:    l.stop,
+		OnClose: func() {
+			stopVacuumer()
+			l.stop()
+		},
 	})
 	if err != nil {
 		l.stop()
 		db.Close()
 		return nil, err
+	}
+	if cfg.VacuumInterval >= 0 {
+		v, err := startVacuumer(ctx, db, log, cmp.Or(cfg.VacuumInterval, defaultVacuumInterval))
+		if err != nil {
+			e.Close()
+			return nil, fmt.Errorf("sluice: postgres: vacuum: %w", err)
+		}
+		stopVacuumer = v.stop
 	}
 	l.start(e.Hub())
 	return e, nil

@@ -327,3 +327,68 @@ func TestReopenKeepsData(t *testing.T) {
 		t.Fatalf("after reopening: %v", err)
 	}
 }
+
+// TestVacuumsWithoutAutovacuum turns autovacuum off for a schema's
+// messages table and checks that the backend vacuums it itself: the dead
+// versions completed messages leave are gone within a few intervals.
+func TestVacuumsWithoutAutovacuum(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	openSchema(t, dsn, schema).Close()
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	table := pgx.Identifier{schema, "sluice_messages"}.Sanitize()
+	if _, err := conn.Exec(t.Context(), "ALTER TABLE "+table+" SET (autovacuum_enabled = false)"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, Schema: schema, VacuumInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	st, err := b.Store(store.Tenant{Service: "svc", Provider: "prov"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := st.CreateQueue(ctx, &store.QueueSettings{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]store.NewMessage, 200)
+	for i := range msgs {
+		msgs[i] = store.NewMessage{Payload: []byte("x")}
+	}
+	if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: msgs}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := st.Lease(ctx, &store.LeaseParams{Queue: "q", Max: 200, Visibility: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := store.SettleParams{Queue: "q", Action: store.Complete}
+	for _, l := range got {
+		p.Receipts = append(p.Receipts, l.Receipt)
+	}
+	if _, err := st.Settle(ctx, &p); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var vacuumed bool
+		err := conn.QueryRow(ctx, `SELECT last_vacuum IS NOT NULL AND n_dead_tup = 0
+			FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'sluice_messages'`, schema).Scan(&vacuumed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vacuumed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sluice_messages was not vacuumed within 20s with autovacuum off")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
