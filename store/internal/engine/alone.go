@@ -173,7 +173,7 @@ func (e *Engine) leaseAlone(ctx context.Context, group []*writeReq) (bool, error
 	if err != nil {
 		return false, err
 	}
-	rows, err := e.query(ctx, e.w, "LeaseAlone", t.Service, t.Provider, queue, js)
+	rows, err := e.query(ctx, e.w, "LeaseAlone", t.Service, t.Provider, queue, js, total)
 	if err != nil {
 		return false, err
 	}

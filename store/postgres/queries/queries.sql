@@ -257,9 +257,15 @@ WITH q AS (
 SELECT last_seq FROM q;
 
 -- name: LeaseAlone
--- args: service, provider, queue, requests
+-- args: service, provider, queue, requests, total
 -- requests: [{"i":index,"n":max,"t":lock_token,"v":visibility_ms}] in
--- arrival order. The lease requests of a group that holds nothing else,
+-- arrival order; total is the sum of their n. The update finds each
+-- message by primary key from the rows c took: c carries the key columns
+-- rather than the update naming the queue, so that no plan can start from
+-- the queue's rows (with the names as constants, a queue the statistics
+-- undercount is walked whole, once per row taken), and total is a
+-- parameter, not computed from the list, so that the planner sees how few
+-- rows c holds (guessing, it hashes the whole table instead). The lease requests of a group that holds nothing else,
 -- alone: reads the queue's row (the columns of GetQueue), takes the first
 -- ready messages as SelectReady does, for all requests together, and
 -- leases them as LeaseMessages does, request i the next n of them in
@@ -283,21 +289,21 @@ WITH q AS (
     SELECT j.i, j.t, j.v, sum(j.n) OVER (ORDER BY j.i) - j.n AS lo, sum(j.n) OVER (ORDER BY j.i) AS hi
     FROM json_to_recordset($4::json) AS j(i int, n int, t bigint, v bigint)
 ), c AS (
-    SELECT x.seq, row_number() OVER (ORDER BY x.seq) AS rn
-    FROM (SELECT m.seq
+    SELECT x.service, x.provider, x.queue, x.seq, row_number() OVER (ORDER BY x.seq) AS rn
+    FROM (SELECT m.service, m.provider, m.queue, m.seq
           FROM sluice_messages AS m, q
           WHERE m.service = $1 AND m.provider = $2 AND m.queue = $3 AND m.state = 0
             AND (m.expires_at IS NULL OR m.expires_at > q.now)
             AND (q.next_due IS NULL OR q.next_due > q.now)
           ORDER BY m.seq
-          LIMIT (SELECT max(hi) FROM r)
+          LIMIT $5
           FOR UPDATE OF m SKIP LOCKED) AS x
 ), u AS (
     UPDATE sluice_messages AS m
     SET state = 1, lock_token = r.t, visible_at = q.now + r.v,
         delivery_count = m.delivery_count + 1
     FROM c, r, q
-    WHERE (m.service, m.provider, m.queue, m.seq) = ($1::text, $2::text, $3::text, c.seq)
+    WHERE (m.service, m.provider, m.queue, m.seq) = (c.service, c.provider, c.queue, c.seq)
       AND c.rn > r.lo AND c.rn <= r.hi
     RETURNING r.i, m.seq, m.state, m.visible_at, m.expires_at, m.delivery_count, m.enqueued_at,
               m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload
