@@ -91,6 +91,10 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	db.SetMaxIdleConns(maxOpenConns)
 	db.SetConnMaxLifetime(connMaxLifetime)
 	db.SetConnMaxIdleTime(connMaxIdleTime)
+	if err := checkPacketLimit(ctx, db, cfg.Limits.WithDefaults()); err != nil {
+		db.Close()
+		return nil, err
+	}
 	qfs, _ := fs.Sub(queries, "queries")
 	mfs, _ := fs.Sub(migrations, "migrations")
 	e, err := engine.New(ctx, engine.Config{
@@ -114,6 +118,26 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// statementOverhead bounds what a bulk statement adds to its rows' data:
+// the statement text, other parameters and JSON framing.
+const statementOverhead = 64 << 10
+
+// checkPacketLimit fails when the server's max_allowed_packet is too small
+// for the largest message the limits admit: a message travels hex-encoded
+// in a JSON parameter, twice its size, and a statement larger than the
+// server's limit is refused whole.
+func checkPacketLimit(ctx context.Context, db *sql.DB, l store.Limits) error {
+	var max int64
+	if err := db.QueryRowContext(ctx, "SELECT @@max_allowed_packet").Scan(&max); err != nil {
+		return fmt.Errorf("sluice: mysql: read max_allowed_packet: %w", err)
+	}
+	if need := 2*int64(l.MaxMessageBytes) + statementOverhead; max < need {
+		return fmt.Errorf("sluice: mysql: the server's max_allowed_packet is %d bytes, and messages of up to %d bytes "+
+			"(Limits.MaxMessageBytes) need %d: raise max_allowed_packet or lower the limit", max, l.MaxMessageBytes, need)
+	}
+	return nil
 }
 
 // connConfig returns the driver configuration of the pool: the DSN's,

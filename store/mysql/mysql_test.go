@@ -273,3 +273,23 @@ func rawDB(t *testing.T, dsn string) *sql.DB {
 	t.Cleanup(func() { db.Close() })
 	return db
 }
+
+// TestPacketLimit checks that Open refuses limits the server's
+// max_allowed_packet cannot carry, naming the setting, rather than
+// failing each large enqueue later.
+func TestPacketLimit(t *testing.T) {
+	dsn := freshDatabase(t)
+	var max int64
+	if err := rawDB(t, dsn).QueryRowContext(t.Context(), "SELECT @@max_allowed_packet").Scan(&max); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(t.Context(), Config{DSN: dsn, Limits: store.Limits{MaxMessageBytes: int(max / 2)}})
+	if err == nil || !strings.Contains(err.Error(), "max_allowed_packet") {
+		t.Fatalf("Open with MaxMessageBytes %d under a %d-byte packet limit: got %v, want an error naming max_allowed_packet", max/2, max, err)
+	}
+	b, err := Open(t.Context(), Config{DSN: dsn, Limits: store.Limits{MaxMessageBytes: int(max/2) - statementOverhead}})
+	if err != nil {
+		t.Fatalf("Open with the largest limit the server carries: %v", err)
+	}
+	b.Close()
+}
