@@ -189,7 +189,8 @@ FOR UPDATE SKIP LOCKED;
 -- name: LeaseMessages
 -- args: service, provider, queue, rows
 -- rows: [{"s":seq,"t":lock_token,"u":visible_at}], one per message; the
--- messages of one lease request share a token. The subquery carries the
+-- messages of one lease request share a token. (The LIMIT: see
+-- CompleteMessages.) The subquery carries the
 -- names as columns behind an OFFSET 0 fence, so that, as with the lists
 -- above, each row is looked up by the whole primary key: with the names
 -- visible as constants, a plan from undercounting statistics hashes the
@@ -198,12 +199,14 @@ UPDATE sluice_messages AS m
 SET state = 1, lock_token = r.t, visible_at = r.u, delivery_count = m.delivery_count + 1
 FROM (SELECT $1::text AS service, $2::text AS provider, $3::text AS queue, j.*
       FROM json_to_recordset($4::json) AS j(s bigint, t bigint, u bigint)
-      OFFSET 0) AS r
+      LIMIT json_array_length($4::json)) AS r
 WHERE (m.service, m.provider, m.queue, m.seq) = (r.service, r.provider, r.queue, r.s);
 
 -- name: CompleteMessages
 -- args: service, provider, queue, rows
--- rows: [{"s":seq,"t":lock_token}] in sequence order. Deletes the messages
+-- rows: [{"s":seq,"t":lock_token}] in sequence order. (The LIMIT, the
+-- list's length, tells the planner how few rows the list holds: guessing
+-- a hundred, it hashes the whole queue for a few completions.) Deletes the messages
 -- whose current, unexpired lease a receipt names, waiting for (and
 -- rechecking after) a transaction that holds them, in sequence order
 -- (the list drives a nested loop, as in LeaseMessages). Returns one row
@@ -217,7 +220,7 @@ WITH q AS (
     DELETE FROM sluice_messages AS m
     USING q, (SELECT $1::text AS service, $2::text AS provider, $3::text AS queue, j.*
               FROM json_to_recordset($4::json) AS j(s bigint, t bigint)
-              OFFSET 0) AS r
+              LIMIT json_array_length($4::json)) AS r
     WHERE (m.service, m.provider, m.queue, m.seq) = (r.service, r.provider, r.queue, r.s)
       AND m.lock_token = r.t AND m.state = 1 AND m.visible_at > q.now
     RETURNING m.seq, m.lock_token

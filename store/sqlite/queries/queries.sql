@@ -156,11 +156,13 @@ WHERE service = ?3 AND provider = ?4 AND queue = ?5
 
 -- name: SelectHeld
 -- args: service, provider, queue, now, seqs
--- Of the given rows, those under a lease that has not ended.
+-- Of the given rows, those under a lease that has not ended. The rows are
+-- found by primary key from the list; "+" keeps SQLite from walking the
+-- due index over every lease that has not ended instead.
 SELECT seq, lock_token, delivery_count
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3
-  AND state = 1 AND visible_at > ?4
+  AND +state = 1 AND +visible_at > ?4
   AND seq IN (SELECT value FROM json_each(?5))
 ORDER BY seq;
 

@@ -1,0 +1,137 @@
+package mysql
+
+import (
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/store"
+)
+
+// TestLeaseCost checks DESIGN invariant 6, that leasing B messages costs
+// O(log K + B) whatever the number of in-flight and scheduled rows: with
+// 4,000 messages leased and 2,000 scheduled ahead of 32 ready ones, each
+// query a lease or a settle runs reads a few rows of sluice_messages per message it
+// takes, not the rows it must pass over. Rows read are counted by
+// MariaDB's ANALYZE FORMAT=JSON (rows read by each access to the table,
+// times its loops), in a transaction that is rolled back.
+func TestLeaseCost(t *testing.T) {
+	dsn := freshDatabase(t)
+	b := openBackend(t, dsn)
+	ctx := t.Context()
+	tenant := store.Tenant{Service: "svc", Provider: "cost"}
+	st, err := b.Store(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateQueue(ctx, &store.QueueSettings{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	const inflight, scheduled, ready = 4000, 2000, 32
+	batch := func(n int, at time.Time) []store.NewMessage {
+		ms := make([]store.NewMessage, n)
+		for i := range ms {
+			ms[i] = store.NewMessage{Payload: []byte("x"), VisibleAt: at}
+		}
+		return ms
+	}
+	for range inflight / 1000 {
+		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(1000, time.Time{})}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := st.Lease(ctx, &store.LeaseParams{Queue: "q", Max: 1000, Visibility: time.Hour}); err != nil || len(got) != 1000 {
+			t.Fatalf("Lease: %d, %v", len(got), err)
+		}
+	}
+	for range scheduled / 1000 {
+		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(1000, time.Now().Add(time.Hour))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(ready, time.Time{})}); err != nil {
+		t.Fatal(err)
+	}
+
+	db := rawDB(t, dsn)
+	var version string
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(version, "MariaDB") {
+		t.Skipf("counting rows read uses MariaDB's ANALYZE FORMAT=JSON; the server is %s", version)
+	}
+	if _, err := db.ExecContext(ctx, "ANALYZE TABLE sluice_messages"); err != nil {
+		t.Fatal(err)
+	}
+	q := namedQueries(t)
+	now := time.Now().UnixMilli()
+	first := int64(inflight + scheduled + 1) // the ready messages' sequence numbers
+	var rows []string
+	for i := range int64(ready) {
+		rows = append(rows, fmt.Sprintf(`{"s":%d,"t":7,"u":%d}`, first+i, now+60000))
+	}
+	for _, c := range []struct {
+		name string
+		args []any
+	}{
+		{"GetQueue", []any{tenant.Service, tenant.Provider, "q"}},
+		{"SelectDue", []any{tenant.Service, tenant.Provider, "q", now, 256}},
+		{"SelectReady", []any{tenant.Service, tenant.Provider, "q", now, ready}},
+		{"LeaseMessages", []any{tenant.Service, tenant.Provider, "q", "[" + strings.Join(rows, ",") + "]"}},
+		{"SelectHeld", []any{tenant.Service, tenant.Provider, "q", now, "[1,2]"}},
+		{"DeleteMessages", []any{tenant.Service, tenant.Provider, "q", "[1,2]"}},
+	} {
+		read := rowsRead(t, db, q[c.name], c.args)
+		t.Logf("%s read %d rows", c.name, read)
+		if read > 4*ready+16 {
+			t.Errorf("%s read %d rows of sluice_messages with %d in flight and %d scheduled; want at most %d",
+				c.name, read, inflight, scheduled, 4*ready+16)
+		}
+	}
+}
+
+// rowsRead runs query under ANALYZE FORMAT=JSON in a transaction it rolls
+// back and returns how many rows of sluice_messages it read.
+func rowsRead(t *testing.T, db *sql.DB, query string, args []any) int {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	var plan string
+	if err := tx.QueryRowContext(ctx, "ANALYZE FORMAT=JSON "+query, args...).Scan(&plan); err != nil {
+		t.Fatalf("ANALYZE %s: %v", strings.SplitN(query, "\n", 2)[0], err)
+	}
+	var doc any
+	if err := json.Unmarshal([]byte(plan), &doc); err != nil {
+		t.Fatalf("ANALYZE output: %v", err)
+	}
+	return tableReads(doc)
+}
+
+// tableReads sums r_loops × r_rows over the accesses to sluice_messages
+// (named so, or m, its alias in every query) anywhere in a plan.
+func tableReads(v any) int {
+	n := 0
+	switch v := v.(type) {
+	case map[string]any:
+		if name, ok := v["table_name"].(string); ok && (name == "sluice_messages" || name == "m") {
+			loops, _ := v["r_loops"].(float64)
+			rows, _ := v["r_rows"].(float64)
+			n += int(loops * rows)
+		}
+		for _, c := range v {
+			n += tableReads(c)
+		}
+	case []any:
+		for _, c := range v {
+			n += tableReads(c)
+		}
+	}
+	return n
+}

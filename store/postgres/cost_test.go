@@ -1,0 +1,168 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/store"
+)
+
+// TestLeaseCost checks DESIGN invariant 6, that leasing B messages costs
+// O(log K + B) whatever the number of in-flight and scheduled rows: with
+// 4,000 messages leased and 2,000 scheduled ahead of 32 ready ones, each
+// query a lease or a settle runs reads a few rows of sluice_messages per message it
+// takes, not the rows it must pass over. Rows read are counted from
+// EXPLAIN ANALYZE (rows returned by each scan of the table, times its
+// loops, plus the rows its filters removed), in a transaction that is
+// rolled back.
+func TestLeaseCost(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	b := openSchema(t, dsn, schema)
+	ctx := t.Context()
+	tenant := store.Tenant{Service: "svc", Provider: "cost"}
+	st, err := b.Store(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateQueue(ctx, &store.QueueSettings{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	const inflight, scheduled, ready = 4000, 2000, 32
+	batch := func(n int, at time.Time) []store.NewMessage {
+		ms := make([]store.NewMessage, n)
+		for i := range ms {
+			ms[i] = store.NewMessage{Payload: []byte("x"), VisibleAt: at}
+		}
+		return ms
+	}
+	for range inflight / 1000 {
+		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(1000, time.Time{})}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := st.Lease(ctx, &store.LeaseParams{Queue: "q", Max: 1000, Visibility: time.Hour}); err != nil || len(got) != 1000 {
+			t.Fatalf("Lease: %d, %v", len(got), err)
+		}
+	}
+	for range scheduled / 1000 {
+		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(1000, time.Now().Add(time.Hour))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(ready, time.Time{})}); err != nil {
+		t.Fatal(err)
+	}
+
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "SET search_path = "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	// Fresh statistics, so that plans are the ones a running system gets.
+	if _, err := conn.Exec(ctx, "ANALYZE sluice_messages"); err != nil {
+		t.Fatal(err)
+	}
+	q := namedQueries(t)
+	now := time.Now().UnixMilli()
+	requests := `[{"i":0,"n":32,"t":7,"v":60000}]`
+	for _, c := range []struct {
+		name string
+		args []any
+	}{
+		{"GetQueue", []any{tenant.Service, tenant.Provider, "q"}},
+		{"SelectDue", []any{tenant.Service, tenant.Provider, "q", now, 256}},
+		{"SelectReady", []any{tenant.Service, tenant.Provider, "q", now, 32}},
+		{"LeaseAlone", []any{tenant.Service, tenant.Provider, "q", requests, 32}},
+		{"SelectHeld", []any{tenant.Service, tenant.Provider, "q", now, []int64{1, 2}}},
+		{"DeleteMessages", []any{tenant.Service, tenant.Provider, "q", []int64{1, 2}}},
+		{"CompleteMessages", []any{tenant.Service, tenant.Provider, "q", `[{"s":1,"t":7},{"s":2,"t":7}]`}},
+		{"LeaseMessages", []any{tenant.Service, tenant.Provider, "q", `[{"s":6001,"t":7,"u":1},{"s":6002,"t":7,"u":1}]`}},
+	} {
+		read := rowsRead(t, conn, q[c.name], c.args)
+		t.Logf("%s read %d rows", c.name, read)
+		if read > 4*ready+16 {
+			t.Errorf("%s read %d rows of sluice_messages with %d in flight and %d scheduled; want at most %d",
+				c.name, read, inflight, scheduled, 4*ready+16)
+		}
+	}
+}
+
+// rowsRead runs query under EXPLAIN ANALYZE in a transaction it rolls back
+// and returns how many rows of sluice_messages its scans read.
+func rowsRead(t *testing.T, conn *pgx.Conn, query string, args []any) int {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	var plan string
+	if err := tx.QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+query, args...).Scan(&plan); err != nil {
+		t.Fatalf("EXPLAIN %s: %v", firstLine(query), err)
+	}
+	var doc []struct{ Plan map[string]any }
+	if err := json.Unmarshal([]byte(plan), &doc); err != nil || len(doc) == 0 {
+		t.Fatalf("EXPLAIN output: %v", err)
+	}
+	return scanned(doc[0].Plan)
+}
+
+// scanned sums, over the plan's nodes that scan sluice_messages, the rows
+// they returned (per loop, times the loops) and the rows their filters
+// removed.
+func scanned(node map[string]any) int {
+	n := 0
+	if node["Relation Name"] == "sluice_messages" && strings.Contains(fmt.Sprint(node["Node Type"]), "Scan") {
+		num := func(k string) float64 { f, _ := node[k].(float64); return f }
+		n += int(num("Actual Rows")*num("Actual Loops") + num("Rows Removed by Filter") + num("Rows Removed by Index Recheck"))
+	}
+	children, _ := node["Plans"].([]any)
+	for _, c := range children {
+		if m, ok := c.(map[string]any); ok {
+			n += scanned(m)
+		}
+	}
+	return n
+}
+
+// namedQueries reads the backend's queries by name, as the engine does.
+func namedQueries(t *testing.T) map[string]string {
+	t.Helper()
+	data, err := os.ReadFile("queries/queries.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := map[string]string{}
+	var name string
+	for _, line := range strings.Split(string(data), "\n") {
+		tr := strings.TrimSpace(line)
+		if n, ok := strings.CutPrefix(tr, "-- name:"); ok {
+			name = strings.TrimSpace(n)
+			continue
+		}
+		if strings.HasPrefix(tr, "--") || name == "" {
+			continue
+		}
+		q[name] += line + "\n"
+	}
+	for n, text := range q {
+		q[n] = strings.TrimSuffix(strings.TrimSpace(text), ";")
+	}
+	return q
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}

@@ -1,0 +1,112 @@
+package sqlite
+
+import (
+	"database/sql"
+	"io/fs"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/store"
+)
+
+// TestLeaseCost checks DESIGN invariant 6, that leasing B messages costs
+// O(log K + B) whatever the number of in-flight and scheduled rows, by the
+// plans SQLite makes for the queries a lease (and a settle) runs, on a queue with 4,000
+// messages leased and 2,000 scheduled ahead of 32 ready ones: each reaches
+// sluice_messages through an index whose range starts at the rows it
+// wants (ready rows, due rows, or the rows named by sequence number), and
+// none scans the table.
+func TestLeaseCost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cost.db")
+	b, err := Open(t.Context(), Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	st, err := b.Store(store.Tenant{Service: "svc", Provider: "cost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.CreateQueue(ctx, &store.QueueSettings{Name: "q"}); err != nil {
+		t.Fatal(err)
+	}
+	batch := func(n int, at time.Time) []store.NewMessage {
+		ms := make([]store.NewMessage, n)
+		for i := range ms {
+			ms[i] = store.NewMessage{Payload: []byte("x"), VisibleAt: at}
+		}
+		return ms
+	}
+	for range 4 {
+		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(1000, time.Time{})}); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := st.Lease(ctx, &store.LeaseParams{Queue: "q", Max: 1000, Visibility: time.Hour}); err != nil || len(got) != 1000 {
+			t.Fatalf("Lease: %d, %v", len(got), err)
+		}
+	}
+	for _, m := range [][]store.NewMessage{batch(1000, time.Now().Add(time.Hour)), batch(1000, time.Now().Add(time.Hour)), batch(32, time.Time{})} {
+		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: m}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	db, err := sql.Open(driverName, dsn(path, "FULL", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	data, err := fs.ReadFile(queries, "queries/queries.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := map[string]string{}
+	var name string
+	for _, line := range strings.Split(string(data), "\n") {
+		tr := strings.TrimSpace(line)
+		if n, ok := strings.CutPrefix(tr, "-- name:"); ok {
+			name = strings.TrimSpace(n)
+			continue
+		}
+		if !strings.HasPrefix(tr, "--") && name != "" {
+			q[name] += line + "\n"
+		}
+	}
+	now := time.Now().UnixMilli()
+	for _, c := range []struct {
+		name string
+		args []any
+		want string // the index range sluice_messages is searched by
+	}{
+		{"SelectDue", []any{"svc", "cost", "q", now, 256}, "sluice_messages_due (service=? AND provider=? AND queue=? AND visible_at"},
+		{"SelectReady", []any{"svc", "cost", "q", now, 32}, "sluice_messages_ready (service=? AND provider=? AND queue=? AND state=?)"},
+		{"LeaseMessages", []any{7, now + 60000, "svc", "cost", "q", "[6001,6002]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
+		{"SelectHeld", []any{"svc", "cost", "q", now, "[1,2]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
+		{"DeleteMessages", []any{"svc", "cost", "q", "[1,2]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
+		{"MakeReady", []any{"svc", "cost", "q", "[1,2]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
+		{"ExtendLeases", []any{now + 60000, "svc", "cost", "q", "[1,2]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
+		{"MoveToDeadLetters", []any{"r", "d", now, nil, "svc", "cost", "q", "[1,2]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
+	} {
+		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+strings.TrimSuffix(strings.TrimSpace(q[c.name]), ";"), c.args...)
+		if err != nil {
+			t.Fatalf("EXPLAIN QUERY PLAN %s: %v", c.name, err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		text := strings.Join(plan, "\n")
+		if strings.Contains(text, "SCAN sluice_messages") || !strings.Contains(text, c.want) {
+			t.Errorf("%s: plan\n%s\nwant sluice_messages searched by %s, never scanned", c.name, text, c.want)
+		}
+	}
+}
