@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestLeaseCost checks DESIGN invariant 6, that leasing B messages costs
@@ -27,33 +28,8 @@ func TestLeaseCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateQueue(ctx, &store.QueueSettings{Name: "q"}); err != nil {
-		t.Fatal(err)
-	}
-	const inflight, scheduled, ready = 4000, 2000, 32
-	batch := func(n int, at time.Time) []store.NewMessage {
-		ms := make([]store.NewMessage, n)
-		for i := range ms {
-			ms[i] = store.NewMessage{Payload: []byte("x"), VisibleAt: at}
-		}
-		return ms
-	}
-	for range inflight / 1000 {
-		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(1000, time.Time{})}); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := st.Lease(ctx, &store.LeaseParams{Queue: "q", Max: 1000, Visibility: time.Hour}); err != nil || len(got) != 1000 {
-			t.Fatalf("Lease: %d, %v", len(got), err)
-		}
-	}
-	for range scheduled / 1000 {
-		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(1000, time.Now().Add(time.Hour))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(ready, time.Time{})}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.LoadBacklog(t, st, "q")
+	const inflight, scheduled, ready = storetest.BacklogInFlight, storetest.BacklogScheduled, storetest.BacklogReady
 
 	db := rawDB(t, dsn)
 	var version string

@@ -4,32 +4,21 @@ import (
 	"database/sql"
 	"io/fs"
 	"slices"
-	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/store/internal/engine"
 )
 
 // namedQueries reads the embedded queries by name, as the engine does.
 func namedQueries(t *testing.T) map[string]string {
 	t.Helper()
-	data, err := fs.ReadFile(queries, "queries/queries.sql")
+	sub, err := fs.Sub(queries, "queries")
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := map[string]string{}
-	var name string
-	for _, line := range strings.Split(string(data), "\n") {
-		tr := strings.TrimSpace(line)
-		if n, ok := strings.CutPrefix(tr, "-- name:"); ok {
-			name = strings.TrimSpace(n)
-			continue
-		}
-		if strings.HasPrefix(tr, "--") || name == "" {
-			continue
-		}
-		q[name] += line + "\n"
-	}
-	for n, text := range q {
-		q[n] = strings.TrimSuffix(strings.TrimSpace(text), ";")
+	q, err := engine.ParseQueries(sub)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return q
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/engine"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestLeaseCost checks DESIGN invariant 6, that leasing B messages costs
@@ -32,33 +34,8 @@ func TestLeaseCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateQueue(ctx, &store.QueueSettings{Name: "q"}); err != nil {
-		t.Fatal(err)
-	}
-	const inflight, scheduled, ready = 4000, 2000, 32
-	batch := func(n int, at time.Time) []store.NewMessage {
-		ms := make([]store.NewMessage, n)
-		for i := range ms {
-			ms[i] = store.NewMessage{Payload: []byte("x"), VisibleAt: at}
-		}
-		return ms
-	}
-	for range inflight / 1000 {
-		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(1000, time.Time{})}); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := st.Lease(ctx, &store.LeaseParams{Queue: "q", Max: 1000, Visibility: time.Hour}); err != nil || len(got) != 1000 {
-			t.Fatalf("Lease: %d, %v", len(got), err)
-		}
-	}
-	for range scheduled / 1000 {
-		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(1000, time.Now().Add(time.Hour))}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(ready, time.Time{})}); err != nil {
-		t.Fatal(err)
-	}
+	storetest.LoadBacklog(t, st, "q")
+	const inflight, scheduled, ready = storetest.BacklogInFlight, storetest.BacklogScheduled, storetest.BacklogReady
 
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
@@ -72,7 +49,10 @@ func TestLeaseCost(t *testing.T) {
 	if _, err := conn.Exec(ctx, "ANALYZE sluice_messages"); err != nil {
 		t.Fatal(err)
 	}
-	q := namedQueries(t)
+	q, err := engine.ParseQueries(os.DirFS("queries"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	now := time.Now().UnixMilli()
 	requests := `[{"i":0,"n":32,"t":7,"v":60000}]`
 	for _, c := range []struct {
@@ -134,32 +114,6 @@ func scanned(node map[string]any) int {
 		}
 	}
 	return n
-}
-
-// namedQueries reads the backend's queries by name, as the engine does.
-func namedQueries(t *testing.T) map[string]string {
-	t.Helper()
-	data, err := os.ReadFile("queries/queries.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := map[string]string{}
-	var name string
-	for _, line := range strings.Split(string(data), "\n") {
-		tr := strings.TrimSpace(line)
-		if n, ok := strings.CutPrefix(tr, "-- name:"); ok {
-			name = strings.TrimSpace(n)
-			continue
-		}
-		if strings.HasPrefix(tr, "--") || name == "" {
-			continue
-		}
-		q[name] += line + "\n"
-	}
-	for n, text := range q {
-		q[n] = strings.TrimSuffix(strings.TrimSpace(text), ";")
-	}
-	return q
 }
 
 func firstLine(s string) string {

@@ -11,26 +11,21 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/postgres"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
-// TestDatabaseRestart checks DESIGN invariant 1 across a crash of the
-// database: on a private PostgreSQL server, eight producers enqueue while
-// the server is stopped in immediate mode (no shutdown checkpoint; the
-// WAL is replayed at start, as after a power cut of the server process)
-// and started again. Every enqueue that returned nil is there afterwards,
-// and the same backend, never reopened, enqueues and leases again.
+// TestDatabaseRestart crashes a private PostgreSQL server under eight
+// producers (pg_ctl stop -m immediate: no shutdown checkpoint, the WAL is
+// replayed at start) and starts it again; see storetest.SurviveRestart.
 func TestDatabaseRestart(t *testing.T) {
 	testDSN(t) // the same gate as every PostgreSQL test
 	srv := startPrivateServer(t)
-	ctx := t.Context()
-	b, err := postgres.Open(ctx, postgres.Config{DSN: srv.dsn})
+	b, err := postgres.Open(t.Context(), postgres.Config{DSN: srv.dsn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,95 +34,11 @@ func TestDatabaseRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateQueue(ctx, &store.QueueSettings{Name: "q"}); err != nil {
-		t.Fatal(err)
-	}
-
-	var (
-		acked    sync.Map // payload -> true
-		okAfter  atomic.Int64
-		restarts atomic.Bool
-		next     atomic.Int64
-		wg       sync.WaitGroup
-	)
-	var lastErr atomic.Value
-	lastErr.Store("none")
-	stop := make(chan struct{})
-	for range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				p := strconv.FormatInt(next.Add(1), 10)
-				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				_, err := st.Enqueue(cctx, &store.EnqueueParams{Queue: "q", Messages: []store.NewMessage{{Payload: []byte(p)}}})
-				cancel()
-				if err != nil {
-					lastErr.Store(err.Error())
-					time.Sleep(10 * time.Millisecond) // the server is down
-					continue
-				}
-				acked.Store(p, true)
-				if restarts.Load() {
-					okAfter.Add(1)
-				}
-			}
-		}()
-	}
-	time.Sleep(300 * time.Millisecond)
-	srv.pgctl(t, "stop", "-m", "immediate")
-	time.Sleep(200 * time.Millisecond)
-	srv.pgctl(t, "start", "-w", "-t", "60")
-	restarts.Store(true)
-	deadline := time.Now().Add(30 * time.Second)
-	for okAfter.Load() < 200 {
-		if time.Now().After(deadline) {
-			close(stop)
-			wg.Wait()
-			t.Fatalf("only %d enqueues succeeded within 30 s of the restart; last error: %v", okAfter.Load(), lastErr.Load())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	close(stop)
-	wg.Wait()
-
-	stored := map[string]bool{}
-	for from := int64(0); ; {
-		ms, err := st.Peek(ctx, &store.PeekParams{Queue: "q", FromSeq: from, Max: 1000})
-		if err != nil {
-			t.Fatalf("Peek after the restart: %v", err)
-		}
-		if len(ms) == 0 {
-			break
-		}
-		for _, m := range ms {
-			stored[string(m.Payload)] = true
-		}
-		from = ms[len(ms)-1].Seq + 1
-	}
-	var lost []string
-	n := 0
-	acked.Range(func(k, _ any) bool {
-		n++
-		if !stored[k.(string)] {
-			lost = append(lost, k.(string))
-		}
-		return true
+	storetest.SurviveRestart(t, st, func(t *testing.T) {
+		srv.pgctl(t, "stop", "-m", "immediate")
+		time.Sleep(200 * time.Millisecond)
+		srv.pgctl(t, "start", "-w", "-t", "60")
 	})
-	if len(lost) > 0 {
-		slices.Sort(lost)
-		t.Fatalf("%d of %d acknowledged enqueues are missing after the restart: %v", len(lost), n, lost[:min(len(lost), 20)])
-	}
-	got, err := st.Lease(ctx, &store.LeaseParams{Queue: "q", Max: 10, Visibility: time.Minute})
-	if err != nil || len(got) == 0 {
-		t.Fatalf("Lease after the restart: %d messages, %v", len(got), err)
-	}
-	t.Logf("%d acknowledged enqueues, all present after the restart (%d stored)", n, len(stored))
 }
 
 // privateServer is a PostgreSQL server of the test's own, in a temporary

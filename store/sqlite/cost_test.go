@@ -9,15 +9,17 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/engine"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestLeaseCost checks DESIGN invariant 6, that leasing B messages costs
 // O(log K + B) whatever the number of in-flight and scheduled rows, by the
-// plans SQLite makes for the queries a lease (and a settle) runs, on a queue with 4,000
-// messages leased and 2,000 scheduled ahead of 32 ready ones: each reaches
-// sluice_messages through an index whose range starts at the rows it
-// wants (ready rows, due rows, or the rows named by sequence number), and
-// none scans the table.
+// plans SQLite makes for the queries a lease (and a settle) runs, on a
+// queue loaded by storetest.LoadBacklog: each reaches sluice_messages
+// through an index whose range starts at the rows it wants (ready rows,
+// due rows, or the rows named by sequence number), and none scans the
+// table.
 func TestLeaseCost(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cost.db")
 	b, err := Open(t.Context(), Config{Path: path})
@@ -30,50 +32,20 @@ func TestLeaseCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.CreateQueue(ctx, &store.QueueSettings{Name: "q"}); err != nil {
-		t.Fatal(err)
-	}
-	batch := func(n int, at time.Time) []store.NewMessage {
-		ms := make([]store.NewMessage, n)
-		for i := range ms {
-			ms[i] = store.NewMessage{Payload: []byte("x"), VisibleAt: at}
-		}
-		return ms
-	}
-	for range 4 {
-		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: batch(1000, time.Time{})}); err != nil {
-			t.Fatal(err)
-		}
-		if got, err := st.Lease(ctx, &store.LeaseParams{Queue: "q", Max: 1000, Visibility: time.Hour}); err != nil || len(got) != 1000 {
-			t.Fatalf("Lease: %d, %v", len(got), err)
-		}
-	}
-	for _, m := range [][]store.NewMessage{batch(1000, time.Now().Add(time.Hour)), batch(1000, time.Now().Add(time.Hour)), batch(32, time.Time{})} {
-		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: m}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	storetest.LoadBacklog(t, st, "q")
 
 	db, err := sql.Open(driverName, dsn(path, "FULL", true))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	data, err := fs.ReadFile(queries, "queries/queries.sql")
+	sub, err := fs.Sub(queries, "queries")
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := map[string]string{}
-	var name string
-	for _, line := range strings.Split(string(data), "\n") {
-		tr := strings.TrimSpace(line)
-		if n, ok := strings.CutPrefix(tr, "-- name:"); ok {
-			name = strings.TrimSpace(n)
-			continue
-		}
-		if !strings.HasPrefix(tr, "--") && name != "" {
-			q[name] += line + "\n"
-		}
+	q, err := engine.ParseQueries(sub)
+	if err != nil {
+		t.Fatal(err)
 	}
 	now := time.Now().UnixMilli()
 	for _, c := range []struct {
@@ -90,7 +62,7 @@ func TestLeaseCost(t *testing.T) {
 		{"ExtendLeases", []any{now + 60000, "svc", "cost", "q", "[1,2]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
 		{"MoveToDeadLetters", []any{"r", "d", now, nil, "svc", "cost", "q", "[1,2]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
 	} {
-		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+strings.TrimSuffix(strings.TrimSpace(q[c.name]), ";"), c.args...)
+		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q[c.name], c.args...)
 		if err != nil {
 			t.Fatalf("EXPLAIN QUERY PLAN %s: %v", c.name, err)
 		}

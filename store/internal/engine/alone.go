@@ -128,30 +128,21 @@ func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeR
 // and its requested time-to-live and visibility, which the statement
 // turns into state and expiry by the database clock.
 type newRow struct {
-	Offset       int     `json:"o"`
-	TTL          *int64  `json:"t,omitempty"`
-	VisibleAt    *int64  `json:"v,omitempty"`
-	MessageID    string  `json:"mid,omitempty"`
-	SessionID    string  `json:"sid,omitempty"`
-	PartitionKey string  `json:"pk,omitempty"`
-	ContentType  string  `json:"ct,omitempty"`
-	Properties   *string `json:"pr,omitempty"`
-	Payload      string  `json:"p"`
+	Offset    int    `json:"o"`
+	TTL       *int64 `json:"t,omitempty"`
+	VisibleAt *int64 `json:"v,omitempty"`
+	messageBody
 }
 
 func newMessage(m *store.NewMessage, offset int) (newRow, error) {
-	row := newRow{
-		Offset: offset, MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
-		ContentType: m.ContentType, Payload: hexPayload(m.Payload),
-	}
+	body, err := newBody(m)
+	row := newRow{Offset: offset, messageBody: body}
 	if m.TTL > 0 {
 		row.TTL = ptr(ms(m.TTL))
 	}
 	if !m.VisibleAt.IsZero() {
 		row.VisibleAt = ptr(m.VisibleAt.UnixMilli())
 	}
-	var err error
-	row.Properties, err = encodeProps(m.Properties)
 	return row, err
 }
 

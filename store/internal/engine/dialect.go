@@ -77,9 +77,11 @@ var optionalQueries = map[string]bool{
 	"BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
 }
 
-// parseQueries reads every *.sql file of fsys and splits it on
-// "-- name: X" lines. Comment lines inside a query are kept out.
-func parseQueries(fsys fs.FS) (map[string]string, error) {
+// ParseQueries reads every *.sql file of fsys and splits it on
+// "-- name: X" lines, as New does with a dialect's queries (backend tests
+// use it to run a named query by itself). Comment lines inside a query
+// are kept out; every required query must be there and no unknown one.
+func ParseQueries(fsys fs.FS) (map[string]string, error) {
 	files, err := fs.Glob(fsys, "*.sql")
 	if err != nil {
 		return nil, err

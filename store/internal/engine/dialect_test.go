@@ -16,7 +16,7 @@ func allQueries(extra string) fstest.MapFS {
 }
 
 func TestParseQueries(t *testing.T) {
-	q, err := parseQueries(allQueries("-- name: Notify\nSELECT\n  2;\n"))
+	q, err := ParseQueries(allQueries("-- name: Notify\nSELECT\n  2;\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,11 +28,11 @@ func TestParseQueries(t *testing.T) {
 		{"twice", "-- name: Now\nSELECT 1;\n", "twice"},
 		{"empty", "-- name: Notify\n-- only a comment\n", "empty"},
 	} {
-		if _, err := parseQueries(allQueries(bad.extra)); err == nil || !strings.Contains(err.Error(), bad.want) {
+		if _, err := ParseQueries(allQueries(bad.extra)); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%s: err = %v, want one mentioning %q", bad.name, err, bad.want)
 		}
 	}
-	if _, err := parseQueries(fstest.MapFS{"q.sql": {Data: []byte("-- name: Now\nSELECT 1;\n")}}); err == nil || !strings.Contains(err.Error(), "missing") {
+	if _, err := ParseQueries(fstest.MapFS{"q.sql": {Data: []byte("-- name: Now\nSELECT 1;\n")}}); err == nil || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("missing queries: err = %v", err)
 	}
 }

@@ -59,7 +59,7 @@ const maxRetries = 8
 
 // New applies migrations and starts the engine.
 func New(ctx context.Context, cfg Config) (*Engine, error) {
-	q, err := parseQueries(cfg.Dialect.Queries)
+	q, err := ParseQueries(cfg.Dialect.Queries)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %s queries: %w", cfg.Dialect.Features.Name, err)
 	}

@@ -238,11 +238,8 @@ func (e *Engine) reserveSeqs(ctx context.Context, gt *groupTx, t store.Tenant, q
 }
 
 func newMessageRow(m *store.NewMessage, seq int64, qr queueRow) (messageRow, error) {
-	row := messageRow{
-		Seq: seq, State: int(sluicetype.StateReady),
-		MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
-		ContentType: m.ContentType, Payload: hexPayload(m.Payload),
-	}
+	body, err := newBody(m)
+	row := messageRow{Seq: seq, State: int(sluicetype.StateReady), messageBody: body}
 	ttl := m.TTL
 	if def := qr.settings.DefaultTTL; def > 0 && (ttl == 0 || ttl > def) {
 		ttl = def
@@ -254,8 +251,6 @@ func newMessageRow(m *store.NewMessage, seq int64, qr queueRow) (messageRow, err
 		row.State = int(sluicetype.StateScheduled)
 		row.VisibleAt = ptr(m.VisibleAt.UnixMilli())
 	}
-	var err error
-	row.Properties, err = encodeProps(m.Properties)
 	return row, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
 )
 
 // Bulk rows travel as one JSON array parameter, so that every dialect's
@@ -19,17 +20,33 @@ const (
 	maxChunkBytes = 2 << 20
 )
 
+// messageRow is a message as InsertMessages takes it: numbered, its state
+// and times worked out.
 type messageRow struct {
-	Seq          int64   `json:"s"`
-	State        int     `json:"st"`
-	VisibleAt    *int64  `json:"v,omitempty"`
-	ExpiresAt    *int64  `json:"e,omitempty"`
+	Seq       int64  `json:"s"`
+	State     int    `json:"st"`
+	VisibleAt *int64 `json:"v,omitempty"`
+	ExpiresAt *int64 `json:"e,omitempty"`
+	messageBody
+}
+
+// messageBody is what every bulk message row carries as the sender gave
+// it (its fields are inlined in the row's JSON).
+type messageBody struct {
 	MessageID    string  `json:"mid,omitempty"`
 	SessionID    string  `json:"sid,omitempty"`
 	PartitionKey string  `json:"pk,omitempty"`
 	ContentType  string  `json:"ct,omitempty"`
 	Properties   *string `json:"pr,omitempty"`
 	Payload      string  `json:"p"`
+}
+
+func newBody(m *store.NewMessage) (messageBody, error) {
+	props, err := encodeProps(m.Properties)
+	return messageBody{
+		MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
+		ContentType: m.ContentType, Properties: props, Payload: hexPayload(m.Payload),
+	}, err
 }
 
 // leaseRow is one message a lease group hands out, under its request's
