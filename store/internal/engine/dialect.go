@@ -62,7 +62,7 @@ var queryNames = []string{
 	"CreateMigrationsTable", "MigrateLock", "MigrateUnlock", "MigrateAbort",
 	"AppliedMigrations", "RecordMigration", "Now",
 	"CreateQueue", "GetQueue", "DeleteQueue", "DeleteQueueMessages", "DeleteQueueDeadLetters",
-	"ReserveSeqs", "InsertMessages", "SelectDue", "MakeReady", "MakeScheduled", "ExtendLeases",
+	"ReserveSeqs", "SelectDue", "MakeReady", "MakeScheduled", "ExtendLeases",
 	"MoveToDeadLetters", "DeleteMessages", "SelectReady", "LeaseMessages", "SelectHeld",
 	"ClaimEviction", "SelectExpired", "SelectRemovableDeadLetters", "SelectDeadLetterSeqs",
 	"LockDeadLetters", "DeleteDeadLetters", "ResubmitDeadLetters", "PeekMessages",
@@ -74,6 +74,8 @@ var queryNames = []string{
 // optionalQueries may be absent; the engine skips what needs them.
 var optionalQueries = map[string]bool{
 	"Notify": true, "CompleteMessages": true, "EnqueueMessages": true, "LeaseAlone": true,
+	// One of the two inserts: bulk rows as JSON, or one row a statement.
+	"InsertMessages": true, "InsertMessage": true,
 	"BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
 }
 
@@ -135,6 +137,9 @@ func ParseQueries(fsys fs.FS) (map[string]string, error) {
 		if _, ok := queries[n]; !ok {
 			return nil, fmt.Errorf("query %s is missing", n)
 		}
+	}
+	if queries["InsertMessages"] == "" && queries["InsertMessage"] == "" {
+		return nil, fmt.Errorf("query InsertMessages (or InsertMessage) is missing")
 	}
 	for n := range queries {
 		if !optionalQueries[n] && !contains(queryNames, n) {

@@ -58,12 +58,12 @@ func (e *Engine) appendGroup(ctx context.Context, tx *sql.Tx, group []*writeReq)
 			if err != nil {
 				return err
 			}
-			rows = append(rows, recordRow{Position: pos, Namespace: rec.Namespace, Key: rec.Key, Properties: props, Payload: hexPayload(rec.Payload)})
+			rows = append(rows, recordRow{Position: pos, Namespace: rec.Namespace, Key: rec.Key, Properties: props, Payload: rec.Payload})
 		}
 		r.appRes.Last = pos
 		r.signals = []string{PartitionKey(t, part)}
 	}
-	for _, c := range chunks(len(rows), func(i int) int { return len(rows[i].Payload) + len(rows[i].Key) + 64 }) {
+	for _, c := range chunks(len(rows), func(i int) int { return 2*len(rows[i].Payload) + len(rows[i].Key) + 64 }) {
 		js, err := jsonText(rows[c[0]:c[1]])
 		if err != nil {
 			return err

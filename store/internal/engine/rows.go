@@ -33,19 +33,19 @@ type messageRow struct {
 // messageBody is what every bulk message row carries as the sender gave
 // it (its fields are inlined in the row's JSON).
 type messageBody struct {
-	MessageID    string  `json:"mid,omitempty"`
-	SessionID    string  `json:"sid,omitempty"`
-	PartitionKey string  `json:"pk,omitempty"`
-	ContentType  string  `json:"ct,omitempty"`
-	Properties   *string `json:"pr,omitempty"`
-	Payload      string  `json:"p"`
+	MessageID    string   `json:"mid,omitempty"`
+	SessionID    string   `json:"sid,omitempty"`
+	PartitionKey string   `json:"pk,omitempty"`
+	ContentType  string   `json:"ct,omitempty"`
+	Properties   *string  `json:"pr,omitempty"`
+	Payload      hexBytes `json:"p"`
 }
 
 func newBody(m *store.NewMessage) (messageBody, error) {
 	props, err := encodeProps(m.Properties)
 	return messageBody{
 		MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
-		ContentType: m.ContentType, Properties: props, Payload: hexPayload(m.Payload),
+		ContentType: m.ContentType, Properties: props, Payload: m.Payload,
 	}, err
 }
 
@@ -64,11 +64,11 @@ type receiptRow struct {
 }
 
 type recordRow struct {
-	Position   int64   `json:"s"`
-	Namespace  string  `json:"ns"`
-	Key        string  `json:"k"`
-	Properties *string `json:"pr,omitempty"`
-	Payload    string  `json:"p"`
+	Position   int64    `json:"s"`
+	Namespace  string   `json:"ns"`
+	Key        string   `json:"k"`
+	Properties *string  `json:"pr,omitempty"`
+	Payload    hexBytes `json:"p"`
 }
 
 type seqMapping struct {
@@ -132,9 +132,26 @@ func JSONList(v []int64) any {
 	return string(b)
 }
 
-func hexPayload(b []byte) string { return hex.EncodeToString(b) }
+// hexBytes is a payload that travels in JSON hex-encoded (every dialect
+// has a built-in to decode hex), and as itself where a statement binds it.
+type hexBytes []byte
+
+// MarshalText encodes b in hex, which encoding/json quotes as a string.
+func (b hexBytes) MarshalText() ([]byte, error) {
+	out := make([]byte, hex.EncodedLen(len(b)))
+	hex.Encode(out, b)
+	return out, nil
+}
 
 func ptr[T any](v T) *T { return &v }
+
+// nullable binds a pointer as its value, or NULL.
+func nullable[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
 
 // scanner is *sql.Rows or *sql.Row.
 type scanner interface{ Scan(dest ...any) error }

@@ -75,17 +75,19 @@ UPDATE sluice_queues SET last_seq = last_seq + ?1
 WHERE service = ?2 AND provider = ?3 AND name = ?4
 RETURNING last_seq;
 
--- name: InsertMessages
--- args: service, provider, queue, enqueued_at, rows
--- rows: [{"s":seq,"st":state,"v":visible_at,"e":expires_at,"mid":..,"sid":..,
---         "pk":..,"ct":..,"pr":properties_json,"p":payload_hex}]
+-- name: InsertMessage
+-- args: service, provider, queue, seq, state, visible_at, expires_at,
+--       enqueued_at, message_id, session_id, partition_key, content_type,
+--       properties, payload
+-- One message a statement, its values bound (the dialect's choice: with
+-- no round trip to save, binding beats decoding a JSON list, about 9% of
+-- e2e). Empty names are stored as NULL, as the other dialects' JSON rows
+-- leave them out.
 INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
     delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
     content_type, properties, payload)
-SELECT ?1, ?2, ?3, r.value ->> 's', r.value ->> 'st', r.value ->> 'v', r.value ->> 'e',
-       0, NULL, ?4, r.value ->> 'mid', r.value ->> 'sid', r.value ->> 'pk',
-       r.value ->> 'ct', r.value ->> 'pr', unhex(r.value ->> 'p')
-FROM json_each(?5) AS r;
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, NULL, ?8,
+    NULLIF(?9, ''), NULLIF(?10, ''), NULLIF(?11, ''), NULLIF(?12, ''), ?13, ?14);
 
 -- name: SelectDue
 -- args: service, provider, queue, now, limit
