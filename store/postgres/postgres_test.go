@@ -329,8 +329,9 @@ func TestReopenKeepsData(t *testing.T) {
 }
 
 // TestVacuumsWithoutAutovacuum turns autovacuum off for a schema's
-// messages table and checks that the backend vacuums it itself: the dead
-// versions completed messages leave are gone within a few intervals.
+// messages table and checks that the backend vacuums it itself once it
+// holds more dead rows than autovacuum would allow: the dead versions
+// completed messages leave are gone within a few intervals.
 func TestVacuumsWithoutAutovacuum(t *testing.T) {
 	dsn := testDSN(t)
 	schema := newSchema(t, dsn)
@@ -357,23 +358,26 @@ func TestVacuumsWithoutAutovacuum(t *testing.T) {
 	if err := st.CreateQueue(ctx, &store.QueueSettings{Name: "q"}); err != nil {
 		t.Fatal(err)
 	}
-	msgs := make([]store.NewMessage, 200)
-	for i := range msgs {
-		msgs[i] = store.NewMessage{Payload: []byte("x")}
-	}
-	if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: msgs}); err != nil {
-		t.Fatal(err)
-	}
-	got, err := st.Lease(ctx, &store.LeaseParams{Queue: "q", Max: 200, Visibility: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := store.SettleParams{Queue: "q", Action: store.Complete}
-	for _, l := range got {
-		p.Receipts = append(p.Receipts, l.Receipt)
-	}
-	if _, err := st.Settle(ctx, &p); err != nil {
-		t.Fatal(err)
+	// More dead rows than autovacuum's threshold for the table (1,000).
+	for range 2 {
+		msgs := make([]store.NewMessage, 1000)
+		for i := range msgs {
+			msgs[i] = store.NewMessage{Payload: []byte("x")}
+		}
+		if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: "q", Messages: msgs}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.Lease(ctx, &store.LeaseParams{Queue: "q", Max: 1000, Visibility: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := store.SettleParams{Queue: "q", Action: store.Complete}
+		for _, l := range got {
+			p.Receipts = append(p.Receipts, l.Receipt)
+		}
+		if _, err := st.Settle(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
