@@ -74,18 +74,8 @@ func SurviveRestart(t *testing.T, st store.Store, restart func(t *testing.T)) {
 	}
 
 	stored := map[string]bool{}
-	for from := int64(0); ; {
-		ms, err := st.Peek(ctx, &store.PeekParams{Queue: "restart", FromSeq: from, Max: 1000})
-		if err != nil {
-			t.Fatalf("Peek after the restart: %v", err)
-		}
-		if len(ms) == 0 {
-			break
-		}
-		for _, m := range ms {
-			stored[string(m.Payload)] = true
-		}
-		from = ms[len(ms)-1].Seq + 1
+	for _, m := range peekAll(t, ctx, st, "restart") {
+		stored[string(m.Payload)] = true
 	}
 	var lost []string
 	n := 0
