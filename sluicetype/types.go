@@ -29,6 +29,9 @@ type Message struct {
 	ContentType string
 	// Properties are the application properties.
 	Properties map[string]string
+	// Headers are the queue layer's system properties (correlation id,
+	// subject, reply-to and the like); storage does not interpret them.
+	Headers map[string]string
 	// Payload is the message body.
 	Payload []byte
 	// DeliveryCount is how many times the message has been leased,

@@ -54,6 +54,13 @@ type QueueStore interface {
 	CreateQueue(ctx context.Context, s *QueueSettings) error
 	// GetQueue returns a queue's settings. ErrQueueNotFound if absent.
 	GetQueue(ctx context.Context, name string) (QueueSettings, error)
+	// UpdateQueue replaces a queue's settings (zero fields take their
+	// defaults); its messages keep their numbers. ErrQueueNotFound if
+	// absent.
+	UpdateQueue(ctx context.Context, s *QueueSettings) error
+	// ListQueues returns queues in name order, after p.After, at most
+	// p.Max of them.
+	ListQueues(ctx context.Context, p *ListParams) ([]QueueSettings, error)
 	// DeleteQueue removes a queue with its messages and dead letters.
 	DeleteQueue(ctx context.Context, name string) error
 
@@ -68,6 +75,15 @@ type QueueStore interface {
 	// the call as a whole; per-message outcomes (ErrLockLost for a stale
 	// receipt) come in the results, aligned with p.Receipts.
 	Settle(ctx context.Context, p *SettleParams) ([]SettleResult, error)
+	// LeaseDeferred leases deferred messages by sequence number, in the
+	// order given. ErrMessageNotFound (and nothing leased) if any names no
+	// deferred message. A deferred message whose lease ends, or that is
+	// abandoned, is deferred again.
+	LeaseDeferred(ctx context.Context, p *LeaseDeferredParams) ([]sluicetype.Leased, error)
+	// CancelScheduled deletes scheduled messages that were never
+	// delivered, by sequence number, atomically. ErrMessageNotFound (and
+	// nothing deleted) if any names no such message.
+	CancelScheduled(ctx context.Context, p *CancelParams) error
 	// Peek browses messages from a sequence number without leasing them.
 	Peek(ctx context.Context, p *PeekParams) ([]sluicetype.Message, error)
 
@@ -141,6 +157,17 @@ type QueueSettings struct {
 	// EvictionBatch bounds the rows one eviction batch moves or deletes
 	// (default 256).
 	EvictionBatch int
+	// Attributes are the layer above's own settings, stored with the
+	// queue and returned as given (at most MaxAttributesLen bytes).
+	Attributes []byte
+}
+
+// ListParams pages through queues by name.
+type ListParams struct {
+	// After is the last name of the previous page ("" for the first).
+	After string
+	// Max is how many to return at most.
+	Max int
 }
 
 // NewMessage is a message to enqueue.
@@ -150,7 +177,10 @@ type NewMessage struct {
 	PartitionKey string
 	ContentType  string
 	Properties   map[string]string
-	Payload      []byte
+	// Headers are the layer above's system properties (correlation id,
+	// subject, reply-to and the like), stored and returned as given.
+	Headers map[string]string
+	Payload []byte
 	// TTL is the message's time-to-live from enqueue (0: the queue's
 	// default). The queue's DefaultTTL caps it.
 	TTL time.Duration
@@ -190,6 +220,9 @@ const (
 	DeadLetter
 	// Extend keeps the messages hidden for Extension from now.
 	Extend
+	// Defer sets the messages aside: they are leased again only by
+	// sequence number (LeaseDeferred).
+	Defer
 )
 
 // String names the action.
@@ -203,6 +236,8 @@ func (a SettleAction) String() string {
 		return "dead-letter"
 	case Extend:
 		return "extend"
+	case Defer:
+		return "defer"
 	}
 	return "unknown"
 }
@@ -220,6 +255,23 @@ type SettleParams struct {
 	Description string
 	// Extension (Extend) is the new lease length from now.
 	Extension time.Duration
+	// Properties, when not nil, replace the messages' application
+	// properties (Abandon, DeadLetter and Defer only).
+	Properties map[string]string
+}
+
+// LeaseDeferredParams leases deferred messages by sequence number.
+type LeaseDeferredParams struct {
+	Queue string
+	Seqs  []int64
+	// Visibility is how long the leased messages stay hidden.
+	Visibility time.Duration
+}
+
+// CancelParams cancels scheduled messages by sequence number.
+type CancelParams struct {
+	Queue string
+	Seqs  []int64
 }
 
 // SettleResult is the outcome of settling one message.

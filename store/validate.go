@@ -37,6 +37,8 @@ const (
 	MaxNameLen       = 260
 	MaxKeyLen        = 1024
 	MaxReasonLen     = 4096
+	// MaxAttributesLen bounds QueueSettings.Attributes.
+	MaxAttributesLen = 64 << 10
 )
 
 // WithDefaults returns l with zero fields set to their defaults.
@@ -128,6 +130,10 @@ func (s *QueueSettings) Validate() error {
 		return invalid("eviction interval %v: must be at least 1ms", s.EvictionInterval)
 	case s.EvictionBatch < 1 || s.EvictionBatch > 10000:
 		return invalid("eviction batch %d: must be between 1 and 10000", s.EvictionBatch)
+	case len(s.Attributes) > MaxAttributesLen:
+		return invalid("attributes of %d bytes: at most %d allowed", len(s.Attributes), MaxAttributesLen)
+	case !utf8.Valid(s.Attributes):
+		return invalid("attributes must be valid UTF-8")
 	}
 	return nil
 }
@@ -137,6 +143,9 @@ func (s *QueueSettings) Validate() error {
 func (m *NewMessage) MessageSize() int {
 	n := len(m.Payload) + len(m.MessageID) + len(m.SessionID) + len(m.PartitionKey) + len(m.ContentType)
 	for k, v := range m.Properties {
+		n += len(k) + len(v)
+	}
+	for k, v := range m.Headers {
 		n += len(k) + len(v)
 	}
 	return n
@@ -174,6 +183,9 @@ func (p *EnqueueParams) Validate(l Limits) error {
 		}
 		if err := validateProperties(m.Properties); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
+		}
+		if err := validateProperties(m.Headers); err != nil {
+			return fmt.Errorf("message %d headers: %w", i, err)
 		}
 	}
 	if total > l.MaxBatchBytes {
@@ -231,8 +243,72 @@ func (p *SettleParams) Validate(l Limits) error {
 		if p.Extension < time.Millisecond {
 			return invalid("lease extension %v: must be at least 1ms", p.Extension)
 		}
+	case Defer:
 	default:
 		return invalid("unknown settle action %d", p.Action)
+	}
+	if p.Properties != nil {
+		if p.Action == Complete || p.Action == Extend {
+			return invalid("%s cannot change properties", p.Action)
+		}
+		if err := validateProperties(p.Properties); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Validate checks a listing.
+func (p *ListParams) Validate(l Limits) error {
+	if p.After != "" {
+		if err := ValidateName("queue", p.After); err != nil {
+			return err
+		}
+	}
+	if p.Max < 1 || p.Max > l.MaxBatch {
+		return invalid("list of %d queues: must be between 1 and %d", p.Max, l.MaxBatch)
+	}
+	return nil
+}
+
+// Validate checks a lease of deferred messages.
+func (p *LeaseDeferredParams) Validate(l Limits) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if err := validateSeqs("lease of deferred messages", p.Seqs, l); err != nil {
+		return err
+	}
+	if p.Visibility < time.Millisecond {
+		return invalid("visibility timeout %v: must be at least 1ms", p.Visibility)
+	}
+	return nil
+}
+
+// Validate checks a cancel of scheduled messages.
+func (p *CancelParams) Validate(l Limits) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	return validateSeqs("cancel of scheduled messages", p.Seqs, l)
+}
+
+// validateSeqs checks a list of sequence numbers: 1 to MaxBatch of them,
+// distinct. A number that names no message is not invalid: it is not
+// found.
+func validateSeqs(what string, seqs []int64, l Limits) error {
+	if len(seqs) == 0 {
+		return invalid("%s names no sequence number", what)
+	}
+	if len(seqs) > l.MaxBatch {
+		return fmt.Errorf("%s names %d sequence numbers, at most %d allowed: %w", what, len(seqs), l.MaxBatch, sluicetype.ErrBatchTooLarge)
+	}
+	seen := make(map[int64]bool, len(seqs))
+	for _, s := range seqs {
+		if seen[s] {
+			return invalid("%s: sequence number %d given twice", what, s)
+		}
+		seen[s] = true
 	}
 	return nil
 }
@@ -256,20 +332,7 @@ func (p *ResubmitParams) Validate(l Limits) error {
 	if err := ValidateName("queue", p.Queue); err != nil {
 		return err
 	}
-	if len(p.Seqs) == 0 {
-		return invalid("resubmit of no dead letters")
-	}
-	if len(p.Seqs) > l.MaxBatch {
-		return fmt.Errorf("%d dead letters in one resubmit, at most %d allowed: %w", len(p.Seqs), l.MaxBatch, sluicetype.ErrBatchTooLarge)
-	}
-	seen := make(map[int64]bool, len(p.Seqs))
-	for _, s := range p.Seqs {
-		if seen[s] {
-			return invalid("sequence number %d given twice", s)
-		}
-		seen[s] = true
-	}
-	return nil
+	return validateSeqs("resubmit", p.Seqs, l)
 }
 
 // ValidatePartition checks a partition number.

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func testCreateDefaults(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatalf("GetQueue: %v", err)
 	}
-	if want := (store.QueueSettings{Name: q}).WithDefaults(); got != want {
+	if want := (store.QueueSettings{Name: q}).WithDefaults(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("GetQueue of a queue created with zero settings = %+v, want the defaults %+v", got, want)
 	}
 }
@@ -52,13 +53,14 @@ func testCreateSettingsRoundTrip(t *testing.T, h *harness) {
 		DeadLetterRetention: 48 * time.Hour,
 		EvictionInterval:    1500 * time.Millisecond,
 		EvictionBatch:       77,
+		Attributes:          []byte(`{"lockDuration":"30s"}`),
 	}
 	createQueue(t, ctx, st, want)
 	got, err := st.GetQueue(ctx, want.Name)
 	if err != nil {
 		t.Fatalf("GetQueue: %v", err)
 	}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("GetQueue = %+v, want %+v", got, want)
 	}
 }

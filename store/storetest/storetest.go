@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Queue", queueTests},
 		{"Settle", settleTests},
 		{"Expiry", expiryTests},
+		{"Entity", entityTests},
 		{"DeadLetters", deadLetterTests},
 		{"Log", logTests},
 		{"Concurrency", concurrencyTests},

@@ -67,6 +67,8 @@ var queryNames = []string{
 	"ClaimEviction", "SelectExpired", "SelectRemovableDeadLetters", "SelectDeadLetterSeqs",
 	"LockDeadLetters", "DeleteDeadLetters", "ResubmitDeadLetters", "PeekMessages",
 	"PeekDeadLetters", "QueueStats", "CountDeadLetters",
+	"GetQueueAttributes", "UpdateQueue", "ListQueues", "MakeDeferred", "SetProperties",
+	"SelectDeferred", "SelectScheduled",
 	"BumpHead", "EnsurePartition", "GetPartition", "InsertRecords", "ReadRecords",
 	"TrimRecords", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",
 }

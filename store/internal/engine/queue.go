@@ -80,7 +80,7 @@ func (s *tenantStore) CreateQueue(ctx context.Context, qs *store.QueueSettings) 
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := s.e.exec(ctx, tx, "CreateQueue", s.t.Service, s.t.Provider, set.Name,
 			set.MaxDeliveryCount, ms(set.DefaultTTL), boolInt(set.DeadLetterOnExpiry),
-			ms(set.DeadLetterRetention), ms(set.EvictionInterval), set.EvictionBatch)
+			ms(set.DeadLetterRetention), ms(set.EvictionInterval), set.EvictionBatch, nullText(set.Attributes))
 		return err
 	})
 	if errors.Is(err, ErrDuplicate) {
@@ -107,7 +107,81 @@ func (s *tenantStore) GetQueue(ctx context.Context, name string) (store.QueueSet
 	if err != nil {
 		return store.QueueSettings{}, fmt.Errorf("sluice: get queue: %w", err)
 	}
+	var attrs sql.NullString
+	err = s.e.queryRow(ctx, s.e.r, "GetQueueAttributes", []any{s.t.Service, s.t.Provider, name}, &attrs)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.QueueSettings{}, fmt.Errorf("sluice: get queue: queue %q: %w", name, sluicetype.ErrQueueNotFound)
+	}
+	if err != nil {
+		return store.QueueSettings{}, fmt.Errorf("sluice: get queue: %w", err)
+	}
+	if attrs.Valid {
+		r.settings.Attributes = []byte(attrs.String)
+	}
 	return r.settings, nil
+}
+
+// nullText binds bytes as text, or NULL when empty.
+func nullText(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	return string(b)
+}
+
+func (s *tenantStore) UpdateQueue(ctx context.Context, qs *store.QueueSettings) error {
+	set := qs.WithDefaults()
+	if err := set.Validate(); err != nil {
+		return fmt.Errorf("sluice: update queue: %w", err)
+	}
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		n, err := s.e.exec(ctx, tx, "UpdateQueue", set.MaxDeliveryCount, ms(set.DefaultTTL), boolInt(set.DeadLetterOnExpiry),
+			ms(set.DeadLetterRetention), ms(set.EvictionInterval), set.EvictionBatch, nullText(set.Attributes),
+			s.t.Service, s.t.Provider, set.Name)
+		if err == nil && n == 0 {
+			// MySQL counts changed rows: an update to the same values
+			// changes none. Tell that from a missing queue.
+			_, err = s.e.getQueue(ctx, tx, s.t, set.Name)
+		}
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sluice: update queue %q: %w", set.Name, err)
+	}
+	return nil
+}
+
+func (s *tenantStore) ListQueues(ctx context.Context, p *store.ListParams) ([]store.QueueSettings, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: list queues: %w", err)
+	}
+	rows, err := s.e.query(ctx, s.e.r, "ListQueues", s.t.Service, s.t.Provider, p.After, p.Max)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: list queues: %w", err)
+	}
+	defer rows.Close()
+	var out []store.QueueSettings
+	for rows.Next() {
+		var (
+			r     queueRow
+			name  string
+			attrs sql.NullString
+		)
+		err := rows.Scan(&name, &r.raw.maxDel, &r.raw.ttl, &r.raw.dlqExpd, &r.raw.retention, &r.raw.interval,
+			&r.raw.evictBatch, &attrs)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: list queues: %w", err)
+		}
+		r.fill(name)
+		if attrs.Valid {
+			r.settings.Attributes = []byte(attrs.String)
+		}
+		out = append(out, r.settings)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sluice: list queues: %w", err)
+	}
+	return out, nil
 }
 
 func (s *tenantStore) DeleteQueue(ctx context.Context, name string) error {
@@ -266,7 +340,8 @@ func (e *Engine) insertMessages(ctx context.Context, tx *sql.Tx, t store.Tenant,
 			}
 			if _, err := e.exec(ctx, tx, "InsertMessage", t.Service, t.Provider, queue, r.Seq, r.State,
 				nullable(r.VisibleAt), nullable(r.ExpiresAt), now,
-				r.MessageID, r.SessionID, r.PartitionKey, r.ContentType, nullable(r.Properties), payload); err != nil {
+				r.MessageID, r.SessionID, r.PartitionKey, r.ContentType, nullable(r.Properties), payload,
+				nullable(r.Headers)); err != nil {
 				return err
 			}
 		}
@@ -765,6 +840,11 @@ func (e *Engine) settleOne(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *
 	}
 	slices.Sort(mine)
 	mine = slices.Compact(mine)
+	if p.Properties != nil {
+		if err := e.setProperties(ctx, tx, t, qr, p.Properties, append(slices.Clone(mine), exhausted...)); err != nil {
+			return err
+		}
+	}
 	switch p.Action {
 	case store.Complete:
 		*completed = append(*completed, mine...)
@@ -789,6 +869,12 @@ func (e *Engine) settleOne(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *
 		key := QueueKey(t, qr.settings.Name)
 		r.signals = append(r.signals, key)
 		return e.notify(ctx, tx, key)
+	case store.Defer:
+		if len(mine) == 0 {
+			return nil
+		}
+		_, err := e.exec(ctx, tx, "MakeDeferred", t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine))
+		return err
 	case store.Extend:
 		if len(mine) == 0 {
 			return nil
@@ -802,6 +888,108 @@ func (e *Engine) settleOne(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *
 				r.settled[i].LockedUntil = fromMS(until)
 			}
 		}
+	}
+	return nil
+}
+
+// setProperties replaces the application properties of messages.
+func (e *Engine) setProperties(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, props map[string]string, seqs []int64) error {
+	if len(seqs) == 0 {
+		return nil
+	}
+	slices.Sort(seqs)
+	enc, err := encodeProps(props)
+	if err != nil {
+		return err
+	}
+	_, err = e.exec(ctx, tx, "SetProperties", nullable(enc), t.Service, t.Provider, qr.settings.Name, e.d.IntList(seqs))
+	return err
+}
+
+func (s *tenantStore) LeaseDeferred(ctx context.Context, p *store.LeaseDeferredParams) ([]sluicetype.Leased, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: lease deferred: %w", err)
+	}
+	sorted := slices.Clone(p.Seqs)
+	slices.Sort(sorted)
+	var out []sluicetype.Leased
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		qr, err := s.e.getQueue(ctx, tx, s.t, p.Queue)
+		if err != nil {
+			return err
+		}
+		// A deferred message whose lease ended is deferred again once the
+		// ended leases are resolved.
+		if qr.nextDue.Valid && qr.nextDue.Int64 <= qr.now {
+			if _, err := s.e.resolveDue(ctx, tx, s.t, &qr, dueBatch); err != nil {
+				return err
+			}
+		}
+		rows, err := s.e.query(ctx, tx, "SelectDeferred", s.t.Service, s.t.Provider, p.Queue, qr.now, s.e.d.IntList(sorted))
+		if err != nil {
+			return err
+		}
+		found := make(map[int64]sluicetype.Message, len(sorted))
+		for rows.Next() {
+			m, err := scanMessage(rows)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("SelectDeferred: %w", err)
+			}
+			found[m.Seq] = m
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("SelectDeferred: %w", err)
+		}
+		msgs := make([]sluicetype.Message, len(p.Seqs))
+		for i, seq := range p.Seqs {
+			m, ok := found[seq]
+			if !ok {
+				return fmt.Errorf("deferred message %d of queue %q: %w", seq, p.Queue, sluicetype.ErrMessageNotFound)
+			}
+			msgs[i] = m
+		}
+		r := &writeReq{t: s.t, lease: &store.LeaseParams{Queue: p.Queue, Max: len(msgs), Visibility: p.Visibility}}
+		leased := leaseTo(nil, s.t, &qr, r, msgs)
+		slices.SortFunc(leased, func(a, b leaseRow) int { return cmp.Compare(a.Seq, b.Seq) })
+		if err := s.e.leaseRows(ctx, tx, s.t, p.Queue, leased); err != nil {
+			return err
+		}
+		out = r.leased
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: lease deferred: %w", err)
+	}
+	return out, nil
+}
+
+func (s *tenantStore) CancelScheduled(ctx context.Context, p *store.CancelParams) error {
+	if err := p.Validate(s.e.limits); err != nil {
+		return fmt.Errorf("sluice: cancel scheduled: %w", err)
+	}
+	sorted := slices.Clone(p.Seqs)
+	slices.Sort(sorted)
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		qr, err := s.e.getQueue(ctx, tx, s.t, p.Queue)
+		if err != nil {
+			return err
+		}
+		found, err := s.e.int64s(ctx, tx, "SelectScheduled", s.t.Service, s.t.Provider, p.Queue, qr.now, s.e.d.IntList(sorted))
+		if err != nil {
+			return err
+		}
+		for _, seq := range sorted {
+			if _, ok := slices.BinarySearch(found, seq); !ok {
+				return fmt.Errorf("scheduled message %d of queue %q: %w", seq, p.Queue, sluicetype.ErrMessageNotFound)
+			}
+		}
+		_, err = s.e.exec(ctx, tx, "DeleteMessages", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sluice: cancel scheduled: %w", err)
 	}
 	return nil
 }

@@ -38,14 +38,19 @@ type messageBody struct {
 	PartitionKey string   `json:"pk,omitempty"`
 	ContentType  string   `json:"ct,omitempty"`
 	Properties   *string  `json:"pr,omitempty"`
+	Headers      *string  `json:"hd,omitempty"`
 	Payload      hexBytes `json:"p"`
 }
 
 func newBody(m *store.NewMessage) (messageBody, error) {
 	props, err := encodeProps(m.Properties)
+	if err != nil {
+		return messageBody{}, err
+	}
+	headers, err := encodeProps(m.Headers)
 	return messageBody{
 		MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
-		ContentType: m.ContentType, Properties: props, Payload: m.Payload,
+		ContentType: m.ContentType, Properties: props, Headers: headers, Payload: m.Payload,
 	}, err
 }
 
@@ -157,7 +162,9 @@ func nullable[T any](p *T) any {
 type scanner interface{ Scan(dest ...any) error }
 
 // scanMessage reads the message columns in the order of SelectReady and
-// PeekMessages.
+// PeekMessages: seq, state, visible_at, expires_at, delivery_count,
+// enqueued_at, message_id, session_id, partition_key, content_type,
+// properties, payload, headers.
 func scanMessage(s scanner) (sluicetype.Message, error) {
 	var m nullMessage
 	if err := s.Scan(m.scanDest()...); err != nil {
@@ -170,13 +177,13 @@ func scanMessage(s scanner) (sluicetype.Message, error) {
 // join they may all be NULL.
 type nullMessage struct {
 	seq, state, visible, expires, count, enqueued sql.NullInt64
-	mid, sid, pk, ct, props                       sql.NullString
+	mid, sid, pk, ct, props, headers              sql.NullString
 	payload                                       []byte
 }
 
 func (m *nullMessage) scanDest() []any {
 	return []any{&m.seq, &m.state, &m.visible, &m.expires, &m.count, &m.enqueued,
-		&m.mid, &m.sid, &m.pk, &m.ct, &m.props, &m.payload}
+		&m.mid, &m.sid, &m.pk, &m.ct, &m.props, &m.payload, &m.headers}
 }
 
 func (m *nullMessage) message() (sluicetype.Message, error) {
@@ -190,20 +197,23 @@ func (m *nullMessage) message() (sluicetype.Message, error) {
 		msg.Payload = []byte{}
 	}
 	var err error
-	msg.Properties, err = decodeProps(m.props)
+	if msg.Properties, err = decodeProps(m.props); err != nil {
+		return msg, err
+	}
+	msg.Headers, err = decodeProps(m.headers)
 	return msg, err
 }
 
 // scanDeadLetter reads the columns of PeekDeadLetters.
 func scanDeadLetter(s scanner) (sluicetype.DeadLetter, error) {
 	var (
-		d                       sluicetype.DeadLetter
-		enqueued, dead          int64
-		expires, remove         sql.NullInt64
-		mid, sid, pk, ct, props sql.NullString
+		d                                sluicetype.DeadLetter
+		enqueued, dead                   int64
+		expires, remove                  sql.NullInt64
+		mid, sid, pk, ct, props, headers sql.NullString
 	)
 	err := s.Scan(&d.Seq, &d.DeliveryCount, &enqueued, &expires, &mid, &sid, &pk, &ct, &props,
-		&d.Payload, &d.Reason, &d.Description, &dead, &remove)
+		&d.Payload, &d.Reason, &d.Description, &dead, &remove, &headers)
 	if err != nil {
 		return d, err
 	}
@@ -212,7 +222,10 @@ func scanDeadLetter(s scanner) (sluicetype.DeadLetter, error) {
 	if d.Payload == nil {
 		d.Payload = []byte{}
 	}
-	d.Properties, err = decodeProps(props)
+	if d.Properties, err = decodeProps(props); err != nil {
+		return d, err
+	}
+	d.Headers, err = decodeProps(headers)
 	return d, err
 }
 

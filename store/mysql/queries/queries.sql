@@ -69,10 +69,12 @@ SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: CreateQueue
 -- args: service, provider, name, max_delivery, default_ttl_ms,
---       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch
+--       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch,
+--       attributes
 INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
-    dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, evict_at, created_at)
-VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?,
+    dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, attributes,
+    evict_at, created_at)
+VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?,
     CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
     CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
@@ -91,6 +93,32 @@ SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
         ORDER BY m.visible_at LIMIT 1)
 FROM sluice_queues AS q
 WHERE service = ? AND provider = ? AND name = ?;
+
+-- name: GetQueueAttributes
+-- args: service, provider, name
+SELECT attributes FROM sluice_queues
+WHERE service = ? AND provider = ? AND name = ?;
+
+-- name: UpdateQueue
+-- args: max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
+--       evict_interval_ms, evict_batch, attributes, service, provider, name
+-- The connection reports changed rows (clientFoundRows off): an update to
+-- the values the queue has reports 0, and the engine then checks that the
+-- queue exists.
+UPDATE sluice_queues
+SET max_delivery = ?, default_ttl_ms = ?, dead_letter_expired = ?, dead_retention_ms = ?,
+    evict_interval_ms = ?, evict_batch = ?, attributes = ?
+WHERE service = ? AND provider = ? AND name = ?;
+
+-- name: ListQueues
+-- args: service, provider, after, limit
+-- A range of the primary key, in name order (ascii_bin: byte order).
+SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
+       evict_interval_ms, evict_batch, attributes
+FROM sluice_queues
+WHERE service = ? AND provider = ? AND name > ?
+ORDER BY name
+LIMIT ?;
 
 -- name: DeleteQueue
 -- args: service, provider, name
@@ -114,12 +142,13 @@ WHERE service = ? AND provider = ? AND name = ?;
 -- name: InsertMessages
 -- args: service, provider, queue, enqueued_at, rows
 -- rows: [{"s":seq,"st":state,"v":visible_at,"e":expires_at,"mid":..,"sid":..,
---         "pk":..,"ct":..,"pr":properties_json,"p":payload_hex}]
--- "pr" is a JSON string holding the properties' JSON text, read as text.
+--         "pk":..,"ct":..,"pr":properties_json,"hd":headers_json,"p":payload_hex}]
+-- "pr" and "hd" are JSON strings holding the properties' and headers' JSON
+-- text, read as text.
 INSERT INTO sluice_messages (service, provider, queue, enqueued_at, seq, state, visible_at,
     expires_at, delivery_count, lock_token, message_id, session_id, partition_key,
-    content_type, properties, payload)
-SELECT ?, ?, ?, ?, r.s, r.st, r.v, r.e, 0, NULL, r.mid, r.sid, r.pk, r.ct, r.pr, UNHEX(r.p)
+    content_type, properties, payload, headers)
+SELECT ?, ?, ?, ?, r.s, r.st, r.v, r.e, 0, NULL, r.mid, r.sid, r.pk, r.ct, r.pr, UNHEX(r.p), r.hd
 FROM JSON_TABLE(?, '$[*]' COLUMNS (
     s   BIGINT PATH '$.s',
     st  SMALLINT PATH '$.st',
@@ -130,6 +159,7 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (
     pk  VARCHAR(260) CHARACTER SET utf8mb4 PATH '$.pk',
     ct  VARCHAR(260) CHARACTER SET utf8mb4 PATH '$.ct',
     pr  MEDIUMTEXT CHARACTER SET utf8mb4 PATH '$.pr',
+    hd  MEDIUMTEXT CHARACTER SET utf8mb4 PATH '$.hd',
     p   LONGTEXT CHARACTER SET ascii PATH '$.p')) AS r;
 
 -- name: SelectDue
@@ -155,13 +185,71 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: MakeReady
 -- args: service, provider, queue, seqs
+-- Ready again, or deferred again for a message that was deferred.
 UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
              CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
              CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
 STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
 STRAIGHT_JOIN sluice_messages AS m
     ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
-SET m.state = 0, m.visible_at = NULL, m.lock_token = NULL;
+SET m.state = CASE WHEN m.deferred = 1 THEN 3 ELSE 0 END, m.visible_at = NULL, m.lock_token = NULL;
+
+-- name: MakeDeferred
+-- args: service, provider, queue, seqs
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+SET m.state = 3, m.deferred = 1, m.visible_at = NULL, m.lock_token = NULL;
+
+-- name: SetProperties
+-- args: properties, service, provider, queue, seqs
+-- properties: the JSON text, or NULL for none.
+UPDATE (SELECT CONVERT(? USING utf8mb4) COLLATE utf8mb4_bin AS properties,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+SET m.properties = k.properties;
+
+-- name: SelectDeferred
+-- args: service, provider, queue, now, seqs
+-- Of the given rows, the deferred ones whose time-to-live has not run out,
+-- with all columns, locked until the lease commits. A row another
+-- transaction holds is waited for, then read as committed.
+SELECT m.seq, m.state, m.visible_at, m.expires_at, m.delivery_count, m.enqueued_at,
+       m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload,
+       m.headers
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue,
+             CAST(? AS SIGNED) AS now) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+WHERE m.state = 3 AND (m.expires_at IS NULL OR m.expires_at > k.now)
+ORDER BY m.seq
+FOR UPDATE;
+
+-- name: SelectScheduled
+-- args: service, provider, queue, now, seqs
+-- Of the given rows, those scheduled for later that were never delivered,
+-- locked until the cancel commits.
+SELECT m.seq
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue,
+             CAST(? AS SIGNED) AS now) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+WHERE m.state = 2 AND m.delivery_count = 0 AND m.visible_at > k.now
+ORDER BY m.seq
+FOR UPDATE;
 
 -- name: MakeScheduled
 -- args: visible_at, service, provider, queue, seqs
@@ -189,10 +277,11 @@ SET m.visible_at = k.visible_at;
 -- args: reason, description, dead_at, remove_at, service, provider, queue, seqs
 INSERT INTO sluice_dead_letters (reason, description, dead_at, remove_at,
     service, provider, queue, seq, delivery_count, enqueued_at, expires_at, message_id,
-    session_id, partition_key, content_type, properties, payload)
+    session_id, partition_key, content_type, properties, payload, headers)
 SELECT ?, ?, ?, ?,
        m.service, m.provider, m.queue, m.seq, m.delivery_count, m.enqueued_at, m.expires_at,
-       m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload
+       m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload,
+       m.headers
 FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
              CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
              CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
@@ -218,7 +307,7 @@ STRAIGHT_JOIN sluice_messages AS m
 -- skipped. The index is forced: with ORDER BY seq ... LIMIT, MariaDB
 -- otherwise prefers the primary key and walks every leased row first.
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload
+       message_id, session_id, partition_key, content_type, properties, payload, headers
 FROM sluice_messages FORCE INDEX (sluice_messages_ready)
 WHERE service = ? AND provider = ? AND queue = ? AND state = 0
   AND (expires_at IS NULL OR expires_at > ?)
@@ -335,10 +424,10 @@ STRAIGHT_JOIN sluice_dead_letters AS d
 -- mapping: [{"o":old_seq,"n":new_seq}]
 INSERT INTO sluice_messages (enqueued_at, expires_at, service, provider, queue, seq, state,
     visible_at, delivery_count, lock_token, message_id, session_id, partition_key,
-    content_type, properties, payload)
+    content_type, properties, payload, headers)
 SELECT ?, ?, d.service, d.provider, d.queue, m.n, 0,
        NULL, 0, NULL, d.message_id, d.session_id, d.partition_key,
-       d.content_type, d.properties, d.payload
+       d.content_type, d.properties, d.payload, d.headers
 FROM JSON_TABLE(?, '$[*]' COLUMNS (o BIGINT PATH '$.o', n BIGINT PATH '$.n')) AS m
 JOIN sluice_dead_letters AS d ON d.seq = m.o
 WHERE d.service = ? AND d.provider = ? AND d.queue = ?;
@@ -346,7 +435,7 @@ WHERE d.service = ? AND d.provider = ? AND d.queue = ?;
 -- name: PeekMessages
 -- args: service, provider, queue, from_seq, limit
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload
+       message_id, session_id, partition_key, content_type, properties, payload, headers
 FROM sluice_messages
 WHERE service = ? AND provider = ? AND queue = ? AND seq >= ?
 ORDER BY seq
@@ -355,7 +444,7 @@ LIMIT ?;
 -- name: PeekDeadLetters
 -- args: service, provider, queue, from_seq, limit
 SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
-       content_type, properties, payload, reason, description, dead_at, remove_at
+       content_type, properties, payload, reason, description, dead_at, remove_at, headers
 FROM sluice_dead_letters
 WHERE service = ? AND provider = ? AND queue = ? AND seq >= ?
 ORDER BY seq

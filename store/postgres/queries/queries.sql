@@ -66,10 +66,12 @@ SELECT pg_notify('sluice', $1::text);
 
 -- name: CreateQueue
 -- args: service, provider, name, max_delivery, default_ttl_ms,
---       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch
+--       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch,
+--       attributes
 INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
-    dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, evict_at, created_at)
-VALUES ($1, $2, $3, 0, $4, $5, $6, $7, $8, $9,
+    dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, attributes,
+    evict_at, created_at)
+VALUES ($1, $2, $3, 0, $4, $5, $6, $7, $8, $9, $10::text,
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
 
@@ -88,6 +90,31 @@ SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
         ORDER BY m.visible_at LIMIT 1)
 FROM sluice_queues AS q
 WHERE service = $1 AND provider = $2 AND name = $3;
+
+-- name: GetQueueAttributes
+-- args: service, provider, name
+SELECT attributes FROM sluice_queues
+WHERE service = $1 AND provider = $2 AND name = $3;
+
+-- name: UpdateQueue
+-- args: max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
+--       evict_interval_ms, evict_batch, attributes, service, provider, name
+-- PostgreSQL counts the rows matched, changed or not.
+UPDATE sluice_queues
+SET max_delivery = $1, default_ttl_ms = $2, dead_letter_expired = $3, dead_retention_ms = $4,
+    evict_interval_ms = $5, evict_batch = $6, attributes = $7::text
+WHERE service = $8 AND provider = $9 AND name = $10;
+
+-- name: ListQueues
+-- args: service, provider, after, limit
+-- In byte order of the names, whatever the database's collation, as the
+-- other dialects list them: a walk of the index sluice_queues_list.
+SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
+       evict_interval_ms, evict_batch, attributes
+FROM sluice_queues
+WHERE service = $1 AND provider = $2 AND name COLLATE "C" > $3::text
+ORDER BY name COLLATE "C"
+LIMIT $4;
 
 -- name: DeleteQueue
 -- args: service, provider, name
@@ -113,15 +140,15 @@ RETURNING last_seq;
 -- name: InsertMessages
 -- args: service, provider, queue, enqueued_at, rows
 -- rows: [{"s":seq,"st":state,"v":visible_at,"e":expires_at,"mid":..,"sid":..,
---         "pk":..,"ct":..,"pr":properties_json,"p":payload_hex}]
+--         "pk":..,"ct":..,"pr":properties_json,"hd":headers_json,"p":payload_hex}]
 INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
     delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
-    content_type, properties, payload)
+    content_type, properties, payload, headers)
 SELECT $1::text, $2::text, $3::text, r.s, r.st, r.v, r.e,
        0, NULL, $4::bigint, r.mid, r.sid, r.pk,
-       r.ct, r.pr, decode(r.p, 'hex')
+       r.ct, r.pr, decode(r.p, 'hex'), r.hd
 FROM json_to_recordset($5::json) AS r(s bigint, st smallint, v bigint, e bigint,
-    mid text, sid text, pk text, ct text, pr text, p text);
+    mid text, sid text, pk text, ct text, pr text, hd text, p text);
 
 -- name: SelectDue
 -- args: service, provider, queue, now, limit
@@ -138,9 +165,50 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: MakeReady
 -- args: service, provider, queue, seqs
-UPDATE sluice_messages SET state = 0, visible_at = NULL, lock_token = NULL
+-- Ready again, or deferred again for a message that was deferred.
+UPDATE sluice_messages
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
 WHERE (service, provider, queue, seq) IN (
     SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
+
+-- name: MakeDeferred
+-- args: service, provider, queue, seqs
+UPDATE sluice_messages SET state = 3, deferred = 1, visible_at = NULL, lock_token = NULL
+WHERE (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
+
+-- name: SetProperties
+-- args: properties, service, provider, queue, seqs
+UPDATE sluice_messages SET properties = $1::text
+WHERE (service, provider, queue, seq) IN (
+    SELECT $2::text, $3::text, $4::text, unnest($5::bigint[]));
+
+-- name: SelectDeferred
+-- args: service, provider, queue, now, seqs
+-- Of the given rows, the deferred ones whose time-to-live has not run out,
+-- with all columns. The rows are locked in sequence order, waiting for a
+-- lease or settle in progress.
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, payload, headers
+FROM sluice_messages
+WHERE state = 3 AND (expires_at IS NULL OR expires_at > $4::bigint)
+  AND (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($5::bigint[]))
+ORDER BY seq
+FOR UPDATE;
+
+-- name: SelectScheduled
+-- args: service, provider, queue, now, seqs
+-- Of the given rows, those scheduled for later that were never delivered
+-- (an abandon with a delay schedules a delivered one). The rows are locked
+-- in sequence order, as in SelectDeferred.
+SELECT seq
+FROM sluice_messages
+WHERE state = 2 AND delivery_count = 0 AND visible_at > $4::bigint
+  AND (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($5::bigint[]))
+ORDER BY seq
+FOR UPDATE;
 
 -- name: MakeScheduled
 -- args: visible_at, service, provider, queue, seqs
@@ -158,10 +226,10 @@ WHERE (service, provider, queue, seq) IN (
 -- args: reason, description, dead_at, remove_at, service, provider, queue, seqs
 INSERT INTO sluice_dead_letters (service, provider, queue, seq, delivery_count, enqueued_at,
     expires_at, message_id, session_id, partition_key, content_type, properties, payload,
-    reason, description, dead_at, remove_at)
+    headers, reason, description, dead_at, remove_at)
 SELECT service, provider, queue, seq, delivery_count, enqueued_at,
        expires_at, message_id, session_id, partition_key, content_type, properties, payload,
-       $1::text, $2::text, $3::bigint, $4::bigint
+       headers, $1::text, $2::text, $3::bigint, $4::bigint
 FROM sluice_messages
 WHERE (service, provider, queue, seq) IN (
     SELECT $5::text, $6::text, $7::text, unnest($8::bigint[]));
@@ -178,7 +246,7 @@ WHERE (service, provider, queue, seq) IN (
 -- "state = 0" matches the partial index sluice_messages_ready, which holds
 -- ready rows only. Rows another leaser is taking are skipped.
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload
+       message_id, session_id, partition_key, content_type, properties, payload, headers
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3 AND state = 0
   AND (expires_at IS NULL OR expires_at > $4::bigint)
@@ -230,7 +298,8 @@ SELECT d.seq, d.lock_token FROM q LEFT JOIN d ON true;
 -- name: EnqueueMessages
 -- args: service, provider, queue, n, notify payload, rows
 -- rows: [{"o":offset,"t":ttl_ms,"v":visible_at,"mid":..,"sid":..,"pk":..,
---         "ct":..,"pr":properties_json,"p":payload_hex}], offsets 1..n.
+--         "ct":..,"pr":properties_json,"hd":headers_json,"p":payload_hex}],
+-- offsets 1..n.
 -- ReserveSeqs and InsertMessages in one statement: takes n numbers from
 -- the queue's counter row (locked until commit), notifies, and inserts
 -- message o as last_seq - n + o. State and expiry follow the engine's
@@ -247,15 +316,15 @@ WITH q AS (
 ), ins AS (
     INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
         delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
-        content_type, properties, payload)
+        content_type, properties, payload, headers)
     SELECT $1::text, $2::text, $3::text, q.last_seq - $4::bigint + r.o,
            CASE WHEN r.v > q.now THEN 2 ELSE 0 END,
            CASE WHEN r.v > q.now THEN r.v END,
            q.now + CASE WHEN q.default_ttl_ms > 0 AND (r.t IS NULL OR r.t > q.default_ttl_ms)
                         THEN q.default_ttl_ms ELSE r.t END,
-           0, NULL, q.now, r.mid, r.sid, r.pk, r.ct, r.pr, decode(r.p, 'hex')
+           0, NULL, q.now, r.mid, r.sid, r.pk, r.ct, r.pr, decode(r.p, 'hex'), r.hd
     FROM q, json_to_recordset($6::json) AS r(o bigint, t bigint, v bigint,
-        mid text, sid text, pk text, ct text, pr text, p text)
+        mid text, sid text, pk text, ct text, pr text, hd text, p text)
 )
 SELECT last_seq FROM q;
 
@@ -309,7 +378,8 @@ WITH q AS (
     WHERE (m.service, m.provider, m.queue, m.seq) = (c.service, c.provider, c.queue, c.seq)
       AND c.rn > r.lo AND c.rn <= r.hi
     RETURNING r.i, m.seq, m.state, m.visible_at, m.expires_at, m.delivery_count, m.enqueued_at,
-              m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload
+              m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload,
+              m.headers
 )
 SELECT q.*, u.* FROM q LEFT JOIN u ON true ORDER BY u.seq;
 
@@ -385,10 +455,10 @@ WHERE (service, provider, queue, seq) IN (
 -- mapping: [{"o":old_seq,"n":new_seq}]
 INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
     delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
-    content_type, properties, payload)
+    content_type, properties, payload, headers)
 SELECT d.service, d.provider, d.queue, m.n, 0, NULL, $2::bigint,
        0, NULL, $1::bigint, d.message_id, d.session_id, d.partition_key,
-       d.content_type, d.properties, d.payload
+       d.content_type, d.properties, d.payload, d.headers
 FROM sluice_dead_letters AS d
 JOIN json_to_recordset($3::json) AS m(o bigint, n bigint) ON d.seq = m.o
 WHERE d.service = $4 AND d.provider = $5 AND d.queue = $6;
@@ -396,7 +466,7 @@ WHERE d.service = $4 AND d.provider = $5 AND d.queue = $6;
 -- name: PeekMessages
 -- args: service, provider, queue, from_seq, limit
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload
+       message_id, session_id, partition_key, content_type, properties, payload, headers
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3 AND seq >= $4::bigint
 ORDER BY seq
@@ -405,7 +475,7 @@ LIMIT $5;
 -- name: PeekDeadLetters
 -- args: service, provider, queue, from_seq, limit
 SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
-       content_type, properties, payload, reason, description, dead_at, remove_at
+       content_type, properties, payload, reason, description, dead_at, remove_at, headers
 FROM sluice_dead_letters
 WHERE service = $1 AND provider = $2 AND queue = $3 AND seq >= $4::bigint
 ORDER BY seq

@@ -37,10 +37,12 @@ SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER);
 
 -- name: CreateQueue
 -- args: service, provider, name, max_delivery, default_ttl_ms,
---       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch
+--       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch,
+--       attributes
 INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
-    dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, evict_at, created_at)
-VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9,
+    dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, attributes,
+    evict_at, created_at)
+VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10,
     CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER),
     CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER));
 
@@ -55,6 +57,28 @@ SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), 0
 FROM sluice_queues
 WHERE service = ?1 AND provider = ?2 AND name = ?3;
+
+-- name: GetQueueAttributes
+-- args: service, provider, name
+SELECT attributes FROM sluice_queues
+WHERE service = ?1 AND provider = ?2 AND name = ?3;
+
+-- name: UpdateQueue
+-- args: max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
+--       evict_interval_ms, evict_batch, attributes, service, provider, name
+UPDATE sluice_queues
+SET max_delivery = ?1, default_ttl_ms = ?2, dead_letter_expired = ?3, dead_retention_ms = ?4,
+    evict_interval_ms = ?5, evict_batch = ?6, attributes = ?7
+WHERE service = ?8 AND provider = ?9 AND name = ?10;
+
+-- name: ListQueues
+-- args: service, provider, after, limit
+SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
+       evict_interval_ms, evict_batch, attributes
+FROM sluice_queues
+WHERE service = ?1 AND provider = ?2 AND name > ?3
+ORDER BY name
+LIMIT ?4;
 
 -- name: DeleteQueue
 -- args: service, provider, name
@@ -78,16 +102,16 @@ RETURNING last_seq;
 -- name: InsertMessage
 -- args: service, provider, queue, seq, state, visible_at, expires_at,
 --       enqueued_at, message_id, session_id, partition_key, content_type,
---       properties, payload
+--       properties, payload, headers
 -- One message a statement, its values bound (the dialect's choice: with
 -- no round trip to save, binding beats decoding a JSON list, about 9% of
 -- e2e). Empty names are stored as NULL, as the other dialects' JSON rows
 -- leave them out.
 INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
     delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
-    content_type, properties, payload)
+    content_type, properties, payload, headers)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, NULL, ?8,
-    NULLIF(?9, ''), NULLIF(?10, ''), NULLIF(?11, ''), NULLIF(?12, ''), ?13, ?14);
+    NULLIF(?9, ''), NULLIF(?10, ''), NULLIF(?11, ''), NULLIF(?12, ''), ?13, ?14, ?15);
 
 -- name: SelectDue
 -- args: service, provider, queue, now, limit
@@ -101,9 +125,45 @@ LIMIT ?5;
 
 -- name: MakeReady
 -- args: service, provider, queue, seqs
-UPDATE sluice_messages SET state = 0, visible_at = NULL, lock_token = NULL
+-- Ready again, or deferred again for a message that was deferred.
+UPDATE sluice_messages
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
 WHERE service = ?1 AND provider = ?2 AND queue = ?3
   AND seq IN (SELECT value FROM json_each(?4));
+
+-- name: MakeDeferred
+-- args: service, provider, queue, seqs
+UPDATE sluice_messages SET state = 3, deferred = 1, visible_at = NULL, lock_token = NULL
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4));
+
+-- name: SetProperties
+-- args: properties, service, provider, queue, seqs
+UPDATE sluice_messages SET properties = ?1
+WHERE service = ?2 AND provider = ?3 AND queue = ?4
+  AND seq IN (SELECT value FROM json_each(?5));
+
+-- name: SelectDeferred
+-- args: service, provider, queue, now, seqs
+-- Of the given rows, the deferred ones whose time-to-live has not run out,
+-- with all columns.
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, payload, headers
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND state = 3
+  AND (expires_at IS NULL OR expires_at > ?4)
+  AND seq IN (SELECT value FROM json_each(?5))
+ORDER BY seq;
+
+-- name: SelectScheduled
+-- args: service, provider, queue, now, seqs
+-- Of the given rows, those scheduled for later that were never delivered.
+SELECT seq
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND +state = 2 AND delivery_count = 0 AND +visible_at > ?4
+  AND seq IN (SELECT value FROM json_each(?5))
+ORDER BY seq;
 
 -- name: MakeScheduled
 -- args: visible_at, service, provider, queue, seqs
@@ -121,10 +181,10 @@ WHERE service = ?2 AND provider = ?3 AND queue = ?4
 -- args: reason, description, dead_at, remove_at, service, provider, queue, seqs
 INSERT INTO sluice_dead_letters (service, provider, queue, seq, delivery_count, enqueued_at,
     expires_at, message_id, session_id, partition_key, content_type, properties, payload,
-    reason, description, dead_at, remove_at)
+    headers, reason, description, dead_at, remove_at)
 SELECT service, provider, queue, seq, delivery_count, enqueued_at,
        expires_at, message_id, session_id, partition_key, content_type, properties, payload,
-       ?1, ?2, ?3, ?4
+       headers, ?1, ?2, ?3, ?4
 FROM sluice_messages
 WHERE service = ?5 AND provider = ?6 AND queue = ?7
   AND seq IN (SELECT value FROM json_each(?8));
@@ -139,7 +199,7 @@ WHERE service = ?1 AND provider = ?2 AND queue = ?3
 -- args: service, provider, queue, now, limit
 -- The first ready, unexpired rows in sequence order, with all columns.
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload
+       message_id, session_id, partition_key, content_type, properties, payload, headers
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND state = 0
   AND (expires_at IS NULL OR expires_at > ?4)
@@ -223,10 +283,10 @@ WHERE service = ?1 AND provider = ?2 AND queue = ?3
 -- mapping: [{"o":old_seq,"n":new_seq}]
 INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
     delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
-    content_type, properties, payload)
+    content_type, properties, payload, headers)
 SELECT d.service, d.provider, d.queue, m.value ->> 'n', 0, NULL, ?2,
        0, NULL, ?1, d.message_id, d.session_id, d.partition_key,
-       d.content_type, d.properties, d.payload
+       d.content_type, d.properties, d.payload, d.headers
 FROM sluice_dead_letters AS d
 JOIN json_each(?3) AS m ON d.seq = m.value ->> 'o'
 WHERE d.service = ?4 AND d.provider = ?5 AND d.queue = ?6;
@@ -234,7 +294,7 @@ WHERE d.service = ?4 AND d.provider = ?5 AND d.queue = ?6;
 -- name: PeekMessages
 -- args: service, provider, queue, from_seq, limit
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload
+       message_id, session_id, partition_key, content_type, properties, payload, headers
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND seq >= ?4
 ORDER BY seq
@@ -243,7 +303,7 @@ LIMIT ?5;
 -- name: PeekDeadLetters
 -- args: service, provider, queue, from_seq, limit
 SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
-       content_type, properties, payload, reason, description, dead_at, remove_at
+       content_type, properties, payload, reason, description, dead_at, remove_at, headers
 FROM sluice_dead_letters
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND seq >= ?4
 ORDER BY seq

@@ -1,0 +1,303 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// entityTests cover what the queue layer builds on beyond plain leases:
+// settings it updates and lists, headers, deferral, cancelling schedules
+// and changing properties on settle.
+var entityTests = []suiteTest{
+	{"Update", testUpdate},
+	{"List", testList},
+	{"Headers", testHeaders},
+	{"Defer", testDefer},
+	{"DeferredLeaseEnds", testDeferredLeaseEnds},
+	{"DeferredExhausted", testDeferredExhausted},
+	{"LeaseDeferredAtomic", testLeaseDeferredAtomic},
+	{"CancelScheduled", testCancelScheduled},
+	{"SettleProperties", testSettleProperties},
+}
+
+func testUpdate(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{MaxDeliveryCount: 3, Attributes: []byte(`{"a":1}`)})
+	enqueue(t, ctx, st, q, msgs("1", "2")...)
+	want := store.QueueSettings{
+		Name: q, MaxDeliveryCount: 7, DefaultTTL: time.Hour, DeadLetterOnExpiry: true,
+		DeadLetterRetention: time.Minute, EvictionInterval: time.Second, EvictionBatch: 9,
+		Attributes: []byte(`{"a":2}`),
+	}
+	for i := 0; i < 2; i++ { // the second time changes nothing, and still succeeds
+		if err := st.UpdateQueue(ctx, &want); err != nil {
+			t.Fatalf("UpdateQueue #%d: %v", i+1, err)
+		}
+	}
+	got, err := st.GetQueue(ctx, q)
+	if err != nil {
+		t.Fatalf("GetQueue: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("GetQueue after UpdateQueue = %+v, want %+v", got, want)
+	}
+	wantSeqs(t, "messages after UpdateQueue", messageSeqs(peekAll(t, ctx, st, q)), []int64{1, 2})
+	if seqs := enqueue(t, ctx, st, q, msg("3")); seqs[0] != 3 {
+		t.Fatalf("enqueue after UpdateQueue got sequence number %d, want 3", seqs[0])
+	}
+
+	err = st.UpdateQueue(ctx, &store.QueueSettings{Name: "missing-" + randHex(4)})
+	wantErr(t, "UpdateQueue of a missing queue", err, sluicetype.ErrQueueNotFound)
+	err = st.UpdateQueue(ctx, &store.QueueSettings{Name: q, MaxDeliveryCount: -1})
+	wantErr(t, "UpdateQueue with a negative max delivery count", err, sluicetype.ErrInvalidArgument)
+	if got, _ := st.GetQueue(ctx, q); got.MaxDeliveryCount != 7 {
+		t.Fatalf("a refused UpdateQueue changed MaxDeliveryCount to %d", got.MaxDeliveryCount)
+	}
+}
+
+func testList(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	other := h.store(t, newTenant())
+	createQueue(t, ctx, other, store.QueueSettings{Name: "a-other"})
+	var names []string
+	for _, n := range []string{"b", "a/x", "c.1", "a", "b-2"} {
+		names = append(names, createQueue(t, ctx, st, store.QueueSettings{Name: n, Attributes: []byte(`"` + n + `"`)}))
+	}
+	want := []string{"a", "a/x", "b", "b-2", "c.1"}
+	var got []string
+	after := ""
+	for page := 0; ; page++ {
+		qs, err := st.ListQueues(ctx, &store.ListParams{After: after, Max: 2})
+		if err != nil {
+			t.Fatalf("ListQueues(after %q): %v", after, err)
+		}
+		if len(qs) > 2 {
+			t.Fatalf("ListQueues(max 2) returned %d", len(qs))
+		}
+		if len(qs) == 0 {
+			break
+		}
+		for _, q := range qs {
+			if string(q.Attributes) != `"`+q.Name+`"` || q.MaxDeliveryCount != store.DefaultMaxDeliveryCount {
+				t.Fatalf("ListQueues: queue %q came with settings %+v", q.Name, q)
+			}
+			got = append(got, q.Name)
+		}
+		after = qs[len(qs)-1].Name
+		if page > len(names) {
+			t.Fatalf("ListQueues does not end: %v", got)
+		}
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListQueues pages = %v, want %v (another tenant's queues left out)", got, want)
+	}
+	_, err := st.ListQueues(ctx, &store.ListParams{Max: 0})
+	wantErr(t, "ListQueues of 0", err, sluicetype.ErrInvalidArgument)
+}
+
+func testHeaders(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	headers := map[string]string{"correlation-id": "c-1", "subject": "ünïcode", "reply-to": "replies"}
+	props := map[string]string{"k": "v"}
+	enqueue(t, ctx, st, q,
+		store.NewMessage{Payload: []byte("h"), Headers: headers, Properties: props},
+		msg("plain"))
+	check := func(what string, got map[string]string, want map[string]string) {
+		t.Helper()
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: headers %v, want %v", what, got, want)
+		}
+	}
+	p := peekAll(t, ctx, st, q)
+	check("Peek", p[0].Headers, headers)
+	check("Peek of a message without headers", p[1].Headers, nil)
+	ls := lease(t, ctx, st, q, 2, long)
+	check("Lease", ls[0].Headers, headers)
+	if !reflect.DeepEqual(ls[0].Properties, props) {
+		t.Fatalf("Lease: properties %v, want %v", ls[0].Properties, props)
+	}
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.DeadLetter, Reason: "r"}, ls[0])
+	d := deadAll(t, ctx, st, q)
+	check("PeekDeadLetters", d[0].Headers, headers)
+	seqs, err := st.ResubmitDeadLetters(ctx, &store.ResubmitParams{Queue: q, Seqs: []int64{d[0].Seq}})
+	if err != nil {
+		t.Fatalf("ResubmitDeadLetters: %v", err)
+	}
+	for _, m := range peekAll(t, ctx, st, q) {
+		if m.Seq == seqs[0] {
+			check("a resubmitted message", m.Headers, headers)
+			return
+		}
+	}
+	t.Fatalf("resubmitted message %d not found", seqs[0])
+}
+
+// leaseDeferred leases deferred messages by sequence number.
+func leaseDeferred(t *testing.T, st store.Store, q string, vis time.Duration, seqs ...int64) []sluicetype.Leased {
+	t.Helper()
+	ls, err := st.LeaseDeferred(t.Context(), &store.LeaseDeferredParams{Queue: q, Seqs: seqs, Visibility: vis})
+	if err != nil {
+		t.Fatalf("LeaseDeferred(%v): %v", seqs, err)
+	}
+	if len(ls) != len(seqs) {
+		t.Fatalf("LeaseDeferred(%v) returned %d messages", seqs, len(ls))
+	}
+	for i, l := range ls {
+		if l.Seq != seqs[i] || l.Receipt.Seq != seqs[i] {
+			t.Fatalf("LeaseDeferred(%v): message %d is %d, want them in the order asked", seqs, i, l.Seq)
+		}
+	}
+	return ls
+}
+
+func testDefer(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	enqueue(t, ctx, st, q, msgs("1", "2", "3")...)
+	ls := lease(t, ctx, st, q, 3, long)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer}, ls[0], ls[2])
+	settleLost(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, ls[0].Receipt)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Abandon}, ls[1])
+	wantCounts(t, ctx, st, q, store.QueueStats{Active: 1, Deferred: 2})
+	if got := lease(t, ctx, st, q, 10, long); len(got) != 1 || got[0].Seq != 2 {
+		t.Fatalf("Lease with messages 1 and 3 deferred = %v, want only 2", leasedSeqs(got))
+	}
+
+	d := leaseDeferred(t, st, q, long, 3, 1)
+	if d[0].DeliveryCount != 2 || string(d[0].Payload) != "3" || d[0].State != sluicetype.StateLeased {
+		t.Fatalf("LeaseDeferred: %+v, want delivery count 2, payload 3, leased", d[0].Message)
+	}
+	// An abandoned deferred message is deferred again.
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Abandon}, d[0])
+	wantCounts(t, ctx, st, q, store.QueueStats{InFlight: 2, Deferred: 1})
+	if got := lease(t, ctx, st, q, 10, long); len(got) != 0 {
+		t.Fatalf("Lease after abandoning a deferred message = %v, want none", leasedSeqs(got))
+	}
+	_, err := st.LeaseDeferred(ctx, &store.LeaseDeferredParams{Queue: q, Seqs: []int64{1}, Visibility: long})
+	wantErr(t, "LeaseDeferred of a message leased already", err, sluicetype.ErrMessageNotFound)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, d[1])
+	again := leaseDeferred(t, st, q, long, 3)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, again...)
+	wantSeqs(t, "messages left", messageSeqs(peekAll(t, ctx, st, q)), []int64{2})
+}
+
+func testDeferredLeaseEnds(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	enqueue(t, ctx, st, q, msg("d"))
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer}, lease(t, ctx, st, q, 1, long)...)
+	d := leaseDeferred(t, st, q, 200*time.Millisecond, 1)
+	time.Sleep(300 * time.Millisecond)
+	// Straight after the lease ended, before any other call resolved it.
+	again := leaseDeferred(t, st, q, 200*time.Millisecond, 1)
+	if again[0].DeliveryCount != 3 {
+		t.Fatalf("deferred message leased a third time with delivery count %d", again[0].DeliveryCount)
+	}
+	settleLost(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, d[0].Receipt)
+	time.Sleep(300 * time.Millisecond)
+	// A lease resolves ended leases: the message must not come back ready.
+	if got := lease(t, ctx, st, q, 10, long); len(got) != 0 {
+		t.Fatalf("Lease after a deferred message's lease ended = %v, want none", leasedSeqs(got))
+	}
+	wantCounts(t, ctx, st, q, store.QueueStats{Deferred: 1})
+}
+
+func testDeferredExhausted(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{MaxDeliveryCount: 2})
+	enqueue(t, ctx, st, q, msg("d"))
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer}, lease(t, ctx, st, q, 1, long)...)
+	d := leaseDeferred(t, st, q, long, 1)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Abandon}, d...)
+	dead := deadAll(t, ctx, st, q)
+	if len(dead) != 1 || dead[0].Reason != sluicetype.ReasonMaxDeliveryCountExceeded {
+		t.Fatalf("dead letters after abandoning a deferred message on its last delivery: %+v", dead)
+	}
+}
+
+func testLeaseDeferredAtomic(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	enqueue(t, ctx, st, q, msgs("1", "2")...)
+	ls := lease(t, ctx, st, q, 1, long)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer}, ls...)
+	for _, seqs := range [][]int64{{1, 2}, {1, 99}} {
+		_, err := st.LeaseDeferred(ctx, &store.LeaseDeferredParams{Queue: q, Seqs: seqs, Visibility: long})
+		wantErr(t, fmt.Sprintf("LeaseDeferred(%v) naming a message that is not deferred", seqs), err, sluicetype.ErrMessageNotFound)
+	}
+	wantCounts(t, ctx, st, q, store.QueueStats{Active: 1, Deferred: 1})
+	_, err := st.LeaseDeferred(ctx, &store.LeaseDeferredParams{Queue: "missing-" + randHex(4), Seqs: []int64{1}, Visibility: long})
+	wantErr(t, "LeaseDeferred on a missing queue", err, sluicetype.ErrQueueNotFound)
+	_, err = st.LeaseDeferred(ctx, &store.LeaseDeferredParams{Queue: q, Seqs: []int64{1, 1}, Visibility: long})
+	wantErr(t, "LeaseDeferred naming a message twice", err, sluicetype.ErrInvalidArgument)
+}
+
+func testCancelScheduled(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	later := time.Now().Add(time.Hour)
+	enqueue(t, ctx, st, q,
+		store.NewMessage{Payload: []byte("later-1"), VisibleAt: later},
+		store.NewMessage{Payload: []byte("later-2"), VisibleAt: later},
+		msg("now"))
+	cancel := func(seqs ...int64) error {
+		return st.CancelScheduled(ctx, &store.CancelParams{Queue: q, Seqs: seqs})
+	}
+	if err := cancel(1); err != nil {
+		t.Fatalf("CancelScheduled(1): %v", err)
+	}
+	wantErr(t, "CancelScheduled of a cancelled message", cancel(1), sluicetype.ErrMessageNotFound)
+	wantErr(t, "CancelScheduled naming a message that is not scheduled", cancel(2, 3), sluicetype.ErrMessageNotFound)
+	wantErr(t, "CancelScheduled naming no message", cancel(2, 42), sluicetype.ErrMessageNotFound)
+	wantSeqs(t, "messages after refused cancels", messageSeqs(peekAll(t, ctx, st, q)), []int64{2, 3})
+
+	// A message held back by an abandon with a delay was delivered: it is
+	// not a scheduled send and cannot be cancelled.
+	ls := lease(t, ctx, st, q, 1, long)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Abandon, Delay: time.Hour}, ls...)
+	wantErr(t, "CancelScheduled of an abandoned message", cancel(3), sluicetype.ErrMessageNotFound)
+	if err := cancel(2); err != nil {
+		t.Fatalf("CancelScheduled(2): %v", err)
+	}
+	wantSeqs(t, "messages after cancels", messageSeqs(peekAll(t, ctx, st, q)), []int64{3})
+	err := st.CancelScheduled(ctx, &store.CancelParams{Queue: "missing-" + randHex(4), Seqs: []int64{1}})
+	wantErr(t, "CancelScheduled on a missing queue", err, sluicetype.ErrQueueNotFound)
+}
+
+func testSettleProperties(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	enqueue(t, ctx, st, q,
+		store.NewMessage{Payload: []byte("a"), Properties: map[string]string{"n": "1", "keep": "k"}},
+		store.NewMessage{Payload: []byte("b"), Properties: map[string]string{"n": "1"}},
+		store.NewMessage{Payload: []byte("c"), Properties: map[string]string{"n": "1"}})
+	ls := lease(t, ctx, st, q, 3, long)
+	changed := map[string]string{"n": "2", "keep": "k"}
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Abandon, Properties: changed}, ls[0])
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.DeadLetter, Reason: "bad",
+		Properties: map[string]string{"why": "x"}}, ls[1])
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer, Properties: map[string]string{}}, ls[2])
+
+	again := lease(t, ctx, st, q, 1, long)
+	if len(again) != 1 || !reflect.DeepEqual(again[0].Properties, changed) {
+		t.Fatalf("abandoned message leased again with properties %v, want %v", again[0].Properties, changed)
+	}
+	if d := deadAll(t, ctx, st, q); len(d) != 1 || !reflect.DeepEqual(d[0].Properties, map[string]string{"why": "x"}) {
+		t.Fatalf("dead letter properties: %+v", d)
+	}
+	if d := leaseDeferred(t, st, q, long, 3); len(d[0].Properties) != 0 {
+		t.Fatalf("deferred with empty properties, leased with %v", d[0].Properties)
+	}
+	_, err := st.Settle(ctx, &store.SettleParams{Queue: q, Action: store.Complete, Properties: changed,
+		Receipts: []sluicetype.Receipt{again[0].Receipt}})
+	if !errors.Is(err, sluicetype.ErrInvalidArgument) {
+		t.Fatalf("Complete with properties: %v, want ErrInvalidArgument", err)
+	}
+}
