@@ -2,16 +2,26 @@
 // already run: embedded SQLite with zero setup, PostgreSQL or MariaDB/MySQL
 // when many nodes share the work.
 //
-// This release holds the storage foundation: durable queues (leases with
-// receipts, settles, dead letters, eviction) and partition logs (gap-free
-// positions, checkpoints with fencing, retention) behind the seam in
-// package store, with a backend per database. Open one by DSN:
+// Queues follow Azure Service Bus: open a Client, create a queue, send
+// with a Sender and receive with a Receiver or a Processor.
 //
-//	b, err := sluice.OpenBackend(ctx, "sqlite://./sluice-data/sluice.db", sluice.Options{})
+//	c, err := sluice.Open(ctx, "sqlite://./sluice-data/sluice.db", sluice.Options{})
 //	if err != nil { ... }
-//	defer b.Close()
-//	s, err := b.Store(store.Tenant{Service: "shop", Provider: "default"})
+//	defer c.Close()
+//	c.CreateQueue(ctx, "orders", nil)
+//	s, _ := c.NewSender("orders")
+//	s.Send(ctx, &sluice.Message{Body: []byte("one pizza")})
+//	r, _ := c.NewReceiver("orders", nil)
+//	msgs, err := r.Receive(ctx, 10) // waits until messages arrive
+//	err = r.Complete(ctx, msgs[0])
 //
-// The Service Bus style queue API, Orleans style streams, the cluster and
-// the server build on it (see the roadmap in README.md).
+// A message received in PeekLock mode (the default) is locked for the
+// queue's lock duration: complete it, abandon it (delivered again),
+// dead-letter it or defer it; if the lock ends first, it is delivered
+// again with a higher delivery count, and the settle fails with
+// ErrLockLost. After MaxDeliveryCount deliveries it is dead-lettered.
+//
+// Underneath, package store holds the storage seam (durable queues and
+// partition logs) with a backend per database; OpenBackend opens one for
+// code that works at that level.
 package sluice

@@ -77,3 +77,69 @@ func ExampleOpenBackend_partitionLog() {
 	// after 1: 2 "checked out"
 	// stale owner fenced: true
 }
+
+// The queue API: create a queue, send, receive in peek-lock mode and
+// settle.
+func ExampleClient() {
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateQueue(ctx, "orders", &sluice.QueueProperties{MaxDeliveryCount: 3}); err != nil {
+		panic(err)
+	}
+
+	s, _ := c.NewSender("orders")
+	seq, _ := s.Send(ctx, &sluice.Message{Body: []byte("one pizza"), Subject: "order",
+		ApplicationProperties: map[string]string{"size": "large"}})
+	fmt.Println("sent #", seq)
+
+	r, _ := c.NewReceiver("orders", nil)
+	msgs, _ := r.Receive(ctx, 10)
+	m := msgs[0]
+	fmt.Printf("received #%d %q (%s, size %s), delivery %d\n",
+		m.SequenceNumber, m.Body, m.Subject, m.ApplicationProperties["size"], m.DeliveryCount)
+	fmt.Println("complete:", r.Complete(ctx, m))
+	fmt.Println("complete again:", errors.Is(r.Complete(ctx, m), sluice.ErrLockLost))
+	// Output:
+	// sent # 1
+	// received #1 "one pizza" (order, size large), delivery 1
+	// complete: <nil>
+	// complete again: true
+}
+
+// A processor runs a handler over a queue's messages with bounded
+// concurrency: nil completes a message, an error abandons it.
+func ExampleProcessor() {
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+
+	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), sluice.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	c.CreateQueue(ctx, "jobs", nil)
+	s, _ := c.NewSender("jobs")
+	s.Send(ctx, &sluice.Message{Body: []byte("resize photo")})
+
+	done := make(chan string)
+	p, _ := c.NewProcessor("jobs", func(ctx context.Context, r *sluice.Receiver, m *sluice.ReceivedMessage) error {
+		if m.DeliveryCount == 1 {
+			return errors.New("flaky") // abandoned: delivered again
+		}
+		done <- fmt.Sprintf("%s on delivery %d", m.Body, m.DeliveryCount)
+		return nil
+	}, &sluice.ProcessorOptions{MaxConcurrent: 4, OnError: func(error) {}})
+	p.Start(ctx)
+	fmt.Println(<-done)
+	p.Stop(ctx)
+	// Output:
+	// resize photo on delivery 2
+}

@@ -12,8 +12,14 @@ import (
 	"github.com/sluicehq/sluice/store/sqlite"
 )
 
-// Options tune OpenBackend. Zero values take defaults.
+// Options tune Open, NewClient and OpenBackend. Zero values take
+// defaults.
 type Options struct {
+	// Service and Provider name the tenant a client works in (default
+	// "default" and "default"): deployments sharing one database see only
+	// their own entities.
+	Service  string
+	Provider string
 	// Limits bound message and batch sizes.
 	Limits store.Limits
 	// Logger receives warnings; nil discards them.

@@ -1,0 +1,160 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Errors that calls of this package return, wrapped with the operation;
+// test for them with errors.Is. They are the values of package sluicetype,
+// so storage errors match them too.
+var (
+	// ErrEntityNotFound reports a queue that does not exist.
+	ErrEntityNotFound = sluicetype.ErrQueueNotFound
+	// ErrEntityExists reports a create of a name that is taken.
+	ErrEntityExists = sluicetype.ErrQueueExists
+	// ErrLockLost reports a settle or renewal of a message whose lock
+	// expired or was settled already; the message may be delivered again.
+	ErrLockLost = sluicetype.ErrLockLost
+	// ErrMessageNotFound reports a sequence number that names no message
+	// in the place asked (deferred, scheduled).
+	ErrMessageNotFound = sluicetype.ErrMessageNotFound
+	// ErrMessageTooLarge reports a message larger than its entity's
+	// maximum message size.
+	ErrMessageTooLarge = sluicetype.ErrMessageTooLarge
+	// ErrInvalidName reports an entity name outside the allowed set.
+	ErrInvalidName = sluicetype.ErrInvalidName
+	// ErrInvalidArgument reports a parameter out of range, or an operation
+	// that does not apply (settling a message received and deleted).
+	ErrInvalidArgument = sluicetype.ErrInvalidArgument
+	// ErrClosed reports a call on a closed client.
+	ErrClosed = sluicetype.ErrClosed
+)
+
+// Client is the entry point of the queue API: it manages entities and
+// hands out senders, receivers and processors. It is safe for concurrent
+// use; open one per process and share it.
+type Client struct {
+	st      store.Store
+	limits  store.Limits
+	log     *slog.Logger
+	closeFn func() error
+
+	mu       sync.Mutex
+	entities map[string]cachedEntity
+}
+
+// entityCacheTTL is how long a client trusts the entity settings it read:
+// a change another process makes shows within this time.
+const entityCacheTTL = 5 * time.Second
+
+type cachedEntity struct {
+	props QueueProperties
+	at    time.Time
+}
+
+// Open opens the database a DSN names (see OpenBackend) and returns a
+// client for the tenant that opts names. Close releases the database.
+func Open(ctx context.Context, dsn string, opts Options) (*Client, error) {
+	b, err := OpenBackend(ctx, dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	c, err := NewClient(b, opts)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	c.closeFn = b.Close
+	return c, nil
+}
+
+// NewClient returns a client over a backend the caller opened (and
+// closes), for the tenant that opts names; several clients may share one
+// backend.
+func NewClient(b store.Backend, opts Options) (*Client, error) {
+	t := store.Tenant{Service: opts.Service, Provider: opts.Provider}
+	if t.Service == "" {
+		t.Service = DefaultService
+	}
+	if t.Provider == "" {
+		t.Provider = DefaultProvider
+	}
+	st, err := b.Store(t)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: %w", err)
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Client{
+		st: st, limits: opts.Limits.WithDefaults(), log: log,
+		closeFn:  func() error { return nil },
+		entities: make(map[string]cachedEntity),
+	}, nil
+}
+
+// Tenant names used when Options leaves them empty.
+const (
+	DefaultService  = "default"
+	DefaultProvider = "default"
+)
+
+// Close releases the database if Open opened it. Calls after Close fail
+// with ErrClosed.
+func (c *Client) Close() error {
+	return c.closeFn()
+}
+
+// properties returns an entity's settings, from the cache when fresh.
+func (c *Client) properties(ctx context.Context, name string) (QueueProperties, error) {
+	c.mu.Lock()
+	e, ok := c.entities[name]
+	c.mu.Unlock()
+	if ok && time.Since(e.at) < entityCacheTTL {
+		return e.props, nil
+	}
+	info, err := c.GetQueue(ctx, name)
+	if err != nil {
+		return QueueProperties{}, err
+	}
+	c.remember(name, info.QueueProperties)
+	return info.QueueProperties, nil
+}
+
+func (c *Client) remember(name string, p QueueProperties) {
+	c.mu.Lock()
+	c.entities[name] = cachedEntity{props: p, at: time.Now()}
+	c.mu.Unlock()
+}
+
+func (c *Client) forget(name string) {
+	c.mu.Lock()
+	delete(c.entities, name)
+	c.mu.Unlock()
+}
+
+// settleErr turns a settle's per-message result into the call's error.
+func settleErr(op string, res []store.SettleResult, err error) error {
+	if err != nil {
+		return fmt.Errorf("sluice: %s: %w", op, err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			return fmt.Errorf("sluice: %s: %w", op, r.Err)
+		}
+	}
+	return nil
+}
+
+// errInvalid returns an ErrInvalidArgument with an operation prefix.
+func errInvalid(op, format string, args ...any) error {
+	return fmt.Errorf("sluice: %s: %s: %w", op, fmt.Sprintf(format, args...), ErrInvalidArgument)
+}

@@ -1,0 +1,147 @@
+package sluice
+
+import (
+	"maps"
+	"sync/atomic"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Message is a message to send. Every field but Body is optional.
+type Message struct {
+	// Body is the payload; sluice never reads it.
+	Body []byte
+	// MessageID is the application's identifier (duplicate detection keys
+	// on it).
+	MessageID string
+	// SessionID groups messages for sessions; PartitionKey is stored with
+	// the message.
+	SessionID    string
+	PartitionKey string
+	// CorrelationID, Subject, ContentType, ReplyTo, ReplyToSessionID and To
+	// are system properties, as in Service Bus: sluice stores them and
+	// filters may match them.
+	CorrelationID    string
+	Subject          string
+	ContentType      string
+	ReplyTo          string
+	ReplyToSessionID string
+	To               string
+	// ApplicationProperties are the application's own properties.
+	ApplicationProperties map[string]string
+	// TimeToLive is how long the message lives from its send (0: the
+	// queue's default, which also caps it).
+	TimeToLive time.Duration
+	// ScheduledEnqueueTime, when set in the future, keeps the message from
+	// being received before then.
+	ScheduledEnqueueTime time.Time
+}
+
+// Header keys of the system properties in storage.
+const (
+	headerCorrelationID    = "correlation-id"
+	headerSubject          = "subject"
+	headerReplyTo          = "reply-to"
+	headerReplyToSessionID = "reply-to-session-id"
+	headerTo               = "to"
+)
+
+func (m *Message) newMessage() store.NewMessage {
+	var h map[string]string
+	for _, kv := range [...]struct{ k, v string }{
+		{headerCorrelationID, m.CorrelationID}, {headerSubject, m.Subject}, {headerReplyTo, m.ReplyTo},
+		{headerReplyToSessionID, m.ReplyToSessionID}, {headerTo, m.To},
+	} {
+		if kv.v == "" {
+			continue
+		}
+		if h == nil {
+			h = make(map[string]string, 5)
+		}
+		h[kv.k] = kv.v
+	}
+	return store.NewMessage{
+		MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
+		ContentType: m.ContentType, Properties: m.ApplicationProperties, Headers: h,
+		Payload: m.Body, TTL: m.TimeToLive, VisibleAt: m.ScheduledEnqueueTime,
+	}
+}
+
+// MessageState says where a message stands.
+type MessageState = sluicetype.MessageState
+
+// Message states.
+const (
+	StateActive    = sluicetype.StateReady
+	StateLocked    = sluicetype.StateLeased
+	StateScheduled = sluicetype.StateScheduled
+	StateDeferred  = sluicetype.StateDeferred
+)
+
+// ReceivedMessage is a message as a receive or a peek returns it.
+type ReceivedMessage struct {
+	Message
+	// SequenceNumber is the message's number in its queue: unique,
+	// gap-free and in the order of sends.
+	SequenceNumber int64
+	// DeliveryCount is how many times the message was received, this
+	// time included.
+	DeliveryCount int
+	// EnqueuedTime is when it was sent; ExpiresAt when its time-to-live
+	// runs out (zero: never).
+	EnqueuedTime time.Time
+	ExpiresAt    time.Time
+	// LockedUntil is when the lock of a peek-lock receive ends unless it
+	// is renewed.
+	LockedUntil time.Time
+	// State is where the message stands (peek).
+	State MessageState
+
+	queue   string
+	receipt sluicetype.Receipt
+	locked  bool        // received in peek-lock mode
+	settled atomic.Bool // completed, abandoned, dead-lettered or deferred
+}
+
+func received(queue string, m sluicetype.Message) *ReceivedMessage {
+	r := &ReceivedMessage{
+		Message: Message{
+			Body: m.Payload, MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
+			ContentType: m.ContentType, ApplicationProperties: m.Properties,
+			CorrelationID: m.Headers[headerCorrelationID], Subject: m.Headers[headerSubject],
+			ReplyTo: m.Headers[headerReplyTo], ReplyToSessionID: m.Headers[headerReplyToSessionID],
+			To: m.Headers[headerTo],
+		},
+		SequenceNumber: m.Seq, DeliveryCount: m.DeliveryCount, EnqueuedTime: m.EnqueuedAt,
+		ExpiresAt: m.ExpiresAt, State: m.State, queue: queue,
+	}
+	if m.State == sluicetype.StateScheduled && m.DeliveryCount == 0 {
+		r.ScheduledEnqueueTime = m.VisibleAt
+	}
+	if !m.ExpiresAt.IsZero() {
+		r.TimeToLive = m.ExpiresAt.Sub(m.EnqueuedAt)
+	}
+	return r
+}
+
+func leasedMessage(queue string, l sluicetype.Leased) *ReceivedMessage {
+	r := received(queue, l.Message)
+	r.receipt, r.LockedUntil, r.locked = l.Receipt, l.LockedUntil, true
+	return r
+}
+
+// mergedProperties returns m's application properties with changes
+// applied, or nil when there are no changes.
+func (m *ReceivedMessage) mergedProperties(changes map[string]string) map[string]string {
+	if changes == nil {
+		return nil
+	}
+	out := maps.Clone(m.ApplicationProperties)
+	if out == nil {
+		out = make(map[string]string, len(changes))
+	}
+	maps.Copy(out, changes)
+	return out
+}

@@ -1,0 +1,263 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Handler processes one message. Returning nil completes it; an error (or
+// a panic) abandons it, so it is delivered again. A handler may settle the
+// message itself through r (dead-letter it, defer it); the processor then
+// leaves it alone. ctx ends when the message's lock is lost or the
+// processor is stopped without waiting.
+type Handler func(ctx context.Context, r *Receiver, m *ReceivedMessage) error
+
+// ProcessorOptions tune a processor. Zero values take the defaults.
+type ProcessorOptions struct {
+	// MaxConcurrent bounds the handlers running at once (default 1).
+	MaxConcurrent int
+	// MaxAutoLockRenewal is how long the processor keeps renewing the
+	// lock of a message whose handler is still running (default 5 min;
+	// negative: never).
+	MaxAutoLockRenewal time.Duration
+	// OnError receives what the processor cannot return: failed receives
+	// (retried after a pause), handler errors, settles that failed and
+	// locks that were lost. nil logs them at warning level.
+	OnError func(error)
+}
+
+// DefaultMaxAutoLockRenewal is ProcessorOptions.MaxAutoLockRenewal's
+// default.
+const DefaultMaxAutoLockRenewal = 5 * time.Minute
+
+// settleTimeout bounds the settle after a handler, which runs even while
+// the processor stops.
+const settleTimeout = 30 * time.Second
+
+// Processor runs a handler over the messages of a queue, received in
+// PeekLock mode, with bounded concurrency and automatic lock renewal.
+type Processor struct {
+	r    *Receiver
+	h    Handler
+	opts ProcessorOptions
+
+	mu       sync.Mutex
+	started  bool
+	stopRecv context.CancelFunc // stops receiving
+	stopAll  context.CancelFunc // also ends handlers' contexts
+	loopDone chan struct{}
+	handlers sync.WaitGroup
+}
+
+// NewProcessor returns a processor for a queue; Start runs it.
+func (c *Client) NewProcessor(queue string, h Handler, opts *ProcessorOptions) (*Processor, error) {
+	if h == nil {
+		return nil, errInvalid("new processor", "nil handler")
+	}
+	r, err := c.NewReceiver(queue, nil)
+	if err != nil {
+		return nil, err
+	}
+	var o ProcessorOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.MaxConcurrent == 0 {
+		o.MaxConcurrent = 1
+	}
+	if o.MaxConcurrent < 0 || o.MaxConcurrent > c.limits.MaxBatch {
+		return nil, errInvalid("new processor", "max concurrent %d: must be between 1 and %d", o.MaxConcurrent, c.limits.MaxBatch)
+	}
+	if o.MaxAutoLockRenewal == 0 {
+		o.MaxAutoLockRenewal = DefaultMaxAutoLockRenewal
+	}
+	if o.OnError == nil {
+		log := c.log
+		o.OnError = func(err error) { log.Warn("sluice: processor", "queue", queue, "err", err) }
+	}
+	return &Processor{r: r, h: h, opts: o}, nil
+}
+
+// Start starts receiving and handling messages in the background. It
+// fails if the processor was started before.
+func (p *Processor) Start(ctx context.Context) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return errInvalid("start processor", "already started")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("sluice: start processor: %w", err)
+	}
+	p.started = true
+	all, stopAll := context.WithCancel(context.WithoutCancel(ctx))
+	recv, stopRecv := context.WithCancel(all)
+	p.stopAll, p.stopRecv = stopAll, stopRecv
+	p.loopDone = make(chan struct{})
+	go p.loop(recv, all)
+	return nil
+}
+
+// Stop stops receiving and waits for running handlers to finish. If ctx
+// ends first, it ends the handlers' contexts, waits for them to return
+// and returns ctx's error; their messages are abandoned or, if settling
+// fails, delivered again when their locks end. Stop is idempotent.
+func (p *Processor) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	started := p.started
+	p.mu.Unlock()
+	if !started {
+		return nil
+	}
+	p.stopRecv()
+	done := make(chan struct{})
+	go func() {
+		<-p.loopDone
+		p.handlers.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		p.stopAll()
+		return nil
+	case <-ctx.Done():
+		p.stopAll()
+		<-done
+		return fmt.Errorf("sluice: stop processor: %w", ctx.Err())
+	}
+}
+
+// loop receives as many messages as there are free handler slots and
+// starts a handler for each.
+func (p *Processor) loop(recv, all context.Context) {
+	defer close(p.loopDone)
+	slots := make(chan struct{}, p.opts.MaxConcurrent)
+	pause := minPoll
+	for {
+		select {
+		case slots <- struct{}{}:
+		case <-recv.Done():
+			return
+		}
+		n := 1
+	more:
+		for n < p.opts.MaxConcurrent {
+			select {
+			case slots <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		msgs, err := p.r.Receive(recv, n)
+		for range n - len(msgs) {
+			<-slots
+		}
+		for _, m := range msgs {
+			p.handlers.Add(1)
+			go func() {
+				defer func() { <-slots; p.handlers.Done() }()
+				p.handle(all, m)
+			}()
+		}
+		if err == nil {
+			pause = minPoll
+			continue
+		}
+		if recv.Err() != nil {
+			return
+		}
+		p.opts.OnError(err)
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-recv.Done():
+		}
+		t.Stop()
+		pause = min(2*pause, 5*time.Second)
+	}
+}
+
+// handle runs the handler on one message while renewing its lock, then
+// completes or abandons it unless the handler settled it.
+func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
+	ctx, cancel := context.WithCancelCause(all)
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		p.renewLoop(ctx, cancel, m)
+	}()
+	err := p.call(ctx, m)
+	lost := errors.Is(context.Cause(ctx), ErrLockLost)
+	cancel(nil)
+	<-renewed
+	if m.settled.Load() {
+		return
+	}
+	sctx, done := context.WithTimeout(context.WithoutCancel(all), settleTimeout)
+	defer done()
+	if err != nil {
+		p.opts.OnError(fmt.Errorf("sluice: handler of message %d: %w", m.SequenceNumber, err))
+		if serr := p.r.Abandon(sctx, m, nil); serr != nil && !lost {
+			p.opts.OnError(serr)
+		}
+		return
+	}
+	if serr := p.r.Complete(sctx, m); serr != nil {
+		p.opts.OnError(serr)
+	}
+}
+
+// call runs the handler, turning a panic into an error.
+func (p *Processor) call(ctx context.Context, m *ReceivedMessage) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("handler panicked: %v", v)
+		}
+	}()
+	return p.h(ctx, p.r, m)
+}
+
+// renewLoop renews m's lock every half lock duration until ctx ends or
+// MaxAutoLockRenewal has passed. When the lock is lost it ends the
+// handler's context with ErrLockLost.
+func (p *Processor) renewLoop(ctx context.Context, cancel context.CancelCauseFunc, m *ReceivedMessage) {
+	if p.opts.MaxAutoLockRenewal < 0 {
+		return
+	}
+	props, err := p.r.c.properties(ctx, p.r.queue)
+	if err != nil {
+		return
+	}
+	deadline := time.Now().Add(p.opts.MaxAutoLockRenewal)
+	every := props.LockDuration / 2
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if time.Now().After(deadline) || m.settled.Load() {
+			return
+		}
+		_, err := p.r.renew(ctx, m)
+		switch {
+		case err == nil:
+			t.Reset(every)
+		case errors.Is(err, ErrLockLost):
+			p.opts.OnError(err)
+			cancel(err)
+			return
+		case ctx.Err() != nil:
+			return
+		default:
+			p.opts.OnError(err)
+			t.Reset(time.Second) // try again while the lock lasts
+		}
+	}
+}

@@ -1,0 +1,309 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// ReceiveMode says what a receive does with the messages it returns.
+type ReceiveMode int
+
+const (
+	// PeekLock locks the messages for the queue's lock duration: the
+	// receiver settles each one (complete, abandon, dead-letter, defer)
+	// or, when the lock ends first, it is delivered again. At least once.
+	PeekLock ReceiveMode = iota
+	// ReceiveAndDelete removes the messages as it returns them: nothing to
+	// settle, and a message the application loses is gone.
+	ReceiveAndDelete
+)
+
+// ReceiverOptions tune a receiver. The zero value receives in PeekLock
+// mode.
+type ReceiverOptions struct {
+	Mode ReceiveMode
+}
+
+// Receiver receives and settles the messages of one queue. It is safe for
+// concurrent use.
+type Receiver struct {
+	c     *Client
+	queue string
+	mode  ReceiveMode
+
+	mu       sync.Mutex
+	nextPeek int64
+}
+
+// NewReceiver returns a receiver for a queue; nil opts receive in
+// PeekLock mode.
+func (c *Client) NewReceiver(queue string, opts *ReceiverOptions) (*Receiver, error) {
+	if err := store.ValidateName("queue", queue); err != nil {
+		return nil, fmt.Errorf("sluice: new receiver: %w", err)
+	}
+	if opts == nil {
+		opts = &ReceiverOptions{}
+	}
+	if opts.Mode != PeekLock && opts.Mode != ReceiveAndDelete {
+		return nil, errInvalid("new receiver", "unknown receive mode %d", opts.Mode)
+	}
+	return &Receiver{c: c, queue: queue, mode: opts.Mode}, nil
+}
+
+// Waiting for messages: a receiver wakes when a send on this node (or, on
+// PostgreSQL, on any node) signals the queue, and polls in between, from
+// minPoll backing off to maxPoll, for what no signal announces (sends of
+// other processes on SQLite and MySQL, scheduled messages coming due).
+const (
+	minPoll = 25 * time.Millisecond
+	maxPoll = 500 * time.Millisecond
+)
+
+// Receive waits until messages are available or ctx ends, and returns at
+// once with up to max of them, in sequence order. When ctx ends first it
+// returns ctx's error.
+func (r *Receiver) Receive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
+	if max < 1 || max > r.c.limits.MaxBatch {
+		return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, r.c.limits.MaxBatch)
+	}
+	props, err := r.c.properties(ctx, r.queue)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: receive: %w", err)
+	}
+	// Watch before the first try, so that a send between an empty try and
+	// the wait still wakes it.
+	woken, stop := r.c.st.WatchQueue(r.queue)
+	defer stop()
+	wait := minPoll
+	for {
+		msgs, err := r.take(ctx, max, props)
+		if err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("sluice: receive: %w", ctx.Err())
+		case <-woken:
+			wait = minPoll
+		case <-t.C:
+			wait = min(2*wait, maxPoll)
+		}
+		t.Stop()
+	}
+}
+
+// take leases what is available now, and in ReceiveAndDelete mode
+// deletes it.
+func (r *Receiver) take(ctx context.Context, max int, props QueueProperties) ([]*ReceivedMessage, error) {
+	ls, err := r.c.st.Lease(ctx, &store.LeaseParams{Queue: r.queue, Max: max, Visibility: props.LockDuration})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: receive: %w", err)
+	}
+	return r.deliver(ctx, "receive", ls)
+}
+
+// deliver turns leased messages into received ones; in ReceiveAndDelete
+// mode it completes them first and returns those it deleted.
+func (r *Receiver) deliver(ctx context.Context, op string, ls []sluicetype.Leased) ([]*ReceivedMessage, error) {
+	if len(ls) == 0 {
+		return nil, nil
+	}
+	out := make([]*ReceivedMessage, 0, len(ls))
+	if r.mode == PeekLock {
+		for _, l := range ls {
+			out = append(out, leasedMessage(r.queue, l))
+		}
+		return out, nil
+	}
+	receipts := make([]sluicetype.Receipt, len(ls))
+	for i, l := range ls {
+		receipts[i] = l.Receipt
+	}
+	res, err := r.c.st.Settle(ctx, &store.SettleParams{Queue: r.queue, Action: store.Complete, Receipts: receipts})
+	if err != nil {
+		// Not deleted: the messages come back when their lock ends.
+		return nil, fmt.Errorf("sluice: %s: %w", op, err)
+	}
+	for i, l := range ls {
+		if res[i].Err == nil { // else another receiver has it now
+			out = append(out, received(r.queue, l.Message))
+		}
+	}
+	return out, nil
+}
+
+// ReceiveDeferred receives deferred messages by sequence number, in the
+// order given: locked in PeekLock mode (settle them as any other; an
+// abandoned one, or one whose lock ends, is deferred again), deleted in
+// ReceiveAndDelete mode. ErrMessageNotFound, and nothing received, if any
+// number names no deferred message.
+func (r *Receiver) ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*ReceivedMessage, error) {
+	props, err := r.c.properties(ctx, r.queue)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: receive deferred: %w", err)
+	}
+	ls, err := r.c.st.LeaseDeferred(ctx, &store.LeaseDeferredParams{Queue: r.queue, Seqs: seqs, Visibility: props.LockDuration})
+	if err != nil {
+		return nil, err
+	}
+	return r.deliver(ctx, "receive deferred", ls)
+}
+
+// Complete removes a message received in PeekLock mode. ErrLockLost if
+// its lock ended or it was settled already.
+func (r *Receiver) Complete(ctx context.Context, m *ReceivedMessage) error {
+	return r.settle(ctx, "complete", m, store.SettleParams{Action: store.Complete})
+}
+
+// AbandonOptions tune Abandon.
+type AbandonOptions struct {
+	// PropertiesToModify are merged into the message's application
+	// properties.
+	PropertiesToModify map[string]string
+}
+
+// Abandon releases a message's lock so that it is delivered again at
+// once; on its last allowed delivery it is dead-lettered instead, with
+// reason MaxDeliveryCountExceeded. nil opts change nothing else.
+func (r *Receiver) Abandon(ctx context.Context, m *ReceivedMessage, opts *AbandonOptions) error {
+	p := store.SettleParams{Action: store.Abandon}
+	if opts != nil && m != nil {
+		p.Properties = m.mergedProperties(opts.PropertiesToModify)
+	}
+	return r.settle(ctx, "abandon", m, p)
+}
+
+// DeadLetterOptions say why a message is dead-lettered.
+type DeadLetterOptions struct {
+	Reason      string
+	Description string
+	// PropertiesToModify are merged into the message's application
+	// properties.
+	PropertiesToModify map[string]string
+}
+
+// DeadLetter moves a message to the queue's dead-letter queue.
+func (r *Receiver) DeadLetter(ctx context.Context, m *ReceivedMessage, opts *DeadLetterOptions) error {
+	p := store.SettleParams{Action: store.DeadLetter}
+	if opts != nil {
+		p.Reason, p.Description = opts.Reason, opts.Description
+		if m != nil {
+			p.Properties = m.mergedProperties(opts.PropertiesToModify)
+		}
+	}
+	return r.settle(ctx, "dead-letter", m, p)
+}
+
+// DeferOptions tune Defer.
+type DeferOptions struct {
+	// PropertiesToModify are merged into the message's application
+	// properties.
+	PropertiesToModify map[string]string
+}
+
+// Defer sets a message aside: it stays in the queue but only
+// ReceiveDeferred, given its sequence number, receives it again.
+func (r *Receiver) Defer(ctx context.Context, m *ReceivedMessage, opts *DeferOptions) error {
+	p := store.SettleParams{Action: store.Defer}
+	if opts != nil && m != nil {
+		p.Properties = m.mergedProperties(opts.PropertiesToModify)
+	}
+	return r.settle(ctx, "defer", m, p)
+}
+
+// RenewLock extends a message's lock by the queue's lock duration from
+// now and updates m.LockedUntil. ErrLockLost if the lock ended already.
+func (r *Receiver) RenewLock(ctx context.Context, m *ReceivedMessage) error {
+	until, err := r.renew(ctx, m)
+	if err != nil {
+		return err
+	}
+	m.LockedUntil = until
+	return nil
+}
+
+func (r *Receiver) renew(ctx context.Context, m *ReceivedMessage) (time.Time, error) {
+	if err := r.check("renew lock", m); err != nil {
+		return time.Time{}, err
+	}
+	props, err := r.c.properties(ctx, r.queue)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("sluice: renew lock: %w", err)
+	}
+	p := store.SettleParams{Queue: r.queue, Action: store.Extend, Extension: props.LockDuration, Receipts: []sluicetype.Receipt{m.receipt}}
+	res, err := r.c.st.Settle(ctx, &p)
+	if err := settleErr("renew lock", res, err); err != nil {
+		return time.Time{}, err
+	}
+	return res[0].LockedUntil, nil
+}
+
+// check says whether m can be settled by this receiver.
+func (r *Receiver) check(op string, m *ReceivedMessage) error {
+	switch {
+	case m == nil:
+		return errInvalid(op, "nil message")
+	case m.queue != r.queue:
+		return errInvalid(op, "message %d is from queue %q, not %q", m.SequenceNumber, m.queue, r.queue)
+	case !m.locked:
+		return errInvalid(op, "message %d holds no lock (peeked, or received in ReceiveAndDelete mode)", m.SequenceNumber)
+	}
+	return nil
+}
+
+func (r *Receiver) settle(ctx context.Context, op string, m *ReceivedMessage, p store.SettleParams) error {
+	if err := r.check(op, m); err != nil {
+		return err
+	}
+	p.Queue, p.Receipts = r.queue, []sluicetype.Receipt{m.receipt}
+	res, err := r.c.st.Settle(ctx, &p)
+	if err := settleErr(op, res, err); err != nil {
+		return err
+	}
+	m.settled.Store(true)
+	return nil
+}
+
+// MaxPeek bounds the messages one Peek returns.
+const MaxPeek = 250
+
+// PeekOptions tune Peek.
+type PeekOptions struct {
+	// FromSequenceNumber is the first sequence number to return. Zero
+	// continues after the last message this receiver peeked.
+	FromSequenceNumber int64
+}
+
+// Peek returns up to max messages (at most MaxPeek) in sequence order,
+// whatever their state (active, locked, scheduled, deferred), without
+// locking or changing them. nil opts continue after the last peek.
+func (r *Receiver) Peek(ctx context.Context, max int, opts *PeekOptions) ([]*ReceivedMessage, error) {
+	if max < 1 || max > MaxPeek {
+		return nil, errInvalid("peek", "max %d: must be between 1 and %d", max, MaxPeek)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	from := r.nextPeek
+	if opts != nil && opts.FromSequenceNumber > 0 {
+		from = opts.FromSequenceNumber
+	}
+	ms, err := r.c.st.Peek(ctx, &store.PeekParams{Queue: r.queue, FromSeq: from, Max: max})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*ReceivedMessage, len(ms))
+	for i, m := range ms {
+		out[i] = received(r.queue, m)
+	}
+	if len(ms) > 0 {
+		r.nextPeek = ms[len(ms)-1].Seq + 1
+	}
+	return out, nil
+}
