@@ -21,9 +21,10 @@ import (
 var shared = struct {
 	sync.Mutex
 	backends map[string]store.Backend
+	dsns     map[string]string
 	errs     map[string]error
 	cleanups []func() error
-}{backends: map[string]store.Backend{}, errs: map[string]error{}}
+}{backends: map[string]store.Backend{}, dsns: map[string]string{}, errs: map[string]error{}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
@@ -86,22 +87,47 @@ func openKind(kind string) (store.Backend, error) {
 		return nil, err
 	}
 	shared.cleanups = append(shared.cleanups, drop)
+	shared.dsns[kind] = dsn
 	return sluice.OpenBackend(ctx, dsn, sluice.Options{})
+}
+
+// reopen opens another backend on the database of c's backend kind (as a
+// restarted process or another node would) and returns a client of the
+// same tenant on it, closed when the test ends.
+func reopen(t *testing.T, kind, service string) *sluice.Client {
+	t.Helper()
+	shared.Lock()
+	dsn := shared.dsns[kind]
+	shared.Unlock()
+	c, err := sluice.Open(t.Context(), dsn, sluice.Options{Service: service, Logger: storetest.Logger(t)})
+	if err != nil {
+		t.Fatalf("open %s again: %v", kind, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // forEachBackend runs f, in parallel, on a client of a fresh tenant on
 // each backend.
 func forEachBackend(t *testing.T, f func(t *testing.T, c *sluice.Client)) {
 	t.Helper()
+	forEachBackendKind(t, func(t *testing.T, _, _ string, c *sluice.Client) { f(t, c) })
+}
+
+// forEachBackendKind is forEachBackend for tests that also need the
+// backend's kind and the client's tenant (service name), to reopen it.
+func forEachBackendKind(t *testing.T, f func(t *testing.T, kind, service string, c *sluice.Client)) {
+	t.Helper()
 	for _, kind := range backendKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			b := backend(t, kind)
-			c, err := sluice.NewClient(b, sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)})
+			service := "t-" + randHex(6)
+			c, err := sluice.NewClient(b, sluice.Options{Service: service, Logger: storetest.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			f(t, c)
+			f(t, kind, service, c)
 		})
 	}
 }

@@ -18,6 +18,11 @@ const (
 	// MinMaxMessageSize is the smallest maximum message size a queue may
 	// set.
 	MinMaxMessageSize = 1 << 10
+	// DefaultDuplicateDetectionWindow applies when duplicate detection is
+	// on and sets no window; windows go from 20 s to 7 days.
+	DefaultDuplicateDetectionWindow = 10 * time.Minute
+	MinDuplicateDetectionWindow     = store.MinDuplicateDetectionWindow
+	MaxDuplicateDetectionWindow     = store.MaxDuplicateDetectionWindow
 )
 
 // QueueProperties are a queue's settings. Zero values take the defaults.
@@ -42,6 +47,15 @@ type QueueProperties struct {
 	// in bytes (default 1 MiB, at least 1 KiB, at most the backend's
 	// limit).
 	MaxMessageSize int
+	// RequiresDuplicateDetection turns duplicate detection on: a message
+	// whose MessageID (with its PartitionKey, when set) was sent within
+	// DuplicateDetectionWindow is accepted without being stored again, on
+	// any node and across restarts; Send returns the first one's sequence
+	// number. Messages without a MessageID are never duplicates.
+	RequiresDuplicateDetection bool
+	// DuplicateDetectionWindow is how long a message id is remembered
+	// (default 10 min, 20 s to 7 days; 0 when detection is off).
+	DuplicateDetectionWindow time.Duration
 }
 
 // QueueInfo is a queue's name with its settings, defaults filled in.
@@ -65,6 +79,12 @@ func (p QueueProperties) withDefaults() QueueProperties {
 	}
 	if p.MaxMessageSize == 0 {
 		p.MaxMessageSize = DefaultMaxMessageSize
+	}
+	switch {
+	case !p.RequiresDuplicateDetection:
+		p.DuplicateDetectionWindow = 0
+	case p.DuplicateDetectionWindow == 0:
+		p.DuplicateDetectionWindow = DefaultDuplicateDetectionWindow
 	}
 	return p
 }
@@ -93,7 +113,7 @@ func (p QueueProperties) settings(name string, l store.Limits) (store.QueueSetti
 	return store.QueueSettings{
 		Name: name, MaxDeliveryCount: p.MaxDeliveryCount, DefaultTTL: p.DefaultTTL,
 		DeadLetterOnExpiry: p.DeadLetterOnExpiry, DeadLetterRetention: p.DeadLetterRetention,
-		Attributes: attrs,
+		DuplicateDetectionWindow: p.DuplicateDetectionWindow, Attributes: attrs,
 	}, nil
 }
 
@@ -112,6 +132,9 @@ func queueInfo(s store.QueueSettings) (QueueInfo, error) {
 		DeadLetterOnExpiry:  s.DeadLetterOnExpiry,
 		DeadLetterRetention: s.DeadLetterRetention,
 		MaxMessageSize:      a.MaxMessageSize,
+
+		RequiresDuplicateDetection: s.DuplicateDetectionWindow > 0,
+		DuplicateDetectionWindow:   s.DuplicateDetectionWindow,
 	}
 	return QueueInfo{Name: s.Name, QueueProperties: p.withDefaults()}, nil
 }

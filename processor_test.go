@@ -165,14 +165,14 @@ func TestProcessor(t *testing.T) {
 func TestProcessorRenewsLock(t *testing.T) {
 	noProcessorLeft(t)
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
-		q := createQueue(t, c, &sluice.QueueProperties{LockDuration: time.Second})
+		q := createQueue(t, c, &sluice.QueueProperties{LockDuration: 2 * time.Second})
 		send(t, newSender(t, c, q), "slow")
 		var calls, finished atomic.Int64
 		p := startProcessor(t, c, q, func(ctx context.Context, _ *sluice.Receiver, m *sluice.ReceivedMessage) error {
 			calls.Add(1)
 			defer finished.Add(1)
 			select {
-			case <-time.After(2500 * time.Millisecond):
+			case <-time.After(5 * time.Second):
 				return nil
 			case <-ctx.Done():
 				return context.Cause(ctx)

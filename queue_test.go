@@ -248,11 +248,11 @@ func TestReceiveAndDelete(t *testing.T) {
 func TestLockExpiresMidHandler(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
 		ctx := t.Context()
-		q := createQueue(t, c, &sluice.QueueProperties{LockDuration: time.Second})
+		q := createQueue(t, c, &sluice.QueueProperties{LockDuration: 2 * time.Second})
 		send(t, newSender(t, c, q), "slow")
 		r := newReceiver(t, c, q, sluice.PeekLock)
 		first := receive(t, r, 1)[0]
-		time.Sleep(1300 * time.Millisecond) // the handler outlives its lock
+		time.Sleep(2300 * time.Millisecond) // the handler outlives its lock
 		wantErr(t, "Complete after the lock expired", r.Complete(ctx, first), sluice.ErrLockLost)
 		wantErr(t, "RenewLock after the lock expired", r.RenewLock(ctx, first), sluice.ErrLockLost)
 		again := receive(t, r, 1)[0]
@@ -260,13 +260,13 @@ func TestLockExpiresMidHandler(t *testing.T) {
 			t.Fatalf("redelivered seq %d with delivery count %d, want seq %d and 2", again.SequenceNumber, again.DeliveryCount, first.SequenceNumber)
 		}
 		// A renewed lock outlives the lock duration.
-		time.Sleep(600 * time.Millisecond)
+		time.Sleep(1200 * time.Millisecond)
 		if err := r.RenewLock(ctx, again); err != nil {
 			t.Fatalf("RenewLock: %v", err)
 		}
-		time.Sleep(600 * time.Millisecond)
+		time.Sleep(1200 * time.Millisecond)
 		if err := r.Complete(ctx, again); err != nil {
-			t.Fatalf("Complete after a renewal, 1.2 s into a 1 s lock: %v", err)
+			t.Fatalf("Complete after a renewal, 2.4 s into a 2 s lock: %v", err)
 		}
 	})
 }
@@ -440,20 +440,23 @@ func TestCompetingReceivers(t *testing.T) {
 			t.Fatal(err)
 		}
 		var (
-			mu   sync.Mutex
-			seen = map[int64]int{}
-			wg   sync.WaitGroup
+			mu       sync.Mutex
+			seen     = map[int64]int{}
+			received int
+			wg       sync.WaitGroup
 		)
+		// Receivers run until all messages came (the last ones wait for
+		// their context), or 20 s passed.
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
 		for range 6 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				r, _ := c.NewReceiver(q, nil)
 				for {
-					rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 					ms, err := r.Receive(rctx, 7)
-					cancel()
-					if errors.Is(err, context.DeadlineExceeded) {
+					if rctx.Err() != nil {
 						return
 					}
 					if err != nil {
@@ -463,6 +466,11 @@ func TestCompetingReceivers(t *testing.T) {
 					mu.Lock()
 					for _, m := range ms {
 						seen[m.SequenceNumber]++
+					}
+					received += len(ms)
+					if received >= n {
+						// Wait a little for any message received twice.
+						time.AfterFunc(200*time.Millisecond, cancel)
 					}
 					mu.Unlock()
 				}
@@ -477,5 +485,42 @@ func TestCompetingReceivers(t *testing.T) {
 				t.Fatalf("message %d received %d times under unexpired locks", seq, k)
 			}
 		}
+	})
+}
+
+// Duplicate detection holds within one client, and for another node or a
+// restarted process on the same database.
+func TestDuplicateDetection(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		ctx := t.Context()
+		q := "dedup-" + randHex(3)
+		info, err := c.CreateQueue(ctx, q, &sluice.QueueProperties{RequiresDuplicateDetection: true})
+		if err != nil {
+			t.Fatalf("CreateQueue: %v", err)
+		}
+		if info.DuplicateDetectionWindow != 10*time.Minute {
+			t.Fatalf("default window %v, want 10m", info.DuplicateDetectionWindow)
+		}
+		s := newSender(t, c, q)
+		seqs, err := s.SendBatch(ctx, []*sluice.Message{
+			{Body: []byte("a"), MessageID: "order-1"}, {Body: []byte("b"), MessageID: "order-2"},
+			{Body: []byte("a twice"), MessageID: "order-1"},
+		})
+		if err != nil || !slices.Equal(seqs, []int64{1, 2, 1}) {
+			t.Fatalf("SendBatch with a duplicate = %v, %v; want [1 2 1]", seqs, err)
+		}
+
+		other := reopen(t, kind, service)
+		seq, err := newSender(t, other, q).Send(ctx, &sluice.Message{Body: []byte("a again"), MessageID: "order-1"})
+		if err != nil || seq != 1 {
+			t.Fatalf("Send of a duplicate from another process = %d, %v; want 1", seq, err)
+		}
+		got := bodies(receive(t, newReceiver(t, other, q, sluice.ReceiveAndDelete), 10))
+		if !slices.Equal(got, []string{"a", "b"}) {
+			t.Fatalf("received %v, want [a b]", got)
+		}
+
+		_, err = c.CreateQueue(ctx, "w-"+randHex(3), &sluice.QueueProperties{RequiresDuplicateDetection: true, DuplicateDetectionWindow: time.Second})
+		wantErr(t, "a 1 s window", err, sluice.ErrInvalidArgument)
 	})
 }

@@ -24,7 +24,9 @@ func (c *Client) NewSender(queue string) (*Sender, error) {
 }
 
 // Send sends one message and returns its sequence number. When it returns
-// nil the message is stored durably.
+// nil the message is stored durably. On a queue with duplicate detection,
+// a duplicate is accepted without being stored and Send returns the
+// first one's number.
 func (s *Sender) Send(ctx context.Context, m *Message) (int64, error) {
 	seqs, err := s.SendBatch(ctx, []*Message{m})
 	if err != nil {

@@ -157,6 +157,11 @@ type QueueSettings struct {
 	// EvictionBatch bounds the rows one eviction batch moves or deletes
 	// (default 256).
 	EvictionBatch int
+	// DuplicateDetectionWindow, when not 0, turns duplicate detection on:
+	// an enqueue of a message whose MessageID (with its PartitionKey, when
+	// set) was enqueued within the window stores nothing and returns the
+	// first one's sequence number. 20 s to 7 days.
+	DuplicateDetectionWindow time.Duration
 	// Attributes are the layer above's own settings, stored with the
 	// queue and returned as given (at most MaxAttributesLen bytes).
 	Attributes []byte

@@ -41,6 +41,13 @@ const (
 	MaxAttributesLen = 64 << 10
 )
 
+// Bounds of QueueSettings.DuplicateDetectionWindow, as Service Bus has
+// them.
+const (
+	MinDuplicateDetectionWindow = 20 * time.Second
+	MaxDuplicateDetectionWindow = 7 * 24 * time.Hour
+)
+
 // WithDefaults returns l with zero fields set to their defaults.
 func (l Limits) WithDefaults() Limits {
 	if l.MaxMessageBytes <= 0 {
@@ -130,6 +137,10 @@ func (s *QueueSettings) Validate() error {
 		return invalid("eviction interval %v: must be at least 1ms", s.EvictionInterval)
 	case s.EvictionBatch < 1 || s.EvictionBatch > 10000:
 		return invalid("eviction batch %d: must be between 1 and 10000", s.EvictionBatch)
+	case s.DuplicateDetectionWindow != 0 &&
+		(s.DuplicateDetectionWindow < MinDuplicateDetectionWindow || s.DuplicateDetectionWindow > MaxDuplicateDetectionWindow):
+		return invalid("duplicate detection window %v: must be 0 (off) or between %v and %v",
+			s.DuplicateDetectionWindow, MinDuplicateDetectionWindow, MaxDuplicateDetectionWindow)
 	case len(s.Attributes) > MaxAttributesLen:
 		return invalid("attributes of %d bytes: at most %d allowed", len(s.Attributes), MaxAttributesLen)
 	case !utf8.Valid(s.Attributes):

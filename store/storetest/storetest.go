@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Settle", settleTests},
 		{"Expiry", expiryTests},
 		{"Entity", entityTests},
+		{"Dedup", dedupTests},
 		{"DeadLetters", deadLetterTests},
 		{"Log", logTests},
 		{"Concurrency", concurrencyTests},

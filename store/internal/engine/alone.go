@@ -33,7 +33,14 @@ func (e *Engine) runAlone(ctx context.Context, batch []*writeReq) (bool, error) 
 	}
 	switch {
 	case first.enq != nil && e.enqueueInOne(batch):
-		return true, e.enqueueMessages(ctx, e.w, batch)
+		err := e.enqueueMessages(ctx, e.w, batch)
+		if errors.Is(err, errNeedsTx) {
+			for _, r := range batch {
+				r.needsTx = true
+			}
+			return false, nil
+		}
+		return true, err
 	case first.settle != nil && e.has("CompleteMessages") && allComplete(batch):
 		return true, e.completeGroup(ctx, e.w, batch)
 	case first.lease != nil && e.has("LeaseAlone"):
@@ -76,14 +83,22 @@ func (e *Engine) enqueueInOne(group []*writeReq) bool {
 	}
 	n, bytes := 0, 0
 	for _, r := range group {
+		if r.needsTx {
+			return false
+		}
 		n += len(r.enq.Messages)
 		bytes += r.size()
 	}
 	return n <= maxChunkRows && 2*bytes+64*n <= maxChunkBytes
 }
 
+// errNeedsTx reports a group that one statement could not write: it needs
+// the general path, in a transaction.
+var errNeedsTx = errors.New("group needs a transaction")
+
 // enqueueMessages writes a group of enqueues to one queue with one
-// statement that takes the sequence numbers and inserts the messages.
+// statement that takes the sequence numbers and inserts the messages,
+// unless the queue is missing or detects duplicates (errNeedsTx).
 func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeReq) error {
 	t, queue := group[0].t, group[0].enq.Queue
 	var rows []newRow
@@ -104,10 +119,9 @@ func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeR
 	var last int64
 	err = e.queryRow(ctx, q, "EnqueueMessages", []any{t.Service, t.Provider, queue, len(rows), e.hub.NotifyPayload(key), js}, &last)
 	if errors.Is(err, sql.ErrNoRows) {
-		for _, r := range group {
-			r.err = fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
-		}
-		return nil
+		// No such queue, or one with duplicate detection: the general
+		// path tells which, and handles both.
+		return errNeedsTx
 	}
 	if err != nil {
 		return fmt.Errorf("EnqueueMessages: %w", err)

@@ -38,6 +38,10 @@ type writeReq struct {
 	app    *store.AppendParams
 	settle *store.SettleParams
 	lease  *store.LeaseParams
+	// needsTx marks an enqueue that one statement could not write (a
+	// missing queue, or one with duplicate detection): it is not tried
+	// again that way.
+	needsTx bool
 
 	// Results, reset before each attempt of the transaction.
 	seqs    []int64

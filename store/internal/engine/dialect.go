@@ -69,6 +69,7 @@ var queryNames = []string{
 	"PeekDeadLetters", "QueueStats", "CountDeadLetters",
 	"GetQueueAttributes", "UpdateQueue", "ListQueues", "MakeDeferred", "SetProperties",
 	"SelectDeferred", "SelectScheduled",
+	"LockQueue", "DeleteQueueDedup", "SelectDedup", "UpsertDedup", "TrimDedup",
 	"BumpHead", "EnsurePartition", "GetPartition", "InsertRecords", "ReadRecords",
 	"TrimRecords", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",
 }

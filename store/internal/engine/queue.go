@@ -27,8 +27,8 @@ type queueRow struct {
 	// nextDue is the earliest end of a lease or schedule of the queue.
 	nextDue sql.NullInt64
 	raw     struct {
-		maxDel, evictBatch                int
-		ttl, retention, interval, dlqExpd int64
+		maxDel, evictBatch                       int
+		ttl, retention, interval, dlqExpd, dedup int64
 	}
 }
 
@@ -36,7 +36,7 @@ type queueRow struct {
 // completes the row from them once scanned.
 func (r *queueRow) scanDest() []any {
 	return []any{&r.raw.maxDel, &r.raw.ttl, &r.raw.dlqExpd, &r.raw.retention, &r.raw.interval,
-		&r.raw.evictBatch, &r.evictAt, &r.lastSeq, &r.now, &r.nextDue}
+		&r.raw.evictBatch, &r.evictAt, &r.lastSeq, &r.now, &r.nextDue, &r.raw.dedup}
 }
 
 func (r *queueRow) fill(name string) {
@@ -48,6 +48,8 @@ func (r *queueRow) fill(name string) {
 		DeadLetterRetention: time.Duration(r.raw.retention) * time.Millisecond,
 		EvictionInterval:    time.Duration(r.raw.interval) * time.Millisecond,
 		EvictionBatch:       r.raw.evictBatch,
+
+		DuplicateDetectionWindow: time.Duration(r.raw.dedup) * time.Millisecond,
 	}
 }
 
@@ -80,7 +82,8 @@ func (s *tenantStore) CreateQueue(ctx context.Context, qs *store.QueueSettings) 
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		_, err := s.e.exec(ctx, tx, "CreateQueue", s.t.Service, s.t.Provider, set.Name,
 			set.MaxDeliveryCount, ms(set.DefaultTTL), boolInt(set.DeadLetterOnExpiry),
-			ms(set.DeadLetterRetention), ms(set.EvictionInterval), set.EvictionBatch, nullText(set.Attributes))
+			ms(set.DeadLetterRetention), ms(set.EvictionInterval), set.EvictionBatch, nullText(set.Attributes),
+			ms(set.DuplicateDetectionWindow))
 		return err
 	})
 	if errors.Is(err, ErrDuplicate) {
@@ -137,7 +140,7 @@ func (s *tenantStore) UpdateQueue(ctx context.Context, qs *store.QueueSettings) 
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		n, err := s.e.exec(ctx, tx, "UpdateQueue", set.MaxDeliveryCount, ms(set.DefaultTTL), boolInt(set.DeadLetterOnExpiry),
 			ms(set.DeadLetterRetention), ms(set.EvictionInterval), set.EvictionBatch, nullText(set.Attributes),
-			s.t.Service, s.t.Provider, set.Name)
+			ms(set.DuplicateDetectionWindow), s.t.Service, s.t.Provider, set.Name)
 		if err == nil && n == 0 {
 			// MySQL counts changed rows: an update to the same values
 			// changes none. Tell that from a missing queue.
@@ -168,7 +171,7 @@ func (s *tenantStore) ListQueues(ctx context.Context, p *store.ListParams) ([]st
 			attrs sql.NullString
 		)
 		err := rows.Scan(&name, &r.raw.maxDel, &r.raw.ttl, &r.raw.dlqExpd, &r.raw.retention, &r.raw.interval,
-			&r.raw.evictBatch, &attrs)
+			&r.raw.evictBatch, &attrs, &r.raw.dedup)
 		if err != nil {
 			return nil, fmt.Errorf("sluice: list queues: %w", err)
 		}
@@ -199,6 +202,9 @@ func (s *tenantStore) DeleteQueue(ctx context.Context, name string) error {
 		if _, err := s.e.exec(ctx, tx, "DeleteQueueMessages", s.t.Service, s.t.Provider, name); err != nil {
 			return err
 		}
+		if _, err := s.e.exec(ctx, tx, "DeleteQueueDedup", s.t.Service, s.t.Provider, name); err != nil {
+			return err
+		}
 		_, err = s.e.exec(ctx, tx, "DeleteQueueDeadLetters", s.t.Service, s.t.Provider, name)
 		return err
 	})
@@ -226,13 +232,23 @@ func (s *tenantStore) Enqueue(ctx context.Context, p *store.EnqueueParams) ([]in
 func (e *Engine) enqueueGroup(ctx context.Context, gt *groupTx, group []*writeReq) error {
 	t, queue := group[0].t, group[0].enq.Queue
 	if e.enqueueInOne(group) {
-		return e.enqueueMessages(ctx, gt.tx, group)
+		err := e.enqueueMessages(ctx, gt.tx, group)
+		if !errors.Is(err, errNeedsTx) {
+			return err
+		}
 	}
 	n := 0
 	for _, r := range group {
 		n += len(r.enq.Messages)
 	}
-	qr, err := e.reserveSeqs(ctx, gt, t, queue, n)
+	qr, ok, err := e.groupQueue(ctx, gt, group, queue)
+	if !ok {
+		return err
+	}
+	if qr.settings.DuplicateDetectionWindow > 0 {
+		return e.enqueueDedup(ctx, gt, group)
+	}
+	qr, err = e.reserveSeqs(ctx, gt, t, queue, n)
 	if errors.Is(err, sluicetype.ErrQueueNotFound) {
 		for _, r := range group {
 			r.err = err
@@ -659,6 +675,9 @@ func (s *tenantStore) evict(ctx context.Context, queue string) (store.EvictResul
 			return err
 		}
 		res.Expired += int64(len(expired))
+		if _, err := s.e.exec(ctx, tx, "TrimDedup", s.t.Service, s.t.Provider, queue, qr.now, batch); err != nil {
+			return err
+		}
 		removable, err := s.e.int64s(ctx, tx, "SelectRemovableDeadLetters", s.t.Service, s.t.Provider, queue, qr.now, batch)
 		if err != nil || len(removable) == 0 {
 			return err

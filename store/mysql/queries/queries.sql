@@ -70,27 +70,28 @@ SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 -- name: CreateQueue
 -- args: service, provider, name, max_delivery, default_ttl_ms,
 --       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch,
---       attributes
+--       attributes, dedup_window_ms
 INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
     dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, attributes,
-    evict_at, created_at)
-VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?,
+    dedup_window_ms, evict_at, created_at)
+VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?,
     CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
     CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
 -- name: GetQueue
 -- args: service, provider, name
--- The queue's settings, counters, the database's current time, and the
+-- The queue's settings, counters, the database's current time, the
 -- earliest end of a lease or schedule (NULL: none), read from the first
 -- entry of the due index, so that a lease skips SelectDue when nothing is
--- due.
+-- due, and the duplicate detection window.
 SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        evict_interval_ms, evict_batch, evict_at, last_seq,
        CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
        (SELECT m.visible_at FROM sluice_messages AS m
         WHERE m.service = q.service AND m.provider = q.provider AND m.queue = q.name
           AND m.visible_at IS NOT NULL
-        ORDER BY m.visible_at LIMIT 1)
+        ORDER BY m.visible_at LIMIT 1),
+       dedup_window_ms
 FROM sluice_queues AS q
 WHERE service = ? AND provider = ? AND name = ?;
 
@@ -101,20 +102,21 @@ WHERE service = ? AND provider = ? AND name = ?;
 
 -- name: UpdateQueue
 -- args: max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
---       evict_interval_ms, evict_batch, attributes, service, provider, name
+--       evict_interval_ms, evict_batch, attributes, dedup_window_ms, service,
+--       provider, name
 -- The connection reports changed rows (clientFoundRows off): an update to
 -- the values the queue has reports 0, and the engine then checks that the
 -- queue exists.
 UPDATE sluice_queues
 SET max_delivery = ?, default_ttl_ms = ?, dead_letter_expired = ?, dead_retention_ms = ?,
-    evict_interval_ms = ?, evict_batch = ?, attributes = ?
+    evict_interval_ms = ?, evict_batch = ?, attributes = ?, dedup_window_ms = ?
 WHERE service = ? AND provider = ? AND name = ?;
 
 -- name: ListQueues
 -- args: service, provider, after, limit
 -- A range of the primary key, in name order (ascii_bin: byte order).
 SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
-       evict_interval_ms, evict_batch, attributes
+       evict_interval_ms, evict_batch, attributes, dedup_window_ms
 FROM sluice_queues
 WHERE service = ? AND provider = ? AND name > ?
 ORDER BY name
@@ -127,6 +129,74 @@ DELETE FROM sluice_queues WHERE service = ? AND provider = ? AND name = ?;
 -- name: DeleteQueueMessages
 -- args: service, provider, name
 DELETE FROM sluice_messages WHERE service = ? AND provider = ? AND queue = ?;
+
+-- name: DeleteQueueDedup
+-- args: service, provider, name
+DELETE FROM sluice_dedup WHERE service = ? AND provider = ? AND queue = ?;
+
+-- name: LockQueue
+-- args: service, provider, name
+-- Locks the queue's counter row until commit and returns last_seq: an
+-- enqueue to a queue with duplicate detection holds it while it reads and
+-- records ids, so groups of the queue check ids one after the other.
+SELECT last_seq FROM sluice_queues
+WHERE service = ? AND provider = ? AND name = ?
+FOR UPDATE;
+
+-- name: SelectDedup
+-- args: service, provider, queue, now, keys
+-- Of the given ids (a JSON array of strings), those accepted within the
+-- window, with the sequence number they were accepted as: one primary key
+-- lookup per id, as the list statements above do. A plain read: the
+-- caller holds the queue's row (LockQueue), as does every enqueue that
+-- records ids of the queue (eviction only deletes ids whose window
+-- ended), so a read at READ COMMITTED sees every live id. The ids are read
+-- as VARBINARY, the type of dedup_key.
+SELECT d.dedup_key, d.seq
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue,
+             CAST(? AS SIGNED) AS now) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (dedup_key VARBINARY(530) PATH '$')) AS l
+STRAIGHT_JOIN sluice_dedup AS d
+    ON d.service = k.service AND d.provider = k.provider AND d.queue = k.queue
+   AND d.dedup_key = l.dedup_key
+WHERE d.expires_at > k.now;
+
+-- name: UpsertDedup
+-- args: service, provider, queue, rows
+-- rows: [{"k":key,"s":seq,"e":expires_at}]; an expired row of the same key
+-- (not yet trimmed) is replaced.
+INSERT INTO sluice_dedup (service, provider, queue, dedup_key, seq, expires_at)
+SELECT ?, ?, ?, r.k, r.s, r.e
+FROM JSON_TABLE(?, '$[*]' COLUMNS (
+    k VARBINARY(530) PATH '$.k',
+    s BIGINT PATH '$.s',
+    e BIGINT PATH '$.e')) AS r
+ON DUPLICATE KEY UPDATE seq = VALUES(seq), expires_at = VALUES(expires_at);
+
+-- name: TrimDedup
+-- args: service, provider, queue, now, limit
+-- Ids whose window ended, oldest first: candidates from the expiry index
+-- (forced: the walk stops after limit entries), then deleted by primary
+-- key if unchanged. A single-table DELETE ... ORDER BY expires_at LIMIT
+-- takes no index hint, and when most of the queue's ids have expired
+-- MariaDB scans the primary key range and sorts instead: it reads every
+-- id of the queue and keeps every expired one locked until commit,
+-- however small the limit. (The candidate read of a DELETE is a locking
+-- read: with fewer than limit expired ids, the first entry past the range
+-- stays share-locked until commit, which delays only a write of that one
+-- id: an enqueue sending it again after its window, or another trim.)
+DELETE d
+FROM (SELECT service, provider, queue, dedup_key, expires_at
+      FROM sluice_dedup FORCE INDEX (sluice_dedup_expiry)
+      WHERE service = ? AND provider = ? AND queue = ? AND expires_at <= ?
+      ORDER BY expires_at
+      LIMIT ?) AS c
+STRAIGHT_JOIN sluice_dedup AS d
+    ON d.service = c.service AND d.provider = c.provider AND d.queue = c.queue
+   AND d.dedup_key = c.dedup_key
+WHERE d.expires_at = c.expires_at;
 
 -- name: DeleteQueueDeadLetters
 -- args: service, provider, name

@@ -67,27 +67,28 @@ SELECT pg_notify('sluice', $1::text);
 -- name: CreateQueue
 -- args: service, provider, name, max_delivery, default_ttl_ms,
 --       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch,
---       attributes
+--       attributes, dedup_window_ms
 INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
     dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, attributes,
-    evict_at, created_at)
-VALUES ($1, $2, $3, 0, $4, $5, $6, $7, $8, $9, $10::text,
+    dedup_window_ms, evict_at, created_at)
+VALUES ($1, $2, $3, 0, $4, $5, $6, $7, $8, $9, $10::text, $11::bigint,
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
 
 -- name: GetQueue
 -- args: service, provider, name
--- The queue's settings, counters, the database's current time, and the
+-- The queue's settings, counters, the database's current time, the
 -- earliest end of a lease or schedule (NULL: none), read from the first
 -- entry of the due index, so that a lease skips SelectDue when nothing is
--- due.
+-- due, and the duplicate detection window.
 SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        evict_interval_ms, evict_batch, evict_at, last_seq,
        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
        (SELECT m.visible_at FROM sluice_messages AS m
         WHERE m.service = q.service AND m.provider = q.provider AND m.queue = q.name
           AND m.visible_at IS NOT NULL
-        ORDER BY m.visible_at LIMIT 1)
+        ORDER BY m.visible_at LIMIT 1),
+       dedup_window_ms
 FROM sluice_queues AS q
 WHERE service = $1 AND provider = $2 AND name = $3;
 
@@ -98,19 +99,20 @@ WHERE service = $1 AND provider = $2 AND name = $3;
 
 -- name: UpdateQueue
 -- args: max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
---       evict_interval_ms, evict_batch, attributes, service, provider, name
+--       evict_interval_ms, evict_batch, attributes, dedup_window_ms, service,
+--       provider, name
 -- PostgreSQL counts the rows matched, changed or not.
 UPDATE sluice_queues
 SET max_delivery = $1, default_ttl_ms = $2, dead_letter_expired = $3, dead_retention_ms = $4,
-    evict_interval_ms = $5, evict_batch = $6, attributes = $7::text
-WHERE service = $8 AND provider = $9 AND name = $10;
+    evict_interval_ms = $5, evict_batch = $6, attributes = $7::text, dedup_window_ms = $8::bigint
+WHERE service = $9 AND provider = $10 AND name = $11;
 
 -- name: ListQueues
 -- args: service, provider, after, limit
 -- In byte order of the names, whatever the database's collation, as the
 -- other dialects list them: a walk of the index sluice_queues_list.
 SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
-       evict_interval_ms, evict_batch, attributes
+       evict_interval_ms, evict_batch, attributes, dedup_window_ms
 FROM sluice_queues
 WHERE service = $1 AND provider = $2 AND name COLLATE "C" > $3::text
 ORDER BY name COLLATE "C"
@@ -123,6 +125,65 @@ DELETE FROM sluice_queues WHERE service = $1 AND provider = $2 AND name = $3;
 -- name: DeleteQueueMessages
 -- args: service, provider, name
 DELETE FROM sluice_messages WHERE service = $1 AND provider = $2 AND queue = $3;
+
+-- name: DeleteQueueDedup
+-- args: service, provider, name
+DELETE FROM sluice_dedup WHERE service = $1 AND provider = $2 AND queue = $3;
+
+-- name: LockQueue
+-- args: service, provider, name
+-- Locks the queue's counter row until commit and returns last_seq: an
+-- enqueue to a queue with duplicate detection holds it while it reads and
+-- records ids, so that no other enqueue of the queue accepts the same id
+-- meanwhile. (Under READ COMMITTED each later statement of the
+-- transaction sees what the previous holder committed.)
+SELECT last_seq FROM sluice_queues
+WHERE service = $1 AND provider = $2 AND name = $3
+FOR UPDATE;
+
+-- name: SelectDedup
+-- args: service, provider, queue, now, keys
+-- Of the given ids (a JSON array of strings), those accepted within the
+-- window, with the sequence number they were accepted as. Each id is
+-- looked up in the primary key, as the lists above are; expiry is tested
+-- behind the OFFSET 0 fence, so that the scan names no expires_at and
+-- cannot use sluice_dedup_expiry (see the migration): with the test
+-- pushed down, a plan made from undercounting statistics walks the
+-- queue's rows in that index once per id.
+SELECT dedup_key, seq
+FROM (SELECT d.dedup_key, d.seq, d.expires_at
+      FROM sluice_dedup AS d
+      WHERE (d.service, d.provider, d.queue, d.dedup_key) IN (
+          SELECT $1::text, $2::text, $3::text, json_array_elements_text($5::json))
+      OFFSET 0) AS d
+WHERE d.expires_at > $4::bigint;
+
+-- name: UpsertDedup
+-- args: service, provider, queue, rows
+-- rows: [{"k":key,"s":seq,"e":expires_at}], keys distinct; an expired row
+-- of the same key is replaced.
+INSERT INTO sluice_dedup (service, provider, queue, dedup_key, seq, expires_at)
+SELECT $1::text, $2::text, $3::text, r.k, r.s, r.e
+FROM json_to_recordset($4::json) AS r(k text, s bigint, e bigint)
+ON CONFLICT (service, provider, queue, dedup_key) DO UPDATE
+SET seq = excluded.seq, expires_at = excluded.expires_at;
+
+-- name: TrimDedup
+-- args: service, provider, queue, now, limit
+-- Up to limit expired ids, oldest first, read from sluice_dedup_expiry and
+-- locked (skipping those an enqueue or another trim holds) by the
+-- subquery, which runs once, then deleted by primary key: unnest of the
+-- array, like the lists above, keeps the planner's guess of its length
+-- small, where a join on the subquery, with a generic plan not knowing
+-- limit, hashes the whole table.
+DELETE FROM sluice_dedup
+WHERE (service, provider, queue, dedup_key) IN (
+    SELECT $1::text, $2::text, $3::text, unnest(ARRAY(
+        SELECT dedup_key FROM sluice_dedup
+        WHERE service = $1 AND provider = $2 AND queue = $3 AND expires_at <= $4::bigint
+        ORDER BY expires_at
+        LIMIT $5
+        FOR UPDATE SKIP LOCKED)));
 
 -- name: DeleteQueueDeadLetters
 -- args: service, provider, name
@@ -305,12 +366,14 @@ SELECT d.seq, d.lock_token FROM q LEFT JOIN d ON true;
 -- message o as last_seq - n + o. State and expiry follow the engine's
 -- newMessageRow: scheduled if visible_at is later than now, and the
 -- time-to-live capped by the queue's default. Returns the new last_seq;
--- no row if the queue does not exist. Runs in a group's transaction or
--- alone.
+-- no row, and nothing written, if the queue does not exist or detects
+-- duplicates (dedup_window_ms > 0): the engine then takes the general
+-- path, in a transaction. (The insert takes its rows from q: no row of
+-- q, no message.) Runs in a group's transaction or alone.
 WITH q AS (
     UPDATE sluice_queues SET last_seq = last_seq + $4::bigint
     FROM (SELECT pg_notify('sluice', $5::text)) AS n
-    WHERE service = $1 AND provider = $2 AND name = $3
+    WHERE service = $1 AND provider = $2 AND name = $3 AND dedup_window_ms = 0
     RETURNING last_seq, default_ttl_ms,
               floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), ins AS (
@@ -342,11 +405,12 @@ SELECT last_seq FROM q;
 -- ready messages as SelectReady does, for all requests together, and
 -- leases them as LeaseMessages does, request i the next n of them in
 -- sequence order under its token, in one statement. Returns the queue's
--- columns, the request index and each leased message's columns, one row
--- per message in sequence order, or one row with NULL request and message
--- columns if it took none; no row if the queue does not exist. When a
--- lease or schedule has ended (next_due <= now) it takes nothing: those
--- rows must be resolved first, in a transaction, to keep sequence order.
+-- columns (those of GetQueue, in its order), the request index and each
+-- leased message's columns, one row per message in sequence order, or one
+-- row with NULL request and message columns if it took none; no row if
+-- the queue does not exist. When a lease or schedule has ended (next_due
+-- <= now) it takes nothing: those rows must be resolved first, in a
+-- transaction, to keep sequence order.
 WITH q AS (
     SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
            evict_interval_ms, evict_batch, evict_at, last_seq,
@@ -354,7 +418,8 @@ WITH q AS (
            (SELECT m.visible_at FROM sluice_messages AS m
             WHERE m.service = q.service AND m.provider = q.provider AND m.queue = q.name
               AND m.visible_at IS NOT NULL
-            ORDER BY m.visible_at LIMIT 1) AS next_due
+            ORDER BY m.visible_at LIMIT 1) AS next_due,
+           dedup_window_ms
     FROM sluice_queues AS q
     WHERE service = $1 AND provider = $2 AND name = $3
 ), r AS (

@@ -38,11 +38,11 @@ SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER);
 -- name: CreateQueue
 -- args: service, provider, name, max_delivery, default_ttl_ms,
 --       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch,
---       attributes
+--       attributes, dedup_window_ms
 INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
     dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, attributes,
-    evict_at, created_at)
-VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10,
+    dedup_window_ms, evict_at, created_at)
+VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
     CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER),
     CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER));
 
@@ -54,7 +54,7 @@ VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10,
 -- less than finding the first due row here.
 SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        evict_interval_ms, evict_batch, evict_at, last_seq,
-       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), 0
+       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), 0, dedup_window_ms
 FROM sluice_queues
 WHERE service = ?1 AND provider = ?2 AND name = ?3;
 
@@ -65,16 +65,17 @@ WHERE service = ?1 AND provider = ?2 AND name = ?3;
 
 -- name: UpdateQueue
 -- args: max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
---       evict_interval_ms, evict_batch, attributes, service, provider, name
+--       evict_interval_ms, evict_batch, attributes, dedup_window_ms, service,
+--       provider, name
 UPDATE sluice_queues
 SET max_delivery = ?1, default_ttl_ms = ?2, dead_letter_expired = ?3, dead_retention_ms = ?4,
-    evict_interval_ms = ?5, evict_batch = ?6, attributes = ?7
-WHERE service = ?8 AND provider = ?9 AND name = ?10;
+    evict_interval_ms = ?5, evict_batch = ?6, attributes = ?7, dedup_window_ms = ?8
+WHERE service = ?9 AND provider = ?10 AND name = ?11;
 
 -- name: ListQueues
 -- args: service, provider, after, limit
 SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
-       evict_interval_ms, evict_batch, attributes
+       evict_interval_ms, evict_batch, attributes, dedup_window_ms
 FROM sluice_queues
 WHERE service = ?1 AND provider = ?2 AND name > ?3
 ORDER BY name
@@ -87,6 +88,47 @@ DELETE FROM sluice_queues WHERE service = ?1 AND provider = ?2 AND name = ?3;
 -- name: DeleteQueueMessages
 -- args: service, provider, name
 DELETE FROM sluice_messages WHERE service = ?1 AND provider = ?2 AND queue = ?3;
+
+-- name: DeleteQueueDedup
+-- args: service, provider, name
+DELETE FROM sluice_dedup WHERE service = ?1 AND provider = ?2 AND queue = ?3;
+
+-- name: LockQueue
+-- args: service, provider, name
+-- Locks the queue's counter row until commit (the write transaction does,
+-- in SQLite) and returns last_seq.
+SELECT last_seq FROM sluice_queues
+WHERE service = ?1 AND provider = ?2 AND name = ?3;
+
+-- name: SelectDedup
+-- args: service, provider, queue, now, keys
+-- Of the given ids (a JSON array of strings), those accepted within the
+-- window, with the sequence number they were accepted as.
+SELECT dedup_key, seq
+FROM sluice_dedup
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND expires_at > ?4
+  AND dedup_key IN (SELECT value FROM json_each(?5));
+
+-- name: UpsertDedup
+-- args: service, provider, queue, rows
+-- rows: [{"k":key,"s":seq,"e":expires_at}]; an expired row of the same key
+-- is replaced.
+INSERT INTO sluice_dedup (service, provider, queue, dedup_key, seq, expires_at)
+SELECT ?1, ?2, ?3, r.value ->> 'k', r.value ->> 's', r.value ->> 'e'
+FROM json_each(?4) AS r
+WHERE true
+ON CONFLICT (service, provider, queue, dedup_key) DO UPDATE
+SET seq = excluded.seq, expires_at = excluded.expires_at;
+
+-- name: TrimDedup
+-- args: service, provider, queue, now, limit
+DELETE FROM sluice_dedup
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND dedup_key IN (
+    SELECT dedup_key FROM sluice_dedup
+    WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND expires_at <= ?4
+    ORDER BY expires_at
+    LIMIT ?5);
 
 -- name: DeleteQueueDeadLetters
 -- args: service, provider, name
