@@ -196,6 +196,7 @@ func testDeferredLeaseEnds(t *testing.T, h *harness) {
 	d := leaseDeferred(t, st, q, 200*time.Millisecond, 1)
 	time.Sleep(300 * time.Millisecond)
 	// Straight after the lease ended, before any other call resolved it.
+	wantCounts(t, ctx, st, q, store.QueueStats{Deferred: 1})
 	again := leaseDeferred(t, st, q, 200*time.Millisecond, 1)
 	if again[0].DeliveryCount != 3 {
 		t.Fatalf("deferred message leased a third time with delivery count %d", again[0].DeliveryCount)

@@ -1174,7 +1174,7 @@ func (s *tenantStore) QueueStats(ctx context.Context, queue string) (store.Queue
 		return st, fmt.Errorf("sluice: stats: %w", err)
 	}
 	var oldest sql.NullInt64
-	err = s.e.queryRow(ctx, s.e.r, "QueueStats", []any{qr.now, qr.now, qr.now, s.t.Service, s.t.Provider, queue},
+	err = s.e.queryRow(ctx, s.e.r, "QueueStats", []any{qr.now, qr.now, qr.now, qr.now, s.t.Service, s.t.Provider, queue},
 		&st.Active, &st.Scheduled, &st.InFlight, &st.Deferred, &oldest)
 	if err != nil {
 		return st, fmt.Errorf("sluice: stats: %w", err)

@@ -521,11 +521,13 @@ ORDER BY seq
 LIMIT ?;
 
 -- name: QueueStats
--- args: now, now, now, service, provider, queue
-SELECT CAST(COALESCE(SUM(CASE WHEN state = 0 OR (state IN (1, 2) AND visible_at <= ?) THEN 1 ELSE 0 END), 0) AS SIGNED),
+-- args: now, now, now, now, service, provider, queue
+-- A row whose lease or schedule ended counts where it goes next: active,
+-- or deferred for a deferred message.
+SELECT CAST(COALESCE(SUM(CASE WHEN state = 0 OR (state IN (1, 2) AND visible_at <= ? AND deferred = 0) THEN 1 ELSE 0 END), 0) AS SIGNED),
        CAST(COALESCE(SUM(CASE WHEN state = 2 AND visible_at > ? THEN 1 ELSE 0 END), 0) AS SIGNED),
        CAST(COALESCE(SUM(CASE WHEN state = 1 AND visible_at > ? THEN 1 ELSE 0 END), 0) AS SIGNED),
-       CAST(COALESCE(SUM(CASE WHEN state = 3 THEN 1 ELSE 0 END), 0) AS SIGNED),
+       CAST(COALESCE(SUM(CASE WHEN state = 3 OR (state IN (1, 2) AND visible_at <= ? AND deferred = 1) THEN 1 ELSE 0 END), 0) AS SIGNED),
        MIN(enqueued_at)
 FROM sluice_messages
 WHERE service = ? AND provider = ? AND queue = ?;

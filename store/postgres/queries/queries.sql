@@ -547,14 +547,16 @@ ORDER BY seq
 LIMIT $5;
 
 -- name: QueueStats
--- args: now, now, now, service, provider, queue
-SELECT COUNT(*) FILTER (WHERE state = 0 OR (state IN (1, 2) AND visible_at <= $1::bigint)),
+-- args: now, now, now, now, service, provider, queue
+-- A row whose lease or schedule ended counts where it goes next: active,
+-- or deferred for a deferred message.
+SELECT COUNT(*) FILTER (WHERE state = 0 OR (state IN (1, 2) AND visible_at <= $1::bigint AND deferred = 0)),
        COUNT(*) FILTER (WHERE state = 2 AND visible_at > $2::bigint),
        COUNT(*) FILTER (WHERE state = 1 AND visible_at > $3::bigint),
-       COUNT(*) FILTER (WHERE state = 3),
+       COUNT(*) FILTER (WHERE state = 3 OR (state IN (1, 2) AND visible_at <= $4::bigint AND deferred = 1)),
        MIN(enqueued_at)
 FROM sluice_messages
-WHERE service = $4 AND provider = $5 AND queue = $6;
+WHERE service = $5 AND provider = $6 AND queue = $7;
 
 -- name: CountDeadLetters
 -- args: service, provider, queue

@@ -352,14 +352,16 @@ ORDER BY seq
 LIMIT ?5;
 
 -- name: QueueStats
--- args: now, now, now, service, provider, queue
-SELECT COALESCE(SUM(CASE WHEN state = 0 OR (state IN (1, 2) AND visible_at <= ?1) THEN 1 ELSE 0 END), 0),
+-- args: now, now, now, now, service, provider, queue
+-- A row whose lease or schedule ended counts where it goes next: active,
+-- or deferred for a deferred message.
+SELECT COALESCE(SUM(CASE WHEN state = 0 OR (state IN (1, 2) AND visible_at <= ?1 AND deferred = 0) THEN 1 ELSE 0 END), 0),
        COALESCE(SUM(CASE WHEN state = 2 AND visible_at > ?2 THEN 1 ELSE 0 END), 0),
        COALESCE(SUM(CASE WHEN state = 1 AND visible_at > ?3 THEN 1 ELSE 0 END), 0),
-       COALESCE(SUM(CASE WHEN state = 3 THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN state = 3 OR (state IN (1, 2) AND visible_at <= ?4 AND deferred = 1) THEN 1 ELSE 0 END), 0),
        MIN(enqueued_at)
 FROM sluice_messages
-WHERE service = ?4 AND provider = ?5 AND queue = ?6;
+WHERE service = ?5 AND provider = ?6 AND queue = ?7;
 
 -- name: CountDeadLetters
 -- args: service, provider, queue
