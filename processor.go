@@ -167,7 +167,7 @@ func (p *Processor) loop(recv, all context.Context) {
 			pause = minPoll
 			continue
 		}
-		if recv.Err() != nil {
+		if recv.Err() != nil || errors.Is(err, ErrClosed) {
 			return
 		}
 		p.opts.OnError(err)
@@ -228,11 +228,23 @@ func (p *Processor) renewLoop(ctx context.Context, cancel context.CancelCauseFun
 	if p.opts.MaxAutoLockRenewal < 0 {
 		return
 	}
-	props, err := p.r.c.properties(ctx, p.r.queue)
-	if err != nil {
-		return
-	}
 	deadline := time.Now().Add(p.opts.MaxAutoLockRenewal)
+	var props QueueProperties
+	for {
+		var err error
+		if props, err = p.r.c.properties(ctx, p.r.queue); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.opts.OnError(fmt.Errorf("sluice: renew lock of message %d: %w", m.SequenceNumber, err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 	every := props.LockDuration / 2
 	t := time.NewTimer(every)
 	defer t.Stop()
@@ -249,6 +261,8 @@ func (p *Processor) renewLoop(ctx context.Context, cancel context.CancelCauseFun
 		switch {
 		case err == nil:
 			t.Reset(every)
+		case m.settled.Load():
+			return // settled by the handler meanwhile
 		case errors.Is(err, ErrLockLost):
 			p.opts.OnError(err)
 			cancel(err)

@@ -102,6 +102,10 @@ func (r *Receiver) Receive(ctx context.Context, max int) ([]*ReceivedMessage, er
 // take leases what is available now, and in ReceiveAndDelete mode
 // deletes it.
 func (r *Receiver) take(ctx context.Context, max int, props QueueProperties) ([]*ReceivedMessage, error) {
+	// A lease whose caller gives up may still commit: it runs to its end,
+	// so that what it took is returned rather than locked for nothing.
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	ls, err := r.c.st.Lease(ctx, &store.LeaseParams{Queue: r.queue, Max: max, Visibility: props.LockDuration})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: receive: %w", err)
@@ -126,6 +130,10 @@ func (r *Receiver) deliver(ctx context.Context, op string, ls []sluicetype.Lease
 	for i, l := range ls {
 		receipts[i] = l.Receipt
 	}
+	// The delete runs to its end even if the caller gives up: a delete that
+	// committed must return its messages, or they would be lost.
+	ctx, cancel := detached(ctx)
+	defer cancel()
 	res, err := r.c.st.Settle(ctx, &store.SettleParams{Queue: r.queue, Action: store.Complete, Receipts: receipts})
 	if err != nil {
 		// Not deleted: the messages come back when their lock ends.
@@ -149,11 +157,19 @@ func (r *Receiver) ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*Recei
 	if err != nil {
 		return nil, fmt.Errorf("sluice: receive deferred: %w", err)
 	}
-	ls, err := r.c.st.LeaseDeferred(ctx, &store.LeaseDeferredParams{Queue: r.queue, Seqs: seqs, Visibility: props.LockDuration})
+	lctx, cancel := detached(ctx)
+	defer cancel()
+	ls, err := r.c.st.LeaseDeferred(lctx, &store.LeaseDeferredParams{Queue: r.queue, Seqs: seqs, Visibility: props.LockDuration})
 	if err != nil {
 		return nil, err
 	}
 	return r.deliver(ctx, "receive deferred", ls)
+}
+
+// detached returns a context that ctx's end does not cancel, bounded by
+// settleTimeout, for writes whose outcome must reach the caller.
+func detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 }
 
 // Complete removes a message received in PeekLock mode. ErrLockLost if

@@ -34,6 +34,10 @@ func testDedupBatch(t *testing.T, h *harness) {
 	pk.PartitionKey = "p"
 	seqs = enqueue(t, ctx, st, q, pk)
 	wantSeqs(t, "same id, another partition key", seqs, []int64{6})
+	// An id that spells out another pair's key is not that pair.
+	spelled := withID("spelled", "1:pid-1")
+	seqs = enqueue(t, ctx, st, q, spelled)
+	wantSeqs(t, "an id spelling out a partition key and id", seqs, []int64{7})
 
 	// A completed message's id still counts within the window.
 	ls := lease(t, ctx, st, q, 1, long)
@@ -45,11 +49,11 @@ func testDedupBatch(t *testing.T, h *harness) {
 	for _, m := range peekAll(t, ctx, st, q) {
 		payloads = append(payloads, string(m.Payload))
 	}
-	if want := []string{"b", "no id", "c", "no id", "keyed"}; !slices.Equal(payloads, want) {
+	if want := []string{"b", "no id", "c", "no id", "keyed", "spelled"}; !slices.Equal(payloads, want) {
 		t.Fatalf("stored messages %q, want %q (no duplicate stored)", payloads, want)
 	}
 	// Numbers stay gap-free after duplicates.
-	wantSeqs(t, "next number", enqueue(t, ctx, st, q, msg("next")), []int64{7})
+	wantSeqs(t, "next number", enqueue(t, ctx, st, q, msg("next")), []int64{8})
 }
 
 func testDedupOff(t *testing.T, h *harness) {

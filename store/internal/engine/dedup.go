@@ -28,10 +28,8 @@ func dedupKey(m *store.NewMessage) string {
 	if m.MessageID == "" {
 		return ""
 	}
-	if m.PartitionKey == "" {
-		return m.MessageID
-	}
-	// The partition key's length keeps pairs apart whatever they hold.
+	// The partition key's length (0 when none) keeps pairs apart whatever
+	// they hold.
 	return strconv.Itoa(len(m.PartitionKey)) + ":" + m.PartitionKey + m.MessageID
 }
 
