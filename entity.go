@@ -56,6 +56,11 @@ type QueueProperties struct {
 	// DuplicateDetectionWindow is how long a message id is remembered
 	// (default 10 min, 20 s to 7 days; 0 when detection is off).
 	DuplicateDetectionWindow time.Duration
+	// RequiresSession makes the queue session-aware: every message needs
+	// a SessionID, and messages are received only through a
+	// SessionReceiver (AcceptSession, AcceptNextSession), in order within
+	// their session. Fixed when the queue is created.
+	RequiresSession bool
 }
 
 // QueueInfo is a queue's name with its settings, defaults filled in.
@@ -113,7 +118,8 @@ func (p QueueProperties) settings(name string, l store.Limits) (store.QueueSetti
 	return store.QueueSettings{
 		Name: name, MaxDeliveryCount: p.MaxDeliveryCount, DefaultTTL: p.DefaultTTL,
 		DeadLetterOnExpiry: p.DeadLetterOnExpiry, DeadLetterRetention: p.DeadLetterRetention,
-		DuplicateDetectionWindow: p.DuplicateDetectionWindow, Attributes: attrs,
+		DuplicateDetectionWindow: p.DuplicateDetectionWindow, RequiresSession: p.RequiresSession,
+		Attributes: attrs,
 	}, nil
 }
 
@@ -135,6 +141,7 @@ func queueInfo(s store.QueueSettings) (QueueInfo, error) {
 
 		RequiresDuplicateDetection: s.DuplicateDetectionWindow > 0,
 		DuplicateDetectionWindow:   s.DuplicateDetectionWindow,
+		RequiresSession:            s.RequiresSession,
 	}
 	return QueueInfo{Name: s.Name, QueueProperties: p.withDefaults()}, nil
 }
@@ -163,6 +170,13 @@ func (c *Client) UpdateQueue(ctx context.Context, name string, props QueueProper
 	s, err := props.settings(name, c.limits)
 	if err != nil {
 		return QueueInfo{}, fmt.Errorf("sluice: update queue %q: %w", name, err)
+	}
+	cur, err := c.st.GetQueue(ctx, name)
+	if err != nil {
+		return QueueInfo{}, err
+	}
+	if cur.RequiresSession != s.RequiresSession {
+		return QueueInfo{}, errInvalid("update queue", "queue %q: RequiresSession is fixed when the queue is created", name)
 	}
 	if err := c.st.UpdateQueue(ctx, &s); err != nil {
 		return QueueInfo{}, err

@@ -58,3 +58,20 @@ var (
 
 // ErrQueueExists reports a create of a queue whose name is taken.
 var ErrQueueExists = errors.New("queue already exists")
+
+// Session errors.
+var (
+	// ErrSessionRequired reports a message without a session id sent to a
+	// queue that requires sessions, or a receive on such a queue that did
+	// not accept a session.
+	ErrSessionRequired = errors.New("session required")
+	// ErrSessionCannotBeLocked reports an accept of a session that another
+	// receiver holds.
+	ErrSessionCannotBeLocked = errors.New("session cannot be locked")
+	// ErrNoSessionAvailable reports an accept of the next session when no
+	// session has messages and no live lock.
+	ErrNoSessionAvailable = errors.New("no session available")
+	// ErrSessionLockLost reports an operation under a session lock that
+	// expired or was released: nothing was changed.
+	ErrSessionLockLost = errors.New("session lock lost")
+)

@@ -104,11 +104,77 @@ type QueueStore interface {
 	// QueueStats counts a queue's messages by state.
 	QueueStats(ctx context.Context, queue string) (QueueStats, error)
 
+	SessionStore
+
 	// WatchQueue returns a channel that receives a value soon after
 	// messages may have become available in the queue, and a function that
 	// stops the watch. Wake-ups may be spurious; a missed one is covered by
 	// the caller's own poll.
 	WatchQueue(queue string) (<-chan struct{}, func())
+}
+
+// SessionStore holds the operations on sessions of queues that require
+// them. A session is locked by one holder at a time; its messages are
+// leased only under its lock, in sequence order, and their locks end with
+// the session's.
+type SessionStore interface {
+	// AcceptSession locks a named session (created if it has never been
+	// seen), or with an empty p.SessionID the next session that has
+	// available messages and no live lock. ErrSessionCannotBeLocked if the
+	// named session is held; ErrNoSessionAvailable if no session is free.
+	AcceptSession(ctx context.Context, p *AcceptSessionParams) (SessionLock, error)
+	// LeaseSession leases up to p.Max available messages of a held
+	// session, in sequence order, under the session's lock.
+	LeaseSession(ctx context.Context, p *LeaseSessionParams) ([]sluicetype.Leased, error)
+	// RenewSession extends a session's lock, and the locks of its leased
+	// messages, to p.Duration from now, and returns the new end.
+	RenewSession(ctx context.Context, p *SessionParams) (time.Time, error)
+	// ReleaseSession unlocks a session; its leased messages are available
+	// again at once.
+	ReleaseSession(ctx context.Context, p *SessionParams) error
+	// SessionState returns a held session's state (nil when none).
+	SessionState(ctx context.Context, p *SessionParams) ([]byte, error)
+	// SetSessionState replaces a held session's state; nil clears it.
+	SetSessionState(ctx context.Context, p *SessionStateParams) error
+	// SessionHeld reports whether the lock still holds the session.
+	SessionHeld(ctx context.Context, p *SessionParams) (bool, error)
+}
+
+// AcceptSessionParams accepts a session.
+type AcceptSessionParams struct {
+	Queue string
+	// SessionID names the session; empty accepts the next free one.
+	SessionID string
+	// Duration is how long the lock lasts unless renewed.
+	Duration time.Duration
+}
+
+// SessionLock proves a session lock.
+type SessionLock struct {
+	SessionID   string
+	Token       int64
+	LockedUntil time.Time
+}
+
+// SessionParams names a session and the lock its caller holds.
+type SessionParams struct {
+	Queue     string
+	SessionID string
+	Token     int64
+	// Duration is the renewed lock's length (RenewSession only).
+	Duration time.Duration
+}
+
+// LeaseSessionParams leases messages of a held session.
+type LeaseSessionParams struct {
+	SessionParams
+	Max int
+}
+
+// SessionStateParams sets a held session's state.
+type SessionStateParams struct {
+	SessionParams
+	State []byte
 }
 
 // LogStore holds the operations on partition logs.
@@ -157,6 +223,10 @@ type QueueSettings struct {
 	// EvictionBatch bounds the rows one eviction batch moves or deletes
 	// (default 256).
 	EvictionBatch int
+	// RequiresSession makes every message carry a session id and be
+	// received only under its session's lock (AcceptSession). It is fixed
+	// when the queue is created.
+	RequiresSession bool
 	// DuplicateDetectionWindow, when not 0, turns duplicate detection on:
 	// an enqueue of a message whose MessageID (with its PartitionKey, when
 	// set) was enqueued within the window stores nothing and returns the

@@ -269,6 +269,70 @@ func (p *SettleParams) Validate(l Limits) error {
 	return nil
 }
 
+// MaxSessionStateLen bounds a session's state.
+const MaxSessionStateLen = 256 << 10
+
+// Validate checks an accept.
+func (p *AcceptSessionParams) Validate() error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if err := validateSessionID(p.SessionID); err != nil {
+		return err
+	}
+	if p.Duration < time.Millisecond {
+		return invalid("session lock duration %v: must be at least 1ms", p.Duration)
+	}
+	return nil
+}
+
+func validateSessionID(id string) error {
+	if len(id) > MaxNameLen || !utf8.ValidString(id) {
+		return invalid("session id must be valid UTF-8 of at most %d bytes", MaxNameLen)
+	}
+	return nil
+}
+
+// Validate checks a session operation; renew says whether Duration
+// matters.
+func (p *SessionParams) Validate(renew bool) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if p.SessionID == "" {
+		return invalid("empty session id")
+	}
+	if err := validateSessionID(p.SessionID); err != nil {
+		return err
+	}
+	if renew && p.Duration < time.Millisecond {
+		return invalid("session lock duration %v: must be at least 1ms", p.Duration)
+	}
+	return nil
+}
+
+// Validate checks a lease of a session's messages.
+func (p *LeaseSessionParams) Validate(l Limits) error {
+	if err := p.SessionParams.Validate(false); err != nil {
+		return err
+	}
+	if p.Max < 1 || p.Max > l.MaxBatch {
+		return invalid("lease of %d messages: must be between 1 and %d", p.Max, l.MaxBatch)
+	}
+	return nil
+}
+
+// Validate checks a session state write.
+func (p *SessionStateParams) Validate() error {
+	if err := p.SessionParams.Validate(false); err != nil {
+		return err
+	}
+	if len(p.State) > MaxSessionStateLen {
+		return fmt.Errorf("session state of %d bytes, at most %d allowed: %w", len(p.State), MaxSessionStateLen, sluicetype.ErrMessageTooLarge)
+	}
+	return nil
+}
+
 // Validate checks a listing.
 func (p *ListParams) Validate(l Limits) error {
 	if p.After != "" {

@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,13 @@ func TestLeaseCost(t *testing.T) {
 // back and returns how many rows of sluice_messages it read.
 func rowsRead(t *testing.T, db *sql.DB, query string, args []any) int {
 	t.Helper()
+	return rowsReadOf(t, db, query, args, "sluice_messages", "m")
+}
+
+// rowsReadOf is rowsRead for the accesses to the tables (or aliases)
+// named.
+func rowsReadOf(t *testing.T, db *sql.DB, query string, args []any, names ...string) int {
+	t.Helper()
 	ctx := t.Context()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -87,26 +95,26 @@ func rowsRead(t *testing.T, db *sql.DB, query string, args []any) int {
 	if err := json.Unmarshal([]byte(plan), &doc); err != nil {
 		t.Fatalf("ANALYZE output: %v", err)
 	}
-	return tableReads(doc)
+	return tableReads(doc, names)
 }
 
-// tableReads sums r_loops × r_rows over the accesses to sluice_messages
-// (named so, or m, its alias in every query) anywhere in a plan.
-func tableReads(v any) int {
+// tableReads sums r_loops × r_rows over the accesses to the tables named
+// (sluice_messages, or m, its alias in every query) anywhere in a plan.
+func tableReads(v any, names []string) int {
 	n := 0
 	switch v := v.(type) {
 	case map[string]any:
-		if name, ok := v["table_name"].(string); ok && (name == "sluice_messages" || name == "m") {
+		if name, ok := v["table_name"].(string); ok && slices.Contains(names, name) {
 			loops, _ := v["r_loops"].(float64)
 			rows, _ := v["r_rows"].(float64)
 			n += int(loops * rows)
 		}
 		for _, c := range v {
-			n += tableReads(c)
+			n += tableReads(c, names)
 		}
 	case []any:
 		for _, c := range v {
-			n += tableReads(c)
+			n += tableReads(c, names)
 		}
 	}
 	return n

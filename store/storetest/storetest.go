@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Expiry", expiryTests},
 		{"Entity", entityTests},
 		{"Dedup", dedupTests},
+		{"Session", sessionTests},
 		{"DeadLetters", deadLetterTests},
 		{"Log", logTests},
 		{"Concurrency", concurrencyTests},

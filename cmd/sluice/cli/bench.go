@@ -36,6 +36,9 @@ type benchConfig struct {
 	duration    time.Duration
 	rate        int
 	inflight    int
+	sessions    int
+	locked      int
+	scheduled   int
 	messages    int
 	partitions  int
 	sync        string
@@ -55,6 +58,8 @@ type benchResult struct {
 	Consumers  int     `json:"consumers,omitempty"`
 	Batch      int     `json:"batch,omitempty"`
 	Inflight   *int    `json:"inflight,omitempty"`
+	Locked     *int    `json:"locked,omitempty"`
+	Scheduled  *int    `json:"scheduled,omitempty"`
 	Rate       int     `json:"rate,omitempty"`
 	Count      int64   `json:"count"`
 	Seconds    float64 `json:"seconds"`
@@ -74,6 +79,8 @@ scenarios:
   lease-settle  pre-loaded messages leased and completed (--consumers, --lease-batch)
   e2e           produce and consume at once; send-to-lease latency (--producers, --consumers, --lease-batch, --rate)
   backlog       time to lease 32 with --inflight messages leased and unsettled, beside none in flight
+  session-accept  time to accept the next free session among --sessions with --locked of them locked, beside none locked
+  receive-among-scheduled  time to receive 32 with --scheduled messages scheduled or deferred (half each), beside none
   log-append    partition log appends (--producers, --batch, --partitions)
   log-read      partition log reads of --messages records (--batch records per read)
 `
@@ -94,6 +101,9 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long a timed scenario runs")
 	fs.IntVar(&c.rate, "rate", 0, "e2e: total messages per second to send (0: as fast as possible)")
 	fs.IntVar(&c.inflight, "inflight", 50000, "backlog: messages leased and unsettled")
+	fs.IntVar(&c.sessions, "sessions", 10000, "session-accept: sessions, each with one message")
+	fs.IntVar(&c.locked, "locked", 9990, "session-accept: sessions held locked")
+	fs.IntVar(&c.scheduled, "scheduled", 50000, "receive-among-scheduled: messages scheduled or deferred")
 	fs.IntVar(&c.messages, "messages", 50000, "lease-settle and log-read: messages or records pre-loaded")
 	fs.IntVar(&c.partitions, "partitions", 16, "log-append: partitions written")
 	fs.StringVar(&c.sync, "sqlite-synchronous", "FULL", "SQLite synchronous setting: FULL or NORMAL")
@@ -191,8 +201,11 @@ var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, erro
 	"lease-settle": benchLeaseSettle,
 	"e2e":          benchE2E,
 	"backlog":      benchBacklog,
-	"log-append":   benchLogAppend,
-	"log-read":     benchLogRead,
+
+	"session-accept":          benchSessionAccept,
+	"receive-among-scheduled": benchReceiveAmongScheduled,
+	"log-append":              benchLogAppend,
+	"log-read":                benchLogRead,
 }
 
 func printResults(w io.Writer, results []benchResult, asJSON bool) {
@@ -217,6 +230,12 @@ func printResults(w io.Writer, results []benchResult, asJSON bool) {
 		}
 		if r.Inflight != nil {
 			params = append(params, fmt.Sprintf("inflight=%d", *r.Inflight))
+		}
+		if r.Locked != nil {
+			params = append(params, fmt.Sprintf("locked=%d", *r.Locked))
+		}
+		if r.Scheduled != nil {
+			params = append(params, fmt.Sprintf("scheduled=%d", *r.Scheduled))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%s\n", r.Scenario, r.Backend,
 			strings.Join(params, " "), r.Count, r.Seconds, r.MsgsPerSec, r.P50ms, r.P99ms, r.Note)

@@ -61,13 +61,23 @@ func TestBenchScenarios(t *testing.T) {
 	for name := range scenarios {
 		t.Run(name, func(t *testing.T) {
 			code, out, errOut := run(t, "bench", "--db", db, "--scenario", name, "--json",
-				"--duration", "300ms", "--messages", "500", "--inflight", "300", "--sqlite-synchronous", "NORMAL")
+				"--duration", "300ms", "--messages", "500", "--inflight", "300", "--sqlite-synchronous", "NORMAL",
+				"--sessions", "200", "--locked", "190", "--scheduled", "400")
 			if code != ExitOK {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
 			lines := strings.Split(strings.TrimSpace(out), "\n")
+			// Scenarios that compare two levels print one line for each.
+			levels := map[string]struct {
+				key    string
+				values []int
+			}{
+				"backlog":                 {"inflight", []int{0, 300}},
+				"session-accept":          {"locked", []int{0, 190}},
+				"receive-among-scheduled": {"scheduled", []int{0, 400}},
+			}
 			want := 1
-			if name == "backlog" {
+			if _, ok := levels[name]; ok {
 				want = 2
 			}
 			if len(lines) != want {
@@ -86,9 +96,11 @@ func TestBenchScenarios(t *testing.T) {
 						t.Errorf("%s = %v, want a positive number", k, r[k])
 					}
 				}
-				if name == "backlog" {
-					if got, wantIn := r["inflight"], float64([]int{0, 300}[i]); got != wantIn {
-						t.Errorf("line %d inflight = %v, want %v", i, got, wantIn)
+				if l, ok := levels[name]; ok {
+					// Every level, 0 included, is in the JSON.
+					got, ok := r[l.key].(float64)
+					if want := float64(l.values[i]); !ok || got != want {
+						t.Errorf("line %d %s = %v, want %v", i, l.key, r[l.key], want)
 					}
 				}
 			}

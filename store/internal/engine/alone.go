@@ -214,10 +214,9 @@ func (e *Engine) leaseAlone(ctx context.Context, group []*writeReq) (bool, error
 		return false, fmt.Errorf("LeaseAlone: %w", err)
 	}
 	if !found {
-		for _, r := range group {
-			r.err = fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
-		}
-		return true, nil
+		// No such queue, or one that requires sessions: the general path
+		// tells which.
+		return false, nil
 	}
 	qr.fill(queue)
 	none := true

@@ -157,6 +157,9 @@ func (e *Engine) enqueueDedup(ctx context.Context, gt *groupTx, group []*writeRe
 	if err := e.insertMessages(ctx, gt.tx, t, queue, qr.now, rows); err != nil {
 		return err
 	}
+	if err := e.activateSessions(ctx, gt.tx, t, &qr, rows); err != nil {
+		return err
+	}
 	if len(accepted) > 0 {
 		js, err := jsonText(accepted)
 		if err != nil {

@@ -27,8 +27,8 @@ type queueRow struct {
 	// nextDue is the earliest end of a lease or schedule of the queue.
 	nextDue sql.NullInt64
 	raw     struct {
-		maxDel, evictBatch                       int
-		ttl, retention, interval, dlqExpd, dedup int64
+		maxDel, evictBatch                                int
+		ttl, retention, interval, dlqExpd, dedup, session int64
 	}
 }
 
@@ -36,7 +36,7 @@ type queueRow struct {
 // completes the row from them once scanned.
 func (r *queueRow) scanDest() []any {
 	return []any{&r.raw.maxDel, &r.raw.ttl, &r.raw.dlqExpd, &r.raw.retention, &r.raw.interval,
-		&r.raw.evictBatch, &r.evictAt, &r.lastSeq, &r.now, &r.nextDue, &r.raw.dedup}
+		&r.raw.evictBatch, &r.evictAt, &r.lastSeq, &r.now, &r.nextDue, &r.raw.dedup, &r.raw.session}
 }
 
 func (r *queueRow) fill(name string) {
@@ -50,6 +50,7 @@ func (r *queueRow) fill(name string) {
 		EvictionBatch:       r.raw.evictBatch,
 
 		DuplicateDetectionWindow: time.Duration(r.raw.dedup) * time.Millisecond,
+		RequiresSession:          r.raw.session != 0,
 	}
 }
 
@@ -83,7 +84,7 @@ func (s *tenantStore) CreateQueue(ctx context.Context, qs *store.QueueSettings) 
 		_, err := s.e.exec(ctx, tx, "CreateQueue", s.t.Service, s.t.Provider, set.Name,
 			set.MaxDeliveryCount, ms(set.DefaultTTL), boolInt(set.DeadLetterOnExpiry),
 			ms(set.DeadLetterRetention), ms(set.EvictionInterval), set.EvictionBatch, nullText(set.Attributes),
-			ms(set.DuplicateDetectionWindow))
+			ms(set.DuplicateDetectionWindow), boolInt(set.RequiresSession))
 		return err
 	})
 	if errors.Is(err, ErrDuplicate) {
@@ -171,7 +172,7 @@ func (s *tenantStore) ListQueues(ctx context.Context, p *store.ListParams) ([]st
 			attrs sql.NullString
 		)
 		err := rows.Scan(&name, &r.raw.maxDel, &r.raw.ttl, &r.raw.dlqExpd, &r.raw.retention, &r.raw.interval,
-			&r.raw.evictBatch, &attrs, &r.raw.dedup)
+			&r.raw.evictBatch, &attrs, &r.raw.dedup, &r.raw.session)
 		if err != nil {
 			return nil, fmt.Errorf("sluice: list queues: %w", err)
 		}
@@ -203,6 +204,9 @@ func (s *tenantStore) DeleteQueue(ctx context.Context, name string) error {
 			return err
 		}
 		if _, err := s.e.exec(ctx, tx, "DeleteQueueDedup", s.t.Service, s.t.Provider, name); err != nil {
+			return err
+		}
+		if _, err := s.e.exec(ctx, tx, "DeleteQueueSessions", s.t.Service, s.t.Provider, name); err != nil {
 			return err
 		}
 		_, err = s.e.exec(ctx, tx, "DeleteQueueDeadLetters", s.t.Service, s.t.Provider, name)
@@ -245,6 +249,15 @@ func (e *Engine) enqueueGroup(ctx context.Context, gt *groupTx, group []*writeRe
 	if !ok {
 		return err
 	}
+	if qr.settings.RequiresSession {
+		if group = withSessions(group); len(group) == 0 {
+			return nil
+		}
+		n = 0
+		for _, r := range group {
+			n += len(r.enq.Messages)
+		}
+	}
 	if qr.settings.DuplicateDetectionWindow > 0 {
 		return e.enqueueDedup(ctx, gt, group)
 	}
@@ -274,6 +287,9 @@ func (e *Engine) enqueueGroup(ctx context.Context, gt *groupTx, group []*writeRe
 		r.signals = []string{QueueKey(t, queue)}
 	}
 	if err := e.insertMessages(ctx, gt.tx, t, queue, qr.now, rows); err != nil {
+		return err
+	}
+	if err := e.activateSessions(ctx, gt.tx, t, &qr, rows); err != nil {
 		return err
 	}
 	if e.d.NotifyOnReserve {
@@ -429,6 +445,12 @@ func (e *Engine) leaseGroup(ctx context.Context, gt *groupTx, group []*writeReq)
 	if !ok {
 		return err
 	}
+	if qr.settings.RequiresSession {
+		for _, r := range group {
+			r.err = fmt.Errorf("queue %q requires sessions: accept a session to receive: %w", queue, sluicetype.ErrSessionRequired)
+		}
+		return nil
+	}
 	if qr.nextDue.Valid && qr.nextDue.Int64 <= qr.now {
 		if _, err = e.resolveDue(ctx, gt.tx, t, &qr, dueBatch); err != nil {
 			return err
@@ -581,6 +603,11 @@ func (e *Engine) resolveDue(ctx context.Context, tx *sql.Tx, t store.Tenant, qr 
 		slices.Sort(ready)
 		if _, err := e.exec(ctx, tx, "MakeReady", t.Service, t.Provider, qr.settings.Name, e.d.IntList(ready)); err != nil {
 			return res, err
+		}
+		if qr.settings.RequiresSession {
+			if _, err := e.exec(ctx, tx, "ActivateSessions", t.Service, t.Provider, qr.settings.Name, e.d.IntList(ready)); err != nil {
+				return res, err
+			}
 		}
 	}
 	desc := fmt.Sprintf("the lease ended after the last of %d allowed deliveries", qr.settings.MaxDeliveryCount)
@@ -1119,6 +1146,11 @@ func (s *tenantStore) ResubmitDeadLetters(ctx context.Context, p *store.Resubmit
 		}
 		if _, err := s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted)); err != nil {
 			return err
+		}
+		if qr.settings.RequiresSession {
+			if _, err := s.e.exec(ctx, tx, "ActivateSessions", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(out)); err != nil {
+				return err
+			}
 		}
 		if s.e.d.NotifyOnReserve {
 			return nil

@@ -70,11 +70,11 @@ SELECT CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 -- name: CreateQueue
 -- args: service, provider, name, max_delivery, default_ttl_ms,
 --       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch,
---       attributes, dedup_window_ms
+--       attributes, dedup_window_ms, requires_session
 INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
     dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, attributes,
-    dedup_window_ms, evict_at, created_at)
-VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?,
+    dedup_window_ms, requires_session, evict_at, created_at)
+VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?,
     CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
     CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
@@ -83,7 +83,8 @@ VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?,
 -- The queue's settings, counters, the database's current time, the
 -- earliest end of a lease or schedule (NULL: none), read from the first
 -- entry of the due index, so that a lease skips SelectDue when nothing is
--- due, and the duplicate detection window.
+-- due, the duplicate detection window, and whether the queue requires
+-- sessions.
 SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        evict_interval_ms, evict_batch, evict_at, last_seq,
        CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
@@ -91,7 +92,7 @@ SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
         WHERE m.service = q.service AND m.provider = q.provider AND m.queue = q.name
           AND m.visible_at IS NOT NULL
         ORDER BY m.visible_at LIMIT 1),
-       dedup_window_ms
+       dedup_window_ms, requires_session
 FROM sluice_queues AS q
 WHERE service = ? AND provider = ? AND name = ?;
 
@@ -116,7 +117,7 @@ WHERE service = ? AND provider = ? AND name = ?;
 -- args: service, provider, after, limit
 -- A range of the primary key, in name order (ascii_bin: byte order).
 SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
-       evict_interval_ms, evict_batch, attributes, dedup_window_ms
+       evict_interval_ms, evict_batch, attributes, dedup_window_ms, requires_session
 FROM sluice_queues
 WHERE service = ? AND provider = ? AND name > ?
 ORDER BY name
@@ -129,6 +130,173 @@ DELETE FROM sluice_queues WHERE service = ? AND provider = ? AND name = ?;
 -- name: DeleteQueueMessages
 -- args: service, provider, name
 DELETE FROM sluice_messages WHERE service = ? AND provider = ? AND queue = ?;
+
+-- name: DeleteQueueSessions
+-- args: service, provider, name
+DELETE FROM sluice_sessions WHERE service = ? AND provider = ? AND queue = ?;
+
+-- name: ActivateSessions
+-- args: service, provider, queue, seqs
+-- The sessions of the given messages may have messages available: mark
+-- them active, creating their rows. Each message is found by primary key,
+-- as in the list statements above. The session id is taken as VARBINARY,
+-- the type of the sessions' column: DISTINCT on the messages' utf8mb4_bin
+-- column would take 's' and 's ' for one session (PAD SPACE).
+INSERT INTO sluice_sessions (service, provider, queue, session_id, active)
+SELECT DISTINCT m.service, m.provider, m.queue, CAST(m.session_id AS BINARY), 1
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+WHERE m.session_id IS NOT NULL
+ON DUPLICATE KEY UPDATE active = 1;
+
+-- name: SelectSessionCandidates
+-- args: service, provider, queue, now, limit
+-- Active sessions whose lock has ended, longest free first, locked until
+-- the accept commits; sessions another accept holds are skipped. The
+-- candidates come from a plain read of the free index (active = 1 and
+-- lock_until <= now: locked and inactive sessions are outside the range),
+-- then only they are locked, by primary key, and kept if still free, as
+-- in SelectDue. (A locking scan of the range holds the entry past its end
+-- until commit: a held session's, or the first of the next queue's, whose
+-- acceptors would skip it.) The plain read takes up to 256 candidates, not
+-- limit: the sessions that concurrent accepts hold are among the oldest
+-- free ones the read sees, and are skipped; 256 leaves limit free ones
+-- when 15 other accepts (a pool's connections) each hold 16. The join
+-- has no ORDER BY, so that it stops after limit locked rows (a sort would
+-- lock every candidate first); it returns them in the read's order.
+SELECT s.session_id
+FROM (SELECT service, provider, queue, session_id, lock_until
+      FROM sluice_sessions FORCE INDEX (sluice_sessions_free)
+      WHERE service = ? AND provider = ? AND queue = ? AND active = 1 AND lock_until <= ?
+      ORDER BY lock_until
+      LIMIT 256) AS c
+STRAIGHT_JOIN sluice_sessions AS s
+    ON s.service = c.service AND s.provider = c.provider AND s.queue = c.queue
+   AND s.session_id = c.session_id
+WHERE s.active = 1 AND s.lock_until <= c.lock_until
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: HasReadySessionMessage
+-- args: service, provider, queue, session_id, now
+-- A plain read of the session index. The session id is compared as
+-- VARBINARY, byte for byte: the messages' utf8mb4_bin column pads with
+-- spaces (PAD SPACE), so "session_id = ?" would also match a session
+-- whose id differs only in trailing spaces. With the binary string on the
+-- argument's side the comparison still looks the key up in the index.
+SELECT 1
+FROM sluice_messages FORCE INDEX (sluice_messages_session)
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY)
+  AND state = 0 AND (expires_at IS NULL OR expires_at > ?)
+LIMIT 1;
+
+-- name: DeactivateSession
+-- args: service, provider, queue, session_id
+UPDATE sluice_sessions SET active = 0
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = ?;
+
+-- name: EnsureSession
+-- args: service, provider, queue, session_id
+-- Creates an inactive session row unless there is one; the update is a
+-- no-op (INSERT IGNORE would also hide other errors).
+INSERT INTO sluice_sessions (service, provider, queue, session_id, active)
+VALUES (?, ?, ?, ?, 0)
+ON DUPLICATE KEY UPDATE active = active;
+
+-- name: LockSession
+-- args: lock_token, lock_until, service, provider, queue, session_id, now
+-- Locks a session whose lock has ended; changes nothing if it is held.
+-- The connection reports changed rows, and a lock always sets a new token:
+-- 1 when it locked.
+UPDATE sluice_sessions SET lock_token = ?, lock_until = ?
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = ? AND lock_until <= ?;
+
+-- name: SelectSessionLock
+-- args: service, provider, queue, session_id
+-- The session's lock, with its row locked until the caller commits.
+SELECT lock_token, lock_until
+FROM sluice_sessions
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = ?
+FOR UPDATE;
+
+-- name: SelectSessionReady
+-- args: service, provider, queue, session_id, now, limit
+-- A session's first ready, unexpired messages in sequence order, with all
+-- columns, locked until the lease commits: a walk of the session index
+-- from (session, state 0) in seq order, the session id compared as in
+-- HasReadySessionMessage. An equality scan stops before the next key, so
+-- it locks no row past its range. A row another transaction holds is
+-- waited for, not skipped: a session's messages go out in order. (A join
+-- with a one-row derived table of the arguments, as the list statements
+-- use, makes MariaDB sort: it would read and lock every ready message of
+-- the session.)
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, payload, headers
+FROM sluice_messages FORCE INDEX (sluice_messages_session)
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY)
+  AND state = 0 AND (expires_at IS NULL OR expires_at > ?)
+ORDER BY seq
+LIMIT ?
+FOR UPDATE;
+
+-- name: FirstSessionDue
+-- args: service, provider, queue, session_id, now
+-- The first message of a session whose lease or schedule has ended and
+-- that is not ready again yet (NULL when none): a lease of the session
+-- takes nothing after it, so the session's order holds while another
+-- transaction resolving it holds the row. A plain read, the session id
+-- compared as in HasReadySessionMessage. No index is forced: the
+-- optimizer weighs, by index dives, the session index's ranges for states
+-- 1 and 2 (the session's leased and scheduled messages) against the due
+-- index's range (the queue's messages due and not resolved yet, usually
+-- few just after resolveDue), and reads the smaller.
+SELECT MIN(seq)
+FROM sluice_messages
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY)
+  AND state IN (1, 2) AND visible_at <= ?;
+
+-- name: RenewSession
+-- args: lock_until, service, provider, queue, session_id, lock_token
+UPDATE sluice_sessions SET lock_until = ?
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = ? AND lock_token = ?;
+
+-- name: ExtendSessionMessages
+-- args: visible_at, service, provider, queue, session_id, lock_token
+-- The messages a session's holder has leased: their locks end with the
+-- session's. An equality scan of the session index over (session, state
+-- 1), the session id compared as in HasReadySessionMessage; the token,
+-- new with every lock, picks the holder's messages.
+UPDATE sluice_messages FORCE INDEX (sluice_messages_session) SET visible_at = ?
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY) AND state = 1
+  AND lock_token = ?;
+
+-- name: ReleaseSession
+-- args: service, provider, queue, session_id, lock_token
+UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = ? AND lock_token = ?;
+
+-- name: ReleaseSessionMessages
+-- args: service, provider, queue, session_id, lock_token
+-- The messages a releasing holder had leased become available (or
+-- deferred) again; found as in ExtendSessionMessages.
+UPDATE sluice_messages FORCE INDEX (sluice_messages_session)
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY) AND state = 1
+  AND lock_token = ?;
+
+-- name: GetSessionState
+-- args: service, provider, queue, session_id
+SELECT state FROM sluice_sessions
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = ?;
+
+-- name: SetSessionState
+-- args: state, service, provider, queue, session_id
+UPDATE sluice_sessions SET state = ?
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = ?;
 
 -- name: DeleteQueueDedup
 -- args: service, provider, name

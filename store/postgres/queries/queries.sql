@@ -67,11 +67,11 @@ SELECT pg_notify('sluice', $1::text);
 -- name: CreateQueue
 -- args: service, provider, name, max_delivery, default_ttl_ms,
 --       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch,
---       attributes, dedup_window_ms
+--       attributes, dedup_window_ms, requires_session
 INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
     dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, attributes,
-    dedup_window_ms, evict_at, created_at)
-VALUES ($1, $2, $3, 0, $4, $5, $6, $7, $8, $9, $10::text, $11::bigint,
+    dedup_window_ms, requires_session, evict_at, created_at)
+VALUES ($1, $2, $3, 0, $4, $5, $6, $7, $8, $9, $10::text, $11::bigint, $12::smallint,
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
     floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
 
@@ -80,7 +80,8 @@ VALUES ($1, $2, $3, 0, $4, $5, $6, $7, $8, $9, $10::text, $11::bigint,
 -- The queue's settings, counters, the database's current time, the
 -- earliest end of a lease or schedule (NULL: none), read from the first
 -- entry of the due index, so that a lease skips SelectDue when nothing is
--- due, and the duplicate detection window.
+-- due, the duplicate detection window and whether the queue requires
+-- sessions.
 SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        evict_interval_ms, evict_batch, evict_at, last_seq,
        floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint,
@@ -88,7 +89,7 @@ SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
         WHERE m.service = q.service AND m.provider = q.provider AND m.queue = q.name
           AND m.visible_at IS NOT NULL
         ORDER BY m.visible_at LIMIT 1),
-       dedup_window_ms
+       dedup_window_ms, requires_session
 FROM sluice_queues AS q
 WHERE service = $1 AND provider = $2 AND name = $3;
 
@@ -112,7 +113,7 @@ WHERE service = $9 AND provider = $10 AND name = $11;
 -- In byte order of the names, whatever the database's collation, as the
 -- other dialects list them: a walk of the index sluice_queues_list.
 SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
-       evict_interval_ms, evict_batch, attributes, dedup_window_ms
+       evict_interval_ms, evict_batch, attributes, dedup_window_ms, requires_session
 FROM sluice_queues
 WHERE service = $1 AND provider = $2 AND name COLLATE "C" > $3::text
 ORDER BY name COLLATE "C"
@@ -125,6 +126,168 @@ DELETE FROM sluice_queues WHERE service = $1 AND provider = $2 AND name = $3;
 -- name: DeleteQueueMessages
 -- args: service, provider, name
 DELETE FROM sluice_messages WHERE service = $1 AND provider = $2 AND queue = $3;
+
+-- name: DeleteQueueSessions
+-- args: service, provider, name
+DELETE FROM sluice_sessions WHERE service = $1 AND provider = $2 AND queue = $3;
+
+-- name: ActivateSessions
+-- args: service, provider, queue, seqs
+-- The sessions of the given messages may have messages available: mark
+-- them active, creating their rows. DISTINCT gives each session one row
+-- (ON CONFLICT DO UPDATE may not touch a row twice), in session order, so
+-- that two transactions lock the rows of the sessions they share in the
+-- same order. A session already active is locked, not rewritten: the
+-- lock still orders this against an accept clearing the flag (which
+-- holds the row, FOR UPDATE, from SelectSessionCandidates to its
+-- commit), and the condition is tested again on the row it committed.
+-- The messages are looked up in the primary key behind the OFFSET 0
+-- fence, which keeps "session_id IS NOT NULL" out of the scan: with it,
+-- sluice_messages_session (whose predicate it is) holds every column the
+-- scan needs, and a plan from undercounting statistics takes that index,
+-- where seq is no bound, and reads the queue's messages in it once per
+-- seq.
+INSERT INTO sluice_sessions AS s (service, provider, queue, session_id, active)
+SELECT DISTINCT $1::text, $2::text, $3::text, x.session_id, 1
+FROM (SELECT m.session_id
+      FROM sluice_messages AS m
+      WHERE (m.service, m.provider, m.queue, m.seq) IN (
+          SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]))
+      OFFSET 0) AS x
+WHERE x.session_id IS NOT NULL
+ORDER BY x.session_id
+ON CONFLICT (service, provider, queue, session_id) DO UPDATE SET active = 1
+WHERE s.active = 0;
+
+-- name: SelectSessionCandidates
+-- args: service, provider, queue, now, limit
+-- Active sessions whose lock has ended, longest free first: a range of
+-- sluice_sessions_free (which holds active sessions only; lock_until <=
+-- now), so locked and inactive sessions are not read. The rows are locked
+-- until commit, and those another accepter holds skipped, so that
+-- concurrent accepters neither wait on each other nor take the same
+-- session.
+SELECT session_id
+FROM sluice_sessions
+WHERE service = $1 AND provider = $2 AND queue = $3 AND active = 1 AND lock_until <= $4::bigint
+ORDER BY lock_until
+LIMIT $5
+FOR UPDATE SKIP LOCKED;
+
+-- name: HasReadySessionMessage
+-- args: service, provider, queue, session_id, now
+-- A probe of sluice_messages_session (session_id = $4 implies its
+-- predicate): the session's ready rows, not the queue's. The state is
+-- compared with (SELECT 0), a value the planner does not know, rather
+-- than 0, so that the partial index sluice_messages_ready (WHERE state =
+-- 0) cannot serve the query: a plan from undercounting statistics, which
+-- sees both indexes return one row, otherwise walks the queue's ready
+-- rows there in search of the session's. (The comparison is still an
+-- equality on the index column, and sequence order follows it.)
+SELECT 1
+FROM sluice_messages
+WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = (SELECT 0)
+  AND (expires_at IS NULL OR expires_at > $5::bigint)
+LIMIT 1;
+
+-- name: DeactivateSession
+-- args: service, provider, queue, session_id
+UPDATE sluice_sessions SET active = 0
+WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4;
+
+-- name: EnsureSession
+-- args: service, provider, queue, session_id
+INSERT INTO sluice_sessions (service, provider, queue, session_id, active)
+VALUES ($1, $2, $3, $4, 0)
+ON CONFLICT DO NOTHING;
+
+-- name: LockSession
+-- args: lock_token, lock_until, service, provider, queue, session_id, now
+-- Locks a session whose lock has ended; changes nothing if it is held.
+-- (Waiting for another accept of the session in progress, it tests the
+-- condition again on the row that accept committed.)
+UPDATE sluice_sessions SET lock_token = $1::bigint, lock_until = $2::bigint
+WHERE service = $3 AND provider = $4 AND queue = $5 AND session_id = $6
+  AND lock_until <= $7::bigint;
+
+-- name: SelectSessionLock
+-- args: service, provider, queue, session_id
+-- Locks the session's row until commit: the operations of a holder on its
+-- session run one at a time, and each sees what the previous committed.
+SELECT lock_token, lock_until
+FROM sluice_sessions
+WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
+FOR UPDATE;
+
+-- name: FirstSessionDue
+-- args: service, provider, queue, session_id, now
+-- The first message of a session whose lease or schedule has ended and
+-- that is not ready again yet (NULL when none): a lease of the session
+-- takes nothing after it, so the session's order holds while another
+-- transaction resolving it holds the row. Ranges of
+-- sluice_messages_session for states 1 and 2.
+SELECT MIN(seq)
+FROM sluice_messages
+WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
+  AND state IN (1, 2) AND visible_at <= $5::bigint;
+
+-- name: SelectSessionReady
+-- args: service, provider, queue, session_id, now, limit
+-- A session's first ready, unexpired messages in sequence order, with all
+-- columns: a range of sluice_messages_session (state = (SELECT 0): see
+-- HasReadySessionMessage). Only the session's holder leases them, under
+-- the session's row lock; the rows are locked in sequence order, waiting
+-- (rather than skipping, which would break the order) for an eviction in
+-- progress.
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, payload, headers
+FROM sluice_messages
+WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = (SELECT 0)
+  AND (expires_at IS NULL OR expires_at > $5::bigint)
+ORDER BY seq
+LIMIT $6
+FOR UPDATE;
+
+-- name: RenewSession
+-- args: lock_until, service, provider, queue, session_id, lock_token
+UPDATE sluice_sessions SET lock_until = $1::bigint
+WHERE service = $2 AND provider = $3 AND queue = $4 AND session_id = $5
+  AND lock_token = $6::bigint;
+
+-- name: ExtendSessionMessages
+-- args: visible_at, service, provider, queue, session_id, lock_token
+-- The messages a session's holder has leased: their locks end with the
+-- session's. (A range of sluice_messages_session: the session's leased
+-- rows.)
+UPDATE sluice_messages SET visible_at = $1::bigint
+WHERE service = $2 AND provider = $3 AND queue = $4 AND session_id = $5 AND state = 1
+  AND lock_token = $6::bigint;
+
+-- name: ReleaseSession
+-- args: service, provider, queue, session_id, lock_token
+UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
+WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
+  AND lock_token = $5::bigint;
+
+-- name: ReleaseSessionMessages
+-- args: service, provider, queue, session_id, lock_token
+-- The messages a releasing holder had leased become available (or
+-- deferred) again.
+UPDATE sluice_messages
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = 1
+  AND lock_token = $5::bigint;
+
+-- name: GetSessionState
+-- args: service, provider, queue, session_id
+SELECT state FROM sluice_sessions
+WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4;
+
+-- name: SetSessionState
+-- args: state, service, provider, queue, session_id
+-- state: bytes, or NULL to clear it.
+UPDATE sluice_sessions SET state = $1::bytea
+WHERE service = $2 AND provider = $3 AND queue = $4 AND session_id = $5;
 
 -- name: DeleteQueueDedup
 -- args: service, provider, name
@@ -366,14 +529,16 @@ SELECT d.seq, d.lock_token FROM q LEFT JOIN d ON true;
 -- message o as last_seq - n + o. State and expiry follow the engine's
 -- newMessageRow: scheduled if visible_at is later than now, and the
 -- time-to-live capped by the queue's default. Returns the new last_seq;
--- no row, and nothing written, if the queue does not exist or detects
--- duplicates (dedup_window_ms > 0): the engine then takes the general
+-- no row, and nothing written, if the queue does not exist, detects
+-- duplicates (dedup_window_ms > 0) or requires sessions (whose sessions
+-- the general path marks active): the engine then takes the general
 -- path, in a transaction. (The insert takes its rows from q: no row of
 -- q, no message.) Runs in a group's transaction or alone.
 WITH q AS (
     UPDATE sluice_queues SET last_seq = last_seq + $4::bigint
     FROM (SELECT pg_notify('sluice', $5::text)) AS n
     WHERE service = $1 AND provider = $2 AND name = $3 AND dedup_window_ms = 0
+      AND requires_session = 0
     RETURNING last_seq, default_ttl_ms,
               floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
 ), ins AS (
@@ -408,9 +573,10 @@ SELECT last_seq FROM q;
 -- columns (those of GetQueue, in its order), the request index and each
 -- leased message's columns, one row per message in sequence order, or one
 -- row with NULL request and message columns if it took none; no row if
--- the queue does not exist. When a lease or schedule has ended (next_due
--- <= now) it takes nothing: those rows must be resolved first, in a
--- transaction, to keep sequence order.
+-- the queue does not exist or requires sessions (its messages are leased
+-- only under a session's lock: the general path reports it). When a lease
+-- or schedule has ended (next_due <= now) it takes nothing: those rows
+-- must be resolved first, in a transaction, to keep sequence order.
 WITH q AS (
     SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
            evict_interval_ms, evict_batch, evict_at, last_seq,
@@ -419,9 +585,9 @@ WITH q AS (
             WHERE m.service = q.service AND m.provider = q.provider AND m.queue = q.name
               AND m.visible_at IS NOT NULL
             ORDER BY m.visible_at LIMIT 1) AS next_due,
-           dedup_window_ms
+           dedup_window_ms, requires_session
     FROM sluice_queues AS q
-    WHERE service = $1 AND provider = $2 AND name = $3
+    WHERE service = $1 AND provider = $2 AND name = $3 AND requires_session = 0
 ), r AS (
     SELECT j.i, j.t, j.v, sum(j.n) OVER (ORDER BY j.i) - j.n AS lo, sum(j.n) OVER (ORDER BY j.i) AS hi
     FROM json_to_recordset($4::json) AS j(i int, n int, t bigint, v bigint)

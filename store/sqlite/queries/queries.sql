@@ -38,11 +38,11 @@ SELECT CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER);
 -- name: CreateQueue
 -- args: service, provider, name, max_delivery, default_ttl_ms,
 --       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch,
---       attributes, dedup_window_ms
+--       attributes, dedup_window_ms, requires_session
 INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
     dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, attributes,
-    dedup_window_ms, evict_at, created_at)
-VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
+    dedup_window_ms, requires_session, evict_at, created_at)
+VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12,
     CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER),
     CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER));
 
@@ -54,7 +54,8 @@ VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11,
 -- less than finding the first due row here.
 SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        evict_interval_ms, evict_batch, evict_at, last_seq,
-       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), 0, dedup_window_ms
+       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), 0, dedup_window_ms,
+       requires_session
 FROM sluice_queues
 WHERE service = ?1 AND provider = ?2 AND name = ?3;
 
@@ -75,7 +76,7 @@ WHERE service = ?9 AND provider = ?10 AND name = ?11;
 -- name: ListQueues
 -- args: service, provider, after, limit
 SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
-       evict_interval_ms, evict_batch, attributes, dedup_window_ms
+       evict_interval_ms, evict_batch, attributes, dedup_window_ms, requires_session
 FROM sluice_queues
 WHERE service = ?1 AND provider = ?2 AND name > ?3
 ORDER BY name
@@ -88,6 +89,119 @@ DELETE FROM sluice_queues WHERE service = ?1 AND provider = ?2 AND name = ?3;
 -- name: DeleteQueueMessages
 -- args: service, provider, name
 DELETE FROM sluice_messages WHERE service = ?1 AND provider = ?2 AND queue = ?3;
+
+-- name: DeleteQueueSessions
+-- args: service, provider, name
+DELETE FROM sluice_sessions WHERE service = ?1 AND provider = ?2 AND queue = ?3;
+
+-- name: ActivateSessions
+-- args: service, provider, queue, seqs
+-- The sessions of the given messages may have messages available: mark
+-- them active, creating their rows.
+INSERT INTO sluice_sessions (service, provider, queue, session_id, active)
+SELECT DISTINCT service, provider, queue, session_id, 1
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4)) AND session_id IS NOT NULL
+ON CONFLICT (service, provider, queue, session_id) DO UPDATE SET active = 1;
+
+-- name: SelectSessionCandidates
+-- args: service, provider, queue, now, limit
+-- Active sessions whose lock has ended, longest free first.
+SELECT session_id
+FROM sluice_sessions
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND active = 1 AND lock_until <= ?4
+ORDER BY lock_until
+LIMIT ?5;
+
+-- name: HasReadySessionMessage
+-- args: service, provider, queue, session_id, now
+SELECT 1
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND state = 0
+  AND (expires_at IS NULL OR expires_at > ?5)
+LIMIT 1;
+
+-- name: DeactivateSession
+-- args: service, provider, queue, session_id
+UPDATE sluice_sessions SET active = 0
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4;
+
+-- name: EnsureSession
+-- args: service, provider, queue, session_id
+INSERT INTO sluice_sessions (service, provider, queue, session_id, active)
+VALUES (?1, ?2, ?3, ?4, 0)
+ON CONFLICT DO NOTHING;
+
+-- name: LockSession
+-- args: lock_token, lock_until, service, provider, queue, session_id, now
+-- Locks a session whose lock has ended; changes nothing if it is held.
+UPDATE sluice_sessions SET lock_token = ?1, lock_until = ?2
+WHERE service = ?3 AND provider = ?4 AND queue = ?5 AND session_id = ?6 AND lock_until <= ?7;
+
+-- name: SelectSessionLock
+-- args: service, provider, queue, session_id
+SELECT lock_token, lock_until
+FROM sluice_sessions
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4;
+
+-- name: SelectSessionReady
+-- args: service, provider, queue, session_id, now, limit
+-- A session's first ready, unexpired messages in sequence order.
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, payload, headers
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND state = 0
+  AND (expires_at IS NULL OR expires_at > ?5)
+ORDER BY seq
+LIMIT ?6;
+
+-- name: FirstSessionDue
+-- args: service, provider, queue, session_id, now
+-- The first message of a session whose lease or schedule has ended and
+-- that is not ready again yet (NULL when none): a lease of the session
+-- takes nothing after it, so the session's order holds.
+SELECT MIN(seq)
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4
+  AND state IN (1, 2) AND visible_at <= ?5;
+
+-- name: RenewSession
+-- args: lock_until, service, provider, queue, session_id, lock_token
+UPDATE sluice_sessions SET lock_until = ?1
+WHERE service = ?2 AND provider = ?3 AND queue = ?4 AND session_id = ?5 AND lock_token = ?6;
+
+-- name: ExtendSessionMessages
+-- args: visible_at, service, provider, queue, session_id, lock_token
+-- The messages a session's holder has leased: their locks end with the
+-- session's.
+UPDATE sluice_messages SET visible_at = ?1
+WHERE service = ?2 AND provider = ?3 AND queue = ?4 AND session_id = ?5 AND state = 1
+  AND lock_token = ?6;
+
+-- name: ReleaseSession
+-- args: service, provider, queue, session_id, lock_token
+UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND lock_token = ?5;
+
+-- name: ReleaseSessionMessages
+-- args: service, provider, queue, session_id, lock_token
+-- The messages a releasing holder had leased become available (or
+-- deferred) again.
+UPDATE sluice_messages
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND state = 1
+  AND lock_token = ?5;
+
+-- name: GetSessionState
+-- args: service, provider, queue, session_id
+SELECT state FROM sluice_sessions
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4;
+
+-- name: SetSessionState
+-- args: state, service, provider, queue, session_id
+UPDATE sluice_sessions SET state = ?1
+WHERE service = ?2 AND provider = ?3 AND queue = ?4 AND session_id = ?5;
 
 -- name: DeleteQueueDedup
 -- args: service, provider, name

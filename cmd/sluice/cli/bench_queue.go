@@ -1,0 +1,153 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/store"
+)
+
+// benchSessionAccept times accepting the next free session (and
+// releasing it) on a queue of cfg.sessions sessions, each holding one
+// message, with none locked and then with cfg.locked of them locked.
+func benchSessionAccept(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	if e.cfg.locked >= e.cfg.sessions {
+		return nil, fmt.Errorf("session-accept: --locked %d leaves no free session among --sessions %d", e.cfg.locked, e.cfg.sessions)
+	}
+	var out []benchResult
+	for _, locked := range []int{0, e.cfg.locked} {
+		q := fmt.Sprintf("bench-sessions-%d", locked)
+		if err := e.store.CreateQueue(ctx, &store.QueueSettings{Name: q, RequiresSession: true}); err != nil {
+			return nil, err
+		}
+		r, err := e.sessionAcceptLevel(ctx, q, locked)
+		_ = e.store.DeleteQueue(context.WithoutCancel(ctx), q)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (e *benchEnv) sessionAcceptLevel(ctx context.Context, q string, locked int) (benchResult, error) {
+	const accepts = 300
+	body := payload(e.cfg.size)
+	for sent := 0; sent < e.cfg.sessions; {
+		k := min(e.cfg.sessions-sent, 500)
+		msgs := make([]store.NewMessage, k)
+		for i := range msgs {
+			msgs[i] = store.NewMessage{Payload: body, SessionID: fmt.Sprintf("session-%06d", sent+i)}
+		}
+		if _, err := e.store.Enqueue(ctx, &store.EnqueueParams{Queue: q, Messages: msgs}); err != nil {
+			return benchResult{}, err
+		}
+		sent += k
+	}
+	// Lock the sessions from the end, so that the free ones are the first.
+	for i := range locked {
+		id := fmt.Sprintf("session-%06d", e.cfg.sessions-1-i)
+		if _, err := e.store.AcceptSession(ctx, &store.AcceptSessionParams{Queue: q, SessionID: id, Duration: time.Hour}); err != nil {
+			return benchResult{}, err
+		}
+	}
+	var lat latencies
+	start := time.Now()
+	for range accepts {
+		t0 := time.Now()
+		l, err := e.store.AcceptSession(ctx, &store.AcceptSessionParams{Queue: q, Duration: time.Minute})
+		if err != nil {
+			return benchResult{}, fmt.Errorf("session-accept: %w", err)
+		}
+		lat.add(time.Since(t0))
+		if err := e.store.ReleaseSession(ctx, &store.SessionParams{Queue: q, SessionID: l.SessionID, Token: l.Token}); err != nil {
+			return benchResult{}, err
+		}
+	}
+	r := result(accepts, time.Since(start), &lat)
+	r.Locked = &locked
+	r.Note = fmt.Sprintf("p50/p99: one accept of the next free session of %d", e.cfg.sessions)
+	return r, nil
+}
+
+// benchReceiveAmongScheduled times leases of 32 with no other messages,
+// then with cfg.scheduled messages present that a lease must pass over:
+// half scheduled for later, half deferred.
+func benchReceiveAmongScheduled(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	var out []benchResult
+	for _, n := range []int{0, e.cfg.scheduled} {
+		q := fmt.Sprintf("bench-scheduled-%d", n)
+		drop, err := e.createQueue(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		r, err := e.scheduledLevel(ctx, q, n)
+		drop()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func (e *benchEnv) scheduledLevel(ctx context.Context, q string, n int) (benchResult, error) {
+	const leases = 200
+	body := payload(e.cfg.size)
+	later := time.Now().Add(24 * time.Hour)
+	for sent := 0; sent < n/2; {
+		k := min(n/2-sent, 500)
+		msgs := make([]store.NewMessage, k)
+		for i := range msgs {
+			msgs[i] = store.NewMessage{Payload: body, VisibleAt: later}
+		}
+		if _, err := e.store.Enqueue(ctx, &store.EnqueueParams{Queue: q, Messages: msgs}); err != nil {
+			return benchResult{}, err
+		}
+		sent += k
+	}
+	// Deferred: enqueued, leased and deferred.
+	if err := e.preload(ctx, q, n-n/2); err != nil {
+		return benchResult{}, err
+	}
+	for deferred := 0; deferred < n-n/2; {
+		got, err := e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: min(1000, n-n/2-deferred), Visibility: time.Hour})
+		if err != nil {
+			return benchResult{}, err
+		}
+		if len(got) == 0 {
+			return benchResult{}, fmt.Errorf("receive-among-scheduled: only %d messages could be deferred", deferred)
+		}
+		p := &store.SettleParams{Queue: q, Action: store.Defer}
+		for _, l := range got {
+			p.Receipts = append(p.Receipts, l.Receipt)
+		}
+		if _, err := e.store.Settle(ctx, p); err != nil {
+			return benchResult{}, err
+		}
+		deferred += len(got)
+	}
+	if err := e.preload(ctx, q, 32*leases); err != nil {
+		return benchResult{}, err
+	}
+	var lat latencies
+	start := time.Now()
+	var count int64
+	for range leases {
+		t0 := time.Now()
+		got, err := e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: 32, Visibility: time.Hour})
+		if err != nil {
+			return benchResult{}, err
+		}
+		lat.add(time.Since(t0))
+		if len(got) != 32 {
+			return benchResult{}, fmt.Errorf("receive-among-scheduled: a lease returned %d messages, want 32", len(got))
+		}
+		count += int64(len(got))
+	}
+	r := result(count, time.Since(start), &lat)
+	r.Scheduled, r.Batch = &n, 32
+	r.Note = "p50/p99: one lease of 32"
+	return r, nil
+}

@@ -1,0 +1,213 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Session errors.
+var (
+	// ErrSessionRequired reports a send without a session id to a queue
+	// that requires sessions, or a plain receive from one.
+	ErrSessionRequired = sluicetype.ErrSessionRequired
+	// ErrSessionCannotBeLocked reports an accept of a session another
+	// receiver holds.
+	ErrSessionCannotBeLocked = sluicetype.ErrSessionCannotBeLocked
+	// ErrSessionLockLost reports an operation of a session receiver whose
+	// session lock expired or was released; nothing was changed.
+	ErrSessionLockLost = sluicetype.ErrSessionLockLost
+)
+
+// SessionReceiver receives the messages of one session, which it holds
+// locked: no other receiver gets them while the lock lasts, including
+// messages sent after the accept, and they come in the order they were
+// sent. Renew the lock before it ends (RenewSessionLock) and Close the
+// receiver to hand the session back. It is safe for concurrent use.
+type SessionReceiver struct {
+	r    *Receiver
+	lock store.SessionLock
+
+	mu          sync.Mutex
+	lockedUntil time.Time
+}
+
+// AcceptSession locks the named session of a queue that requires
+// sessions (a session with no messages yet may be accepted too).
+// ErrSessionCannotBeLocked if another receiver holds it.
+func (c *Client) AcceptSession(ctx context.Context, queue, sessionID string, opts *ReceiverOptions) (*SessionReceiver, error) {
+	if sessionID == "" {
+		return nil, errInvalid("accept session", "empty session id (AcceptNextSession accepts any)")
+	}
+	return c.acceptSession(ctx, queue, sessionID, opts, false)
+}
+
+// AcceptNextSession waits until a session of the queue has messages and
+// no other holder, and locks it; it returns ctx's error if ctx ends first.
+func (c *Client) AcceptNextSession(ctx context.Context, queue string, opts *ReceiverOptions) (*SessionReceiver, error) {
+	return c.acceptSession(ctx, queue, "", opts, true)
+}
+
+func (c *Client) acceptSession(ctx context.Context, queue, id string, opts *ReceiverOptions, wait bool) (*SessionReceiver, error) {
+	r, err := c.NewReceiver(queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	props, err := c.properties(ctx, queue)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: accept session: %w", err)
+	}
+	woken, stop := c.st.WatchQueue(queue)
+	defer stop()
+	pause := minPoll
+	for {
+		lctx, cancel := detached(ctx)
+		lock, err := c.st.AcceptSession(lctx, &store.AcceptSessionParams{Queue: queue, SessionID: id, Duration: props.LockDuration})
+		cancel()
+		if err == nil {
+			return &SessionReceiver{r: r, lock: lock, lockedUntil: lock.LockedUntil}, nil
+		}
+		if !wait || !errors.Is(err, sluicetype.ErrNoSessionAvailable) {
+			return nil, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("sluice: accept next session: %w", ctx.Err())
+		case <-woken:
+			pause = minPoll
+		case <-t.C:
+			pause = min(2*pause, maxPoll)
+		}
+		t.Stop()
+	}
+}
+
+// SessionID names the session held.
+func (s *SessionReceiver) SessionID() string { return s.lock.SessionID }
+
+// LockedUntil is when the session lock ends unless renewed.
+func (s *SessionReceiver) LockedUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lockedUntil
+}
+
+func (s *SessionReceiver) params() store.SessionParams {
+	return store.SessionParams{Queue: s.r.queue, SessionID: s.lock.SessionID, Token: s.lock.Token}
+}
+
+// Receive waits until messages of the session are available or ctx ends,
+// and returns at once with up to max of them, in the order they were
+// sent. ErrSessionLockLost once the session lock has ended.
+func (s *SessionReceiver) Receive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
+	if max < 1 || max > s.r.c.limits.MaxBatch {
+		return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, s.r.c.limits.MaxBatch)
+	}
+	woken, stop := s.r.c.st.WatchQueue(s.r.queue)
+	defer stop()
+	pause := minPoll
+	for {
+		lctx, cancel := detached(ctx)
+		ls, err := s.r.c.st.LeaseSession(lctx, &store.LeaseSessionParams{SessionParams: s.params(), Max: max})
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		if len(ls) > 0 {
+			return s.r.deliver(ctx, "receive", ls)
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("sluice: receive: %w", ctx.Err())
+		case <-woken:
+			pause = minPoll
+		case <-t.C:
+			pause = min(2*pause, maxPoll)
+		}
+		t.Stop()
+	}
+}
+
+// sessionErr reports a lost message lock as a lost session lock when the
+// session is no longer held, which is what ended the message's lock.
+func (s *SessionReceiver) sessionErr(ctx context.Context, err error) error {
+	if !errors.Is(err, ErrLockLost) {
+		return err
+	}
+	p := s.params()
+	if held, herr := s.r.c.st.SessionHeld(ctx, &p); herr == nil && !held {
+		return fmt.Errorf("sluice: session %q: %w: %w", s.lock.SessionID, ErrSessionLockLost, err)
+	}
+	return err
+}
+
+// Complete removes a message of the session.
+func (s *SessionReceiver) Complete(ctx context.Context, m *ReceivedMessage) error {
+	return s.sessionErr(ctx, s.r.Complete(ctx, m))
+}
+
+// Abandon makes a message of the session available again; it comes next,
+// before later messages of the session.
+func (s *SessionReceiver) Abandon(ctx context.Context, m *ReceivedMessage, opts *AbandonOptions) error {
+	return s.sessionErr(ctx, s.r.Abandon(ctx, m, opts))
+}
+
+// DeadLetter moves a message of the session to the dead-letter queue.
+func (s *SessionReceiver) DeadLetter(ctx context.Context, m *ReceivedMessage, opts *DeadLetterOptions) error {
+	return s.sessionErr(ctx, s.r.DeadLetter(ctx, m, opts))
+}
+
+// Defer sets a message of the session aside.
+func (s *SessionReceiver) Defer(ctx context.Context, m *ReceivedMessage, opts *DeferOptions) error {
+	return s.sessionErr(ctx, s.r.Defer(ctx, m, opts))
+}
+
+// RenewSessionLock extends the session lock, and the locks of the
+// session's messages this receiver holds, by the queue's lock duration.
+func (s *SessionReceiver) RenewSessionLock(ctx context.Context) error {
+	props, err := s.r.c.properties(ctx, s.r.queue)
+	if err != nil {
+		return fmt.Errorf("sluice: renew session lock: %w", err)
+	}
+	p := s.params()
+	p.Duration = props.LockDuration
+	until, err := s.r.c.st.RenewSession(ctx, &p)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.lockedUntil = until
+	s.mu.Unlock()
+	return nil
+}
+
+// SessionState returns the session's state (nil when none was set).
+func (s *SessionReceiver) SessionState(ctx context.Context) ([]byte, error) {
+	p := s.params()
+	return s.r.c.st.SessionState(ctx, &p)
+}
+
+// SetSessionState replaces the session's state; nil clears it.
+func (s *SessionReceiver) SetSessionState(ctx context.Context, state []byte) error {
+	return s.r.c.st.SetSessionState(ctx, &store.SessionStateParams{SessionParams: s.params(), State: state})
+}
+
+// Close releases the session: messages received and not settled are
+// available again at once, to whoever accepts the session next.
+func (s *SessionReceiver) Close(ctx context.Context) error {
+	p := s.params()
+	err := s.r.c.st.ReleaseSession(ctx, &p)
+	if errors.Is(err, ErrSessionLockLost) {
+		return nil // the lock had ended: nothing is held
+	}
+	return err
+}
