@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -284,4 +285,103 @@ func process(t *testing.T, ctx context.Context, r *sluice.SessionReceiver, ms []
 		mu.Unlock()
 	}
 	return true
+}
+
+// FIFO holds when session locks are lost: receivers that stall past the
+// session lock lose it, the session's messages go to the next holder, and
+// a message is never delivered while an earlier one of its session is
+// neither completed nor in flight with the same holder.
+func TestSessionFIFOWithLockLoss(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		q := createQueue(t, c, &sluice.QueueProperties{RequiresSession: true, LockDuration: time.Second})
+		const sessions, perSession = 16, 8
+		var batch []*sluice.Message
+		for i := range perSession {
+			for sid := range sessions {
+				batch = append(batch, sessionMsg(fmt.Sprint("s", sid), fmt.Sprintf("%d/%d", sid, i)))
+			}
+		}
+		if _, err := newSender(t, c, q).SendBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		var (
+			mu        sync.Mutex
+			completed = map[string]bool{} // "sid/i", marked before the complete
+			total     int
+			stalls    atomic.Int64
+			wg        sync.WaitGroup
+		)
+		rctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+		defer cancel()
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rng := rand.New(rand.NewPCG(uint64(w), 11))
+				for rctx.Err() == nil {
+					r, err := c.AcceptNextSession(rctx, q, nil)
+					if err != nil {
+						return
+					}
+					inFlight := map[string]bool{}
+					for rctx.Err() == nil {
+						qctx, qcancel := context.WithTimeout(rctx, 100*time.Millisecond)
+						ms, err := r.Receive(qctx, 3)
+						qcancel()
+						if err != nil {
+							break
+						}
+						for _, m := range ms {
+							sid, idx, _ := strings.Cut(string(m.Body), "/")
+							j, _ := strconv.Atoi(idx)
+							mu.Lock()
+							for i := range j {
+								k := sid + "/" + strconv.Itoa(i)
+								if !completed[k] && !inFlight[k] {
+									t.Errorf("session s%s: message %d delivered (delivery %d) while %d is neither completed nor held", sid, j, m.DeliveryCount, i)
+								}
+							}
+							mu.Unlock()
+							inFlight[string(m.Body)] = true
+						}
+						if w < 6 && rng.IntN(3) == 0 {
+							stalls.Add(1)
+							time.Sleep(1300 * time.Millisecond) // stall past the lock
+						}
+						for _, m := range ms {
+							mu.Lock()
+							already := completed[string(m.Body)]
+							completed[string(m.Body)] = true
+							mu.Unlock()
+							if err := r.Complete(rctx, m); err != nil {
+								mu.Lock()
+								completed[string(m.Body)] = already
+								mu.Unlock()
+								if !errors.Is(err, sluice.ErrSessionLockLost) && rctx.Err() == nil {
+									t.Errorf("Complete: %v", err)
+								}
+								break
+							}
+							mu.Lock()
+							total++
+							if total == sessions*perSession {
+								cancel()
+							}
+							mu.Unlock()
+						}
+					}
+					r.Close(context.WithoutCancel(rctx))
+				}
+			}()
+		}
+		wg.Wait()
+		if total != sessions*perSession {
+			t.Fatalf("completed %d of %d", total, sessions*perSession)
+		}
+		if stalls.Load() == 0 {
+			t.Fatal("no receiver stalled past its lock: the test tested nothing")
+		}
+		t.Logf("%d stalls past the session lock", stalls.Load())
+	})
 }
