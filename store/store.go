@@ -67,6 +67,10 @@ type QueueStore interface {
 	// Enqueue appends a batch of messages atomically and returns their
 	// sequence numbers, in the order given.
 	Enqueue(ctx context.Context, p *EnqueueParams) ([]int64, error)
+	// EnqueueAll appends batches to several queues in one transaction, all
+	// or nothing, and returns each batch's sequence numbers. A message
+	// with a DeadLetterReason goes straight to its queue's dead letters.
+	EnqueueAll(ctx context.Context, p *EnqueueAllParams) ([][]int64, error)
 	// Lease takes up to p.Max available messages in sequence order and
 	// hides them for p.Visibility. It returns an empty slice, not an error,
 	// when none is available.
@@ -262,12 +266,23 @@ type NewMessage struct {
 	// VisibleAt schedules delivery: the message is not leased before then.
 	// Zero means now.
 	VisibleAt time.Time
+	// DeadLetterReason, when set (EnqueueAll only), dead-letters the
+	// message on arrival with this reason and DeadLetterDescription: a
+	// copy the layer above could not route.
+	DeadLetterReason      string
+	DeadLetterDescription string
 }
 
 // EnqueueParams enqueues a batch of messages into one queue.
 type EnqueueParams struct {
 	Queue    string
 	Messages []NewMessage
+}
+
+// EnqueueAllParams enqueues batches into several queues atomically; each
+// queue appears once.
+type EnqueueAllParams struct {
+	Batches []EnqueueParams
 }
 
 // LeaseParams leases messages from one queue.

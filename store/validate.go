@@ -38,7 +38,7 @@ const (
 	MaxKeyLen        = 1024
 	MaxReasonLen     = 4096
 	// MaxAttributesLen bounds QueueSettings.Attributes.
-	MaxAttributesLen = 64 << 10
+	MaxAttributesLen = 1 << 20
 )
 
 // Bounds of QueueSettings.DuplicateDetectionWindow, as Service Bus has
@@ -198,6 +198,10 @@ func (p *EnqueueParams) Validate(l Limits) error {
 		if err := validateProperties(m.Headers); err != nil {
 			return fmt.Errorf("message %d headers: %w", i, err)
 		}
+		if len(m.DeadLetterReason) > MaxReasonLen || len(m.DeadLetterDescription) > MaxReasonLen ||
+			!utf8.ValidString(m.DeadLetterReason) || !utf8.ValidString(m.DeadLetterDescription) {
+			return invalid("message %d: dead-letter reason and description must be valid UTF-8 of at most %d bytes", i, MaxReasonLen)
+		}
 	}
 	if total > l.MaxBatchBytes {
 		return fmt.Errorf("batch is %d bytes, at most %d allowed: %w", total, l.MaxBatchBytes, sluicetype.ErrBatchTooLarge)
@@ -210,6 +214,37 @@ func validateProperties(props map[string]string) error {
 		if k == "" || !utf8.ValidString(k) || !utf8.ValidString(v) {
 			return invalid("property %q: keys must be non-empty and keys and values valid UTF-8", k)
 		}
+	}
+	return nil
+}
+
+// Validate checks an EnqueueAll: each batch as an enqueue, each queue
+// once, and at most 10 × MaxBatch messages and MaxBatchBytes in all.
+func (p *EnqueueAllParams) Validate(l Limits) error {
+	if len(p.Batches) == 0 {
+		return invalid("enqueue to no queue")
+	}
+	seen := make(map[string]bool, len(p.Batches))
+	n, bytes := 0, 0
+	for i := range p.Batches {
+		b := &p.Batches[i]
+		if err := b.Validate(l); err != nil {
+			return fmt.Errorf("queue %q: %w", b.Queue, err)
+		}
+		if seen[b.Queue] {
+			return invalid("queue %q named twice", b.Queue)
+		}
+		seen[b.Queue] = true
+		n += len(b.Messages)
+		for j := range b.Messages {
+			bytes += b.Messages[j].MessageSize()
+		}
+	}
+	if n > 10*l.MaxBatch {
+		return fmt.Errorf("%d messages in one enqueue, at most %d allowed: %w", n, 10*l.MaxBatch, sluicetype.ErrBatchTooLarge)
+	}
+	if bytes > l.MaxBatchBytes {
+		return fmt.Errorf("enqueue of %d bytes, at most %d allowed: %w", bytes, l.MaxBatchBytes, sluicetype.ErrBatchTooLarge)
 	}
 	return nil
 }

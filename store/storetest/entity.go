@@ -24,6 +24,7 @@ var entityTests = []suiteTest{
 	{"LeaseDeferredAtomic", testLeaseDeferredAtomic},
 	{"CancelScheduled", testCancelScheduled},
 	{"SettleProperties", testSettleProperties},
+	{"EnqueueAll", testEnqueueAll},
 }
 
 func testUpdate(t *testing.T, h *harness) {
@@ -300,5 +301,41 @@ func testSettleProperties(t *testing.T, h *harness) {
 		Receipts: []sluicetype.Receipt{again[0].Receipt}})
 	if !errors.Is(err, sluicetype.ErrInvalidArgument) {
 		t.Fatalf("Complete with properties: %v, want ErrInvalidArgument", err)
+	}
+}
+
+func testEnqueueAll(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	a := createQueue(t, ctx, st, store.QueueSettings{})
+	b := createQueue(t, ctx, st, store.QueueSettings{})
+	enqueue(t, ctx, st, b, msg("b0"))
+	dead := msg("unroutable")
+	dead.DeadLetterReason, dead.DeadLetterDescription = "FilterEvaluationException", "bad filter"
+	got, err := st.EnqueueAll(ctx, &store.EnqueueAllParams{Batches: []store.EnqueueParams{
+		{Queue: b, Messages: msgs("b1", "b2")},
+		{Queue: a, Messages: []store.NewMessage{msg("a1"), dead}},
+	}})
+	if err != nil {
+		t.Fatalf("EnqueueAll: %v", err)
+	}
+	if !reflect.DeepEqual(got, [][]int64{{2, 3}, {1, 2}}) {
+		t.Fatalf("EnqueueAll numbers = %v, want [[2 3] [1 2]] (in the order of the batches)", got)
+	}
+	wantSeqs(t, "queue a", messageSeqs(peekAll(t, ctx, st, a)), []int64{1})
+	if d := deadAll(t, ctx, st, a); len(d) != 1 || d[0].Seq != 2 || d[0].Reason != "FilterEvaluationException" || d[0].Description != "bad filter" {
+		t.Fatalf("dead letters of a: %+v", d)
+	}
+	// All or nothing: a missing queue undoes the other batches.
+	_, err = st.EnqueueAll(ctx, &store.EnqueueAllParams{Batches: []store.EnqueueParams{
+		{Queue: a, Messages: msgs("a2")}, {Queue: "missing-" + randHex(3), Messages: msgs("x")},
+	}})
+	wantErr(t, "EnqueueAll with a missing queue", err, sluicetype.ErrQueueNotFound)
+	wantSeqs(t, "queue a after a refused EnqueueAll", messageSeqs(peekAll(t, ctx, st, a)), []int64{1})
+	_, err = st.EnqueueAll(ctx, &store.EnqueueAllParams{Batches: []store.EnqueueParams{
+		{Queue: a, Messages: msgs("1")}, {Queue: a, Messages: msgs("2")},
+	}})
+	wantErr(t, "EnqueueAll naming a queue twice", err, sluicetype.ErrInvalidArgument)
+	if seqs := enqueue(t, ctx, st, a, msg("next")); seqs[0] != 3 {
+		t.Fatalf("next number after EnqueueAll = %d, want 3 (gap-free)", seqs[0])
 	}
 }
