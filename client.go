@@ -55,8 +55,8 @@ type Client struct {
 const entityCacheTTL = 5 * time.Second
 
 type cachedEntity struct {
-	props QueueProperties
-	at    time.Time
+	e  entity
+	at time.Time
 }
 
 // Open opens the database a DSN names (see OpenBackend) and returns a
@@ -113,26 +113,39 @@ func (c *Client) Close() error {
 	return c.closeFn()
 }
 
-// properties returns an entity's settings, from the cache when fresh.
-func (c *Client) properties(ctx context.Context, name string) (QueueProperties, error) {
+// entity returns an entity of any kind, from the cache when fresh.
+func (c *Client) entity(ctx context.Context, name string) (entity, error) {
 	c.mu.Lock()
-	e, ok := c.entities[name]
+	ce, ok := c.entities[name]
 	c.mu.Unlock()
-	if ok && time.Since(e.at) < entityCacheTTL {
-		return e.props, nil
+	if ok && time.Since(ce.at) < entityCacheTTL {
+		return ce.e, nil
 	}
-	info, err := c.GetQueue(ctx, name)
+	s, err := c.st.GetQueue(ctx, name)
+	if err != nil {
+		return entity{}, err
+	}
+	e, err := decodeEntity(s)
+	if err != nil {
+		return entity{}, err
+	}
+	c.mu.Lock()
+	c.entities[name] = cachedEntity{e: e, at: time.Now()}
+	c.mu.Unlock()
+	return e, nil
+}
+
+// properties returns the settings of an entity messages can be received
+// from (a queue or subscription), from the cache when fresh.
+func (c *Client) properties(ctx context.Context, name string) (QueueProperties, error) {
+	e, err := c.entity(ctx, name)
 	if err != nil {
 		return QueueProperties{}, err
 	}
-	c.remember(name, info.QueueProperties)
-	return info.QueueProperties, nil
-}
-
-func (c *Client) remember(name string, p QueueProperties) {
-	c.mu.Lock()
-	c.entities[name] = cachedEntity{props: p, at: time.Now()}
-	c.mu.Unlock()
+	if e.kind == kindTopic {
+		return QueueProperties{}, fmt.Errorf("%q is a topic: receive from one of its subscriptions (SubscriptionPath): %w", name, ErrInvalidArgument)
+	}
+	return e.props, nil
 }
 
 func (c *Client) forget(name string) {

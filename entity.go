@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/store"
@@ -67,12 +68,49 @@ type QueueProperties struct {
 type QueueInfo struct {
 	Name string
 	QueueProperties
+	// ForwardTo names the entity the queue forwards its messages to.
+	ForwardTo string
 }
 
-// attributes are the settings the queue layer stores beside storage's own.
+// entityKind tells queues, topics and subscriptions apart; all three are
+// storage queues (a topic's holds no messages).
+type entityKind string
+
+const (
+	kindQueue        entityKind = ""
+	kindTopic        entityKind = "topic"
+	kindSubscription entityKind = "subscription"
+)
+
+func (k entityKind) String() string {
+	if k == kindQueue {
+		return "queue"
+	}
+	return string(k)
+}
+
+// attributes are the settings the queue layer stores beside storage's
+// own, as the queue's attributes.
 type attributes struct {
-	LockDurationMS int64 `json:"lockDurationMs"`
-	MaxMessageSize int   `json:"maxMessageSize"`
+	Kind               entityKind   `json:"kind,omitempty"`
+	LockDurationMS     int64        `json:"lockDurationMs,omitempty"`
+	MaxMessageSize     int          `json:"maxMessageSize,omitempty"`
+	ForwardTo          string       `json:"forwardTo,omitempty"`
+	IgnoreFilterErrors bool         `json:"ignoreFilterErrors,omitempty"`
+	Rules              []storedRule `json:"rules,omitempty"`
+}
+
+// entity is a queue, topic or subscription as the client works with it.
+type entity struct {
+	name  string
+	kind  entityKind
+	props QueueProperties
+	// forwardTo names the entity messages are forwarded to ("": none).
+	forwardTo          string
+	ignoreFilterErrors bool
+	// rules select a subscription's messages (subscriptions only).
+	rules []Rule
+	match []compiledRule
 }
 
 func (p QueueProperties) withDefaults() QueueProperties {
@@ -105,30 +143,49 @@ func (p QueueProperties) validate(l store.Limits) error {
 	return nil
 }
 
-// settings turns properties into storage's settings of queue name.
-func (p QueueProperties) settings(name string, l store.Limits) (store.QueueSettings, error) {
-	p = p.withDefaults()
+// settings turns an entity into storage's settings.
+func (e *entity) settings(l store.Limits) (store.QueueSettings, error) {
+	p := e.props.withDefaults()
 	if err := p.validate(l); err != nil {
 		return store.QueueSettings{}, err
 	}
-	attrs, err := json.Marshal(attributes{LockDurationMS: p.LockDuration.Milliseconds(), MaxMessageSize: p.MaxMessageSize})
+	if e.forwardTo != "" {
+		if err := validateEntityName("forward-to entity", e.forwardTo); err != nil {
+			return store.QueueSettings{}, err
+		}
+		if e.forwardTo == e.name {
+			return store.QueueSettings{}, fmt.Errorf("%s %q forwards to itself: %w", e.kind, e.name, ErrInvalidArgument)
+		}
+	}
+	a := attributes{
+		Kind: e.kind, LockDurationMS: p.LockDuration.Milliseconds(), MaxMessageSize: p.MaxMessageSize,
+		ForwardTo: e.forwardTo, IgnoreFilterErrors: e.ignoreFilterErrors,
+	}
+	for _, r := range e.rules {
+		sr, err := storeRule(r)
+		if err != nil {
+			return store.QueueSettings{}, err
+		}
+		a.Rules = append(a.Rules, sr)
+	}
+	attrs, err := json.Marshal(a)
 	if err != nil {
 		return store.QueueSettings{}, err
 	}
 	return store.QueueSettings{
-		Name: name, MaxDeliveryCount: p.MaxDeliveryCount, DefaultTTL: p.DefaultTTL,
+		Name: e.name, MaxDeliveryCount: p.MaxDeliveryCount, DefaultTTL: p.DefaultTTL,
 		DeadLetterOnExpiry: p.DeadLetterOnExpiry, DeadLetterRetention: p.DeadLetterRetention,
 		DuplicateDetectionWindow: p.DuplicateDetectionWindow, RequiresSession: p.RequiresSession,
 		Attributes: attrs,
 	}, nil
 }
 
-// queueInfo reads storage's settings back.
-func queueInfo(s store.QueueSettings) (QueueInfo, error) {
+// decodeEntity reads storage's settings back.
+func decodeEntity(s store.QueueSettings) (entity, error) {
 	var a attributes
 	if len(s.Attributes) > 0 {
 		if err := json.Unmarshal(s.Attributes, &a); err != nil {
-			return QueueInfo{}, fmt.Errorf("queue %q: stored attributes: %w", s.Name, err)
+			return entity{}, fmt.Errorf("entity %q: stored attributes: %w", s.Name, err)
 		}
 	}
 	p := QueueProperties{
@@ -143,79 +200,188 @@ func queueInfo(s store.QueueSettings) (QueueInfo, error) {
 		DuplicateDetectionWindow:   s.DuplicateDetectionWindow,
 		RequiresSession:            s.RequiresSession,
 	}
-	return QueueInfo{Name: s.Name, QueueProperties: p.withDefaults()}, nil
+	e := entity{
+		name: s.Name, kind: a.Kind, props: p.withDefaults(),
+		forwardTo: a.ForwardTo, ignoreFilterErrors: a.IgnoreFilterErrors,
+	}
+	for _, sr := range a.Rules {
+		r, m, err := loadRule(sr)
+		if err != nil {
+			return entity{}, fmt.Errorf("entity %q: %w", s.Name, err)
+		}
+		e.rules, e.match = append(e.rules, r), append(e.match, m)
+	}
+	return e, nil
+}
+
+// validateEntityName checks a queue or topic name: storage's rules, and
+// no "/Subscriptions/" segment, which names subscriptions.
+func validateEntityName(kind, name string) error {
+	if err := store.ValidateName(kind, name); err != nil {
+		return err
+	}
+	if strings.Contains(strings.ToLower(name), subscriptionsSegment) {
+		return fmt.Errorf("%s name %q holds %q, which only subscription paths may: %w", kind, name, subscriptionsSegment, ErrInvalidName)
+	}
+	return nil
+}
+
+// getEntity reads an entity of a kind; another kind is not found.
+func (c *Client) getEntity(ctx context.Context, name string, kind entityKind) (entity, error) {
+	s, err := c.st.GetQueue(ctx, name)
+	if err != nil {
+		return entity{}, err
+	}
+	e, err := decodeEntity(s)
+	if err != nil {
+		return entity{}, err
+	}
+	if e.kind != kind {
+		return entity{}, fmt.Errorf("sluice: %s %q: it is a %s: %w", kind, name, e.kind, ErrEntityNotFound)
+	}
+	return e, nil
+}
+
+// createEntity stores a new entity.
+func (c *Client) createEntity(ctx context.Context, e *entity) error {
+	s, err := e.settings(c.limits)
+	if err != nil {
+		return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, err)
+	}
+	if err := c.st.CreateQueue(ctx, &s); err != nil {
+		return err
+	}
+	c.forget(e.name)
+	return nil
+}
+
+// updateEntity replaces an entity's settings; its kind and whether it
+// requires sessions stay as they are.
+func (c *Client) updateEntity(ctx context.Context, e *entity) error {
+	cur, err := c.getEntity(ctx, e.name, e.kind)
+	if err != nil {
+		return err
+	}
+	if cur.props.RequiresSession != e.props.RequiresSession {
+		return errInvalid("update "+e.kind.String(), "%q: RequiresSession is fixed when it is created", e.name)
+	}
+	s, err := e.settings(c.limits)
+	if err != nil {
+		return fmt.Errorf("sluice: update %s %q: %w", e.kind, e.name, err)
+	}
+	if err := c.st.UpdateQueue(ctx, &s); err != nil {
+		return err
+	}
+	c.forget(e.name)
+	return nil
+}
+
+// listEntities pages through entities of a kind whose names start with
+// prefix, after the name after.
+func (c *Client) listEntities(ctx context.Context, kind entityKind, prefix, after string, max int) ([]entity, error) {
+	if max < 1 || max > c.limits.MaxBatch {
+		return nil, errInvalid("list", "max %d: must be between 1 and %d", max, c.limits.MaxBatch)
+	}
+	if after == "" && prefix != "" {
+		after = prefix[:len(prefix)-1] // every name with the prefix sorts after it
+	}
+	var out []entity
+	for len(out) < max {
+		page, err := c.st.ListQueues(ctx, &store.ListParams{After: after, Max: c.limits.MaxBatch})
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range page {
+			if !strings.HasPrefix(s.Name, prefix) {
+				return out, nil
+			}
+			e, err := decodeEntity(s)
+			if err != nil {
+				return nil, err
+			}
+			if e.kind == kind {
+				if out = append(out, e); len(out) == max {
+					return out, nil
+				}
+			}
+		}
+		if len(page) < c.limits.MaxBatch {
+			return out, nil
+		}
+		after = page[len(page)-1].Name
+	}
+	return out, nil
 }
 
 // CreateQueue creates a queue; nil props take every default.
 // ErrEntityExists if the name is taken.
 func (c *Client) CreateQueue(ctx context.Context, name string, props *QueueProperties) (QueueInfo, error) {
-	if props == nil {
-		props = &QueueProperties{}
-	}
-	s, err := props.settings(name, c.limits)
-	if err != nil {
-		return QueueInfo{}, fmt.Errorf("sluice: create queue %q: %w", name, err)
-	}
-	if err := c.st.CreateQueue(ctx, &s); err != nil {
-		return QueueInfo{}, err
-	}
-	c.forget(name)
-	return queueInfo(s)
+	return c.CreateQueueForwarding(ctx, name, props, "")
 }
 
-// UpdateQueue replaces a queue's settings (zero fields take defaults);
-// messages already sent keep their expiry. Other clients see the change
-// within a few seconds.
+// CreateQueueForwarding creates a queue that forwards every message sent
+// to it to the entity forwardTo (a queue or topic), as Service Bus
+// auto-forwarding does; "" forwards nothing. A message forwarded more than
+// MaxForwardHops times is dead-lettered where it stands.
+func (c *Client) CreateQueueForwarding(ctx context.Context, name string, props *QueueProperties, forwardTo string) (QueueInfo, error) {
+	if err := validateEntityName("queue", name); err != nil {
+		return QueueInfo{}, fmt.Errorf("sluice: create queue: %w", err)
+	}
+	e := entity{name: name, kind: kindQueue, forwardTo: forwardTo}
+	if props != nil {
+		e.props = *props
+	}
+	if err := c.createEntity(ctx, &e); err != nil {
+		return QueueInfo{}, err
+	}
+	return QueueInfo{Name: name, QueueProperties: e.props.withDefaults(), ForwardTo: forwardTo}, nil
+}
+
+// UpdateQueue replaces a queue's settings (zero fields take defaults, and
+// forwarding stops); messages already sent keep their expiry. Other
+// clients see the change within a few seconds.
 func (c *Client) UpdateQueue(ctx context.Context, name string, props QueueProperties) (QueueInfo, error) {
-	s, err := props.settings(name, c.limits)
-	if err != nil {
-		return QueueInfo{}, fmt.Errorf("sluice: update queue %q: %w", name, err)
-	}
-	cur, err := c.st.GetQueue(ctx, name)
-	if err != nil {
+	return c.UpdateQueueForwarding(ctx, name, props, "")
+}
+
+// UpdateQueueForwarding is UpdateQueue that also sets where the queue
+// forwards its messages ("" for nowhere).
+func (c *Client) UpdateQueueForwarding(ctx context.Context, name string, props QueueProperties, forwardTo string) (QueueInfo, error) {
+	e := entity{name: name, kind: kindQueue, props: props, forwardTo: forwardTo}
+	if err := c.updateEntity(ctx, &e); err != nil {
 		return QueueInfo{}, err
 	}
-	if cur.RequiresSession != s.RequiresSession {
-		return QueueInfo{}, errInvalid("update queue", "queue %q: RequiresSession is fixed when the queue is created", name)
-	}
-	if err := c.st.UpdateQueue(ctx, &s); err != nil {
-		return QueueInfo{}, err
-	}
-	c.forget(name)
-	return queueInfo(s)
+	return QueueInfo{Name: name, QueueProperties: props.withDefaults(), ForwardTo: forwardTo}, nil
 }
 
 // GetQueue returns a queue's settings. ErrEntityNotFound if absent.
 func (c *Client) GetQueue(ctx context.Context, name string) (QueueInfo, error) {
-	s, err := c.st.GetQueue(ctx, name)
+	e, err := c.getEntity(ctx, name, kindQueue)
 	if err != nil {
 		return QueueInfo{}, err
 	}
-	info, err := queueInfo(s)
-	if err != nil {
-		return QueueInfo{}, fmt.Errorf("sluice: get queue: %w", err)
-	}
-	return info, nil
+	return QueueInfo{Name: name, QueueProperties: e.props, ForwardTo: e.forwardTo}, nil
 }
 
 // ListQueues returns up to max queues in name order, starting after the
 // name after ("" for the first page).
 func (c *Client) ListQueues(ctx context.Context, after string, max int) ([]QueueInfo, error) {
-	ss, err := c.st.ListQueues(ctx, &store.ListParams{After: after, Max: max})
+	es, err := c.listEntities(ctx, kindQueue, "", after, max)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]QueueInfo, len(ss))
-	for i, s := range ss {
-		if out[i], err = queueInfo(s); err != nil {
-			return nil, fmt.Errorf("sluice: list queues: %w", err)
-		}
+	out := make([]QueueInfo, len(es))
+	for i, e := range es {
+		out[i] = QueueInfo{Name: e.name, QueueProperties: e.props, ForwardTo: e.forwardTo}
 	}
 	return out, nil
 }
 
 // DeleteQueue deletes a queue with its messages and dead letters.
 func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	if _, err := c.getEntity(ctx, name, kindQueue); err != nil {
+		return err
+	}
 	c.forget(name)
 	return c.st.DeleteQueue(ctx, name)
 }

@@ -38,11 +38,18 @@ func (s *Sender) Send(ctx context.Context, m *Message) (int64, error) {
 // SendBatch sends messages atomically, all or none, and returns their
 // sequence numbers in the order given. A message with a
 // ScheduledEnqueueTime in the future is scheduled: its number can cancel
-// it (CancelScheduled).
+// it (CancelScheduled). A send to a topic copies each message, in the
+// same transaction, to every subscription with a matching rule, and
+// returns zeros: each subscription numbers its own copy. A send to a
+// queue that forwards goes where the queue forwards it, and returns the
+// numbers the final queue gave when there is one, zeros otherwise.
 func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error) {
-	props, err := s.c.properties(ctx, s.queue)
+	e, err := s.c.entity(ctx, s.queue)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: send: %w", err)
+	}
+	if e.kind == kindSubscription {
+		return nil, errInvalid("send", "%q is a subscription: send to its topic", s.queue)
 	}
 	batch := make([]store.NewMessage, len(msgs))
 	for i, m := range msgs {
@@ -50,17 +57,55 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error
 			return nil, errInvalid("send", "message %d is nil", i)
 		}
 		batch[i] = m.newMessage()
-		if size := batch[i].MessageSize(); size > props.MaxMessageSize {
-			return nil, fmt.Errorf("sluice: send: message %d is %d bytes, queue %q allows %d: %w",
-				i, size, s.queue, props.MaxMessageSize, ErrMessageTooLarge)
+		if size := batch[i].MessageSize(); size > e.props.MaxMessageSize {
+			return nil, fmt.Errorf("sluice: send: message %d is %d bytes, %s %q allows %d: %w",
+				i, size, e.kind, s.queue, e.props.MaxMessageSize, ErrMessageTooLarge)
 		}
 	}
-	return s.c.st.Enqueue(ctx, &store.EnqueueParams{Queue: s.queue, Messages: batch})
+	if e.kind == kindQueue && e.forwardTo == "" {
+		return s.c.st.Enqueue(ctx, &store.EnqueueParams{Queue: s.queue, Messages: batch})
+	}
+	batches, err := s.c.route(ctx, s.queue, batch, msgs)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: send: %w", err)
+	}
+	seqs := make([]int64, len(msgs))
+	switch {
+	case len(batches) == 0:
+		// No subscription took the messages: accepted and dropped, as in
+		// Service Bus.
+		return seqs, nil
+	case len(batches) == 1 && len(batches[0].Messages) == len(msgs) && !deadLettered(batches[0]):
+		// All to one queue: group-committed like any send.
+		got, err := s.c.st.Enqueue(ctx, &batches[0])
+		if err != nil || e.kind == kindTopic {
+			return seqs, err
+		}
+		return got, nil
+	}
+	got, err := s.c.st.EnqueueAll(ctx, &store.EnqueueAllParams{Batches: batches})
+	if err != nil {
+		return nil, err
+	}
+	if e.kind == kindQueue && len(got) == 1 && len(got[0]) == len(msgs) {
+		return got[0], nil
+	}
+	return seqs, nil
 }
 
-// CancelScheduled deletes scheduled messages that have not become active
-// yet, by sequence number, atomically. ErrMessageNotFound (and nothing
-// cancelled) if any is not such a message.
+func deadLettered(b store.EnqueueParams) bool {
+	for i := range b.Messages {
+		if b.Messages[i].DeadLetterReason != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// CancelScheduled deletes scheduled messages of the sender's queue that
+// have not become active yet, by sequence number, atomically.
+// ErrMessageNotFound (and nothing cancelled) if any is not such a message.
+// Messages scheduled through a topic are cancelled in each subscription.
 func (s *Sender) CancelScheduled(ctx context.Context, seqs ...int64) error {
 	return s.c.st.CancelScheduled(ctx, &store.CancelParams{Queue: s.queue, Seqs: seqs})
 }

@@ -1,0 +1,586 @@
+package sluice
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/filter"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Topics and subscriptions. A topic holds no messages: a send to it
+// copies the message, in one transaction, to every subscription with a
+// rule that matches. A subscription is a queue of its own, named by its
+// path, "topic/Subscriptions/name": receive from it, accept its sessions,
+// peek it, as from a queue.
+
+// subscriptionsSegment is the part of a path that names a subscription
+// (compared in lower case).
+const subscriptionsSegment = "/subscriptions/"
+
+// SubscriptionPath is the entity path of a subscription, to receive from
+// it with NewReceiver, AcceptSession and the like.
+func SubscriptionPath(topic, subscription string) string {
+	return topic + "/Subscriptions/" + subscription
+}
+
+// DefaultRuleName names the rule a subscription created without rules
+// gets: a TrueFilter, as in Service Bus.
+const DefaultRuleName = "$Default"
+
+// ReasonFilterEvaluation is the dead-letter reason of a copy whose
+// subscription's filter failed to evaluate on it (unless the subscription
+// ignores filter errors).
+const ReasonFilterEvaluation = "FilterEvaluationException"
+
+// TopicProperties are a topic's settings. Zero values take the defaults.
+type TopicProperties struct {
+	// DefaultTTL is the time-to-live of messages that set none, and caps
+	// those that set a longer one (0: unlimited).
+	DefaultTTL time.Duration
+	// MaxMessageSize bounds a message (default 1 MiB).
+	MaxMessageSize int
+}
+
+// TopicInfo is a topic's name with its settings.
+type TopicInfo struct {
+	Name string
+	TopicProperties
+}
+
+// SubscriptionProperties are a subscription's settings. Zero values take
+// the defaults, which are a queue's.
+type SubscriptionProperties struct {
+	LockDuration        time.Duration
+	MaxDeliveryCount    int
+	DefaultTTL          time.Duration
+	DeadLetterOnExpiry  bool
+	DeadLetterRetention time.Duration
+	// RequiresSession makes the subscription session-aware (fixed when it
+	// is created).
+	RequiresSession bool
+	// ForwardTo names a queue or topic that the subscription's messages
+	// go to instead ("": none).
+	ForwardTo string
+	// IgnoreFilterErrors makes a filter that fails to evaluate count as
+	// not matching; otherwise (the default) the copy is dead-lettered
+	// with reason FilterEvaluationException.
+	IgnoreFilterErrors bool
+}
+
+// SubscriptionInfo is a subscription with its settings and rules.
+type SubscriptionInfo struct {
+	Topic, Name string
+	SubscriptionProperties
+	Rules []Rule
+}
+
+// Rule selects the messages a subscription gets: a message matches a
+// subscription when any of its rules' filters matches.
+type Rule struct {
+	Name   string
+	Filter Filter
+}
+
+// Filter is TrueFilter, FalseFilter, CorrelationFilter or SQLFilter.
+type Filter interface{ isFilter() }
+
+// TrueFilter matches every message.
+type TrueFilter struct{}
+
+// FalseFilter matches none.
+type FalseFilter struct{}
+
+// CorrelationFilter matches a message whose system and application
+// properties equal every field set here (empty fields are not tested).
+type CorrelationFilter struct {
+	CorrelationID, MessageID, To, ReplyTo, Subject, SessionID, ReplyToSessionID, ContentType string
+	// Properties are application properties that must be equal.
+	Properties map[string]string
+}
+
+// SQLFilter matches a message for which a SQL-like expression over its
+// properties is true: comparisons, IN, LIKE, IS NULL, AND, OR, NOT and
+// parentheses; sys.Name reaches a system property, a bare name or
+// user.name an application property. See package internal/filter for
+// the grammar and semantics. A malformed expression is refused with an
+// error wrapping ErrInvalidFilter.
+type SQLFilter struct {
+	Expression string
+}
+
+func (TrueFilter) isFilter()        {}
+func (FalseFilter) isFilter()       {}
+func (CorrelationFilter) isFilter() {}
+func (SQLFilter) isFilter()         {}
+
+// ErrInvalidFilter reports a rule whose filter cannot be parsed.
+var ErrInvalidFilter = errors.New("invalid filter")
+
+// storedRule is a rule as a subscription's attributes hold it.
+type storedRule struct {
+	Name        string             `json:"name"`
+	Kind        string             `json:"kind"` // true, false, correlation, sql
+	SQL         string             `json:"sql,omitempty"`
+	Correlation *CorrelationFilter `json:"correlation,omitempty"`
+}
+
+// compiledRule evaluates a rule's filter.
+type compiledRule func(m *Message) (bool, error)
+
+func storeRule(r Rule) (storedRule, error) {
+	if err := store.ValidateName("rule", strings.TrimPrefix(r.Name, "$")); err != nil {
+		return storedRule{}, err
+	}
+	sr := storedRule{Name: r.Name}
+	switch f := r.Filter.(type) {
+	case TrueFilter, *TrueFilter:
+		sr.Kind = "true"
+	case FalseFilter, *FalseFilter:
+		sr.Kind = "false"
+	case CorrelationFilter:
+		sr.Kind, sr.Correlation = "correlation", &f
+	case *CorrelationFilter:
+		sr.Kind, sr.Correlation = "correlation", f
+	case SQLFilter:
+		sr.Kind, sr.SQL = "sql", f.Expression
+	case *SQLFilter:
+		sr.Kind, sr.SQL = "sql", f.Expression
+	default:
+		return storedRule{}, fmt.Errorf("rule %q: unknown filter %T: %w", r.Name, r.Filter, ErrInvalidFilter)
+	}
+	if _, _, err := loadRule(sr); err != nil {
+		return storedRule{}, err
+	}
+	return sr, nil
+}
+
+func loadRule(sr storedRule) (Rule, compiledRule, error) {
+	switch sr.Kind {
+	case "true":
+		return Rule{sr.Name, TrueFilter{}}, func(*Message) (bool, error) { return true, nil }, nil
+	case "false":
+		return Rule{sr.Name, FalseFilter{}}, func(*Message) (bool, error) { return false, nil }, nil
+	case "correlation":
+		if sr.Correlation == nil {
+			return Rule{}, nil, fmt.Errorf("rule %q: empty correlation filter: %w", sr.Name, ErrInvalidFilter)
+		}
+		cf := *sr.Correlation
+		return Rule{sr.Name, cf}, cf.match, nil
+	case "sql":
+		e, err := filter.Parse(sr.SQL)
+		if err != nil {
+			return Rule{}, nil, fmt.Errorf("rule %q: %w: %w", sr.Name, ErrInvalidFilter, err)
+		}
+		return Rule{sr.Name, SQLFilter{sr.SQL}}, func(m *Message) (bool, error) {
+			return e.Match(filterProperties(m))
+		}, nil
+	}
+	return Rule{}, nil, fmt.Errorf("rule %q: unknown filter kind %q: %w", sr.Name, sr.Kind, ErrInvalidFilter)
+}
+
+func (f CorrelationFilter) match(m *Message) (bool, error) {
+	for _, p := range [...][2]string{
+		{f.CorrelationID, m.CorrelationID}, {f.MessageID, m.MessageID}, {f.To, m.To}, {f.ReplyTo, m.ReplyTo},
+		{f.Subject, m.Subject}, {f.SessionID, m.SessionID}, {f.ReplyToSessionID, m.ReplyToSessionID},
+		{f.ContentType, m.ContentType},
+	} {
+		if p[0] != "" && p[0] != p[1] {
+			return false, nil
+		}
+	}
+	for k, v := range f.Properties {
+		if got, ok := m.ApplicationProperties[k]; !ok || got != v {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func filterProperties(m *Message) filter.Properties {
+	return filter.Properties{
+		System: filter.SystemProperties{
+			MessageID: m.MessageID, CorrelationID: m.CorrelationID, Subject: m.Subject, To: m.To,
+			ReplyTo: m.ReplyTo, ReplyToSessionID: m.ReplyToSessionID, SessionID: m.SessionID,
+			PartitionKey: m.PartitionKey, ContentType: m.ContentType,
+		},
+		App: m.ApplicationProperties,
+	}
+}
+
+// matches says whether a subscription takes m: nil error and true when a
+// rule matches; an evaluation error when no rule matched and one failed.
+func (e *entity) matches(m *Message) (bool, error) {
+	var failed error
+	for i, match := range e.match {
+		ok, err := match(m)
+		if err != nil {
+			failed = fmt.Errorf("rule %q: %w", e.rules[i].Name, err)
+			continue
+		}
+		if ok {
+			return true, nil
+		}
+	}
+	return false, failed
+}
+
+// CreateTopic creates a topic; nil props take the defaults.
+func (c *Client) CreateTopic(ctx context.Context, name string, props *TopicProperties) (TopicInfo, error) {
+	if err := validateEntityName("topic", name); err != nil {
+		return TopicInfo{}, fmt.Errorf("sluice: create topic: %w", err)
+	}
+	e := topicEntity(name, props)
+	if err := c.createEntity(ctx, &e); err != nil {
+		return TopicInfo{}, err
+	}
+	return topicInfo(e), nil
+}
+
+func topicEntity(name string, props *TopicProperties) entity {
+	e := entity{name: name, kind: kindTopic}
+	if props != nil {
+		e.props = QueueProperties{DefaultTTL: props.DefaultTTL, MaxMessageSize: props.MaxMessageSize}
+	}
+	return e
+}
+
+func topicInfo(e entity) TopicInfo {
+	p := e.props.withDefaults()
+	return TopicInfo{Name: e.name, TopicProperties: TopicProperties{DefaultTTL: p.DefaultTTL, MaxMessageSize: p.MaxMessageSize}}
+}
+
+// UpdateTopic replaces a topic's settings.
+func (c *Client) UpdateTopic(ctx context.Context, name string, props TopicProperties) (TopicInfo, error) {
+	e := topicEntity(name, &props)
+	if err := c.updateEntity(ctx, &e); err != nil {
+		return TopicInfo{}, err
+	}
+	return topicInfo(e), nil
+}
+
+// GetTopic returns a topic's settings. ErrEntityNotFound if absent.
+func (c *Client) GetTopic(ctx context.Context, name string) (TopicInfo, error) {
+	e, err := c.getEntity(ctx, name, kindTopic)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	return topicInfo(e), nil
+}
+
+// ListTopics returns up to max topics in name order after the name after.
+func (c *Client) ListTopics(ctx context.Context, after string, max int) ([]TopicInfo, error) {
+	es, err := c.listEntities(ctx, kindTopic, "", after, max)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]TopicInfo, len(es))
+	for i, e := range es {
+		out[i] = topicInfo(e)
+	}
+	return out, nil
+}
+
+// DeleteTopic deletes a topic and its subscriptions with their messages.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	if _, err := c.getEntity(ctx, name, kindTopic); err != nil {
+		return err
+	}
+	subs, err := c.subscriptions(ctx, name)
+	if err != nil {
+		return err
+	}
+	for _, s := range subs {
+		c.forget(s.name)
+		if err := c.st.DeleteQueue(ctx, s.name); err != nil && !errors.Is(err, ErrEntityNotFound) {
+			return err
+		}
+	}
+	c.forget(name)
+	return c.st.DeleteQueue(ctx, name)
+}
+
+// subscriptions reads a topic's subscriptions, as they are now.
+func (c *Client) subscriptions(ctx context.Context, topic string) ([]entity, error) {
+	prefix := SubscriptionPath(topic, "")
+	var out []entity
+	after := ""
+	for {
+		page, err := c.listEntities(ctx, kindSubscription, prefix, after, c.limits.MaxBatch)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+		if len(page) < c.limits.MaxBatch {
+			return out, nil
+		}
+		after = page[len(page)-1].name
+	}
+}
+
+// CreateSubscription creates a subscription of a topic with the given
+// rules, or with the rule $Default (a TrueFilter) when none is given.
+func (c *Client) CreateSubscription(ctx context.Context, topic, name string, props *SubscriptionProperties, rules ...Rule) (SubscriptionInfo, error) {
+	if _, err := c.getEntity(ctx, topic, kindTopic); err != nil {
+		return SubscriptionInfo{}, err
+	}
+	if err := validateSubscriptionName(name); err != nil {
+		return SubscriptionInfo{}, fmt.Errorf("sluice: create subscription: %w", err)
+	}
+	if len(rules) == 0 {
+		rules = []Rule{{Name: DefaultRuleName, Filter: TrueFilter{}}}
+	}
+	if err := uniqueRules(rules); err != nil {
+		return SubscriptionInfo{}, fmt.Errorf("sluice: create subscription: %w", err)
+	}
+	var p SubscriptionProperties
+	if props != nil {
+		p = *props
+	}
+	e := subscriptionEntity(topic, name, p, rules)
+	if err := c.createEntity(ctx, &e); err != nil {
+		return SubscriptionInfo{}, err
+	}
+	return subscriptionInfo(topic, name, e), nil
+}
+
+func validateSubscriptionName(name string) error {
+	if err := store.ValidateName("subscription", name); err != nil {
+		return err
+	}
+	if strings.Contains(name, "/") {
+		return fmt.Errorf("subscription name %q holds '/': %w", name, ErrInvalidName)
+	}
+	return nil
+}
+
+func uniqueRules(rules []Rule) error {
+	seen := make(map[string]bool, len(rules))
+	for _, r := range rules {
+		if seen[r.Name] {
+			return fmt.Errorf("rule %q given twice: %w", r.Name, ErrInvalidArgument)
+		}
+		seen[r.Name] = true
+	}
+	return nil
+}
+
+func subscriptionEntity(topic, name string, p SubscriptionProperties, rules []Rule) entity {
+	return entity{
+		name: SubscriptionPath(topic, name), kind: kindSubscription,
+		props: QueueProperties{
+			LockDuration: p.LockDuration, MaxDeliveryCount: p.MaxDeliveryCount, DefaultTTL: p.DefaultTTL,
+			DeadLetterOnExpiry: p.DeadLetterOnExpiry, DeadLetterRetention: p.DeadLetterRetention,
+			RequiresSession: p.RequiresSession,
+		},
+		forwardTo: p.ForwardTo, ignoreFilterErrors: p.IgnoreFilterErrors, rules: rules,
+	}
+}
+
+func subscriptionInfo(topic, name string, e entity) SubscriptionInfo {
+	p := e.props.withDefaults()
+	return SubscriptionInfo{
+		Topic: topic, Name: name,
+		SubscriptionProperties: SubscriptionProperties{
+			LockDuration: p.LockDuration, MaxDeliveryCount: p.MaxDeliveryCount, DefaultTTL: p.DefaultTTL,
+			DeadLetterOnExpiry: p.DeadLetterOnExpiry, DeadLetterRetention: p.DeadLetterRetention,
+			RequiresSession: p.RequiresSession, ForwardTo: e.forwardTo, IgnoreFilterErrors: e.ignoreFilterErrors,
+		},
+		Rules: slices.Clone(e.rules),
+	}
+}
+
+// GetSubscription returns a subscription with its rules.
+func (c *Client) GetSubscription(ctx context.Context, topic, name string) (SubscriptionInfo, error) {
+	e, err := c.getEntity(ctx, SubscriptionPath(topic, name), kindSubscription)
+	if err != nil {
+		return SubscriptionInfo{}, err
+	}
+	return subscriptionInfo(topic, name, e), nil
+}
+
+// ListSubscriptions returns a topic's subscriptions in name order.
+func (c *Client) ListSubscriptions(ctx context.Context, topic string) ([]SubscriptionInfo, error) {
+	if _, err := c.getEntity(ctx, topic, kindTopic); err != nil {
+		return nil, err
+	}
+	es, err := c.subscriptions(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SubscriptionInfo, len(es))
+	prefix := SubscriptionPath(topic, "")
+	for i, e := range es {
+		out[i] = subscriptionInfo(topic, strings.TrimPrefix(e.name, prefix), e)
+	}
+	return out, nil
+}
+
+// UpdateSubscription replaces a subscription's settings; its rules stay.
+func (c *Client) UpdateSubscription(ctx context.Context, topic, name string, props SubscriptionProperties) (SubscriptionInfo, error) {
+	cur, err := c.getEntity(ctx, SubscriptionPath(topic, name), kindSubscription)
+	if err != nil {
+		return SubscriptionInfo{}, err
+	}
+	e := subscriptionEntity(topic, name, props, cur.rules)
+	if err := c.updateEntity(ctx, &e); err != nil {
+		return SubscriptionInfo{}, err
+	}
+	return subscriptionInfo(topic, name, e), nil
+}
+
+// DeleteSubscription deletes a subscription with its messages.
+func (c *Client) DeleteSubscription(ctx context.Context, topic, name string) error {
+	path := SubscriptionPath(topic, name)
+	if _, err := c.getEntity(ctx, path, kindSubscription); err != nil {
+		return err
+	}
+	c.forget(path)
+	return c.st.DeleteQueue(ctx, path)
+}
+
+// CreateRule adds a rule to a subscription. ErrEntityExists if it has a
+// rule of that name.
+func (c *Client) CreateRule(ctx context.Context, topic, subscription string, r Rule) error {
+	return c.changeRules(ctx, topic, subscription, func(rules []Rule) ([]Rule, error) {
+		if slices.ContainsFunc(rules, func(x Rule) bool { return x.Name == r.Name }) {
+			return nil, fmt.Errorf("sluice: create rule %q: %w", r.Name, ErrEntityExists)
+		}
+		return append(rules, r), nil
+	})
+}
+
+// DeleteRule removes a rule of a subscription. ErrEntityNotFound if it
+// has none of that name. A subscription without rules gets no messages.
+func (c *Client) DeleteRule(ctx context.Context, topic, subscription, rule string) error {
+	return c.changeRules(ctx, topic, subscription, func(rules []Rule) ([]Rule, error) {
+		i := slices.IndexFunc(rules, func(x Rule) bool { return x.Name == rule })
+		if i < 0 {
+			return nil, fmt.Errorf("sluice: delete rule %q: %w", rule, ErrEntityNotFound)
+		}
+		return slices.Delete(rules, i, i+1), nil
+	})
+}
+
+func (c *Client) changeRules(ctx context.Context, topic, subscription string, change func([]Rule) ([]Rule, error)) error {
+	cur, err := c.getEntity(ctx, SubscriptionPath(topic, subscription), kindSubscription)
+	if err != nil {
+		return err
+	}
+	rules, err := change(slices.Clone(cur.rules))
+	if err != nil {
+		return err
+	}
+	cur.rules = rules
+	s, err := cur.settings(c.limits)
+	if err != nil {
+		return fmt.Errorf("sluice: rule: %w", err)
+	}
+	if err := c.st.UpdateQueue(ctx, &s); err != nil {
+		return err
+	}
+	c.forget(cur.name)
+	return nil
+}
+
+// MaxForwardHops bounds how many times a message is forwarded; past it,
+// the message is dead-lettered where it stands with reason
+// ReasonMaxTransferHops.
+const MaxForwardHops = 4
+
+// ReasonMaxTransferHops is the dead-letter reason of a message forwarded
+// more than MaxForwardHops times.
+const ReasonMaxTransferHops = "MaxTransferHopCountExceeded"
+
+// route works out where the messages of a send to an entity go: queues
+// and subscriptions, following forwarding and topic rules. It returns
+// one batch per target, in the order targets were reached.
+func (c *Client) route(ctx context.Context, target string, msgs []store.NewMessage, sent []*Message) ([]store.EnqueueParams, error) {
+	r := router{c: c, batches: map[string]int{}}
+	for i := range msgs {
+		if err := r.send(ctx, target, msgs[i], sent[i], 0); err != nil {
+			return nil, err
+		}
+	}
+	return r.out, nil
+}
+
+type router struct {
+	c       *Client
+	out     []store.EnqueueParams
+	batches map[string]int
+	subs    map[string][]entity
+}
+
+func (r *router) add(queue string, m store.NewMessage) {
+	i, ok := r.batches[queue]
+	if !ok {
+		i = len(r.out)
+		r.batches[queue] = i
+		r.out = append(r.out, store.EnqueueParams{Queue: queue})
+	}
+	r.out[i].Messages = append(r.out[i].Messages, m)
+}
+
+func (r *router) send(ctx context.Context, name string, m store.NewMessage, sent *Message, hops int) error {
+	e, err := r.c.entity(ctx, name)
+	if err != nil {
+		return err
+	}
+	switch {
+	case e.kind == kindTopic:
+		subs, ok := r.subs[name]
+		if !ok {
+			// Read once per send, as they are now: a subscription
+			// created a moment ago gets its copy.
+			if subs, err = r.c.subscriptions(ctx, name); err != nil {
+				return err
+			}
+			if r.subs == nil {
+				r.subs = make(map[string][]entity)
+			}
+			r.subs[name] = subs
+		}
+		if def := e.props.DefaultTTL; def > 0 && (m.TTL == 0 || m.TTL > def) {
+			m.TTL = def
+		}
+		for i := range subs {
+			s := &subs[i]
+			ok, err := s.matches(sent)
+			switch {
+			case err != nil && !ok && !s.ignoreFilterErrors:
+				cp := m
+				cp.Properties = maps.Clone(m.Properties)
+				cp.DeadLetterReason, cp.DeadLetterDescription = ReasonFilterEvaluation, err.Error()
+				r.add(s.name, cp)
+			case ok:
+				if err := r.deliver(ctx, s, m, sent, hops); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	default:
+		return r.deliver(ctx, &e, m, sent, hops)
+	}
+}
+
+// deliver stores m in a queue or subscription, or forwards it.
+func (r *router) deliver(ctx context.Context, e *entity, m store.NewMessage, sent *Message, hops int) error {
+	if e.forwardTo == "" {
+		r.add(e.name, m)
+		return nil
+	}
+	if hops >= MaxForwardHops {
+		m.DeadLetterReason = ReasonMaxTransferHops
+		m.DeadLetterDescription = fmt.Sprintf("forwarded %d times; %s %q forwards to %q", hops, e.kind, e.name, e.forwardTo)
+		r.add(e.name, m)
+		return nil
+	}
+	return r.send(ctx, e.forwardTo, m, sent, hops+1)
+}
