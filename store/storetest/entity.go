@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -337,5 +338,34 @@ func testEnqueueAll(t *testing.T, h *harness) {
 	wantErr(t, "EnqueueAll naming a queue twice", err, sluicetype.ErrInvalidArgument)
 	if seqs := enqueue(t, ctx, st, a, msg("next")); seqs[0] != 3 {
 		t.Fatalf("next number after EnqueueAll = %d, want 3 (gap-free)", seqs[0])
+	}
+
+	// Racing EnqueueAlls share groups: the one naming a missing queue
+	// fails whole, and the others all commit.
+	var wg sync.WaitGroup
+	errs := make([]error, 16)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			second := b
+			if i == 5 {
+				second = "missing-" + randHex(3)
+			}
+			_, errs[i] = st.EnqueueAll(ctx, &store.EnqueueAllParams{Batches: []store.EnqueueParams{
+				{Queue: a, Messages: msgs("race")}, {Queue: second, Messages: msgs("race")},
+			}})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (i == 5) != (err != nil) {
+			t.Fatalf("racing EnqueueAll %d: %v", i, err)
+		}
+	}
+	for q, want := range map[string]int{a: 1 + 1 + 15, b: 3 + 15} {
+		if got := len(peekAll(t, ctx, st, q)); got != want {
+			t.Fatalf("queue %s holds %d messages after the race, want %d", q, got, want)
+		}
 	}
 }

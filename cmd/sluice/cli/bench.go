@@ -37,6 +37,7 @@ type benchConfig struct {
 	rate        int
 	inflight    int
 	sessions    int
+	subs        int
 	locked      int
 	scheduled   int
 	messages    int
@@ -60,6 +61,7 @@ type benchResult struct {
 	Inflight   *int    `json:"inflight,omitempty"`
 	Locked     *int    `json:"locked,omitempty"`
 	Scheduled  *int    `json:"scheduled,omitempty"`
+	Subs       *int    `json:"subscriptions,omitempty"`
 	Rate       int     `json:"rate,omitempty"`
 	Count      int64   `json:"count"`
 	Seconds    float64 `json:"seconds"`
@@ -81,6 +83,7 @@ scenarios:
   backlog       time to lease 32 with --inflight messages leased and unsettled, beside none in flight
   session-accept  time to accept the next free session among --sessions with --locked of them locked, beside none locked
   receive-among-scheduled  time to receive 32 with --scheduled messages scheduled or deferred (half each), beside none
+  topic-fanout  sends to a topic with --subscriptions subscriptions (--producers, --batch), beside the same to a queue
   log-append    partition log appends (--producers, --batch, --partitions)
   log-read      partition log reads of --messages records (--batch records per read)
 `
@@ -102,6 +105,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.rate, "rate", 0, "e2e: total messages per second to send (0: as fast as possible)")
 	fs.IntVar(&c.inflight, "inflight", 50000, "backlog: messages leased and unsettled")
 	fs.IntVar(&c.sessions, "sessions", 10000, "session-accept: sessions, each with one message")
+	fs.IntVar(&c.subs, "subscriptions", 10, "topic-fanout: subscriptions of the topic, each taking every message")
 	fs.IntVar(&c.locked, "locked", 9990, "session-accept: sessions held locked")
 	fs.IntVar(&c.scheduled, "scheduled", 50000, "receive-among-scheduled: messages scheduled or deferred")
 	fs.IntVar(&c.messages, "messages", 50000, "lease-settle and log-read: messages or records pre-loaded")
@@ -139,12 +143,18 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitError
 	}
 	defer b.Close()
-	s, err := b.Store(store.Tenant{Service: "bench", Provider: "run-" + randomHex(6)})
+	tenant := store.Tenant{Service: "bench", Provider: "run-" + randomHex(6)}
+	s, err := b.Store(tenant)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return ExitError
 	}
-	env := &benchEnv{cfg: c, backend: b, store: s}
+	client, err := sluice.NewClient(b, sluice.Options{Service: tenant.Service, Provider: tenant.Provider})
+	if err != nil {
+		fmt.Fprintln(stderr, "sluice bench:", err)
+		return ExitError
+	}
+	env := &benchEnv{cfg: c, backend: b, store: s, client: client}
 	var runs [][]benchResult
 	for range max(c.runs, 1) {
 		results, err := run(ctx, env)
@@ -193,6 +203,9 @@ type benchEnv struct {
 	cfg     benchConfig
 	backend store.Backend
 	store   store.Store
+	// client is the queue API on the same tenant, for scenarios that
+	// measure it (topics).
+	client *sluice.Client
 }
 
 var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, error){
@@ -203,6 +216,7 @@ var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, erro
 	"backlog":      benchBacklog,
 
 	"session-accept":          benchSessionAccept,
+	"topic-fanout":            benchTopicFanout,
 	"receive-among-scheduled": benchReceiveAmongScheduled,
 	"log-append":              benchLogAppend,
 	"log-read":                benchLogRead,
@@ -236,6 +250,9 @@ func printResults(w io.Writer, results []benchResult, asJSON bool) {
 		}
 		if r.Scheduled != nil {
 			params = append(params, fmt.Sprintf("scheduled=%d", *r.Scheduled))
+		}
+		if r.Subs != nil {
+			params = append(params, fmt.Sprintf("subscriptions=%d", *r.Subs))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%s\n", r.Scenario, r.Backend,
 			strings.Join(params, " "), r.Count, r.Seconds, r.MsgsPerSec, r.P50ms, r.P99ms, r.Note)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -150,4 +151,57 @@ func (e *benchEnv) scheduledLevel(ctx context.Context, q string, n int) (benchRe
 	r.Scheduled, r.Batch = &n, 32
 	r.Note = "p50/p99: one lease of 32"
 	return r, nil
+}
+
+// benchTopicFanout measures sends through the queue API: to a plain
+// queue, then to a topic whose cfg.subs subscriptions each take every
+// message (one row per copy, all in one transaction).
+func benchTopicFanout(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	c := e.client
+	const queue, topic = "bench-fanout-queue", "bench-fanout-topic"
+	if _, err := c.CreateQueue(ctx, queue, nil); err != nil {
+		return nil, err
+	}
+	defer c.DeleteQueue(context.WithoutCancel(ctx), queue)
+	if _, err := c.CreateTopic(ctx, topic, nil); err != nil {
+		return nil, err
+	}
+	defer c.DeleteTopic(context.WithoutCancel(ctx), topic)
+	for i := range e.cfg.subs {
+		if _, err := c.CreateSubscription(ctx, topic, fmt.Sprintf("s%02d", i), nil); err != nil {
+			return nil, err
+		}
+	}
+	var out []benchResult
+	for _, level := range []struct {
+		entity string
+		subs   int
+	}{{queue, 0}, {topic, e.cfg.subs}} {
+		s, err := c.NewSender(level.entity)
+		if err != nil {
+			return nil, err
+		}
+		body := payload(e.cfg.size)
+		var lat latencies
+		count, elapsed, err := timed(ctx, e.cfg.producers, e.cfg.duration, func(ctx context.Context, _ int) (int, error) {
+			msgs := make([]*sluice.Message, e.cfg.batch)
+			for i := range msgs {
+				msgs[i] = &sluice.Message{Body: body}
+			}
+			start := time.Now()
+			if _, err := s.SendBatch(ctx, msgs); err != nil {
+				return 0, err
+			}
+			lat.add(time.Since(start))
+			return len(msgs), nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		r := result(count, elapsed, &lat)
+		r.Producers, r.Batch, r.Subs = e.cfg.producers, e.cfg.batch, &level.subs
+		r.Note = "msgs/s: messages sent (each copied to every subscription)"
+		out = append(out, r)
+	}
+	return out, nil
 }

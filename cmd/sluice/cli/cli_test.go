@@ -75,6 +75,7 @@ func TestBenchScenarios(t *testing.T) {
 				"backlog":                 {"inflight", []int{0, 300}},
 				"session-accept":          {"locked", []int{0, 190}},
 				"receive-among-scheduled": {"scheduled", []int{0, 400}},
+				"topic-fanout":            {"subscriptions", []int{0, 10}},
 			}
 			want := 1
 			if _, ok := levels[name]; ok {

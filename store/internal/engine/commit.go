@@ -38,12 +38,17 @@ type writeReq struct {
 	app    *store.AppendParams
 	settle *store.SettleParams
 	lease  *store.LeaseParams
+	// all enqueues to several queues, all or nothing: apply splits it
+	// into children, one enqueue each, grouped with the other enqueues of
+	// their queues.
+	all *store.EnqueueAllParams
 	// needsTx marks an enqueue that one statement could not write (a
 	// missing queue, or one with duplicate detection): it is not tried
 	// again that way.
 	needsTx bool
 
 	// Results, reset before each attempt of the transaction.
+	allSeqs [][]int64
 	seqs    []int64
 	appRes  store.AppendResult
 	settled []store.SettleResult
@@ -65,6 +70,12 @@ func (r *writeReq) size() int {
 	case r.app != nil:
 		for i := range r.app.Records {
 			n += len(r.app.Records[i].Payload)
+		}
+	case r.all != nil:
+		for _, b := range r.all.Batches {
+			for i := range b.Messages {
+				n += b.Messages[i].MessageSize()
+			}
 		}
 	}
 	return n
@@ -196,6 +207,7 @@ func (c *committer) commit(batch []*writeReq) error {
 	reset := func() {
 		for _, r := range batch {
 			r.seqs, r.appRes, r.settled, r.leased, r.err, r.signals = nil, store.AppendResult{}, nil, nil, nil, nil
+			r.allSeqs = nil
 		}
 	}
 	done := false
@@ -251,12 +263,20 @@ func (g *groupTx) queue(ctx context.Context, e *Engine, t store.Tenant, name str
 // messages enqueued or abandoned by the same group.
 func (c *committer) apply(ctx context.Context, tx *groupTx, batch []*writeReq) error {
 	var settles, enqueues, appends, leases []*writeReq
+	var alls []allReq
 	for _, r := range batch {
 		switch {
 		case r.settle != nil:
 			settles = append(settles, r)
 		case r.enq != nil:
 			enqueues = append(enqueues, r)
+		case r.all != nil:
+			children := make([]*writeReq, len(r.all.Batches))
+			for i := range r.all.Batches {
+				children[i] = &writeReq{t: r.t, enq: &r.all.Batches[i]}
+			}
+			alls = append(alls, allReq{r, children})
+			enqueues = append(enqueues, children...)
 		case r.app != nil:
 			appends = append(appends, r)
 		case r.lease != nil:
@@ -270,6 +290,11 @@ func (c *committer) apply(ctx context.Context, tx *groupTx, batch []*writeReq) e
 	}
 	for _, g := range groupBy(enqueues, func(r *writeReq) string { return r.enq.Queue }) {
 		if err := c.e.enqueueGroup(ctx, tx, g); err != nil {
+			return err
+		}
+	}
+	for _, a := range alls {
+		if err := c.e.finishAll(ctx, tx, a); err != nil {
 			return err
 		}
 	}

@@ -2,64 +2,54 @@ package engine
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
-	"slices"
 
 	"github.com/sluicehq/sluice/store"
 )
 
-// EnqueueAll writes batches to several queues in one transaction of its
-// own (not a group: one failing batch must undo the others), in queue
-// name order, which is the lock order of counter rows.
+// allReq is an EnqueueAll request of a group with its children.
+type allReq struct {
+	r        *writeReq
+	children []*writeReq
+}
+
+// EnqueueAll writes batches to several queues atomically. It goes through
+// group commit: each batch joins the other enqueues of its queue in the
+// group. If a batch fails (its queue is gone, a message lacks a session
+// id), the group fails and every request runs again alone, so that this
+// one fails whole and the others commit.
 func (s *tenantStore) EnqueueAll(ctx context.Context, p *store.EnqueueAllParams) ([][]int64, error) {
 	if err := p.Validate(s.e.limits); err != nil {
 		return nil, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	order := make([]int, len(p.Batches))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int {
-		if p.Batches[a].Queue < p.Batches[b].Queue {
-			return -1
-		}
-		return 1
-	})
-	out := make([][]int64, len(p.Batches))
-	var signals []string
-	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		signals = signals[:0]
-		gt := newGroupTx(tx)
-		for _, i := range order {
-			b := &p.Batches[i]
-			r := &writeReq{t: s.t, enq: b}
-			if err := s.e.enqueueGroup(ctx, gt, []*writeReq{r}); err != nil {
-				return err
-			}
-			if r.err != nil {
-				return r.err
-			}
-			out[i] = r.seqs
-			signals = append(signals, r.signals...)
-			if err := s.deadLetterOnArrival(ctx, gt, b, r.seqs); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	r := &writeReq{t: s.t, all: p}
+	if err := s.e.commit.submit(ctx, r); err != nil {
 		return nil, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	for _, key := range signals {
-		s.e.hub.Signal(key)
+	return r.allSeqs, nil
+}
+
+// finishAll completes an EnqueueAll once its children were applied: a
+// failed child fails the transaction; otherwise the messages with a
+// dead-letter reason move to dead letters and the results are gathered.
+func (e *Engine) finishAll(ctx context.Context, gt *groupTx, a allReq) error {
+	a.r.allSeqs = make([][]int64, len(a.children))
+	for i, ch := range a.children {
+		if ch.err != nil {
+			return fmt.Errorf("queue %q: %w", ch.enq.Queue, ch.err)
+		}
+		a.r.allSeqs[i] = ch.seqs
+		a.r.signals = append(a.r.signals, ch.signals...)
+		if err := e.deadLetterOnArrival(ctx, gt, a.r.t, ch.enq, ch.seqs); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }
 
 // deadLetterOnArrival moves the messages of b that carry a dead-letter
 // reason to dead letters, in the transaction that enqueued them.
-func (s *tenantStore) deadLetterOnArrival(ctx context.Context, gt *groupTx, b *store.EnqueueParams, seqs []int64) error {
+func (e *Engine) deadLetterOnArrival(ctx context.Context, gt *groupTx, t store.Tenant, b *store.EnqueueParams, seqs []int64) error {
 	type why struct{ reason, desc string }
 	var groups map[why][]int64
 	for i := range b.Messages {
@@ -76,12 +66,12 @@ func (s *tenantStore) deadLetterOnArrival(ctx context.Context, gt *groupTx, b *s
 	if len(groups) == 0 {
 		return nil
 	}
-	qr, err := gt.queue(ctx, s.e, s.t, b.Queue)
+	qr, err := gt.queue(ctx, e, t, b.Queue)
 	if err != nil {
 		return err
 	}
 	for k, list := range groups {
-		if err := s.e.deadLetter(ctx, gt.tx, s.t, &qr, list, k.reason, k.desc); err != nil {
+		if err := e.deadLetter(ctx, gt.tx, t, &qr, list, k.reason, k.desc); err != nil {
 			return err
 		}
 	}
