@@ -98,10 +98,17 @@ type ReceivedMessage struct {
 	LockedUntil time.Time
 	// State is where the message stands (peek).
 	State MessageState
+	// DeadLetterReason and DeadLetterDescription say why a message of a
+	// dead-letter queue was dead-lettered, and DeadLetterSource names the
+	// entity it was dead-lettered from.
+	DeadLetterReason      string
+	DeadLetterDescription string
+	DeadLetterSource      string
 
 	queue   string
 	receipt sluicetype.Receipt
 	locked  bool        // received in peek-lock mode
+	dead    bool        // from the dead-letter queue
 	settled atomic.Bool // completed, abandoned, dead-lettered or deferred
 }
 
@@ -122,6 +129,16 @@ func received(queue string, m sluicetype.Message) *ReceivedMessage {
 	}
 	if !m.ExpiresAt.IsZero() {
 		r.TimeToLive = m.ExpiresAt.Sub(m.EnqueuedAt)
+	}
+	return r
+}
+
+func deadLetterMessage(queue string, d sluicetype.DeadLetter) *ReceivedMessage {
+	r := received(queue, d.Message)
+	r.dead = true
+	r.DeadLetterReason, r.DeadLetterDescription, r.DeadLetterSource = d.Reason, d.Description, queue
+	if d.Receipt.Token != 0 {
+		r.receipt, r.LockedUntil, r.locked = d.Receipt, d.LockedUntil, true
 	}
 	return r
 }

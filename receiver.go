@@ -24,10 +24,25 @@ const (
 )
 
 // ReceiverOptions tune a receiver. The zero value receives in PeekLock
-// mode.
+// mode from the entity itself.
 type ReceiverOptions struct {
 	Mode ReceiveMode
+	// SubQueue selects the entity's dead-letter queue (SubQueueDeadLetter)
+	// instead of the entity.
+	SubQueue SubQueue
 }
+
+// SubQueue names a sub-queue of an entity.
+type SubQueue int
+
+const (
+	// SubQueueNone is the entity itself.
+	SubQueueNone SubQueue = iota
+	// SubQueueDeadLetter is the entity's dead-letter queue: receive, peek,
+	// complete (delete) and abandon (unlock) dead letters, with their
+	// reason and description.
+	SubQueueDeadLetter
+)
 
 // Receiver receives and settles the messages of one queue. It is safe for
 // concurrent use.
@@ -35,6 +50,7 @@ type Receiver struct {
 	c     *Client
 	queue string
 	mode  ReceiveMode
+	dead  bool // the entity's dead-letter queue
 
 	mu       sync.Mutex
 	nextPeek int64
@@ -52,7 +68,10 @@ func (c *Client) NewReceiver(queue string, opts *ReceiverOptions) (*Receiver, er
 	if opts.Mode != PeekLock && opts.Mode != ReceiveAndDelete {
 		return nil, errInvalid("new receiver", "unknown receive mode %d", opts.Mode)
 	}
-	return &Receiver{c: c, queue: queue, mode: opts.Mode}, nil
+	if opts.SubQueue != SubQueueNone && opts.SubQueue != SubQueueDeadLetter {
+		return nil, errInvalid("new receiver", "unknown sub-queue %d", opts.SubQueue)
+	}
+	return &Receiver{c: c, queue: queue, mode: opts.Mode, dead: opts.SubQueue == SubQueueDeadLetter}, nil
 }
 
 // Waiting for messages: a receiver wakes when a send on this node (or, on
@@ -106,6 +125,9 @@ func (r *Receiver) take(ctx context.Context, max int, props QueueProperties) ([]
 	// so that what it took is returned rather than locked for nothing.
 	ctx, cancel := detached(ctx)
 	defer cancel()
+	if r.dead {
+		return r.takeDead(ctx, max, props)
+	}
 	ls, err := r.c.st.Lease(ctx, &store.LeaseParams{Queue: r.queue, Max: max, Visibility: props.LockDuration})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: receive: %w", err)
@@ -254,7 +276,11 @@ func (r *Receiver) renew(ctx context.Context, m *ReceivedMessage) (time.Time, er
 		return time.Time{}, fmt.Errorf("sluice: renew lock: %w", err)
 	}
 	p := store.SettleParams{Queue: r.queue, Action: store.Extend, Extension: props.LockDuration, Receipts: []sluicetype.Receipt{m.receipt}}
-	res, err := r.c.st.Settle(ctx, &p)
+	settle := r.c.st.Settle
+	if m.dead {
+		settle = r.c.st.SettleDeadLetters
+	}
+	res, err := settle(ctx, &p)
 	if err := settleErr("renew lock", res, err); err != nil {
 		return time.Time{}, err
 	}
@@ -266,7 +292,7 @@ func (r *Receiver) check(op string, m *ReceivedMessage) error {
 	switch {
 	case m == nil:
 		return errInvalid(op, "nil message")
-	case m.queue != r.queue:
+	case m.queue != r.queue || m.dead != r.dead:
 		return errInvalid(op, "message %d is from queue %q, not %q", m.SequenceNumber, m.queue, r.queue)
 	case !m.locked:
 		return errInvalid(op, "message %d holds no lock (peeked, or received in ReceiveAndDelete mode)", m.SequenceNumber)
@@ -279,7 +305,17 @@ func (r *Receiver) settle(ctx context.Context, op string, m *ReceivedMessage, p 
 		return err
 	}
 	p.Queue, p.Receipts = r.queue, []sluicetype.Receipt{m.receipt}
-	res, err := r.c.st.Settle(ctx, &p)
+	settle := r.c.st.Settle
+	if m.dead {
+		if p.Action != store.Complete && p.Action != store.Abandon {
+			return errInvalid(op, "message %d is a dead letter: complete or abandon it", m.SequenceNumber)
+		}
+		if p.Properties != nil {
+			return errInvalid(op, "a dead letter's properties cannot change")
+		}
+		settle = r.c.st.SettleDeadLetters
+	}
+	res, err := settle(ctx, &p)
 	if err := settleErr(op, res, err); err != nil {
 		return err
 	}
@@ -310,16 +346,26 @@ func (r *Receiver) Peek(ctx context.Context, max int, opts *PeekOptions) ([]*Rec
 	if opts != nil && opts.FromSequenceNumber > 0 {
 		from = opts.FromSequenceNumber
 	}
-	ms, err := r.c.st.Peek(ctx, &store.PeekParams{Queue: r.queue, FromSeq: from, Max: max})
-	if err != nil {
-		return nil, err
+	var out []*ReceivedMessage
+	if r.dead {
+		ds, err := r.c.st.PeekDeadLetters(ctx, &store.PeekParams{Queue: r.queue, FromSeq: from, Max: max})
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			out = append(out, deadLetterMessage(r.queue, d))
+		}
+	} else {
+		ms, err := r.c.st.Peek(ctx, &store.PeekParams{Queue: r.queue, FromSeq: from, Max: max})
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range ms {
+			out = append(out, received(r.queue, m))
+		}
 	}
-	out := make([]*ReceivedMessage, len(ms))
-	for i, m := range ms {
-		out[i] = received(r.queue, m)
-	}
-	if len(ms) > 0 {
-		r.nextPeek = ms[len(ms)-1].Seq + 1
+	if len(out) > 0 {
+		r.nextPeek = out[len(out)-1].SequenceNumber + 1
 	}
 	return out, nil
 }

@@ -107,6 +107,10 @@ type DeadLetter struct {
 	// delete it (zero: kept until purged).
 	DeadAt   time.Time
 	RemoveAt time.Time
+	// Receipt and LockedUntil are set when the dead letter was leased
+	// (LeaseDeadLetters); zero when peeked.
+	Receipt     Receipt
+	LockedUntil time.Time
 }
 
 // Record is one entry of a partition log.

@@ -98,6 +98,14 @@ type QueueStore interface {
 	// order given. ErrMessageNotFound (and nothing moved) if any sequence
 	// number names no dead letter.
 	ResubmitDeadLetters(ctx context.Context, p *ResubmitParams) ([]int64, error)
+	// LeaseDeadLetters locks up to p.Max of a queue's dead letters that no
+	// one holds, in sequence order, for p.Visibility, so that they can be
+	// received from the dead-letter queue as from a queue.
+	LeaseDeadLetters(ctx context.Context, p *LeaseParams) ([]sluicetype.DeadLetter, error)
+	// SettleDeadLetters settles leased dead letters by receipt: Complete
+	// deletes them, Abandon unlocks them, Extend renews their locks. A
+	// stale receipt gets ErrLockLost in its result.
+	SettleDeadLetters(ctx context.Context, p *SettleParams) ([]SettleResult, error)
 	// PurgeDeadLetters deletes all of a queue's dead letters, in bounded
 	// transactions, and returns how many it deleted.
 	PurgeDeadLetters(ctx context.Context, queue string) (int64, error)

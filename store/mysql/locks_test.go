@@ -58,10 +58,15 @@ func TestLocksStayInBounds(t *testing.T) {
 		('s', 'p', 'b', '1', 1, NULL, 0)`); err != nil {
 		t.Fatal(err)
 	}
+	// Dead letters of queue a: 1 due for removal at 100, 2 and 4 received
+	// (locked until 900), 3 free. Queue b, next in every index: a free one.
 	if _, err := db.ExecContext(ctx, `INSERT INTO sluice_dead_letters
-		(service, provider, queue, seq, delivery_count, enqueued_at, payload, reason, description, dead_at, remove_at) VALUES
-		('s', 'p', 'a', 1, 1, 1, 'x', 'r', 'd', 1, 100),
-		('s', 'p', 'b', 1, 1, 1, 'x', 'r', 'd', 1, NULL)`); err != nil {
+		(service, provider, queue, seq, delivery_count, enqueued_at, payload, reason, description, dead_at, remove_at, lock_token, locked_until) VALUES
+		('s', 'p', 'a', 1, 1, 1, 'x', 'r', 'd', 1, 100, NULL, 0),
+		('s', 'p', 'a', 2, 1, 1, 'x', 'r', 'd', 1, NULL, 8, 900),
+		('s', 'p', 'a', 3, 1, 1, 'x', 'r', 'd', 1, NULL, NULL, 0),
+		('s', 'p', 'a', 4, 1, 1, 'x', 'r', 'd', 1, NULL, 8, 900),
+		('s', 'p', 'b', 1, 1, 1, 'x', 'r', 'd', 1, NULL, NULL, 0)`); err != nil {
 		t.Fatal(err)
 	}
 	q := namedQueries(t)
@@ -101,7 +106,23 @@ func TestLocksStayInBounds(t *testing.T) {
 		{"MakeReady", []any{"s", "p", "a", "[1]"}, "sluice_messages", "a", []int64{2, 3, 4}},
 		{"LeaseMessages", []any{"s", "p", "a", `[{"s":3,"t":9,"u":500}]`}, "sluice_messages", "a", []int64{1, 2, 4}},
 		{"DeleteMessages", []any{"s", "p", "a", "[2]"}, "sluice_messages", "a", []int64{1, 3, 4}},
-		{"LockDeadLetters", []any{"s", "p", "b", "[1]"}, "sluice_dead_letters", "a", []int64{1}},
+		{"LockDeadLetters", []any{"s", "p", "b", "[1]"}, "sluice_dead_letters", "a", []int64{1, 2, 3, 4}},
+		// Receiving dead letters. The held dead letters the lease passes
+		// over (2, and 4, where the walk ends) stay free, and so does the
+		// next queue's first.
+		{"SelectDeadLetterReady", []any{"s", "p", "a", 200, 10}, "sluice_dead_letters", "a", []int64{2, 4}},
+		{"SelectDeadLetterReady", []any{"s", "p", "a", 200, 10}, "sluice_dead_letters", "b", []int64{1}},
+		{"SelectDeadLetterReady", []any{"s", "p", "a", 200, 1}, "sluice_dead_letters", "a", []int64{2, 3, 4}},
+		{"SelectDeadLetterReady", []any{"s", "p", "a", 1000, 10}, "sluice_dead_letters", "b", []int64{1}},
+		{"LockDeadLetterRows", []any{9, 2000, "s", "p", "a", "[3]"}, "sluice_dead_letters", "a", []int64{1, 2, 4}},
+		// Dead letter 1, named but not held, is refused and unlocked.
+		// (MariaDB keeps the last named row the filter refuses locked until
+		// commit, as in SelectHeld: a row the statement names.)
+		{"SelectHeldDeadLetters", []any{"s", "p", "a", 200, "[1,2]"}, "sluice_dead_letters", "a", []int64{1, 3, 4}},
+		{"SelectHeldDeadLetters", []any{"s", "p", "a", 1000, "[2,3]"}, "sluice_dead_letters", "b", []int64{1}},
+		{"UnlockDeadLetters", []any{"s", "p", "a", "[2]"}, "sluice_dead_letters", "a", []int64{1, 3, 4}},
+		{"ExtendDeadLetters", []any{2000, "s", "p", "a", "[2]"}, "sluice_dead_letters", "a", []int64{1, 3, 4}},
+		{"ExtendDeadLetters", []any{2000, "s", "p", "b", "[1]"}, "sluice_dead_letters", "a", []int64{1, 2, 3, 4}},
 		// Sessions.
 		{"SelectSessionCandidates", []any{"s", "p", "a", 200, 10}, "sluice_sessions", "a", []int64{2, 3}},
 		{"SelectSessionCandidates", []any{"s", "p", "a", 1000, 10}, "sluice_sessions", "b", []int64{1}},

@@ -26,6 +26,7 @@ var entityTests = []suiteTest{
 	{"CancelScheduled", testCancelScheduled},
 	{"SettleProperties", testSettleProperties},
 	{"EnqueueAll", testEnqueueAll},
+	{"LeaseDeadLetters", testLeaseDeadLetters},
 }
 
 func testUpdate(t *testing.T, h *harness) {
@@ -367,5 +368,69 @@ func testEnqueueAll(t *testing.T, h *harness) {
 		if got := len(peekAll(t, ctx, st, q)); got != want {
 			t.Fatalf("queue %s holds %d messages after the race, want %d", q, got, want)
 		}
+	}
+}
+
+func leaseDead(t *testing.T, st store.Store, q string, max int, vis time.Duration) []sluicetype.DeadLetter {
+	t.Helper()
+	ds, err := st.LeaseDeadLetters(t.Context(), &store.LeaseParams{Queue: q, Max: max, Visibility: vis})
+	if err != nil {
+		t.Fatalf("LeaseDeadLetters: %v", err)
+	}
+	return ds
+}
+
+func settleDead(t *testing.T, st store.Store, q string, a store.SettleAction, ds ...sluicetype.DeadLetter) []store.SettleResult {
+	t.Helper()
+	p := store.SettleParams{Queue: q, Action: a, Extension: long}
+	for _, d := range ds {
+		p.Receipts = append(p.Receipts, d.Receipt)
+	}
+	res, err := st.SettleDeadLetters(t.Context(), &p)
+	if err != nil {
+		t.Fatalf("SettleDeadLetters(%s): %v", a, err)
+	}
+	return res
+}
+
+func testLeaseDeadLetters(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	deadLetterAll(t, st, q, msgs("1", "2", "3")...)
+	first := leaseDead(t, st, q, 2, long)
+	if len(first) != 2 || first[0].Seq != 1 || first[1].Seq != 2 || first[0].Reason != "r" || first[0].Receipt.Token == 0 {
+		t.Fatalf("LeaseDeadLetters(2) = %+v", first)
+	}
+	second := leaseDead(t, st, q, 10, 200*time.Millisecond)
+	if len(second) != 1 || second[0].Seq != 3 {
+		t.Fatalf("LeaseDeadLetters passing over locked ones = %v", deadSeqs(second))
+	}
+	if got := leaseDead(t, st, q, 10, long); len(got) != 0 {
+		t.Fatalf("LeaseDeadLetters with all locked = %v", deadSeqs(got))
+	}
+	for _, r := range settleDead(t, st, q, store.Complete, first[0]) {
+		if r.Err != nil {
+			t.Fatalf("complete: %v", r.Err)
+		}
+	}
+	settleDead(t, st, q, store.Abandon, first[1])
+	if got := leaseDead(t, st, q, 10, long); len(got) != 1 || got[0].Seq != 2 {
+		t.Fatalf("after abandon, leased %v", deadSeqs(got))
+	}
+	time.Sleep(300 * time.Millisecond)
+	if r := settleDead(t, st, q, store.Complete, second[0]); !errors.Is(r[0].Err, sluicetype.ErrLockLost) {
+		t.Fatalf("complete after the lock ended: %v", r[0].Err)
+	}
+	again := leaseDead(t, st, q, 10, long)
+	if len(again) != 1 || again[0].Seq != 3 {
+		t.Fatalf("after the lock ended, leased %v", deadSeqs(again))
+	}
+	if r := settleDead(t, st, q, store.Extend, again[0]); r[0].Err != nil || r[0].LockedUntil.IsZero() {
+		t.Fatalf("extend: %+v", r[0])
+	}
+	_, err := st.SettleDeadLetters(ctx, &store.SettleParams{Queue: q, Action: store.Defer, Receipts: []sluicetype.Receipt{again[0].Receipt}})
+	wantErr(t, "defer of a dead letter", err, sluicetype.ErrInvalidArgument)
+	if d := deadAll(t, ctx, st, q); len(d) != 2 {
+		t.Fatalf("%d dead letters left, want 2", len(d))
 	}
 }

@@ -73,6 +73,7 @@ var queryNames = []string{
 	"DeactivateSession", "EnsureSession", "LockSession", "SelectSessionLock", "SelectSessionReady", "FirstSessionDue",
 	"RenewSession", "ExtendSessionMessages", "ReleaseSession", "ReleaseSessionMessages",
 	"GetSessionState", "SetSessionState",
+	"SelectDeadLetterReady", "LockDeadLetterRows", "SelectHeldDeadLetters", "UnlockDeadLetters", "ExtendDeadLetters",
 	"LockQueue", "DeleteQueueDedup", "SelectDedup", "UpsertDedup", "TrimDedup",
 	"BumpHead", "EnsurePartition", "GetPartition", "InsertRecords", "ReadRecords",
 	"TrimRecords", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",

@@ -688,6 +688,84 @@ WHERE service = ? AND provider = ? AND queue = ? AND seq >= ?
 ORDER BY seq
 LIMIT ?;
 
+-- name: SelectDeadLetterReady
+-- args: service, provider, queue, now, limit
+-- A queue's first dead letters that no one holds, with the columns of
+-- PeekDeadLetters, locked until the lease commits; rows another receiver
+-- is taking are skipped, so two receivers never take the same dead
+-- letter. A walk of the queue's primary key range in seq order (forced:
+-- the removal index and a sort would lock every dead letter the scan
+-- reads), passing over the held ones (dead letters are few and rarely
+-- received). An equality scan stops before the next key, so it locks no
+-- row past its range, and a held row it passes over fails the filter and
+-- is unlocked at once.
+SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
+       content_type, properties, payload, reason, description, dead_at, remove_at, headers
+FROM sluice_dead_letters FORCE INDEX (PRIMARY)
+WHERE service = ? AND provider = ? AND queue = ? AND locked_until <= ?
+ORDER BY seq
+LIMIT ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: LockDeadLetterRows
+-- args: lock_token, locked_until, service, provider, queue, seqs
+-- The dead-letter list statements force the primary key: a queue has few
+-- dead letters, and MariaDB, weighing the list (estimated at 40 rows)
+-- against a queue of a few, reads the queue's whole range instead of
+-- looking each element up (eq_ref), and locks every dead letter of the
+-- queue, or waits for those another receiver holds. With the index
+-- forced, a usable lookup rules the range scan out.
+UPDATE (SELECT CAST(? AS SIGNED) AS lock_token,
+             CAST(? AS SIGNED) AS locked_until,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_dead_letters AS d FORCE INDEX (PRIMARY)
+    ON d.service = k.service AND d.provider = k.provider AND d.queue = k.queue AND d.seq = l.seq
+SET d.lock_token = k.lock_token, d.locked_until = k.locked_until;
+
+-- name: SelectHeldDeadLetters
+-- args: service, provider, queue, now, seqs
+-- Of the given dead letters, those under a lock that has not ended,
+-- locked until the settle commits; the index is forced as in
+-- LockDeadLetterRows (with a join buffer, the rows of the queue that the
+-- list does not name stay locked until commit). A named row that is not
+-- held is unlocked at once, except, on MariaDB, the last one looked up,
+-- which stays locked until commit, as in SelectHeld.
+SELECT d.seq, d.lock_token
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue,
+             CAST(? AS SIGNED) AS now) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_dead_letters AS d FORCE INDEX (PRIMARY)
+    ON d.service = k.service AND d.provider = k.provider AND d.queue = k.queue AND d.seq = l.seq
+WHERE d.locked_until > k.now
+ORDER BY d.seq
+FOR UPDATE;
+
+-- name: UnlockDeadLetters
+-- args: service, provider, queue, seqs
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_dead_letters AS d FORCE INDEX (PRIMARY)
+    ON d.service = k.service AND d.provider = k.provider AND d.queue = k.queue AND d.seq = l.seq
+SET d.lock_token = NULL, d.locked_until = 0;
+
+-- name: ExtendDeadLetters
+-- args: locked_until, service, provider, queue, seqs
+UPDATE (SELECT CAST(? AS SIGNED) AS locked_until,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_dead_letters AS d FORCE INDEX (PRIMARY)
+    ON d.service = k.service AND d.provider = k.provider AND d.queue = k.queue AND d.seq = l.seq
+SET d.locked_until = k.locked_until;
+
 -- name: QueueStats
 -- args: now, now, now, now, service, provider, queue
 -- A row whose lease or schedule ended counts where it goes next: active,

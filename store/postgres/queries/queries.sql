@@ -712,6 +712,53 @@ WHERE service = $1 AND provider = $2 AND queue = $3 AND seq >= $4::bigint
 ORDER BY seq
 LIMIT $5;
 
+-- name: SelectDeadLetterReady
+-- args: service, provider, queue, now, limit
+-- A queue's first dead letters that no one holds, with the columns of
+-- PeekDeadLetters: a walk of the queue's primary key range in sequence
+-- order, passing over the locked ones (dead letters are few and rarely
+-- received). The rows are locked until the lease commits, and those
+-- another receiver is taking skipped, so that two receivers never wait
+-- on each other nor take the same dead letter.
+SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
+       content_type, properties, payload, reason, description, dead_at, remove_at, headers
+FROM sluice_dead_letters
+WHERE service = $1 AND provider = $2 AND queue = $3 AND locked_until <= $4::bigint
+ORDER BY seq
+LIMIT $5
+FOR UPDATE SKIP LOCKED;
+
+-- name: LockDeadLetterRows
+-- args: lock_token, locked_until, service, provider, queue, seqs
+UPDATE sluice_dead_letters SET lock_token = $1::bigint, locked_until = $2::bigint
+WHERE (service, provider, queue, seq) IN (
+    SELECT $3::text, $4::text, $5::text, unnest($6::bigint[]));
+
+-- name: SelectHeldDeadLetters
+-- args: service, provider, queue, now, seqs
+-- Of the given dead letters, those under a lock that has not ended. The
+-- rows are locked in sequence order, waiting for a lease or settle in
+-- progress.
+SELECT seq, lock_token
+FROM sluice_dead_letters
+WHERE locked_until > $4::bigint
+  AND (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($5::bigint[]))
+ORDER BY seq
+FOR UPDATE;
+
+-- name: UnlockDeadLetters
+-- args: service, provider, queue, seqs
+UPDATE sluice_dead_letters SET lock_token = NULL, locked_until = 0
+WHERE (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
+
+-- name: ExtendDeadLetters
+-- args: locked_until, service, provider, queue, seqs
+UPDATE sluice_dead_letters SET locked_until = $1::bigint
+WHERE (service, provider, queue, seq) IN (
+    SELECT $2::text, $3::text, $4::text, unnest($5::bigint[]));
+
 -- name: QueueStats
 -- args: now, now, now, now, service, provider, queue
 -- A row whose lease or schedule ended counts where it goes next: active,

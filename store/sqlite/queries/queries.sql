@@ -437,15 +437,18 @@ WHERE service = ?1 AND provider = ?2 AND queue = ?3
 -- name: ResubmitDeadLetters
 -- args: enqueued_at, expires_at, mapping, service, provider, queue
 -- mapping: [{"o":old_seq,"n":new_seq}]
+-- The mapping drives the join (CROSS JOIN keeps SQLite from scanning every
+-- dead letter of the queue once per mapping entry): one primary-key lookup
+-- per dead letter.
 INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
     delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
     content_type, properties, payload, headers)
 SELECT d.service, d.provider, d.queue, m.value ->> 'n', 0, NULL, ?2,
        0, NULL, ?1, d.message_id, d.session_id, d.partition_key,
        d.content_type, d.properties, d.payload, d.headers
-FROM sluice_dead_letters AS d
-JOIN json_each(?3) AS m ON d.seq = m.value ->> 'o'
-WHERE d.service = ?4 AND d.provider = ?5 AND d.queue = ?6;
+FROM json_each(?3) AS m
+CROSS JOIN sluice_dead_letters AS d
+WHERE d.service = ?4 AND d.provider = ?5 AND d.queue = ?6 AND d.seq = m.value ->> 'o';
 
 -- name: PeekMessages
 -- args: service, provider, queue, from_seq, limit
@@ -464,6 +467,44 @@ FROM sluice_dead_letters
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND seq >= ?4
 ORDER BY seq
 LIMIT ?5;
+
+-- name: SelectDeadLetterReady
+-- args: service, provider, queue, now, limit
+-- A queue's first dead letters that no one holds, with the columns of
+-- PeekDeadLetters.
+SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
+       content_type, properties, payload, reason, description, dead_at, remove_at, headers
+FROM sluice_dead_letters
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND locked_until <= ?4
+ORDER BY seq
+LIMIT ?5;
+
+-- name: LockDeadLetterRows
+-- args: lock_token, locked_until, service, provider, queue, seqs
+UPDATE sluice_dead_letters SET lock_token = ?1, locked_until = ?2
+WHERE service = ?3 AND provider = ?4 AND queue = ?5
+  AND seq IN (SELECT value FROM json_each(?6));
+
+-- name: SelectHeldDeadLetters
+-- args: service, provider, queue, now, seqs
+-- Of the given dead letters, those under a lock that has not ended.
+SELECT seq, lock_token
+FROM sluice_dead_letters
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND locked_until > ?4
+  AND seq IN (SELECT value FROM json_each(?5))
+ORDER BY seq;
+
+-- name: UnlockDeadLetters
+-- args: service, provider, queue, seqs
+UPDATE sluice_dead_letters SET lock_token = NULL, locked_until = 0
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4));
+
+-- name: ExtendDeadLetters
+-- args: locked_until, service, provider, queue, seqs
+UPDATE sluice_dead_letters SET locked_until = ?1
+WHERE service = ?2 AND provider = ?3 AND queue = ?4
+  AND seq IN (SELECT value FROM json_each(?5));
 
 -- name: QueueStats
 -- args: now, now, now, now, service, provider, queue

@@ -1,0 +1,119 @@
+package sluice
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Dead-letter reasons sluice assigns, as Service Bus names them.
+const (
+	ReasonMaxDeliveryCountExceeded = sluicetype.ReasonMaxDeliveryCountExceeded
+	ReasonTTLExpired               = sluicetype.ReasonTTLExpired
+)
+
+// takeDead leases dead letters; in ReceiveAndDelete mode it deletes them.
+func (r *Receiver) takeDead(ctx context.Context, max int, props QueueProperties) ([]*ReceivedMessage, error) {
+	ds, err := r.c.st.LeaseDeadLetters(ctx, &store.LeaseParams{Queue: r.queue, Max: max, Visibility: props.LockDuration})
+	if err != nil || len(ds) == 0 {
+		return nil, err
+	}
+	out := make([]*ReceivedMessage, 0, len(ds))
+	if r.mode == PeekLock {
+		for _, d := range ds {
+			out = append(out, deadLetterMessage(r.queue, d))
+		}
+		return out, nil
+	}
+	p := store.SettleParams{Queue: r.queue, Action: store.Complete}
+	for _, d := range ds {
+		p.Receipts = append(p.Receipts, d.Receipt)
+	}
+	res, err := r.c.st.SettleDeadLetters(ctx, &p)
+	if err != nil {
+		return nil, err
+	}
+	for i, d := range ds {
+		if res[i].Err == nil {
+			m := deadLetterMessage(r.queue, d)
+			m.locked, m.receipt = false, sluicetype.Receipt{}
+			out = append(out, m)
+		}
+	}
+	return out, nil
+}
+
+// ResubmitOptions choose which dead letters to resubmit.
+type ResubmitOptions struct {
+	// SequenceNumbers names dead letters to resubmit; nil resubmits all.
+	SequenceNumbers []int64
+	// Progress, when set, is called after each batch with the dead letters
+	// moved so far and the total to move.
+	Progress func(done, total int)
+}
+
+// ResubmitDeadLetters moves dead letters of an entity (a queue or a
+// subscription) back to it as new messages, in batches of up to the
+// backend's batch limit, each atomic: a failure leaves the batches before
+// it moved and the rest where they were. It returns how many moved.
+// ErrMessageNotFound (that batch unmoved) if a sequence number names no
+// dead letter.
+func (c *Client) ResubmitDeadLetters(ctx context.Context, entity string, opts *ResubmitOptions) (int, error) {
+	if opts == nil {
+		opts = &ResubmitOptions{}
+	}
+	progress := func(done, total int) {
+		if opts.Progress != nil {
+			opts.Progress(done, total)
+		}
+	}
+	batch := c.limits.MaxBatch
+	if seqs := opts.SequenceNumbers; seqs != nil {
+		done := 0
+		for done < len(seqs) {
+			part := seqs[done:min(done+batch, len(seqs))]
+			if _, err := c.st.ResubmitDeadLetters(ctx, &store.ResubmitParams{Queue: entity, Seqs: part}); err != nil {
+				return done, err
+			}
+			done += len(part)
+			progress(done, len(seqs))
+		}
+		return done, nil
+	}
+	st, err := c.st.QueueStats(ctx, entity)
+	if err != nil {
+		return 0, err
+	}
+	// The dead letters there now, not those that messages resubmitted
+	// here may become meanwhile: walk forward from the first, and stop at
+	// the count there was.
+	total, done, from := int(st.DeadLettered), 0, int64(0)
+	for done < total {
+		page, err := c.st.PeekDeadLetters(ctx, &store.PeekParams{Queue: entity, FromSeq: from, Max: min(batch, total-done)})
+		if err != nil {
+			return done, err
+		}
+		if len(page) == 0 {
+			return done, nil
+		}
+		seqs := make([]int64, len(page))
+		for i, d := range page {
+			seqs[i] = d.Seq
+		}
+		from = seqs[len(seqs)-1] + 1
+		if _, err := c.st.ResubmitDeadLetters(ctx, &store.ResubmitParams{Queue: entity, Seqs: seqs}); err != nil {
+			return done, fmt.Errorf("sluice: resubmit: %w", err)
+		}
+		done += len(seqs)
+		progress(done, total)
+	}
+	return done, nil
+}
+
+// PurgeDeadLetters deletes all dead letters of an entity and returns how
+// many it deleted.
+func (c *Client) PurgeDeadLetters(ctx context.Context, entity string) (int64, error) {
+	return c.st.PurgeDeadLetters(ctx, entity)
+}
