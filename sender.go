@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	"github.com/sluicehq/sluice/store"
@@ -44,30 +45,9 @@ func (s *Sender) Send(ctx context.Context, m *Message) (int64, error) {
 // queue that forwards goes where the queue forwards it, and returns the
 // numbers the final queue gave when there is one, zeros otherwise.
 func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error) {
-	e, err := s.c.entity(ctx, s.queue)
+	e, batches, err := s.prepare(ctx, msgs)
 	if err != nil {
-		return nil, fmt.Errorf("sluice: send: %w", err)
-	}
-	if e.kind == kindSubscription {
-		return nil, errInvalid("send", "%q is a subscription: send to its topic", s.queue)
-	}
-	batch := make([]store.NewMessage, len(msgs))
-	for i, m := range msgs {
-		if m == nil {
-			return nil, errInvalid("send", "message %d is nil", i)
-		}
-		batch[i] = m.newMessage()
-		if size := batch[i].MessageSize(); size > e.props.MaxMessageSize {
-			return nil, fmt.Errorf("sluice: send: message %d is %d bytes, %s %q allows %d: %w",
-				i, size, e.kind, s.queue, e.props.MaxMessageSize, ErrMessageTooLarge)
-		}
-	}
-	if e.kind == kindQueue && e.forwardTo == "" {
-		return s.c.st.Enqueue(ctx, &store.EnqueueParams{Queue: s.queue, Messages: batch})
-	}
-	batches, err := s.c.route(ctx, s.queue, batch, msgs)
-	if err != nil {
-		return nil, fmt.Errorf("sluice: send: %w", err)
+		return nil, err
 	}
 	seqs := make([]int64, len(msgs))
 	switch {
@@ -87,10 +67,77 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error
 	if err != nil {
 		return nil, err
 	}
-	if e.kind == kindQueue && len(got) == 1 && len(got[0]) == len(msgs) {
-		return got[0], nil
+	return s.numbers(e, got, seqs), nil
+}
+
+// SendTx sends messages in the caller's transaction tx, opened on the
+// same database (with a driver and settings that reach sluice's tables:
+// on PostgreSQL, a search_path that includes sluice's schema): they commit
+// with the caller's own writes, or not at all. On an error, roll tx back.
+// The queues' counter rows stay locked until tx ends, so keep it short,
+// and on SQLite make no other sluice call that writes while it is open.
+// Receivers in other processes wake on commit on PostgreSQL; elsewhere
+// they find the messages on their next poll.
+func (s *Sender) SendTx(ctx context.Context, tx *sql.Tx, msgs ...*Message) ([]int64, error) {
+	txe, ok := s.c.st.(store.TxEnqueuer)
+	if !ok {
+		return nil, errInvalid("send", "this backend cannot join a caller's transaction")
 	}
-	return seqs, nil
+	e, batches, err := s.prepare(ctx, msgs)
+	if err != nil {
+		return nil, err
+	}
+	seqs := make([]int64, len(msgs))
+	if len(batches) == 0 {
+		return seqs, nil
+	}
+	got, err := txe.EnqueueTx(ctx, tx, &store.EnqueueAllParams{Batches: batches})
+	if err != nil {
+		return nil, err
+	}
+	return s.numbers(e, got, seqs), nil
+}
+
+// prepare checks a send and works out the batches it writes.
+func (s *Sender) prepare(ctx context.Context, msgs []*Message) (entity, []store.EnqueueParams, error) {
+	e, err := s.c.entity(ctx, s.queue)
+	if err != nil {
+		return e, nil, fmt.Errorf("sluice: send: %w", err)
+	}
+	if e.kind == kindSubscription {
+		return e, nil, errInvalid("send", "%q is a subscription: send to its topic", s.queue)
+	}
+	if len(msgs) == 0 {
+		return e, nil, errInvalid("send", "no messages")
+	}
+	batch := make([]store.NewMessage, len(msgs))
+	for i, m := range msgs {
+		if m == nil {
+			return e, nil, errInvalid("send", "message %d is nil", i)
+		}
+		batch[i] = m.newMessage()
+		if size := batch[i].MessageSize(); size > e.props.MaxMessageSize {
+			return e, nil, fmt.Errorf("sluice: send: message %d is %d bytes, %s %q allows %d: %w",
+				i, size, e.kind, s.queue, e.props.MaxMessageSize, ErrMessageTooLarge)
+		}
+	}
+	if e.kind == kindQueue && e.forwardTo == "" {
+		return e, []store.EnqueueParams{{Queue: s.queue, Messages: batch}}, nil
+	}
+	batches, err := s.c.route(ctx, s.queue, batch, msgs)
+	if err != nil {
+		return e, nil, fmt.Errorf("sluice: send: %w", err)
+	}
+	return e, batches, nil
+}
+
+// numbers picks what a send returns: a queue's numbers when every
+// message landed in one queue, zeros otherwise.
+func (s *Sender) numbers(e entity, got [][]int64, zeros []int64) []int64 {
+	if e.kind == kindQueue && len(got) == 1 && len(got[0]) == len(zeros) {
+		return got[0]
+	}
+	return zeros
 }
 
 func deadLettered(b store.EnqueueParams) bool {

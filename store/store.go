@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"time"
 
@@ -123,6 +124,16 @@ type QueueStore interface {
 	// stops the watch. Wake-ups may be spurious; a missed one is covered by
 	// the caller's own poll.
 	WatchQueue(queue string) (<-chan struct{}, func())
+}
+
+// TxEnqueuer is a Store whose enqueues can join a transaction the caller
+// opened on the same database (the transactional outbox): the messages
+// commit, or vanish, with the caller's own writes. The queues' counter
+// rows stay locked until the caller commits, so keep such transactions
+// short. Wake-ups of receivers in other processes come with the commit on
+// PostgreSQL; elsewhere receivers find the messages on their next poll.
+type TxEnqueuer interface {
+	EnqueueTx(ctx context.Context, tx *sql.Tx, p *EnqueueAllParams) ([][]int64, error)
 }
 
 // SessionStore holds the operations on sessions of queues that require

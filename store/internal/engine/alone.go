@@ -117,7 +117,7 @@ func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeR
 	}
 	key := QueueKey(t, queue)
 	var last int64
-	err = e.queryRow(ctx, q, "EnqueueMessages", []any{t.Service, t.Provider, queue, len(rows), e.hub.NotifyPayload(key), js}, &last)
+	err = e.queryRow(ctx, q, "EnqueueMessages", []any{t.Service, t.Provider, queue, len(rows), e.payload(q, key), js}, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		// No such queue, or one with duplicate detection: the general
 		// path tells which, and handles both.

@@ -231,7 +231,7 @@ func (c *committer) commit(batch []*writeReq) error {
 // transaction), and the clock reading is refreshed by every read of the
 // row; one taken a moment earlier in the same transaction serves as well.
 type groupTx struct {
-	tx     *sql.Tx
+	tx     querier
 	queues map[queueID]queueRow
 }
 
@@ -240,7 +240,7 @@ type queueID struct {
 	name string
 }
 
-func newGroupTx(tx *sql.Tx) *groupTx {
+func newGroupTx(tx querier) *groupTx {
 	return &groupTx{tx: tx, queues: make(map[queueID]queueRow)}
 }
 

@@ -2,8 +2,12 @@ package engine
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"slices"
+	"strings"
 
+	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -27,6 +31,56 @@ func (s *tenantStore) EnqueueAll(ctx context.Context, p *store.EnqueueAllParams)
 		return nil, fmt.Errorf("sluice: enqueue: %w", err)
 	}
 	return r.allSeqs, nil
+}
+
+// foreignTx is a transaction the caller opened, perhaps on a pool of its
+// own: statements run on it as text, since statements prepared on the
+// engine's pool cannot move to another pool's transaction.
+type foreignTx struct{ *sql.Tx }
+
+var _ store.TxEnqueuer = (*tenantStore)(nil)
+
+// EnqueueTx enqueues into several queues in the caller's transaction, in
+// queue name order (the counter rows' lock order).
+func (s *tenantStore) EnqueueTx(ctx context.Context, tx *sql.Tx, p *store.EnqueueAllParams) ([][]int64, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: enqueue: %w", err)
+	}
+	if tx == nil {
+		return nil, fmt.Errorf("sluice: enqueue: nil transaction: %w", sluicetype.ErrInvalidArgument)
+	}
+	gt := newGroupTx(foreignTx{tx})
+	r := &writeReq{t: s.t, all: p}
+	children := make([]*writeReq, len(p.Batches))
+	for i := range p.Batches {
+		children[i] = &writeReq{t: s.t, enq: &p.Batches[i]}
+	}
+	for _, ch := range sortedByQueue(children) {
+		if err := s.e.enqueueGroup(ctx, gt, []*writeReq{ch}); err != nil {
+			return nil, fmt.Errorf("sluice: enqueue: %w", err)
+		}
+	}
+	if err := s.e.finishAll(ctx, gt, allReq{r, children}); err != nil {
+		return nil, fmt.Errorf("sluice: enqueue: %w", err)
+	}
+	return r.allSeqs, nil
+}
+
+// payload is the notification of key for a statement run on q. In the
+// caller's own transaction it carries no origin of this process: this
+// process learns of the commit only from the notification, so its
+// listener must not drop it as its own echo.
+func (e *Engine) payload(q querier, key string) string {
+	if _, ok := q.(foreignTx); ok {
+		return "tx|" + key
+	}
+	return e.hub.NotifyPayload(key)
+}
+
+func sortedByQueue(reqs []*writeReq) []*writeReq {
+	out := slices.Clone(reqs)
+	slices.SortFunc(out, func(a, b *writeReq) int { return strings.Compare(a.enq.Queue, b.enq.Queue) })
+	return out
 }
 
 // finishAll completes an EnqueueAll once its children were applied: a

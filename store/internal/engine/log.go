@@ -25,7 +25,7 @@ func (s *tenantStore) Append(ctx context.Context, p *store.AppendParams) (store.
 // all of them with one update of the partition's head row (held until
 // commit, so positions are gap-free and become visible in order), then
 // inserts the records in bulk.
-func (e *Engine) appendGroup(ctx context.Context, tx *sql.Tx, group []*writeReq) error {
+func (e *Engine) appendGroup(ctx context.Context, tx querier, group []*writeReq) error {
 	t, part := group[0].t, group[0].app.Partition
 	n := 0
 	for _, r := range group {

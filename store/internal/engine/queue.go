@@ -328,7 +328,7 @@ func (e *Engine) reserveSeqs(ctx context.Context, gt *groupTx, t store.Tenant, q
 	} else {
 		args := []any{n, t.Service, t.Provider, queue}
 		if e.d.NotifyOnReserve {
-			args = append(args, e.hub.NotifyPayload(QueueKey(t, queue)))
+			args = append(args, e.payload(gt.tx, QueueKey(t, queue)))
 		}
 		err := e.queryRow(ctx, gt.tx, "ReserveSeqs", args, &qr.lastSeq)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -363,7 +363,7 @@ func newMessageRow(m *store.NewMessage, seq int64, qr queueRow) (messageRow, err
 // insertMessages inserts numbered messages: in bulk, as JSON chunks, or
 // one statement a row where the dialect has InsertMessage (SQLite, where a
 // statement costs no round trip and binding beats decoding JSON).
-func (e *Engine) insertMessages(ctx context.Context, tx *sql.Tx, t store.Tenant, queue string, now int64, rows []messageRow) error {
+func (e *Engine) insertMessages(ctx context.Context, tx querier, t store.Tenant, queue string, now int64, rows []messageRow) error {
 	if e.has("InsertMessage") {
 		for _, r := range rows {
 			payload := []byte(r.Payload)
@@ -393,11 +393,11 @@ func (e *Engine) insertMessages(ctx context.Context, tx *sql.Tx, t store.Tenant,
 
 // notify tells other processes, where the dialect can, that key changed;
 // the message is delivered when the transaction commits.
-func (e *Engine) notify(ctx context.Context, tx *sql.Tx, key string) error {
+func (e *Engine) notify(ctx context.Context, tx querier, key string) error {
 	if !e.notifyOn {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, e.q["Notify"], e.hub.NotifyPayload(key))
+	_, err := tx.ExecContext(ctx, e.q["Notify"], e.payload(tx, key))
 	return err
 }
 
@@ -489,7 +489,7 @@ func (e *Engine) leaseGroup(ctx context.Context, gt *groupTx, group []*writeReq)
 	return nil
 }
 
-func (e *Engine) selectReady(ctx context.Context, tx *sql.Tx, t store.Tenant, queue string, now int64, limit int) ([]sluicetype.Message, error) {
+func (e *Engine) selectReady(ctx context.Context, tx querier, t store.Tenant, queue string, now int64, limit int) ([]sluicetype.Message, error) {
 	rows, err := e.query(ctx, tx, "SelectReady", t.Service, t.Provider, queue, now, limit)
 	if err != nil {
 		return nil, err
@@ -511,7 +511,7 @@ func (e *Engine) selectReady(ctx context.Context, tx *sql.Tx, t store.Tenant, qu
 
 // leaseRows marks the rows leased, in one statement or, where the dialect
 // says LeasePerRequest, one per request (per token).
-func (e *Engine) leaseRows(ctx context.Context, tx *sql.Tx, t store.Tenant, queue string, rows []leaseRow) error {
+func (e *Engine) leaseRows(ctx context.Context, tx querier, t store.Tenant, queue string, rows []leaseRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
@@ -568,7 +568,7 @@ func leaseTo(rows []leaseRow, t store.Tenant, qr *queueRow, r *writeReq, msgs []
 // leased row on its last allowed delivery goes to dead letters, an expired
 // one expires, and the rest become ready again, in sequence order with
 // the others. Rows another transaction holds are skipped.
-func (e *Engine) resolveDue(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, limit int) (store.EvictResult, error) {
+func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, limit int) (store.EvictResult, error) {
 	var res store.EvictResult
 	rows, err := e.query(ctx, tx, "SelectDue", t.Service, t.Provider, qr.settings.Name, qr.now, limit)
 	if err != nil {
@@ -622,7 +622,7 @@ func (e *Engine) resolveDue(ctx context.Context, tx *sql.Tx, t store.Tenant, qr 
 }
 
 // deadLetter moves messages to dead letters.
-func (e *Engine) deadLetter(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, seqs []int64, reason, desc string) error {
+func (e *Engine) deadLetter(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, seqs []int64, reason, desc string) error {
 	if len(seqs) == 0 {
 		return nil
 	}
@@ -638,7 +638,7 @@ func (e *Engine) deadLetter(ctx context.Context, tx *sql.Tx, t store.Tenant, qr 
 
 // expire dead-letters or drops messages whose time-to-live ran out, as the
 // queue says.
-func (e *Engine) expire(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, seqs []int64) error {
+func (e *Engine) expire(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, seqs []int64) error {
 	if len(seqs) == 0 {
 		return nil
 	}
@@ -865,7 +865,7 @@ func (e *Engine) completeGroup(ctx context.Context, q querier, group []*writeReq
 
 // settleOne applies one request; completions are added to completed for
 // the caller to delete in one go.
-func (e *Engine) settleOne(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, r *writeReq, held map[int64]heldRow, completed *[]int64) error {
+func (e *Engine) settleOne(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, r *writeReq, held map[int64]heldRow, completed *[]int64) error {
 	p := r.settle
 	r.settled = make([]store.SettleResult, len(p.Receipts))
 	var mine, exhausted []int64
@@ -939,7 +939,7 @@ func (e *Engine) settleOne(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *
 }
 
 // setProperties replaces the application properties of messages.
-func (e *Engine) setProperties(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, props map[string]string, seqs []int64) error {
+func (e *Engine) setProperties(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, props map[string]string, seqs []int64) error {
 	if len(seqs) == 0 {
 		return nil
 	}

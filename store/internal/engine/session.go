@@ -54,7 +54,7 @@ func withSessions(group []*writeReq) []*writeReq {
 
 // activateSessions marks the sessions of newly inserted ready messages
 // active, creating their rows, on a queue that requires sessions.
-func (e *Engine) activateSessions(ctx context.Context, tx *sql.Tx, t store.Tenant, qr *queueRow, rows []messageRow) error {
+func (e *Engine) activateSessions(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, rows []messageRow) error {
 	if !qr.settings.RequiresSession {
 		return nil
 	}
@@ -72,7 +72,7 @@ func (e *Engine) activateSessions(ctx context.Context, tx *sql.Tx, t store.Tenan
 }
 
 // sessionQueue reads a queue in tx and checks that it requires sessions.
-func (s *tenantStore) sessionQueue(ctx context.Context, tx *sql.Tx, queue string) (queueRow, error) {
+func (s *tenantStore) sessionQueue(ctx context.Context, tx querier, queue string) (queueRow, error) {
 	qr, err := s.e.getQueue(ctx, tx, s.t, queue)
 	if err != nil {
 		return qr, err
@@ -127,7 +127,7 @@ func (s *tenantStore) AcceptSession(ctx context.Context, p *store.AcceptSessionP
 
 // nextSession finds an active, unlocked session with an available
 // message, clearing the flag of those it finds without one.
-func (s *tenantStore) nextSession(ctx context.Context, tx *sql.Tx, qr *queueRow) (string, error) {
+func (s *tenantStore) nextSession(ctx context.Context, tx querier, qr *queueRow) (string, error) {
 	q := qr.settings.Name
 	for round := 0; round < 8; round++ {
 		rows, err := s.e.query(ctx, tx, "SelectSessionCandidates", s.t.Service, s.t.Provider, q, qr.now, sessionCandidates)
@@ -170,7 +170,7 @@ func (s *tenantStore) nextSession(ctx context.Context, tx *sql.Tx, qr *queueRow)
 // heldSession reads a session's lock in tx (locking the row where the
 // dialect does) and returns its end; it fails with ErrSessionLockLost
 // unless p's token holds it now.
-func (s *tenantStore) heldSession(ctx context.Context, tx *sql.Tx, qr *queueRow, p *store.SessionParams) (int64, error) {
+func (s *tenantStore) heldSession(ctx context.Context, tx querier, qr *queueRow, p *store.SessionParams) (int64, error) {
 	var (
 		token sql.NullInt64
 		until int64
