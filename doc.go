@@ -21,6 +21,13 @@
 // again with a higher delivery count, and the settle fails with
 // ErrLockLost. After MaxDeliveryCount deliveries it is dead-lettered.
 //
+// Topics copy each message to the subscriptions whose rules match
+// (CreateTopic, CreateSubscription, SubscriptionPath); sessions keep a
+// session's messages in order under one receiver (AcceptSession,
+// AcceptNextSession); every entity has a dead-letter queue
+// (ReceiverOptions.SubQueue, ResubmitDeadLetters); and SendTx sends in the
+// application's own database transaction.
+//
 // Underneath, package store holds the storage seam (durable queues and
 // partition logs) with a backend per database; OpenBackend opens one for
 // code that works at that level.

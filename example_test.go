@@ -143,3 +143,73 @@ func ExampleProcessor() {
 	// Output:
 	// resize photo on delivery 2
 }
+
+// A topic copies each message to the subscriptions whose rules match.
+func ExampleClient_CreateTopic() {
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), sluice.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	c.CreateTopic(ctx, "orders", nil)
+	c.CreateSubscription(ctx, "orders", "all", nil) // the $Default rule takes everything
+	c.CreateSubscription(ctx, "orders", "large", nil,
+		sluice.Rule{Name: "large", Filter: sluice.SQLFilter{Expression: "quantity > 10 AND region IN ('eu', 'uk')"}})
+
+	s, _ := c.NewSender("orders")
+	s.SendBatch(ctx, []*sluice.Message{
+		{Body: []byte("2 pizzas"), ApplicationProperties: map[string]string{"quantity": "2", "region": "eu"}},
+		{Body: []byte("40 pizzas"), ApplicationProperties: map[string]string{"quantity": "40", "region": "uk"}},
+	})
+	for _, sub := range []string{"all", "large"} {
+		r, _ := c.NewReceiver(sluice.SubscriptionPath("orders", sub), &sluice.ReceiverOptions{Mode: sluice.ReceiveAndDelete})
+		msgs, _ := r.Receive(ctx, 10)
+		for _, m := range msgs {
+			fmt.Printf("%s: %s\n", sub, m.Body)
+		}
+	}
+	// Output:
+	// all: 2 pizzas
+	// all: 40 pizzas
+	// large: 40 pizzas
+}
+
+// Sessions keep related messages in order with one receiver at a time.
+func ExampleClient_AcceptNextSession() {
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), sluice.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	c.CreateQueue(ctx, "carts", &sluice.QueueProperties{RequiresSession: true})
+	s, _ := c.NewSender("carts")
+	s.SendBatch(ctx, []*sluice.Message{
+		{SessionID: "alice", Body: []byte("add apples")},
+		{SessionID: "alice", Body: []byte("add pears")},
+		{SessionID: "alice", Body: []byte("check out")},
+	})
+
+	r, _ := c.AcceptNextSession(ctx, "carts", nil)
+	defer r.Close(ctx)
+	msgs, _ := r.Receive(ctx, 10)
+	for _, m := range msgs {
+		fmt.Println(r.SessionID(), string(m.Body))
+		r.Complete(ctx, m)
+	}
+	r.SetSessionState(ctx, []byte("checked out"))
+	state, _ := r.SessionState(ctx)
+	fmt.Println("state:", string(state))
+	// Output:
+	// alice add apples
+	// alice add pears
+	// alice check out
+	// state: checked out
+}
