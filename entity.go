@@ -292,6 +292,9 @@ func (c *Client) listEntities(ctx context.Context, kind entityKind, prefix, afte
 			return nil, err
 		}
 		for _, s := range page {
+			if s.Name < prefix {
+				continue // sorts between the start and the prefix ("orders/Subscriptions-x")
+			}
 			if !strings.HasPrefix(s.Name, prefix) {
 				return out, nil
 			}

@@ -152,7 +152,8 @@ func deadLettered(b store.EnqueueParams) bool {
 // CancelScheduled deletes scheduled messages of the sender's queue that
 // have not become active yet, by sequence number, atomically.
 // ErrMessageNotFound (and nothing cancelled) if any is not such a message.
-// Messages scheduled through a topic are cancelled in each subscription.
+// A message scheduled through a topic or a forwarding queue is numbered
+// by the queue or subscription that holds it: cancel it there.
 func (s *Sender) CancelScheduled(ctx context.Context, seqs ...int64) error {
 	return s.c.st.CancelScheduled(ctx, &store.CancelParams{Queue: s.queue, Seqs: seqs})
 }

@@ -54,6 +54,9 @@ func (c *Client) AcceptNextSession(ctx context.Context, queue string, opts *Rece
 }
 
 func (c *Client) acceptSession(ctx context.Context, queue, id string, opts *ReceiverOptions, wait bool) (*SessionReceiver, error) {
+	if opts != nil && opts.SubQueue != SubQueueNone {
+		return nil, errInvalid("accept session", "sessions have no sub-queue: receive the dead-letter queue with NewReceiver")
+	}
 	r, err := c.NewReceiver(queue, opts)
 	if err != nil {
 		return nil, err

@@ -95,6 +95,10 @@ func TestTopicEntities(t *testing.T) {
 		if _, err := c.CreateQueue(ctx, "q", nil); err != nil {
 			t.Fatal(err)
 		}
+		// Sorts between "t/Subscriptions" and "t/Subscriptions/".
+		if _, err := c.CreateQueue(ctx, "t/Subscriptions-x", nil); err != nil {
+			t.Fatal(err)
+		}
 		_, err := c.CreateTopic(ctx, "t", nil)
 		wantErr(t, "CreateTopic of a taken name", err, sluice.ErrEntityExists)
 		_, err = c.CreateQueue(ctx, "t/Subscriptions/x", nil)
@@ -139,7 +143,7 @@ func TestTopicEntities(t *testing.T) {
 		}
 		qs, _ := c.ListQueues(ctx, "", 100)
 		ts, _ := c.ListTopics(ctx, "", 100)
-		if len(qs) != 1 || qs[0].Name != "q" || len(ts) != 1 || ts[0].Name != "t" || ts[0].DefaultTTL != time.Hour {
+		if len(qs) != 2 || qs[0].Name != "q" || len(ts) != 1 || ts[0].Name != "t" || ts[0].DefaultTTL != time.Hour {
 			t.Fatalf("ListQueues = %+v, ListTopics = %+v", qs, ts)
 		}
 		_, err = newSender(t, c, sluice.SubscriptionPath("t", "s")).Send(ctx, &sluice.Message{})

@@ -23,6 +23,8 @@ var sessionTests = []suiteTest{
 	{"State", testSessionState},
 	{"ScheduledBecomesAvailable", testSessionScheduled},
 	{"NextSkipsLocked", testSessionNextSkipsLocked},
+	{"NextBehindEmpty", testSessionNextBehindEmpty},
+	{"ReleaseExhausted", testSessionReleaseExhausted},
 }
 
 func inSession(id, payload string) store.NewMessage {
@@ -290,4 +292,53 @@ func testSessionNextSkipsLocked(t *testing.T, h *harness) {
 
 func sessionName(i int) string {
 	return "s-" + string(rune('a'+i/26)) + string(rune('a'+i%26))
+}
+
+// Sessions closed empty sort first among the free ones; an accept clears
+// their flags for good, so a session with messages behind them is found.
+func testSessionNextBehindEmpty(t *testing.T, h *harness) {
+	t, st, q := sessionQueue(t, h)
+	ctx := t.Context()
+	for i := range 50 {
+		l := accept(t, st, q, sessionName(i), long)
+		p := sessionParams(q, l)
+		if err := st.ReleaseSession(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	enqueue(t, ctx, st, q, inSession("late", "m"))
+	for try := 1; ; try++ {
+		l, err := st.AcceptSession(ctx, &store.AcceptSessionParams{Queue: q, Duration: long})
+		if err == nil {
+			if l.SessionID != "late" {
+				t.Fatalf("accepted %q, want the only session with a message", l.SessionID)
+			}
+			return
+		}
+		if !errors.Is(err, sluicetype.ErrNoSessionAvailable) || try == 3 {
+			t.Fatalf("AcceptSession(next), try %d: %v", try, err)
+		}
+	}
+}
+
+// Releasing a session on a message's last delivery dead-letters it, as
+// the end of its lock would.
+func testSessionReleaseExhausted(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{RequiresSession: true, MaxDeliveryCount: 2})
+	enqueue(t, ctx, st, q, inSession("s", "poison"))
+	for delivery := 1; delivery <= 2; delivery++ {
+		l := accept(t, st, q, "s", long)
+		if got := leaseIn(t, st, q, l, 1); len(got) != 1 || got[0].DeliveryCount != delivery {
+			t.Fatalf("delivery %d: leased %v", delivery, payloads(got))
+		}
+		p := sessionParams(q, l)
+		if err := st.ReleaseSession(ctx, &p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := deadAll(t, ctx, st, q); len(d) != 1 || d[0].Reason != sluicetype.ReasonMaxDeliveryCountExceeded {
+		t.Fatalf("dead letters after releasing on the last delivery: %+v", d)
+	}
+	wantCounts(t, ctx, st, q, store.QueueStats{DeadLettered: 1})
 }

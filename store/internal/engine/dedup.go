@@ -25,7 +25,9 @@ import (
 // partition key when there is one. Messages without an id are never
 // duplicates.
 func dedupKey(m *store.NewMessage) string {
-	if m.MessageID == "" {
+	if m.MessageID == "" || m.DeadLetterReason != "" {
+		// A copy dead-lettered on arrival is stored whatever its id: as a
+		// duplicate it would carry, and dead-letter, the first one's number.
 		return ""
 	}
 	// The partition key's length (0 when none) keeps pairs apart whatever

@@ -102,7 +102,9 @@ func (s *tenantStore) AcceptSession(ctx context.Context, p *store.AcceptSessionP
 		}
 		id := p.SessionID
 		if id == "" {
-			if id, err = s.nextSession(ctx, tx, &qr); err != nil {
+			if id, err = s.nextSession(ctx, tx, &qr); err != nil || id == "" {
+				// None free: commit the flags cleared on the way, so that
+				// the next accept does not probe the same sessions again.
 				return err
 			}
 		} else if _, err := s.e.exec(ctx, tx, "EnsureSession", s.t.Service, s.t.Provider, p.Queue, id); err != nil {
@@ -122,11 +124,15 @@ func (s *tenantStore) AcceptSession(ctx context.Context, p *store.AcceptSessionP
 	if err != nil {
 		return store.SessionLock{}, fmt.Errorf("sluice: accept session: %w", err)
 	}
+	if lock.Token == 0 {
+		return store.SessionLock{}, fmt.Errorf("sluice: accept session: queue %q: %w", p.Queue, sluicetype.ErrNoSessionAvailable)
+	}
 	return lock, nil
 }
 
 // nextSession finds an active, unlocked session with an available
-// message, clearing the flag of those it finds without one.
+// message, clearing the flag of those it finds without one; "" when there
+// is none.
 func (s *tenantStore) nextSession(ctx context.Context, tx querier, qr *queueRow) (string, error) {
 	q := qr.settings.Name
 	for round := 0; round < 8; round++ {
@@ -164,7 +170,7 @@ func (s *tenantStore) nextSession(ctx context.Context, tx querier, qr *queueRow)
 			break
 		}
 	}
-	return "", fmt.Errorf("queue %q: %w", q, sluicetype.ErrNoSessionAvailable)
+	return "", nil
 }
 
 // heldSession reads a session's lock in tx (locking the row where the
@@ -286,6 +292,17 @@ func (s *tenantStore) ReleaseSession(ctx context.Context, p *store.SessionParams
 			return err
 		}
 		if _, err := s.heldSession(ctx, tx, &qr, p); err != nil {
+			return err
+		}
+		// A message on its last delivery is dead-lettered, as when its
+		// lock ends, rather than made available for ever.
+		exhausted, err := s.e.int64s(ctx, tx, "SelectExhaustedSessionMessages",
+			s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token, qr.settings.MaxDeliveryCount)
+		if err != nil {
+			return err
+		}
+		desc := fmt.Sprintf("the session was released after the last of %d allowed deliveries", qr.settings.MaxDeliveryCount)
+		if err := s.e.deadLetter(ctx, tx, s.t, &qr, exhausted, sluicetype.ReasonMaxDeliveryCountExceeded, desc); err != nil {
 			return err
 		}
 		if _, err := s.e.exec(ctx, tx, "ReleaseSessionMessages", s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token); err != nil {

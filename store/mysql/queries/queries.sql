@@ -279,6 +279,17 @@ WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINA
 UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
 WHERE service = ? AND provider = ? AND queue = ? AND session_id = ? AND lock_token = ?;
 
+-- name: SelectExhaustedSessionMessages
+-- args: service, provider, queue, session_id, lock_token, max_delivery
+-- The messages a releasing holder leased on their last allowed delivery;
+-- found as in ExtendSessionMessages.
+SELECT seq
+FROM sluice_messages FORCE INDEX (sluice_messages_session)
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY) AND state = 1
+  AND lock_token = ? AND delivery_count >= ?
+ORDER BY seq
+FOR UPDATE;
+
 -- name: ReleaseSessionMessages
 -- args: service, provider, queue, session_id, lock_token
 -- The messages a releasing holder had leased become available (or

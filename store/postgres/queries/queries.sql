@@ -269,6 +269,17 @@ UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
 WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
   AND lock_token = $5::bigint;
 
+-- name: SelectExhaustedSessionMessages
+-- args: service, provider, queue, session_id, lock_token, max_delivery
+-- The messages a releasing holder leased on their last allowed delivery
+-- (a range of sluice_messages_session).
+SELECT seq
+FROM sluice_messages
+WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = 1
+  AND lock_token = $5::bigint AND delivery_count >= $6::int
+ORDER BY seq
+FOR UPDATE;
+
 -- name: ReleaseSessionMessages
 -- args: service, provider, queue, session_id, lock_token
 -- The messages a releasing holder had leased become available (or

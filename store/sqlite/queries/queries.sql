@@ -184,6 +184,15 @@ WHERE service = ?2 AND provider = ?3 AND queue = ?4 AND session_id = ?5 AND stat
 UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND lock_token = ?5;
 
+-- name: SelectExhaustedSessionMessages
+-- args: service, provider, queue, session_id, lock_token, max_delivery
+-- The messages a releasing holder leased on their last allowed delivery.
+SELECT seq
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND state = 1
+  AND lock_token = ?5 AND delivery_count >= ?6
+ORDER BY seq;
+
 -- name: ReleaseSessionMessages
 -- args: service, provider, queue, session_id, lock_token
 -- The messages a releasing holder had leased become available (or
