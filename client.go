@@ -15,10 +15,11 @@ import (
 // test for them with errors.Is. They are the values of package sluicetype,
 // so storage errors match them too.
 var (
-	// ErrEntityNotFound reports a queue that does not exist.
-	ErrEntityNotFound = sluicetype.ErrQueueNotFound
+	// ErrEntityNotFound reports a queue, topic, subscription or rule that
+	// does not exist.
+	ErrEntityNotFound = sluicetype.ErrEntityNotFound
 	// ErrEntityExists reports a create of a name that is taken.
-	ErrEntityExists = sluicetype.ErrQueueExists
+	ErrEntityExists = sluicetype.ErrEntityExists
 	// ErrLockLost reports a settle or renewal of a message whose lock
 	// expired or was settled already; the message may be delivered again.
 	ErrLockLost = sluicetype.ErrLockLost

@@ -23,8 +23,12 @@ var (
 	// bytes, than one atomic write accepts.
 	ErrBatchTooLarge = errors.New("batch too large")
 
-	// ErrQueueNotFound reports an operation on a queue that does not exist.
-	ErrQueueNotFound = errors.New("queue not found")
+	// ErrEntityNotFound reports an operation on a queue, topic or
+	// subscription that does not exist.
+	ErrEntityNotFound = errors.New("entity not found")
+
+	// ErrQueueNotFound is ErrEntityNotFound, by the name storage uses.
+	ErrQueueNotFound = ErrEntityNotFound
 
 	// ErrMessageNotFound reports a sequence number that names no message in
 	// the place the operation looked (the queue or its dead letters).
@@ -56,8 +60,12 @@ var (
 	ErrClosed = errors.New("store closed")
 )
 
-// ErrQueueExists reports a create of a queue whose name is taken.
-var ErrQueueExists = errors.New("queue already exists")
+// ErrEntityExists reports a create of a queue, topic or subscription
+// whose name is taken.
+var ErrEntityExists = errors.New("entity already exists")
+
+// ErrQueueExists is ErrEntityExists, by the name storage uses.
+var ErrQueueExists = ErrEntityExists
 
 // Session errors.
 var (
