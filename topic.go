@@ -45,6 +45,12 @@ type TopicProperties struct {
 	DefaultTTL time.Duration
 	// MaxMessageSize bounds a message (default 1 MiB).
 	MaxMessageSize int
+	// RequiresDuplicateDetection drops a message whose MessageID (with its
+	// PartitionKey) was sent to the topic within DuplicateDetectionWindow
+	// (default 10 min): each subscription keeps the ids it received for
+	// the topic's window, so a duplicate reaches none that had the first.
+	RequiresDuplicateDetection bool
+	DuplicateDetectionWindow   time.Duration
 }
 
 // TopicInfo is a topic's name with its settings.
@@ -245,21 +251,46 @@ func (c *Client) CreateTopic(ctx context.Context, name string, props *TopicPrope
 func topicEntity(name string, props *TopicProperties) entity {
 	e := entity{name: name, kind: kindTopic}
 	if props != nil {
-		e.props = QueueProperties{DefaultTTL: props.DefaultTTL, MaxMessageSize: props.MaxMessageSize}
+		e.props = QueueProperties{
+			DefaultTTL: props.DefaultTTL, MaxMessageSize: props.MaxMessageSize,
+			RequiresDuplicateDetection: props.RequiresDuplicateDetection,
+			DuplicateDetectionWindow:   props.DuplicateDetectionWindow,
+		}
 	}
 	return e
 }
 
 func topicInfo(e entity) TopicInfo {
 	p := e.props.withDefaults()
-	return TopicInfo{Name: e.name, TopicProperties: TopicProperties{DefaultTTL: p.DefaultTTL, MaxMessageSize: p.MaxMessageSize}}
+	return TopicInfo{Name: e.name, TopicProperties: TopicProperties{
+		DefaultTTL: p.DefaultTTL, MaxMessageSize: p.MaxMessageSize,
+		RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: p.DuplicateDetectionWindow,
+	}}
 }
 
-// UpdateTopic replaces a topic's settings.
+// inheritDedup gives a subscription its topic's duplicate detection.
+func inheritDedup(sub *entity, topic QueueProperties) {
+	sub.props.RequiresDuplicateDetection = topic.RequiresDuplicateDetection
+	sub.props.DuplicateDetectionWindow = topic.DuplicateDetectionWindow
+}
+
+// UpdateTopic replaces a topic's settings, and its subscriptions' duplicate
+// detection with the topic's.
 func (c *Client) UpdateTopic(ctx context.Context, name string, props TopicProperties) (TopicInfo, error) {
 	e := topicEntity(name, &props)
 	if err := c.updateEntity(ctx, &e); err != nil {
 		return TopicInfo{}, err
+	}
+	subs, err := c.subscriptions(ctx, name)
+	if err != nil {
+		return TopicInfo{}, err
+	}
+	p := e.props.withDefaults()
+	for i := range subs {
+		inheritDedup(&subs[i], p)
+		if err := c.updateEntity(ctx, &subs[i]); err != nil {
+			return TopicInfo{}, err
+		}
 	}
 	return topicInfo(e), nil
 }
@@ -326,7 +357,8 @@ func (c *Client) subscriptions(ctx context.Context, topic string) ([]entity, err
 // CreateSubscription creates a subscription of a topic with the given
 // rules, or with the rule $Default (a TrueFilter) when none is given.
 func (c *Client) CreateSubscription(ctx context.Context, topic, name string, props *SubscriptionProperties, rules ...Rule) (SubscriptionInfo, error) {
-	if _, err := c.getEntity(ctx, topic, kindTopic); err != nil {
+	t, err := c.getEntity(ctx, topic, kindTopic)
+	if err != nil {
 		return SubscriptionInfo{}, err
 	}
 	if err := validateSubscriptionName(name); err != nil {
@@ -343,6 +375,7 @@ func (c *Client) CreateSubscription(ctx context.Context, topic, name string, pro
 		p = *props
 	}
 	e := subscriptionEntity(topic, name, p, rules)
+	inheritDedup(&e, t.props)
 	if err := c.createEntity(ctx, &e); err != nil {
 		return SubscriptionInfo{}, err
 	}
@@ -428,6 +461,7 @@ func (c *Client) UpdateSubscription(ctx context.Context, topic, name string, pro
 		return SubscriptionInfo{}, err
 	}
 	e := subscriptionEntity(topic, name, props, cur.rules)
+	inheritDedup(&e, cur.props)
 	if err := c.updateEntity(ctx, &e); err != nil {
 		return SubscriptionInfo{}, err
 	}

@@ -217,3 +217,45 @@ func TestForwarding(t *testing.T) {
 		wantErr(t, "a queue forwarding to itself", err, sluice.ErrInvalidArgument)
 	})
 }
+
+// A topic with duplicate detection delivers a message id once to each
+// subscription within the window.
+func TestTopicDuplicateDetection(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		info, err := c.CreateTopic(ctx, "dedup", &sluice.TopicProperties{RequiresDuplicateDetection: true})
+		if err != nil || info.DuplicateDetectionWindow != 10*time.Minute {
+			t.Fatalf("CreateTopic = %+v, %v", info, err)
+		}
+		for _, s := range []string{"a", "b"} {
+			if _, err := c.CreateSubscription(ctx, "dedup", s, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s := newSender(t, c, "dedup")
+		for _, body := range []string{"first", "again", "other"} {
+			id := "order-1"
+			if body == "other" {
+				id = "order-2"
+			}
+			if _, err := s.Send(ctx, &sluice.Message{Body: []byte(body), MessageID: id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, sub := range []string{"a", "b"} {
+			if got := drain(t, c, sluice.SubscriptionPath("dedup", sub)); !slices.Equal(got, []string{"first", "other"}) {
+				t.Fatalf("subscription %s received %v", sub, got)
+			}
+		}
+		// Turning it off on the topic turns it off on its subscriptions.
+		if _, err := c.UpdateTopic(ctx, "dedup", sluice.TopicProperties{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newSender(t, c, "dedup").Send(ctx, &sluice.Message{Body: []byte("third"), MessageID: "order-1"}); err != nil {
+			t.Fatal(err)
+		}
+		if got := drain(t, c, sluice.SubscriptionPath("dedup", "a")); !slices.Equal(got, []string{"third"}) {
+			t.Fatalf("after turning duplicate detection off, received %v", got)
+		}
+	})
+}
