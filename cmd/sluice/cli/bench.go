@@ -627,7 +627,6 @@ func benchBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 // backlogLevel leases inflight messages and leaves them unsettled, then
 // times leases of 32 from visible messages enqueued after them.
 func (e *benchEnv) backlogLevel(ctx context.Context, q string, inflight int) (benchResult, error) {
-	const leases = 200
 	if err := e.preload(ctx, q, inflight); err != nil {
 		return benchResult{}, err
 	}
@@ -641,6 +640,15 @@ func (e *benchEnv) backlogLevel(ctx context.Context, q string, inflight int) (be
 		}
 		held += len(got)
 	}
+	r, err := e.timeLeases(ctx, "backlog", q)
+	r.Inflight = &inflight
+	return r, err
+}
+
+// timeLeases enqueues messages behind what q holds, then times 200
+// leases of 32 of them.
+func (e *benchEnv) timeLeases(ctx context.Context, scenario, q string) (benchResult, error) {
+	const leases = 200
 	if err := e.preload(ctx, q, 32*leases); err != nil {
 		return benchResult{}, err
 	}
@@ -655,12 +663,12 @@ func (e *benchEnv) backlogLevel(ctx context.Context, q string, inflight int) (be
 		}
 		lat.add(time.Since(t0))
 		if len(got) != 32 {
-			return benchResult{}, fmt.Errorf("backlog: a lease returned %d messages, want 32", len(got))
+			return benchResult{}, fmt.Errorf("%s: a lease returned %d messages, want 32", scenario, len(got))
 		}
 		count += int64(len(got))
 	}
 	r := result(count, time.Since(start), &lat)
-	r.Inflight, r.Batch = &inflight, 32
+	r.Batch = 32
 	r.Note = "p50/p99: one lease of 32"
 	return r, nil
 }

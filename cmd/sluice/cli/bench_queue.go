@@ -94,7 +94,6 @@ func benchReceiveAmongScheduled(ctx context.Context, e *benchEnv) ([]benchResult
 }
 
 func (e *benchEnv) scheduledLevel(ctx context.Context, q string, n int) (benchResult, error) {
-	const leases = 200
 	body := payload(e.cfg.size)
 	later := time.Now().Add(24 * time.Hour)
 	for sent := 0; sent < n/2; {
@@ -129,28 +128,9 @@ func (e *benchEnv) scheduledLevel(ctx context.Context, q string, n int) (benchRe
 		}
 		deferred += len(got)
 	}
-	if err := e.preload(ctx, q, 32*leases); err != nil {
-		return benchResult{}, err
-	}
-	var lat latencies
-	start := time.Now()
-	var count int64
-	for range leases {
-		t0 := time.Now()
-		got, err := e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: 32, Visibility: time.Hour})
-		if err != nil {
-			return benchResult{}, err
-		}
-		lat.add(time.Since(t0))
-		if len(got) != 32 {
-			return benchResult{}, fmt.Errorf("receive-among-scheduled: a lease returned %d messages, want 32", len(got))
-		}
-		count += int64(len(got))
-	}
-	r := result(count, time.Since(start), &lat)
-	r.Scheduled, r.Batch = &n, 32
-	r.Note = "p50/p99: one lease of 32"
-	return r, nil
+	r, err := e.timeLeases(ctx, "receive-among-scheduled", q)
+	r.Scheduled = &n
+	return r, err
 }
 
 // benchTopicFanout measures sends through the queue API: to a plain
