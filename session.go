@@ -140,6 +140,20 @@ func (s *SessionReceiver) Receive(ctx context.Context, max int) ([]*ReceivedMess
 	}
 }
 
+// ReceiveDeferred receives deferred messages of the session by sequence
+// number, under the session lock. ErrMessageNotFound, and nothing
+// received, if any names no deferred message of this session.
+func (s *SessionReceiver) ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*ReceivedMessage, error) {
+	p := s.params()
+	lctx, cancel := detached(ctx)
+	defer cancel()
+	ls, err := s.r.c.st.LeaseDeferred(lctx, &store.LeaseDeferredParams{Queue: s.r.queue, Seqs: seqs, Session: &p})
+	if err != nil {
+		return nil, err
+	}
+	return s.r.deliver(ctx, "receive deferred", ls)
+}
+
 // sessionErr reports a lost message lock as a lost session lock when the
 // session is no longer held, which is what ended the message's lock.
 func (s *SessionReceiver) sessionErr(ctx context.Context, err error) error {

@@ -375,6 +375,10 @@ type LeaseDeferredParams struct {
 	Seqs  []int64
 	// Visibility is how long the leased messages stay hidden.
 	Visibility time.Duration
+	// Session, on a queue that requires sessions, is the session lock the
+	// caller holds: the messages must be of that session, and are leased
+	// under its lock (Visibility is then unused).
+	Session *SessionParams
 }
 
 // CancelParams cancels scheduled messages by sequence number.

@@ -389,6 +389,9 @@ func (p *LeaseDeferredParams) Validate(l Limits) error {
 	if err := validateSeqs("lease of deferred messages", p.Seqs, l); err != nil {
 		return err
 	}
+	if p.Session != nil {
+		return p.Session.Validate(false)
+	}
 	if p.Visibility < time.Millisecond {
 		return invalid("visibility timeout %v: must be at least 1ms", p.Visibility)
 	}

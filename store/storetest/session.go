@@ -25,6 +25,7 @@ var sessionTests = []suiteTest{
 	{"NextSkipsLocked", testSessionNextSkipsLocked},
 	{"NextBehindEmpty", testSessionNextBehindEmpty},
 	{"ReleaseExhausted", testSessionReleaseExhausted},
+	{"Deferred", testSessionDeferred},
 }
 
 func inSession(id, payload string) store.NewMessage {
@@ -341,4 +342,23 @@ func testSessionReleaseExhausted(t *testing.T, h *harness) {
 		t.Fatalf("dead letters after releasing on the last delivery: %+v", d)
 	}
 	wantCounts(t, ctx, st, q, store.QueueStats{DeadLettered: 1})
+}
+
+// Deferred messages of a session are received only under its lock.
+func testSessionDeferred(t *testing.T, h *harness) {
+	t, st, q := sessionQueue(t, h)
+	ctx := t.Context()
+	seqs := enqueue(t, ctx, st, q, inSession("s", "a"), inSession("other", "c"))
+	l := accept(t, st, q, "s", long)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer}, leaseIn(t, st, q, l, 1)...)
+	_, err := st.LeaseDeferred(ctx, &store.LeaseDeferredParams{Queue: q, Seqs: seqs[:1], Visibility: long})
+	wantErr(t, "LeaseDeferred without the session", err, sluicetype.ErrSessionRequired)
+	p := sessionParams(q, l)
+	got, err := st.LeaseDeferred(ctx, &store.LeaseDeferredParams{Queue: q, Seqs: seqs[:1], Session: &p})
+	if err != nil || len(got) != 1 || got[0].Receipt.Token != l.Token || !got[0].LockedUntil.Equal(l.LockedUntil) {
+		t.Fatalf("LeaseDeferred under the session = %+v, %v; want it under the session's lock", got, err)
+	}
+	_, err = st.LeaseDeferred(ctx, &store.LeaseDeferredParams{Queue: q, Seqs: seqs[1:], Session: &p})
+	wantErr(t, "LeaseDeferred of another session's message", err, sluicetype.ErrMessageNotFound)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, got...)
 }

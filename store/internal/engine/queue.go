@@ -964,6 +964,19 @@ func (s *tenantStore) LeaseDeferred(ctx context.Context, p *store.LeaseDeferredP
 		if err != nil {
 			return err
 		}
+		var session *store.SessionParams
+		until := qr.now + ms(p.Visibility)
+		switch {
+		case qr.settings.RequiresSession && p.Session == nil:
+			return fmt.Errorf("queue %q requires sessions: receive deferred messages under a session: %w", p.Queue, sluicetype.ErrSessionRequired)
+		case qr.settings.RequiresSession:
+			session = p.Session
+			if until, err = s.heldSession(ctx, tx, &qr, session); err != nil {
+				return err
+			}
+		case p.Session != nil:
+			return fmt.Errorf("queue %q does not require sessions: %w", p.Queue, sluicetype.ErrInvalidArgument)
+		}
 		// A deferred message whose lease ended is deferred again once the
 		// ended leases are resolved.
 		if qr.nextDue.Valid && qr.nextDue.Int64 <= qr.now {
@@ -991,18 +1004,28 @@ func (s *tenantStore) LeaseDeferred(ctx context.Context, p *store.LeaseDeferredP
 		msgs := make([]sluicetype.Message, len(p.Seqs))
 		for i, seq := range p.Seqs {
 			m, ok := found[seq]
-			if !ok {
+			if !ok || session != nil && m.SessionID != session.SessionID {
 				return fmt.Errorf("deferred message %d of queue %q: %w", seq, p.Queue, sluicetype.ErrMessageNotFound)
 			}
 			msgs[i] = m
 		}
-		r := &writeReq{t: s.t, lease: &store.LeaseParams{Queue: p.Queue, Max: len(msgs), Visibility: p.Visibility}}
-		leased := leaseTo(nil, s.t, &qr, r, msgs)
+		token := newToken()
+		if session != nil {
+			token = session.Token
+		}
+		out = make([]sluicetype.Leased, len(msgs))
+		leased := make([]leaseRow, len(msgs))
+		for i, m := range msgs {
+			m.DeliveryCount++
+			m.State = sluicetype.StateLeased
+			m.VisibleAt = fromMS(until)
+			out[i] = sluicetype.Leased{Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: fromMS(until)}
+			leased[i] = leaseRow{Seq: m.Seq, Token: token, Until: until}
+		}
 		slices.SortFunc(leased, func(a, b leaseRow) int { return cmp.Compare(a.Seq, b.Seq) })
 		if err := s.e.leaseRows(ctx, tx, s.t, p.Queue, leased); err != nil {
 			return err
 		}
-		out = r.leased
 		return nil
 	})
 	if err != nil {
