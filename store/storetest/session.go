@@ -26,6 +26,7 @@ var sessionTests = []suiteTest{
 	{"NextBehindEmpty", testSessionNextBehindEmpty},
 	{"ReleaseExhausted", testSessionReleaseExhausted},
 	{"Deferred", testSessionDeferred},
+	{"Trim", testSessionTrim},
 }
 
 func inSession(id, payload string) store.NewMessage {
@@ -361,4 +362,52 @@ func testSessionDeferred(t *testing.T, h *harness) {
 	_, err = st.LeaseDeferred(ctx, &store.LeaseDeferredParams{Queue: q, Seqs: seqs[1:], Session: &p})
 	wantErr(t, "LeaseDeferred of another session's message", err, sluicetype.ErrMessageNotFound)
 	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, got...)
+}
+
+// Eviction deletes the rows of sessions that hold nothing, and a session
+// seen again works as new.
+func testSessionTrim(t *testing.T, h *harness) {
+	t, st, q := sessionQueue(t, h)
+	ctx := t.Context()
+	enqueue(t, ctx, st, q, inSession("done", "m"), inSession("kept", "k"))
+	l := accept(t, st, q, "done", long)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, leaseIn(t, st, q, l, 10)...)
+	p := sessionParams(q, l)
+	if err := st.ReleaseSession(ctx, &p); err != nil {
+		t.Fatal(err)
+	}
+	withState := accept(t, st, q, "stateful", long)
+	sp := sessionParams(q, withState)
+	if err := st.SetSessionState(ctx, &store.SessionStateParams{SessionParams: sp, State: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.ReleaseSession(ctx, &sp); err != nil {
+		t.Fatal(err)
+	}
+	// Accepts find "done" and "stateful" empty (clearing their flags) and
+	// take "kept".
+	kept := accept(t, st, q, "", long)
+	if kept.SessionID != "kept" {
+		t.Fatalf("accepted %q, want kept", kept.SessionID)
+	}
+	if _, err := st.Evict(ctx, q); err != nil {
+		t.Fatalf("Evict: %v", err)
+	}
+	// "stateful" keeps its state; "kept" its message and lock.
+	sp = sessionParams(q, accept(t, st, q, "stateful", long))
+	if got, err := st.SessionState(ctx, &sp); err != nil || string(got) != "x" {
+		t.Fatalf("state after eviction = %q, %v", got, err)
+	}
+	if got := leaseIn(t, st, q, kept, 10); len(got) != 1 {
+		t.Fatalf("kept leased %d after eviction", len(got))
+	}
+	// "done" was deleted: a new message makes it a session again.
+	enqueue(t, ctx, st, q, inSession("done", "again"))
+	again := accept(t, st, q, "", long)
+	if again.SessionID != "done" {
+		t.Fatalf("accepted %q, want done again", again.SessionID)
+	}
+	if got := payloads(leaseIn(t, st, q, again, 10)); len(got) != 1 || got[0] != "again" {
+		t.Fatalf("done leased %v", got)
+	}
 }

@@ -71,6 +71,7 @@ var queryNames = []string{
 	"SelectDeferred", "SelectScheduled",
 	"DeleteQueueSessions", "ActivateSessions", "SelectSessionCandidates", "HasReadySessionMessage",
 	"DeactivateSession", "EnsureSession", "LockSession", "SelectSessionLock", "SelectSessionReady", "FirstSessionDue", "SelectExhaustedSessionMessages",
+	"SelectIdleSessions", "DeleteIdleSession",
 	"RenewSession", "ExtendSessionMessages", "ReleaseSession", "ReleaseSessionMessages",
 	"GetSessionState", "SetSessionState",
 	"SelectDeadLetterReady", "LockDeadLetterRows", "SelectHeldDeadLetters", "UnlockDeadLetters", "ExtendDeadLetters",

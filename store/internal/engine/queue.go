@@ -705,6 +705,11 @@ func (s *tenantStore) evict(ctx context.Context, queue string) (store.EvictResul
 		if _, err := s.e.exec(ctx, tx, "TrimDedup", s.t.Service, s.t.Provider, queue, qr.now, batch); err != nil {
 			return err
 		}
+		if qr.settings.RequiresSession {
+			if err := s.trimSessions(ctx, tx, &qr); err != nil {
+				return err
+			}
+		}
 		removable, err := s.e.int64s(ctx, tx, "SelectRemovableDeadLetters", s.t.Service, s.t.Provider, queue, qr.now, batch)
 		if err != nil || len(removable) == 0 {
 			return err

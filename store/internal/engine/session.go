@@ -83,6 +83,40 @@ func (s *tenantStore) sessionQueue(ctx context.Context, tx querier, queue string
 	return qr, nil
 }
 
+// trimBatch bounds the idle sessions one eviction batch deletes.
+const trimBatch = 64
+
+// trimSessions deletes rows of sessions that hold nothing: no lock, no
+// state, no message, and found empty by an accept (not active). A
+// session seen again gets a new row.
+func (s *tenantStore) trimSessions(ctx context.Context, tx querier, qr *queueRow) error {
+	q := qr.settings.Name
+	rows, err := s.e.query(ctx, tx, "SelectIdleSessions", s.t.Service, s.t.Provider, q, qr.now, trimBatch)
+	if err != nil {
+		return err
+	}
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			return fmt.Errorf("SelectIdleSessions: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("SelectIdleSessions: %w", err)
+	}
+	for _, id := range ids {
+		if _, err := s.e.exec(ctx, tx, "DeleteIdleSession", s.t.Service, s.t.Provider, q, id, qr.now,
+			s.t.Service, s.t.Provider, q, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *tenantStore) AcceptSession(ctx context.Context, p *store.AcceptSessionParams) (store.SessionLock, error) {
 	if err := p.Validate(); err != nil {
 		return store.SessionLock{}, fmt.Errorf("sluice: accept session: %w", err)

@@ -199,6 +199,26 @@ LIMIT 1;
 UPDATE sluice_sessions SET active = 0
 WHERE service = ? AND provider = ? AND queue = ? AND session_id = ?;
 
+-- name: SelectIdleSessions
+-- args: service, provider, queue, now, limit
+-- Sessions an accept found empty, with no lock and no state: candidates
+-- for deletion by eviction (a plain read; DeleteIdleSession checks again
+-- under the row lock).
+SELECT session_id
+FROM sluice_sessions
+WHERE service = ? AND provider = ? AND queue = ? AND active = 0 AND lock_until <= ?
+  AND state IS NULL
+LIMIT ?;
+
+-- name: DeleteIdleSession
+-- args: service, provider, queue, session_id, now, service, provider, queue, session_id
+-- Deletes a session row that is still idle and has no message at all.
+DELETE FROM sluice_sessions
+WHERE service = ? AND provider = ? AND queue = ? AND session_id = ?
+  AND active = 0 AND lock_until <= ? AND state IS NULL
+  AND NOT EXISTS (SELECT 1 FROM sluice_messages FORCE INDEX (sluice_messages_session)
+                  WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY));
+
 -- name: EnsureSession
 -- args: service, provider, queue, session_id
 -- Creates an inactive session row unless there is one; the update is a

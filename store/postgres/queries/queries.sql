@@ -195,6 +195,27 @@ LIMIT 1;
 UPDATE sluice_sessions SET active = 0
 WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4;
 
+-- name: SelectIdleSessions
+-- args: service, provider, queue, now, limit
+-- Sessions an accept found empty, with no lock and no state: candidates
+-- for deletion by eviction. Rows another transaction holds are skipped.
+SELECT session_id
+FROM sluice_sessions
+WHERE service = $1 AND provider = $2 AND queue = $3 AND active = 0 AND lock_until <= $4::bigint
+  AND state IS NULL
+LIMIT $5
+FOR UPDATE SKIP LOCKED;
+
+-- name: DeleteIdleSession
+-- args: service, provider, queue, session_id, now, service, provider, queue, session_id
+-- Deletes a session row that is still idle and has no message at all (a
+-- range of sluice_messages_session).
+DELETE FROM sluice_sessions
+WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
+  AND active = 0 AND lock_until <= $5::bigint AND state IS NULL
+  AND NOT EXISTS (SELECT 1 FROM sluice_messages
+                  WHERE service = $6 AND provider = $7 AND queue = $8 AND session_id = $9);
+
 -- name: EnsureSession
 -- args: service, provider, queue, session_id
 INSERT INTO sluice_sessions (service, provider, queue, session_id, active)

@@ -127,6 +127,25 @@ LIMIT 1;
 UPDATE sluice_sessions SET active = 0
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4;
 
+-- name: SelectIdleSessions
+-- args: service, provider, queue, now, limit
+-- Sessions an accept found empty, with no lock and no state: candidates
+-- for deletion by eviction.
+SELECT session_id
+FROM sluice_sessions
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND active = 0 AND lock_until <= ?4
+  AND state IS NULL
+LIMIT ?5;
+
+-- name: DeleteIdleSession
+-- args: service, provider, queue, session_id, now, service, provider, queue, session_id
+-- Deletes a session row that is still idle and has no message at all.
+DELETE FROM sluice_sessions
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4
+  AND active = 0 AND lock_until <= ?5 AND state IS NULL
+  AND NOT EXISTS (SELECT 1 FROM sluice_messages
+                  WHERE service = ?6 AND provider = ?7 AND queue = ?8 AND session_id = ?9);
+
 -- name: EnsureSession
 -- args: service, provider, queue, session_id
 INSERT INTO sluice_sessions (service, provider, queue, session_id, active)
