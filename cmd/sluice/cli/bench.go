@@ -607,15 +607,21 @@ func benchE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 }
 
 func benchBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	return e.levels(ctx, "bench-backlog", store.QueueSettings{}, []int{0, e.cfg.inflight}, e.backlogLevel)
+}
+
+// levels runs a scenario at each level on a queue of its own, created
+// with settings s and deleted afterwards, and returns a result a level.
+func (e *benchEnv) levels(ctx context.Context, prefix string, s store.QueueSettings, levels []int,
+	run func(ctx context.Context, q string, level int) (benchResult, error)) ([]benchResult, error) {
 	var out []benchResult
-	for _, inflight := range []int{0, e.cfg.inflight} {
-		q := fmt.Sprintf("bench-backlog-%d", inflight)
-		drop, err := e.createQueue(ctx, q)
-		if err != nil {
+	for _, level := range levels {
+		s.Name = fmt.Sprintf("%s-%d", prefix, level)
+		if err := e.store.CreateQueue(ctx, &s); err != nil {
 			return nil, err
 		}
-		r, err := e.backlogLevel(ctx, q, inflight)
-		drop()
+		r, err := run(ctx, s.Name, level)
+		_ = e.store.DeleteQueue(context.WithoutCancel(ctx), s.Name)
 		if err != nil {
 			return nil, err
 		}

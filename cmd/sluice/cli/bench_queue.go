@@ -16,20 +16,7 @@ func benchSessionAccept(ctx context.Context, e *benchEnv) ([]benchResult, error)
 	if e.cfg.locked >= e.cfg.sessions {
 		return nil, fmt.Errorf("session-accept: --locked %d leaves no free session among --sessions %d", e.cfg.locked, e.cfg.sessions)
 	}
-	var out []benchResult
-	for _, locked := range []int{0, e.cfg.locked} {
-		q := fmt.Sprintf("bench-sessions-%d", locked)
-		if err := e.store.CreateQueue(ctx, &store.QueueSettings{Name: q, RequiresSession: true}); err != nil {
-			return nil, err
-		}
-		r, err := e.sessionAcceptLevel(ctx, q, locked)
-		_ = e.store.DeleteQueue(context.WithoutCancel(ctx), q)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return e.levels(ctx, "bench-sessions", store.QueueSettings{RequiresSession: true}, []int{0, e.cfg.locked}, e.sessionAcceptLevel)
 }
 
 func (e *benchEnv) sessionAcceptLevel(ctx context.Context, q string, locked int) (benchResult, error) {
@@ -76,21 +63,7 @@ func (e *benchEnv) sessionAcceptLevel(ctx context.Context, q string, locked int)
 // then with cfg.scheduled messages present that a lease must pass over:
 // half scheduled for later, half deferred.
 func benchReceiveAmongScheduled(ctx context.Context, e *benchEnv) ([]benchResult, error) {
-	var out []benchResult
-	for _, n := range []int{0, e.cfg.scheduled} {
-		q := fmt.Sprintf("bench-scheduled-%d", n)
-		drop, err := e.createQueue(ctx, q)
-		if err != nil {
-			return nil, err
-		}
-		r, err := e.scheduledLevel(ctx, q, n)
-		drop()
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return e.levels(ctx, "bench-scheduled", store.QueueSettings{}, []int{0, e.cfg.scheduled}, e.scheduledLevel)
 }
 
 func (e *benchEnv) scheduledLevel(ctx context.Context, q string, n int) (benchResult, error) {
