@@ -94,21 +94,33 @@ func (r *Receiver) Receive(ctx context.Context, max int) ([]*ReceivedMessage, er
 	if err != nil {
 		return nil, fmt.Errorf("sluice: receive: %w", err)
 	}
-	// Watch before the first try, so that a send between an empty try and
-	// the wait still wakes it.
-	woken, stop := r.c.st.WatchQueue(r.queue)
+	var msgs []*ReceivedMessage
+	err = r.c.waitFor(ctx, "receive", r.queue, func() (bool, error) {
+		got, err := r.take(ctx, max, props)
+		msgs = got
+		return len(got) > 0, err
+	})
+	return msgs, err
+}
+
+// waitFor calls try until it reports done or fails, waiting in between
+// for a wake-up of queue or a poll, until ctx ends. It watches before the
+// first try, so that a send between an empty try and the wait still wakes
+// it.
+func (c *Client) waitFor(ctx context.Context, op, queue string, try func() (bool, error)) error {
+	woken, stop := c.st.WatchQueue(queue)
 	defer stop()
 	wait := minPoll
 	for {
-		msgs, err := r.take(ctx, max, props)
-		if err != nil || len(msgs) > 0 {
-			return msgs, err
+		done, err := try()
+		if err != nil || done {
+			return err
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("sluice: receive: %w", ctx.Err())
+			return fmt.Errorf("sluice: %s: %w", op, ctx.Err())
 		case <-woken:
 			wait = minPoll
 		case <-t.C:

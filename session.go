@@ -65,31 +65,21 @@ func (c *Client) acceptSession(ctx context.Context, queue, id string, opts *Rece
 	if err != nil {
 		return nil, fmt.Errorf("sluice: accept session: %w", err)
 	}
-	woken, stop := c.st.WatchQueue(queue)
-	defer stop()
-	pause := minPoll
-	for {
+	var lock store.SessionLock
+	err = c.waitFor(ctx, "accept next session", queue, func() (bool, error) {
 		lctx, cancel := detached(ctx)
-		lock, err := c.st.AcceptSession(lctx, &store.AcceptSessionParams{Queue: queue, SessionID: id, Duration: props.LockDuration})
-		cancel()
-		if err == nil {
-			return &SessionReceiver{r: r, lock: lock, lockedUntil: lock.LockedUntil}, nil
+		defer cancel()
+		l, err := c.st.AcceptSession(lctx, &store.AcceptSessionParams{Queue: queue, SessionID: id, Duration: props.LockDuration})
+		if wait && errors.Is(err, sluicetype.ErrNoSessionAvailable) {
+			return false, nil
 		}
-		if !wait || !errors.Is(err, sluicetype.ErrNoSessionAvailable) {
-			return nil, err
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("sluice: accept next session: %w", ctx.Err())
-		case <-woken:
-			pause = minPoll
-		case <-t.C:
-			pause = min(2*pause, maxPoll)
-		}
-		t.Stop()
+		lock = l
+		return err == nil, err
+	})
+	if err != nil {
+		return nil, err
 	}
+	return &SessionReceiver{r: r, lock: lock, lockedUntil: lock.LockedUntil}, nil
 }
 
 // SessionID names the session held.
@@ -113,31 +103,18 @@ func (s *SessionReceiver) Receive(ctx context.Context, max int) ([]*ReceivedMess
 	if max < 1 || max > s.r.c.limits.MaxBatch {
 		return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, s.r.c.limits.MaxBatch)
 	}
-	woken, stop := s.r.c.st.WatchQueue(s.r.queue)
-	defer stop()
-	pause := minPoll
-	for {
+	var msgs []*ReceivedMessage
+	err := s.r.c.waitFor(ctx, "receive", s.r.queue, func() (bool, error) {
 		lctx, cancel := detached(ctx)
 		ls, err := s.r.c.st.LeaseSession(lctx, &store.LeaseSessionParams{SessionParams: s.params(), Max: max})
 		cancel()
-		if err != nil {
-			return nil, err
+		if err != nil || len(ls) == 0 {
+			return false, err
 		}
-		if len(ls) > 0 {
-			return s.r.deliver(ctx, "receive", ls)
-		}
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("sluice: receive: %w", ctx.Err())
-		case <-woken:
-			pause = minPoll
-		case <-t.C:
-			pause = min(2*pause, maxPoll)
-		}
-		t.Stop()
-	}
+		msgs, err = s.r.deliver(ctx, "receive", ls)
+		return true, err
+	})
+	return msgs, err
 }
 
 // ReceiveDeferred receives deferred messages of the session by sequence
