@@ -23,7 +23,6 @@ import (
 func TestLeaseCost(t *testing.T) {
 	dsn := freshDatabase(t)
 	b := openBackend(t, dsn)
-	ctx := t.Context()
 	tenant := store.Tenant{Service: "svc", Provider: "cost"}
 	st, err := b.Store(tenant)
 	if err != nil {
@@ -32,17 +31,7 @@ func TestLeaseCost(t *testing.T) {
 	storetest.LoadBacklog(t, st, "q")
 	const inflight, scheduled, ready = storetest.BacklogInFlight, storetest.BacklogScheduled, storetest.BacklogReady
 
-	db := rawDB(t, dsn)
-	var version string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(version, "MariaDB") {
-		t.Skipf("counting rows read uses MariaDB's ANALYZE FORMAT=JSON; the server is %s", version)
-	}
-	if _, err := db.ExecContext(ctx, "ANALYZE TABLE sluice_messages"); err != nil {
-		t.Fatal(err)
-	}
+	db := analyzedMariaDB(t, dsn, "sluice_messages")
 	q := namedQueries(t)
 	now := time.Now().UnixMilli()
 	first := int64(inflight + scheduled + 1) // the ready messages' sequence numbers
@@ -118,4 +107,23 @@ func tableReads(v any, names []string) int {
 		}
 	}
 	return n
+}
+
+// analyzedMariaDB opens dsn for counting rows read, which needs MariaDB's
+// ANALYZE FORMAT=JSON (the test skips on another server), with fresh
+// statistics of the given tables.
+func analyzedMariaDB(t *testing.T, dsn, tables string) *sql.DB {
+	t.Helper()
+	db := rawDB(t, dsn)
+	var version string
+	if err := db.QueryRowContext(t.Context(), "SELECT VERSION()").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(version, "MariaDB") {
+		t.Skipf("counting rows read uses MariaDB's ANALYZE FORMAT=JSON; the server is %s", version)
+	}
+	if _, err := db.ExecContext(t.Context(), "ANALYZE TABLE "+tables); err != nil {
+		t.Fatal(err)
+	}
+	return db
 }

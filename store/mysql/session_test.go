@@ -147,17 +147,7 @@ func TestSessionCost(t *testing.T) {
 		t.Fatalf("LeaseSession: %d, %v", len(got), err)
 	}
 
-	db := rawDB(t, dsn)
-	var version string
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&version); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(version, "MariaDB") {
-		t.Skipf("counting rows read uses MariaDB's ANALYZE FORMAT=JSON; the server is %s", version)
-	}
-	if _, err := db.ExecContext(ctx, "ANALYZE TABLE sluice_messages, sluice_sessions"); err != nil {
-		t.Fatal(err)
-	}
+	db := analyzedMariaDB(t, dsn, "sluice_messages, sluice_sessions")
 	qs := namedQueries(t)
 	now := time.Now().UnixMilli()
 	const free, limit = sessions - locked, 16
