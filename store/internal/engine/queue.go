@@ -548,20 +548,28 @@ func leaseTo(rows []leaseRow, t store.Tenant, qr *queueRow, r *writeReq, msgs []
 	if len(msgs) == 0 {
 		return rows
 	}
-	token, until := newToken(), qr.now+ms(p.Visibility)
-	r.leased = make([]sluicetype.Leased, len(msgs))
-	for i, m := range msgs {
-		m.DeliveryCount++
-		m.State = sluicetype.StateLeased
-		m.VisibleAt = fromMS(until)
-		r.leased[i] = sluicetype.Leased{Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: fromMS(until)}
-		rows = append(rows, leaseRow{Seq: m.Seq, Token: token, Until: until})
-	}
+	var mine []leaseRow
+	r.leased, mine = leaseUnder(msgs, newToken(), qr.now+ms(p.Visibility))
 	if len(msgs) == p.Max {
 		// There may be more than this call took: wake another leaser.
 		r.signals = append(r.signals, QueueKey(t, p.Queue))
 	}
-	return rows
+	return append(rows, mine...)
+}
+
+// leaseUnder hands msgs out under one token until a lock end: the leased
+// messages as returned, and the rows to update.
+func leaseUnder(msgs []sluicetype.Message, token, until int64) ([]sluicetype.Leased, []leaseRow) {
+	leased := make([]sluicetype.Leased, len(msgs))
+	rows := make([]leaseRow, len(msgs))
+	for i, m := range msgs {
+		m.DeliveryCount++
+		m.State = sluicetype.StateLeased
+		m.VisibleAt = fromMS(until)
+		leased[i] = sluicetype.Leased{Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: fromMS(until)}
+		rows[i] = leaseRow{Seq: m.Seq, Token: token, Until: until}
+	}
+	return leased, rows
 }
 
 // resolveDue handles leased and scheduled rows whose time has come: a
@@ -1018,15 +1026,8 @@ func (s *tenantStore) LeaseDeferred(ctx context.Context, p *store.LeaseDeferredP
 		if session != nil {
 			token = session.Token
 		}
-		out = make([]sluicetype.Leased, len(msgs))
-		leased := make([]leaseRow, len(msgs))
-		for i, m := range msgs {
-			m.DeliveryCount++
-			m.State = sluicetype.StateLeased
-			m.VisibleAt = fromMS(until)
-			out[i] = sluicetype.Leased{Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: fromMS(until)}
-			leased[i] = leaseRow{Seq: m.Seq, Token: token, Until: until}
-		}
+		var leased []leaseRow
+		out, leased = leaseUnder(msgs, token, until)
 		slices.SortFunc(leased, func(a, b leaseRow) int { return cmp.Compare(a.Seq, b.Seq) })
 		if err := s.e.leaseRows(ctx, tx, s.t, p.Queue, leased); err != nil {
 			return err

@@ -273,15 +273,8 @@ func (s *tenantStore) LeaseSession(ctx context.Context, p *store.LeaseSessionPar
 		if err := rows.Err(); err != nil {
 			return fmt.Errorf("SelectSessionReady: %w", err)
 		}
-		lease := make([]leaseRow, len(msgs))
-		out = make([]sluicetype.Leased, len(msgs))
-		for i, m := range msgs {
-			m.DeliveryCount++
-			m.State = sluicetype.StateLeased
-			m.VisibleAt = fromMS(until)
-			out[i] = sluicetype.Leased{Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: p.Token}, LockedUntil: fromMS(until)}
-			lease[i] = leaseRow{Seq: m.Seq, Token: p.Token, Until: until}
-		}
+		var lease []leaseRow
+		out, lease = leaseUnder(msgs, p.Token, until)
 		return s.e.leaseRows(ctx, tx, s.t, p.Queue, lease)
 	})
 	if err != nil {
