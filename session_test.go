@@ -322,6 +322,9 @@ func TestSessionFIFOWithLockLoss(t *testing.T) {
 				for rctx.Err() == nil {
 					r, err := c.AcceptNextSession(rctx, q, nil)
 					if err != nil {
+						if rctx.Err() == nil {
+							t.Errorf("AcceptNextSession: %v", err)
+						}
 						return
 					}
 					inFlight := map[string]bool{}
@@ -330,6 +333,9 @@ func TestSessionFIFOWithLockLoss(t *testing.T) {
 						ms, err := r.Receive(qctx, 3)
 						qcancel()
 						if err != nil {
+							if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, sluice.ErrSessionLockLost) && rctx.Err() == nil {
+								t.Errorf("Receive: %v", err)
+							}
 							break
 						}
 						for _, m := range ms {
