@@ -307,7 +307,7 @@ func TestSessionFIFOWithLockLoss(t *testing.T) {
 		}
 		var (
 			mu        sync.Mutex
-			completed = map[string]bool{} // "sid/i", marked before the complete
+			completed = map[string]bool{} // "sid/i"
 			total     int
 			stalls    atomic.Int64
 			wg        sync.WaitGroup
@@ -356,20 +356,17 @@ func TestSessionFIFOWithLockLoss(t *testing.T) {
 							time.Sleep(1300 * time.Millisecond) // stall past the lock
 						}
 						for _, m := range ms {
-							mu.Lock()
-							already := completed[string(m.Body)]
-							completed[string(m.Body)] = true
-							mu.Unlock()
+							// Recorded once the complete succeeded: a holder
+							// completes only under a live lock, and the next
+							// holder accepts only after it ended.
 							if err := r.Complete(rctx, m); err != nil {
-								mu.Lock()
-								completed[string(m.Body)] = already
-								mu.Unlock()
 								if !errors.Is(err, sluice.ErrSessionLockLost) && rctx.Err() == nil {
 									t.Errorf("Complete: %v", err)
 								}
 								break
 							}
 							mu.Lock()
+							completed[string(m.Body)] = true
 							total++
 							if total == sessions*perSession {
 								cancel()
