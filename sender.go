@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/store"
 )
@@ -39,35 +40,39 @@ func (s *Sender) Send(ctx context.Context, m *Message) (int64, error) {
 // SendBatch sends messages atomically, all or none, and returns their
 // sequence numbers in the order given. A message with a
 // ScheduledEnqueueTime in the future is scheduled: its number can cancel
-// it (CancelScheduled). A send to a topic copies each message, in the
-// same transaction, to every subscription with a matching rule, and
-// returns zeros: each subscription numbers its own copy. A send to a
-// queue that forwards goes where the queue forwards it, and returns the
-// numbers the final queue gave when there is one, zeros otherwise.
+// it (CancelScheduled).
+//
+// A send to a topic copies each message, in the same transaction, to
+// every subscription with a matching rule; a send to a queue that
+// forwards goes where the queue forwards it. Such a send returns, for
+// each scheduled message, a number of the topic or queue sent to, which
+// cancels all of the message's copies while they wait; the other
+// messages get 0, since each queue and subscription numbers its own
+// copies.
 func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error) {
-	e, batches, err := s.prepare(ctx, msgs)
+	e, p, err := s.prepare(ctx, msgs)
 	if err != nil {
 		return nil, err
 	}
 	seqs := make([]int64, len(msgs))
 	switch {
-	case len(batches) == 0:
+	case len(p.Batches) == 0 && p.Routed == nil:
 		// No subscription took the messages: accepted and dropped, as in
 		// Service Bus.
 		return seqs, nil
-	case len(batches) == 1 && len(batches[0].Messages) == len(msgs) && !deadLettered(batches[0]):
+	case p.Routed == nil && len(p.Batches) == 1 && len(p.Batches[0].Messages) == len(msgs) && !deadLettered(p.Batches[0]):
 		// All to one queue: group-committed like any send.
-		got, err := s.c.st.Enqueue(ctx, &batches[0])
-		if err != nil || e.kind == kindTopic {
+		got, err := s.c.st.Enqueue(ctx, &p.Batches[0])
+		if err != nil || routed(e) {
 			return seqs, err
 		}
 		return got, nil
 	}
-	got, err := s.c.st.EnqueueAll(ctx, &store.EnqueueAllParams{Batches: batches})
+	got, err := s.c.st.EnqueueAll(ctx, &p)
 	if err != nil {
 		return nil, err
 	}
-	return s.numbers(e, got, seqs), nil
+	return numbers(e, got, seqs), nil
 }
 
 // SendTx sends messages in the caller's transaction tx, opened on the
@@ -77,66 +82,87 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error
 // The queues' counter rows stay locked until tx ends, so keep it short,
 // and on SQLite make no other sluice call that writes while it is open.
 // Receivers in other processes wake on commit on PostgreSQL; elsewhere
-// they find the messages on their next poll.
+// they find the messages on their next poll. It returns numbers as
+// SendBatch does.
 func (s *Sender) SendTx(ctx context.Context, tx *sql.Tx, msgs ...*Message) ([]int64, error) {
 	txe, ok := s.c.st.(store.TxEnqueuer)
 	if !ok {
 		return nil, errInvalid("send", "this backend cannot join a caller's transaction")
 	}
-	e, batches, err := s.prepare(ctx, msgs)
+	e, p, err := s.prepare(ctx, msgs)
 	if err != nil {
 		return nil, err
 	}
 	seqs := make([]int64, len(msgs))
-	if len(batches) == 0 {
+	if len(p.Batches) == 0 && p.Routed == nil {
 		return seqs, nil
 	}
-	got, err := txe.EnqueueTx(ctx, tx, &store.EnqueueAllParams{Batches: batches})
+	got, err := txe.EnqueueTx(ctx, tx, &p)
 	if err != nil {
 		return nil, err
 	}
-	return s.numbers(e, got, seqs), nil
+	return numbers(e, got, seqs), nil
 }
 
-// prepare checks a send and works out the batches it writes.
-func (s *Sender) prepare(ctx context.Context, msgs []*Message) (entity, []store.EnqueueParams, error) {
+// prepare checks a send and works out what it writes: one batch to the
+// queue itself, or the batches a topic or forwarding sends on, with the
+// send they copy when it schedules messages.
+func (s *Sender) prepare(ctx context.Context, msgs []*Message) (entity, store.EnqueueAllParams, error) {
+	var p store.EnqueueAllParams
 	e, err := s.c.entity(ctx, s.queue)
 	if err != nil {
-		return e, nil, fmt.Errorf("sluice: send: %w", err)
+		return e, p, fmt.Errorf("sluice: send: %w", err)
 	}
 	if e.kind == kindSubscription {
-		return e, nil, errInvalid("send", "%q is a subscription: send to its topic", s.queue)
+		return e, p, errInvalid("send", "%q is a subscription: send to its topic", s.queue)
 	}
 	if len(msgs) == 0 {
-		return e, nil, errInvalid("send", "no messages")
+		return e, p, errInvalid("send", "no messages")
 	}
 	batch := make([]store.NewMessage, len(msgs))
+	scheduled := false
 	for i, m := range msgs {
 		if m == nil {
-			return e, nil, errInvalid("send", "message %d is nil", i)
+			return e, p, errInvalid("send", "message %d is nil", i)
 		}
 		batch[i] = m.newMessage()
 		if size := batch[i].MessageSize(); size > e.props.MaxMessageSize {
-			return e, nil, fmt.Errorf("sluice: send: message %d is %d bytes, %s %q allows %d: %w",
+			return e, p, fmt.Errorf("sluice: send: message %d is %d bytes, %s %q allows %d: %w",
 				i, size, e.kind, s.queue, e.props.MaxMessageSize, ErrMessageTooLarge)
 		}
+		scheduled = scheduled || !batch[i].VisibleAt.IsZero()
 	}
-	if e.kind == kindQueue && e.forwardTo == "" {
-		return e, []store.EnqueueParams{{Queue: s.queue, Messages: batch}}, nil
+	if !routed(e) {
+		p.Batches = []store.EnqueueParams{{Queue: s.queue, Messages: batch}}
+		return e, p, nil
 	}
-	batches, err := s.c.route(ctx, s.queue, batch, msgs)
+	batches, origins, err := s.c.route(ctx, s.queue, batch, msgs)
 	if err != nil {
-		return e, nil, fmt.Errorf("sluice: send: %w", err)
+		return e, p, fmt.Errorf("sluice: send: %w", err)
 	}
-	return e, batches, nil
+	p.Batches = batches
+	if scheduled {
+		at := make([]time.Time, len(batch))
+		for i := range batch {
+			at[i] = batch[i].VisibleAt
+		}
+		p.Routed = &store.RoutedSend{Queue: s.queue, VisibleAt: at, Origins: origins}
+	}
+	return e, p, nil
 }
 
-// numbers picks what a send returns: a queue's numbers when every
-// message landed in one queue, zeros otherwise.
-func (s *Sender) numbers(e entity, got [][]int64, zeros []int64) []int64 {
-	if e.kind == kindQueue && len(got) == 1 && len(got[0]) == len(zeros) {
-		return got[0]
+// routed reports whether messages sent to e are stored elsewhere.
+func routed(e entity) bool {
+	return e.kind == kindTopic || e.forwardTo != ""
+}
+
+// numbers picks what a send returns: a plain queue's own numbers; for a
+// routed send, the numbers its scheduled messages took, 0 for the others.
+func numbers(e entity, got store.EnqueueAllResult, zeros []int64) []int64 {
+	if !routed(e) {
+		return got.Seqs[0]
 	}
+	copy(zeros, got.Routed)
 	return zeros
 }
 
@@ -149,11 +175,11 @@ func deadLettered(b store.EnqueueParams) bool {
 	return false
 }
 
-// CancelScheduled deletes scheduled messages of the sender's queue that
-// have not become active yet, by sequence number, atomically.
-// ErrMessageNotFound (and nothing cancelled) if any is not such a message.
-// A message scheduled through a topic or a forwarding queue is numbered
-// by the queue or subscription that holds it: cancel it there.
+// CancelScheduled deletes scheduled messages that have not become active
+// yet, by the sequence numbers sends of this sender returned, atomically.
+// A number of a send to a topic or a forwarding queue cancels every copy
+// of the message. ErrMessageNotFound (and nothing cancelled) if any is not
+// such a message.
 func (s *Sender) CancelScheduled(ctx context.Context, seqs ...int64) error {
 	return s.c.st.CancelScheduled(ctx, &store.CancelParams{Queue: s.queue, Seqs: seqs})
 }

@@ -533,22 +533,27 @@ const ReasonMaxTransferHops = "MaxTransferHopCountExceeded"
 
 // route works out where the messages of a send to an entity go: queues
 // and subscriptions, following forwarding and topic rules. It returns
-// one batch per target, in the order targets were reached.
-func (c *Client) route(ctx context.Context, target string, msgs []store.NewMessage, sent []*Message) ([]store.EnqueueParams, error) {
+// one batch per target, in the order targets were reached, and for each
+// message of each batch the index of the sent message it copies.
+func (c *Client) route(ctx context.Context, target string, msgs []store.NewMessage, sent []*Message) ([]store.EnqueueParams, [][]int, error) {
 	r := router{c: c, batches: map[string]int{}}
 	for i := range msgs {
+		r.origin = i
 		if err := r.send(ctx, target, msgs[i], sent[i], 0); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return r.out, nil
+	return r.out, r.origins, nil
 }
 
 type router struct {
 	c       *Client
 	out     []store.EnqueueParams
+	origins [][]int
 	batches map[string]int
 	subs    map[string][]entity
+	// origin is the index of the message being routed.
+	origin int
 }
 
 func (r *router) add(queue string, m store.NewMessage) {
@@ -557,8 +562,10 @@ func (r *router) add(queue string, m store.NewMessage) {
 		i = len(r.out)
 		r.batches[queue] = i
 		r.out = append(r.out, store.EnqueueParams{Queue: queue})
+		r.origins = append(r.origins, nil)
 	}
 	r.out[i].Messages = append(r.out[i].Messages, m)
+	r.origins[i] = append(r.origins[i], r.origin)
 }
 
 func (r *router) send(ctx context.Context, name string, m store.NewMessage, sent *Message, hops int) error {

@@ -183,8 +183,8 @@ func TestForwarding(t *testing.T) {
 		c.CreateSubscription(ctx, "hub", "to-final", &sluice.SubscriptionProperties{ForwardTo: "final"})
 		mustQ("inbox", "hub")
 		seq, err := newSender(t, c, "inbox").Send(ctx, &sluice.Message{Body: []byte("routed")})
-		if err != nil || seq != 1 {
-			t.Fatalf("Send through forwarding = %d, %v; want final's number 1", seq, err)
+		if err != nil || seq != 0 {
+			t.Fatalf("Send through forwarding = %d, %v; want 0: the message is not the forwarding queue's", seq, err)
 		}
 		if got := drain(t, c, "final"); !slices.Equal(got, []string{"routed"}) {
 			t.Fatalf("final received %v", got)
@@ -258,4 +258,150 @@ func TestTopicDuplicateDetection(t *testing.T) {
 			t.Fatalf("after turning duplicate detection off, received %v", got)
 		}
 	})
+}
+
+// Scheduled messages sent to a topic, or through a forwarding queue, are
+// numbered by the entity sent to, and cancelling that number deletes
+// every copy still waiting, atomically.
+func TestCancelScheduledCopies(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		ctx := t.Context()
+		if _, err := c.CreateQueue(ctx, "archive", nil); err != nil {
+			t.Fatal(err)
+		}
+		c.CreateTopic(ctx, "orders", nil)
+		c.CreateSubscription(ctx, "orders", "all", nil)
+		c.CreateSubscription(ctx, "orders", "red", nil, sluice.Rule{Name: "red", Filter: sluice.SQLFilter{Expression: "color = 'red'"}})
+		c.CreateSubscription(ctx, "orders", "to-archive", &sluice.SubscriptionProperties{ForwardTo: "archive"})
+		if _, err := c.CreateQueueForwarding(ctx, "inbox", nil, "orders"); err != nil {
+			t.Fatal(err)
+		}
+		c.CreateTopic(ctx, "quiet", nil)
+		c.CreateSubscription(ctx, "quiet", "none", nil, sluice.Rule{Name: "never", Filter: sluice.FalseFilter{}})
+
+		// scheduled counts the scheduled copies in each queue.
+		scheduled := func() []int64 {
+			t.Helper()
+			var out []int64
+			for _, q := range []string{sluice.SubscriptionPath("orders", "all"), sluice.SubscriptionPath("orders", "red"), "archive"} {
+				st, err := c.GetQueueStats(ctx, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out = append(out, st.Scheduled)
+			}
+			return out
+		}
+		later := time.Now().Add(time.Hour)
+		red := map[string]string{"color": "red"}
+		orders := newSender(t, c, "orders")
+		seqs, err := orders.SendBatch(ctx, []*sluice.Message{
+			{Body: []byte("now"), ApplicationProperties: red},
+			{Body: []byte("red later"), ApplicationProperties: red, ScheduledEnqueueTime: later},
+			{Body: []byte("blue later"), ScheduledEnqueueTime: later},
+		})
+		if err != nil {
+			t.Fatalf("SendBatch: %v", err)
+		}
+		if seqs[0] != 0 || seqs[1] == 0 || seqs[2] == 0 || seqs[1] == seqs[2] {
+			t.Fatalf("SendBatch to a topic = %v, want 0 for the message sent now and a number for each scheduled one", seqs)
+		}
+		if got := scheduled(); !slices.Equal(got, []int64{2, 1, 2}) {
+			t.Fatalf("scheduled copies in all, red, archive = %v, want [2 1 2]", got)
+		}
+
+		// One unknown number cancels nothing.
+		wantErr(t, "CancelScheduled with an unknown number", orders.CancelScheduled(ctx, seqs[1], seqs[2]+100), sluice.ErrMessageNotFound)
+		if got := scheduled(); !slices.Equal(got, []int64{2, 1, 2}) {
+			t.Fatalf("a failed cancel left %v scheduled copies, want [2 1 2]", got)
+		}
+		if err := orders.CancelScheduled(ctx, seqs[1]); err != nil {
+			t.Fatalf("CancelScheduled: %v", err)
+		}
+		if got := scheduled(); !slices.Equal(got, []int64{1, 0, 1}) {
+			t.Fatalf("after cancelling the red message, scheduled copies = %v, want [1 0 1]", got)
+		}
+		wantErr(t, "CancelScheduled twice", orders.CancelScheduled(ctx, seqs[1]), sluice.ErrMessageNotFound)
+
+		// Through a forwarding queue, and in the caller's transaction.
+		inbox := newSender(t, c, "inbox")
+		viaInbox, err := inbox.Send(ctx, &sluice.Message{Body: []byte("via inbox"), ScheduledEnqueueTime: later})
+		if err != nil || viaInbox == 0 {
+			t.Fatalf("Send scheduled through a forwarding queue = %d, %v", viaInbox, err)
+		}
+		tx, err := rawDB(t, kind).BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inTx, err := orders.SendTx(ctx, tx, &sluice.Message{Body: []byte("in tx"), ScheduledEnqueueTime: later})
+		if err != nil || len(inTx) != 1 || inTx[0] == 0 {
+			tx.Rollback()
+			t.Fatalf("SendTx scheduled to a topic = %v, %v", inTx, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if got := scheduled(); !slices.Equal(got, []int64{3, 0, 3}) {
+			t.Fatalf("scheduled copies = %v, want [3 0 3]", got)
+		}
+		wantErr(t, "the topic's number cancelled through the inbox", inbox.CancelScheduled(ctx, seqs[2]), sluice.ErrMessageNotFound)
+		if err := inbox.CancelScheduled(ctx, viaInbox); err != nil {
+			t.Fatalf("CancelScheduled through the inbox: %v", err)
+		}
+		if err := orders.CancelScheduled(ctx, seqs[2], inTx[0]); err != nil {
+			t.Fatalf("CancelScheduled of two: %v", err)
+		}
+		if got := scheduled(); !slices.Equal(got, []int64{0, 0, 0}) {
+			t.Fatalf("scheduled copies after every cancel = %v, want none", got)
+		}
+
+		// A send no subscription takes is numbered and cancelled all the
+		// same.
+		quiet := newSender(t, c, "quiet")
+		n, err := quiet.Send(ctx, &sluice.Message{Body: []byte("unheard"), ScheduledEnqueueTime: later})
+		if err != nil || n == 0 {
+			t.Fatalf("Send scheduled to a topic no subscription takes it from = %d, %v", n, err)
+		}
+		if err := quiet.CancelScheduled(ctx, n); err != nil {
+			t.Fatalf("CancelScheduled of a message no subscription took: %v", err)
+		}
+
+		// Once its time has come, a message can no longer be cancelled: its
+		// copies are delivered, and the map of its copies is deleted by the
+		// next scheduled send.
+		if got := drain(t, c, sluice.SubscriptionPath("orders", "red")); !slices.Equal(got, []string{"now"}) {
+			t.Fatalf("red received %v, want the message sent now", got)
+		}
+		soon := time.Now().Add(time.Second)
+		due, err := orders.Send(ctx, &sluice.Message{Body: []byte("due"), ApplicationProperties: red, ScheduledEnqueueTime: soon})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newReceiver(t, c, sluice.SubscriptionPath("orders", "red"), sluice.PeekLock)
+		if ms := receive(t, r, 10); len(ms) != 1 || string(ms[0].Body) != "due" {
+			t.Fatalf("red received %v, want the due message", bodies(ms))
+		}
+		wantErr(t, "CancelScheduled of a delivered message", orders.CancelScheduled(ctx, due), sluice.ErrMessageNotFound)
+		if _, err := orders.Send(ctx, &sluice.Message{Body: []byte("next"), ApplicationProperties: red, ScheduledEnqueueTime: later}); err != nil {
+			t.Fatal(err)
+		}
+		if got := drain(t, c, "archive"); !slices.Equal(got, []string{"now", "due"}) {
+			t.Fatalf("archive received %v, want the message sent now and the due one", got)
+		}
+		var rows int
+		if err := rawDB(t, kind).QueryRowContext(ctx, "SELECT COUNT(*) FROM sluice_routed_schedules WHERE service = "+placeholder(kind)+" AND queue = 'orders'", service).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		if rows != 4 {
+			t.Fatalf("%d rows map the topic's scheduled sends, want 4: the waiting send and its 3 copies", rows)
+		}
+	})
+}
+
+// placeholder is a kind's first query parameter.
+func placeholder(kind string) string {
+	if kind == "postgres" {
+		return "$1"
+	}
+	return "?"
 }

@@ -71,7 +71,10 @@ type QueueStore interface {
 	// EnqueueAll appends batches to several queues in one transaction, all
 	// or nothing, and returns each batch's sequence numbers. A message
 	// with a DeadLetterReason goes straight to its queue's dead letters.
-	EnqueueAll(ctx context.Context, p *EnqueueAllParams) ([][]int64, error)
+	// With p.Routed, the scheduled messages of the send the batches copy
+	// are also numbered by the queue they were sent to, so that
+	// CancelScheduled on that queue can cancel all their copies.
+	EnqueueAll(ctx context.Context, p *EnqueueAllParams) (EnqueueAllResult, error)
 	// Lease takes up to p.Max available messages in sequence order and
 	// hides them for p.Visibility. It returns an empty slice, not an error,
 	// when none is available.
@@ -86,8 +89,11 @@ type QueueStore interface {
 	// abandoned, is deferred again.
 	LeaseDeferred(ctx context.Context, p *LeaseDeferredParams) ([]sluicetype.Leased, error)
 	// CancelScheduled deletes scheduled messages that were never
-	// delivered, by sequence number, atomically. ErrMessageNotFound (and
-	// nothing deleted) if any names no such message.
+	// delivered, by sequence number, atomically. A number that EnqueueAll
+	// gave a routed send (EnqueueAllParams.Routed) cancels every copy of
+	// that message still scheduled, if its time has not come.
+	// ErrMessageNotFound (and nothing deleted) if any names no such
+	// message.
 	CancelScheduled(ctx context.Context, p *CancelParams) error
 	// Peek browses messages from a sequence number without leasing them.
 	Peek(ctx context.Context, p *PeekParams) ([]sluicetype.Message, error)
@@ -133,7 +139,7 @@ type QueueStore interface {
 // short. Wake-ups of receivers in other processes come with the commit on
 // PostgreSQL; elsewhere receivers find the messages on their next poll.
 type TxEnqueuer interface {
-	EnqueueTx(ctx context.Context, tx *sql.Tx, p *EnqueueAllParams) ([][]int64, error)
+	EnqueueTx(ctx context.Context, tx *sql.Tx, p *EnqueueAllParams) (EnqueueAllResult, error)
 }
 
 // SessionStore holds the operations on sessions of queues that require
@@ -302,6 +308,31 @@ type EnqueueParams struct {
 // queue appears once.
 type EnqueueAllParams struct {
 	Batches []EnqueueParams
+	// Routed, when set, says which send the batches copy.
+	Routed *RoutedSend
+}
+
+// RoutedSend is a send to a queue whose messages land elsewhere (copies
+// in a topic's subscriptions, or where a queue forwards them). Each of
+// its scheduled messages takes a number from Queue's counter, and the
+// store keeps, until its scheduled time, where its copies went.
+type RoutedSend struct {
+	// Queue is the queue (or topic) the messages were sent to.
+	Queue string
+	// VisibleAt holds each sent message's scheduled time (zero: now).
+	VisibleAt []time.Time
+	// Origins holds, for each message of each batch, the index in
+	// VisibleAt of the sent message it copies.
+	Origins [][]int
+}
+
+// EnqueueAllResult is what an EnqueueAll gave its messages.
+type EnqueueAllResult struct {
+	// Seqs holds each batch's sequence numbers, in the order given.
+	Seqs [][]int64
+	// Routed holds, with RoutedSend, the number each sent message took
+	// from RoutedSend.Queue: 0 for those not scheduled for later.
+	Routed []int64
 }
 
 // LeaseParams leases messages from one queue.

@@ -221,7 +221,7 @@ func validateProperties(props map[string]string) error {
 // Validate checks an EnqueueAll: each batch as an enqueue, each queue
 // once, and at most 10 × MaxBatch messages and MaxBatchBytes in all.
 func (p *EnqueueAllParams) Validate(l Limits) error {
-	if len(p.Batches) == 0 {
+	if len(p.Batches) == 0 && p.Routed == nil {
 		return invalid("enqueue to no queue")
 	}
 	seen := make(map[string]bool, len(p.Batches))
@@ -245,6 +245,34 @@ func (p *EnqueueAllParams) Validate(l Limits) error {
 	}
 	if bytes > l.MaxBatchBytes {
 		return fmt.Errorf("enqueue of %d bytes, at most %d allowed: %w", bytes, l.MaxBatchBytes, sluicetype.ErrBatchTooLarge)
+	}
+	if p.Routed != nil {
+		return p.Routed.validate(p.Batches, l)
+	}
+	return nil
+}
+
+// validate checks that a routed send accounts for every message of the
+// batches that copy it.
+func (r *RoutedSend) validate(batches []EnqueueParams, l Limits) error {
+	if err := ValidateName("queue", r.Queue); err != nil {
+		return err
+	}
+	if len(r.VisibleAt) == 0 || len(r.VisibleAt) > l.MaxBatch {
+		return invalid("routed send of %d messages, 1 to %d allowed", len(r.VisibleAt), l.MaxBatch)
+	}
+	if len(r.Origins) != len(batches) {
+		return invalid("routed send with origins for %d batches, not %d", len(r.Origins), len(batches))
+	}
+	for i, o := range r.Origins {
+		if len(o) != len(batches[i].Messages) {
+			return invalid("routed send with %d origins for the %d messages of queue %q", len(o), len(batches[i].Messages), batches[i].Queue)
+		}
+		for _, j := range o {
+			if j < 0 || j >= len(r.VisibleAt) {
+				return invalid("routed send: origin %d of queue %q is not one of its %d messages", j, batches[i].Queue, len(r.VisibleAt))
+			}
+		}
 	}
 	return nil
 }

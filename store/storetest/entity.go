@@ -26,6 +26,7 @@ var entityTests = []suiteTest{
 	{"CancelScheduled", testCancelScheduled},
 	{"SettleProperties", testSettleProperties},
 	{"EnqueueAll", testEnqueueAll},
+	{"RoutedSchedules", testRoutedSchedules},
 	{"LeaseDeadLetters", testLeaseDeadLetters},
 }
 
@@ -320,7 +321,7 @@ func testEnqueueAll(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatalf("EnqueueAll: %v", err)
 	}
-	if !reflect.DeepEqual(got, [][]int64{{2, 3}, {1, 2}}) {
+	if !reflect.DeepEqual(got.Seqs, [][]int64{{2, 3}, {1, 2}}) || got.Routed != nil {
 		t.Fatalf("EnqueueAll numbers = %v, want [[2 3] [1 2]] (in the order of the batches)", got)
 	}
 	wantSeqs(t, "queue a", messageSeqs(peekAll(t, ctx, st, a)), []int64{1})
@@ -369,6 +370,105 @@ func testEnqueueAll(t *testing.T, h *harness) {
 			t.Fatalf("queue %s holds %d messages after the race, want %d", q, got, want)
 		}
 	}
+}
+
+// A routed send numbers its scheduled messages on the queue it was sent
+// to, and CancelScheduled on that queue cancels their copies.
+func testRoutedSchedules(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	topic := createQueue(t, ctx, st, store.QueueSettings{})
+	c1 := createQueue(t, ctx, st, store.QueueSettings{})
+	c2 := createQueue(t, ctx, st, store.QueueSettings{})
+	later := time.Now().Add(time.Hour)
+	scheduled := func(p string) store.NewMessage {
+		m := msg(p)
+		m.VisibleAt = later
+		return m
+	}
+	dead := scheduled("s1")
+	dead.DeadLetterReason = "FilterEvaluationException"
+	send := func(batches []store.EnqueueParams, at []time.Time, origins [][]int) (store.EnqueueAllResult, error) {
+		return st.EnqueueAll(ctx, &store.EnqueueAllParams{Batches: batches,
+			Routed: &store.RoutedSend{Queue: topic, VisibleAt: at, Origins: origins}})
+	}
+	got, err := send([]store.EnqueueParams{
+		{Queue: c1, Messages: []store.NewMessage{msg("now"), scheduled("s1"), scheduled("s2")}},
+		{Queue: c2, Messages: []store.NewMessage{dead, scheduled("s2")}},
+	}, []time.Time{{}, later, later}, [][]int{{0, 1, 2}, {1, 2}})
+	if err != nil {
+		t.Fatalf("EnqueueAll routed: %v", err)
+	}
+	if !reflect.DeepEqual(got.Seqs, [][]int64{{1, 2, 3}, {1, 2}}) || !reflect.DeepEqual(got.Routed, []int64{0, 1, 2}) {
+		t.Fatalf("EnqueueAll routed = %+v, want copies [[1 2 3] [1 2]] and routed numbers [0 1 2]", got)
+	}
+	wantErr(t, "cancelling a message sent now", st.CancelScheduled(ctx, &store.CancelParams{Queue: topic, Seqs: []int64{1, 3}}), sluicetype.ErrMessageNotFound)
+	if err := st.CancelScheduled(ctx, &store.CancelParams{Queue: topic, Seqs: []int64{1}}); err != nil {
+		t.Fatalf("CancelScheduled of a routed send: %v", err)
+	}
+	wantSeqs(t, "c1 after the cancel", messageSeqs(peekAll(t, ctx, st, c1)), []int64{1, 3})
+	wantSeqs(t, "c2 after the cancel", messageSeqs(peekAll(t, ctx, st, c2)), []int64{2})
+	if d := deadAll(t, ctx, st, c2); len(d) != 1 {
+		t.Fatalf("c2's dead-lettered copy: %+v, want it kept", d)
+	}
+
+	// A send with no copies, and a plain message of the routed queue,
+	// cancelled together with a routed send.
+	none, err := send(nil, []time.Time{later}, nil)
+	if err != nil || !reflect.DeepEqual(none.Routed, []int64{3}) {
+		t.Fatalf("EnqueueAll routed with no copies = %+v, %v; want routed number 3", none, err)
+	}
+	own := enqueue(t, ctx, st, topic, scheduled("own"))
+	if own[0] != 4 {
+		t.Fatalf("the routed queue's own message got %d, want 4: numbers are shared", own[0])
+	}
+	if err := st.CancelScheduled(ctx, &store.CancelParams{Queue: topic, Seqs: []int64{4, 3, 2}}); err != nil {
+		t.Fatalf("CancelScheduled of routed and own messages: %v", err)
+	}
+	wantSeqs(t, "c1 after every cancel", messageSeqs(peekAll(t, ctx, st, c1)), []int64{1})
+	wantSeqs(t, "c2 after every cancel", messageSeqs(peekAll(t, ctx, st, c2)), nil)
+	wantSeqs(t, "the routed queue after every cancel", messageSeqs(peekAll(t, ctx, st, topic)), nil)
+
+	// Racing cancels of one send: one wins, the other finds nothing.
+	race, err := send([]store.EnqueueParams{{Queue: c1, Messages: []store.NewMessage{scheduled("r")}}}, []time.Time{later}, [][]int{{0}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			errs[i] = st.CancelScheduled(ctx, &store.CancelParams{Queue: topic, Seqs: race.Routed})
+		})
+	}
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, sluicetype.ErrMessageNotFound):
+			t.Fatalf("racing cancel: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Fatalf("%d racing cancels of one send succeeded, want 1", won)
+	}
+
+	// What a routed send must account for.
+	for _, bad := range []struct {
+		what    string
+		at      []time.Time
+		origins [][]int
+	}{
+		{"no sent messages", nil, [][]int{{0}}},
+		{"origins for no batch", []time.Time{later}, nil},
+		{"an origin too many", []time.Time{later}, [][]int{{0, 0}}},
+		{"an origin out of range", []time.Time{later}, [][]int{{1}}},
+	} {
+		_, err := send([]store.EnqueueParams{{Queue: c1, Messages: msgs("x")}}, bad.at, bad.origins)
+		wantErr(t, "routed send with "+bad.what, err, sluicetype.ErrInvalidArgument)
+	}
+	wantSeqs(t, "c1 after refused sends", messageSeqs(peekAll(t, ctx, st, c1)), []int64{1})
 }
 
 func leaseDead(t *testing.T, st store.Store, q string, max int, vis time.Duration) []sluicetype.DeadLetter {

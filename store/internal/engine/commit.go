@@ -49,6 +49,7 @@ type writeReq struct {
 
 	// Results, reset before each attempt of the transaction.
 	allSeqs [][]int64
+	routed  []int64
 	seqs    []int64
 	appRes  store.AppendResult
 	settled []store.SettleResult
@@ -207,7 +208,7 @@ func (c *committer) commit(batch []*writeReq) error {
 	reset := func() {
 		for _, r := range batch {
 			r.seqs, r.appRes, r.settled, r.leased, r.err, r.signals = nil, store.AppendResult{}, nil, nil, nil, nil
-			r.allSeqs = nil
+			r.allSeqs, r.routed = nil, nil
 		}
 	}
 	done := false
@@ -258,7 +259,8 @@ func (g *groupTx) queue(ctx context.Context, e *Engine, t store.Tenant, name str
 
 // apply writes a group in one lock order: message rows of settles (by
 // tenant, queue, sequence number), then queue counter rows (by tenant,
-// queue), then partition head rows (by tenant, partition). Leases come
+// queue), then the counter rows of the queues routed sends went to (by
+// tenant, queue), then partition head rows (by tenant, partition). Leases come
 // last: they skip rows others hold, so they never wait, and they can take
 // messages enqueued or abandoned by the same group.
 func (c *committer) apply(ctx context.Context, tx *groupTx, batch []*writeReq) error {
@@ -297,6 +299,9 @@ func (c *committer) apply(ctx context.Context, tx *groupTx, batch []*writeReq) e
 		if err := c.e.finishAll(ctx, tx, a); err != nil {
 			return err
 		}
+	}
+	if err := c.e.numberAllRouted(ctx, tx, alls); err != nil {
+		return err
 	}
 	for _, g := range groupBy(appends, func(r *writeReq) int32 { return r.app.Partition }) {
 		if err := c.e.appendGroup(ctx, tx.tx, g); err != nil {

@@ -76,6 +76,8 @@ var queryNames = []string{
 	"GetSessionState", "SetSessionState",
 	"SelectDeadLetterReady", "LockDeadLetterRows", "SelectHeldDeadLetters", "UnlockDeadLetters", "ExtendDeadLetters",
 	"LockQueue", "DeleteQueueDedup", "SelectDedup", "UpsertDedup", "TrimDedup",
+	"InsertRoutedSchedules", "DeleteDueRoutedSchedules", "SelectRoutedSchedules", "SelectRoutedCopies",
+	"DeleteRoutedSchedules", "DeleteQueueRoutedSchedules",
 	"BumpHead", "EnsurePartition", "GetPartition", "InsertRecords", "ReadRecords",
 	"TrimRecords", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -22,15 +23,15 @@ type allReq struct {
 // group. If a batch fails (its queue is gone, a message lacks a session
 // id), the group fails and every request runs again alone, so that this
 // one fails whole and the others commit.
-func (s *tenantStore) EnqueueAll(ctx context.Context, p *store.EnqueueAllParams) ([][]int64, error) {
+func (s *tenantStore) EnqueueAll(ctx context.Context, p *store.EnqueueAllParams) (store.EnqueueAllResult, error) {
 	if err := p.Validate(s.e.limits); err != nil {
-		return nil, fmt.Errorf("sluice: enqueue: %w", err)
+		return store.EnqueueAllResult{}, fmt.Errorf("sluice: enqueue: %w", err)
 	}
 	r := &writeReq{t: s.t, all: p}
 	if err := s.e.commit.submit(ctx, r); err != nil {
-		return nil, fmt.Errorf("sluice: enqueue: %w", err)
+		return store.EnqueueAllResult{}, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	return r.allSeqs, nil
+	return store.EnqueueAllResult{Seqs: r.allSeqs, Routed: r.routed}, nil
 }
 
 // foreignTx is a transaction the caller opened, perhaps on a pool of its
@@ -42,12 +43,13 @@ var _ store.TxEnqueuer = (*tenantStore)(nil)
 
 // EnqueueTx enqueues into several queues in the caller's transaction, in
 // queue name order (the counter rows' lock order).
-func (s *tenantStore) EnqueueTx(ctx context.Context, tx *sql.Tx, p *store.EnqueueAllParams) ([][]int64, error) {
+func (s *tenantStore) EnqueueTx(ctx context.Context, tx *sql.Tx, p *store.EnqueueAllParams) (store.EnqueueAllResult, error) {
+	var none store.EnqueueAllResult
 	if err := p.Validate(s.e.limits); err != nil {
-		return nil, fmt.Errorf("sluice: enqueue: %w", err)
+		return none, fmt.Errorf("sluice: enqueue: %w", err)
 	}
 	if tx == nil {
-		return nil, fmt.Errorf("sluice: enqueue: nil transaction: %w", sluicetype.ErrInvalidArgument)
+		return none, fmt.Errorf("sluice: enqueue: nil transaction: %w", sluicetype.ErrInvalidArgument)
 	}
 	gt := newGroupTx(foreignTx{tx})
 	r := &writeReq{t: s.t, all: p}
@@ -57,13 +59,17 @@ func (s *tenantStore) EnqueueTx(ctx context.Context, tx *sql.Tx, p *store.Enqueu
 	}
 	for _, ch := range sortedByQueue(children) {
 		if err := s.e.enqueueGroup(ctx, gt, []*writeReq{ch}); err != nil {
-			return nil, fmt.Errorf("sluice: enqueue: %w", err)
+			return none, fmt.Errorf("sluice: enqueue: %w", err)
 		}
 	}
-	if err := s.e.finishAll(ctx, gt, allReq{r, children}); err != nil {
-		return nil, fmt.Errorf("sluice: enqueue: %w", err)
+	a := allReq{r, children}
+	if err := s.e.finishAll(ctx, gt, a); err != nil {
+		return none, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	return r.allSeqs, nil
+	if err := s.e.numberAllRouted(ctx, gt, []allReq{a}); err != nil {
+		return none, fmt.Errorf("sluice: enqueue: %w", err)
+	}
+	return store.EnqueueAllResult{Seqs: r.allSeqs, Routed: r.routed}, nil
 }
 
 // payload is the notification of key for a statement run on q. In the
@@ -95,6 +101,31 @@ func (e *Engine) finishAll(ctx context.Context, gt *groupTx, a allReq) error {
 		a.r.allSeqs[i] = ch.seqs
 		a.r.signals = append(a.r.signals, ch.signals...)
 		if err := e.deadLetterOnArrival(ctx, gt, a.r.t, ch.enq, ch.seqs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// numberAllRouted numbers the routed sends among alls, in the order of
+// the queues they were sent to: each locks its queue's counter row, after
+// every enqueue of the group took its own.
+func (e *Engine) numberAllRouted(ctx context.Context, gt *groupTx, alls []allReq) error {
+	var routed []allReq
+	for _, a := range alls {
+		if a.r.all.Routed != nil {
+			routed = append(routed, a)
+		}
+	}
+	slices.SortStableFunc(routed, func(a, b allReq) int {
+		return cmp.Or(
+			cmp.Compare(a.r.t.Service, b.r.t.Service),
+			cmp.Compare(a.r.t.Provider, b.r.t.Provider),
+			cmp.Compare(a.r.all.Routed.Queue, b.r.all.Routed.Queue),
+		)
+	})
+	for _, a := range routed {
+		if err := e.numberRouted(ctx, gt, a.r.t, a); err != nil {
 			return err
 		}
 	}

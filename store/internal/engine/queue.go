@@ -209,6 +209,9 @@ func (s *tenantStore) DeleteQueue(ctx context.Context, name string) error {
 		if _, err := s.e.exec(ctx, tx, "DeleteQueueSessions", s.t.Service, s.t.Provider, name); err != nil {
 			return err
 		}
+		if _, err := s.e.exec(ctx, tx, "DeleteQueueRoutedSchedules", s.t.Service, s.t.Provider, name); err != nil {
+			return err
+		}
 		_, err = s.e.exec(ctx, tx, "DeleteQueueDeadLetters", s.t.Service, s.t.Provider, name)
 		return err
 	})
@@ -1055,13 +1058,23 @@ func (s *tenantStore) CancelScheduled(ctx context.Context, p *store.CancelParams
 		if err != nil {
 			return err
 		}
+		// The other numbers may name routed sends: messages sent to this
+		// topic or forwarding queue, stored as copies elsewhere.
+		var routed []int64
 		for _, seq := range sorted {
 			if _, ok := slices.BinarySearch(found, seq); !ok {
-				return fmt.Errorf("scheduled message %d of queue %q: %w", seq, p.Queue, sluicetype.ErrMessageNotFound)
+				routed = append(routed, seq)
 			}
 		}
-		_, err = s.e.exec(ctx, tx, "DeleteMessages", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted))
-		return err
+		if len(found) > 0 {
+			if _, err := s.e.exec(ctx, tx, "DeleteMessages", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(found)); err != nil {
+				return err
+			}
+		}
+		if len(routed) == 0 {
+			return nil
+		}
+		return s.e.cancelRouted(ctx, tx, s.t, p.Queue, qr.now, routed)
 	})
 	if err != nil {
 		return fmt.Errorf("sluice: cancel scheduled: %w", err)

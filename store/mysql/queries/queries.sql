@@ -568,6 +568,69 @@ STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
 STRAIGHT_JOIN sluice_messages AS m
     ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq;
 
+-- name: InsertRoutedSchedules
+-- args: service, provider, queue, rows
+-- rows: [{"s":seq,"q":copy_queue,"c":copy_seq,"v":visible_at}], distinct.
+INSERT INTO sluice_routed_schedules (service, provider, queue, seq, copy_queue, copy_seq, visible_at)
+SELECT ?, ?, ?, r.s, r.q, r.c, r.v
+FROM JSON_TABLE(?, '$[*]' COLUMNS (
+    s BIGINT PATH '$.s',
+    q VARCHAR(260) CHARACTER SET ascii PATH '$.q',
+    c BIGINT PATH '$.c',
+    v BIGINT PATH '$.v')) AS r;
+
+-- name: DeleteDueRoutedSchedules
+-- args: service, provider, queue, now
+-- The rows of sends whose time has come: their copies are no longer
+-- scheduled. The caller holds the queue's counter row, so no other
+-- routed schedule of the queue deletes them at the same time.
+DELETE FROM sluice_routed_schedules
+WHERE service = ? AND provider = ? AND queue = ? AND visible_at <= ?;
+
+-- name: SelectRoutedSchedules
+-- args: service, provider, queue, now, seqs
+-- Of the given numbers, those of routed sends whose time has not come,
+-- locked, so that two cancels of one send take turns.
+SELECT r.seq
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue,
+             CAST(? AS SIGNED) AS now) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_routed_schedules AS r
+    ON r.service = k.service AND r.provider = k.provider AND r.queue = k.queue AND r.seq = l.seq
+   AND r.copy_queue = '' AND r.copy_seq = 0
+WHERE r.visible_at > k.now
+ORDER BY r.seq
+FOR UPDATE;
+
+-- name: SelectRoutedCopies
+-- args: service, provider, queue, seqs
+-- The copies of the given routed sends, by queue.
+SELECT r.copy_queue, r.copy_seq
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_routed_schedules AS r
+    ON r.service = k.service AND r.provider = k.provider AND r.queue = k.queue AND r.seq = l.seq
+WHERE r.copy_queue <> ''
+ORDER BY r.copy_queue, r.copy_seq;
+
+-- name: DeleteRoutedSchedules
+-- args: service, provider, queue, seqs
+DELETE r
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_routed_schedules AS r
+    ON r.service = k.service AND r.provider = k.provider AND r.queue = k.queue AND r.seq = l.seq;
+
+-- name: DeleteQueueRoutedSchedules
+-- args: service, provider, name
+DELETE FROM sluice_routed_schedules WHERE service = ? AND provider = ? AND queue = ?;
+
 -- name: SelectReady
 -- args: service, provider, queue, now, limit
 -- The first ready, unexpired rows in sequence order, with all columns: a

@@ -496,6 +496,51 @@ DELETE FROM sluice_messages
 WHERE (service, provider, queue, seq) IN (
     SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
 
+-- name: InsertRoutedSchedules
+-- args: service, provider, queue, rows
+-- rows: [{"s":seq,"q":copy_queue,"c":copy_seq,"v":visible_at}], distinct.
+INSERT INTO sluice_routed_schedules (service, provider, queue, seq, copy_queue, copy_seq, visible_at)
+SELECT $1::text, $2::text, $3::text, r.s, r.q, r.c, r.v
+FROM json_to_recordset($4::json) AS r(s bigint, q text, c bigint, v bigint);
+
+-- name: DeleteDueRoutedSchedules
+-- args: service, provider, queue, now
+-- The rows of sends whose time has come: their copies are no longer
+-- scheduled. The caller holds the queue's counter row, so no other
+-- routed schedule of the queue deletes them at the same time.
+DELETE FROM sluice_routed_schedules
+WHERE service = $1 AND provider = $2 AND queue = $3 AND visible_at <= $4::bigint;
+
+-- name: SelectRoutedSchedules
+-- args: service, provider, queue, now, seqs
+-- Of the given numbers, those of routed sends whose time has not come,
+-- locked in number order, so that two cancels of one send take turns.
+SELECT seq
+FROM sluice_routed_schedules
+WHERE (service, provider, queue, seq, copy_queue, copy_seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($5::bigint[]), ''::text, 0::bigint)
+  AND visible_at > $4::bigint
+ORDER BY seq
+FOR UPDATE;
+
+-- name: SelectRoutedCopies
+-- args: service, provider, queue, seqs
+-- The copies of the given routed sends, by queue.
+SELECT copy_queue, copy_seq
+FROM sluice_routed_schedules
+WHERE service = $1 AND provider = $2 AND queue = $3
+  AND seq = ANY ($4::bigint[]) AND copy_queue <> ''
+ORDER BY copy_queue, copy_seq;
+
+-- name: DeleteRoutedSchedules
+-- args: service, provider, queue, seqs
+DELETE FROM sluice_routed_schedules
+WHERE service = $1 AND provider = $2 AND queue = $3 AND seq = ANY ($4::bigint[]);
+
+-- name: DeleteQueueRoutedSchedules
+-- args: service, provider, name
+DELETE FROM sluice_routed_schedules WHERE service = $1 AND provider = $2 AND queue = $3;
+
 -- name: SelectReady
 -- args: service, provider, queue, now, limit
 -- The first ready, unexpired rows in sequence order, with all columns.

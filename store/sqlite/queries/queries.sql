@@ -379,6 +379,49 @@ DELETE FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3
   AND seq IN (SELECT value FROM json_each(?4));
 
+-- name: InsertRoutedSchedules
+-- args: service, provider, queue, rows
+-- rows: [{"s":seq,"q":copy_queue,"c":copy_seq,"v":visible_at}], distinct.
+INSERT INTO sluice_routed_schedules (service, provider, queue, seq, copy_queue, copy_seq, visible_at)
+SELECT ?1, ?2, ?3, r.value ->> 's', r.value ->> 'q', r.value ->> 'c', r.value ->> 'v'
+FROM json_each(?4) AS r;
+
+-- name: DeleteDueRoutedSchedules
+-- args: service, provider, queue, now
+-- The rows of sends whose time has come: their copies are no longer
+-- scheduled.
+DELETE FROM sluice_routed_schedules
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND visible_at <= ?4;
+
+-- name: SelectRoutedSchedules
+-- args: service, provider, queue, now, seqs
+-- Of the given numbers, those of routed sends whose time has not come.
+SELECT seq
+FROM sluice_routed_schedules
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?5))
+  AND copy_queue = '' AND copy_seq = 0 AND visible_at > ?4
+ORDER BY seq;
+
+-- name: SelectRoutedCopies
+-- args: service, provider, queue, seqs
+-- The copies of the given routed sends, by queue.
+SELECT copy_queue, copy_seq
+FROM sluice_routed_schedules
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4)) AND copy_queue <> ''
+ORDER BY copy_queue, copy_seq;
+
+-- name: DeleteRoutedSchedules
+-- args: service, provider, queue, seqs
+DELETE FROM sluice_routed_schedules
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4));
+
+-- name: DeleteQueueRoutedSchedules
+-- args: service, provider, name
+DELETE FROM sluice_routed_schedules WHERE service = ?1 AND provider = ?2 AND queue = ?3;
+
 -- name: SelectReady
 -- args: service, provider, queue, now, limit
 -- The first ready, unexpired rows in sequence order, with all columns.
