@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/stream"
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
@@ -47,8 +48,14 @@ type Client struct {
 	log     *slog.Logger
 	closeFn func() error
 
-	mu       sync.Mutex
-	entities map[string]cachedEntity
+	// partitions is the number of stream partitions; partitionsChecked
+	// once it matched the database's.
+	partitions int32
+
+	mu                sync.Mutex
+	entities          map[string]cachedEntity
+	partitionsChecked bool
+	processors        map[*stream.Node]struct{}
 }
 
 // entityCacheTTL is how long a client trusts the entity settings it read:
@@ -95,10 +102,15 @@ func NewClient(b store.Backend, opts Options) (*Client, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	partitions := opts.StreamPartitions
+	if partitions <= 0 {
+		partitions = stream.DefaultPartitions
+	}
 	return &Client{
-		st: st, limits: opts.Limits.WithDefaults(), log: log,
-		closeFn:  func() error { return nil },
-		entities: make(map[string]cachedEntity),
+		st: st, limits: opts.Limits.WithDefaults(), log: log, partitions: partitions,
+		closeFn:    func() error { return nil },
+		entities:   make(map[string]cachedEntity),
+		processors: make(map[*stream.Node]struct{}),
 	}, nil
 }
 

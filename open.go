@@ -27,6 +27,11 @@ type Options struct {
 	// SQLiteSynchronous is SQLite's synchronous setting ("FULL" or
 	// "NORMAL"; default FULL).
 	SQLiteSynchronous string
+	// StreamPartitions is the number of partitions streams hash onto
+	// (default 16). The first client to use streams records it in the
+	// database; a client or processor configured with another number
+	// fails with ErrPartitionCount.
+	StreamPartitions int32
 }
 
 // OpenBackend opens the database a DSN names and applies migrations:

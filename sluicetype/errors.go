@@ -83,3 +83,14 @@ var (
 	// expired or was released: nothing was changed.
 	ErrSessionLockLost = errors.New("session lock lost")
 )
+
+// Stream errors.
+var (
+	// ErrPartitionCount reports a node configured with a number of stream
+	// partitions other than the one recorded in the database: streams
+	// would map to other partitions, and their events would be stranded.
+	ErrPartitionCount = errors.New("stream partition count differs from the database's")
+	// ErrSubscriptionNotFound reports an operation on a stream
+	// subscription that does not exist.
+	ErrSubscriptionNotFound = errors.New("stream subscription not found")
+)

@@ -46,6 +46,7 @@ type Features struct {
 type Store interface {
 	QueueStore
 	LogStore
+	StreamStore
 }
 
 // QueueStore holds the operations on queue entities.

@@ -501,8 +501,8 @@ func (p *AppendParams) Validate(l Limits) error {
 		if err := ValidateName("namespace", r.Namespace); err != nil {
 			return fmt.Errorf("record %d: %w", i, err)
 		}
-		if r.Key == "" || len(r.Key) > MaxKeyLen || !utf8.ValidString(r.Key) {
-			return fmt.Errorf("record %d: stream key must be valid UTF-8 of 1 to %d bytes: %w", i, MaxKeyLen, sluicetype.ErrInvalidName)
+		if err := ValidateKey(r.Key); err != nil {
+			return fmt.Errorf("record %d: %w", i, err)
 		}
 		if err := validateProperties(r.Properties); err != nil {
 			return fmt.Errorf("record %d: %w", i, err)
@@ -562,4 +562,16 @@ func (p *TrimParams) Validate(l Limits) error {
 		return invalid("trim of %d records: must be between 1 and %d", p.Max, 100*l.MaxBatch)
 	}
 	return nil
+}
+
+// Truncate shortens s to at most n bytes without splitting a UTF-8
+// character, for texts (reasons, errors) stored in bounded columns.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

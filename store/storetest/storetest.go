@@ -51,6 +51,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Session", sessionTests},
 		{"DeadLetters", deadLetterTests},
 		{"Log", logTests},
+		{"Stream", streamTests},
 		{"Concurrency", concurrencyTests},
 		{"Isolation", isolationTests},
 		{"Validation", validationTests},

@@ -80,6 +80,12 @@ var queryNames = []string{
 	"DeleteRoutedSchedules", "DeleteQueueRoutedSchedules",
 	"BumpHead", "EnsurePartition", "GetPartition", "InsertRecords", "ReadRecords",
 	"TrimRecords", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",
+	"GetStreamPartitions", "InsertStreamPartitions", "EnsurePartitionOwner", "AcquirePartition",
+	"LockPartitionOwner", "GetPartitionOwner", "SaveCheckpoint", "InsertSubscription", "InsertProgress",
+	"DeleteSubscription", "DeleteSubscriptionProgress", "DeleteSubscriptionParked", "SelectSubscriptions",
+	"SetSubscriptionFault", "SelectProgress", "UpsertProgress", "MinProgress", "InsertParked",
+	"SelectParked", "DeleteParked", "UpsertRetention", "DeleteRetention", "SelectRetention",
+	"SelectRetentions", "NamespaceBytes", "TrimCandidates",
 }
 
 // optionalQueries may be absent; the engine skips what needs them.

@@ -202,3 +202,21 @@ func (s *tenantStore) Trim(ctx context.Context, p *store.TrimParams) (int64, err
 func (s *tenantStore) WatchPartition(partition int32) (<-chan struct{}, func()) {
 	return s.e.hub.Watch(PartitionKey(s.t, partition))
 }
+
+var _ store.TxAppender = (*tenantStore)(nil)
+
+// AppendTx appends records in the caller's transaction. The partition's
+// head row stays locked until the caller's transaction ends.
+func (s *tenantStore) AppendTx(ctx context.Context, tx *sql.Tx, p *store.AppendParams) (store.AppendResult, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", err)
+	}
+	if tx == nil {
+		return store.AppendResult{}, fmt.Errorf("sluice: append: nil transaction: %w", sluicetype.ErrInvalidArgument)
+	}
+	r := &writeReq{t: s.t, app: p}
+	if err := s.e.appendGroup(ctx, foreignTx{tx}, []*writeReq{r}); err != nil {
+		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", s.e.wrap(err))
+	}
+	return r.appRes, nil
+}

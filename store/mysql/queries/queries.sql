@@ -946,6 +946,292 @@ SELECT position, epoch, updated_at
 FROM sluice_checkpoints
 WHERE service = ? AND provider = ? AND `partition` = ? AND consumer = ?;
 
+-- Streams: partition count, owners, subscriptions, progress, parked
+-- events and retention.
+--
+-- The connection reports changed rows, not matched ones (clientFoundRows
+-- off): the updates whose count the engine reads (SaveCheckpoint,
+-- SetSubscriptionFault; AcquirePartition does the same) always change the
+-- row, by moving its updated_at forward by at least 1
+-- (GREATEST(updated_at + 1, now)), so that they report 1 whenever they
+-- match, even when they write the values the row holds, twice in one
+-- millisecond.
+
+-- name: GetStreamPartitions
+-- args: service, provider
+SELECT `partitions` FROM sluice_stream_config WHERE service = ? AND provider = ?;
+
+-- name: InsertStreamPartitions
+-- args: service, provider, partitions
+-- Records the count unless there is one; the update is a no-op (INSERT
+-- IGNORE would also hide other errors).
+INSERT INTO sluice_stream_config (service, provider, `partitions`, created_at)
+VALUES (?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+ON DUPLICATE KEY UPDATE `partitions` = `partitions`;
+
+-- name: EnsurePartitionOwner
+-- args: service, provider, partition
+-- A partition never owned gets a row with no owner and epoch 0. The
+-- no-op update takes the existing row's exclusive lock at once (INSERT
+-- IGNORE would take a shared one, and two transactions upgrading theirs
+-- with LockPartitionOwner or AcquirePartition would deadlock).
+INSERT INTO sluice_partition_owners (service, provider, `partition`, owner, epoch, checkpoint, updated_at)
+VALUES (?, ?, ?, '', 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+ON DUPLICATE KEY UPDATE epoch = epoch;
+
+-- name: AcquirePartition
+-- args: owner, service, provider, partition
+UPDATE sluice_partition_owners
+SET owner = ?, epoch = epoch + 1,
+    updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+WHERE service = ? AND provider = ? AND `partition` = ?;
+
+-- name: LockPartitionOwner
+-- args: service, provider, partition
+-- The partition's owner row, locked until commit: the retention lock that
+-- subscription creation and trimming take.
+SELECT owner, epoch, checkpoint, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM sluice_partition_owners
+WHERE service = ? AND provider = ? AND `partition` = ?
+FOR UPDATE;
+
+-- name: GetPartitionOwner
+-- args: service, provider, partition
+SELECT owner, epoch, checkpoint
+FROM sluice_partition_owners
+WHERE service = ? AND provider = ? AND `partition` = ?;
+
+-- name: SaveCheckpoint
+-- args: service, provider, partition, epoch, checkpoint
+-- Applies only under the partition's current epoch; the checkpoint never
+-- moves back. The arguments come from a one-row derived table, so that
+-- they are consumed in order (the checkpoint, set first, comes last).
+-- updated_at always changes (see above): 1 when the epoch matches, 0 when
+-- fenced.
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CAST(? AS SIGNED) AS part,
+             CAST(? AS SIGNED) AS epoch,
+             CAST(? AS SIGNED) AS checkpoint) AS k
+STRAIGHT_JOIN sluice_partition_owners AS o
+    ON o.service = k.service AND o.provider = k.provider AND o.`partition` = k.part
+   AND o.epoch = k.epoch
+SET o.checkpoint = GREATEST(o.checkpoint, k.checkpoint),
+    o.updated_at = GREATEST(o.updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+
+-- name: InsertSubscription
+-- args: service, provider, id, consumer, namespace, stream_key, partition
+INSERT INTO sluice_stream_subscriptions (service, provider, id, consumer, namespace, stream_key,
+    `partition`, fault, faulted_at, created_at, updated_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, NULL, NULL,
+    CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED),
+    CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+
+-- name: InsertProgress
+-- args: service, provider, partition, subscription_id, position
+INSERT INTO sluice_stream_progress (service, provider, `partition`, subscription_id, position, updated_at)
+VALUES (?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+
+-- name: DeleteSubscription
+-- args: service, provider, id
+DELETE FROM sluice_stream_subscriptions WHERE service = ? AND provider = ? AND id = ?;
+
+-- name: DeleteSubscriptionProgress
+-- args: service, provider, id
+-- The subscription's rows, found by the subscription index, forced (in
+-- the multi-table form: a single-table DELETE takes no index hint): on a
+-- small table MariaDB prefers the tenant's primary key range, and a
+-- DELETE locks every row it reads, waiting for the progress of other
+-- subscriptions that concurrent saves hold.
+DELETE p
+FROM sluice_stream_progress AS p FORCE INDEX (sluice_stream_progress_subscription)
+WHERE p.service = ? AND p.provider = ? AND p.subscription_id = ?;
+
+-- name: DeleteSubscriptionParked
+-- args: service, provider, id
+DELETE FROM sluice_stream_parked WHERE service = ? AND provider = ? AND subscription_id = ?;
+
+-- name: SelectSubscriptions
+-- args: service, provider, id, namespace, stream_key, by_partition, partition
+-- id, namespace and stream_key select when not empty; by_partition (0 or
+-- 1) selects the subscriptions that read a partition. Each argument is
+-- used twice, so all come from a one-row derived table. The stream key
+-- is compared byte for byte: utf8mb4_bin pads with spaces (PAD SPACE), so
+-- "=" alone would take 'k' and 'k ' for one key, and ' ' for the empty
+-- one; equal lengths rule both out.
+SELECT s.id, s.consumer, s.namespace, s.stream_key, s.`partition`, s.fault, s.faulted_at, s.created_at
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS id,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS namespace,
+             CONVERT(? USING utf8mb4) COLLATE utf8mb4_bin AS stream_key,
+             CAST(? AS SIGNED) AS by_partition,
+             CAST(? AS SIGNED) AS part) AS k
+STRAIGHT_JOIN sluice_stream_subscriptions AS s
+    ON s.service = k.service AND s.provider = k.provider
+WHERE (k.id = '' OR s.id = k.id)
+  AND (k.namespace = '' OR s.namespace = k.namespace)
+  AND (LENGTH(k.stream_key) = 0
+       OR (s.stream_key = k.stream_key AND LENGTH(s.stream_key) = LENGTH(k.stream_key)))
+  AND (k.by_partition = 0 OR s.`partition` = k.part OR s.`partition` = -1)
+ORDER BY s.id;
+
+-- name: SetSubscriptionFault
+-- args: service, provider, id, fault
+-- An empty fault clears it. The fault is used twice, so the arguments
+-- come from a one-row derived table; it is tested for emptiness by length
+-- (' ' = '' under PAD SPACE). updated_at always changes (see above): 1
+-- when the subscription exists.
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS id,
+             CONVERT(? USING utf8mb4) COLLATE utf8mb4_bin AS fault) AS k
+STRAIGHT_JOIN sluice_stream_subscriptions AS s
+    ON s.service = k.service AND s.provider = k.provider AND s.id = k.id
+SET s.fault = IF(LENGTH(k.fault) = 0, NULL, k.fault),
+    s.faulted_at = IF(LENGTH(k.fault) = 0, NULL, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)),
+    s.updated_at = GREATEST(s.updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+
+-- name: SelectProgress
+-- args: service, provider, partition
+SELECT subscription_id, position
+FROM sluice_stream_progress
+WHERE service = ? AND provider = ? AND `partition` = ?;
+
+-- name: UpsertProgress
+-- args: service, provider, partition, rows
+-- rows: [{"id":subscription_id,"p":position}]. A subscription deleted
+-- meanwhile gets no row back: each subscription row is looked up by
+-- primary key and share-locked until commit (an INSERT ... SELECT at READ
+-- COMMITTED otherwise reads it without a lock, and a deletion committing
+-- between that read and this commit would leave a position behind, which
+-- would hold retention back for good). A deletion waits for this commit
+-- and then deletes the rows written here; one committed first is seen,
+-- and its subscription skipped. Concurrent saves on other partitions
+-- share the locks. (The locking clause also ends the join before ON
+-- DUPLICATE KEY UPDATE: without one, MariaDB reads "ON DUPLICATE" as part
+-- of the join's ON condition, and a WHERE clause would be needed.)
+INSERT INTO sluice_stream_progress (service, provider, `partition`, subscription_id, position, updated_at)
+SELECT k.service, k.provider, k.part, s.id, r.p, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CAST(? AS SIGNED) AS part) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (
+    id VARCHAR(260) CHARACTER SET ascii PATH '$.id',
+    p  BIGINT PATH '$.p')) AS r
+STRAIGHT_JOIN sluice_stream_subscriptions AS s
+    ON s.service = k.service AND s.provider = k.provider AND s.id = r.id
+LOCK IN SHARE MODE
+ON DUPLICATE KEY UPDATE position = VALUES(position), updated_at = VALUES(updated_at);
+
+-- name: MinProgress
+-- args: service, provider, partition
+-- The lowest stored position of a subscription on the partition (NULL
+-- when none reads it).
+SELECT MIN(position)
+FROM sluice_stream_progress
+WHERE service = ? AND provider = ? AND `partition` = ?;
+
+-- name: InsertParked
+-- args: service, provider, subscription_id, rows
+-- rows: [{"pa":partition,"po":position,"ns":namespace,"k":key,
+--         "pr":properties_json,"p":payload_hex,"at":appended_at,
+--         "e":error,"n":attempts}]; a row parked again is replaced (its
+-- error, attempts and time). "pr" is a JSON string holding the
+-- properties' JSON text, absent for none, read as in InsertRecords.
+INSERT INTO sluice_stream_parked (service, provider, subscription_id, `partition`, position,
+    namespace, stream_key, properties, payload, appended_at, error, attempts, parked_at)
+SELECT ?, ?, ?, r.pa, r.po, r.ns, r.k, r.pr, UNHEX(r.p), r.ta, r.e, r.n,
+       CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM JSON_TABLE(?, '$[*]' COLUMNS (
+    pa  INT PATH '$.pa',
+    po  BIGINT PATH '$.po',
+    ns  VARCHAR(260) CHARACTER SET utf8mb4 PATH '$.ns',
+    k   VARCHAR(1024) CHARACTER SET utf8mb4 PATH '$.k',
+    pr  MEDIUMTEXT CHARACTER SET utf8mb4 PATH '$.pr',
+    p   LONGTEXT CHARACTER SET ascii PATH '$.p',
+    ta  BIGINT PATH '$.at',
+    e   TEXT CHARACTER SET utf8mb4 PATH '$.e',
+    n   INT PATH '$.n')) AS r
+ON DUPLICATE KEY UPDATE error = VALUES(error), attempts = VALUES(attempts),
+    parked_at = VALUES(parked_at);
+
+-- name: SelectParked
+-- args: service, provider, subscription_id, after_partition, after_position, limit
+-- A walk of the subscription's primary key range in (partition, position)
+-- order from its start, past the rows at or before the bound, stopping
+-- after limit rows: no sort. (With the bound written out as a range on
+-- the partition, its arguments used twice from a one-row derived table,
+-- MariaDB reads and sorts every parked event of the subscription.)
+SELECT `partition`, position, namespace, stream_key, properties, payload, appended_at,
+       error, attempts, parked_at
+FROM sluice_stream_parked
+WHERE service = ? AND provider = ? AND subscription_id = ?
+  AND (`partition`, position) > (?, ?)
+ORDER BY `partition`, position
+LIMIT ?;
+
+-- name: DeleteParked
+-- args: service, provider, subscription_id, rows
+-- rows: [{"pa":partition,"po":position}], distinct; each row is found by
+-- primary key, as the list statements above do.
+DELETE p
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS subscription_id) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (
+    pa INT PATH '$.pa',
+    po BIGINT PATH '$.po')) AS l
+STRAIGHT_JOIN sluice_stream_parked AS p
+    ON p.service = k.service AND p.provider = k.provider AND p.subscription_id = k.subscription_id
+   AND p.`partition` = l.pa AND p.position = l.po;
+
+-- name: UpsertRetention
+-- args: service, provider, namespace, max_age_ms, max_bytes
+INSERT INTO sluice_stream_retention (service, provider, namespace, max_age_ms, max_bytes)
+VALUES (?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE max_age_ms = VALUES(max_age_ms), max_bytes = VALUES(max_bytes);
+
+-- name: DeleteRetention
+-- args: service, provider, namespace
+DELETE FROM sluice_stream_retention WHERE service = ? AND provider = ? AND namespace = ?;
+
+-- name: SelectRetention
+-- args: service, provider, namespace
+SELECT max_age_ms, max_bytes
+FROM sluice_stream_retention
+WHERE service = ? AND provider = ? AND namespace = ?;
+
+-- name: SelectRetentions
+-- args: service, provider
+SELECT namespace, max_age_ms, max_bytes
+FROM sluice_stream_retention
+WHERE service = ? AND provider = ?;
+
+-- name: NamespaceBytes
+-- args: service, provider, partition, after, through, namespaces
+-- The payload bytes of each listed namespace's records in (after,
+-- through]; namespaces is a JSON array of strings. (The payloads are
+-- read: InnoDB keeps no length apart from the value.)
+SELECT namespace, CAST(SUM(LENGTH(payload)) AS SIGNED)
+FROM sluice_records
+WHERE service = ? AND provider = ? AND `partition` = ?
+  AND position > ? AND position <= ?
+  AND namespace IN (SELECT l.ns FROM JSON_TABLE(?, '$[*]' COLUMNS (
+        ns VARCHAR(260) CHARACTER SET ascii PATH '$')) AS l)
+GROUP BY namespace;
+
+-- name: TrimCandidates
+-- args: service, provider, partition, after, through, limit
+-- The first records after the trimmed position, oldest first, with their
+-- payloads' sizes.
+SELECT position, namespace, appended_at, LENGTH(payload)
+FROM sluice_records
+WHERE service = ? AND provider = ? AND `partition` = ?
+  AND position > ? AND position <= ?
+ORDER BY position
+LIMIT ?;
+
 -- name: BenchCreateTable
 -- The raw-insert benchmark's table: what the database does with no sluice
 -- code in the path.

@@ -924,6 +924,218 @@ SELECT position, epoch, updated_at
 FROM sluice_checkpoints
 WHERE service = $1 AND provider = $2 AND partition = $3 AND consumer = $4;
 
+-- Streams: partition count, owners, subscriptions, progress, parked
+-- events and retention.
+
+-- name: GetStreamPartitions
+-- args: service, provider
+SELECT partitions FROM sluice_stream_config WHERE service = $1 AND provider = $2;
+
+-- name: InsertStreamPartitions
+-- args: service, provider, partitions
+INSERT INTO sluice_stream_config (service, provider, partitions, created_at)
+VALUES ($1, $2, $3::integer, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+ON CONFLICT DO NOTHING;
+
+-- name: EnsurePartitionOwner
+-- args: service, provider, partition
+-- A partition never owned gets a row with no owner and epoch 0.
+INSERT INTO sluice_partition_owners (service, provider, partition, owner, epoch, checkpoint, updated_at)
+VALUES ($1, $2, $3::integer, '', 0, 0, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+ON CONFLICT DO NOTHING;
+
+-- name: AcquirePartition
+-- args: owner, service, provider, partition
+UPDATE sluice_partition_owners
+SET owner = $1::text, epoch = epoch + 1, updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+WHERE service = $2 AND provider = $3 AND partition = $4::integer;
+
+-- name: LockPartitionOwner
+-- args: service, provider, partition
+-- The partition's owner row, locked until commit: the retention lock that
+-- subscription creation and trimming take. (Under READ COMMITTED each
+-- later statement of the transaction sees what the previous holder
+-- committed: a trim waiting here then reads the progress of a
+-- subscription created meanwhile, and a subscription creation waiting
+-- here the trimmed position of a trim that ran meanwhile.)
+SELECT owner, epoch, checkpoint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+FROM sluice_partition_owners
+WHERE service = $1 AND provider = $2 AND partition = $3::integer
+FOR UPDATE;
+
+-- name: GetPartitionOwner
+-- args: service, provider, partition
+SELECT owner, epoch, checkpoint
+FROM sluice_partition_owners
+WHERE service = $1 AND provider = $2 AND partition = $3::integer;
+
+-- name: SaveCheckpoint
+-- args: service, provider, partition, epoch, checkpoint
+-- Applies only under the partition's current epoch; the checkpoint never
+-- moves back.
+UPDATE sluice_partition_owners
+SET checkpoint = GREATEST(checkpoint, $5::bigint), updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+WHERE service = $1 AND provider = $2 AND partition = $3::integer AND epoch = $4::bigint;
+
+-- name: InsertSubscription
+-- args: service, provider, id, consumer, namespace, stream_key, partition
+INSERT INTO sluice_stream_subscriptions (service, provider, id, consumer, namespace, stream_key,
+    partition, fault, faulted_at, created_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7::integer, NULL, NULL, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+
+-- name: InsertProgress
+-- args: service, provider, partition, subscription_id, position
+INSERT INTO sluice_stream_progress (service, provider, partition, subscription_id, position, updated_at)
+VALUES ($1, $2, $3::integer, $4, $5::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+
+-- name: DeleteSubscription
+-- args: service, provider, id
+DELETE FROM sluice_stream_subscriptions WHERE service = $1 AND provider = $2 AND id = $3;
+
+-- name: DeleteSubscriptionProgress
+-- args: service, provider, id
+DELETE FROM sluice_stream_progress WHERE service = $1 AND provider = $2 AND subscription_id = $3;
+
+-- name: DeleteSubscriptionParked
+-- args: service, provider, id
+DELETE FROM sluice_stream_parked WHERE service = $1 AND provider = $2 AND subscription_id = $3;
+
+-- name: SelectSubscriptions
+-- args: service, provider, id, namespace, stream_key, by_partition, partition
+-- id, namespace and stream_key select when not empty; by_partition (0 or
+-- 1) selects the subscriptions that read a partition. Ids are listed in
+-- byte order, as the other dialects list them, whatever the collation.
+SELECT id, consumer, namespace, stream_key, partition, fault, faulted_at, created_at
+FROM sluice_stream_subscriptions
+WHERE service = $1 AND provider = $2
+  AND ($3::text = '' OR id = $3::text)
+  AND ($4::text = '' OR namespace = $4::text)
+  AND ($5::text = '' OR stream_key = $5::text)
+  AND ($6::integer = 0 OR partition = $7::integer OR partition = -1)
+ORDER BY id COLLATE "C";
+
+-- name: SetSubscriptionFault
+-- args: service, provider, id, fault
+-- An empty fault clears it.
+UPDATE sluice_stream_subscriptions
+SET fault = NULLIF($4::text, ''),
+    faulted_at = CASE WHEN $4::text = '' THEN NULL
+                      ELSE floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint END
+WHERE service = $1 AND provider = $2 AND id = $3;
+
+-- name: SelectProgress
+-- args: service, provider, partition
+SELECT subscription_id, position
+FROM sluice_stream_progress
+WHERE service = $1 AND provider = $2 AND partition = $3::integer;
+
+-- name: UpsertProgress
+-- args: service, provider, partition, rows
+-- rows: [{"id":subscription_id,"p":position}], ids distinct. A
+-- subscription deleted meanwhile gets no row back: the subscription's row
+-- is locked FOR KEY SHARE while its progress is written, so a concurrent
+-- DeleteSubscription either waits for this transaction (and its
+-- DeleteSubscriptionProgress, a later statement, then deletes the row
+-- written here) or commits first (and the row is not found).
+INSERT INTO sluice_stream_progress (service, provider, partition, subscription_id, position, updated_at)
+SELECT $1::text, $2::text, $3::integer, r.id, r.p, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+FROM json_to_recordset($4::json) AS r(id text, p bigint)
+WHERE EXISTS (SELECT 1 FROM sluice_stream_subscriptions s
+              WHERE s.service = $1::text AND s.provider = $2::text AND s.id = r.id
+              FOR KEY SHARE)
+ON CONFLICT (service, provider, partition, subscription_id) DO UPDATE
+SET position = excluded.position, updated_at = excluded.updated_at;
+
+-- name: MinProgress
+-- args: service, provider, partition
+-- The lowest stored position of a subscription on the partition (NULL
+-- when none reads it).
+SELECT MIN(position)
+FROM sluice_stream_progress
+WHERE service = $1 AND provider = $2 AND partition = $3::integer;
+
+-- name: InsertParked
+-- args: service, provider, subscription_id, rows
+-- rows: [{"pa":partition,"po":position,"ns":namespace,"k":key,
+--         "pr":properties_json,"p":payload_hex,"at":appended_at,
+--         "e":error,"n":attempts}]; a row parked again is replaced. An
+-- event listed twice counts once, as its last row (ON CONFLICT DO UPDATE
+-- refuses to update a row twice in one statement).
+INSERT INTO sluice_stream_parked (service, provider, subscription_id, partition, position,
+    namespace, stream_key, properties, payload, appended_at, error, attempts, parked_at)
+SELECT DISTINCT ON (r.pa, r.po)
+       $1::text, $2::text, $3::text, r.pa, r.po, r.ns, r.k,
+       r.pr, decode(r.p, 'hex'), r.at, r.e, r.n, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+FROM ROWS FROM (json_to_recordset($4::json) AS (pa integer, po bigint, ns text, k text,
+    pr text, p text, at bigint, e text, n integer)) WITH ORDINALITY AS r(pa, po, ns, k, pr, p, at, e, n, i)
+ORDER BY r.pa, r.po, r.i DESC
+ON CONFLICT (service, provider, subscription_id, partition, position) DO UPDATE
+SET error = excluded.error, attempts = excluded.attempts, parked_at = excluded.parked_at;
+
+-- name: SelectParked
+-- args: service, provider, subscription_id, after_partition, after_position, limit
+SELECT partition, position, namespace, stream_key, properties, payload, appended_at,
+       error, attempts, parked_at
+FROM sluice_stream_parked
+WHERE service = $1 AND provider = $2 AND subscription_id = $3
+  AND (partition, position) > ($4::integer, $5::bigint)
+ORDER BY partition, position
+LIMIT $6;
+
+-- name: DeleteParked
+-- args: service, provider, subscription_id, rows
+-- rows: [{"pa":partition,"po":position}], distinct; matched on the whole
+-- primary key, as the lists above are.
+DELETE FROM sluice_stream_parked
+WHERE (service, provider, subscription_id, partition, position) IN (
+    SELECT $1::text, $2::text, $3::text, r.pa, r.po
+    FROM json_to_recordset($4::json) AS r(pa integer, po bigint));
+
+-- name: UpsertRetention
+-- args: service, provider, namespace, max_age_ms, max_bytes
+INSERT INTO sluice_stream_retention (service, provider, namespace, max_age_ms, max_bytes)
+VALUES ($1, $2, $3, $4::bigint, $5::bigint)
+ON CONFLICT (service, provider, namespace) DO UPDATE
+SET max_age_ms = excluded.max_age_ms, max_bytes = excluded.max_bytes;
+
+-- name: DeleteRetention
+-- args: service, provider, namespace
+DELETE FROM sluice_stream_retention WHERE service = $1 AND provider = $2 AND namespace = $3;
+
+-- name: SelectRetention
+-- args: service, provider, namespace
+SELECT max_age_ms, max_bytes
+FROM sluice_stream_retention
+WHERE service = $1 AND provider = $2 AND namespace = $3;
+
+-- name: SelectRetentions
+-- args: service, provider
+SELECT namespace, max_age_ms, max_bytes
+FROM sluice_stream_retention
+WHERE service = $1 AND provider = $2;
+
+-- name: NamespaceBytes
+-- args: service, provider, partition, after, through, namespaces
+-- The payload bytes of each listed namespace's records in (after, through];
+-- namespaces is a JSON array of strings.
+SELECT namespace, SUM(octet_length(payload))::bigint
+FROM sluice_records
+WHERE service = $1 AND provider = $2 AND partition = $3::integer
+  AND position > $4::bigint AND position <= $5::bigint
+  AND namespace IN (SELECT json_array_elements_text($6::json))
+GROUP BY namespace;
+
+-- name: TrimCandidates
+-- args: service, provider, partition, after, through, limit
+-- The first records after the trimmed position, oldest first, without
+-- their payloads.
+SELECT position, namespace, appended_at, octet_length(payload)::bigint
+FROM sluice_records
+WHERE service = $1 AND provider = $2 AND partition = $3::integer
+  AND position > $4::bigint AND position <= $5::bigint
+ORDER BY position
+LIMIT $6;
+
 -- name: BenchCreateTable
 -- The raw-insert benchmark's table: what the database does with no sluice
 -- code in the path.

@@ -659,6 +659,196 @@ SELECT position, epoch, updated_at
 FROM sluice_checkpoints
 WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND consumer = ?4;
 
+-- Streams: partition count, owners, subscriptions, progress, parked
+-- events and retention.
+
+-- name: GetStreamPartitions
+-- args: service, provider
+SELECT partitions FROM sluice_stream_config WHERE service = ?1 AND provider = ?2;
+
+-- name: InsertStreamPartitions
+-- args: service, provider, partitions
+INSERT INTO sluice_stream_config (service, provider, partitions, created_at)
+VALUES (?1, ?2, ?3, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+ON CONFLICT DO NOTHING;
+
+-- name: EnsurePartitionOwner
+-- args: service, provider, partition
+-- A partition never owned gets a row with no owner and epoch 0.
+INSERT INTO sluice_partition_owners (service, provider, partition, owner, epoch, checkpoint, updated_at)
+VALUES (?1, ?2, ?3, '', 0, 0, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+ON CONFLICT DO NOTHING;
+
+-- name: AcquirePartition
+-- args: owner, service, provider, partition
+UPDATE sluice_partition_owners SET owner = ?1, epoch = epoch + 1, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+WHERE service = ?2 AND provider = ?3 AND partition = ?4;
+
+-- name: LockPartitionOwner
+-- args: service, provider, partition
+-- The partition's owner row, locked until commit: the retention lock that
+-- subscription creation and trimming take.
+SELECT owner, epoch, checkpoint, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+FROM sluice_partition_owners
+WHERE service = ?1 AND provider = ?2 AND partition = ?3;
+
+-- name: GetPartitionOwner
+-- args: service, provider, partition
+SELECT owner, epoch, checkpoint
+FROM sluice_partition_owners
+WHERE service = ?1 AND provider = ?2 AND partition = ?3;
+
+-- name: SaveCheckpoint
+-- args: service, provider, partition, epoch, checkpoint
+-- Applies only under the partition's current epoch; the checkpoint never
+-- moves back.
+UPDATE sluice_partition_owners SET checkpoint = max(checkpoint, ?5), updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND epoch = ?4;
+
+-- name: InsertSubscription
+-- args: service, provider, id, consumer, namespace, stream_key, partition
+INSERT INTO sluice_stream_subscriptions (service, provider, id, consumer, namespace, stream_key,
+    partition, fault, faulted_at, created_at)
+VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, NULL, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER));
+
+-- name: InsertProgress
+-- args: service, provider, partition, subscription_id, position
+INSERT INTO sluice_stream_progress (service, provider, partition, subscription_id, position, updated_at)
+VALUES (?1, ?2, ?3, ?4, ?5, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER));
+
+-- name: DeleteSubscription
+-- args: service, provider, id
+DELETE FROM sluice_stream_subscriptions WHERE service = ?1 AND provider = ?2 AND id = ?3;
+
+-- name: DeleteSubscriptionProgress
+-- args: service, provider, id
+DELETE FROM sluice_stream_progress WHERE service = ?1 AND provider = ?2 AND subscription_id = ?3;
+
+-- name: DeleteSubscriptionParked
+-- args: service, provider, id
+DELETE FROM sluice_stream_parked WHERE service = ?1 AND provider = ?2 AND subscription_id = ?3;
+
+-- name: SelectSubscriptions
+-- args: service, provider, id, namespace, stream_key, by_partition, partition
+-- id, namespace and stream_key select when not empty; by_partition (0 or
+-- 1) selects the subscriptions that read a partition.
+SELECT id, consumer, namespace, stream_key, partition, fault, faulted_at, created_at
+FROM sluice_stream_subscriptions
+WHERE service = ?1 AND provider = ?2
+  AND (?3 = '' OR id = ?3)
+  AND (?4 = '' OR namespace = ?4)
+  AND (?5 = '' OR stream_key = ?5)
+  AND (?6 = 0 OR partition = ?7 OR partition = -1)
+ORDER BY id;
+
+-- name: SetSubscriptionFault
+-- args: service, provider, id, fault
+UPDATE sluice_stream_subscriptions
+SET fault = NULLIF(?4, ''), faulted_at = CASE WHEN ?4 = '' THEN NULL ELSE CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) END
+WHERE service = ?1 AND provider = ?2 AND id = ?3;
+
+-- name: SelectProgress
+-- args: service, provider, partition
+SELECT subscription_id, position
+FROM sluice_stream_progress
+WHERE service = ?1 AND provider = ?2 AND partition = ?3;
+
+-- name: UpsertProgress
+-- args: service, provider, partition, rows
+-- rows: [{"id":subscription_id,"p":position}]. A subscription deleted
+-- meanwhile gets no row back.
+INSERT INTO sluice_stream_progress (service, provider, partition, subscription_id, position, updated_at)
+SELECT ?1, ?2, ?3, r.value ->> 'id', r.value ->> 'p', CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+FROM json_each(?4) AS r
+WHERE EXISTS (SELECT 1 FROM sluice_stream_subscriptions s
+              WHERE s.service = ?1 AND s.provider = ?2 AND s.id = r.value ->> 'id')
+ON CONFLICT (service, provider, partition, subscription_id) DO UPDATE
+SET position = excluded.position, updated_at = excluded.updated_at;
+
+-- name: MinProgress
+-- args: service, provider, partition
+-- The lowest stored position of a subscription on the partition (NULL
+-- when none reads it).
+SELECT MIN(position)
+FROM sluice_stream_progress
+WHERE service = ?1 AND provider = ?2 AND partition = ?3;
+
+-- name: InsertParked
+-- args: service, provider, subscription_id, rows
+-- rows: [{"pa":partition,"po":position,"ns":namespace,"k":key,
+--         "pr":properties_json,"p":payload_hex,"at":appended_at,
+--         "e":error,"n":attempts}]; a row parked again is replaced.
+INSERT INTO sluice_stream_parked (service, provider, subscription_id, partition, position,
+    namespace, stream_key, properties, payload, appended_at, error, attempts, parked_at)
+SELECT ?1, ?2, ?3, r.value ->> 'pa', r.value ->> 'po', r.value ->> 'ns', r.value ->> 'k',
+       r.value ->> 'pr', unhex(r.value ->> 'p'), r.value ->> 'at', r.value ->> 'e', r.value ->> 'n', CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+FROM json_each(?4) AS r
+WHERE true
+ON CONFLICT (service, provider, subscription_id, partition, position) DO UPDATE
+SET error = excluded.error, attempts = excluded.attempts, parked_at = excluded.parked_at;
+
+-- name: SelectParked
+-- args: service, provider, subscription_id, after_partition, after_position, limit
+SELECT partition, position, namespace, stream_key, properties, payload, appended_at,
+       error, attempts, parked_at
+FROM sluice_stream_parked
+WHERE service = ?1 AND provider = ?2 AND subscription_id = ?3
+  AND (partition, position) > (?4, ?5)
+ORDER BY partition, position
+LIMIT ?6;
+
+-- name: DeleteParked
+-- args: service, provider, subscription_id, rows
+-- rows: [{"pa":partition,"po":position}]
+DELETE FROM sluice_stream_parked
+WHERE service = ?1 AND provider = ?2 AND subscription_id = ?3
+  AND (partition, position) IN (
+    SELECT r.value ->> 'pa', r.value ->> 'po' FROM json_each(?4) AS r);
+
+-- name: UpsertRetention
+-- args: service, provider, namespace, max_age_ms, max_bytes
+INSERT INTO sluice_stream_retention (service, provider, namespace, max_age_ms, max_bytes)
+VALUES (?1, ?2, ?3, ?4, ?5)
+ON CONFLICT (service, provider, namespace) DO UPDATE
+SET max_age_ms = excluded.max_age_ms, max_bytes = excluded.max_bytes;
+
+-- name: DeleteRetention
+-- args: service, provider, namespace
+DELETE FROM sluice_stream_retention WHERE service = ?1 AND provider = ?2 AND namespace = ?3;
+
+-- name: SelectRetention
+-- args: service, provider, namespace
+SELECT max_age_ms, max_bytes
+FROM sluice_stream_retention
+WHERE service = ?1 AND provider = ?2 AND namespace = ?3;
+
+-- name: SelectRetentions
+-- args: service, provider
+SELECT namespace, max_age_ms, max_bytes
+FROM sluice_stream_retention
+WHERE service = ?1 AND provider = ?2;
+
+-- name: NamespaceBytes
+-- args: service, provider, partition, after, through, namespaces
+-- The payload bytes of each listed namespace's records in (after, through].
+SELECT namespace, SUM(length(payload))
+FROM sluice_records
+WHERE service = ?1 AND provider = ?2 AND partition = ?3
+  AND position > ?4 AND position <= ?5
+  AND namespace IN (SELECT value FROM json_each(?6))
+GROUP BY namespace;
+
+-- name: TrimCandidates
+-- args: service, provider, partition, after, through, limit
+-- The first records after the trimmed position, oldest first, without
+-- their payloads.
+SELECT position, namespace, appended_at, length(payload)
+FROM sluice_records
+WHERE service = ?1 AND provider = ?2 AND partition = ?3
+  AND position > ?4 AND position <= ?5
+ORDER BY position
+LIMIT ?6;
+
 -- name: BenchCreateTable
 -- The raw-insert benchmark's table: what the database does with no sluice
 -- code in the path.

@@ -1,0 +1,623 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// agent pulls one partition: it reads the log into its cache, walks one
+// cursor per subscription over it, hands each subscription's events to
+// its consumer in order per stream, and stores progress. One goroutine
+// owns all of its state; deliveries run in goroutines of their own and
+// report back on results.
+type agent struct {
+	n         *Node
+	partition int32
+	epoch     int64
+	cache     Cache
+	log       *slog.Logger
+
+	subs       map[string]*subState
+	checkpoint int64 // last checkpoint stored
+	trimmedAt  int64 // checkpoint when retention last trimmed
+	readWait   time.Duration
+	nextRead   time.Time
+	avgSize    int64
+	rewindTo   int64 // > 0: reset the cache to read after rewindTo-1
+	refreshed  time.Time
+
+	results chan result
+	wg      sync.WaitGroup
+	// deliveries carries the context of deliveries: cancelled when a
+	// stop's deadline passes.
+	deliveries context.Context
+	cancel     context.CancelFunc
+
+	stop chan context.Context
+	done chan struct{}
+	err  error
+
+	statsMu sync.Mutex
+	stats   PartitionStats
+}
+
+// subState is a subscription as an agent runs it.
+type subState struct {
+	sub store.Subscription
+	// c is the subscription's consumer on this node: nil when none is
+	// registered, and then the subscription neither reads nor moves.
+	c *Consumer
+	// cursor: every record at or below it was examined (queued for
+	// delivery, or of no concern).
+	cursor int64
+	// unresolved holds the positions queued or in delivery, ascending;
+	// resolved marks those done, dropped from the front lazily.
+	unresolved []int64
+	resolved   map[int64]bool
+	streams    map[string]*streamQueue
+	ready      []string // streams with events waiting and none in delivery
+	inflight   int
+	saved      int64
+	faulted    bool
+	// gen counts halts: a delivery started before one reports to nothing.
+	gen int
+}
+
+// streamQueue is one stream's events waiting for one subscription, in
+// order; the first is in delivery when busy. It holds copies: the cache
+// may drop or reuse its slots (a reset, a halted subscription that no
+// longer pins it).
+type streamQueue struct {
+	items []sluicetype.Record
+	busy  bool
+}
+
+// result is a finished delivery.
+type result struct {
+	s        *subState
+	gen      int
+	key      string
+	pos      int64
+	err      error
+	attempts int
+	// stopped: the delivery neither succeeded nor gave up (shutdown, or
+	// parking failed); the event stays unresolved.
+	stopped bool
+	// fault: the consumer's policy faults the subscription.
+	fault bool
+}
+
+// safe is the subscription's position: every record at or below it is
+// done (delivered, parked, or of no concern).
+func (s *subState) safe() int64 {
+	for len(s.unresolved) > 0 && s.resolved[s.unresolved[0]] {
+		delete(s.resolved, s.unresolved[0])
+		s.unresolved = s.unresolved[1:]
+	}
+	if len(s.unresolved) > 0 {
+		return s.unresolved[0] - 1
+	}
+	return s.cursor
+}
+
+// halt stops a subscription (faulted): what it queued or has in delivery
+// is dropped, and its cursor goes back to its position, so that it reads
+// them again when it resumes.
+func (s *subState) halt() {
+	s.cursor = s.safe()
+	s.unresolved, s.resolved = nil, make(map[int64]bool)
+	s.streams, s.ready = make(map[string]*streamQueue), nil
+	s.faulted = true
+	s.gen++
+}
+
+// active reports whether the subscription delivers on this node.
+func (s *subState) active() bool { return s.c != nil && !s.faulted }
+
+func (s *subState) matches(r *sluicetype.Record) bool {
+	return r.Namespace == s.sub.Namespace && (s.sub.Key == "" || r.Key == s.sub.Key)
+}
+
+func newAgent(n *Node, partition int32, owner store.PartitionOwner) *agent {
+	dctx, cancel := context.WithCancel(context.Background())
+	return &agent{
+		n: n, partition: partition, epoch: owner.Epoch, checkpoint: owner.Checkpoint, trimmedAt: -1,
+		cache: NewCache(n.cfg.CacheRecords, n.cfg.CacheBytes),
+		log:   n.cfg.Logger.With("partition", partition, "epoch", owner.Epoch),
+		subs:  make(map[string]*subState), readWait: n.cfg.PollInterval,
+		results:    make(chan result, 64),
+		deliveries: dctx, cancel: cancel,
+		stop: make(chan context.Context, 1), done: make(chan struct{}),
+	}
+}
+
+// run is the agent's loop; it returns when stopped (after finishing or
+// abandoning its deliveries and storing final progress), or fenced.
+func (a *agent) run() {
+	defer close(a.done)
+	defer a.cancel()
+	wake, unwatch := a.n.st.WatchPartition(a.partition)
+	defer unwatch()
+	refresh, unrefresh := a.n.watchSubscriptions()
+	defer unrefresh()
+	if err := a.load(); err != nil {
+		a.err = err
+		a.log.Error("sluice: stream agent cannot start", "err", err)
+		return
+	}
+	tick := time.NewTicker(a.n.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		a.step()
+		if a.err != nil {
+			stopped, cancel := context.WithCancel(context.Background())
+			cancel()
+			a.shutdown(stopped)
+			return
+		}
+		select {
+		case r := <-a.results:
+			a.resolve(r)
+			a.drainResults()
+		case <-wake:
+			a.nextRead = time.Time{}
+		case <-refresh:
+			a.refreshed = time.Time{}
+		case <-tick.C:
+		case ctx := <-a.stop:
+			a.shutdown(ctx)
+			return
+		}
+	}
+}
+
+func (a *agent) drainResults() {
+	for {
+		select {
+		case r := <-a.results:
+			a.resolve(r)
+		default:
+			return
+		}
+	}
+}
+
+// step does whatever is due: refresh subscriptions, read, dispatch,
+// purge, store progress, trim.
+func (a *agent) step() {
+	now := time.Now()
+	if now.Sub(a.refreshed) >= a.n.cfg.RefreshInterval {
+		if err := a.refreshSubs(); err != nil {
+			a.log.Warn("sluice: stream agent cannot list subscriptions", "err", err)
+		}
+		a.refreshed = now
+	}
+	for !now.Before(a.nextRead) {
+		got, err := a.read()
+		if err != nil {
+			a.log.Warn("sluice: stream agent cannot read", "err", err)
+			a.readWait = a.n.cfg.IdlePollInterval
+		}
+		if got > 0 {
+			a.readWait = a.n.cfg.PollInterval
+			a.dispatch()
+			a.purge()
+			continue // read on while there is room and data
+		}
+		if err == nil && a.full() {
+			a.readWait = a.n.cfg.PollInterval
+		} else if err == nil {
+			a.readWait = min(2*a.readWait, a.n.cfg.IdlePollInterval)
+		}
+		a.nextRead = now.Add(a.readWait)
+	}
+	a.dispatch()
+	a.purge()
+	if a.rewindTo > 0 {
+		a.cache.Reset(a.rewindTo - 1)
+		a.rewindTo = 0
+		a.nextRead = time.Time{}
+	}
+	a.save(false)
+	a.trim()
+	a.publishStats()
+}
+
+func (a *agent) full() bool {
+	n, _ := a.cache.Room()
+	return n == 0
+}
+
+// load reads the partition's stored progress and subscriptions, and
+// starts the cache at the lowest position a subscription here needs.
+func (a *agent) load() error {
+	ctx, cancel := context.WithTimeout(context.Background(), a.n.cfg.RefreshInterval+10*time.Second)
+	defer cancel()
+	if err := a.refreshSubsCtx(ctx); err != nil {
+		return err
+	}
+	a.refreshed = time.Now()
+	from := a.checkpoint
+	first := true
+	for _, s := range a.subs {
+		if s.active() && (first || s.cursor < from) {
+			from, first = s.cursor, false
+		}
+	}
+	a.cache.Reset(from)
+	a.rewindTo = 0
+	return nil
+}
+
+func (a *agent) refreshSubs() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return a.refreshSubsCtx(ctx)
+}
+
+// refreshSubsCtx brings the subscriptions up to date with the database:
+// new ones start at their stored position, deleted ones stop, faults set
+// or cleared elsewhere apply.
+func (a *agent) refreshSubsCtx(ctx context.Context) error {
+	part := a.partition
+	subs, err := a.n.st.Subscriptions(ctx, &store.SubscriptionFilter{Partition: &part})
+	if err != nil {
+		return err
+	}
+	var positions map[string]int64
+	seen := make(map[string]bool, len(subs))
+	for _, sub := range subs {
+		seen[sub.ID] = true
+		s, ok := a.subs[sub.ID]
+		if !ok {
+			if positions == nil {
+				pp, err := a.n.st.Progress(ctx, a.partition)
+				if err != nil {
+					return err
+				}
+				positions = pp.Positions
+			}
+			pos, ok := positions[sub.ID]
+			if !ok {
+				continue // created a moment ago: its progress row comes with it
+			}
+			s = &subState{sub: sub, cursor: pos, saved: pos, resolved: make(map[int64]bool),
+				streams: make(map[string]*streamQueue)}
+			if c, ok := a.n.consumers[sub.Consumer]; ok {
+				s.c = c
+			}
+			a.subs[sub.ID] = s
+			a.log.Debug("sluice: stream subscription joins", "subscription", sub.ID, "position", pos, "handled", s.c != nil)
+		}
+		s.sub = sub
+		switch {
+		case s.faulted && sub.Fault == "":
+			s.faulted = false
+		case !s.faulted && sub.Fault != "":
+			s.halt() // faulted on another partition
+		}
+		if s.active() && s.cursor+1 < a.cache.First() && (a.rewindTo == 0 || s.cursor+1 < a.rewindTo) {
+			a.rewindTo = s.cursor + 1
+		}
+	}
+	for id := range a.subs {
+		if !seen[id] {
+			delete(a.subs, id)
+		}
+	}
+	return nil
+}
+
+// read adds a batch of records to the cache, as many as it has room for.
+func (a *agent) read() (int, error) {
+	room, bytes := a.cache.Room()
+	if room == 0 {
+		return 0, nil
+	}
+	max := min(room, a.n.cfg.ReadBatch)
+	if a.avgSize > 0 {
+		max = int(min(int64(max), bytes/a.avgSize+1))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	after := a.cache.Next() - 1
+	recs, err := a.n.st.Read(ctx, &store.ReadParams{Partition: a.partition, After: after, Max: max})
+	if errors.Is(err, sluicetype.ErrTrimmed) {
+		return 0, a.skipTrimmed(ctx, after)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(recs) > 0 {
+		var total int64
+		for i := range recs {
+			total += recordSize(&recs[i])
+		}
+		a.avgSize = total / int64(len(recs))
+		a.cache.Add(recs)
+	}
+	return len(recs), nil
+}
+
+// skipTrimmed handles records retention deleted before every
+// subscription here was done with them, which its holds should prevent:
+// each subscription that had not read them is faulted, loudly, and the
+// cache moves past the gap.
+func (a *agent) skipTrimmed(ctx context.Context, after int64) error {
+	info, err := a.n.st.PartitionInfo(ctx, a.partition)
+	if err != nil {
+		return err
+	}
+	for id, s := range a.subs {
+		if s.active() && s.cursor < info.Trimmed {
+			reason := fmt.Sprintf("retention trimmed partition %d through %d; the subscription had read through %d", a.partition, info.Trimmed, s.cursor)
+			a.log.Error("sluice: stream subscription lost records to retention", "subscription", id, "reason", reason)
+			if err := a.n.st.FaultSubscription(ctx, id, reason); err != nil {
+				return err
+			}
+			s.faulted = true
+		}
+	}
+	a.cache.Reset(max(after, info.Trimmed))
+	return nil
+}
+
+// dispatch walks each active subscription's cursor over the cache,
+// queueing the events that concern it, and starts deliveries up to the
+// consumer's concurrency, one per stream at a time.
+func (a *agent) dispatch() {
+	next := a.cache.Next()
+	for _, s := range a.subs {
+		if !s.active() {
+			continue
+		}
+		for s.cursor+1 < next {
+			pos := s.cursor + 1
+			r, ok := a.cache.Get(pos)
+			if !ok {
+				if pos < a.cache.First() {
+					if a.rewindTo == 0 || pos < a.rewindTo {
+						a.rewindTo = pos
+					}
+					break
+				}
+				s.cursor = pos // a gap in the log
+				continue
+			}
+			if s.matches(r) {
+				q := s.streams[r.Key]
+				if q == nil {
+					q = &streamQueue{}
+					s.streams[r.Key] = q
+				}
+				q.items = append(q.items, *r)
+				if len(q.items) == 1 && !q.busy {
+					s.ready = append(s.ready, r.Key)
+				}
+				s.unresolved = append(s.unresolved, pos)
+			}
+			s.cursor = pos
+		}
+		for s.inflight < s.c.MaxConcurrency && len(s.ready) > 0 {
+			key := s.ready[0]
+			s.ready = s.ready[1:]
+			q := s.streams[key]
+			if q == nil || q.busy || len(q.items) == 0 {
+				continue
+			}
+			q.busy = true
+			s.inflight++
+			a.wg.Add(1)
+			go a.deliver(s, s.c, s.sub.ID, s.gen, q.items[0])
+		}
+	}
+}
+
+// deliver runs in its own goroutine: it delivers one event, applies the
+// failure policy if every attempt failed, and reports.
+// It reads nothing of s, which the agent's goroutine owns.
+func (a *agent) deliver(s *subState, c *Consumer, id string, gen int, rec sluicetype.Record) {
+	defer a.wg.Done()
+	r := &rec
+	attempts, stopped, err := c.deliver(a.deliveries, eventOf(r, a.partition, id))
+	res := result{s: s, gen: gen, key: r.Key, pos: r.Position, err: err, attempts: attempts, stopped: stopped}
+	if err != nil && !stopped {
+		a.log.Warn("sluice: stream delivery failed", "subscription", id, "stream", r.Namespace+"/"+r.Key,
+			"position", r.Position, "attempts", attempts, "policy", c.OnFailure, "err", err)
+		if c.OnFailure == Fault {
+			res.fault = true
+		} else {
+			res.stopped = !a.park(id, r, err, attempts)
+		}
+	}
+	a.results <- res
+}
+
+// park stores a given-up event among its subscription's parked events,
+// retrying until it is stored or the agent's deliveries are cancelled.
+func (a *agent) park(sub string, r *sluicetype.Record, cause error, attempts int) bool {
+	ev := store.ParkedEvent{Partition: a.partition, Record: *r, Error: store.Truncate(cause.Error(), store.MaxReasonLen), Attempts: attempts}
+	wait := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(a.deliveries, 10*time.Second)
+		err := a.n.st.Park(ctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev}})
+		cancel()
+		if err == nil {
+			return true
+		}
+		a.log.Warn("sluice: cannot park a stream event", "subscription", sub, "position", r.Position, "err", err)
+		select {
+		case <-a.deliveries.Done():
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+// resolve applies a finished delivery.
+func (a *agent) resolve(r result) {
+	s := r.s
+	s.inflight--
+	q := s.streams[r.key]
+	if cur, ok := a.subs[s.sub.ID]; !ok || cur != s || r.gen != s.gen || q == nil {
+		return // unsubscribed or halted meanwhile
+	}
+	q.busy = false
+	switch {
+	case r.stopped:
+		return // stays unresolved; delivered again after a restart
+	case r.fault:
+		reason := fmt.Sprintf("event at position %d of partition %d (stream %s) failed %d times: %v",
+			r.pos, a.partition, r.key, r.attempts, r.err)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := a.n.st.FaultSubscription(ctx, s.sub.ID, reason)
+		cancel()
+		if err != nil {
+			a.log.Error("sluice: cannot record a stream subscription's fault", "subscription", s.sub.ID, "err", err)
+		}
+		s.halt()
+		s.sub.Fault = reason
+		return
+	}
+	q.items[0] = sluicetype.Record{}
+	q.items = q.items[1:]
+	s.resolved[r.pos] = true
+	if len(q.items) > 0 {
+		s.ready = append(s.ready, r.key)
+	} else {
+		delete(s.streams, r.key)
+	}
+}
+
+// purge drops the cached records every active subscription is done with.
+func (a *agent) purge() {
+	through := a.cache.Next() - 1
+	for _, s := range a.subs {
+		if s.active() {
+			through = min(through, s.safe())
+		}
+	}
+	a.cache.Purge(through)
+}
+
+// save stores changed positions and the checkpoint: the lowest position
+// of any subscription of the partition, handled here or not, and never
+// past what this agent read. Unless forced, at most once per
+// ProgressInterval.
+func (a *agent) save(force bool) {
+	if !force && time.Since(a.stats.SavedAt) < a.n.cfg.ProgressInterval {
+		return
+	}
+	checkpoint := a.cache.Next() - 1
+	changed := make(map[string]int64)
+	for id, s := range a.subs {
+		pos := s.cursor
+		if s.c != nil {
+			pos = s.safe()
+		}
+		checkpoint = min(checkpoint, pos)
+		if pos != s.saved {
+			changed[id] = pos
+		}
+	}
+	if checkpoint <= a.checkpoint && len(changed) == 0 {
+		a.setSaved()
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := a.n.st.SaveProgress(ctx, &store.ProgressParams{Partition: a.partition, Epoch: a.epoch,
+		Checkpoint: max(checkpoint, a.checkpoint), Positions: changed})
+	if errors.Is(err, sluicetype.ErrFenced) {
+		a.err = err
+		a.log.Warn("sluice: stream partition owned by another node now", "err", err)
+		return
+	}
+	if err != nil {
+		a.log.Warn("sluice: cannot store stream progress", "err", err)
+		return
+	}
+	a.checkpoint = max(checkpoint, a.checkpoint)
+	for id, pos := range changed {
+		a.subs[id].saved = pos
+	}
+	a.setSaved()
+}
+
+func (a *agent) setSaved() {
+	a.statsMu.Lock()
+	a.stats.SavedAt = time.Now()
+	a.statsMu.Unlock()
+}
+
+// trim lets retention delete what the checkpoint passed, at most once per
+// TrimInterval.
+func (a *agent) trim() {
+	if a.checkpoint <= a.trimmedAt || time.Since(a.stats.TrimmedAt) < a.n.cfg.TrimInterval {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const batch = 1000
+	for range 10 {
+		n, err := a.n.st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: a.partition, Max: batch})
+		if err != nil {
+			a.log.Warn("sluice: cannot trim a stream partition", "err", err)
+			return
+		}
+		if n < batch {
+			break
+		}
+	}
+	a.trimmedAt = a.checkpoint
+	a.statsMu.Lock()
+	a.stats.TrimmedAt = time.Now()
+	a.statsMu.Unlock()
+}
+
+// shutdown stops admitting work, waits for deliveries in progress until
+// ctx ends, then cancels the rest, and stores final progress.
+func (a *agent) shutdown(ctx context.Context) {
+wait:
+	for a.inflightTotal() > 0 {
+		select {
+		case r := <-a.results:
+			a.resolve(r)
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	a.cancel()
+	go func() {
+		a.wg.Wait()
+		close(a.results)
+	}()
+	for r := range a.results {
+		a.resolve(r)
+	}
+	a.finalSave()
+}
+
+func (a *agent) finalSave() {
+	if a.err != nil {
+		return // fenced: nothing more may be written
+	}
+	a.save(true)
+	a.publishStats()
+}
+
+func (a *agent) inflightTotal() int {
+	n := 0
+	for _, s := range a.subs {
+		n += s.inflight
+	}
+	return n
+}

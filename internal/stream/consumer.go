@@ -1,0 +1,183 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// Event is one event delivered to a handler.
+type Event struct {
+	// Namespace and Key name the stream.
+	Namespace string
+	Key       string
+	// Partition and Position place the event in the partition log.
+	Partition int32
+	Position  int64
+	// Subscription is the handle of the subscription it is delivered to.
+	Subscription string
+	// Attempt counts deliveries of this event to this subscription,
+	// from 1.
+	Attempt    int
+	Properties map[string]string
+	Body       []byte
+	AppendedAt time.Time
+}
+
+// Handler handles one event. It is called for one event of a stream at a
+// time; an error or a panic is a failed delivery, retried with backoff.
+// It should return when ctx ends: the delivery time is bounded.
+type Handler func(ctx context.Context, ev *Event) error
+
+// FailurePolicy says what happens to an event whose deliveries all
+// failed.
+type FailurePolicy int
+
+const (
+	// Park stores the event with its error among the subscription's
+	// parked events, to list and replay later, and moves on.
+	Park FailurePolicy = iota
+	// Fault stops the subscription: it delivers nothing more until its
+	// fault is cleared, and records why.
+	Fault
+)
+
+func (p FailurePolicy) String() string {
+	if p == Fault {
+		return "fault"
+	}
+	return "park"
+}
+
+// Consumer is a named handler registered on a node, with how its
+// deliveries run.
+type Consumer struct {
+	Name    string
+	Handler Handler
+	// Namespace, when set, subscribes the consumer to every stream of the
+	// namespace (an implicit subscription).
+	Namespace string
+	// MaxConcurrency bounds the streams handled at once per subscription
+	// and partition (default 8).
+	MaxConcurrency int
+	// DeliveryTimeout bounds one delivery (default 1 min).
+	DeliveryTimeout time.Duration
+	// MaxAttempts bounds the deliveries of one event (default 5).
+	MaxAttempts int
+	// RetryBackoff is the wait after the first failure, doubled after each
+	// one up to MaxRetryBackoff (defaults 100 ms and 10 s).
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+	// OnFailure applies once an event's attempts are used up (default
+	// Park).
+	OnFailure FailurePolicy
+}
+
+// Consumer defaults.
+const (
+	DefaultMaxConcurrency  = 8
+	DefaultDeliveryTimeout = time.Minute
+	DefaultMaxAttempts     = 5
+	DefaultRetryBackoff    = 100 * time.Millisecond
+	DefaultMaxRetryBackoff = 10 * time.Second
+)
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Consumer) WithDefaults() Consumer {
+	if c.MaxConcurrency <= 0 {
+		c.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if c.DeliveryTimeout <= 0 {
+		c.DeliveryTimeout = DefaultDeliveryTimeout
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = DefaultRetryBackoff
+	}
+	if c.MaxRetryBackoff <= 0 {
+		c.MaxRetryBackoff = DefaultMaxRetryBackoff
+	}
+	return c
+}
+
+// errDeliveryTimeout reports a handler that did not return within its
+// delivery time.
+var errDeliveryTimeout = errors.New("delivery timed out")
+
+// PanicError is a handler's panic, as the failed delivery's error.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+
+// call runs one delivery attempt. A handler that ignores its context and
+// outlives the delivery time is abandoned: the attempt fails, and the
+// handler's goroutine ends whenever the handler returns.
+func (c *Consumer) call(ctx context.Context, ev *Event) error {
+	ctx, cancel := context.WithTimeout(ctx, c.DeliveryTimeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				done <- &PanicError{Value: v, Stack: debug.Stack()}
+			}
+		}()
+		done <- c.Handler(ctx, ev)
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(100 * time.Millisecond):
+		}
+		if ctx.Err() == context.DeadlineExceeded {
+			return fmt.Errorf("%w after %v", errDeliveryTimeout, c.DeliveryTimeout)
+		}
+		return ctx.Err()
+	}
+}
+
+// deliver delivers an event until it succeeds or its attempts are used
+// up, waiting with backoff between attempts. It returns the number of
+// attempts and the last error; ctx ending stops it (stopped is true: the
+// event is neither delivered nor given up on).
+func (c *Consumer) deliver(ctx context.Context, ev Event) (attempts int, stopped bool, err error) {
+	wait := c.RetryBackoff
+	for attempts = 1; ; attempts++ {
+		e := ev
+		e.Attempt = attempts
+		if err = c.call(ctx, &e); err == nil {
+			return attempts, false, nil
+		}
+		if ctx.Err() != nil {
+			return attempts, true, err
+		}
+		if attempts >= c.MaxAttempts {
+			return attempts, false, err
+		}
+		select {
+		case <-ctx.Done():
+			return attempts, true, err
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, c.MaxRetryBackoff)
+	}
+}
+
+// eventOf makes the event a record is delivered as.
+func eventOf(r *sluicetype.Record, partition int32, sub string) Event {
+	return Event{Namespace: r.Namespace, Key: r.Key, Partition: partition, Position: r.Position,
+		Subscription: sub, Properties: r.Properties, Body: r.Payload, AppendedAt: r.AppendedAt}
+}

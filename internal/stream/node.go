@@ -1,0 +1,443 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Config configures a node. Zero fields take their defaults.
+type Config struct {
+	// Store is the tenant's store.
+	Store store.Store
+	// Partitions is the number of partitions streams hash onto (default
+	// 16). It must match the number recorded in the database.
+	Partitions int32
+	// Name names the node as partition owner (default "node").
+	Name string
+	// Balancer assigns partitions to the node (default: all of them).
+	Balancer Balancer
+	// PollInterval is the wait between reads of a partition that had
+	// records; reads back off to IdlePollInterval while none come
+	// (defaults 100 ms and 1 s). A publish wakes the agent at once.
+	PollInterval     time.Duration
+	IdlePollInterval time.Duration
+	// ReadBatch bounds one read (default 256 records).
+	ReadBatch int
+	// CacheRecords and CacheBytes bound each partition's cache (defaults
+	// 4,096 records and 16 MiB).
+	CacheRecords int
+	CacheBytes   int64
+	// ProgressInterval is how often progress is stored (default 200 ms);
+	// RefreshInterval how often subscriptions are listed again (default
+	// 1 s); TrimInterval how often retention trims (default 1 s).
+	ProgressInterval time.Duration
+	RefreshInterval  time.Duration
+	TrimInterval     time.Duration
+	Logger           *slog.Logger
+}
+
+// Config defaults.
+const (
+	DefaultPollInterval     = 100 * time.Millisecond
+	DefaultIdlePollInterval = time.Second
+	DefaultReadBatch        = 256
+	DefaultCacheRecords     = 4096
+	DefaultCacheBytes       = 16 << 20
+	DefaultProgressInterval = 200 * time.Millisecond
+	DefaultRefreshInterval  = time.Second
+	DefaultTrimInterval     = time.Second
+)
+
+func (c Config) withDefaults() Config {
+	if c.Partitions <= 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.Name == "" {
+		c.Name = "node"
+	}
+	if c.Balancer == nil {
+		c.Balancer = AllPartitions{}
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.IdlePollInterval < c.PollInterval {
+		c.IdlePollInterval = max(DefaultIdlePollInterval, c.PollInterval)
+	}
+	if c.ReadBatch <= 0 {
+		c.ReadBatch = DefaultReadBatch
+	}
+	if c.CacheRecords <= 0 {
+		c.CacheRecords = DefaultCacheRecords
+	}
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = DefaultCacheBytes
+	}
+	if c.ProgressInterval <= 0 {
+		c.ProgressInterval = DefaultProgressInterval
+	}
+	if c.RefreshInterval <= 0 {
+		c.RefreshInterval = DefaultRefreshInterval
+	}
+	if c.TrimInterval <= 0 {
+		c.TrimInterval = DefaultTrimInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Balancer decides which partitions a node owns.
+type Balancer interface {
+	// Run calls assign with the partitions the node should own, at once
+	// and again whenever they change, until ctx ends.
+	Run(ctx context.Context, n int32, assign func(partitions []int32))
+}
+
+// AllPartitions is the balancer of a single node: it owns every
+// partition.
+type AllPartitions struct{}
+
+// Run assigns every partition once.
+func (AllPartitions) Run(ctx context.Context, n int32, assign func([]int32)) {
+	all := make([]int32, n)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	assign(all)
+	<-ctx.Done()
+}
+
+// Node runs the pulling agents of the partitions its balancer gives it,
+// for the consumers registered on it.
+type Node struct {
+	cfg       Config
+	st        store.Store
+	consumers map[string]*Consumer
+
+	mu      sync.Mutex
+	started bool
+	agents  map[int32]*agent
+	cancel  context.CancelFunc
+	balWG   sync.WaitGroup
+	// watchers get a signal when subscriptions change in this process.
+	watchers map[chan struct{}]struct{}
+}
+
+// NewNode returns a node; register consumers, then Start it.
+func NewNode(cfg Config) *Node {
+	cfg = cfg.withDefaults()
+	return &Node{cfg: cfg, st: cfg.Store, consumers: make(map[string]*Consumer),
+		agents: make(map[int32]*agent), watchers: make(map[chan struct{}]struct{})}
+}
+
+// Register adds a consumer. It fails once the node has started, or when
+// the name is taken.
+func (n *Node) Register(c Consumer) error {
+	if err := store.ValidateName("consumer", c.Name); err != nil {
+		return fmt.Errorf("sluice: register consumer: %w", err)
+	}
+	if c.Handler == nil {
+		return fmt.Errorf("sluice: register consumer %q: no handler: %w", c.Name, sluicetype.ErrInvalidArgument)
+	}
+	if c.Namespace != "" {
+		if err := store.ValidateName("namespace", c.Namespace); err != nil {
+			return fmt.Errorf("sluice: register consumer %q: %w", c.Name, err)
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.started {
+		return fmt.Errorf("sluice: register consumer %q: the node has started: %w", c.Name, sluicetype.ErrInvalidArgument)
+	}
+	if _, ok := n.consumers[c.Name]; ok {
+		return fmt.Errorf("sluice: register consumer %q: %w", c.Name, sluicetype.ErrEntityExists)
+	}
+	c = c.WithDefaults()
+	n.consumers[c.Name] = &c
+	return nil
+}
+
+// ImplicitID is the handle of a consumer's subscription to a whole
+// namespace.
+func ImplicitID(namespace, consumer string) string {
+	return "ns/" + namespace + "/" + consumer
+}
+
+// CheckPartitions records the configured partition count on first use
+// and fails with ErrPartitionCount when the database holds another.
+func CheckPartitions(ctx context.Context, st store.Store, n int32) error {
+	got, err := st.StreamPartitions(ctx, n)
+	if err != nil {
+		return err
+	}
+	if got != n {
+		return fmt.Errorf("sluice: configured for %d stream partitions, the database has %d (changing it would strand events): %w",
+			n, got, sluicetype.ErrPartitionCount)
+	}
+	return nil
+}
+
+// Start checks the partition count, stores the implicit subscriptions of
+// the registered consumers (from the current end of each partition, the
+// first time), and starts pulling the partitions the balancer assigns.
+func (n *Node) Start(ctx context.Context) error {
+	n.mu.Lock()
+	if n.started {
+		n.mu.Unlock()
+		return fmt.Errorf("sluice: start stream node: started already: %w", sluicetype.ErrInvalidArgument)
+	}
+	n.started = true
+	n.mu.Unlock()
+	if err := CheckPartitions(ctx, n.st, n.cfg.Partitions); err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(n.consumers)) {
+		c := n.consumers[name]
+		if c.Namespace == "" {
+			continue
+		}
+		if err := n.ensureImplicit(ctx, c); err != nil {
+			return err
+		}
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	n.balWG.Add(1)
+	go func() {
+		defer n.balWG.Done()
+		n.cfg.Balancer.Run(runCtx, n.cfg.Partitions, n.assign)
+	}()
+	return nil
+}
+
+func (n *Node) ensureImplicit(ctx context.Context, c *Consumer) error {
+	id := ImplicitID(c.Namespace, c.Name)
+	subs, err := n.st.Subscriptions(ctx, &store.SubscriptionFilter{ID: id})
+	if err != nil || len(subs) > 0 {
+		return err
+	}
+	start := make(map[int32]int64, n.cfg.Partitions)
+	for p := range n.cfg.Partitions {
+		info, err := n.st.PartitionInfo(ctx, p)
+		if err != nil {
+			return err
+		}
+		start[p] = info.Head
+	}
+	err = n.st.CreateSubscription(ctx, &store.NewSubscription{ID: id, Consumer: c.Name, Namespace: c.Namespace,
+		Partition: store.NoPartition, Start: start})
+	if errors.Is(err, sluicetype.ErrEntityExists) {
+		return nil // another node stored it first
+	}
+	return err
+}
+
+// assign starts agents for partitions newly assigned and stops those of
+// partitions taken away.
+func (n *Node) assign(partitions []int32) {
+	want := make(map[int32]bool, len(partitions))
+	for _, p := range partitions {
+		want[p] = true
+	}
+	n.mu.Lock()
+	var gone []*agent
+	for p, a := range n.agents {
+		if !want[p] {
+			gone = append(gone, a)
+			delete(n.agents, p)
+		}
+	}
+	n.mu.Unlock()
+	stopAgents(context.Background(), gone)
+	for _, p := range partitions {
+		n.mu.Lock()
+		_, running := n.agents[p]
+		n.mu.Unlock()
+		if running {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		owner, err := n.st.AcquirePartition(ctx, &store.AcquireParams{Partition: p, Owner: n.cfg.Name})
+		cancel()
+		if err != nil {
+			n.cfg.Logger.Error("sluice: cannot acquire stream partition", "partition", p, "err", err)
+			continue
+		}
+		a := newAgent(n, p, owner)
+		n.mu.Lock()
+		n.agents[p] = a
+		n.mu.Unlock()
+		go a.run()
+	}
+}
+
+// stopAgents stops agents in parallel and waits for them.
+func stopAgents(ctx context.Context, agents []*agent) {
+	for _, a := range agents {
+		a.stop <- ctx
+	}
+	for _, a := range agents {
+		<-a.done
+	}
+}
+
+// Stop stops the node: each agent stops admitting work, waits for its
+// deliveries until ctx ends (then cancels them), and stores its final
+// progress. Stop waits for all of that; it is safe to call twice.
+func (n *Node) Stop(ctx context.Context) error {
+	n.mu.Lock()
+	cancel := n.cancel
+	n.cancel = nil
+	n.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	n.balWG.Wait()
+	n.mu.Lock()
+	agents := slices.Collect(maps.Values(n.agents))
+	n.agents = make(map[int32]*agent)
+	n.mu.Unlock()
+	stopAgents(ctx, agents)
+	return nil
+}
+
+// SubscriptionsChanged tells the node's agents to list subscriptions
+// again at once (they also do every RefreshInterval).
+func (n *Node) SubscriptionsChanged() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (n *Node) watchSubscriptions() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	n.mu.Lock()
+	n.watchers[ch] = struct{}{}
+	n.mu.Unlock()
+	return ch, func() {
+		n.mu.Lock()
+		delete(n.watchers, ch)
+		n.mu.Unlock()
+	}
+}
+
+// PartitionStats describes one partition an agent pulls.
+type PartitionStats struct {
+	Partition int32
+	Epoch     int64
+	// Read is the last position read; Checkpoint the last one stored.
+	Read       int64
+	Checkpoint int64
+	// CachedRecords and CachedBytes are what the cache holds.
+	CachedRecords int
+	CachedBytes   int64
+	Subscriptions []SubscriptionStats
+	SavedAt       time.Time
+	TrimmedAt     time.Time
+}
+
+// SubscriptionStats describes a subscription on one partition.
+type SubscriptionStats struct {
+	ID       string
+	Consumer string
+	// Position: every record at or below it is done.
+	Position int64
+	// Handled: a consumer of this node delivers it.
+	Handled  bool
+	InFlight int
+	Fault    string
+}
+
+func (a *agent) publishStats() {
+	recs, bytes := a.cache.Size()
+	st := PartitionStats{Partition: a.partition, Epoch: a.epoch, Read: a.cache.Next() - 1, Checkpoint: a.checkpoint,
+		CachedRecords: recs, CachedBytes: bytes}
+	for _, id := range slices.Sorted(maps.Keys(a.subs)) {
+		s := a.subs[id]
+		pos := s.cursor
+		if s.c != nil {
+			pos = s.safe()
+		}
+		st.Subscriptions = append(st.Subscriptions, SubscriptionStats{ID: id, Consumer: s.sub.Consumer, Position: pos,
+			Handled: s.c != nil, InFlight: s.inflight, Fault: s.sub.Fault})
+	}
+	a.statsMu.Lock()
+	st.SavedAt, st.TrimmedAt = a.stats.SavedAt, a.stats.TrimmedAt
+	a.stats = st
+	a.statsMu.Unlock()
+}
+
+// Stats describes the partitions the node pulls, in partition order.
+func (n *Node) Stats() []PartitionStats {
+	n.mu.Lock()
+	agents := slices.Collect(maps.Values(n.agents))
+	n.mu.Unlock()
+	out := make([]PartitionStats, 0, len(agents))
+	for _, a := range agents {
+		a.statsMu.Lock()
+		out = append(out, a.stats)
+		a.statsMu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b PartitionStats) int { return int(a.Partition - b.Partition) })
+	return out
+}
+
+// Replay delivers a subscription's parked events again, oldest first, at
+// most max of them, through its consumer on this node with the
+// consumer's retries; each one delivered leaves the parked events, and
+// each one that fails again stays with its new error. It returns how many
+// were delivered, and stops at the first that fails.
+func (n *Node) Replay(ctx context.Context, subscription string, max int) (int, error) {
+	subs, err := n.st.Subscriptions(ctx, &store.SubscriptionFilter{ID: subscription})
+	if err != nil {
+		return 0, err
+	}
+	if len(subs) == 0 {
+		return 0, fmt.Errorf("sluice: replay: subscription %q: %w", subscription, sluicetype.ErrSubscriptionNotFound)
+	}
+	c, ok := n.consumers[subs[0].Consumer]
+	if !ok {
+		return 0, fmt.Errorf("sluice: replay: consumer %q is not registered on this node: %w", subs[0].Consumer, sluicetype.ErrInvalidArgument)
+	}
+	done := 0
+	for done < max {
+		parked, err := n.st.Parked(ctx, &store.ParkedParams{Subscription: subscription, Max: min(max-done, 100)})
+		if err != nil || len(parked) == 0 {
+			return done, err
+		}
+		for _, p := range parked {
+			ev := eventOf(&p.Record, p.Partition, subscription)
+			attempts, _, derr := c.deliver(ctx, ev)
+			if derr != nil {
+				p.Error, p.Attempts = store.Truncate(derr.Error(), store.MaxReasonLen), p.Attempts+attempts
+				if err := n.st.Park(ctx, &store.ParkParams{Subscription: subscription, Events: []store.ParkedEvent{p}}); err != nil {
+					return done, err
+				}
+				return done, fmt.Errorf("sluice: replay of position %d of partition %d: %w", p.Position, p.Partition, derr)
+			}
+			if err := n.st.Unpark(ctx, &store.UnparkParams{Subscription: subscription,
+				Events: []store.ParkedID{{Partition: p.Partition, Position: p.Position}}}); err != nil {
+				return done, err
+			}
+			done++
+		}
+	}
+	return done, nil
+}

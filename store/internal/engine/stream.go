@@ -1,0 +1,597 @@
+package engine
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// The stream runtime's rows. A partition's owner row carries its epoch and
+// checkpoint, and is the partition's retention lock: creating a
+// subscription takes it before checking what retention kept, and trimming
+// takes it before reading what subscriptions still need, so a
+// subscription starting at an old position holds retention back from the
+// moment its transaction begins.
+
+func (s *tenantStore) StreamPartitions(ctx context.Context, n int32) (int32, error) {
+	if n <= 0 {
+		return 0, fmt.Errorf("sluice: stream partitions: %d: %w", n, sluicetype.ErrInvalidArgument)
+	}
+	var got int32
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.e.exec(ctx, tx, "InsertStreamPartitions", s.t.Service, s.t.Provider, n); err != nil {
+			return err
+		}
+		return s.e.queryRow(ctx, tx, "GetStreamPartitions", []any{s.t.Service, s.t.Provider}, &got)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sluice: stream partitions: %w", err)
+	}
+	return got, nil
+}
+
+func (s *tenantStore) AcquirePartition(ctx context.Context, p *store.AcquireParams) (store.PartitionOwner, error) {
+	var o store.PartitionOwner
+	if err := p.Validate(); err != nil {
+		return o, fmt.Errorf("sluice: acquire partition: %w", err)
+	}
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.e.exec(ctx, tx, "EnsurePartitionOwner", s.t.Service, s.t.Provider, p.Partition); err != nil {
+			return err
+		}
+		if _, err := s.e.exec(ctx, tx, "AcquirePartition", p.Owner, s.t.Service, s.t.Provider, p.Partition); err != nil {
+			return err
+		}
+		var err error
+		o, err = s.e.partitionOwner(ctx, tx, s.t, p.Partition)
+		return err
+	})
+	if err != nil {
+		return o, fmt.Errorf("sluice: acquire partition %d: %w", p.Partition, err)
+	}
+	return o, nil
+}
+
+func (e *Engine) partitionOwner(ctx context.Context, q querier, t store.Tenant, partition int32) (store.PartitionOwner, error) {
+	var o store.PartitionOwner
+	err := e.queryRow(ctx, q, "GetPartitionOwner", []any{t.Service, t.Provider, partition}, &o.Owner, &o.Epoch, &o.Checkpoint)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.PartitionOwner{}, nil
+	}
+	return o, err
+}
+
+// lockPartitionOwner takes a partition's retention lock, creating its
+// owner row if it was never owned, and returns the row with the
+// database's time.
+func (e *Engine) lockPartitionOwner(ctx context.Context, tx querier, t store.Tenant, partition int32) (store.PartitionOwner, int64, error) {
+	var (
+		o   store.PartitionOwner
+		now int64
+	)
+	if _, err := e.exec(ctx, tx, "EnsurePartitionOwner", t.Service, t.Provider, partition); err != nil {
+		return o, 0, err
+	}
+	err := e.queryRow(ctx, tx, "LockPartitionOwner", []any{t.Service, t.Provider, partition}, &o.Owner, &o.Epoch, &o.Checkpoint, &now)
+	return o, now, err
+}
+
+func (s *tenantStore) CreateSubscription(ctx context.Context, p *store.NewSubscription) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("sluice: create subscription: %w", err)
+	}
+	parts := slices.Sorted(maps.Keys(p.Start))
+	// Owner rows first, in partition order, then the subscription's rows:
+	// the order SaveProgress and trims lock them in.
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		for _, part := range parts {
+			if _, _, err := s.e.lockPartitionOwner(ctx, tx, s.t, part); err != nil {
+				return err
+			}
+			var head, trimmed, now int64
+			err := s.e.queryRow(ctx, tx, "GetPartition", []any{s.t.Service, s.t.Provider, part}, &head, &trimmed, &now)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			if start := p.Start[part]; start < trimmed {
+				return fmt.Errorf("start %d on partition %d: retention trimmed through %d: %w", start, part, trimmed, sluicetype.ErrTrimmed)
+			}
+		}
+		if _, err := s.e.exec(ctx, tx, "InsertSubscription", s.t.Service, s.t.Provider, p.ID, p.Consumer,
+			p.Namespace, p.Key, p.Partition); err != nil {
+			return err
+		}
+		for _, part := range parts {
+			if _, err := s.e.exec(ctx, tx, "InsertProgress", s.t.Service, s.t.Provider, part, p.ID, p.Start[part]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if errors.Is(err, ErrDuplicate) {
+		return fmt.Errorf("sluice: create subscription %q: %w", p.ID, sluicetype.ErrEntityExists)
+	}
+	if err != nil {
+		return fmt.Errorf("sluice: create subscription %q: %w", p.ID, err)
+	}
+	return nil
+}
+
+func (s *tenantStore) DeleteSubscription(ctx context.Context, id string) error {
+	if err := store.ValidateName("subscription id", id); err != nil {
+		return fmt.Errorf("sluice: delete subscription: %w", err)
+	}
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		n, err := s.e.exec(ctx, tx, "DeleteSubscription", s.t.Service, s.t.Provider, id)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("subscription %q: %w", id, sluicetype.ErrSubscriptionNotFound)
+		}
+		if _, err := s.e.exec(ctx, tx, "DeleteSubscriptionProgress", s.t.Service, s.t.Provider, id); err != nil {
+			return err
+		}
+		_, err = s.e.exec(ctx, tx, "DeleteSubscriptionParked", s.t.Service, s.t.Provider, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sluice: delete subscription: %w", err)
+	}
+	return nil
+}
+
+func (s *tenantStore) Subscriptions(ctx context.Context, p *store.SubscriptionFilter) ([]store.Subscription, error) {
+	byPartition, partition := 0, int32(0)
+	if p.Partition != nil {
+		byPartition, partition = 1, *p.Partition
+	}
+	rows, err := s.e.query(ctx, s.e.r, "SelectSubscriptions", s.t.Service, s.t.Provider, p.ID, p.Namespace, p.Key, byPartition, partition)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: subscriptions: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Subscription
+	for rows.Next() {
+		var (
+			sub     store.Subscription
+			fault   sql.NullString
+			faulted sql.NullInt64
+			created int64
+		)
+		if err := rows.Scan(&sub.ID, &sub.Consumer, &sub.Namespace, &sub.Key, &sub.Partition, &fault, &faulted, &created); err != nil {
+			return nil, fmt.Errorf("sluice: subscriptions: %w", err)
+		}
+		sub.Fault, sub.FaultedAt, sub.CreatedAt = fault.String, fromMS(faulted.Int64), fromMS(created)
+		out = append(out, sub)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sluice: subscriptions: %w", err)
+	}
+	return out, nil
+}
+
+func (s *tenantStore) FaultSubscription(ctx context.Context, id, reason string) error {
+	if err := store.ValidateName("subscription id", id); err != nil {
+		return fmt.Errorf("sluice: fault subscription: %w", err)
+	}
+	reason = store.Truncate(reason, store.MaxReasonLen)
+	n, err := s.e.exec(ctx, s.e.w, "SetSubscriptionFault", s.t.Service, s.t.Provider, id, reason)
+	if err != nil {
+		return fmt.Errorf("sluice: fault subscription: %w", s.e.wrap(err))
+	}
+	if n == 0 {
+		return fmt.Errorf("sluice: fault subscription %q: %w", id, sluicetype.ErrSubscriptionNotFound)
+	}
+	return nil
+}
+
+func (s *tenantStore) Progress(ctx context.Context, partition int32) (store.PartitionProgress, error) {
+	var pp store.PartitionProgress
+	if err := store.ValidatePartition(partition); err != nil {
+		return pp, fmt.Errorf("sluice: progress: %w", err)
+	}
+	o, err := s.e.partitionOwner(ctx, s.e.r, s.t, partition)
+	if err != nil {
+		return pp, fmt.Errorf("sluice: progress: %w", err)
+	}
+	pp.PartitionOwner = o
+	pp.Positions, err = s.e.positions(ctx, s.e.r, s.t, partition)
+	if err != nil {
+		return pp, fmt.Errorf("sluice: progress: %w", err)
+	}
+	return pp, nil
+}
+
+func (e *Engine) positions(ctx context.Context, q querier, t store.Tenant, partition int32) (map[string]int64, error) {
+	rows, err := e.query(ctx, q, "SelectProgress", t.Service, t.Provider, partition)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]int64)
+	for rows.Next() {
+		var (
+			id  string
+			pos int64
+		)
+		if err := rows.Scan(&id, &pos); err != nil {
+			return nil, err
+		}
+		out[id] = pos
+	}
+	return out, rows.Err()
+}
+
+// progressRow is one row of UpsertProgress.
+type progressRow struct {
+	ID       string `json:"id"`
+	Position int64  `json:"p"`
+}
+
+func (s *tenantStore) SaveProgress(ctx context.Context, p *store.ProgressParams) error {
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("sluice: save progress: %w", err)
+	}
+	rows := make([]progressRow, 0, len(p.Positions))
+	for _, id := range slices.Sorted(maps.Keys(p.Positions)) {
+		rows = append(rows, progressRow{id, p.Positions[id]})
+	}
+	js, err := jsonText(rows)
+	if err != nil {
+		return fmt.Errorf("sluice: save progress: %w", err)
+	}
+	err = s.e.inTx(ctx, func(tx *sql.Tx) error {
+		// The owner row first: it fences a stale owner before anything is
+		// written, and orders this transaction with trims.
+		n, err := s.e.exec(ctx, tx, "SaveCheckpoint", s.t.Service, s.t.Provider, p.Partition, p.Epoch, p.Checkpoint)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			o, err := s.e.partitionOwner(ctx, tx, s.t, p.Partition)
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("partition %d: epoch %d, now %d: %w", p.Partition, p.Epoch, o.Epoch, sluicetype.ErrFenced)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		_, err = s.e.exec(ctx, tx, "UpsertProgress", s.t.Service, s.t.Provider, p.Partition, js)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("sluice: save progress: %w", err)
+	}
+	return nil
+}
+
+// parkedRow is one row of InsertParked.
+type parkedRow struct {
+	Partition  int32    `json:"pa"`
+	Position   int64    `json:"po"`
+	Namespace  string   `json:"ns"`
+	Key        string   `json:"k"`
+	Properties *string  `json:"pr,omitempty"`
+	Payload    hexBytes `json:"p"`
+	AppendedAt int64    `json:"at"`
+	Error      string   `json:"e"`
+	Attempts   int      `json:"n"`
+}
+
+// parkedID is one row of DeleteParked.
+type parkedID struct {
+	Partition int32 `json:"pa"`
+	Position  int64 `json:"po"`
+}
+
+func (s *tenantStore) Park(ctx context.Context, p *store.ParkParams) error {
+	if err := p.Validate(s.e.limits); err != nil {
+		return fmt.Errorf("sluice: park: %w", err)
+	}
+	rows := make([]parkedRow, len(p.Events))
+	for i, ev := range p.Events {
+		props, err := encodeProps(ev.Properties)
+		if err != nil {
+			return fmt.Errorf("sluice: park: %w", err)
+		}
+		rows[i] = parkedRow{ev.Partition, ev.Position, ev.Namespace, ev.Key, props, ev.Payload,
+			ev.AppendedAt.UnixMilli(), ev.Error, ev.Attempts}
+	}
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		for _, c := range chunks(len(rows), func(i int) int { return 2*len(rows[i].Payload) + len(rows[i].Error) + 128 }) {
+			js, err := jsonText(rows[c[0]:c[1]])
+			if err != nil {
+				return err
+			}
+			if _, err := s.e.exec(ctx, tx, "InsertParked", s.t.Service, s.t.Provider, p.Subscription, js); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sluice: park: %w", err)
+	}
+	return nil
+}
+
+func (s *tenantStore) Parked(ctx context.Context, p *store.ParkedParams) ([]store.ParkedEvent, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: parked: %w", err)
+	}
+	rows, err := s.e.query(ctx, s.e.r, "SelectParked", s.t.Service, s.t.Provider, p.Subscription, p.AfterPartition, p.AfterPosition, p.Max)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: parked: %w", err)
+	}
+	defer rows.Close()
+	var out []store.ParkedEvent
+	for rows.Next() {
+		var (
+			ev               store.ParkedEvent
+			props            sql.NullString
+			appended, parked int64
+		)
+		if err := rows.Scan(&ev.Partition, &ev.Position, &ev.Namespace, &ev.Key, &props, &ev.Payload,
+			&appended, &ev.Error, &ev.Attempts, &parked); err != nil {
+			return nil, fmt.Errorf("sluice: parked: %w", err)
+		}
+		if ev.Payload == nil {
+			ev.Payload = []byte{}
+		}
+		if ev.Properties, err = decodeProps(props); err != nil {
+			return nil, fmt.Errorf("sluice: parked: %w", err)
+		}
+		ev.AppendedAt, ev.ParkedAt = fromMS(appended), fromMS(parked)
+		out = append(out, ev)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sluice: parked: %w", err)
+	}
+	return out, nil
+}
+
+func (s *tenantStore) Unpark(ctx context.Context, p *store.UnparkParams) error {
+	if err := p.Validate(s.e.limits); err != nil {
+		return fmt.Errorf("sluice: unpark: %w", err)
+	}
+	ids := make([]parkedID, len(p.Events))
+	for i, id := range p.Events {
+		ids[i] = parkedID{id.Partition, id.Position}
+	}
+	slices.SortFunc(ids, func(a, b parkedID) int {
+		if a.Partition != b.Partition {
+			return int(a.Partition - b.Partition)
+		}
+		return cmpInt64(a.Position, b.Position)
+	})
+	ids = slices.Compact(ids)
+	js, err := jsonText(ids)
+	if err != nil {
+		return fmt.Errorf("sluice: unpark: %w", err)
+	}
+	err = s.e.inTx(ctx, func(tx *sql.Tx) error {
+		n, err := s.e.exec(ctx, tx, "DeleteParked", s.t.Service, s.t.Provider, p.Subscription, js)
+		if err != nil {
+			return err
+		}
+		if n != int64(len(ids)) {
+			return fmt.Errorf("%d of %d events of subscription %q are not parked: %w", int64(len(ids))-n, len(ids), p.Subscription, sluicetype.ErrMessageNotFound)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sluice: unpark: %w", err)
+	}
+	return nil
+}
+
+func cmpInt64(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func (s *tenantStore) SetRetention(ctx context.Context, namespace string, r store.Retention) error {
+	if err := store.ValidateName("namespace", namespace); err != nil {
+		return fmt.Errorf("sluice: set retention: %w", err)
+	}
+	if err := r.Validate(); err != nil {
+		return fmt.Errorf("sluice: set retention: %w", err)
+	}
+	var err error
+	if r == (store.Retention{}) {
+		_, err = s.e.exec(ctx, s.e.w, "DeleteRetention", s.t.Service, s.t.Provider, namespace)
+	} else {
+		_, err = s.e.exec(ctx, s.e.w, "UpsertRetention", s.t.Service, s.t.Provider, namespace, ms(r.MaxAge), r.MaxBytes)
+	}
+	if err != nil {
+		return fmt.Errorf("sluice: set retention: %w", s.e.wrap(err))
+	}
+	return nil
+}
+
+func (s *tenantStore) GetRetention(ctx context.Context, namespace string) (store.Retention, error) {
+	var r store.Retention
+	if err := store.ValidateName("namespace", namespace); err != nil {
+		return r, fmt.Errorf("sluice: get retention: %w", err)
+	}
+	var age int64
+	err := s.e.queryRow(ctx, s.e.r, "SelectRetention", []any{s.t.Service, s.t.Provider, namespace}, &age, &r.MaxBytes)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Retention{}, nil
+	}
+	if err != nil {
+		return r, fmt.Errorf("sluice: get retention: %w", err)
+	}
+	r.MaxAge = time.Duration(age) * time.Millisecond
+	return r, nil
+}
+
+func (s *tenantStore) TrimConsumed(ctx context.Context, p *store.TrimConsumedParams) (int64, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return 0, fmt.Errorf("sluice: trim: %w", err)
+	}
+	var n int64
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = s.e.trimConsumed(ctx, tx, s.t, p)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sluice: trim partition %d: %w", p.Partition, err)
+	}
+	return n, nil
+}
+
+// trimConsumed trims under the partition's retention lock: through the
+// checkpoint, no further than any stored subscription position (one just
+// created may be behind the checkpoint its owner computed), and no
+// further than the first record its namespace's retention keeps.
+func (e *Engine) trimConsumed(ctx context.Context, tx querier, t store.Tenant, p *store.TrimConsumedParams) (int64, error) {
+	o, now, err := e.lockPartitionOwner(ctx, tx, t, p.Partition)
+	if err != nil {
+		return 0, err
+	}
+	through := o.Checkpoint
+	var least sql.NullInt64
+	if err := e.queryRow(ctx, tx, "MinProgress", []any{t.Service, t.Provider, p.Partition}, &least); err != nil {
+		return 0, err
+	}
+	if least.Valid {
+		through = min(through, least.Int64)
+	}
+	var head, trimmed, dbNow int64
+	err = e.queryRow(ctx, tx, "GetPartition", []any{t.Service, t.Provider, p.Partition}, &head, &trimmed, &dbNow)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	// At most p.Max records, and the trimmed position says how far they went.
+	through = min(through, head, trimmed+int64(p.Max))
+	if through <= trimmed {
+		return 0, nil
+	}
+	if through, err = e.retentionHold(ctx, tx, t, p, trimmed, through, now); err != nil {
+		return 0, err
+	}
+	if through <= trimmed {
+		return 0, nil
+	}
+	n, err := e.exec(ctx, tx, "TrimRecords", t.Service, t.Provider, p.Partition, through, p.Max)
+	if err != nil {
+		return 0, err
+	}
+	_, err = e.exec(ctx, tx, "SetTrimmed", through, t.Service, t.Provider, p.Partition)
+	return n, err
+}
+
+// retentionHold returns how far, at most p.Max records past trimmed,
+// retention lets a trim go: up to the first record its namespace keeps
+// for its age, or for the bytes of newer records of the namespace.
+func (e *Engine) retentionHold(ctx context.Context, tx querier, t store.Tenant, p *store.TrimConsumedParams, trimmed, through, now int64) (int64, error) {
+	kept, err := e.retentions(ctx, tx, t)
+	if err != nil || len(kept) == 0 {
+		return through, err
+	}
+	// The bytes each namespace kept by size holds in (trimmed, through].
+	var sized []string
+	for ns, r := range kept {
+		if r.MaxBytes > 0 {
+			sized = append(sized, ns)
+		}
+	}
+	left := make(map[string]int64)
+	if len(sized) > 0 {
+		js, err := jsonText(sized)
+		if err != nil {
+			return 0, err
+		}
+		rows, err := e.query(ctx, tx, "NamespaceBytes", t.Service, t.Provider, p.Partition, trimmed, through, js)
+		if err != nil {
+			return 0, err
+		}
+		for rows.Next() {
+			var (
+				ns    string
+				bytes int64
+			)
+			if err := rows.Scan(&ns, &bytes); err != nil {
+				rows.Close()
+				return 0, err
+			}
+			left[ns] = bytes
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+	}
+	rows, err := e.query(ctx, tx, "TrimCandidates", t.Service, t.Provider, p.Partition, trimmed, through, p.Max)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	hold := trimmed
+	for rows.Next() {
+		var (
+			pos, appended, size int64
+			ns                  string
+		)
+		if err := rows.Scan(&pos, &ns, &appended, &size); err != nil {
+			return 0, err
+		}
+		if r, ok := kept[ns]; ok {
+			if r.MaxAge > 0 && appended > now-ms(r.MaxAge) {
+				break // young enough to keep, with every record after it
+			}
+			if r.MaxBytes > 0 {
+				if left[ns] <= r.MaxBytes {
+					break // within the newest MaxBytes of its namespace
+				}
+				left[ns] -= size
+			}
+		}
+		hold = pos
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	return hold, nil
+}
+
+func (e *Engine) retentions(ctx context.Context, q querier, t store.Tenant) (map[string]store.Retention, error) {
+	rows, err := e.query(ctx, q, "SelectRetentions", t.Service, t.Provider)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[string]store.Retention)
+	for rows.Next() {
+		var (
+			ns  string
+			age int64
+			r   store.Retention
+		)
+		if err := rows.Scan(&ns, &age, &r.MaxBytes); err != nil {
+			return nil, err
+		}
+		r.MaxAge = time.Duration(age) * time.Millisecond
+		out[ns] = r
+	}
+	return out, rows.Err()
+}

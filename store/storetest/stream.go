@@ -1,0 +1,409 @@
+package storetest
+
+import (
+	"errors"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+var streamTests = []suiteTest{
+	{"PartitionCount", testPartitionCount},
+	{"AcquireFences", testAcquireFences},
+	{"Subscriptions", testStreamSubscriptions},
+	{"SubscriptionHoldsRetention", testSubscriptionHoldsRetention},
+	{"Parked", testParked},
+	{"TrimConsumed", testTrimConsumed},
+	{"RetentionByAge", testRetentionByAge},
+	{"RetentionBySize", testRetentionBySize},
+}
+
+// The first count recorded is the tenant's, whatever is asked later.
+func testPartitionCount(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	for _, n := range []int32{16, 8, 16} {
+		got, err := st.StreamPartitions(ctx, n)
+		if err != nil || got != 16 {
+			t.Fatalf("StreamPartitions(%d) = %d, %v; want the first count, 16", n, got, err)
+		}
+	}
+	other := h.store(t, newTenant())
+	if got, err := other.StreamPartitions(ctx, 4); err != nil || got != 4 {
+		t.Fatalf("another tenant's StreamPartitions(4) = %d, %v", got, err)
+	}
+	_, err := st.StreamPartitions(ctx, 0)
+	wantErr(t, "StreamPartitions(0)", err, sluicetype.ErrInvalidArgument)
+}
+
+// Each acquisition bumps the epoch; progress under an older epoch is
+// refused whole, and the checkpoint never moves back.
+func testAcquireFences(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	sub := newStreamSub(t, st, "ns", "k", 3, 0)
+	first, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 3, Owner: "node-a"})
+	if err != nil || first.Owner != "node-a" || first.Epoch != 1 || first.Checkpoint != 0 {
+		t.Fatalf("first AcquirePartition = %+v, %v; want node-a at epoch 1", first, err)
+	}
+	save := func(epoch, checkpoint, pos int64) error {
+		return st.SaveProgress(ctx, &store.ProgressParams{Partition: 3, Epoch: epoch, Checkpoint: checkpoint,
+			Positions: map[string]int64{sub: pos}})
+	}
+	if err := save(1, 5, 7); err != nil {
+		t.Fatalf("SaveProgress under the owner's epoch: %v", err)
+	}
+	second, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 3, Owner: "node-b"})
+	if err != nil || second.Owner != "node-b" || second.Epoch != 2 || second.Checkpoint != 5 {
+		t.Fatalf("second AcquirePartition = %+v, %v; want node-b at epoch 2 with checkpoint 5", second, err)
+	}
+	wantErr(t, "SaveProgress under a superseded epoch", save(1, 9, 9), sluicetype.ErrFenced)
+	wantProgress(t, st, 3, 5, map[string]int64{sub: 7})
+	if err := save(2, 4, 8); err != nil {
+		t.Fatalf("SaveProgress under the new epoch: %v", err)
+	}
+	wantProgress(t, st, 3, 5, map[string]int64{sub: 8}) // the checkpoint stays at 5
+	wantErr(t, "SaveProgress on a partition never owned", st.SaveProgress(ctx, &store.ProgressParams{Partition: 4, Epoch: 1}), sluicetype.ErrFenced)
+}
+
+func wantProgress(t *testing.T, st store.Store, partition int32, checkpoint int64, positions map[string]int64) {
+	t.Helper()
+	pp, err := st.Progress(t.Context(), partition)
+	if err != nil {
+		t.Fatalf("Progress(%d): %v", partition, err)
+	}
+	if pp.Checkpoint != checkpoint || !reflect.DeepEqual(pp.Positions, positions) {
+		t.Fatalf("Progress(%d) = checkpoint %d, positions %v; want %d, %v", partition, pp.Checkpoint, pp.Positions, checkpoint, positions)
+	}
+}
+
+// newStreamSub creates a subscription to one stream (or, with an empty
+// key, to its namespace on partitions 0 to 3) starting at start, and
+// returns its id.
+func newStreamSub(t *testing.T, st store.Store, ns, key string, partition int32, start int64) string {
+	t.Helper()
+	p := store.NewSubscription{ID: "s" + randHex(6), Consumer: "c", Namespace: ns, Key: key, Partition: partition,
+		Start: map[int32]int64{partition: start}}
+	if key == "" {
+		p.Partition, p.Start = store.NoPartition, map[int32]int64{0: start, 1: start, 2: start, 3: start}
+	}
+	if err := st.CreateSubscription(t.Context(), &p); err != nil {
+		t.Fatalf("CreateSubscription(%+v): %v", p, err)
+	}
+	return p.ID
+}
+
+func testStreamSubscriptions(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	a := newStreamSub(t, st, "orders", "o-1", 2, 0)
+	b := newStreamSub(t, st, "orders", "o-2", 5, 0)
+	all := newStreamSub(t, st, "orders", "", 0, 0)
+	other := newStreamSub(t, st, "users", "u-1", 2, 0)
+	ids := func(f store.SubscriptionFilter) []string {
+		t.Helper()
+		subs, err := st.Subscriptions(ctx, &f)
+		if err != nil {
+			t.Fatalf("Subscriptions(%+v): %v", f, err)
+		}
+		var out []string
+		for _, s := range subs {
+			out = append(out, s.ID)
+		}
+		return out
+	}
+	sorted := func(s ...string) []string {
+		out := append([]string(nil), s...)
+		for i := range out {
+			for j := i + 1; j < len(out); j++ {
+				if out[j] < out[i] {
+					out[i], out[j] = out[j], out[i]
+				}
+			}
+		}
+		return out
+	}
+	two := int32(2)
+	for _, c := range []struct {
+		f    store.SubscriptionFilter
+		want []string
+	}{
+		{store.SubscriptionFilter{}, sorted(a, b, all, other)},
+		{store.SubscriptionFilter{ID: b}, []string{b}},
+		{store.SubscriptionFilter{Namespace: "orders", Key: "o-1"}, []string{a}},
+		{store.SubscriptionFilter{Namespace: "orders"}, sorted(a, b, all)},
+		{store.SubscriptionFilter{Partition: &two}, sorted(a, all, other)},
+	} {
+		if got := ids(c.f); !reflect.DeepEqual(got, c.want) {
+			t.Fatalf("Subscriptions(%+v) = %v, want %v", c.f, got, c.want)
+		}
+	}
+	subs, err := st.Subscriptions(ctx, &store.SubscriptionFilter{ID: all})
+	if err != nil || len(subs) != 1 {
+		t.Fatalf("Subscriptions of one: %v, %v", subs, err)
+	}
+	if s := subs[0]; s.Consumer != "c" || s.Namespace != "orders" || s.Key != "" || s.Partition != store.NoPartition ||
+		s.Fault != "" || time.Since(s.CreatedAt).Abs() > clockSkew {
+		t.Fatalf("namespace subscription stored as %+v", s)
+	}
+	wantProgress(t, st, 1, 0, map[string]int64{all: 0})
+
+	if err := st.FaultSubscription(ctx, a, "handler failed 5 times"); err != nil {
+		t.Fatalf("FaultSubscription: %v", err)
+	}
+	subs, _ = st.Subscriptions(ctx, &store.SubscriptionFilter{ID: a})
+	if subs[0].Fault != "handler failed 5 times" || time.Since(subs[0].FaultedAt).Abs() > clockSkew {
+		t.Fatalf("faulted subscription stored as %+v", subs[0])
+	}
+	if err := st.FaultSubscription(ctx, a, ""); err != nil {
+		t.Fatal(err)
+	}
+	subs, _ = st.Subscriptions(ctx, &store.SubscriptionFilter{ID: a})
+	if subs[0].Fault != "" || !subs[0].FaultedAt.IsZero() {
+		t.Fatalf("cleared fault stored as %+v", subs[0])
+	}
+	wantErr(t, "FaultSubscription of a missing one", st.FaultSubscription(ctx, "missing", "x"), sluicetype.ErrSubscriptionNotFound)
+
+	dup := store.NewSubscription{ID: a, Consumer: "c", Namespace: "orders", Key: "o-1", Partition: 2, Start: map[int32]int64{2: 0}}
+	wantErr(t, "CreateSubscription with a taken id", st.CreateSubscription(ctx, &dup), sluicetype.ErrEntityExists)
+	bad := store.NewSubscription{ID: "x", Consumer: "c", Namespace: "orders", Key: "o-1", Partition: 2, Start: map[int32]int64{3: 0}}
+	wantErr(t, "CreateSubscription starting on another partition", st.CreateSubscription(ctx, &bad), sluicetype.ErrInvalidArgument)
+
+	// Deleting takes the progress and parked events along, and a stale
+	// owner's save does not bring the progress back.
+	owner, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 2, Owner: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteSubscription(ctx, a); err != nil {
+		t.Fatalf("DeleteSubscription: %v", err)
+	}
+	wantErr(t, "DeleteSubscription twice", st.DeleteSubscription(ctx, a), sluicetype.ErrSubscriptionNotFound)
+	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 2, Epoch: owner.Epoch, Positions: map[string]int64{a: 9, other: 3}}); err != nil {
+		t.Fatalf("SaveProgress naming a deleted subscription: %v", err)
+	}
+	wantProgress(t, st, 2, 0, map[string]int64{all: 0, other: 3})
+	if got := ids(store.SubscriptionFilter{Namespace: "orders", Key: "o-1"}); got != nil {
+		t.Fatalf("deleted subscription still listed: %v", got)
+	}
+}
+
+// A subscription starting at an old position keeps retention from
+// trimming what it has not read; one starting before what retention
+// already trimmed is refused.
+func testSubscriptionHoldsRetention(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	appendRecs(t, st, 1, recs("r", 10)...)
+	o, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 1, Owner: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 1, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
+		t.Fatal(err)
+	}
+	late := newStreamSub(t, st, "ns", "key", 1, 4)
+	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 1, Max: 100}); err != nil || n != 4 {
+		t.Fatalf("TrimConsumed with a subscription at 4 = %d, %v; want 4 records trimmed", n, err)
+	}
+	wantInfo(t, st, 1, store.PartitionInfo{Head: 10, Trimmed: 4})
+	if got := positions(read(t, st, 1, 4, 100)); len(got) != 6 || got[0] != 5 {
+		t.Fatalf("records after the subscription's start: %v, want 5..10", got)
+	}
+	tooOld := store.NewSubscription{ID: "s" + randHex(6), Consumer: "c", Namespace: "ns", Key: "key", Partition: 1, Start: map[int32]int64{1: 3}}
+	wantErr(t, "CreateSubscription before the trimmed position", st.CreateSubscription(ctx, &tooOld), sluicetype.ErrTrimmed)
+	if subs, _ := st.Subscriptions(ctx, &store.SubscriptionFilter{ID: tooOld.ID}); len(subs) != 0 {
+		t.Fatalf("a refused subscription was stored: %+v", subs)
+	}
+	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 1, Epoch: o.Epoch, Checkpoint: 10, Positions: map[string]int64{late: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 1, Max: 100}); err != nil || n != 6 {
+		t.Fatalf("TrimConsumed once the subscription caught up = %d, %v; want 6", n, err)
+	}
+
+	// Racing: subscriptions created from position 0 while trims run never
+	// find their records trimmed after their creation succeeded.
+	appendRecs(t, st, 2, recs("r", 50)...)
+	o2, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 2, Owner: "n"})
+	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 2, Epoch: o2.Epoch, Checkpoint: 50}); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	created := make(chan int64, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			start := int64(i * 5)
+			p := store.NewSubscription{ID: "s" + randHex(6), Consumer: "c", Namespace: "ns", Key: "key", Partition: 2, Start: map[int32]int64{2: start}}
+			err := st.CreateSubscription(ctx, &p)
+			switch {
+			case err == nil:
+				created <- start
+			case !errors.Is(err, sluicetype.ErrTrimmed):
+				t.Errorf("CreateSubscription: %v", err)
+			}
+		})
+		wg.Go(func() {
+			if _, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 2, Max: 3}); err != nil {
+				t.Errorf("TrimConsumed: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	close(created)
+	lowest := int64(50)
+	for s := range created {
+		lowest = min(lowest, s)
+	}
+	for {
+		n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 2, Max: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	if got := info(t, st, 2).Trimmed; got != lowest {
+		t.Fatalf("trimmed through %d with a subscription starting at %d", got, lowest)
+	}
+}
+
+func testParked(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	sub := newStreamSub(t, st, "ns", "key", 1, 0)
+	at := time.UnixMilli(time.Now().UnixMilli())
+	ev := func(part int32, pos int64, payload, why string) store.ParkedEvent {
+		return store.ParkedEvent{Partition: part, Record: sluicetype.Record{Position: pos, Namespace: "ns", Key: "key",
+			Properties: map[string]string{"n": payload}, Payload: []byte(payload), AppendedAt: at}, Error: why, Attempts: 3}
+	}
+	if err := st.Park(ctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev(1, 7, "seven", "boom"), ev(0, 9, "nine", "bang")}}); err != nil {
+		t.Fatalf("Park: %v", err)
+	}
+	if err := st.Park(ctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev(1, 7, "seven", "boom again")}}); err != nil {
+		t.Fatalf("Park again: %v", err)
+	}
+	got, err := st.Parked(ctx, &store.ParkedParams{Subscription: sub, Max: 10})
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Parked = %+v, %v", got, err)
+	}
+	if g := got[0]; g.Partition != 0 || g.Position != 9 || string(g.Payload) != "nine" || g.Properties["n"] != "nine" ||
+		g.Error != "bang" || g.Attempts != 3 || !g.AppendedAt.Equal(at) || time.Since(g.ParkedAt).Abs() > clockSkew {
+		t.Fatalf("first parked event = %+v", g)
+	}
+	if got[1].Position != 7 || got[1].Error != "boom again" {
+		t.Fatalf("event parked again = %+v, want the newer error", got[1])
+	}
+	page, err := st.Parked(ctx, &store.ParkedParams{Subscription: sub, AfterPartition: 0, AfterPosition: 9, Max: 10})
+	if err != nil || len(page) != 1 || page[0].Position != 7 {
+		t.Fatalf("Parked after (0, 9) = %+v, %v", page, err)
+	}
+	err = st.Unpark(ctx, &store.UnparkParams{Subscription: sub, Events: []store.ParkedID{{Partition: 1, Position: 7}, {Partition: 1, Position: 8}}})
+	wantErr(t, "Unpark naming an event not parked", err, sluicetype.ErrMessageNotFound)
+	if err := st.Unpark(ctx, &store.UnparkParams{Subscription: sub, Events: []store.ParkedID{{Partition: 1, Position: 7}}}); err != nil {
+		t.Fatalf("Unpark: %v", err)
+	}
+	if got, _ := st.Parked(ctx, &store.ParkedParams{Subscription: sub, Max: 10}); len(got) != 1 || got[0].Position != 9 {
+		t.Fatalf("Parked after Unpark = %+v", got)
+	}
+	if err := st.DeleteSubscription(ctx, sub); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := st.Parked(ctx, &store.ParkedParams{Subscription: sub, Max: 10}); len(got) != 0 {
+		t.Fatalf("parked events outlived their subscription: %+v", got)
+	}
+}
+
+// Without retention settings, trimming stops at the lowest of the
+// checkpoint and every stored subscription position.
+func testTrimConsumed(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 10}); err != nil || n != 0 {
+		t.Fatalf("TrimConsumed of an empty partition = %d, %v", n, err)
+	}
+	appendRecs(t, st, 0, recs("r", 20)...)
+	sub := newStreamSub(t, st, "ns", "key", 0, 0)
+	o, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 0, Owner: "n"})
+	save := func(checkpoint, pos int64) {
+		t.Helper()
+		if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: checkpoint, Positions: map[string]int64{sub: pos}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trim := func(max int, want int64, trimmed int64) {
+		t.Helper()
+		n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: max})
+		if err != nil || n != want {
+			t.Fatalf("TrimConsumed(max %d) = %d, %v; want %d", max, n, err, want)
+		}
+		wantInfo(t, st, 0, store.PartitionInfo{Head: 20, Trimmed: trimmed})
+	}
+	save(5, 12)
+	trim(100, 5, 5)
+	save(15, 12)
+	trim(100, 7, 12)
+	save(20, 20)
+	trim(3, 3, 15)
+	trim(100, 5, 20)
+	trim(100, 0, 20)
+}
+
+func testRetentionByAge(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	if err := st.SetRetention(ctx, "kept", store.Retention{MaxAge: time.Hour}); err != nil {
+		t.Fatalf("SetRetention: %v", err)
+	}
+	if r, err := st.GetRetention(ctx, "kept"); err != nil || r != (store.Retention{MaxAge: time.Hour}) {
+		t.Fatalf("GetRetention = %+v, %v", r, err)
+	}
+	if r, err := st.GetRetention(ctx, "other"); err != nil || r != (store.Retention{}) {
+		t.Fatalf("GetRetention of a namespace without one = %+v, %v", r, err)
+	}
+	wantErr(t, "SetRetention negative", st.SetRetention(ctx, "kept", store.Retention{MaxAge: -time.Second}), sluicetype.ErrInvalidArgument)
+	// 3 records of another namespace, then one kept for an hour, then more.
+	var rs []store.NewRecord
+	for i := range 6 {
+		ns := "other"
+		if i == 3 {
+			ns = "kept"
+		}
+		rs = append(rs, store.NewRecord{Namespace: ns, Key: "k", Payload: []byte("x")})
+	}
+	appendRecs(t, st, 0, rs...)
+	o, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 0, Owner: "n"})
+	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: 6}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 3 {
+		t.Fatalf("TrimConsumed before a kept record = %d, %v; want 3", n, err)
+	}
+	wantInfo(t, st, 0, store.PartitionInfo{Head: 6, Trimmed: 3})
+	if err := st.SetRetention(ctx, "kept", store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 3 {
+		t.Fatalf("TrimConsumed once the retention is cleared = %d, %v; want 3", n, err)
+	}
+}
+
+func testRetentionBySize(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	if err := st.SetRetention(ctx, "sized", store.Retention{MaxBytes: 25}); err != nil {
+		t.Fatal(err)
+	}
+	// Ten records of 10 bytes: the newest 2 fit in 25 bytes (a third would
+	// not), so 8 may go.
+	var rs []store.NewRecord
+	for range 10 {
+		rs = append(rs, store.NewRecord{Namespace: "sized", Key: "k", Payload: []byte("0123456789")})
+	}
+	appendRecs(t, st, 0, rs...)
+	o, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 0, Owner: "n"})
+	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 8 {
+		t.Fatalf("TrimConsumed keeping 25 bytes of 10-byte records = %d, %v; want 8", n, err)
+	}
+	wantInfo(t, st, 0, store.PartitionInfo{Head: 10, Trimmed: 8})
+}

@@ -1,0 +1,348 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// StreamStore holds what the stream runtime keeps beside the partition
+// logs: the partition count, each partition's owner with its epoch and
+// checkpoint, subscriptions with their progress, parked events and
+// retention.
+type StreamStore interface {
+	// StreamPartitions records n as the tenant's number of stream
+	// partitions when none is recorded yet, and returns the recorded one.
+	StreamPartitions(ctx context.Context, n int32) (int32, error)
+	// AcquirePartition makes p.Owner the owner of a partition under a new
+	// epoch, one more than the last, and returns the partition's state.
+	AcquirePartition(ctx context.Context, p *AcquireParams) (PartitionOwner, error)
+
+	// CreateSubscription stores a subscription and its starting progress
+	// on every partition it covers. In the same transaction it checks that
+	// retention kept every record after each start (ErrTrimmed
+	// otherwise), and from then on retention keeps them until the
+	// subscription's progress passes them. ErrEntityExists if the id is
+	// taken.
+	CreateSubscription(ctx context.Context, p *NewSubscription) error
+	// DeleteSubscription deletes a subscription with its progress and
+	// parked events. ErrSubscriptionNotFound if absent.
+	DeleteSubscription(ctx context.Context, id string) error
+	// Subscriptions lists subscriptions in id order, as p selects them.
+	Subscriptions(ctx context.Context, p *SubscriptionFilter) ([]Subscription, error)
+	// FaultSubscription records that a subscription stopped, and why; an
+	// empty reason clears the fault. ErrSubscriptionNotFound if absent.
+	FaultSubscription(ctx context.Context, id, reason string) error
+
+	// Progress returns a partition's owner, epoch and checkpoint, and the
+	// stored position of each subscription on it.
+	Progress(ctx context.Context, partition int32) (PartitionProgress, error)
+	// SaveProgress stores subscriptions' positions on a partition and the
+	// partition's checkpoint in one transaction, if p.Epoch is still the
+	// partition's epoch: ErrFenced otherwise, and nothing is written.
+	SaveProgress(ctx context.Context, p *ProgressParams) error
+
+	// Park stores events a subscription gave up on, with the error.
+	Park(ctx context.Context, p *ParkParams) error
+	// Parked lists a subscription's parked events in (partition,
+	// position) order, after p.After.
+	Parked(ctx context.Context, p *ParkedParams) ([]ParkedEvent, error)
+	// Unpark deletes parked events of a subscription. ErrMessageNotFound
+	// (and nothing deleted) if any is not parked.
+	Unpark(ctx context.Context, p *UnparkParams) error
+
+	// SetRetention stores how long a namespace's consumed records are
+	// kept; the zero Retention keeps them until consumed.
+	SetRetention(ctx context.Context, namespace string, r Retention) error
+	// GetRetention returns a namespace's retention.
+	GetRetention(ctx context.Context, namespace string) (Retention, error)
+	// TrimConsumed deletes, in position order, up to p.Max records of a
+	// partition at or below its checkpoint that no subscription's stored
+	// progress still needs and that their namespace's retention lets go;
+	// it returns how many it deleted.
+	TrimConsumed(ctx context.Context, p *TrimConsumedParams) (int64, error)
+}
+
+// TxAppender is a Store whose appends can join a transaction the caller
+// opened on the same database: the records commit, or vanish, with the
+// caller's own writes. The partition's head row stays locked until the
+// caller commits, so keep such transactions short.
+type TxAppender interface {
+	AppendTx(ctx context.Context, tx *sql.Tx, p *AppendParams) (AppendResult, error)
+}
+
+// AcquireParams takes ownership of a partition.
+type AcquireParams struct {
+	Partition int32
+	// Owner names the node taking the partition.
+	Owner string
+}
+
+// PartitionOwner is a partition's owner, epoch and checkpoint.
+type PartitionOwner struct {
+	Owner string
+	// Epoch counts acquisitions; writes under an older one are fenced.
+	Epoch int64
+	// Checkpoint is the position through which every subscription is
+	// done with the partition's records.
+	Checkpoint int64
+}
+
+// PartitionProgress is what is stored of a partition's consumption.
+type PartitionProgress struct {
+	PartitionOwner
+	// Positions holds each subscription's position on the partition: it
+	// is done with every record at or below it.
+	Positions map[string]int64
+}
+
+// NoPartition is the partition of a subscription to a whole namespace.
+const NoPartition int32 = -1
+
+// NewSubscription creates a subscription.
+type NewSubscription struct {
+	// ID is the subscription's handle.
+	ID       string
+	Consumer string
+	// Namespace and Key select the events; an empty Key selects every
+	// stream of the namespace.
+	Namespace string
+	Key       string
+	// Partition is the stream's partition, or NoPartition with an empty
+	// Key.
+	Partition int32
+	// Start holds the starting position on each partition the
+	// subscription covers: one entry for a stream, every partition for a
+	// namespace.
+	Start map[int32]int64
+}
+
+// Subscription is a stored subscription.
+type Subscription struct {
+	ID        string
+	Consumer  string
+	Namespace string
+	Key       string
+	Partition int32
+	// Fault says why the subscription stopped ("" while it runs).
+	Fault     string
+	FaultedAt time.Time
+	CreatedAt time.Time
+}
+
+// SubscriptionFilter selects subscriptions. Zero fields select all.
+type SubscriptionFilter struct {
+	// ID selects one subscription.
+	ID string
+	// Namespace and Key select a namespace's subscriptions, or with Key
+	// one stream's (not the namespace's).
+	Namespace string
+	Key       string
+	// Partition, when set, selects the subscriptions that read it: those
+	// to its streams and those to whole namespaces.
+	Partition *int32
+}
+
+// ProgressParams saves progress on a partition.
+type ProgressParams struct {
+	Partition int32
+	Epoch     int64
+	// Checkpoint is the partition's new checkpoint (it never moves back).
+	Checkpoint int64
+	// Positions holds subscriptions' new positions.
+	Positions map[string]int64
+}
+
+// ParkParams parks events of a subscription.
+type ParkParams struct {
+	Subscription string
+	Events       []ParkedEvent
+}
+
+// ParkedEvent is an event a subscription gave up on.
+type ParkedEvent struct {
+	Partition int32
+	sluicetype.Record
+	// Error is the last delivery's error.
+	Error    string
+	Attempts int
+	ParkedAt time.Time
+}
+
+// ParkedParams lists parked events.
+type ParkedParams struct {
+	Subscription string
+	// AfterPartition and AfterPosition continue a listing (zeros: from
+	// the first).
+	AfterPartition int32
+	AfterPosition  int64
+	Max            int
+}
+
+// UnparkParams deletes parked events.
+type UnparkParams struct {
+	Subscription string
+	Events       []ParkedID
+}
+
+// ParkedID names a parked event.
+type ParkedID struct {
+	Partition int32
+	Position  int64
+}
+
+// Retention says how long a namespace's records stay once every
+// subscription is done with them. The zero value deletes them then.
+type Retention struct {
+	// MaxAge keeps consumed records until they are this old.
+	MaxAge time.Duration
+	// MaxBytes keeps the newest consumed records of the namespace on each
+	// partition while their payloads add up to at most this many bytes.
+	MaxBytes int64
+}
+
+// TrimConsumedParams trims a partition's consumed records.
+type TrimConsumedParams struct {
+	Partition int32
+	// Max bounds how many records one call deletes.
+	Max int
+}
+
+// Validate checks an acquisition.
+func (p *AcquireParams) Validate() error {
+	if err := ValidatePartition(p.Partition); err != nil {
+		return err
+	}
+	return ValidateName("owner", p.Owner)
+}
+
+// Validate checks a new subscription.
+func (p *NewSubscription) Validate() error {
+	if err := ValidateName("subscription id", p.ID); err != nil {
+		return err
+	}
+	if err := ValidateName("consumer", p.Consumer); err != nil {
+		return err
+	}
+	if err := ValidateName("namespace", p.Namespace); err != nil {
+		return err
+	}
+	if p.Key == "" {
+		if p.Partition != NoPartition {
+			return invalid("subscription to a whole namespace on partition %d", p.Partition)
+		}
+	} else {
+		if err := ValidateKey(p.Key); err != nil {
+			return err
+		}
+		if err := ValidatePartition(p.Partition); err != nil {
+			return err
+		}
+		if _, ok := p.Start[p.Partition]; !ok || len(p.Start) != 1 {
+			return invalid("subscription to a stream of partition %d must start on that partition only", p.Partition)
+		}
+	}
+	if len(p.Start) == 0 {
+		return invalid("subscription starts on no partition")
+	}
+	for part, pos := range p.Start {
+		if err := ValidatePartition(part); err != nil {
+			return err
+		}
+		if pos < 0 {
+			return invalid("start position %d: must not be negative", pos)
+		}
+	}
+	return nil
+}
+
+// ValidateKey checks a stream key: valid UTF-8 of 1 to MaxKeyLen bytes.
+func ValidateKey(key string) error {
+	if key == "" || len(key) > MaxKeyLen || !utf8.ValidString(key) {
+		return fmt.Errorf("stream key must be valid UTF-8 of 1 to %d bytes: %w", MaxKeyLen, sluicetype.ErrInvalidName)
+	}
+	return nil
+}
+
+// Validate checks saved progress.
+func (p *ProgressParams) Validate() error {
+	if err := ValidatePartition(p.Partition); err != nil {
+		return err
+	}
+	if p.Checkpoint < 0 {
+		return invalid("checkpoint %d: must not be negative", p.Checkpoint)
+	}
+	for id, pos := range p.Positions {
+		if err := ValidateName("subscription id", id); err != nil {
+			return err
+		}
+		if pos < 0 {
+			return invalid("position %d of subscription %q: must not be negative", pos, id)
+		}
+	}
+	return nil
+}
+
+// Validate checks parked events.
+func (p *ParkParams) Validate(l Limits) error {
+	if err := ValidateName("subscription id", p.Subscription); err != nil {
+		return err
+	}
+	if len(p.Events) == 0 || len(p.Events) > l.MaxBatch {
+		return invalid("park of %d events, 1 to %d allowed", len(p.Events), l.MaxBatch)
+	}
+	for _, e := range p.Events {
+		if err := ValidatePartition(e.Partition); err != nil {
+			return err
+		}
+		if len(e.Error) > MaxReasonLen {
+			return invalid("parking error of %d bytes, at most %d allowed", len(e.Error), MaxReasonLen)
+		}
+	}
+	return nil
+}
+
+// Validate checks a listing of parked events.
+func (p *ParkedParams) Validate(l Limits) error {
+	if err := ValidateName("subscription id", p.Subscription); err != nil {
+		return err
+	}
+	if p.Max <= 0 || p.Max > l.MaxBatch {
+		return invalid("listing of %d parked events, 1 to %d allowed", p.Max, l.MaxBatch)
+	}
+	return nil
+}
+
+// Validate checks an unpark.
+func (p *UnparkParams) Validate(l Limits) error {
+	if err := ValidateName("subscription id", p.Subscription); err != nil {
+		return err
+	}
+	if len(p.Events) == 0 || len(p.Events) > l.MaxBatch {
+		return invalid("unpark of %d events, 1 to %d allowed", len(p.Events), l.MaxBatch)
+	}
+	return nil
+}
+
+// Validate checks a retention.
+func (r Retention) Validate() error {
+	if r.MaxAge < 0 || r.MaxBytes < 0 {
+		return invalid("retention of %v and %d bytes: must not be negative", r.MaxAge, r.MaxBytes)
+	}
+	return nil
+}
+
+// Validate checks a trim.
+func (p *TrimConsumedParams) Validate(l Limits) error {
+	if err := ValidatePartition(p.Partition); err != nil {
+		return err
+	}
+	if p.Max <= 0 || p.Max > 10*l.MaxBatch {
+		return invalid("trim of %d records, 1 to %d allowed", p.Max, 10*l.MaxBatch)
+	}
+	return nil
+}

@@ -1,0 +1,481 @@
+package sluice
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/internal/stream"
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Stream errors.
+var (
+	// ErrPartitionCount reports a client or processor configured with a
+	// number of stream partitions other than the database's.
+	ErrPartitionCount = sluicetype.ErrPartitionCount
+	// ErrSubscriptionNotFound reports a stream subscription that does not
+	// exist.
+	ErrSubscriptionNotFound = sluicetype.ErrSubscriptionNotFound
+	// ErrTrimmed reports a position retention has deleted.
+	ErrTrimmed = sluicetype.ErrTrimmed
+	// ErrFenced reports a write by a node that no longer owns a partition.
+	ErrFenced = sluicetype.ErrFenced
+)
+
+// StreamID names a stream: a namespace (a name like a queue's) and a key
+// (any UTF-8 text of 1 to 1,024 bytes). Streams hash onto partitions by
+// both (see PartitionOf).
+type StreamID struct {
+	Namespace string
+	Key       string
+}
+
+func (id StreamID) String() string { return id.Namespace + "/" + id.Key }
+
+func (id StreamID) validate() error {
+	if err := store.ValidateName("namespace", id.Namespace); err != nil {
+		return err
+	}
+	return store.ValidateKey(id.Key)
+}
+
+// PartitionOf returns the partition a stream's events go to when there
+// are n partitions: the 64-bit FNV-1a hash of the namespace, a zero byte
+// and the key, modulo n. It never changes: every node must agree on it.
+func PartitionOf(id StreamID, n int32) int32 {
+	return stream.PartitionOf(id.Namespace, id.Key, n)
+}
+
+// Event is an event to publish.
+type Event struct {
+	Body       []byte
+	Properties map[string]string
+}
+
+// StreamEvent is an event delivered to a handler, with its stream, its
+// place in the partition log and its subscription.
+type StreamEvent = stream.Event
+
+// StreamHandler handles the events of a subscription, one event of a
+// stream at a time. Returning an error or panicking fails the delivery:
+// it is retried with backoff, then the consumer's failure policy applies.
+// It should return when ctx ends.
+type StreamHandler = stream.Handler
+
+// FailurePolicy says what happens to an event whose deliveries all
+// failed.
+type FailurePolicy = stream.FailurePolicy
+
+const (
+	// ParkOnFailure stores the event among the subscription's parked
+	// events, with its error, and moves on (the default).
+	ParkOnFailure = stream.Park
+	// FaultOnFailure stops the subscription and records why; it delivers
+	// again once ClearFault is called.
+	FaultOnFailure = stream.Fault
+)
+
+// streamPartitions returns the client's partition count, checking it
+// against the database's on first use.
+func (c *Client) streamPartitions(ctx context.Context) (int32, error) {
+	c.mu.Lock()
+	checked := c.partitionsChecked
+	c.mu.Unlock()
+	if checked {
+		return c.partitions, nil
+	}
+	if err := stream.CheckPartitions(ctx, c.st, c.partitions); err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	c.partitionsChecked = true
+	c.mu.Unlock()
+	return c.partitions, nil
+}
+
+// Publish appends events to a stream atomically and returns their
+// positions in the stream's partition, in order. Concurrent publishes
+// share commits. When it returns nil the events are stored durably.
+func (c *Client) Publish(ctx context.Context, id StreamID, events ...Event) ([]int64, error) {
+	p, err := c.appendParams(ctx, id, events)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.st.Append(ctx, p)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: publish to %s: %w", id, err)
+	}
+	return span(res), nil
+}
+
+// PublishTx publishes in the caller's transaction tx, opened on the same
+// database (on PostgreSQL, with a search_path that reaches sluice's
+// tables): the events commit with the caller's own writes, or not at all.
+// The partition stays locked for other publishers until tx ends, so keep
+// it short; on SQLite make no other sluice call that writes while it is
+// open.
+func (c *Client) PublishTx(ctx context.Context, tx *sql.Tx, id StreamID, events ...Event) ([]int64, error) {
+	ta, ok := c.st.(store.TxAppender)
+	if !ok {
+		return nil, errInvalid("publish", "this backend cannot join a caller's transaction")
+	}
+	p, err := c.appendParams(ctx, id, events)
+	if err != nil {
+		return nil, err
+	}
+	res, err := ta.AppendTx(ctx, tx, p)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: publish to %s: %w", id, err)
+	}
+	return span(res), nil
+}
+
+func (c *Client) appendParams(ctx context.Context, id StreamID, events []Event) (*store.AppendParams, error) {
+	if err := id.validate(); err != nil {
+		return nil, fmt.Errorf("sluice: publish: %w", err)
+	}
+	if len(events) == 0 {
+		return nil, errInvalid("publish", "no events")
+	}
+	n, err := c.streamPartitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := &store.AppendParams{Partition: PartitionOf(id, n), Records: make([]store.NewRecord, len(events))}
+	for i, e := range events {
+		p.Records[i] = store.NewRecord{Namespace: id.Namespace, Key: id.Key, Properties: e.Properties, Payload: e.Body}
+	}
+	return p, nil
+}
+
+func span(r store.AppendResult) []int64 {
+	out := make([]int64, 0, r.Last-r.First+1)
+	for pos := r.First; pos <= r.Last; pos++ {
+		out = append(out, pos)
+	}
+	return out
+}
+
+// StartPosition says where a new subscription starts.
+type StartPosition struct {
+	kind int
+	at   int64
+}
+
+const (
+	startNow = iota
+	startBeginning
+	startAt
+)
+
+// FromNow starts a subscription with the events published after it is
+// created.
+func FromNow() StartPosition { return StartPosition{kind: startNow} }
+
+// FromBeginning starts a subscription with the oldest events retention
+// kept.
+func FromBeginning() StartPosition { return StartPosition{kind: startBeginning} }
+
+// FromPosition starts a subscription at a position of its stream's
+// partition: it receives the stream's events at or after it. ErrTrimmed
+// if retention deleted records from there on.
+func FromPosition(position int64) StartPosition { return StartPosition{kind: startAt, at: position} }
+
+// StreamSubscription is a stored subscription. Stream.Key is empty for
+// a consumer's subscription to a whole namespace.
+type StreamSubscription struct {
+	ID       string
+	Consumer string
+	Stream   StreamID
+	// Partition is the stream's partition (-1 for a whole namespace).
+	Partition int32
+	// Fault says why the subscription stopped ("" while it runs).
+	Fault     string
+	FaultedAt time.Time
+	CreatedAt time.Time
+}
+
+func subscriptionOf(s store.Subscription) StreamSubscription {
+	return StreamSubscription{ID: s.ID, Consumer: s.Consumer, Stream: StreamID{s.Namespace, s.Key},
+		Partition: s.Partition, Fault: s.Fault, FaultedAt: s.FaultedAt, CreatedAt: s.CreatedAt}
+}
+
+// Subscribe subscribes a consumer to one stream: processors that handle
+// the consumer (StreamProcessor.Handle) deliver the stream's events to
+// it, from the start position on, each event at least once and in order.
+// The subscription is stored: it survives restarts and resumes from its
+// own progress until Unsubscribe. A consumer may hold several
+// subscriptions to one stream; each has its own ID.
+func (c *Client) Subscribe(ctx context.Context, id StreamID, consumer string, from StartPosition) (StreamSubscription, error) {
+	if err := id.validate(); err != nil {
+		return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+	}
+	if err := store.ValidateName("consumer", consumer); err != nil {
+		return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+	}
+	n, err := c.streamPartitions(ctx)
+	if err != nil {
+		return StreamSubscription{}, err
+	}
+	part := PartitionOf(id, n)
+	var start int64
+	switch from.kind {
+	case startAt:
+		if from.at < 1 {
+			return StreamSubscription{}, errInvalid("subscribe", "position %d: positions start at 1", from.at)
+		}
+		start = from.at - 1
+	default:
+		info, err := c.st.PartitionInfo(ctx, part)
+		if err != nil {
+			return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+		}
+		start = info.Head
+		if from.kind == startBeginning {
+			start = info.Trimmed
+		}
+	}
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	sub := store.NewSubscription{ID: hex.EncodeToString(b), Consumer: consumer, Namespace: id.Namespace, Key: id.Key,
+		Partition: part, Start: map[int32]int64{part: start}}
+	if err := c.st.CreateSubscription(ctx, &sub); err != nil {
+		return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+	}
+	c.subscriptionsChanged()
+	return StreamSubscription{ID: sub.ID, Consumer: consumer, Stream: id, Partition: part, CreatedAt: time.Now()}, nil
+}
+
+// Unsubscribe deletes a subscription, with its progress and parked
+// events: delivery stops at once in this process, and within a refresh
+// interval in others. A consumer's subscription to a whole namespace is
+// stored again when a processor handling it starts.
+func (c *Client) Unsubscribe(ctx context.Context, subscription string) error {
+	if err := c.st.DeleteSubscription(ctx, subscription); err != nil {
+		return err
+	}
+	c.subscriptionsChanged()
+	return nil
+}
+
+// StreamSubscriptions lists the subscriptions that receive a stream's
+// events: those to the stream and those to its whole namespace.
+func (c *Client) StreamSubscriptions(ctx context.Context, id StreamID) ([]StreamSubscription, error) {
+	if err := id.validate(); err != nil {
+		return nil, fmt.Errorf("sluice: stream subscriptions: %w", err)
+	}
+	var out []StreamSubscription
+	for _, key := range []string{id.Key, ""} {
+		subs, err := c.st.Subscriptions(ctx, &store.SubscriptionFilter{Namespace: id.Namespace, Key: key})
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range subs {
+			if s.Key == key {
+				out = append(out, subscriptionOf(s))
+			}
+		}
+	}
+	return out, nil
+}
+
+// GetStreamSubscription returns a subscription, with its fault if it
+// stopped. ErrSubscriptionNotFound if absent.
+func (c *Client) GetStreamSubscription(ctx context.Context, subscription string) (StreamSubscription, error) {
+	subs, err := c.st.Subscriptions(ctx, &store.SubscriptionFilter{ID: subscription})
+	if err != nil {
+		return StreamSubscription{}, err
+	}
+	if len(subs) == 0 {
+		return StreamSubscription{}, fmt.Errorf("sluice: subscription %q: %w", subscription, ErrSubscriptionNotFound)
+	}
+	return subscriptionOf(subs[0]), nil
+}
+
+// ClearFault resumes a faulted subscription: the event that faulted it is
+// delivered again, then the ones after it.
+func (c *Client) ClearFault(ctx context.Context, subscription string) error {
+	if err := c.st.FaultSubscription(ctx, subscription, ""); err != nil {
+		return err
+	}
+	c.subscriptionsChanged()
+	return nil
+}
+
+// ParkedEvent is an event a subscription gave up on.
+type ParkedEvent struct {
+	StreamEvent
+	// Error is the last delivery's error; Attempts counts deliveries.
+	Error    string
+	Attempts int
+	ParkedAt time.Time
+}
+
+// ParkedEvents lists up to max of a subscription's parked events,
+// oldest first. StreamProcessor.Replay delivers them again.
+func (c *Client) ParkedEvents(ctx context.Context, subscription string, max int) ([]ParkedEvent, error) {
+	evs, err := c.st.Parked(ctx, &store.ParkedParams{Subscription: subscription, Max: max})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ParkedEvent, len(evs))
+	for i, e := range evs {
+		out[i] = ParkedEvent{StreamEvent: StreamEvent{Namespace: e.Namespace, Key: e.Key, Partition: e.Partition,
+			Position: e.Position, Subscription: subscription, Properties: e.Properties, Body: e.Payload, AppendedAt: e.AppendedAt},
+			Error: e.Error, Attempts: e.Attempts, ParkedAt: e.ParkedAt}
+	}
+	return out, nil
+}
+
+// StreamRetention says how long a namespace's events stay once every
+// subscription is done with them. The zero value deletes them then.
+type StreamRetention = store.Retention
+
+// SetStreamRetention sets a namespace's retention.
+func (c *Client) SetStreamRetention(ctx context.Context, namespace string, r StreamRetention) error {
+	return c.st.SetRetention(ctx, namespace, r)
+}
+
+// ConsumerOptions configure how a processor delivers to a consumer. Zero
+// values take the defaults.
+type ConsumerOptions struct {
+	// Namespace, when set, subscribes the consumer to every stream of the
+	// namespace (an implicit subscription, stored when the processor
+	// starts, from the events published after that the first time).
+	Namespace string
+	// MaxConcurrency bounds the streams handled at once, per subscription
+	// and partition (default 8). One stream's events are handled one at a
+	// time, in order.
+	MaxConcurrency int
+	// DeliveryTimeout bounds one delivery (default 1 min).
+	DeliveryTimeout time.Duration
+	// MaxAttempts bounds the deliveries of one event (default 5).
+	MaxAttempts int
+	// RetryBackoff is the wait after a failed delivery, doubled each time
+	// up to MaxRetryBackoff (defaults 100 ms and 10 s).
+	RetryBackoff    time.Duration
+	MaxRetryBackoff time.Duration
+	// OnFailure applies once an event's attempts are used up (default
+	// ParkOnFailure).
+	OnFailure FailurePolicy
+}
+
+// StreamProcessorOptions configure a stream processor. Zero values take
+// the defaults.
+type StreamProcessorOptions struct {
+	// Name names this node as the owner of its partitions (default
+	// "node").
+	Name string
+	// PollInterval is the wait between reads of a partition with records;
+	// reads back off to IdlePollInterval while none come (defaults 100 ms
+	// and 1 s). A publish in this process, or on PostgreSQL anywhere,
+	// wakes the reader at once.
+	PollInterval     time.Duration
+	IdlePollInterval time.Duration
+	// ReadBatch bounds one read of a partition (default 256).
+	ReadBatch int
+	// CacheRecords and CacheBytes bound each partition's cache (defaults
+	// 4,096 records and 16 MiB). When a slow subscription pins the
+	// oldest record and the cache is full, reading pauses; nothing is
+	// dropped.
+	CacheRecords int
+	CacheBytes   int64
+	// ProgressInterval is how often progress is stored (default 200 ms).
+	ProgressInterval time.Duration
+	// RefreshInterval is how often subscriptions made by other processes
+	// are picked up (default 1 s).
+	RefreshInterval time.Duration
+}
+
+// StreamProcessor pulls stream partitions and delivers their events to
+// the consumers registered on it. On one node it pulls every partition.
+type StreamProcessor struct {
+	c    *Client
+	node *stream.Node
+}
+
+// StreamPartitionStats describe a partition a processor pulls.
+type StreamPartitionStats = stream.PartitionStats
+
+// NewStreamProcessor returns a processor; register consumers with
+// Handle, then Start it.
+func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcessor {
+	var o StreamProcessorOptions
+	if opts != nil {
+		o = *opts
+	}
+	node := stream.NewNode(stream.Config{
+		Store: c.st, Partitions: c.partitions, Name: o.Name, Logger: c.log,
+		PollInterval: o.PollInterval, IdlePollInterval: o.IdlePollInterval, ReadBatch: o.ReadBatch,
+		CacheRecords: o.CacheRecords, CacheBytes: o.CacheBytes, ProgressInterval: o.ProgressInterval,
+		RefreshInterval: o.RefreshInterval,
+	})
+	return &StreamProcessor{c: c, node: node}
+}
+
+// Handle registers a consumer and its handler, before Start.
+func (p *StreamProcessor) Handle(consumer string, h StreamHandler, opts *ConsumerOptions) error {
+	var o ConsumerOptions
+	if opts != nil {
+		o = *opts
+	}
+	return p.node.Register(stream.Consumer{Name: consumer, Handler: h, Namespace: o.Namespace,
+		MaxConcurrency: o.MaxConcurrency, DeliveryTimeout: o.DeliveryTimeout, MaxAttempts: o.MaxAttempts,
+		RetryBackoff: o.RetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff, OnFailure: o.OnFailure})
+}
+
+// Start checks the partition count against the database's
+// (ErrPartitionCount), stores the consumers' namespace subscriptions, and
+// starts pulling.
+func (p *StreamProcessor) Start(ctx context.Context) error {
+	if err := p.node.Start(ctx); err != nil {
+		return err
+	}
+	p.c.addProcessor(p.node)
+	return nil
+}
+
+// Stop stops pulling: deliveries in progress finish until ctx ends, then
+// are cancelled (and delivered again later); final progress is stored.
+func (p *StreamProcessor) Stop(ctx context.Context) error {
+	p.c.removeProcessor(p.node)
+	return p.node.Stop(ctx)
+}
+
+// Replay delivers up to max of a subscription's parked events again,
+// oldest first, through its consumer on this processor; each delivered
+// one leaves the parked events. It stops at the first that fails again
+// (which stays parked, with its new error) and returns how many were
+// delivered.
+func (p *StreamProcessor) Replay(ctx context.Context, subscription string, max int) (int, error) {
+	return p.node.Replay(ctx, subscription, max)
+}
+
+// Stats describe the partitions the processor pulls.
+func (p *StreamProcessor) Stats() []StreamPartitionStats { return p.node.Stats() }
+
+func (c *Client) addProcessor(n *stream.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.processors[n] = struct{}{}
+}
+
+func (c *Client) removeProcessor(n *stream.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.processors, n)
+}
+
+// subscriptionsChanged tells this client's processors at once.
+func (c *Client) subscriptionsChanged() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for n := range c.processors {
+		n.SubscriptionsChanged()
+	}
+}

@@ -1,0 +1,433 @@
+package sluice_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// collector records what handlers received, per subscription and stream.
+type collector struct {
+	mu   sync.Mutex
+	got  map[string][]int64 // subscription + "|" + stream key -> positions
+	n    atomic.Int64
+	wait chan struct{}
+}
+
+func newCollector() *collector {
+	return &collector{got: make(map[string][]int64), wait: make(chan struct{}, 1)}
+}
+
+func (c *collector) handle(ctx context.Context, ev *sluice.StreamEvent) error {
+	c.mu.Lock()
+	k := ev.Subscription + "|" + ev.Key
+	c.got[k] = append(c.got[k], ev.Position)
+	c.mu.Unlock()
+	c.n.Add(1)
+	select {
+	case c.wait <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
+func (c *collector) positions(sub, key string) []int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.got[sub+"|"+key])
+}
+
+// waitCount waits until the collector holds at least n deliveries.
+func (c *collector) waitCount(t *testing.T, n int64, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for c.n.Load() < n {
+		select {
+		case <-c.wait:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatalf("%d deliveries after %v, want %d", c.n.Load(), within, n)
+		}
+	}
+}
+
+// startProcessor starts a processor with fast polling, stopped when the
+// test ends.
+func startStreamProcessor(t *testing.T, c *sluice.Client, opts *sluice.StreamProcessorOptions, register func(p *sluice.StreamProcessor)) *sluice.StreamProcessor {
+	t.Helper()
+	if opts == nil {
+		opts = &sluice.StreamProcessorOptions{}
+	}
+	if opts.RefreshInterval == 0 {
+		opts.RefreshInterval = 200 * time.Millisecond
+	}
+	p := c.NewStreamProcessor(opts)
+	register(p)
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatalf("StreamProcessor.Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Stop(ctx)
+	})
+	return p
+}
+
+func publish(t *testing.T, c *sluice.Client, id sluice.StreamID, bodies ...string) []int64 {
+	t.Helper()
+	evs := make([]sluice.Event, len(bodies))
+	for i, b := range bodies {
+		evs[i] = sluice.Event{Body: []byte(b)}
+	}
+	pos, err := c.Publish(t.Context(), id, evs...)
+	if err != nil {
+		t.Fatalf("Publish(%s): %v", id, err)
+	}
+	return pos
+}
+
+// 1,000 streams of 100 events each reach a namespace subscription and an
+// explicit one, each stream's events in order, every event once, handled
+// 8 streams at a time per partition.
+func TestStreamOrder(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		const streams, perStream, batch = 1000, 100, 25
+		col := newCollector()
+		var running, peak atomic.Int64
+		handler := func(ctx context.Context, ev *sluice.StreamEvent) error {
+			n := running.Add(1)
+			defer running.Add(-1)
+			for {
+				p := peak.Load()
+				if n <= p || peak.CompareAndSwap(p, n) {
+					break
+				}
+			}
+			return col.handle(ctx, ev)
+		}
+		explicitStream := sluice.StreamID{Namespace: "orders", Key: "k-7"}
+		explicit, err := c.Subscribe(t.Context(), explicitStream, "audit", sluice.FromNow())
+		if err != nil {
+			t.Fatalf("Subscribe: %v", err)
+		}
+		startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
+			if err := p.Handle("billing", handler, &sluice.ConsumerOptions{Namespace: "orders", MaxConcurrency: 8}); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Handle("audit", col.handle, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+		want := make(map[string][]int64, streams)
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		jobs := make(chan int)
+		for range 8 {
+			wg.Go(func() {
+				for j := range jobs {
+					key := "k-" + strconv.Itoa(j%streams)
+					bodies := make([]string, batch)
+					for i := range bodies {
+						bodies[i] = strconv.Itoa(j/streams*batch + i)
+					}
+					pos := publish(t, c, sluice.StreamID{Namespace: "orders", Key: key}, bodies...)
+					mu.Lock()
+					want[key] = append(want[key], pos...)
+					mu.Unlock()
+				}
+			})
+		}
+		for j := range streams * perStream / batch {
+			jobs <- j
+		}
+		close(jobs)
+		wg.Wait()
+		// An event of another namespace, in the same partitions, concerns
+		// no one.
+		publish(t, c, sluice.StreamID{Namespace: "users", Key: "k-7"}, "ignored")
+		col.waitCount(t, streams*perStream+perStream, 3*time.Minute)
+		implicit := "ns/orders/billing"
+		for key, w := range want {
+			slices.Sort(w) // one stream's positions, in publish order
+			if got := col.positions(implicit, key); !slices.Equal(got, w) {
+				t.Fatalf("stream %s: the namespace subscription received %d events %v..., want %d in order", key, len(got), head(got), len(w))
+			}
+		}
+		if got, w := col.positions(explicit.ID, "k-7"), want["k-7"]; !slices.Equal(got, w) {
+			t.Fatalf("the explicit subscription received %v, want %v", head(got), head(w))
+		}
+		if p := peak.Load(); p < 2 || p > 8*16 {
+			t.Fatalf("at most %d deliveries ran at once, want parallel ones, within 8 per partition", p)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if n := col.n.Load(); n != streams*perStream+perStream {
+			t.Fatalf("%d deliveries, want exactly %d", n, streams*perStream+perStream)
+		}
+	})
+}
+
+func head(s []int64) []int64 { return s[:min(len(s), 5)] }
+
+// A stalled subscription pins the cache, which stops reading at its
+// bound; nothing is lost or skipped for the other, and both get every
+// event once the stalled one resumes.
+func TestStreamSlowSubscription(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		const events, cacheRecords = 600, 64
+		fast := newCollector()
+		slow := newCollector()
+		release := make(chan struct{})
+		var stalled atomic.Bool
+		slowHandler := func(ctx context.Context, ev *sluice.StreamEvent) error {
+			if stalled.CompareAndSwap(false, true) {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return slow.handle(ctx, ev)
+		}
+		p := startStreamProcessor(t, c, &sluice.StreamProcessorOptions{CacheRecords: cacheRecords, ReadBatch: 16}, func(p *sluice.StreamProcessor) {
+			p.Handle("fast", fast.handle, &sluice.ConsumerOptions{Namespace: "metrics"})
+			p.Handle("slow", slowHandler, &sluice.ConsumerOptions{Namespace: "metrics", MaxConcurrency: 1})
+		})
+		id := sluice.StreamID{Namespace: "metrics", Key: "cpu"}
+		var pos []int64
+		for i := range events / 50 {
+			bodies := make([]string, 50)
+			for j := range bodies {
+				bodies[j] = fmt.Sprint(i*50 + j)
+			}
+			pos = append(pos, publish(t, c, id, bodies...)...)
+		}
+		// The fast subscription gets what the cache holds, then waits.
+		time.Sleep(time.Second)
+		got := fast.positions("ns/metrics/fast", "cpu")
+		if len(got) >= events {
+			t.Fatalf("the fast subscription got all %d events while the slow one pinned a cache of %d", len(got), cacheRecords)
+		}
+		if !slices.Equal(got, pos[:len(got)]) {
+			t.Fatalf("the fast subscription got %v..., want a prefix of the stream", head(got))
+		}
+		for _, ps := range p.Stats() {
+			if ps.CachedRecords > cacheRecords {
+				t.Fatalf("partition %d caches %d records, bound %d", ps.Partition, ps.CachedRecords, cacheRecords)
+			}
+		}
+		close(release)
+		fast.waitCount(t, events, time.Minute)
+		slow.waitCount(t, events, time.Minute)
+		if got := fast.positions("ns/metrics/fast", "cpu"); !slices.Equal(got, pos) {
+			t.Fatalf("fast received %d events, want all %d in order", len(got), len(pos))
+		}
+		if got := slow.positions("ns/metrics/slow", "cpu"); !slices.Equal(got, pos) {
+			t.Fatalf("slow received %d events, want all %d in order", len(got), len(pos))
+		}
+	})
+}
+
+// Failed deliveries are retried, then parked (and replayed) or fault the
+// subscription (until its fault is cleared); a panicking handler is one
+// more failure.
+func TestStreamFailurePolicies(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		var healed atomic.Bool
+		var attempts sync.Map
+		flaky := func(col *collector) sluice.StreamHandler {
+			return func(ctx context.Context, ev *sluice.StreamEvent) error {
+				n, _ := attempts.LoadOrStore(ev.Subscription+string(ev.Body), new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+				if !healed.Load() {
+					switch string(ev.Body) {
+					case "bad":
+						return errors.New("cannot handle bad")
+					case "panic":
+						panic("handler bug")
+					}
+				}
+				return col.handle(ctx, ev)
+			}
+		}
+		parked, faulted := newCollector(), newCollector()
+		opts := func(policy sluice.FailurePolicy) *sluice.ConsumerOptions {
+			return &sluice.ConsumerOptions{Namespace: "jobs", MaxAttempts: 3, RetryBackoff: time.Millisecond, OnFailure: policy}
+		}
+		p := startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
+			p.Handle("parker", flaky(parked), opts(sluice.ParkOnFailure))
+			p.Handle("faulter", flaky(faulted), opts(sluice.FaultOnFailure))
+		})
+		id := sluice.StreamID{Namespace: "jobs", Key: "j"}
+		pos := publish(t, c, id, "ok-1", "bad", "ok-2", "panic", "ok-3")
+		parked.waitCount(t, 3, 30*time.Second)
+		const parker, faulter = "ns/jobs/parker", "ns/jobs/faulter"
+		if got := parked.positions(parker, "j"); !slices.Equal(got, []int64{pos[0], pos[2], pos[4]}) {
+			t.Fatalf("the parking subscription received %v, want the good events", got)
+		}
+		var evs []sluice.ParkedEvent
+		deadline := time.Now().Add(10 * time.Second)
+		for len(evs) < 2 && time.Now().Before(deadline) {
+			var err error
+			if evs, err = c.ParkedEvents(t.Context(), parker, 10); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if len(evs) != 2 || evs[0].Position != pos[1] || evs[0].Error != "cannot handle bad" || evs[0].Attempts != 3 ||
+			evs[1].Position != pos[3] || evs[1].Error != "handler panicked: handler bug" || string(evs[1].Body) != "panic" {
+			t.Fatalf("parked events = %+v", evs)
+		}
+		// The faulting subscription stopped at "bad", and says why.
+		var sub sluice.StreamSubscription
+		for sub.Fault == "" && time.Now().Before(deadline) {
+			var err error
+			if sub, err = c.GetStreamSubscription(t.Context(), faulter); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if sub.Fault == "" || sub.FaultedAt.IsZero() {
+			t.Fatalf("faulting subscription = %+v, want a fault", sub)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if got := faulted.positions(faulter, "j"); !slices.Equal(got, pos[:1]) {
+			t.Fatalf("the faulted subscription received %v, want only the event before the failure", got)
+		}
+		// Healed: replay the parked events and clear the fault.
+		healed.Store(true)
+		n, err := p.Replay(t.Context(), parker, 10)
+		if err != nil || n != 2 {
+			t.Fatalf("Replay = %d, %v; want 2", n, err)
+		}
+		if evs, _ := c.ParkedEvents(t.Context(), parker, 10); len(evs) != 0 {
+			t.Fatalf("parked events after replay: %+v", evs)
+		}
+		if err := c.ClearFault(t.Context(), faulter); err != nil {
+			t.Fatal(err)
+		}
+		faulted.waitCount(t, 5, 30*time.Second)
+		if got := faulted.positions(faulter, "j"); !slices.Equal(got, pos) {
+			t.Fatalf("the resumed subscription received %v, want %v", got, pos)
+		}
+		if got := parked.positions(parker, "j"); len(got) != 5 {
+			t.Fatalf("after replay the parking subscription handled %v", got)
+		}
+	})
+}
+
+// A subscription can start at an older position or at the oldest one
+// retention kept; unsubscribing stops delivery.
+func TestStreamRewindAndUnsubscribe(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		if err := c.SetStreamRetention(ctx, "logs", sluice.StreamRetention{MaxAge: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		id := sluice.StreamID{Namespace: "logs", Key: "app"}
+		other := sluice.StreamID{Namespace: "logs", Key: "db"}
+		pos := publish(t, c, id, "1", "2", "3", "4", "5")
+		publish(t, c, other, "x")
+		col := newCollector()
+		startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
+			p.Handle("reader", col.handle, nil)
+		})
+		fromThird, err := c.Subscribe(ctx, id, "reader", sluice.FromPosition(pos[2]))
+		if err != nil {
+			t.Fatalf("Subscribe from a position: %v", err)
+		}
+		all, err := c.Subscribe(ctx, id, "reader", sluice.FromBeginning())
+		if err != nil {
+			t.Fatalf("Subscribe from the beginning: %v", err)
+		}
+		col.waitCount(t, 3+5, 30*time.Second)
+		if got := col.positions(fromThird.ID, "app"); !slices.Equal(got, pos[2:]) {
+			t.Fatalf("from position %d: received %v, want %v", pos[2], got, pos[2:])
+		}
+		if got := col.positions(all.ID, "app"); !slices.Equal(got, pos) {
+			t.Fatalf("from the beginning: received %v, want %v", got, pos)
+		}
+		subs, err := c.StreamSubscriptions(ctx, id)
+		if err != nil || len(subs) != 2 {
+			t.Fatalf("StreamSubscriptions = %+v, %v", subs, err)
+		}
+		if err := c.Unsubscribe(ctx, all.ID); err != nil {
+			t.Fatalf("Unsubscribe: %v", err)
+		}
+		wantErr(t, "Unsubscribe twice", c.Unsubscribe(ctx, all.ID), sluice.ErrSubscriptionNotFound)
+		more := publish(t, c, id, "6")
+		col.waitCount(t, 9, 30*time.Second)
+		time.Sleep(300 * time.Millisecond)
+		if got := col.positions(all.ID, "app"); len(got) != 5 {
+			t.Fatalf("the removed subscription received %v after Unsubscribe", got)
+		}
+		if got := col.positions(fromThird.ID, "app"); !slices.Equal(got, append(slices.Clone(pos[2:]), more...)) {
+			t.Fatalf("the remaining subscription received %v", got)
+		}
+		_, err = c.Subscribe(ctx, id, "reader", sluice.FromPosition(0))
+		wantErr(t, "Subscribe from position 0", err, sluice.ErrInvalidArgument)
+		_, err = c.Subscribe(ctx, sluice.StreamID{Namespace: "bad name!", Key: "k"}, "reader", sluice.FromNow())
+		wantErr(t, "Subscribe to an invalid namespace", err, sluice.ErrInvalidName)
+	})
+}
+
+// A client or processor configured with another partition count than
+// the database recorded is refused.
+func TestStreamPartitionCount(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		publish(t, c, sluice.StreamID{Namespace: "ns", Key: "k"}, "first")
+		other, err := sluice.NewClient(backend(t, kind), sluice.Options{Service: service, StreamPartitions: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = other.Publish(t.Context(), sluice.StreamID{Namespace: "ns", Key: "k"}, sluice.Event{Body: []byte("x")})
+		wantErr(t, "Publish with 8 partitions on a database of 16", err, sluice.ErrPartitionCount)
+		p := other.NewStreamProcessor(nil)
+		wantErr(t, "processor with 8 partitions on a database of 16", p.Start(t.Context()), sluice.ErrPartitionCount)
+		if got := sluice.PartitionOf(sluice.StreamID{Namespace: "orders", Key: "o-1"}, 16); got != sluice.PartitionOf(sluice.StreamID{Namespace: "orders", Key: "o-1"}, 16) || got < 0 || got >= 16 {
+			t.Fatalf("PartitionOf = %d", got)
+		}
+	})
+}
+
+// PublishTx commits with the caller's transaction, or not at all.
+func TestPublishTx(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, _ string, c *sluice.Client) {
+		ctx := t.Context()
+		id := sluice.StreamID{Namespace: "outbox", Key: "order-1"}
+		col := newCollector()
+		startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
+			p.Handle("shipper", col.handle, &sluice.ConsumerOptions{Namespace: "outbox"})
+		})
+		db := rawDB(t, kind)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.PublishTx(ctx, tx, id, sluice.Event{Body: []byte("rolled back")}); err != nil {
+			t.Fatalf("PublishTx: %v", err)
+		}
+		tx.Rollback()
+		tx, _ = db.BeginTx(ctx, nil)
+		pos, err := c.PublishTx(ctx, tx, id, sluice.Event{Body: []byte("a")}, sluice.Event{Body: []byte("b")})
+		if err != nil || len(pos) != 2 || pos[1] != pos[0]+1 {
+			t.Fatalf("PublishTx = %v, %v", pos, err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		col.waitCount(t, 2, 30*time.Second)
+		time.Sleep(200 * time.Millisecond)
+		if got := col.positions("ns/outbox/shipper", "order-1"); !slices.Equal(got, pos) {
+			t.Fatalf("received %v, want the committed events %v only", got, pos)
+		}
+	})
+}
