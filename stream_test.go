@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"go.uber.org/goleak"
 )
 
 // collector records what handlers received, per subscription and stream.
@@ -430,4 +431,47 @@ func TestPublishTx(t *testing.T) {
 			t.Fatalf("received %v, want the committed events %v only", got, pos)
 		}
 	})
+}
+
+// Stop ends every goroutine a processor started, including deliveries
+// still running at its deadline.
+func TestStreamProcessorNoLeak(t *testing.T) {
+	for _, kind := range backendKinds {
+		t.Run(kind, func(t *testing.T) {
+			b := backend(t, kind)
+			c, err := sluice.NewClient(b, sluice.Options{Service: "t-" + randHex(6)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			publish(t, c, sluice.StreamID{Namespace: "leak", Key: "warm"}, "x") // records the partition count
+			ignore := goleak.IgnoreCurrent()
+			started := make(chan struct{}, 1)
+			p := c.NewStreamProcessor(nil)
+			p.Handle("stuck", func(ctx context.Context, ev *sluice.StreamEvent) error {
+				select {
+				case started <- struct{}{}:
+				default:
+				}
+				<-ctx.Done() // holds the delivery until the stop's deadline cancels it
+				return ctx.Err()
+			}, &sluice.ConsumerOptions{Namespace: "leak"})
+			if err := p.Start(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			publish(t, c, sluice.StreamID{Namespace: "leak", Key: "k"}, "held")
+			select {
+			case <-started:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the handler was never called")
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			if err := p.Stop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// The backend's connection pool, which outlives the processor,
+			// may have grown: each MariaDB connection has a watcher.
+			goleak.VerifyNone(t, ignore, goleak.IgnoreTopFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"))
+		})
+	}
 }

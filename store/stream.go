@@ -25,9 +25,10 @@ type StreamStore interface {
 	// CreateSubscription stores a subscription and its starting progress
 	// on every partition it covers. In the same transaction it checks that
 	// retention kept every record after each start (ErrTrimmed
-	// otherwise), and from then on retention keeps them until the
-	// subscription's progress passes them. ErrEntityExists if the id is
-	// taken.
+	// otherwise), and takes each partition's checkpoint back to the start
+	// if it was past it; from then on retention keeps the records until
+	// the subscription's progress passes them. ErrEntityExists if the id
+	// is taken.
 	CreateSubscription(ctx context.Context, p *NewSubscription) error
 	// DeleteSubscription deletes a subscription with its progress and
 	// parked events. ErrSubscriptionNotFound if absent.
@@ -43,7 +44,9 @@ type StreamStore interface {
 	Progress(ctx context.Context, partition int32) (PartitionProgress, error)
 	// SaveProgress stores subscriptions' positions on a partition and the
 	// partition's checkpoint in one transaction, if p.Epoch is still the
-	// partition's epoch: ErrFenced otherwise, and nothing is written.
+	// partition's epoch: ErrFenced otherwise, and nothing is written. The
+	// checkpoint never moves back on its own, and never past a stored
+	// position (of a subscription created since the owner computed it).
 	SaveProgress(ctx context.Context, p *ProgressParams) error
 
 	// Park stores events a subscription gave up on, with the error.
@@ -275,6 +278,9 @@ func (p *ProgressParams) Validate() error {
 	}
 	if p.Checkpoint < 0 {
 		return invalid("checkpoint %d: must not be negative", p.Checkpoint)
+	}
+	if p.Epoch < 1 {
+		return invalid("epoch %d: an owner's epoch is at least 1", p.Epoch)
 	}
 	for id, pos := range p.Positions {
 		if err := ValidateName("subscription id", id); err != nil {

@@ -528,14 +528,14 @@ func (a *agent) save(force bool) {
 			changed[id] = pos
 		}
 	}
-	if checkpoint <= a.checkpoint && len(changed) == 0 {
+	if checkpoint == a.checkpoint && len(changed) == 0 {
 		a.setSaved()
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	err := a.n.st.SaveProgress(ctx, &store.ProgressParams{Partition: a.partition, Epoch: a.epoch,
-		Checkpoint: max(checkpoint, a.checkpoint), Positions: changed})
+		Checkpoint: checkpoint, Positions: changed})
 	if errors.Is(err, sluicetype.ErrFenced) {
 		a.err = err
 		a.log.Warn("sluice: stream partition owned by another node now", "err", err)
@@ -545,7 +545,7 @@ func (a *agent) save(force bool) {
 		a.log.Warn("sluice: cannot store stream progress", "err", err)
 		return
 	}
-	a.checkpoint = max(checkpoint, a.checkpoint)
+	a.checkpoint = checkpoint
 	for id, pos := range changed {
 		a.subs[id].saved = pos
 	}

@@ -66,6 +66,7 @@ func testAcquireFences(t *testing.T, h *harness) {
 	}
 	wantProgress(t, st, 3, 5, map[string]int64{sub: 8}) // the checkpoint stays at 5
 	wantErr(t, "SaveProgress on a partition never owned", st.SaveProgress(ctx, &store.ProgressParams{Partition: 4, Epoch: 1}), sluicetype.ErrFenced)
+	wantErr(t, "SaveProgress under epoch 0", st.SaveProgress(ctx, &store.ProgressParams{Partition: 4}), sluicetype.ErrInvalidArgument)
 }
 
 func wantProgress(t *testing.T, st store.Store, partition int32, checkpoint int64, positions map[string]int64) {
@@ -203,6 +204,11 @@ func testSubscriptionHoldsRetention(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	late := newStreamSub(t, st, "ns", "key", 1, 4)
+	wantProgress(t, st, 1, 4, map[string]int64{late: 4}) // the checkpoint came back with it
+	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 1, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
+		t.Fatal(err)
+	}
+	wantProgress(t, st, 1, 4, map[string]int64{late: 4}) // an owner unaware of it cannot pass it
 	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 1, Max: 100}); err != nil || n != 4 {
 		t.Fatalf("TrimConsumed with a subscription at 4 = %d, %v; want 4 records trimmed", n, err)
 	}

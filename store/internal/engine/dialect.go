@@ -81,7 +81,7 @@ var queryNames = []string{
 	"BumpHead", "EnsurePartition", "GetPartition", "InsertRecords", "ReadRecords",
 	"TrimRecords", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",
 	"GetStreamPartitions", "InsertStreamPartitions", "EnsurePartitionOwner", "AcquirePartition",
-	"LockPartitionOwner", "GetPartitionOwner", "SaveCheckpoint", "InsertSubscription", "InsertProgress",
+	"LockPartitionOwner", "GetPartitionOwner", "SaveCheckpoint", "LowerCheckpoint", "InsertSubscription", "InsertProgress",
 	"DeleteSubscription", "DeleteSubscriptionProgress", "DeleteSubscriptionParked", "SelectSubscriptions",
 	"SetSubscriptionFault", "SelectProgress", "UpsertProgress", "MinProgress", "InsertParked",
 	"SelectParked", "DeleteParked", "UpsertRetention", "DeleteRetention", "SelectRetention",

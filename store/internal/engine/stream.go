@@ -103,6 +103,9 @@ func (s *tenantStore) CreateSubscription(ctx context.Context, p *store.NewSubscr
 			if start := p.Start[part]; start < trimmed {
 				return fmt.Errorf("start %d on partition %d: retention trimmed through %d: %w", start, part, trimmed, sluicetype.ErrTrimmed)
 			}
+			if _, err := s.e.exec(ctx, tx, "LowerCheckpoint", p.Start[part], s.t.Service, s.t.Provider, part); err != nil {
+				return err
+			}
 		}
 		if _, err := s.e.exec(ctx, tx, "InsertSubscription", s.t.Service, s.t.Provider, p.ID, p.Consumer,
 			p.Namespace, p.Key, p.Partition); err != nil {
@@ -250,22 +253,30 @@ func (s *tenantStore) SaveProgress(ctx context.Context, p *store.ProgressParams)
 	}
 	err = s.e.inTx(ctx, func(tx *sql.Tx) error {
 		// The owner row first: it fences a stale owner before anything is
-		// written, and orders this transaction with trims.
-		n, err := s.e.exec(ctx, tx, "SaveCheckpoint", s.t.Service, s.t.Provider, p.Partition, p.Epoch, p.Checkpoint)
+		// written, and orders this transaction with subscription creations
+		// and trims.
+		o, _, err := s.e.lockPartitionOwner(ctx, tx, s.t, p.Partition)
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			o, err := s.e.partitionOwner(ctx, tx, s.t, p.Partition)
-			if err != nil {
-				return err
-			}
+		if o.Epoch != p.Epoch {
 			return fmt.Errorf("partition %d: epoch %d, now %d: %w", p.Partition, p.Epoch, o.Epoch, sluicetype.ErrFenced)
 		}
-		if len(rows) == 0 {
-			return nil
+		if len(rows) > 0 {
+			if _, err := s.e.exec(ctx, tx, "UpsertProgress", s.t.Service, s.t.Provider, p.Partition, js); err != nil {
+				return err
+			}
 		}
-		_, err = s.e.exec(ctx, tx, "UpsertProgress", s.t.Service, s.t.Provider, p.Partition, js)
+		// Never past a subscription the owner does not know of yet.
+		checkpoint := p.Checkpoint
+		var least sql.NullInt64
+		if err := s.e.queryRow(ctx, tx, "MinProgress", []any{s.t.Service, s.t.Provider, p.Partition}, &least); err != nil {
+			return err
+		}
+		if least.Valid {
+			checkpoint = min(checkpoint, least.Int64)
+		}
+		_, err = s.e.exec(ctx, tx, "SaveCheckpoint", s.t.Service, s.t.Provider, p.Partition, p.Epoch, checkpoint)
 		return err
 	})
 	if err != nil {

@@ -1019,6 +1019,12 @@ STRAIGHT_JOIN sluice_partition_owners AS o
 SET o.checkpoint = GREATEST(o.checkpoint, k.checkpoint),
     o.updated_at = GREATEST(o.updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
 
+-- name: LowerCheckpoint
+-- args: position, service, provider, partition
+-- A subscription created behind the checkpoint takes it back with it.
+UPDATE sluice_partition_owners SET checkpoint = LEAST(checkpoint, CAST(? AS SIGNED))
+WHERE service = ? AND provider = ? AND `partition` = ?;
+
 -- name: InsertSubscription
 -- args: service, provider, id, consumer, namespace, stream_key, partition
 INSERT INTO sluice_stream_subscriptions (service, provider, id, consumer, namespace, stream_key,

@@ -977,6 +977,12 @@ UPDATE sluice_partition_owners
 SET checkpoint = GREATEST(checkpoint, $5::bigint), updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 WHERE service = $1 AND provider = $2 AND partition = $3::integer AND epoch = $4::bigint;
 
+-- name: LowerCheckpoint
+-- args: position, service, provider, partition
+-- A subscription created behind the checkpoint takes it back with it.
+UPDATE sluice_partition_owners SET checkpoint = LEAST(checkpoint, $1::bigint)
+WHERE service = $2 AND provider = $3 AND partition = $4::integer;
+
 -- name: InsertSubscription
 -- args: service, provider, id, consumer, namespace, stream_key, partition
 INSERT INTO sluice_stream_subscriptions (service, provider, id, consumer, namespace, stream_key,

@@ -705,6 +705,12 @@ WHERE service = ?1 AND provider = ?2 AND partition = ?3;
 UPDATE sluice_partition_owners SET checkpoint = max(checkpoint, ?5), updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND epoch = ?4;
 
+-- name: LowerCheckpoint
+-- args: position, service, provider, partition
+-- A subscription created behind the checkpoint takes it back with it.
+UPDATE sluice_partition_owners SET checkpoint = min(checkpoint, ?1)
+WHERE service = ?2 AND provider = ?3 AND partition = ?4;
+
 -- name: InsertSubscription
 -- args: service, provider, id, consumer, namespace, stream_key, partition
 INSERT INTO sluice_stream_subscriptions (service, provider, id, consumer, namespace, stream_key,
