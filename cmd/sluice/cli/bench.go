@@ -86,6 +86,8 @@ scenarios:
   topic-fanout  sends to a topic with --subscriptions subscriptions (--producers, --batch), beside the same to a queue
   log-append    partition log appends (--producers, --batch, --partitions)
   log-read      partition log reads of --messages records (--batch records per read)
+  stream-e2e    publish to 1,000 streams and deliver to --subscriptions namespace subscriptions (default 1;
+                --producers, --batch, --rate); publish-to-handler latency
 `
 
 func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -105,7 +107,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.rate, "rate", 0, "e2e: total messages per second to send (0: as fast as possible)")
 	fs.IntVar(&c.inflight, "inflight", 50000, "backlog: messages leased and unsettled")
 	fs.IntVar(&c.sessions, "sessions", 10000, "session-accept: sessions, each with one message")
-	fs.IntVar(&c.subs, "subscriptions", 10, "topic-fanout: subscriptions of the topic, each taking every message")
+	fs.IntVar(&c.subs, "subscriptions", 10, "topic-fanout: subscriptions of the topic, each taking every message (stream-e2e: namespace subscriptions, default 1)")
 	fs.IntVar(&c.locked, "locked", 9990, "session-accept: sessions held locked")
 	fs.IntVar(&c.scheduled, "scheduled", 50000, "receive-among-scheduled: messages scheduled or deferred")
 	fs.IntVar(&c.messages, "messages", 50000, "lease-settle and log-read: messages or records pre-loaded")
@@ -117,6 +119,11 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
+	}
+	set := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if c.scenario == "stream-e2e" && !set["subscriptions"] {
+		c.subs = 1
 	}
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)
@@ -220,6 +227,7 @@ var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, erro
 	"receive-among-scheduled": benchReceiveAmongScheduled,
 	"log-append":              benchLogAppend,
 	"log-read":                benchLogRead,
+	"stream-e2e":              benchStreamE2E,
 }
 
 func printResults(w io.Writer, results []benchResult, asJSON bool) {

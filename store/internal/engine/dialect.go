@@ -78,8 +78,8 @@ var queryNames = []string{
 	"LockQueue", "DeleteQueueDedup", "SelectDedup", "UpsertDedup", "TrimDedup",
 	"InsertRoutedSchedules", "DeleteDueRoutedSchedules", "SelectRoutedSchedules", "SelectRoutedCopies",
 	"DeleteRoutedSchedules", "DeleteQueueRoutedSchedules",
-	"BumpHead", "EnsurePartition", "GetPartition", "InsertRecords", "ReadRecords",
-	"TrimRecords", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",
+	"BumpHead", "EnsurePartition", "GetPartition", "ReadRecords",
+	"TrimRecords", "DeleteRecordRange", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",
 	"GetStreamPartitions", "InsertStreamPartitions", "EnsurePartitionOwner", "AcquirePartition",
 	"LockPartitionOwner", "GetPartitionOwner", "SaveCheckpoint", "LowerCheckpoint", "InsertSubscription", "InsertProgress",
 	"DeleteSubscription", "DeleteSubscriptionProgress", "DeleteSubscriptionParked", "SelectSubscriptions",
@@ -93,6 +93,8 @@ var optionalQueries = map[string]bool{
 	"Notify": true, "CompleteMessages": true, "EnqueueMessages": true, "LeaseAlone": true,
 	// One of the two inserts: bulk rows as JSON, or one row a statement.
 	"InsertMessages": true, "InsertMessage": true,
+	// And for records: bulk, or one a statement.
+	"InsertRecords": true, "InsertRecord": true,
 	"BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
 }
 
@@ -157,6 +159,9 @@ func ParseQueries(fsys fs.FS) (map[string]string, error) {
 	}
 	if queries["InsertMessages"] == "" && queries["InsertMessage"] == "" {
 		return nil, fmt.Errorf("query InsertMessages (or InsertMessage) is missing")
+	}
+	if queries["InsertRecords"] == "" && queries["InsertRecord"] == "" {
+		return nil, fmt.Errorf("query InsertRecords (or InsertRecord) is missing")
 	}
 	for n := range queries {
 		if !optionalQueries[n] && !contains(queryNames, n) {

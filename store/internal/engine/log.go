@@ -63,6 +63,28 @@ func (e *Engine) appendGroup(ctx context.Context, tx querier, group []*writeReq)
 		r.appRes.Last = pos
 		r.signals = []string{PartitionKey(t, part)}
 	}
+	if err := e.insertRecords(ctx, tx, t, part, now, rows); err != nil {
+		return err
+	}
+	return e.notify(ctx, tx, PartitionKey(t, part))
+}
+
+// insertRecords inserts positioned records: as JSON chunks, or one
+// statement a row where the dialect has InsertRecord (SQLite).
+func (e *Engine) insertRecords(ctx context.Context, tx querier, t store.Tenant, part int32, now int64, rows []recordRow) error {
+	if e.has("InsertRecord") {
+		for _, r := range rows {
+			payload := []byte(r.Payload)
+			if payload == nil {
+				payload = []byte{} // an empty payload, not NULL
+			}
+			if _, err := e.exec(ctx, tx, "InsertRecord", t.Service, t.Provider, part, now,
+				r.Position, r.Namespace, r.Key, nullable(r.Properties), payload); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for _, c := range chunks(len(rows), func(i int) int { return 2*len(rows[i].Payload) + len(rows[i].Key) + 64 }) {
 		js, err := jsonText(rows[c[0]:c[1]])
 		if err != nil {
@@ -72,7 +94,7 @@ func (e *Engine) appendGroup(ctx context.Context, tx querier, group []*writeReq)
 			return err
 		}
 	}
-	return e.notify(ctx, tx, PartitionKey(t, part))
+	return nil
 }
 
 func (s *tenantStore) Read(ctx context.Context, p *store.ReadParams) ([]sluicetype.Record, error) {

@@ -503,7 +503,7 @@ func (e *Engine) trimConsumed(ctx context.Context, tx querier, t store.Tenant, p
 	if through <= trimmed {
 		return 0, nil
 	}
-	n, err := e.exec(ctx, tx, "TrimRecords", t.Service, t.Provider, p.Partition, through, p.Max)
+	n, err := e.exec(ctx, tx, "DeleteRecordRange", t.Service, t.Provider, p.Partition, trimmed, through)
 	if err != nil {
 		return 0, err
 	}

@@ -921,6 +921,12 @@ WHERE service = ? AND provider = ? AND `partition` = ? AND position <= ?
 ORDER BY position
 LIMIT ?;
 
+-- name: DeleteRecordRange
+-- args: service, provider, partition, after, through
+-- A range of the log, in primary key order: TrimConsumed bounds its size.
+DELETE FROM sluice_records
+WHERE service = ? AND provider = ? AND `partition` = ? AND position > ? AND position <= ?;
+
 -- name: SetTrimmed
 -- args: through, service, provider, partition
 UPDATE sluice_partitions SET trimmed = GREATEST(trimmed, LEAST(?, head))

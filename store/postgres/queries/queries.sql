@@ -903,6 +903,13 @@ WHERE service = $1 AND provider = $2 AND partition = $3
     OFFSET $5::bigint - 1
     LIMIT 1), $4::bigint));
 
+-- name: DeleteRecordRange
+-- args: service, provider, partition, after, through
+-- A range of the log, in primary key order: TrimConsumed bounds its size.
+DELETE FROM sluice_records
+WHERE service = $1 AND provider = $2 AND partition = $3::integer
+  AND position > $4::bigint AND position <= $5::bigint;
+
 -- name: SetTrimmed
 -- args: through, service, provider, partition
 UPDATE sluice_partitions SET trimmed = GREATEST(trimmed, LEAST($1::bigint, head))

@@ -611,14 +611,13 @@ SELECT head, trimmed, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGE
 FROM sluice_partitions
 WHERE service = ?1 AND provider = ?2 AND partition = ?3;
 
--- name: InsertRecords
--- args: service, provider, partition, appended_at, rows
--- rows: [{"s":position,"ns":namespace,"k":key,"pr":properties_json,"p":payload_hex}]
+-- name: InsertRecord
+-- args: service, provider, partition, appended_at, position, namespace, stream_key, properties, payload
+-- One record a statement, its values bound: with no round trip to save,
+-- binding beats hex-encoding payloads into a JSON list and decoding it.
 INSERT INTO sluice_records (service, provider, partition, position, namespace, stream_key,
     properties, payload, appended_at)
-SELECT ?1, ?2, ?3, r.value ->> 's', r.value ->> 'ns', r.value ->> 'k',
-       r.value ->> 'pr', unhex(r.value ->> 'p'), ?4
-FROM json_each(?5) AS r;
+VALUES (?1, ?2, ?3, ?5, ?6, ?7, ?8, ?9, ?4);
 
 -- name: ReadRecords
 -- args: service, provider, partition, after, limit
@@ -637,6 +636,12 @@ WHERE service = ?1 AND provider = ?2 AND partition = ?3
     WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND position <= ?4
     ORDER BY position
     LIMIT ?5);
+
+-- name: DeleteRecordRange
+-- args: service, provider, partition, after, through
+-- A range of the log, in primary key order: TrimConsumed bounds its size.
+DELETE FROM sluice_records
+WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND position > ?4 AND position <= ?5;
 
 -- name: SetTrimmed
 -- args: through, service, provider, partition

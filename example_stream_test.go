@@ -1,0 +1,97 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Publish events to a stream and handle them with a stream processor: a
+// consumer registered for a namespace receives every stream of it, each
+// stream's events in order.
+func ExampleStreamProcessor() {
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	got := make(chan string)
+	p := c.NewStreamProcessor(nil)
+	err = p.Handle("shipping", func(ctx context.Context, ev *sluice.StreamEvent) error {
+		got <- fmt.Sprintf("%s/%s #%d: %s", ev.Namespace, ev.Key, ev.Position, ev.Body)
+		return nil
+	}, &sluice.ConsumerOptions{Namespace: "orders"})
+	if err != nil {
+		panic(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer p.Stop(ctx)
+
+	order := sluice.StreamID{Namespace: "orders", Key: "order-42"}
+	if _, err := c.Publish(ctx, order, sluice.Event{Body: []byte("placed")}, sluice.Event{Body: []byte("paid")}); err != nil {
+		panic(err)
+	}
+	for range 2 {
+		select {
+		case s := <-got:
+			fmt.Println(s)
+		case <-time.After(10 * time.Second):
+			fmt.Println("timed out")
+		}
+	}
+	// Output:
+	// orders/order-42 #1: placed
+	// orders/order-42 #2: paid
+}
+
+// Subscribe a consumer to one stream from a position: it receives that
+// stream's events from there on, and its subscription is stored until
+// Unsubscribe.
+func ExampleClient_Subscribe() {
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	// Keep consumed events for a day, so that a subscription can start
+	// from an older position.
+	if err := c.SetStreamRetention(ctx, "sensors", sluice.StreamRetention{MaxAge: 24 * time.Hour}); err != nil {
+		panic(err)
+	}
+	sensor := sluice.StreamID{Namespace: "sensors", Key: "t-1"}
+	pos, _ := c.Publish(ctx, sensor, sluice.Event{Body: []byte("19.5")}, sluice.Event{Body: []byte("19.7")}, sluice.Event{Body: []byte("20.1")})
+
+	got := make(chan string)
+	p := c.NewStreamProcessor(nil)
+	p.Handle("dashboard", func(ctx context.Context, ev *sluice.StreamEvent) error {
+		got <- string(ev.Body)
+		return nil
+	}, nil)
+	if err := p.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer p.Stop(ctx)
+	sub, err := c.Subscribe(ctx, sensor, "dashboard", sluice.FromPosition(pos[1]))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(<-got, <-got)
+	if err := c.Unsubscribe(ctx, sub.ID); err != nil {
+		panic(err)
+	}
+	// Output:
+	// 19.7 20.1
+}
