@@ -42,12 +42,15 @@ type StreamStore interface {
 	// Progress returns a partition's owner, epoch and checkpoint, and the
 	// stored position of each subscription on it.
 	Progress(ctx context.Context, partition int32) (PartitionProgress, error)
-	// SaveProgress stores subscriptions' positions on a partition and the
-	// partition's checkpoint in one transaction, if p.Epoch is still the
-	// partition's epoch: ErrFenced otherwise, and nothing is written. The
-	// checkpoint never moves back on its own, and never past a stored
-	// position (of a subscription created since the owner computed it).
-	SaveProgress(ctx context.Context, p *ProgressParams) error
+	// SaveProgress stores, in one transaction, the progress of several
+	// partitions: subscriptions' positions and the checkpoint of each,
+	// then trims up to Trim of its consumed records as TrimConsumed does.
+	// A partition whose epoch has moved on is skipped, with ErrFenced in
+	// its result, and nothing of it is written. The checkpoint never moves
+	// back on its own, and never past a stored position (of a subscription
+	// created since the owner computed it). An error of the call itself
+	// leaves nothing written.
+	SaveProgress(ctx context.Context, ps []ProgressParams) ([]ProgressResult, error)
 
 	// Park stores events a subscription gave up on, with the error.
 	Park(ctx context.Context, p *ParkParams) error
@@ -158,6 +161,16 @@ type ProgressParams struct {
 	Checkpoint int64
 	// Positions holds subscriptions' new positions.
 	Positions map[string]int64
+	// Trim bounds the consumed records trimmed after saving (0: none).
+	Trim int
+}
+
+// ProgressResult is what SaveProgress did with one partition.
+type ProgressResult struct {
+	// Err is ErrFenced when the partition's epoch moved on.
+	Err error
+	// Trimmed counts the records trimmed.
+	Trimmed int64
 }
 
 // ParkParams parks events of a subscription.
@@ -281,6 +294,9 @@ func (p *ProgressParams) Validate() error {
 	}
 	if p.Epoch < 1 {
 		return invalid("epoch %d: an owner's epoch is at least 1", p.Epoch)
+	}
+	if p.Trim < 0 {
+		return invalid("trim of %d records", p.Trim)
 	}
 	for id, pos := range p.Positions {
 		if err := ValidateName("subscription id", id); err != nil {

@@ -26,12 +26,18 @@ type agent struct {
 
 	subs       map[string]*subState
 	checkpoint int64 // last checkpoint stored
-	trimmedAt  int64 // checkpoint when retention last trimmed
-	readWait   time.Duration
-	nextRead   time.Time
-	avgSize    int64
-	rewindTo   int64 // > 0: reset the cache to read after rewindTo-1
-	refreshed  time.Time
+	// trimmedAt is the checkpoint retention last trimmed behind, at
+	// trimmedTime; trimMore: that trim stopped at its bound.
+	trimmedAt   int64
+	trimmedTime time.Time
+	trimMore    bool
+	submitted   time.Time // last progress handed to the saver
+	savedCh     chan saved
+	readWait    time.Duration
+	nextRead    time.Time
+	avgSize     int64
+	rewindTo    int64 // > 0: reset the cache to read after rewindTo-1
+	refreshed   time.Time
 
 	results chan result
 	wg      sync.WaitGroup
@@ -133,6 +139,7 @@ func newAgent(n *Node, partition int32, owner store.PartitionOwner) *agent {
 		log:   n.cfg.Logger.With("partition", partition, "epoch", owner.Epoch),
 		subs:  make(map[string]*subState), readWait: n.cfg.PollInterval,
 		results:    make(chan result, 64),
+		savedCh:    make(chan saved, 1),
 		deliveries: dctx, cancel: cancel,
 		stop: make(chan context.Context, 1), done: make(chan struct{}),
 	}
@@ -170,6 +177,8 @@ func (a *agent) run() {
 			a.nextRead = time.Time{}
 		case <-refresh:
 			a.refreshed = time.Time{}
+		case o := <-a.savedCh:
+			a.applySaved(o)
 		case <-tick.C:
 		case ctx := <-a.stop:
 			a.shutdown(ctx)
@@ -225,8 +234,7 @@ func (a *agent) step() {
 		a.rewindTo = 0
 		a.nextRead = time.Time{}
 	}
-	a.save(false)
-	a.trim()
+	a.save()
 	a.publishStats()
 }
 
@@ -508,14 +516,15 @@ func (a *agent) purge() {
 	a.cache.Purge(through)
 }
 
-// save stores changed positions and the checkpoint: the lowest position
-// of any subscription of the partition, handled here or not, and never
-// past what this agent read. Unless forced, at most once per
-// ProgressInterval.
-func (a *agent) save(force bool) {
-	if !force && time.Since(a.stats.SavedAt) < a.n.cfg.ProgressInterval {
-		return
-	}
+// trimBatch bounds the records one save trims.
+const trimBatch = 1000
+
+// progress is what the agent would store now: changed positions, the
+// checkpoint (the lowest position of any subscription of the partition,
+// handled here or not, and never past what the agent read), and a trim
+// when the checkpoint passed records since the last one. ok is false when
+// there is nothing to store.
+func (a *agent) progress() (p store.ProgressParams, ok bool) {
 	checkpoint := a.cache.Next() - 1
 	changed := make(map[string]int64)
 	for id, s := range a.subs {
@@ -528,58 +537,58 @@ func (a *agent) save(force bool) {
 			changed[id] = pos
 		}
 	}
-	if checkpoint == a.checkpoint && len(changed) == 0 {
-		a.setSaved()
-		return
+	p = store.ProgressParams{Partition: a.partition, Epoch: a.epoch, Checkpoint: checkpoint, Positions: changed}
+	if (checkpoint > a.trimmedAt || a.trimMore) && time.Since(a.trimmedTime) >= a.n.cfg.TrimInterval {
+		p.Trim = trimBatch
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := a.n.st.SaveProgress(ctx, &store.ProgressParams{Partition: a.partition, Epoch: a.epoch,
-		Checkpoint: checkpoint, Positions: changed})
-	if errors.Is(err, sluicetype.ErrFenced) {
-		a.err = err
-		a.log.Warn("sluice: stream partition owned by another node now", "err", err)
-		return
-	}
-	if err != nil {
-		a.log.Warn("sluice: cannot store stream progress", "err", err)
-		return
-	}
-	a.checkpoint = checkpoint
-	for id, pos := range changed {
-		a.subs[id].saved = pos
-	}
-	a.setSaved()
+	return p, checkpoint != a.checkpoint || len(changed) > 0 || p.Trim > 0
 }
 
-func (a *agent) setSaved() {
+// save hands the agent's progress to the node's saver, which stores the
+// progress of all its partitions in one transaction, at most once per
+// ProgressInterval.
+func (a *agent) save() {
+	if time.Since(a.submitted) < a.n.cfg.ProgressInterval {
+		return
+	}
+	a.submitted = time.Now()
+	if p, ok := a.progress(); ok {
+		a.n.saver.submit(a, p)
+	}
+}
+
+// saved is what the saver did with an agent's progress.
+type saved struct {
+	p   store.ProgressParams
+	res store.ProgressResult
+	err error
+}
+
+// applySaved takes note of stored progress; a fenced partition stops the
+// agent.
+func (a *agent) applySaved(o saved) {
+	switch {
+	case o.err != nil:
+		a.log.Warn("sluice: cannot store stream progress", "err", o.err)
+		return
+	case errors.Is(o.res.Err, sluicetype.ErrFenced):
+		a.err = o.res.Err
+		a.log.Warn("sluice: stream partition owned by another node now", "err", o.res.Err)
+		return
+	}
+	a.checkpoint = o.p.Checkpoint
+	for id, pos := range o.p.Positions {
+		if s, ok := a.subs[id]; ok {
+			s.saved = pos
+		}
+	}
 	a.statsMu.Lock()
 	a.stats.SavedAt = time.Now()
-	a.statsMu.Unlock()
-}
-
-// trim lets retention delete what the checkpoint passed, at most once per
-// TrimInterval.
-func (a *agent) trim() {
-	if a.checkpoint <= a.trimmedAt || time.Since(a.stats.TrimmedAt) < a.n.cfg.TrimInterval {
-		return
+	if o.p.Trim > 0 {
+		a.trimmedAt, a.trimmedTime = o.p.Checkpoint, time.Now()
+		a.trimMore = o.res.Trimmed == int64(o.p.Trim)
+		a.stats.TrimmedAt = a.trimmedTime
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	const batch = 1000
-	for range 10 {
-		n, err := a.n.st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: a.partition, Max: batch})
-		if err != nil {
-			a.log.Warn("sluice: cannot trim a stream partition", "err", err)
-			return
-		}
-		if n < batch {
-			break
-		}
-	}
-	a.trimmedAt = a.checkpoint
-	a.statsMu.Lock()
-	a.stats.TrimmedAt = time.Now()
 	a.statsMu.Unlock()
 }
 
@@ -606,11 +615,30 @@ wait:
 	a.finalSave()
 }
 
+// finalSave stores the agent's last progress itself, after any batch of
+// the saver that holds an older one.
 func (a *agent) finalSave() {
 	if a.err != nil {
 		return // fenced: nothing more may be written
 	}
-	a.save(true)
+	a.n.saver.drop(a)
+	a.n.saver.flushing.Lock()
+	defer a.n.saver.flushing.Unlock()
+	select {
+	case o := <-a.savedCh:
+		a.applySaved(o)
+	default:
+	}
+	if p, ok := a.progress(); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		res, err := a.n.st.SaveProgress(ctx, []store.ProgressParams{p})
+		cancel()
+		o := saved{p: p, err: err}
+		if err == nil {
+			o.res = res[0]
+		}
+		a.applySaved(o)
+	}
 	a.publishStats()
 }
 

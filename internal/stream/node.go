@@ -36,9 +36,11 @@ type Config struct {
 	// 4,096 records and 16 MiB).
 	CacheRecords int
 	CacheBytes   int64
-	// ProgressInterval is how often progress is stored (default 200 ms);
-	// RefreshInterval how often subscriptions are listed again (default
-	// 1 s); TrimInterval how often retention trims (default 1 s).
+	// ProgressInterval is how often progress is stored, every partition of
+	// the node in one transaction (default 200 ms); RefreshInterval how
+	// often subscriptions are listed again (default 1 s); TrimInterval
+	// how often retention trims a partition, with its progress (default
+	// 1 s).
 	ProgressInterval time.Duration
 	RefreshInterval  time.Duration
 	TrimInterval     time.Duration
@@ -124,6 +126,7 @@ type Node struct {
 	cfg       Config
 	st        store.Store
 	consumers map[string]*Consumer
+	saver     *saver
 
 	mu      sync.Mutex
 	started bool
@@ -213,6 +216,8 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	n.cancel = cancel
+	n.saver = newSaver(n)
+	go n.saver.run()
 	n.balWG.Add(1)
 	go func() {
 		defer n.balWG.Done()
@@ -310,6 +315,8 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.agents = make(map[int32]*agent)
 	n.mu.Unlock()
 	stopAgents(ctx, agents)
+	close(n.saver.stop)
+	<-n.saver.done
 	return nil
 }
 

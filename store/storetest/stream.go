@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"sync"
@@ -18,6 +19,7 @@ var streamTests = []suiteTest{
 	{"SubscriptionHoldsRetention", testSubscriptionHoldsRetention},
 	{"Parked", testParked},
 	{"TrimConsumed", testTrimConsumed},
+	{"SaveProgressBatch", testSaveProgressBatch},
 	{"RetentionByAge", testRetentionByAge},
 	{"RetentionBySize", testRetentionBySize},
 }
@@ -49,7 +51,7 @@ func testAcquireFences(t *testing.T, h *harness) {
 		t.Fatalf("first AcquirePartition = %+v, %v; want node-a at epoch 1", first, err)
 	}
 	save := func(epoch, checkpoint, pos int64) error {
-		return st.SaveProgress(ctx, &store.ProgressParams{Partition: 3, Epoch: epoch, Checkpoint: checkpoint,
+		return saveProgress(st, store.ProgressParams{Partition: 3, Epoch: epoch, Checkpoint: checkpoint,
 			Positions: map[string]int64{sub: pos}})
 	}
 	if err := save(1, 5, 7); err != nil {
@@ -65,8 +67,18 @@ func testAcquireFences(t *testing.T, h *harness) {
 		t.Fatalf("SaveProgress under the new epoch: %v", err)
 	}
 	wantProgress(t, st, 3, 5, map[string]int64{sub: 8}) // the checkpoint stays at 5
-	wantErr(t, "SaveProgress on a partition never owned", st.SaveProgress(ctx, &store.ProgressParams{Partition: 4, Epoch: 1}), sluicetype.ErrFenced)
-	wantErr(t, "SaveProgress under epoch 0", st.SaveProgress(ctx, &store.ProgressParams{Partition: 4}), sluicetype.ErrInvalidArgument)
+	wantErr(t, "SaveProgress on a partition never owned", saveProgress(st, store.ProgressParams{Partition: 4, Epoch: 1}), sluicetype.ErrFenced)
+	wantErr(t, "SaveProgress under epoch 0", saveProgress(st, store.ProgressParams{Partition: 4}), sluicetype.ErrInvalidArgument)
+}
+
+// saveProgress saves one partition's progress and returns its error,
+// the call's or the partition's.
+func saveProgress(st store.Store, p store.ProgressParams) error {
+	res, err := st.SaveProgress(context.Background(), []store.ProgressParams{p})
+	if err != nil {
+		return err
+	}
+	return res[0].Err
 }
 
 func wantProgress(t *testing.T, st store.Store, partition int32, checkpoint int64, positions map[string]int64) {
@@ -181,7 +193,7 @@ func testStreamSubscriptions(t *testing.T, h *harness) {
 		t.Fatalf("DeleteSubscription: %v", err)
 	}
 	wantErr(t, "DeleteSubscription twice", st.DeleteSubscription(ctx, a), sluicetype.ErrSubscriptionNotFound)
-	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 2, Epoch: owner.Epoch, Positions: map[string]int64{a: 9, other: 3}}); err != nil {
+	if err := saveProgress(st, store.ProgressParams{Partition: 2, Epoch: owner.Epoch, Positions: map[string]int64{a: 9, other: 3}}); err != nil {
 		t.Fatalf("SaveProgress naming a deleted subscription: %v", err)
 	}
 	wantProgress(t, st, 2, 0, map[string]int64{all: 0, other: 3})
@@ -200,12 +212,12 @@ func testSubscriptionHoldsRetention(t *testing.T, h *harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 1, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
+	if err := saveProgress(st, store.ProgressParams{Partition: 1, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
 		t.Fatal(err)
 	}
 	late := newStreamSub(t, st, "ns", "key", 1, 4)
 	wantProgress(t, st, 1, 4, map[string]int64{late: 4}) // the checkpoint came back with it
-	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 1, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
+	if err := saveProgress(st, store.ProgressParams{Partition: 1, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
 		t.Fatal(err)
 	}
 	wantProgress(t, st, 1, 4, map[string]int64{late: 4}) // an owner unaware of it cannot pass it
@@ -221,7 +233,7 @@ func testSubscriptionHoldsRetention(t *testing.T, h *harness) {
 	if subs, _ := st.Subscriptions(ctx, &store.SubscriptionFilter{ID: tooOld.ID}); len(subs) != 0 {
 		t.Fatalf("a refused subscription was stored: %+v", subs)
 	}
-	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 1, Epoch: o.Epoch, Checkpoint: 10, Positions: map[string]int64{late: 10}}); err != nil {
+	if err := saveProgress(st, store.ProgressParams{Partition: 1, Epoch: o.Epoch, Checkpoint: 10, Positions: map[string]int64{late: 10}}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 1, Max: 100}); err != nil || n != 6 {
@@ -232,7 +244,7 @@ func testSubscriptionHoldsRetention(t *testing.T, h *harness) {
 	// find their records trimmed after their creation succeeded.
 	appendRecs(t, st, 2, recs("r", 50)...)
 	o2, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 2, Owner: "n"})
-	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 2, Epoch: o2.Epoch, Checkpoint: 50}); err != nil {
+	if err := saveProgress(st, store.ProgressParams{Partition: 2, Epoch: o2.Epoch, Checkpoint: 50}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -332,7 +344,7 @@ func testTrimConsumed(t *testing.T, h *harness) {
 	o, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 0, Owner: "n"})
 	save := func(checkpoint, pos int64) {
 		t.Helper()
-		if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: checkpoint, Positions: map[string]int64{sub: pos}}); err != nil {
+		if err := saveProgress(st, store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: checkpoint, Positions: map[string]int64{sub: pos}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -377,7 +389,7 @@ func testRetentionByAge(t *testing.T, h *harness) {
 	}
 	appendRecs(t, st, 0, rs...)
 	o, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 0, Owner: "n"})
-	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: 6}); err != nil {
+	if err := saveProgress(st, store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: 6}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 3 {
@@ -405,11 +417,48 @@ func testRetentionBySize(t *testing.T, h *harness) {
 	}
 	appendRecs(t, st, 0, rs...)
 	o, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 0, Owner: "n"})
-	if err := st.SaveProgress(ctx, &store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
+	if err := saveProgress(st, store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 8 {
 		t.Fatalf("TrimConsumed keeping 25 bytes of 10-byte records = %d, %v; want 8", n, err)
 	}
 	wantInfo(t, st, 0, store.PartitionInfo{Head: 10, Trimmed: 8})
+}
+
+// One SaveProgress stores several partitions, skipping a fenced one, and
+// trims what the new checkpoints passed.
+func testSaveProgressBatch(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	sub := newStreamSub(t, st, "ns", "", 0, 0) // partitions 0 to 3
+	appendRecs(t, st, 0, recs("r", 10)...)
+	appendRecs(t, st, 1, recs("r", 10)...)
+	var epochs [3]int64
+	for p := range int32(3) {
+		o, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: p, Owner: "a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		epochs[p] = o.Epoch
+	}
+	if _, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 2, Owner: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.SaveProgress(ctx, []store.ProgressParams{
+		{Partition: 2, Epoch: epochs[2], Checkpoint: 5, Positions: map[string]int64{sub: 5}},
+		{Partition: 1, Epoch: epochs[1], Checkpoint: 7, Positions: map[string]int64{sub: 7}, Trim: 100},
+		{Partition: 0, Epoch: epochs[0], Checkpoint: 10, Positions: map[string]int64{sub: 10}, Trim: 4},
+	})
+	if err != nil {
+		t.Fatalf("SaveProgress: %v", err)
+	}
+	if !errors.Is(res[0].Err, sluicetype.ErrFenced) || res[1].Err != nil || res[1].Trimmed != 7 || res[2].Err != nil || res[2].Trimmed != 4 {
+		t.Fatalf("SaveProgress results = %+v; want partition 2 fenced, 7 records of 1 and 4 of 0 trimmed", res)
+	}
+	wantProgress(t, st, 2, 0, map[string]int64{sub: 0})
+	wantProgress(t, st, 1, 7, map[string]int64{sub: 7})
+	wantProgress(t, st, 0, 10, map[string]int64{sub: 10})
+	wantInfo(t, st, 0, store.PartitionInfo{Head: 10, Trimmed: 4})
+	_, err = st.SaveProgress(ctx, []store.ProgressParams{{Partition: 0, Epoch: 1}, {Partition: 0, Epoch: 1}})
+	wantErr(t, "SaveProgress naming a partition twice", err, sluicetype.ErrInvalidArgument)
 }

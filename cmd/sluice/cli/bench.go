@@ -69,6 +69,8 @@ type benchResult struct {
 	P50ms      float64 `json:"p50_ms"`
 	P99ms      float64 `json:"p99_ms"`
 	Runs       int     `json:"runs,omitempty"`
+	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"`
+	BudgetMiB  float64 `json:"cache_budget_mib,omitempty"`
 	Note       string  `json:"note,omitempty"`
 }
 
@@ -88,6 +90,7 @@ scenarios:
   log-read      partition log reads of --messages records (--batch records per read)
   stream-e2e    publish to 1,000 streams and deliver to --subscriptions namespace subscriptions (default 1;
                 --producers, --batch, --rate); publish-to-handler latency
+  stream-backlog  publish --messages events behind a stuck subscriber; peak resident memory beside the cache budget
 `
 
 func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -228,6 +231,7 @@ var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, erro
 	"log-append":              benchLogAppend,
 	"log-read":                benchLogRead,
 	"stream-e2e":              benchStreamE2E,
+	"stream-backlog":          benchStreamBacklog,
 }
 
 func printResults(w io.Writer, results []benchResult, asJSON bool) {

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,4 +115,112 @@ func benchStreamE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	r.Producers, r.Batch, r.Rate, r.Subs = e.cfg.producers, e.cfg.batch, e.cfg.rate, &subs
 	r.Note = "events/s delivered to every subscription; p50/p99: publish to handler"
 	return []benchResult{r}, nil
+}
+
+// benchStreamBacklog publishes --messages events (--producers, --batch)
+// while the only subscription's handler is stuck, so that every event
+// waits behind it, and samples the process's resident memory: it must
+// stay within the processor's cache budget plus a constant, whatever the
+// backlog.
+func benchStreamBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	ns := "bench-" + randomHex(4)
+	const cacheBytes = 16 << 20
+	p := e.client.NewStreamProcessor(&sluice.StreamProcessorOptions{CacheBytes: cacheBytes})
+	stuck := make(chan struct{})
+	err := p.Handle("stopped", func(ctx context.Context, ev *sluice.StreamEvent) error {
+		select {
+		case <-stuck:
+		case <-ctx.Done():
+		}
+		return ctx.Err()
+	}, &sluice.ConsumerOptions{Namespace: ns})
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		close(stuck)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		p.Stop(sctx)
+	}()
+	base := residentBytes()
+	var peak atomic.Int64
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for sampleCtx.Err() == nil {
+			if rss := residentBytes(); rss > peak.Load() {
+				peak.Store(rss)
+			}
+			select {
+			case <-sampleCtx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
+	body := payload(e.cfg.size)
+	var (
+		published atomic.Int64
+		wg        sync.WaitGroup
+		errMu     sync.Mutex
+		firstErr  error
+	)
+	start := time.Now()
+	for range e.cfg.producers {
+		wg.Go(func() {
+			for published.Load() < int64(e.cfg.messages) {
+				evs := make([]sluice.Event, e.cfg.batch)
+				for i := range evs {
+					evs[i] = sluice.Event{Body: body}
+				}
+				id := sluice.StreamID{Namespace: ns, Key: "s-" + strconv.Itoa(rand.IntN(1000))}
+				if _, err := e.client.Publish(ctx, id, evs...); err != nil {
+					errMu.Lock()
+					firstErr = cmpErr(firstErr, err)
+					errMu.Unlock()
+					return
+				}
+				published.Add(int64(len(evs)))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	time.Sleep(time.Second) // let the agents read what they may
+	stopSampling()
+	<-sampled
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	var cached int64
+	for _, ps := range p.Stats() {
+		cached += ps.CachedBytes
+	}
+	r := result(published.Load(), elapsed, nil)
+	r.Producers, r.Batch = e.cfg.producers, e.cfg.batch
+	budget := int64(16 * cacheBytes)
+	r.PeakRSSMiB = float64(peak.Load()) / (1 << 20)
+	r.BudgetMiB = float64(budget) / (1 << 20)
+	r.Note = fmt.Sprintf("resident %.0f MiB before publishing, peak %.0f MiB; caches hold %.1f MiB of a %.0f MiB budget (16 partitions x 16 MiB)",
+		float64(base)/(1<<20), r.PeakRSSMiB, float64(cached)/(1<<20), r.BudgetMiB)
+	return []benchResult{r}, nil
+}
+
+// residentBytes is the process's resident memory, from /proc (0 where
+// there is none).
+func residentBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	fields := strings.Fields(string(b))
+	if len(fields) < 2 {
+		return 0
+	}
+	pages, _ := strconv.ParseInt(fields[1], 10, 64)
+	return pages * int64(os.Getpagesize())
 }

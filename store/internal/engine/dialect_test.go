@@ -12,6 +12,7 @@ func allQueries(extra string) fstest.MapFS {
 		b.WriteString("-- name: " + n + "\n-- a comment\nSELECT 1;\n\n")
 	}
 	b.WriteString("-- name: InsertMessages\nSELECT 1;\n\n")
+	b.WriteString("-- name: InsertRecords\nSELECT 1;\n\n")
 	b.WriteString(extra)
 	return fstest.MapFS{"q.sql": {Data: []byte(b.String())}}
 }

@@ -239,50 +239,85 @@ type progressRow struct {
 	Position int64  `json:"p"`
 }
 
-func (s *tenantStore) SaveProgress(ctx context.Context, p *store.ProgressParams) error {
-	if err := p.Validate(); err != nil {
-		return fmt.Errorf("sluice: save progress: %w", err)
+func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParams) ([]store.ProgressResult, error) {
+	if len(ps) == 0 || len(ps) > s.e.limits.MaxBatch {
+		return nil, fmt.Errorf("sluice: save progress of %d partitions, 1 to %d allowed: %w", len(ps), s.e.limits.MaxBatch, sluicetype.ErrInvalidArgument)
 	}
-	rows := make([]progressRow, 0, len(p.Positions))
-	for _, id := range slices.Sorted(maps.Keys(p.Positions)) {
-		rows = append(rows, progressRow{id, p.Positions[id]})
-	}
-	js, err := jsonText(rows)
-	if err != nil {
-		return fmt.Errorf("sluice: save progress: %w", err)
-	}
-	err = s.e.inTx(ctx, func(tx *sql.Tx) error {
-		// The owner row first: it fences a stale owner before anything is
-		// written, and orders this transaction with subscription creations
-		// and trims.
-		o, _, err := s.e.lockPartitionOwner(ctx, tx, s.t, p.Partition)
-		if err != nil {
-			return err
+	// Owner rows in partition order, as subscription creations take them.
+	order := make([]int, len(ps))
+	js := make([]string, len(ps))
+	for i := range ps {
+		p := &ps[i]
+		if err := p.Validate(); err != nil {
+			return nil, fmt.Errorf("sluice: save progress: %w", err)
 		}
-		if o.Epoch != p.Epoch {
-			return fmt.Errorf("partition %d: epoch %d, now %d: %w", p.Partition, p.Epoch, o.Epoch, sluicetype.ErrFenced)
+		rows := make([]progressRow, 0, len(p.Positions))
+		for _, id := range slices.Sorted(maps.Keys(p.Positions)) {
+			rows = append(rows, progressRow{id, p.Positions[id]})
 		}
-		if len(rows) > 0 {
-			if _, err := s.e.exec(ctx, tx, "UpsertProgress", s.t.Service, s.t.Provider, p.Partition, js); err != nil {
+		var err error
+		if js[i], err = jsonText(rows); err != nil {
+			return nil, fmt.Errorf("sluice: save progress: %w", err)
+		}
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return int(ps[a].Partition - ps[b].Partition) })
+	for k := 1; k < len(order); k++ {
+		if ps[order[k]].Partition == ps[order[k-1]].Partition {
+			return nil, fmt.Errorf("sluice: save progress: partition %d named twice: %w", ps[order[k]].Partition, sluicetype.ErrInvalidArgument)
+		}
+	}
+	var results []store.ProgressResult
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		results = make([]store.ProgressResult, len(ps))
+		for _, i := range order {
+			var err error
+			results[i], err = s.e.saveProgress(ctx, tx, s.t, &ps[i], js[i])
+			if err != nil {
 				return err
 			}
 		}
-		// Never past a subscription the owner does not know of yet.
-		checkpoint := p.Checkpoint
-		var least sql.NullInt64
-		if err := s.e.queryRow(ctx, tx, "MinProgress", []any{s.t.Service, s.t.Provider, p.Partition}, &least); err != nil {
-			return err
-		}
-		if least.Valid {
-			checkpoint = min(checkpoint, least.Int64)
-		}
-		_, err = s.e.exec(ctx, tx, "SaveCheckpoint", s.t.Service, s.t.Provider, p.Partition, p.Epoch, checkpoint)
-		return err
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("sluice: save progress: %w", err)
+		return nil, fmt.Errorf("sluice: save progress: %w", err)
 	}
-	return nil
+	return results, nil
+}
+
+// saveProgress saves one partition's progress. The owner row first: it
+// fences a stale owner before anything is written, and orders this
+// transaction with subscription creations and trims.
+func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p *store.ProgressParams, positions string) (store.ProgressResult, error) {
+	o, _, err := e.lockPartitionOwner(ctx, tx, t, p.Partition)
+	if err != nil {
+		return store.ProgressResult{}, err
+	}
+	if o.Epoch != p.Epoch {
+		return store.ProgressResult{Err: fmt.Errorf("partition %d: epoch %d, now %d: %w", p.Partition, p.Epoch, o.Epoch, sluicetype.ErrFenced)}, nil
+	}
+	if len(p.Positions) > 0 {
+		if _, err := e.exec(ctx, tx, "UpsertProgress", t.Service, t.Provider, p.Partition, positions); err != nil {
+			return store.ProgressResult{}, err
+		}
+	}
+	// Never past a subscription the owner does not know of yet.
+	checkpoint := p.Checkpoint
+	var least sql.NullInt64
+	if err := e.queryRow(ctx, tx, "MinProgress", []any{t.Service, t.Provider, p.Partition}, &least); err != nil {
+		return store.ProgressResult{}, err
+	}
+	if least.Valid {
+		checkpoint = min(checkpoint, least.Int64)
+	}
+	if _, err := e.exec(ctx, tx, "SaveCheckpoint", t.Service, t.Provider, p.Partition, p.Epoch, checkpoint); err != nil {
+		return store.ProgressResult{}, err
+	}
+	if p.Trim == 0 {
+		return store.ProgressResult{}, nil
+	}
+	n, err := e.trimConsumed(ctx, tx, t, &store.TrimConsumedParams{Partition: p.Partition, Max: p.Trim})
+	return store.ProgressResult{Trimmed: n}, err
 }
 
 // parkedRow is one row of InsertParked.
