@@ -42,7 +42,8 @@ func recordSize(r *sluicetype.Record) int64 {
 	return int64(n)
 }
 
-// ringCache is a contiguous window of the log in a ring buffer.
+// ringCache is a contiguous window of the log in a ring buffer that
+// grows as it fills, up to its bound: a cache costs what it holds.
 type ringCache struct {
 	maxRecords int
 	maxBytes   int64
@@ -57,22 +58,34 @@ type ringCache struct {
 // about maxBytes bytes: it stops admitting reads once maxBytes is
 // reached, so it may exceed it by one read's records.
 func NewCache(maxRecords int, maxBytes int64) Cache {
-	return &ringCache{maxRecords: maxRecords, maxBytes: maxBytes, buf: make([]sluicetype.Record, maxRecords), next: 1}
+	return &ringCache{maxRecords: maxRecords, maxBytes: maxBytes, buf: make([]sluicetype.Record, min(maxRecords, 64)), next: 1}
 }
 
 func (c *ringCache) Add(recs []sluicetype.Record) {
 	for i := range recs {
-		if c.n == c.maxRecords {
-			panic("stream: cache overfilled")
+		if c.n == len(c.buf) {
+			c.grow()
 		}
 		if c.n == 0 {
 			c.first = recs[i].Position
 		}
-		c.buf[(c.head+c.n)%c.maxRecords] = recs[i]
+		c.buf[(c.head+c.n)%len(c.buf)] = recs[i]
 		c.n++
 		c.bytes += recordSize(&recs[i])
 		c.next = recs[i].Position + 1
 	}
+}
+
+// grow doubles the ring, up to its bound, keeping the records in order.
+func (c *ringCache) grow() {
+	if c.n == c.maxRecords {
+		panic("stream: cache overfilled")
+	}
+	buf := make([]sluicetype.Record, min(2*len(c.buf), c.maxRecords))
+	for i := range c.n {
+		buf[i] = c.buf[(c.head+i)%len(c.buf)]
+	}
+	c.buf, c.head = buf, 0
 }
 
 func (c *ringCache) Room() (int, int64) {
@@ -93,7 +106,7 @@ func (c *ringCache) Get(pos int64) (*sluicetype.Record, bool) {
 		i = c.n - 1
 	}
 	for ; i >= 0; i-- {
-		r := &c.buf[(c.head+i)%c.maxRecords]
+		r := &c.buf[(c.head+i)%len(c.buf)]
 		if r.Position == pos {
 			return r, true
 		}
@@ -117,7 +130,7 @@ func (c *ringCache) Purge(through int64) {
 	for c.n > 0 && c.buf[c.head].Position <= through {
 		c.bytes -= recordSize(&c.buf[c.head])
 		c.buf[c.head] = sluicetype.Record{}
-		c.head = (c.head + 1) % c.maxRecords
+		c.head = (c.head + 1) % len(c.buf)
 		c.n--
 		if c.n > 0 {
 			c.first = c.buf[c.head].Position
@@ -128,7 +141,7 @@ func (c *ringCache) Purge(through int64) {
 func (c *ringCache) Reset(after int64) {
 	for c.n > 0 {
 		c.buf[c.head] = sluicetype.Record{}
-		c.head = (c.head + 1) % c.maxRecords
+		c.head = (c.head + 1) % len(c.buf)
 		c.n--
 	}
 	c.head, c.bytes, c.next = 0, 0, after+1

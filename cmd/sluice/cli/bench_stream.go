@@ -125,7 +125,8 @@ func benchStreamE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 func benchStreamBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	ns := "bench-" + randomHex(4)
 	const cacheBytes = 16 << 20
-	p := e.client.NewStreamProcessor(&sluice.StreamProcessorOptions{CacheBytes: cacheBytes})
+	// Records unbounded in count, so that the byte budget is what binds.
+	p := e.client.NewStreamProcessor(&sluice.StreamProcessorOptions{CacheBytes: cacheBytes, CacheRecords: 1 << 20})
 	stuck := make(chan struct{})
 	err := p.Handle("stopped", func(ctx context.Context, ev *sluice.StreamEvent) error {
 		select {
