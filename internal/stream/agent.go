@@ -131,18 +131,52 @@ func (s *subState) matches(r *sluicetype.Record) bool {
 	return r.Namespace == s.sub.Namespace && (s.sub.Key == "" || r.Key == s.sub.Key)
 }
 
-func newAgent(n *Node, partition int32, owner store.PartitionOwner) *agent {
+func newAgent(n *Node, partition int32) *agent {
 	dctx, cancel := context.WithCancel(context.Background())
 	return &agent{
-		n: n, partition: partition, epoch: owner.Epoch, checkpoint: owner.Checkpoint, trimmedAt: -1,
+		n: n, partition: partition, trimmedAt: -1,
 		cache: NewCache(n.cfg.CacheRecords, n.cfg.CacheBytes),
-		log:   n.cfg.Logger.With("partition", partition, "epoch", owner.Epoch),
+		log:   n.cfg.Logger.With("partition", partition),
 		subs:  make(map[string]*subState), readWait: n.cfg.PollInterval,
 		results:    make(chan result, 64),
 		savedCh:    make(chan saved, 1),
 		deliveries: dctx, cancel: cancel,
 		stop: make(chan context.Context, 1), done: make(chan struct{}),
 	}
+}
+
+// start acquires the partition (a new epoch) and loads its
+// subscriptions and progress, trying again with backoff while the
+// database fails, until it succeeds or the agent is stopped.
+func (a *agent) start() bool {
+	wait := 100 * time.Millisecond
+	for {
+		err := a.acquire()
+		if err == nil {
+			return true
+		}
+		a.log.Warn("sluice: stream agent cannot start; trying again", "err", err, "in", wait)
+		select {
+		case <-a.stop:
+			return false
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 10*time.Second)
+	}
+}
+
+func (a *agent) acquire() error {
+	if a.epoch == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		owner, err := a.n.st.AcquirePartition(ctx, &store.AcquireParams{Partition: a.partition, Owner: a.n.cfg.Name})
+		cancel()
+		if err != nil {
+			return err
+		}
+		a.epoch, a.checkpoint = owner.Epoch, owner.Checkpoint
+		a.log = a.log.With("epoch", owner.Epoch)
+	}
+	return a.load()
 }
 
 // run is the agent's loop; it returns when stopped (after finishing or
@@ -154,9 +188,7 @@ func (a *agent) run() {
 	defer unwatch()
 	refresh, unrefresh := a.n.watchSubscriptions()
 	defer unrefresh()
-	if err := a.load(); err != nil {
-		a.err = err
-		a.log.Error("sluice: stream agent cannot start", "err", err)
+	if !a.start() {
 		return
 	}
 	tick := time.NewTicker(a.n.cfg.PollInterval)

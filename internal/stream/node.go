@@ -272,14 +272,7 @@ func (n *Node) assign(partitions []int32) {
 		if running {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		owner, err := n.st.AcquirePartition(ctx, &store.AcquireParams{Partition: p, Owner: n.cfg.Name})
-		cancel()
-		if err != nil {
-			n.cfg.Logger.Error("sluice: cannot acquire stream partition", "partition", p, "err", err)
-			continue
-		}
-		a := newAgent(n, p, owner)
+		a := newAgent(n, p)
 		n.mu.Lock()
 		n.agents[p] = a
 		n.mu.Unlock()
