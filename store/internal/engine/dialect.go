@@ -95,6 +95,9 @@ var optionalQueries = map[string]bool{
 	"InsertMessages": true, "InsertMessage": true,
 	// And for records: bulk, or one a statement.
 	"InsertRecords": true, "InsertRecord": true,
+	// Takes a partition's positions, reads them back and notifies in one
+	// statement, where the dialect can (PostgreSQL).
+	"BumpHeadReturning": true,
 	"BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
 }
 

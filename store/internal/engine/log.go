@@ -31,21 +31,9 @@ func (e *Engine) appendGroup(ctx context.Context, tx querier, group []*writeReq)
 	for _, r := range group {
 		n += len(r.app.Records)
 	}
-	affected, err := e.exec(ctx, tx, "BumpHead", n, t.Service, t.Provider, part)
+	head, now, notified, err := e.bumpHead(ctx, tx, t, part, n)
 	if err != nil {
 		return err
-	}
-	if affected == 0 {
-		if _, err := e.exec(ctx, tx, "EnsurePartition", t.Service, t.Provider, part); err != nil {
-			return err
-		}
-		if _, err := e.exec(ctx, tx, "BumpHead", n, t.Service, t.Provider, part); err != nil {
-			return err
-		}
-	}
-	var head, trimmed, now int64
-	if err := e.queryRow(ctx, tx, "GetPartition", []any{t.Service, t.Provider, part}, &head, &trimmed, &now); err != nil {
-		return fmt.Errorf("GetPartition: %w", err)
 	}
 	pos := head - int64(n)
 	rows := make([]recordRow, 0, n)
@@ -66,7 +54,46 @@ func (e *Engine) appendGroup(ctx context.Context, tx querier, group []*writeReq)
 	if err := e.insertRecords(ctx, tx, t, part, now, rows); err != nil {
 		return err
 	}
+	if notified {
+		return nil
+	}
 	return e.notify(ctx, tx, PartitionKey(t, part))
+}
+
+// bumpHead takes n positions of a partition, creating its head row on
+// first use, and returns the new head and the database's time; notified
+// says listeners were notified on the way (BumpHeadReturning).
+func (e *Engine) bumpHead(ctx context.Context, tx querier, t store.Tenant, part int32, n int) (head, now int64, notified bool, err error) {
+	for attempt := 0; ; attempt++ {
+		if e.has("BumpHeadReturning") {
+			args := []any{n, t.Service, t.Provider, part, e.payload(tx, PartitionKey(t, part))}
+			err = e.queryRow(ctx, tx, "BumpHeadReturning", args, &head, &now)
+			if err == nil {
+				return head, now, true, nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return 0, 0, false, fmt.Errorf("BumpHeadReturning: %w", err)
+			}
+		} else {
+			affected, err := e.exec(ctx, tx, "BumpHead", n, t.Service, t.Provider, part)
+			if err != nil {
+				return 0, 0, false, err
+			}
+			if affected > 0 {
+				var trimmed int64
+				if err := e.queryRow(ctx, tx, "GetPartition", []any{t.Service, t.Provider, part}, &head, &trimmed, &now); err != nil {
+					return 0, 0, false, fmt.Errorf("GetPartition: %w", err)
+				}
+				return head, now, false, nil
+			}
+		}
+		if attempt > 0 {
+			return 0, 0, false, fmt.Errorf("partition %d has no head row after creating it", part)
+		}
+		if _, err := e.exec(ctx, tx, "EnsurePartition", t.Service, t.Provider, part); err != nil {
+			return 0, 0, false, err
+		}
+	}
 }
 
 // insertRecords inserts positioned records: as JSON chunks, or one

@@ -858,6 +858,17 @@ WHERE service = $1 AND provider = $2 AND queue = $3;
 UPDATE sluice_partitions SET head = head + $1::bigint
 WHERE service = $2 AND provider = $3 AND partition = $4;
 
+-- name: BumpHeadReturning
+-- args: n, service, provider, partition, notify payload
+-- BumpHead, GetPartition and Notify in one round trip: returns the new
+-- head and the database's time; the one-row FROM item notifies listeners
+-- of the partition (delivered at commit). No row when the partition has
+-- none yet.
+UPDATE sluice_partitions SET head = head + $1::bigint
+FROM (SELECT pg_notify('sluice', $5::text)) AS n
+WHERE service = $2 AND provider = $3 AND partition = $4
+RETURNING head, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+
 -- name: EnsurePartition
 -- args: service, provider, partition
 INSERT INTO sluice_partitions (service, provider, partition, head, trimmed)
