@@ -29,6 +29,8 @@ func TestDemo(t *testing.T) {
 		"resubmitted #2 as new message #4",
 		"appended 3 records at positions 1..3",
 		"fenced by a newer epoch",
+		"shipping got orders/order-1",
+		"shipping got orders/order-2",
 		"done.",
 	} {
 		if !strings.Contains(out, want) {

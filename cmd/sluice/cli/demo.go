@@ -15,8 +15,8 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// demo walks through the storage primitives on an embedded SQLite file and
-// prints each step.
+// demo walks through the storage primitives and the stream API on an
+// embedded SQLite file and prints each step.
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -153,6 +153,52 @@ func runDemo(ctx context.Context, dsn string, out io.Writer) error {
 	if !errors.Is(err, sluicetype.ErrFenced) {
 		return fmt.Errorf("expected a fenced write, got %v", err)
 	}
+	if err := demoStreams(ctx, b, tenant, say); err != nil {
+		return err
+	}
 	say("\ndone.")
+	return nil
+}
+
+// demoStreams publishes to two streams and handles them with a stream
+// processor: each stream's events arrive in order.
+func demoStreams(ctx context.Context, b store.Backend, tenant store.Tenant, say func(string, ...any)) error {
+	c, err := sluice.NewClient(b, sluice.Options{Service: tenant.Service, Provider: tenant.Provider})
+	if err != nil {
+		return err
+	}
+	say("\nstreams:")
+	got := make(chan string, 8)
+	p := c.NewStreamProcessor(nil)
+	err = p.Handle("shipping", func(ctx context.Context, ev *sluice.StreamEvent) error {
+		got <- fmt.Sprintf("  shipping got %s/%s #%d: %s", ev.Namespace, ev.Key, ev.Position, ev.Body)
+		return nil
+	}, &sluice.ConsumerOptions{Namespace: "orders"})
+	if err != nil {
+		return err
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	defer p.Stop(ctx)
+	say("started a stream processor; consumer shipping takes every stream of namespace orders")
+	for _, e := range []struct{ key, body string }{
+		{"order-1", "placed"}, {"order-2", "placed"}, {"order-1", "paid"}, {"order-1", "shipped"},
+	} {
+		id := sluice.StreamID{Namespace: "orders", Key: e.key}
+		pos, err := c.Publish(ctx, id, sluice.Event{Body: []byte(e.body)})
+		if err != nil {
+			return err
+		}
+		say("published %q to %s at position %d of partition %d", e.body, id, pos[0], sluice.PartitionOf(id, 16))
+	}
+	for range 4 {
+		select {
+		case line := <-got:
+			say("%s", line)
+		case <-time.After(10 * time.Second):
+			return errors.New("the stream processor delivered nothing for 10 s")
+		}
+	}
 	return nil
 }
