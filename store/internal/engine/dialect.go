@@ -98,7 +98,7 @@ var optionalQueries = map[string]bool{
 	// Takes a partition's positions, reads them back and notifies in one
 	// statement, where the dialect can (PostgreSQL).
 	"BumpHeadReturning": true,
-	"BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
+	"BenchCreateTable":  true, "BenchInsert": true, "BenchDropTable": true,
 }
 
 // ParseQueries reads every *.sql file of fsys and splits it on
