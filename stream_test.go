@@ -475,3 +475,110 @@ func TestStreamProcessorNoLeak(t *testing.T) {
 		})
 	}
 }
+
+// A subscription faulted while deliveries of other streams are in
+// flight, with a handler that ignores its context, resumes without ever
+// running two deliveries of one stream at once, and still delivers every
+// event in order.
+func TestStreamFaultNeverOverlapsAStream(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		var healed atomic.Bool
+		var mu sync.Mutex
+		active := make(map[string]int)
+		overlaps := 0
+		col := newCollector()
+		handler := func(ctx context.Context, ev *sluice.StreamEvent) error {
+			mu.Lock()
+			active[ev.Key]++
+			if active[ev.Key] > 1 {
+				overlaps++
+			}
+			mu.Unlock()
+			defer func() {
+				mu.Lock()
+				active[ev.Key]--
+				mu.Unlock()
+			}()
+			time.Sleep(30 * time.Millisecond) // ignores ctx
+			if string(ev.Body) == "bad" && !healed.Load() {
+				return errors.New("bad")
+			}
+			return col.handle(ctx, ev)
+		}
+		startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
+			p.Handle("c", handler, &sluice.ConsumerOptions{Namespace: "ov", MaxAttempts: 1, OnFailure: sluice.FaultOnFailure, MaxConcurrency: 8})
+		})
+		// Streams that share one partition, so that one agent runs them.
+		var keys []string
+		for i := 0; len(keys) < 6; i++ {
+			k := "k-" + strconv.Itoa(i)
+			if sluice.PartitionOf(sluice.StreamID{Namespace: "ov", Key: k}, 16) == 3 {
+				keys = append(keys, k)
+			}
+		}
+		want := make(map[string][]int64)
+		for _, k := range keys {
+			bodies := []string{"1", "2", "3"}
+			if k == keys[0] {
+				bodies = []string{"bad", "2", "3"}
+			}
+			want[k] = publish(t, c, sluice.StreamID{Namespace: "ov", Key: k}, bodies...)
+		}
+		const sub = "ns/ov/c"
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			s, err := c.GetStreamSubscription(t.Context(), sub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Fault != "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the subscription never faulted")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		healed.Store(true)
+		if err := c.ClearFault(t.Context(), sub); err != nil {
+			t.Fatal(err)
+		}
+		// Events delivered before the fault may come again after it (at
+		// least once), each stream's in order.
+		// Each delivery is the stream's next event, or a step back (a
+		// restart from the subscription's position); never a skip.
+		inOrder := func(got, want []int64) bool {
+			if len(got) > 0 && got[0] != want[0] {
+				return false
+			}
+			for i := 1; i < len(got); i++ {
+				j := slices.Index(want, got[i-1])
+				if got[i] > got[i-1] && (j+1 >= len(want) || got[i] != want[j+1]) {
+					return false
+				}
+			}
+			return true
+		}
+		deadline = time.Now().Add(30 * time.Second)
+		for _, k := range keys {
+			for {
+				got := col.positions(sub, k)
+				if !inOrder(got, want[k]) {
+					t.Fatalf("stream %s received %v, want %v in order", k, got, want[k])
+				}
+				if n := len(got); n >= 3 && slices.Equal(got[n-3:], want[k]) {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("stream %s received %v, want it to end with %v", k, got, want[k])
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if overlaps > 0 {
+			t.Fatalf("%d deliveries overlapped another of the same stream", overlaps)
+		}
+	})
+}

@@ -53,6 +53,7 @@ type StreamStore interface {
 	SaveProgress(ctx context.Context, ps []ProgressParams) ([]ProgressResult, error)
 
 	// Park stores events a subscription gave up on, with the error.
+	// ErrSubscriptionNotFound if the subscription is gone.
 	Park(ctx context.Context, p *ParkParams) error
 	// Parked lists a subscription's parked events in (partition,
 	// position) order, after p.After.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/sluicetype"
@@ -37,6 +38,7 @@ type agent struct {
 	nextRead    time.Time
 	avgSize     int64
 	rewindTo    int64 // > 0: reset the cache to read after rewindTo-1
+	busy        bool  // the last step left records to read
 	refreshed   time.Time
 
 	results chan result
@@ -49,6 +51,9 @@ type agent struct {
 	stop chan context.Context
 	done chan struct{}
 	err  error
+	// fenced is set once another node owns the partition: deliveries
+	// then write nothing more.
+	fenced atomic.Bool
 
 	statsMu sync.Mutex
 	stats   PartitionStats
@@ -73,7 +78,15 @@ type subState struct {
 	saved      int64
 	faulted    bool
 	// gen counts halts: a delivery started before one reports to nothing.
-	gen int
+	// startedGen is the generation of the deliveries last started.
+	gen, startedGen int
+	// ctx carries the deliveries of this generation: a halt or a removal
+	// cancels them.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// faultPending is a fault the database has not recorded yet: the
+	// subscription stays halted until it has.
+	faultPending string
 }
 
 // streamQueue is one stream's events waiting for one subscription, in
@@ -113,16 +126,24 @@ func (s *subState) safe() int64 {
 	return s.cursor
 }
 
-// halt stops a subscription (faulted): what it queued or has in delivery
-// is dropped, and its cursor goes back to its position, so that it reads
-// them again when it resumes.
-func (s *subState) halt() {
+// halt stops a subscription (faulted): what it queued is dropped, what
+// it has in delivery is cancelled, and its cursor goes back to its
+// position, so that it reads them again when it resumes, once the
+// cancelled deliveries have ended (inflight is 0).
+func (s *subState) halt(parent context.Context) {
 	s.cursor = s.safe()
 	s.unresolved, s.resolved = nil, make(map[int64]bool)
 	s.streams, s.ready = make(map[string]*streamQueue), nil
 	s.faulted = true
 	s.gen++
+	s.cancel()
+	s.ctx, s.cancel = context.WithCancel(parent)
 }
+
+// draining reports deliveries of an earlier generation still running:
+// after a halt, nothing starts until they have ended, so that no stream
+// has two deliveries at once.
+func (s *subState) draining() bool { return s.inflight > 0 && s.startedGen < s.gen }
 
 // active reports whether the subscription delivers on this node.
 func (s *subState) active() bool { return s.c != nil && !s.faulted }
@@ -201,6 +222,10 @@ func (a *agent) run() {
 			a.shutdown(stopped)
 			return
 		}
+		var idle <-chan time.Time
+		if a.busy {
+			idle = closedTime // more to read: only look at what is waiting
+		}
 		select {
 		case r := <-a.results:
 			a.resolve(r)
@@ -212,12 +237,20 @@ func (a *agent) run() {
 		case o := <-a.savedCh:
 			a.applySaved(o)
 		case <-tick.C:
+		case <-idle:
 		case ctx := <-a.stop:
 			a.shutdown(ctx)
 			return
 		}
 	}
 }
+
+// closedTime is a channel that is always ready.
+var closedTime = func() <-chan time.Time {
+	ch := make(chan time.Time)
+	close(ch)
+	return ch
+}()
 
 func (a *agent) drainResults() {
 	for {
@@ -230,17 +263,28 @@ func (a *agent) drainResults() {
 	}
 }
 
+// maxReadsPerStep bounds the reads of one step.
+const maxReadsPerStep = 8
+
 // step does whatever is due: refresh subscriptions, read, dispatch,
-// purge, store progress, trim.
+// purge, store progress. It sets busy when it stopped reading with more
+// to read.
 func (a *agent) step() {
 	now := time.Now()
+	a.busy = false
 	if now.Sub(a.refreshed) >= a.n.cfg.RefreshInterval {
 		if err := a.refreshSubs(); err != nil {
 			a.log.Warn("sluice: stream agent cannot list subscriptions", "err", err)
 		}
 		a.refreshed = now
 	}
-	for !now.Before(a.nextRead) {
+	// A bounded number of reads a step, so that stops, results and
+	// progress are not held up by a long backlog nobody here waits for.
+	for reads := 0; !now.Before(a.nextRead); reads++ {
+		if reads == maxReadsPerStep {
+			a.busy = true
+			break
+		}
 		got, err := a.read()
 		if err != nil {
 			a.log.Warn("sluice: stream agent cannot read", "err", err)
@@ -316,6 +360,13 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 	for _, sub := range subs {
 		seen[sub.ID] = true
 		s, ok := a.subs[sub.ID]
+		if ok && !s.sub.CreatedAt.Equal(sub.CreatedAt) {
+			// Deleted and created again with the same id (a namespace
+			// subscription): a new subscription, with its own start.
+			s.cancel()
+			delete(a.subs, sub.ID)
+			ok = false
+		}
 		if !ok {
 			if positions == nil {
 				pp, err := a.n.st.Progress(ctx, a.partition)
@@ -330,6 +381,7 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 			}
 			s = &subState{sub: sub, cursor: pos, saved: pos, resolved: make(map[int64]bool),
 				streams: make(map[string]*streamQueue)}
+			s.ctx, s.cancel = context.WithCancel(a.deliveries)
 			if c, ok := a.n.consumers[sub.Consumer]; ok {
 				s.c = c
 			}
@@ -338,17 +390,26 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 		}
 		s.sub = sub
 		switch {
+		case s.faultPending != "" && sub.Fault == "":
+			// The fault this agent found is not recorded yet: record it,
+			// and stay halted meanwhile.
+			if err := a.n.st.FaultSubscription(ctx, sub.ID, s.faultPending); err != nil {
+				a.log.Warn("sluice: cannot record a stream subscription's fault", "subscription", sub.ID, "err", err)
+			} else {
+				s.sub.Fault, s.faultPending = s.faultPending, ""
+			}
 		case s.faulted && sub.Fault == "":
 			s.faulted = false
 		case !s.faulted && sub.Fault != "":
-			s.halt() // faulted on another partition
+			s.halt(a.deliveries) // faulted on another partition
 		}
 		if s.active() && s.cursor+1 < a.cache.First() && (a.rewindTo == 0 || s.cursor+1 < a.rewindTo) {
 			a.rewindTo = s.cursor + 1
 		}
 	}
-	for id := range a.subs {
+	for id, s := range a.subs {
 		if !seen[id] {
+			s.cancel() // unsubscribed: its deliveries stop at once
 			delete(a.subs, id)
 		}
 	}
@@ -402,7 +463,8 @@ func (a *agent) skipTrimmed(ctx context.Context, after int64) error {
 			if err := a.n.st.FaultSubscription(ctx, id, reason); err != nil {
 				return err
 			}
-			s.faulted = true
+			s.halt(a.deliveries)
+			s.sub.Fault = reason
 		}
 	}
 	a.cache.Reset(max(after, info.Trimmed))
@@ -445,6 +507,9 @@ func (a *agent) dispatch() {
 			}
 			s.cursor = pos
 		}
+		if s.draining() {
+			continue // deliveries of a halted generation are still ending
+		}
 		for s.inflight < s.c.MaxConcurrency && len(s.ready) > 0 {
 			key := s.ready[0]
 			s.ready = s.ready[1:]
@@ -454,8 +519,9 @@ func (a *agent) dispatch() {
 			}
 			q.busy = true
 			s.inflight++
+			s.startedGen = s.gen
 			a.wg.Add(1)
-			go a.deliver(s, s.c, s.sub.ID, s.gen, q.items[0])
+			go a.deliver(s, s.ctx, s.c, s.sub.ID, s.gen, q.items[0])
 		}
 	}
 }
@@ -463,10 +529,10 @@ func (a *agent) dispatch() {
 // deliver runs in its own goroutine: it delivers one event, applies the
 // failure policy if every attempt failed, and reports.
 // It reads nothing of s, which the agent's goroutine owns.
-func (a *agent) deliver(s *subState, c *Consumer, id string, gen int, rec sluicetype.Record) {
+func (a *agent) deliver(s *subState, ctx context.Context, c *Consumer, id string, gen int, rec sluicetype.Record) {
 	defer a.wg.Done()
 	r := &rec
-	attempts, stopped, err := c.deliver(a.deliveries, eventOf(r, a.partition, id))
+	attempts, stopped, err := c.deliver(ctx, a.deliveries, eventOf(r, a.partition, id))
 	res := result{s: s, gen: gen, key: r.Key, pos: r.Position, err: err, attempts: attempts, stopped: stopped}
 	if err != nil && !stopped {
 		a.log.Warn("sluice: stream delivery failed", "subscription", id, "stream", r.Namespace+"/"+r.Key,
@@ -474,7 +540,7 @@ func (a *agent) deliver(s *subState, c *Consumer, id string, gen int, rec sluice
 		if c.OnFailure == Fault {
 			res.fault = true
 		} else {
-			res.stopped = !a.park(id, r, err, attempts)
+			res.stopped = !a.park(ctx, id, r, err, attempts)
 		}
 	}
 	a.results <- res
@@ -482,19 +548,25 @@ func (a *agent) deliver(s *subState, c *Consumer, id string, gen int, rec sluice
 
 // park stores a given-up event among its subscription's parked events,
 // retrying until it is stored or the agent's deliveries are cancelled.
-func (a *agent) park(sub string, r *sluicetype.Record, cause error, attempts int) bool {
+func (a *agent) park(ctx context.Context, sub string, r *sluicetype.Record, cause error, attempts int) bool {
 	ev := store.ParkedEvent{Partition: a.partition, Record: *r, Error: store.Truncate(cause.Error(), store.MaxReasonLen), Attempts: attempts}
 	wait := 100 * time.Millisecond
 	for {
-		ctx, cancel := context.WithTimeout(a.deliveries, 10*time.Second)
-		err := a.n.st.Park(ctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev}})
+		if a.fenced.Load() || ctx.Err() != nil {
+			return false // another node owns the partition, or the subscription stopped
+		}
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := a.n.st.Park(tctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev}})
 		cancel()
 		if err == nil {
 			return true
 		}
+		if errors.Is(err, sluicetype.ErrSubscriptionNotFound) {
+			return false // unsubscribed meanwhile
+		}
 		a.log.Warn("sluice: cannot park a stream event", "subscription", sub, "position", r.Position, "err", err)
 		select {
-		case <-a.deliveries.Done():
+		case <-ctx.Done():
 			return false
 		case <-time.After(wait):
 		}
@@ -517,14 +589,18 @@ func (a *agent) resolve(r result) {
 	case r.fault:
 		reason := fmt.Sprintf("event at position %d of partition %d (stream %s) failed %d times: %v",
 			r.pos, a.partition, r.key, r.attempts, r.err)
+		s.halt(a.deliveries)
+		s.sub.Fault = reason
+		if a.err != nil {
+			return // fenced: the new owner decides
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := a.n.st.FaultSubscription(ctx, s.sub.ID, reason)
 		cancel()
 		if err != nil {
-			a.log.Error("sluice: cannot record a stream subscription's fault", "subscription", s.sub.ID, "err", err)
+			a.log.Error("sluice: cannot record a stream subscription's fault; it stays halted", "subscription", s.sub.ID, "err", err)
+			s.faultPending = reason
 		}
-		s.halt()
-		s.sub.Fault = reason
 		return
 	}
 	q.items[0] = sluicetype.Record{}
@@ -605,6 +681,7 @@ func (a *agent) applySaved(o saved) {
 		return
 	case errors.Is(o.res.Err, sluicetype.ErrFenced):
 		a.err = o.res.Err
+		a.fenced.Store(true)
 		a.log.Warn("sluice: stream partition owned by another node now", "err", o.res.Err)
 		return
 	}

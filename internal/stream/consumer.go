@@ -30,7 +30,9 @@ type Event struct {
 
 // Handler handles one event. It is called for one event of a stream at a
 // time; an error or a panic is a failed delivery, retried with backoff.
-// It should return when ctx ends: the delivery time is bounded.
+// It should return when ctx ends (the delivery time is bounded through
+// it): a handler that outlives its attempt holds its stream until it
+// returns, since a stream's deliveries never overlap.
 type Handler func(ctx context.Context, ev *Event) error
 
 // FailurePolicy says what happens to an event whose deliveries all
@@ -118,10 +120,11 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 
-// call runs one delivery attempt. A handler that ignores its context and
-// outlives the delivery time is abandoned: the attempt fails, and the
-// handler's goroutine ends whenever the handler returns.
-func (c *Consumer) call(ctx context.Context, ev *Event) error {
+// call runs one delivery attempt, bounded by DeliveryTimeout through its
+// context. A handler that outlives its attempt (it ignores the context)
+// is waited for, since the stream's next delivery must not overlap it,
+// unless abandon ends first (the node stops and its deadline passed).
+func (c *Consumer) call(ctx, abandon context.Context, ev *Event) error {
 	ctx, cancel := context.WithTimeout(ctx, c.DeliveryTimeout)
 	defer cancel()
 	done := make(chan error, 1)
@@ -137,28 +140,29 @@ func (c *Consumer) call(ctx context.Context, ev *Event) error {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
-		select {
-		case err := <-done:
-			return err
-		case <-time.After(100 * time.Millisecond):
-		}
-		if ctx.Err() == context.DeadlineExceeded {
-			return fmt.Errorf("%w after %v", errDeliveryTimeout, c.DeliveryTimeout)
-		}
-		return ctx.Err()
 	}
+	var err error
+	select {
+	case err = <-done:
+	case <-abandon.Done():
+		err = abandon.Err()
+	}
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return fmt.Errorf("%w after %v: %w", errDeliveryTimeout, c.DeliveryTimeout, err)
+	}
+	return err
 }
 
 // deliver delivers an event until it succeeds or its attempts are used
 // up, waiting with backoff between attempts. It returns the number of
 // attempts and the last error; ctx ending stops it (stopped is true: the
 // event is neither delivered nor given up on).
-func (c *Consumer) deliver(ctx context.Context, ev Event) (attempts int, stopped bool, err error) {
+func (c *Consumer) deliver(ctx, abandon context.Context, ev Event) (attempts int, stopped bool, err error) {
 	wait := c.RetryBackoff
 	for attempts = 1; ; attempts++ {
 		e := ev
 		e.Attempt = attempts
-		if err = c.call(ctx, &e); err == nil {
+		if err = c.call(ctx, abandon, &e); err == nil {
 			return attempts, false, nil
 		}
 		if ctx.Err() != nil {

@@ -69,6 +69,11 @@ func (s *saver) run() {
 // flush writes the pending progress, at most MaxBatch partitions a
 // transaction, and tells each agent what became of its own.
 func (s *saver) flush() {
+	// Take the batch under flushing: an agent's final save, which drops
+	// its pending progress and then takes flushing, comes either before
+	// the batch is taken (and is not in it) or after it is written.
+	s.flushing.Lock()
+	defer s.flushing.Unlock()
 	s.mu.Lock()
 	batch := slices.Collect(maps.Values(s.pending))
 	clear(s.pending)
@@ -76,8 +81,6 @@ func (s *saver) flush() {
 	if len(batch) == 0 {
 		return
 	}
-	s.flushing.Lock()
-	defer s.flushing.Unlock()
 	for chunk := range slices.Chunk(batch, store.DefaultMaxBatch) {
 		ps := make([]store.ProgressParams, len(chunk))
 		for i, c := range chunk {

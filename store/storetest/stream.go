@@ -330,6 +330,11 @@ func testParked(t *testing.T, h *harness) {
 	if got, _ := st.Parked(ctx, &store.ParkedParams{Subscription: sub, Max: 10}); len(got) != 0 {
 		t.Fatalf("parked events outlived their subscription: %+v", got)
 	}
+	err = st.Park(ctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev(1, 8, "late", "after the end")}})
+	wantErr(t, "Park for a deleted subscription", err, sluicetype.ErrSubscriptionNotFound)
+	if got, _ := st.Parked(ctx, &store.ParkedParams{Subscription: sub, Max: 10}); len(got) != 0 {
+		t.Fatalf("an event was parked for a deleted subscription: %+v", got)
+	}
 }
 
 // Without retention settings, trimming stops at the lowest of the

@@ -83,7 +83,7 @@ var queryNames = []string{
 	"GetStreamPartitions", "InsertStreamPartitions", "EnsurePartitionOwner", "AcquirePartition",
 	"LockPartitionOwner", "GetPartitionOwner", "SaveCheckpoint", "LowerCheckpoint", "InsertSubscription", "InsertProgress",
 	"DeleteSubscription", "DeleteSubscriptionProgress", "DeleteSubscriptionParked", "SelectSubscriptions",
-	"SetSubscriptionFault", "SelectProgress", "UpsertProgress", "MinProgress", "InsertParked",
+	"SetSubscriptionFault", "SelectProgress", "UpsertProgress", "MinProgress", "LockSubscription", "InsertParked",
 	"SelectParked", "DeleteParked", "UpsertRetention", "DeleteRetention", "SelectRetention",
 	"SelectRetentions", "NamespaceBytes", "TrimCandidates",
 }

@@ -353,6 +353,16 @@ func (s *tenantStore) Park(ctx context.Context, p *store.ParkParams) error {
 			ev.AppendedAt.UnixMilli(), ev.Error, ev.Attempts}
 	}
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		// Only for a subscription that exists, and it cannot be deleted
+		// before this commits (its deletion then takes these rows along).
+		var one int
+		err := s.e.queryRow(ctx, tx, "LockSubscription", []any{s.t.Service, s.t.Provider, p.Subscription}, &one)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("subscription %q: %w", p.Subscription, sluicetype.ErrSubscriptionNotFound)
+		}
+		if err != nil {
+			return err
+		}
 		for _, c := range chunks(len(rows), func(i int) int { return 2*len(rows[i].Payload) + len(rows[i].Error) + 128 }) {
 			js, err := jsonText(rows[c[0]:c[1]])
 			if err != nil {

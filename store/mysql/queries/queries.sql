@@ -1144,6 +1144,12 @@ SELECT MIN(position)
 FROM sluice_stream_progress
 WHERE service = ? AND provider = ? AND `partition` = ?;
 
+-- name: LockSubscription
+-- args: service, provider, id
+-- Whether a subscription exists, held until commit against its deletion.
+SELECT 1 FROM sluice_stream_subscriptions WHERE service = ? AND provider = ? AND id = ?
+LOCK IN SHARE MODE;
+
 -- name: InsertParked
 -- args: service, provider, subscription_id, rows
 -- rows: [{"pa":partition,"po":position,"ns":namespace,"k":key,

@@ -1078,6 +1078,12 @@ SELECT MIN(position)
 FROM sluice_stream_progress
 WHERE service = $1 AND provider = $2 AND partition = $3::integer;
 
+-- name: LockSubscription
+-- args: service, provider, id
+-- Whether a subscription exists, held until commit against its deletion.
+SELECT 1 FROM sluice_stream_subscriptions WHERE service = $1 AND provider = $2 AND id = $3
+FOR SHARE;
+
 -- name: InsertParked
 -- args: service, provider, subscription_id, rows
 -- rows: [{"pa":partition,"po":position,"ns":namespace,"k":key,
