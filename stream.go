@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -223,29 +224,35 @@ func (c *Client) Subscribe(ctx context.Context, id StreamID, consumer string, fr
 		return StreamSubscription{}, err
 	}
 	part := PartitionOf(id, n)
-	var start int64
-	switch from.kind {
-	case startAt:
-		if from.at < 1 {
-			return StreamSubscription{}, errInvalid("subscribe", "position %d: positions start at 1", from.at)
-		}
-		start = from.at - 1
-	default:
-		info, err := c.st.PartitionInfo(ctx, part)
-		if err != nil {
-			return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
-		}
-		start = info.Head
-		if from.kind == startBeginning {
-			start = info.Trimmed
-		}
+	if from.kind == startAt && from.at < 1 {
+		return StreamSubscription{}, errInvalid("subscribe", "position %d: positions start at 1", from.at)
 	}
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	sub := store.NewSubscription{ID: hex.EncodeToString(b), Consumer: consumer, Namespace: id.Namespace, Key: id.Key,
-		Partition: part, Start: map[int32]int64{part: start}}
-	if err := c.st.CreateSubscription(ctx, &sub); err != nil {
-		return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+		Partition: part}
+	for attempt := 0; ; attempt++ {
+		start := from.at - 1
+		if from.kind != startAt {
+			info, err := c.st.PartitionInfo(ctx, part)
+			if err != nil {
+				return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+			}
+			start = info.Head
+			if from.kind == startBeginning {
+				start = info.Trimmed
+			}
+		}
+		sub.Start = map[int32]int64{part: start}
+		err := c.st.CreateSubscription(ctx, &sub)
+		if err == nil {
+			break
+		}
+		// A trim between reading the oldest position and taking the
+		// retention lock: read it again.
+		if from.kind != startBeginning || !errors.Is(err, ErrTrimmed) || attempt == 3 {
+			return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+		}
 	}
 	c.subscriptionsChanged()
 	return StreamSubscription{ID: sub.ID, Consumer: consumer, Stream: id, Partition: part, CreatedAt: time.Now()}, nil
