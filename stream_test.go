@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -580,5 +581,42 @@ func TestStreamFaultNeverOverlapsAStream(t *testing.T) {
 		if overlaps > 0 {
 			t.Fatalf("%d deliveries overlapped another of the same stream", overlaps)
 		}
+	})
+}
+
+// A second processor on the same tenant acquires every partition under
+// a newer epoch: the first one's agents are fenced, stop, and say so in
+// their stats, and the second delivers what is published.
+func TestStreamFencedProcessorStops(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		first, second := newCollector(), newCollector()
+		p1 := startStreamProcessor(t, c, &sluice.StreamProcessorOptions{ProgressInterval: 20 * time.Millisecond}, func(p *sluice.StreamProcessor) {
+			p.Handle("c", first.handle, &sluice.ConsumerOptions{Namespace: "fence"})
+		})
+		id := sluice.StreamID{Namespace: "fence", Key: "k"}
+		publish(t, c, id, "before")
+		first.waitCount(t, 1, 30*time.Second)
+		startStreamProcessor(t, c, &sluice.StreamProcessorOptions{Name: "other"}, func(p *sluice.StreamProcessor) {
+			p.Handle("c", second.handle, &sluice.ConsumerOptions{Namespace: "fence"})
+		})
+		part := sluice.PartitionOf(id, 16)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			publish(t, c, id, "after")
+			stopped := ""
+			for _, ps := range p1.Stats() {
+				if ps.Partition == part {
+					stopped = ps.Stopped
+				}
+			}
+			if strings.Contains(stopped, "fenced") {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the first processor's agent of partition %d never stopped (stats: %+v)", part, p1.Stats())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		second.waitCount(t, 1, 30*time.Second)
 	})
 }

@@ -682,7 +682,10 @@ func (a *agent) applySaved(o saved) {
 	case errors.Is(o.res.Err, sluicetype.ErrFenced):
 		a.err = o.res.Err
 		a.fenced.Store(true)
-		a.log.Warn("sluice: stream partition owned by another node now", "err", o.res.Err)
+		a.log.Error("sluice: stream partition owned by another node now; this agent stops", "err", o.res.Err)
+		a.statsMu.Lock()
+		a.stats.Stopped = o.res.Err.Error()
+		a.statsMu.Unlock()
 		return
 	}
 	a.checkpoint = o.p.Checkpoint

@@ -351,6 +351,9 @@ type PartitionStats struct {
 	Subscriptions []SubscriptionStats
 	SavedAt       time.Time
 	TrimmedAt     time.Time
+	// Stopped says why the agent stopped pulling the partition while the
+	// node runs (another node acquired it: ErrFenced).
+	Stopped string
 }
 
 // SubscriptionStats describes a subscription on one partition.
@@ -379,7 +382,7 @@ func (a *agent) publishStats() {
 			Handled: s.c != nil, InFlight: s.inflight, Fault: s.sub.Fault})
 	}
 	a.statsMu.Lock()
-	st.SavedAt, st.TrimmedAt = a.stats.SavedAt, a.stats.TrimmedAt
+	st.SavedAt, st.TrimmedAt, st.Stopped = a.stats.SavedAt, a.stats.TrimmedAt, a.stats.Stopped
 	a.stats = st
 	a.statsMu.Unlock()
 }
