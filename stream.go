@@ -332,8 +332,7 @@ func (c *Client) ParkedEvents(ctx context.Context, subscription string, max int)
 	}
 	out := make([]ParkedEvent, len(evs))
 	for i, e := range evs {
-		out[i] = ParkedEvent{StreamEvent: StreamEvent{Namespace: e.Namespace, Key: e.Key, Partition: e.Partition,
-			Position: e.Position, Subscription: subscription, Properties: e.Properties, Body: e.Payload, AppendedAt: e.AppendedAt},
+		out[i] = ParkedEvent{StreamEvent: stream.EventOf(&e.Record, e.Partition, subscription),
 			Error: e.Error, Attempts: e.Attempts, ParkedAt: e.ParkedAt}
 	}
 	return out, nil

@@ -532,7 +532,7 @@ func (a *agent) dispatch() {
 func (a *agent) deliver(s *subState, ctx context.Context, c *Consumer, id string, gen int, rec sluicetype.Record) {
 	defer a.wg.Done()
 	r := &rec
-	attempts, stopped, err := c.deliver(ctx, a.deliveries, eventOf(r, a.partition, id))
+	attempts, stopped, err := c.deliver(ctx, a.deliveries, EventOf(r, a.partition, id))
 	res := result{s: s, gen: gen, key: r.Key, pos: r.Position, err: err, attempts: attempts, stopped: stopped}
 	if err != nil && !stopped {
 		a.log.Warn("sluice: stream delivery failed", "subscription", id, "stream", r.Namespace+"/"+r.Key,

@@ -180,8 +180,9 @@ func (c *Consumer) deliver(ctx, abandon context.Context, ev Event) (attempts int
 	}
 }
 
-// eventOf makes the event a record is delivered as.
-func eventOf(r *sluicetype.Record, partition int32, sub string) Event {
+// EventOf makes the event a record of a partition is delivered as to a
+// subscription.
+func EventOf(r *sluicetype.Record, partition int32, sub string) Event {
 	return Event{Namespace: r.Namespace, Key: r.Key, Partition: partition, Position: r.Position,
 		Subscription: sub, Properties: r.Properties, Body: r.Payload, AppendedAt: r.AppendedAt}
 }

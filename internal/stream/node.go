@@ -426,7 +426,7 @@ func (n *Node) Replay(ctx context.Context, subscription string, max int) (int, e
 			return done, err
 		}
 		for _, p := range parked {
-			ev := eventOf(&p.Record, p.Partition, subscription)
+			ev := EventOf(&p.Record, p.Partition, subscription)
 			attempts, _, derr := c.deliver(ctx, ctx, ev)
 			if derr != nil {
 				p.Error, p.Attempts = store.Truncate(derr.Error(), store.MaxReasonLen), p.Attempts+attempts

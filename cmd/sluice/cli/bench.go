@@ -323,8 +323,7 @@ func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Cont
 	var (
 		count atomic.Int64
 		wg    sync.WaitGroup
-		errMu sync.Mutex
-		first error
+		first firstError
 	)
 	start := time.Now()
 	deadline := start.Add(d)
@@ -339,9 +338,7 @@ func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Cont
 					return
 				}
 				if err != nil {
-					errMu.Lock()
-					first = cmpErr(first, err)
-					errMu.Unlock()
+					first.set(err)
 					cancel()
 					return
 				}
@@ -350,10 +347,28 @@ func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Cont
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if first != nil && !errors.Is(first, context.Canceled) {
-		return count.Load(), elapsed, first
+	if err := first.get(); err != nil && !errors.Is(err, context.Canceled) {
+		return count.Load(), elapsed, err
 	}
 	return count.Load(), elapsed, nil
+}
+
+// firstError keeps the first error that concurrent workers report.
+type firstError struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *firstError) set(err error) {
+	f.mu.Lock()
+	f.err = cmpErr(f.err, err)
+	f.mu.Unlock()
+}
+
+func (f *firstError) get() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
 }
 
 func cmpErr(a, b error) error {
@@ -509,14 +524,9 @@ func benchE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 		sent     atomic.Int64
 		received atomic.Int64
 		wg       sync.WaitGroup
-		errMu    sync.Mutex
-		firstErr error
+		failed   firstError
 	)
-	fail := func(err error) {
-		errMu.Lock()
-		firstErr = cmpErr(firstErr, err)
-		errMu.Unlock()
-	}
+	fail := failed.set
 	runCtx, stop := context.WithTimeout(ctx, e.cfg.duration)
 	defer stop()
 	// Producers stamp each payload with the send time.
@@ -600,14 +610,14 @@ func benchE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	wg.Wait()
 	// Let consumers drain what was sent, then stop them.
 	deadline := time.Now().Add(30 * time.Second)
-	for received.Load() < sent.Load() && time.Now().Before(deadline) && firstErr == nil {
+	for received.Load() < sent.Load() && time.Now().Before(deadline) && failed.get() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
 	stopConsumers()
 	cwg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
+	if err := failed.get(); err != nil {
+		return nil, err
 	}
 	if received.Load() < sent.Load() {
 		return nil, fmt.Errorf("consumers completed %d of %d messages sent within 30s of the end", received.Load(), sent.Load())

@@ -31,14 +31,9 @@ func benchStreamE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 		lat       latencies
 		published atomic.Int64
 		delivered atomic.Int64
-		errMu     sync.Mutex
-		firstErr  error
+		failed    firstError
 	)
-	fail := func(err error) {
-		errMu.Lock()
-		firstErr = cmpErr(firstErr, err)
-		errMu.Unlock()
-	}
+	fail := failed.set
 	p := e.client.NewStreamProcessor(nil)
 	for i := range e.cfg.subs {
 		err := p.Handle("consumer-"+strconv.Itoa(i), func(ctx context.Context, ev *sluice.StreamEvent) error {
@@ -100,12 +95,12 @@ func benchStreamE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	wg.Wait()
 	want := published.Load() * int64(e.cfg.subs)
 	deadline := time.Now().Add(60 * time.Second)
-	for delivered.Load() < want && time.Now().Before(deadline) && firstErr == nil {
+	for delivered.Load() < want && time.Now().Before(deadline) && failed.get() == nil {
 		time.Sleep(2 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
-	if firstErr != nil {
-		return nil, firstErr
+	if err := failed.get(); err != nil {
+		return nil, err
 	}
 	if got := delivered.Load(); got < want {
 		return nil, fmt.Errorf("handlers got %d of %d deliveries within 60 s of the end", got, want)
@@ -168,8 +163,7 @@ func benchStreamBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error)
 		lat       latencies
 		published atomic.Int64
 		wg        sync.WaitGroup
-		errMu     sync.Mutex
-		firstErr  error
+		failed    firstError
 	)
 	start := time.Now()
 	for range e.cfg.producers {
@@ -182,9 +176,7 @@ func benchStreamBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error)
 				id := sluice.StreamID{Namespace: ns, Key: "s-" + strconv.Itoa(rand.IntN(1000))}
 				t0 := time.Now()
 				if _, err := e.client.Publish(ctx, id, evs...); err != nil {
-					errMu.Lock()
-					firstErr = cmpErr(firstErr, err)
-					errMu.Unlock()
+					failed.set(err)
 					return
 				}
 				lat.add(time.Since(t0))
@@ -197,8 +189,8 @@ func benchStreamBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error)
 	time.Sleep(time.Second) // let the agents read what they may
 	stopSampling()
 	<-sampled
-	if firstErr != nil {
-		return nil, firstErr
+	if err := failed.get(); err != nil {
+		return nil, err
 	}
 	var cached int64
 	for _, ps := range p.Stats() {

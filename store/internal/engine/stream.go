@@ -68,19 +68,25 @@ func (e *Engine) partitionOwner(ctx context.Context, q querier, t store.Tenant, 
 	return o, err
 }
 
-// lockPartitionOwner takes a partition's retention lock, creating its
-// owner row if it was never owned, and returns the row with the
-// database's time.
+// lockPartitionOwner takes a partition's retention lock and returns its
+// owner row with the database's time; sql.ErrNoRows if the partition was
+// never owned.
 func (e *Engine) lockPartitionOwner(ctx context.Context, tx querier, t store.Tenant, partition int32) (store.PartitionOwner, int64, error) {
 	var (
 		o   store.PartitionOwner
 		now int64
 	)
-	if _, err := e.exec(ctx, tx, "EnsurePartitionOwner", t.Service, t.Provider, partition); err != nil {
-		return o, 0, err
-	}
 	err := e.queryRow(ctx, tx, "LockPartitionOwner", []any{t.Service, t.Provider, partition}, &o.Owner, &o.Epoch, &o.Checkpoint, &now)
 	return o, now, err
+}
+
+// ensurePartitionOwner is lockPartitionOwner for a partition that may
+// never have been owned: it creates the row (no owner, epoch 0) first.
+func (e *Engine) ensurePartitionOwner(ctx context.Context, tx querier, t store.Tenant, partition int32) (store.PartitionOwner, int64, error) {
+	if _, err := e.exec(ctx, tx, "EnsurePartitionOwner", t.Service, t.Provider, partition); err != nil {
+		return store.PartitionOwner{}, 0, err
+	}
+	return e.lockPartitionOwner(ctx, tx, t, partition)
 }
 
 func (s *tenantStore) CreateSubscription(ctx context.Context, p *store.NewSubscription) error {
@@ -92,7 +98,7 @@ func (s *tenantStore) CreateSubscription(ctx context.Context, p *store.NewSubscr
 	// the order SaveProgress and trims lock them in.
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		for _, part := range parts {
-			if _, _, err := s.e.lockPartitionOwner(ctx, tx, s.t, part); err != nil {
+			if _, _, err := s.e.ensurePartitionOwner(ctx, tx, s.t, part); err != nil {
 				return err
 			}
 			var head, trimmed, now int64
@@ -289,11 +295,11 @@ func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParam
 // fences a stale owner before anything is written, and orders this
 // transaction with subscription creations and trims.
 func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p *store.ProgressParams, positions string) (store.ProgressResult, error) {
-	o, _, err := e.lockPartitionOwner(ctx, tx, t, p.Partition)
-	if err != nil {
+	o, now, err := e.lockPartitionOwner(ctx, tx, t, p.Partition)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return store.ProgressResult{}, err
 	}
-	if o.Epoch != p.Epoch {
+	if o.Epoch != p.Epoch { // never owned: epoch 0
 		return store.ProgressResult{Err: fmt.Errorf("partition %d: epoch %d, now %d: %w", p.Partition, p.Epoch, o.Epoch, sluicetype.ErrFenced)}, nil
 	}
 	if len(p.Positions) > 0 {
@@ -316,7 +322,12 @@ func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p
 	if p.Trim == 0 {
 		return store.ProgressResult{}, nil
 	}
-	n, err := e.trimConsumed(ctx, tx, t, &store.TrimConsumedParams{Partition: p.Partition, Max: p.Trim})
+	// The checkpoint just stored, which the owner row holds locked.
+	through := max(o.Checkpoint, checkpoint)
+	if least.Valid {
+		through = min(through, least.Int64)
+	}
+	n, err := e.trimThrough(ctx, tx, t, &store.TrimConsumedParams{Partition: p.Partition, Max: p.Trim}, through, now)
 	return store.ProgressResult{Trimmed: n}, err
 }
 
@@ -517,7 +528,7 @@ func (s *tenantStore) TrimConsumed(ctx context.Context, p *store.TrimConsumedPar
 // created may be behind the checkpoint its owner computed), and no
 // further than the first record its namespace's retention keeps.
 func (e *Engine) trimConsumed(ctx context.Context, tx querier, t store.Tenant, p *store.TrimConsumedParams) (int64, error) {
-	o, now, err := e.lockPartitionOwner(ctx, tx, t, p.Partition)
+	o, now, err := e.ensurePartitionOwner(ctx, tx, t, p.Partition)
 	if err != nil {
 		return 0, err
 	}
@@ -529,8 +540,14 @@ func (e *Engine) trimConsumed(ctx context.Context, tx querier, t store.Tenant, p
 	if least.Valid {
 		through = min(through, least.Int64)
 	}
+	return e.trimThrough(ctx, tx, t, p, through, now)
+}
+
+// trimThrough trims, under the retention lock its caller holds, at most
+// through, at most p.Max records, and no further than retention lets go.
+func (e *Engine) trimThrough(ctx context.Context, tx querier, t store.Tenant, p *store.TrimConsumedParams, through, now int64) (int64, error) {
 	var head, trimmed, dbNow int64
-	err = e.queryRow(ctx, tx, "GetPartition", []any{t.Service, t.Provider, p.Partition}, &head, &trimmed, &dbNow)
+	err := e.queryRow(ctx, tx, "GetPartition", []any{t.Service, t.Provider, p.Partition}, &head, &trimmed, &dbNow)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
