@@ -276,14 +276,21 @@ func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParam
 	var results []store.ProgressResult
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		results = make([]store.ProgressResult, len(ps))
+		var trims []trimmedThrough
 		for _, i := range order {
-			var err error
-			results[i], err = s.e.saveProgress(ctx, tx, s.t, &ps[i], js[i])
+			var (
+				tr  trimmedThrough
+				err error
+			)
+			results[i], tr, err = s.e.saveProgress(ctx, tx, s.t, &ps[i], js[i])
 			if err != nil {
 				return err
 			}
+			if tr.through > 0 {
+				trims = append(trims, tr)
+			}
 		}
-		return nil
+		return s.e.setTrimmed(ctx, tx, s.t, trims)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: save progress: %w", err)
@@ -291,44 +298,46 @@ func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParam
 	return results, nil
 }
 
-// saveProgress saves one partition's progress. The owner row first: it
-// fences a stale owner before anything is written, and orders this
-// transaction with subscription creations and trims.
-func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p *store.ProgressParams, positions string) (store.ProgressResult, error) {
+// saveProgress saves one partition's progress and deletes the records it
+// trims, returning how far its caller is to mark the partition trimmed.
+// The owner row first: it fences a stale owner before anything is
+// written, and orders this transaction with subscription creations and
+// trims.
+func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p *store.ProgressParams, positions string) (store.ProgressResult, trimmedThrough, error) {
 	o, now, err := e.lockPartitionOwner(ctx, tx, t, p.Partition)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return store.ProgressResult{}, err
+		return store.ProgressResult{}, trimmedThrough{}, err
 	}
 	if o.Epoch != p.Epoch { // never owned: epoch 0
-		return store.ProgressResult{Err: fmt.Errorf("partition %d: epoch %d, now %d: %w", p.Partition, p.Epoch, o.Epoch, sluicetype.ErrFenced)}, nil
+		return store.ProgressResult{Err: fmt.Errorf("partition %d: epoch %d, now %d: %w", p.Partition, p.Epoch, o.Epoch, sluicetype.ErrFenced)}, trimmedThrough{}, nil
 	}
 	if len(p.Positions) > 0 {
 		if _, err := e.exec(ctx, tx, "UpsertProgress", t.Service, t.Provider, p.Partition, positions); err != nil {
-			return store.ProgressResult{}, err
+			return store.ProgressResult{}, trimmedThrough{}, err
 		}
 	}
 	// Never past a subscription the owner does not know of yet.
 	checkpoint := p.Checkpoint
 	var least sql.NullInt64
 	if err := e.queryRow(ctx, tx, "MinProgress", []any{t.Service, t.Provider, p.Partition}, &least); err != nil {
-		return store.ProgressResult{}, err
+		return store.ProgressResult{}, trimmedThrough{}, err
 	}
 	if least.Valid {
 		checkpoint = min(checkpoint, least.Int64)
 	}
 	if _, err := e.exec(ctx, tx, "SaveCheckpoint", t.Service, t.Provider, p.Partition, p.Epoch, checkpoint); err != nil {
-		return store.ProgressResult{}, err
+		return store.ProgressResult{}, trimmedThrough{}, err
 	}
 	if p.Trim == 0 {
-		return store.ProgressResult{}, nil
+		return store.ProgressResult{}, trimmedThrough{}, nil
 	}
 	// The checkpoint just stored, which the owner row holds locked.
 	through := max(o.Checkpoint, checkpoint)
 	if least.Valid {
 		through = min(through, least.Int64)
 	}
-	n, err := e.trimThrough(ctx, tx, t, &store.TrimConsumedParams{Partition: p.Partition, Max: p.Trim}, through, now)
-	return store.ProgressResult{Trimmed: n}, err
+	n, tr, err := e.deleteThrough(ctx, tx, t, &store.TrimConsumedParams{Partition: p.Partition, Max: p.Trim}, through, now)
+	return store.ProgressResult{Trimmed: n}, tr, err
 }
 
 // parkedRow is one row of InsertParked.
@@ -540,37 +549,64 @@ func (e *Engine) trimConsumed(ctx context.Context, tx querier, t store.Tenant, p
 	if least.Valid {
 		through = min(through, least.Int64)
 	}
-	return e.trimThrough(ctx, tx, t, p, through, now)
+	n, tr, err := e.deleteThrough(ctx, tx, t, p, through, now)
+	if err != nil {
+		return 0, err
+	}
+	return n, e.setTrimmed(ctx, tx, t, []trimmedThrough{tr})
 }
 
-// trimThrough trims, under the retention lock its caller holds, at most
-// through, at most p.Max records, and no further than retention lets go.
-func (e *Engine) trimThrough(ctx context.Context, tx querier, t store.Tenant, p *store.TrimConsumedParams, through, now int64) (int64, error) {
+// trimmedThrough is how far deleteThrough trimmed a partition (through 0:
+// not at all).
+type trimmedThrough struct {
+	partition int32
+	through   int64
+}
+
+// deleteThrough deletes, under the retention lock its caller holds, the
+// records at most through, at most p.Max of them, and no further than
+// retention lets go. It leaves the partition's trimmed position to its
+// caller (setTrimmed), to write last: that update locks the partition's
+// head row, and so holds up appends to the partition until commit.
+func (e *Engine) deleteThrough(ctx context.Context, tx querier, t store.Tenant, p *store.TrimConsumedParams, through, now int64) (int64, trimmedThrough, error) {
 	var head, trimmed, dbNow int64
 	err := e.queryRow(ctx, tx, "GetPartition", []any{t.Service, t.Provider, p.Partition}, &head, &trimmed, &dbNow)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
+		return 0, trimmedThrough{}, nil
 	}
 	if err != nil {
-		return 0, err
+		return 0, trimmedThrough{}, err
 	}
 	// At most p.Max records, and the trimmed position says how far they went.
 	through = min(through, head, trimmed+int64(p.Max))
 	if through <= trimmed {
-		return 0, nil
+		return 0, trimmedThrough{}, nil
 	}
 	if through, err = e.retentionHold(ctx, tx, t, p, trimmed, through, now); err != nil {
-		return 0, err
+		return 0, trimmedThrough{}, err
 	}
 	if through <= trimmed {
-		return 0, nil
+		return 0, trimmedThrough{}, nil
 	}
 	n, err := e.exec(ctx, tx, "DeleteRecordRange", t.Service, t.Provider, p.Partition, trimmed, through)
 	if err != nil {
-		return 0, err
+		return 0, trimmedThrough{}, err
 	}
-	_, err = e.exec(ctx, tx, "SetTrimmed", through, t.Service, t.Provider, p.Partition)
-	return n, err
+	return n, trimmedThrough{p.Partition, through}, nil
+}
+
+// setTrimmed marks partitions trimmed through their positions, in
+// partition order (the order appends lock head rows in).
+func (e *Engine) setTrimmed(ctx context.Context, tx querier, t store.Tenant, trims []trimmedThrough) error {
+	for _, tr := range trims {
+		if tr.through == 0 {
+			continue
+		}
+		if _, err := e.exec(ctx, tx, "SetTrimmed", tr.through, t.Service, t.Provider, tr.partition); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // retentionHold returns how far, at most p.Max records past trimmed,
