@@ -434,6 +434,62 @@ func TestPublishTx(t *testing.T) {
 	})
 }
 
+// A processor hands its own process's publishes straight to its
+// partitions (their tails); publishes of another process (another
+// backend on the database) and those of a caller's transaction come in
+// between, and it must read those: every event arrives once, in order.
+func TestStreamFollowsOtherPublishers(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		ctx := t.Context()
+		other := reopen(t, kind, service)
+		db := rawDB(t, kind)
+		col := newCollector()
+		startStreamProcessor(t, c, &sluice.StreamProcessorOptions{PollInterval: 20 * time.Millisecond, IdlePollInterval: 50 * time.Millisecond},
+			func(p *sluice.StreamProcessor) {
+				// Slower than the publishers, so that the cache holds
+				// records when records of others come in between.
+				p.Handle("follower", func(ctx context.Context, ev *sluice.StreamEvent) error {
+					time.Sleep(2 * time.Millisecond)
+					return col.handle(ctx, ev)
+				}, &sluice.ConsumerOptions{Namespace: "mixed"})
+			})
+		id := sluice.StreamID{Namespace: "mixed", Key: "k"}
+		const rounds = 60
+		var want []int64
+		for i := range rounds {
+			var (
+				pos []int64
+				err error
+			)
+			switch i % 3 {
+			case 0:
+				pos, err = c.Publish(ctx, id, sluice.Event{Body: []byte("here")}, sluice.Event{Body: []byte("here")})
+			case 1:
+				pos, err = other.Publish(ctx, id, sluice.Event{Body: []byte("there")})
+			case 2:
+				tx, terr := db.BeginTx(ctx, nil)
+				if terr != nil {
+					t.Fatal(terr)
+				}
+				if pos, err = c.PublishTx(ctx, tx, id, sluice.Event{Body: []byte("tx")}); err == nil {
+					err = tx.Commit()
+				} else {
+					tx.Rollback()
+				}
+			}
+			if err != nil {
+				t.Fatalf("round %d: publish: %v", i, err)
+			}
+			want = append(want, pos...)
+		}
+		col.waitCount(t, int64(len(want)), 30*time.Second)
+		time.Sleep(100 * time.Millisecond)
+		if got := col.positions("ns/mixed/follower", "k"); !slices.Equal(got, want) {
+			t.Fatalf("delivered %d events %v..., want %d in order %v...", len(got), head(got), len(want), head(want))
+		}
+	})
+}
+
 // Stop ends every goroutine a processor started, including deliveries
 // still running at its deadline.
 func TestStreamProcessorNoLeak(t *testing.T) {

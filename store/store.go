@@ -231,6 +231,28 @@ type LogStore interface {
 
 	// WatchPartition is WatchQueue for a partition log.
 	WatchPartition(partition int32) (<-chan struct{}, func())
+	// TailPartition follows a partition log as WatchPartition does, and
+	// also hands over the records this store's own appends commit, so
+	// that a reader that has every record before them need not read them
+	// back.
+	TailPartition(partition int32) Tail
+}
+
+// Tail follows the appends to a partition log (Store.TailPartition).
+type Tail interface {
+	// Ready is woken when the partition may have grown.
+	Ready() <-chan struct{}
+	// Take returns the records this store committed to the partition
+	// since the last Take, in position order, as Read would return them
+	// (copies: the appender's buffers are its own again). read says the
+	// partition may also hold records that were not handed over, and
+	// that the follower must read: those another store or a caller's
+	// transaction appended, those of an append whose outcome its caller
+	// never learnt, or more than a tail keeps for a follower that does
+	// not take them (about 1 MiB).
+	Take() (recs []sluicetype.Record, read bool)
+	// Stop ends the tail.
+	Stop()
 }
 
 // QueueSettings are a queue's stored settings. Zero values take defaults.

@@ -1,10 +1,12 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -205,8 +207,8 @@ func (a *agent) acquire() error {
 func (a *agent) run() {
 	defer close(a.done)
 	defer a.cancel()
-	wake, unwatch := a.n.st.WatchPartition(a.partition)
-	defer unwatch()
+	tail := a.n.st.TailPartition(a.partition)
+	defer tail.Stop()
 	refresh, unrefresh := a.n.watchSubscriptions()
 	defer unrefresh()
 	if !a.start() {
@@ -230,8 +232,10 @@ func (a *agent) run() {
 		case r := <-a.results:
 			a.resolve(r)
 			a.drainResults()
-		case <-wake:
-			a.nextRead = time.Time{}
+		case <-tail.Ready():
+			if recs, read := tail.Take(); !a.follow(recs) || read {
+				a.nextRead = time.Time{}
+			}
 		case <-refresh:
 			a.refreshed = time.Time{}
 		case o := <-a.savedCh:
@@ -285,7 +289,7 @@ func (a *agent) step() {
 			a.busy = true
 			break
 		}
-		got, err := a.read()
+		got, asked, err := a.read()
 		if err != nil {
 			a.log.Warn("sluice: stream agent cannot read", "err", err)
 			a.readWait = a.n.cfg.IdlePollInterval
@@ -294,7 +298,15 @@ func (a *agent) step() {
 			a.readWait = a.n.cfg.PollInterval
 			a.dispatch()
 			a.purge()
-			continue // read on while there is room and data
+			if got == asked {
+				continue // read on while there is room and data
+			}
+			// Fewer than asked for: the read reached the head. The next
+			// append wakes the agent; until then, read again a poll
+			// interval from now rather than at once, which would find
+			// nothing.
+			a.nextRead = now.Add(a.readWait)
+			break
 		}
 		if err == nil && a.full() {
 			a.readWait = a.n.cfg.PollInterval
@@ -416,11 +428,38 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 	return nil
 }
 
-// read adds a batch of records to the cache, as many as it has room for.
-func (a *agent) read() (int, error) {
+// follow adds records this process appended to the partition, as its
+// tail handed them over, to the cache: those it has not read yet, if they
+// follow the last one it has and it has room for all of them. It reports
+// whether it has everything up to the last of them.
+func (a *agent) follow(recs []sluicetype.Record) bool {
+	next := a.cache.Next()
+	i, _ := slices.BinarySearchFunc(recs, next, func(r sluicetype.Record, pos int64) int { return cmp.Compare(r.Position, pos) })
+	recs = recs[i:]
+	if len(recs) == 0 {
+		return true
+	}
+	if recs[0].Position != next {
+		return false // a gap: appended elsewhere, or not handed over
+	}
+	room, bytes := a.cache.Room()
+	var size int64
+	for i := range recs {
+		size += recordSize(&recs[i])
+	}
+	if room < len(recs) || bytes < size {
+		return false
+	}
+	a.cache.Add(recs)
+	return true
+}
+
+// read adds a batch of records to the cache, as many as it has room for,
+// and returns how many it read and asked for.
+func (a *agent) read() (got, asked int, err error) {
 	room, bytes := a.cache.Room()
 	if room == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	max := min(room, a.n.cfg.ReadBatch)
 	if a.avgSize > 0 {
@@ -431,10 +470,10 @@ func (a *agent) read() (int, error) {
 	after := a.cache.Next() - 1
 	recs, err := a.n.st.Read(ctx, &store.ReadParams{Partition: a.partition, After: after, Max: max})
 	if errors.Is(err, sluicetype.ErrTrimmed) {
-		return 0, a.skipTrimmed(ctx, after)
+		return 0, max, a.skipTrimmed(ctx, after)
 	}
 	if err != nil {
-		return 0, err
+		return 0, max, err
 	}
 	if len(recs) > 0 {
 		var total int64
@@ -444,7 +483,7 @@ func (a *agent) read() (int, error) {
 		a.avgSize = total / int64(len(recs))
 		a.cache.Add(recs)
 	}
-	return len(recs), nil
+	return len(recs), max, nil
 }
 
 // skipTrimmed handles records retention deleted before every

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -19,6 +20,7 @@ var concurrencyTests = []suiteTest{
 	{"Enqueue", testConcurrentEnqueue},
 	{"LeaseExclusive", testLeaseExclusive},
 	{"GapSafeRead", testGapSafeRead},
+	{"AppendManyPartitions", testAppendManyPartitions},
 	{"NoLoss", testNoLoss},
 }
 
@@ -250,6 +252,95 @@ func testGapSafeRead(t *testing.T, h *harness) {
 	wantInfo(t, st, partition, store.PartitionInfo{Head: int64(total)})
 	if rs := read(t, st, partition, int64(total), 10); len(rs) != 0 {
 		t.Fatalf("records past the head: %v", positions(rs))
+	}
+}
+
+// testAppendManyPartitions races appends to several partitions, so that
+// groups commit appends to many partitions at once, beside enqueues that
+// put some of those groups in a transaction with other writes: every
+// partition's positions stay gap-free, and every record is where its
+// append said.
+func testAppendManyPartitions(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	const producers, perProducer, partitions = 8, 200, 6
+	type placed struct {
+		partition int32
+		position  int64
+	}
+	var (
+		mu    sync.Mutex
+		where = map[string]placed{} // payload → where Append put it
+		wg    sync.WaitGroup
+	)
+	for p := range producers {
+		wg.Go(func() {
+			rng := mathrand.New(mathrand.NewPCG(uint64(p), 2))
+			for i := 0; i < perProducer && !t.Failed(); {
+				if p%4 == 3 { // a quarter of the producers enqueue between appends
+					if _, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: q, Messages: []store.NewMessage{{Payload: []byte("m")}}}); err != nil {
+						t.Errorf("producer %d: Enqueue: %v", p, err)
+						return
+					}
+				}
+				partition := int32(rng.IntN(partitions))
+				n := min(1+rng.IntN(4), perProducer-i)
+				rs := make([]store.NewRecord, n)
+				for j := range rs {
+					rs[j] = store.NewRecord{Namespace: "ns", Key: fmt.Sprint("k", p),
+						Properties: map[string]string{"p": fmt.Sprint(p)}, Payload: fmt.Appendf(nil, "p%d-%d", p, i+j)}
+				}
+				res, err := st.Append(ctx, &store.AppendParams{Partition: partition, Records: rs})
+				if err != nil {
+					t.Errorf("producer %d: Append: %v", p, err)
+					return
+				}
+				if res.Last-res.First+1 != int64(n) {
+					t.Errorf("producer %d: Append of %d records at %d..%d", p, n, res.First, res.Last)
+					return
+				}
+				mu.Lock()
+				for j, r := range rs {
+					where[string(r.Payload)] = placed{partition, res.First + int64(j)}
+				}
+				mu.Unlock()
+				i += n
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		return
+	}
+	if len(where) != producers*perProducer {
+		t.Fatalf("producers appended %d records, want %d", len(where), producers*perProducer)
+	}
+	total := 0
+	for part := range int32(partitions) {
+		head := info(t, st, part).Head
+		var got []sluicetype.Record
+		for after := int64(0); after < head; {
+			rs := read(t, st, part, after, 500)
+			if len(rs) == 0 {
+				t.Fatalf("partition %d: nothing to read after %d below its head %d", part, after, head)
+			}
+			got = append(got, rs...)
+			after = rs[len(rs)-1].Position
+		}
+		wantSeqs(t, fmt.Sprintf("positions of partition %d", part), positions(got), span(1, head))
+		for _, r := range got {
+			w, ok := where[string(r.Payload)]
+			if !ok || w != (placed{part, r.Position}) {
+				t.Fatalf("record %q read at partition %d position %d, but Append put it at %+v", r.Payload, part, r.Position, w)
+			}
+			if want := "k" + r.Properties["p"]; r.Key != want || r.Namespace != "ns" {
+				t.Fatalf("record %q came back as %s/%s with properties %v", r.Payload, r.Namespace, r.Key, r.Properties)
+			}
+		}
+		total += len(got)
+	}
+	if total != len(where) {
+		t.Fatalf("read %d records from the partitions, appended %d", total, len(where))
 	}
 }
 

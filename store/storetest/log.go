@@ -18,6 +18,7 @@ var logTests = []suiteTest{
 	{"TrimEverything", testTrimEverything},
 	{"Checkpoints", testCheckpoints},
 	{"WatchPartition", testWatchPartition},
+	{"TailPartition", testTailPartition},
 }
 
 // rec returns a record with the given payload.
@@ -284,4 +285,75 @@ func testWatchPartition(t *testing.T, h *harness) {
 		}
 	}()
 	waitWoken(t, ch, func() bool { return len(read(t, st, 2, 0, 10)) == 1 })
+}
+
+func testTailPartition(t *testing.T, h *harness) {
+	_, st := h.setup(t)
+	tail := st.TailPartition(4)
+	defer tail.Stop()
+	take := func() ([]sluicetype.Record, bool) {
+		t.Helper()
+		select {
+		case <-tail.Ready():
+		case <-time.After(2 * time.Second):
+			t.Fatal("the tail was not woken within 2s")
+		}
+		return tail.Take()
+	}
+
+	// Records come as Read returns them, copied from the appender.
+	payload := []byte("first")
+	first := store.NewRecord{Namespace: "ns", Key: "a", Properties: map[string]string{"x": "1"}, Payload: payload}
+	appendRecs(t, st, 4, first, rec("second"))
+	appendRecs(t, st, 4, store.NewRecord{Namespace: "other", Key: "b", Payload: []byte{}})
+	appendRecs(t, st, 5, rec("elsewhere"))
+	copy(payload, "XXXXX")
+	got, mustRead := take()
+	if mustRead {
+		t.Fatal("Take says to read after appends of this store only")
+	}
+	want := read(t, st, 4, 0, 10)
+	if len(got) != 3 || len(want) != 3 {
+		t.Fatalf("Take returned %d records, Read %d; want 3", len(got), len(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.Position != w.Position || g.Namespace != w.Namespace || g.Key != w.Key ||
+			!bytes.Equal(g.Payload, w.Payload) || (g.Payload == nil) != (w.Payload == nil) ||
+			fmt.Sprint(g.Properties) != fmt.Sprint(w.Properties) || !g.AppendedAt.Equal(w.AppendedAt) {
+			t.Fatalf("Take returned %+v, Read %+v", g, w)
+		}
+	}
+	if string(got[0].Payload) != "first" {
+		t.Fatalf("the taken record changed with the appender's buffer: %q", got[0].Payload)
+	}
+	if recs, mustRead := tail.Take(); len(recs) != 0 || mustRead {
+		t.Fatalf("a second Take returned %d records, read %v", len(recs), mustRead)
+	}
+
+	// A follower that does not take in time reads: the tail keeps a
+	// prefix at most and says so.
+	big := make([]byte, 64<<10)
+	for range 20 {
+		appendRecs(t, st, 4, store.NewRecord{Namespace: "ns", Key: "big", Payload: big})
+	}
+	got, mustRead = take()
+	if !mustRead {
+		t.Fatal("Take kept 1.25 MiB for a follower that did not take it, and did not say to read")
+	}
+	if len(got) >= 20 || (len(got) > 0 && got[0].Position != 4) {
+		t.Fatalf("Take after an overflow returned %d records from position %d, want fewer than 20 from 4", len(got), got[0].Position)
+	}
+	for i := range got {
+		if got[i].Position != 4+int64(i) {
+			t.Fatalf("Take after an overflow returned positions %v, not a run from 4", positions(got))
+		}
+	}
+
+	// After Stop, nothing is kept.
+	tail.Stop()
+	appendRecs(t, st, 4, rec("late"))
+	if recs, mustRead := tail.Take(); len(recs) != 0 || mustRead {
+		t.Fatalf("a stopped tail took %d records, read %v", len(recs), mustRead)
+	}
 }

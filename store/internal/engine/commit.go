@@ -52,11 +52,13 @@ type writeReq struct {
 	routed  []int64
 	seqs    []int64
 	appRes  store.AppendResult
-	settled []store.SettleResult
-	leased  []sluicetype.Leased
-	queue   queueRow
-	err     error
-	signals []string
+	// appendedAt is when an append's records were appended (ms).
+	appendedAt int64
+	settled    []store.SettleResult
+	leased     []sluicetype.Leased
+	queue      queueRow
+	err        error
+	signals    []string
 
 	done chan struct{}
 }
@@ -193,7 +195,13 @@ func (c *committer) finish(batch []*writeReq, err error) {
 		if err != nil {
 			r.err = err
 		}
-		if r.err == nil {
+		switch {
+		case r.app != nil && r.err == nil:
+			c.e.hub.Appended(PartitionKey(r.t, r.app.Partition), r.appended)
+		case r.app != nil:
+			// It may have committed all the same: followers read.
+			c.e.hub.Signal(PartitionKey(r.t, r.app.Partition))
+		case r.err == nil:
 			for _, key := range r.signals {
 				c.e.hub.Signal(key)
 			}
@@ -208,6 +216,7 @@ func (c *committer) commit(batch []*writeReq) error {
 	reset := func() {
 		for _, r := range batch {
 			r.seqs, r.appRes, r.settled, r.leased, r.err, r.signals = nil, store.AppendResult{}, nil, nil, nil, nil
+			r.appendedAt = 0
 			r.allSeqs, r.routed = nil, nil
 		}
 	}
@@ -303,8 +312,8 @@ func (c *committer) apply(ctx context.Context, tx *groupTx, batch []*writeReq) e
 	if err := c.e.numberAllRouted(ctx, tx, alls); err != nil {
 		return err
 	}
-	for _, g := range groupBy(appends, func(r *writeReq) int32 { return r.app.Partition }) {
-		if err := c.e.appendGroup(ctx, tx.tx, g); err != nil {
+	for _, g := range groupBy(appends, func(*writeReq) string { return "" }) { // by tenant
+		if err := c.e.appendTenant(ctx, tx.tx, g); err != nil {
 			return err
 		}
 	}

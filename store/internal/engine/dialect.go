@@ -98,7 +98,9 @@ var optionalQueries = map[string]bool{
 	// Takes a partition's positions, reads them back and notifies in one
 	// statement, where the dialect can (PostgreSQL).
 	"BumpHeadReturning": true,
-	"BenchCreateTable":  true, "BenchInsert": true, "BenchDropTable": true,
+	// Writes a group's appends to several partitions in one statement.
+	"AppendRecords":    true,
+	"BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
 }
 
 // ParseQueries reads every *.sql file of fsys and splits it on

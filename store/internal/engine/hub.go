@@ -6,17 +6,19 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
 
 // Hub wakes watchers of a key (a queue or a partition of one tenant). A
 // signal reaches every current watcher of its key; a watcher that has not
 // yet taken its previous wake-up keeps just one, so signalling never
-// blocks.
+// blocks. Tails of a partition also get the records its appends commit.
 type Hub struct {
 	origin   string
 	mu       sync.Mutex
 	watchers map[string]map[chan struct{}]struct{}
+	tails    map[string]map[*tail]struct{}
 }
 
 // NewHub returns an empty hub.
@@ -24,6 +26,7 @@ func NewHub() *Hub {
 	return &Hub{
 		origin:   strconv.FormatUint(rand.Uint64(), 36),
 		watchers: make(map[string]map[chan struct{}]struct{}),
+		tails:    make(map[string]map[*tail]struct{}),
 	}
 }
 
@@ -70,16 +73,123 @@ func (h *Hub) Watch(key string) (<-chan struct{}, func()) {
 	}
 }
 
-// Signal wakes the watchers of key.
+// Signal wakes the watchers of key, and its tails to read.
 func (h *Hub) Signal(key string) {
 	h.mu.Lock()
 	for ch := range h.watchers[key] {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+		wake(ch)
+	}
+	for t := range h.tails[key] {
+		t.mark()
 	}
 	h.mu.Unlock()
+}
+
+// Appended wakes the watchers of a partition's key after a commit
+// appended records to it, and hands its tails the records, which recs
+// makes (once, and only if there is a tail).
+func (h *Hub) Appended(key string, recs func() []sluicetype.Record) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.watchers[key] {
+		wake(ch)
+	}
+	var rs []sluicetype.Record
+	for t := range h.tails[key] {
+		if rs == nil {
+			rs = recs()
+		}
+		t.add(rs)
+	}
+}
+
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Tail returns a tail of key (a partition's), stopped by its Stop.
+func (h *Hub) Tail(key string) store.Tail {
+	t := &tail{ready: make(chan struct{}, 1)}
+	h.mu.Lock()
+	set := h.tails[key]
+	if set == nil {
+		set = make(map[*tail]struct{})
+		h.tails[key] = set
+	}
+	set[t] = struct{}{}
+	h.mu.Unlock()
+	t.stop = func() {
+		h.mu.Lock()
+		delete(set, t)
+		if len(set) == 0 && len(h.tails[key]) == 0 {
+			delete(h.tails, key)
+		}
+		h.mu.Unlock()
+	}
+	return t
+}
+
+// Bounds of what a tail keeps for its follower.
+const (
+	maxTailRecords = 1024
+	maxTailBytes   = 1 << 20
+)
+
+// tail keeps the records committed to a partition until its follower
+// takes them. Records that would not fit, and any after them, are left
+// for the follower to read; so are records it never got (a signal).
+type tail struct {
+	ready chan struct{}
+	stop  func()
+	once  sync.Once
+
+	mu    sync.Mutex
+	recs  []sluicetype.Record
+	bytes int
+	read  bool
+}
+
+func (t *tail) Ready() <-chan struct{} { return t.ready }
+
+func (t *tail) Take() ([]sluicetype.Record, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	recs, read := t.recs, t.read
+	t.recs, t.bytes, t.read = nil, 0, false
+	return recs, read
+}
+
+func (t *tail) Stop() { t.once.Do(t.stop) }
+
+// add keeps recs for the follower, unless it must read anyway.
+func (t *tail) add(recs []sluicetype.Record) {
+	t.mu.Lock()
+	if !t.read {
+		n := 0
+		for i := range recs {
+			n += len(recs[i].Payload) + len(recs[i].Key) + len(recs[i].Namespace)
+		}
+		if len(t.recs)+len(recs) > maxTailRecords || t.bytes+n > maxTailBytes {
+			t.read = true
+		} else {
+			t.recs = append(t.recs, recs...)
+			t.bytes += n
+		}
+	}
+	t.mu.Unlock()
+	wake(t.ready)
+}
+
+// mark tells the follower to read (after the records kept, which are
+// still what they are).
+func (t *tail) mark() {
+	t.mu.Lock()
+	t.read = true
+	t.mu.Unlock()
+	wake(t.ready)
 }
 
 // QueueKey is the hub key of a tenant's queue.

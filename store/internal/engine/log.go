@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
@@ -21,35 +22,43 @@ func (s *tenantStore) Append(ctx context.Context, p *store.AppendParams) (store.
 	return r.appRes, nil
 }
 
+// appendTenant writes the appends of one tenant in partition order: in
+// one statement where the dialect has it and they fit, otherwise a
+// partition at a time.
+func (e *Engine) appendTenant(ctx context.Context, tx querier, group []*writeReq) error {
+	if e.appendInOne(group) {
+		return e.appendRecords(ctx, tx, group)
+	}
+	for _, g := range groupBy(group, func(r *writeReq) int32 { return r.app.Partition }) {
+		if err := e.appendGroup(ctx, tx, g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // appendGroup writes the appends of one partition: it takes positions for
 // all of them with one update of the partition's head row (held until
 // commit, so positions are gap-free and become visible in order), then
 // inserts the records in bulk.
 func (e *Engine) appendGroup(ctx context.Context, tx querier, group []*writeReq) error {
 	t, part := group[0].t, group[0].app.Partition
-	n := 0
-	for _, r := range group {
-		n += len(r.app.Records)
-	}
+	n := countRecords(group)
 	head, now, notified, err := e.bumpHead(ctx, tx, t, part, n)
 	if err != nil {
 		return err
 	}
-	pos := head - int64(n)
+	numberAppends(group, head, now)
 	rows := make([]recordRow, 0, n)
 	for _, r := range group {
-		r.appRes.First = pos + 1
 		for i := range r.app.Records {
-			rec := &r.app.Records[i]
-			pos++
-			props, err := encodeProps(rec.Properties)
+			row, err := newRecordRow(&r.app.Records[i])
 			if err != nil {
 				return err
 			}
-			rows = append(rows, recordRow{Position: pos, Namespace: rec.Namespace, Key: rec.Key, Properties: props, Payload: rec.Payload})
+			row.Position = r.appRes.First + int64(i)
+			rows = append(rows, row)
 		}
-		r.appRes.Last = pos
-		r.signals = []string{PartitionKey(t, part)}
 	}
 	if err := e.insertRecords(ctx, tx, t, part, now, rows); err != nil {
 		return err
@@ -58,6 +67,140 @@ func (e *Engine) appendGroup(ctx context.Context, tx querier, group []*writeReq)
 		return nil
 	}
 	return e.notify(ctx, tx, PartitionKey(t, part))
+}
+
+func countRecords(group []*writeReq) int {
+	n := 0
+	for _, r := range group {
+		n += len(r.app.Records)
+	}
+	return n
+}
+
+// numberAppends gives the appends of one partition, in arrival order, the
+// positions up to head, appended at now.
+func numberAppends(group []*writeReq, head, now int64) {
+	pos := head - int64(countRecords(group))
+	for _, r := range group {
+		r.appRes.First = pos + 1
+		pos += int64(len(r.app.Records))
+		r.appRes.Last = pos
+		r.appendedAt = now
+	}
+}
+
+// appended returns the records an append committed, as Read returns them.
+func (r *writeReq) appended() []sluicetype.Record {
+	recs := make([]sluicetype.Record, len(r.app.Records))
+	at := fromMS(r.appendedAt)
+	for i := range r.app.Records {
+		nr := &r.app.Records[i]
+		recs[i] = sluicetype.Record{
+			Position: r.appRes.First + int64(i), Namespace: nr.Namespace, Key: nr.Key,
+			Payload: append([]byte{}, nr.Payload...), AppendedAt: at,
+		}
+		if len(nr.Properties) > 0 {
+			recs[i].Properties = maps.Clone(nr.Properties)
+		}
+	}
+	return recs
+}
+
+func newRecordRow(rec *store.NewRecord) (recordRow, error) {
+	props, err := encodeProps(rec.Properties)
+	return recordRow{Namespace: rec.Namespace, Key: rec.Key, Properties: props, Payload: rec.Payload}, err
+}
+
+// appendInOne reports whether AppendRecords can write a group of appends
+// of one tenant: the dialect has it and the rows fit one chunk.
+func (e *Engine) appendInOne(group []*writeReq) bool {
+	if !e.has("AppendRecords") {
+		return false
+	}
+	n, bytes := 0, 0
+	for _, r := range group {
+		n += len(r.app.Records)
+		for i := range r.app.Records {
+			bytes += len(r.app.Records[i].Payload) + len(r.app.Records[i].Key)
+		}
+	}
+	return n <= maxChunkRows && 2*bytes+64*n <= maxChunkBytes
+}
+
+// headRow is one partition of AppendRecords.
+type headRow struct {
+	Partition int32  `json:"pa"`
+	N         int    `json:"n"`
+	Key       string `json:"key"`
+}
+
+// appendedRow is one record of AppendRecords: its position is Below
+// under the partition's new head.
+type appendedRow struct {
+	Partition int32 `json:"pa"`
+	Below     int64 `json:"o"`
+	recordRow
+}
+
+// appendRecords writes a group of appends of one tenant, to any of its
+// partitions, with one statement (AppendRecords); outside a transaction
+// that is one round trip for the whole group.
+func (e *Engine) appendRecords(ctx context.Context, q querier, batch []*writeReq) error {
+	t := batch[0].t
+	groups := groupBy(batch, func(r *writeReq) int32 { return r.app.Partition })
+	heads := make([]headRow, 0, len(groups))
+	var rows []appendedRow
+	for _, g := range groups {
+		part, n := g[0].app.Partition, countRecords(g)
+		heads = append(heads, headRow{part, n, e.payload(q, PartitionKey(t, part))})
+		below := int64(n)
+		for _, r := range g {
+			for i := range r.app.Records {
+				row, err := newRecordRow(&r.app.Records[i])
+				if err != nil {
+					return err
+				}
+				below--
+				rows = append(rows, appendedRow{part, below, row})
+			}
+		}
+	}
+	hs, err := jsonText(heads)
+	if err != nil {
+		return err
+	}
+	js, err := jsonText(rows)
+	if err != nil {
+		return err
+	}
+	res, err := e.query(ctx, q, "AppendRecords", t.Service, t.Provider, hs, js)
+	if err != nil {
+		return err
+	}
+	defer res.Close()
+	type headAt struct{ head, now int64 }
+	got := make(map[int32]headAt, len(groups))
+	for res.Next() {
+		var (
+			part int32
+			h    headAt
+		)
+		if err := res.Scan(&part, &h.head, &h.now); err != nil {
+			return fmt.Errorf("AppendRecords: %w", err)
+		}
+		got[part] = h
+	}
+	if err := res.Err(); err != nil {
+		return fmt.Errorf("AppendRecords: %w", err)
+	}
+	for _, g := range groups {
+		h, ok := got[g[0].app.Partition]
+		if !ok {
+			return fmt.Errorf("AppendRecords: no head for partition %d", g[0].app.Partition)
+		}
+		numberAppends(g, h.head, h.now)
+	}
+	return nil
 }
 
 // bumpHead takes n positions of a partition, creating its head row on
@@ -252,6 +395,10 @@ func (s *tenantStore) WatchPartition(partition int32) (<-chan struct{}, func()) 
 	return s.e.hub.Watch(PartitionKey(s.t, partition))
 }
 
+func (s *tenantStore) TailPartition(partition int32) store.Tail {
+	return s.e.hub.Tail(PartitionKey(s.t, partition))
+}
+
 var _ store.TxAppender = (*tenantStore)(nil)
 
 // AppendTx appends records in the caller's transaction. The partition's
@@ -264,7 +411,7 @@ func (s *tenantStore) AppendTx(ctx context.Context, tx *sql.Tx, p *store.AppendP
 		return store.AppendResult{}, fmt.Errorf("sluice: append: nil transaction: %w", sluicetype.ErrInvalidArgument)
 	}
 	r := &writeReq{t: s.t, app: p}
-	if err := s.e.appendGroup(ctx, foreignTx{tx}, []*writeReq{r}); err != nil {
+	if err := s.e.appendTenant(ctx, foreignTx{tx}, []*writeReq{r}); err != nil {
 		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", s.e.wrap(err))
 	}
 	return r.appRes, nil

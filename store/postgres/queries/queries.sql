@@ -869,6 +869,39 @@ FROM (SELECT pg_notify('sluice', $5::text)) AS n
 WHERE service = $2 AND provider = $3 AND partition = $4
 RETURNING head, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
 
+-- name: AppendRecords
+-- args: service, provider, heads, rows
+-- heads: [{"pa":partition,"n":records,"key":notify payload}]
+-- rows: [{"pa":partition,"o":position below the new head,"ns":namespace,"k":key,"pr":properties_json,"p":payload_hex}]
+-- The appends of a group to any partitions of one tenant in one
+-- statement: takes positions from each head row (created on first use),
+-- in partition order, inserts the records and notifies listeners of each
+-- partition (delivered at commit). Returns each partition's new head and
+-- the database's time. The head rows stay locked until the statement
+-- commits, so positions become visible in order.
+WITH heads AS (
+    SELECT * FROM json_to_recordset($3::json) AS h(pa integer, n bigint, key text)
+), bumped AS (
+    INSERT INTO sluice_partitions AS p (service, provider, partition, head, trimmed)
+    SELECT $1::text, $2::text, h.pa, h.n, 0 FROM heads h ORDER BY h.pa
+    ON CONFLICT (service, provider, partition) DO UPDATE SET head = p.head + EXCLUDED.head
+    RETURNING p.partition, p.head
+), clock AS (
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), inserted AS (
+    INSERT INTO sluice_records (service, provider, partition, position, namespace, stream_key,
+        properties, payload, appended_at)
+    SELECT $1::text, $2::text, r.pa, b.head - r.o, r.ns, r.k, r.pr, decode(r.p, 'hex'), clock.now
+    FROM json_to_recordset($4::json) AS r(pa integer, o bigint, ns text, k text, pr text, p text)
+    JOIN bumped b ON b.partition = r.pa
+    CROSS JOIN clock
+)
+SELECT b.partition, b.head, clock.now
+FROM bumped b
+JOIN heads h ON h.pa = b.partition
+CROSS JOIN clock
+CROSS JOIN LATERAL (SELECT pg_notify('sluice', h.key)) AS n;
+
 -- name: EnsurePartition
 -- args: service, provider, partition
 INSERT INTO sluice_partitions (service, provider, partition, head, trimmed)
