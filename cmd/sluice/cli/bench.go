@@ -159,7 +159,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return ExitError
 	}
-	client, err := sluice.NewClient(b, sluice.Options{Service: tenant.Service, Provider: tenant.Provider})
+	client, err := sluice.NewClient(b, sluice.Options{Service: tenant.Service, Provider: tenant.Provider, StreamPartitions: benchPartitions})
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return ExitError

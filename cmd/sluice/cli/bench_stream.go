@@ -49,6 +49,9 @@ func benchStreamE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 		return nil, err
 	}
 	defer p.Stop(context.WithoutCancel(ctx))
+	if err := waitPulling(ctx, p); err != nil {
+		return nil, err
+	}
 
 	runCtx, stop := context.WithTimeout(ctx, e.cfg.duration)
 	defer stop()
@@ -219,4 +222,33 @@ func residentBytes() int64 {
 	}
 	pages, _ := strconv.ParseInt(fields[1], 10, 64)
 	return pages * int64(os.Getpagesize())
+}
+
+// benchPartitions is the stream partition count of the bench's tenants.
+const benchPartitions = 16
+
+// waitPulling waits until a processor pulls every partition, so that a
+// scenario measures a running processor rather than its start.
+func waitPulling(ctx context.Context, p *sluice.StreamProcessor) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		stats := p.Stats()
+		pulling := 0
+		for _, s := range stats {
+			if s.Epoch > 0 && s.Stopped == "" {
+				pulling++
+			}
+		}
+		if pulling == benchPartitions {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the processor pulls %d of %d partitions after 30 s", pulling, benchPartitions)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
