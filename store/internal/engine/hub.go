@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -90,15 +92,16 @@ func (h *Hub) Signal(key string) {
 // makes (once, and only if there is a tail).
 func (h *Hub) Appended(key string, recs func() []sluicetype.Record) {
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	for ch := range h.watchers[key] {
 		wake(ch)
 	}
-	var rs []sluicetype.Record
-	for t := range h.tails[key] {
-		if rs == nil {
-			rs = recs()
-		}
+	tails := slices.Collect(maps.Keys(h.tails[key]))
+	h.mu.Unlock()
+	if len(tails) == 0 {
+		return
+	}
+	rs := recs()
+	for _, t := range tails {
 		t.add(rs)
 	}
 }
@@ -139,8 +142,10 @@ const (
 )
 
 // tail keeps the records committed to a partition until its follower
-// takes them. Records that would not fit, and any after them, are left
-// for the follower to read; so are records it never got (a signal).
+// takes them, as one run of positions. Records that would not fit, or
+// that do not follow the last one kept (groups of several committers may
+// finish out of order), and any after them, are left for the follower to
+// read; so are records it never got (a signal).
 type tail struct {
 	ready chan struct{}
 	stop  func()
@@ -172,9 +177,11 @@ func (t *tail) add(recs []sluicetype.Record) {
 		for i := range recs {
 			n += len(recs[i].Payload) + len(recs[i].Key) + len(recs[i].Namespace)
 		}
-		if len(t.recs)+len(recs) > maxTailRecords || t.bytes+n > maxTailBytes {
+		switch {
+		case len(t.recs) > 0 && recs[0].Position != t.recs[len(t.recs)-1].Position+1,
+			len(t.recs)+len(recs) > maxTailRecords, t.bytes+n > maxTailBytes:
 			t.read = true
-		} else {
+		default:
 			t.recs = append(t.recs, recs...)
 			t.bytes += n
 		}

@@ -1,6 +1,11 @@
 package engine
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	"github.com/sluicehq/sluice/sluicetype"
+)
 
 // TestSignalRemote checks that a hub acts on another hub's payloads only:
 // its own echo and ill-formed payloads wake no one.
@@ -32,5 +37,59 @@ func TestSignalRemote(t *testing.T) {
 	h.SignalRemote(other.NotifyPayload(key))
 	if !woken() {
 		t.Error("another hub's payload did not wake the watcher")
+	}
+}
+
+// TestTailKeepsOneRun checks that a tail hands over one run of positions:
+// records that do not follow the last one kept (committers finishing out
+// of order) and signals make the follower read instead.
+func TestTailKeepsOneRun(t *testing.T) {
+	h := NewHub()
+	key := "p|svc|prov|3"
+	tail := h.Tail(key)
+	defer tail.Stop()
+	run := func(from, to int64) func() []sluicetype.Record {
+		return func() []sluicetype.Record {
+			var rs []sluicetype.Record
+			for p := from; p <= to; p++ {
+				rs = append(rs, sluicetype.Record{Position: p, Payload: []byte("x")})
+			}
+			return rs
+		}
+	}
+	take := func(want []int64, wantRead bool) {
+		t.Helper()
+		select {
+		case <-tail.Ready():
+		default:
+			t.Fatal("the tail was not woken")
+		}
+		recs, read := tail.Take()
+		var got []int64
+		for _, r := range recs {
+			got = append(got, r.Position)
+		}
+		if !slices.Equal(got, want) || read != wantRead {
+			t.Fatalf("Take = %v, read %v; want %v, read %v", got, read, want, wantRead)
+		}
+	}
+	h.Appended(key, run(5, 6))
+	h.Appended(key, run(7, 8))
+	h.Appended("p|svc|prov|4", run(1, 1))
+	take([]int64{5, 6, 7, 8}, false)
+
+	h.Appended(key, run(11, 12))
+	h.Appended(key, run(9, 10)) // finished after a later group
+	h.Appended(key, run(13, 13))
+	take([]int64{11, 12}, true)
+
+	h.Appended(key, run(14, 14))
+	h.Signal(key)
+	take([]int64{14}, true)
+
+	tail.Stop()
+	h.Appended(key, run(15, 15))
+	if recs, read := tail.Take(); len(recs) != 0 || read {
+		t.Fatalf("a stopped tail took %d records, read %v", len(recs), read)
 	}
 }

@@ -121,10 +121,14 @@ func (e *Engine) appendInOne(group []*writeReq) bool {
 	for _, r := range group {
 		n += len(r.app.Records)
 		for i := range r.app.Records {
-			bytes += len(r.app.Records[i].Payload) + len(r.app.Records[i].Key)
+			rec := &r.app.Records[i]
+			bytes += 2*len(rec.Payload) + len(rec.Namespace) + len(rec.Key)
+			for k, v := range rec.Properties {
+				bytes += len(k) + len(v) + 8
+			}
 		}
 	}
-	return n <= maxChunkRows && 2*bytes+64*n <= maxChunkBytes
+	return n <= maxChunkRows && bytes+64*n <= maxChunkBytes
 }
 
 // headRow is one partition of AppendRecords.
