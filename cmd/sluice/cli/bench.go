@@ -71,7 +71,11 @@ type benchResult struct {
 	Runs       int     `json:"runs,omitempty"`
 	PeakRSSMiB float64 `json:"peak_rss_mib,omitempty"`
 	BudgetMiB  float64 `json:"cache_budget_mib,omitempty"`
-	Note       string  `json:"note,omitempty"`
+	// PublishP50ms and PublishP99ms are what Publish alone took, in a
+	// scenario whose latency runs from publish to handler.
+	PublishP50ms *float64 `json:"publish_p50_ms,omitempty"`
+	PublishP99ms *float64 `json:"publish_p99_ms,omitempty"`
+	Note         string   `json:"note,omitempty"`
 }
 
 const benchUsage = `usage: sluice bench --db DSN --scenario NAME [flags]
@@ -204,6 +208,11 @@ func medians(runs [][]benchResult) []benchResult {
 		out[i].P99ms = pick(func(r benchResult) float64 { return r.P99ms })
 		out[i].Seconds = pick(func(r benchResult) float64 { return r.Seconds })
 		out[i].Count = int64(pick(func(r benchResult) float64 { return float64(r.Count) }))
+		if out[i].PublishP50ms != nil {
+			p50 := pick(func(r benchResult) float64 { return *r.PublishP50ms })
+			p99 := pick(func(r benchResult) float64 { return *r.PublishP99ms })
+			out[i].PublishP50ms, out[i].PublishP99ms = &p50, &p99
+		}
 		out[i].Runs = len(runs)
 	}
 	return out
@@ -266,8 +275,12 @@ func printResults(w io.Writer, results []benchResult, asJSON bool) {
 		if r.Subs != nil {
 			params = append(params, fmt.Sprintf("subscriptions=%d", *r.Subs))
 		}
+		note := r.Note
+		if r.PublishP50ms != nil {
+			note += fmt.Sprintf(" (Publish alone: p50 %.3f, p99 %.3f)", *r.PublishP50ms, *r.PublishP99ms)
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%.2f\t%.0f\t%.3f\t%.3f\t%s\n", r.Scenario, r.Backend,
-			strings.Join(params, " "), r.Count, r.Seconds, r.MsgsPerSec, r.P50ms, r.P99ms, r.Note)
+			strings.Join(params, " "), r.Count, r.Seconds, r.MsgsPerSec, r.P50ms, r.P99ms, note)
 	}
 	tw.Flush()
 }

@@ -95,8 +95,11 @@ func TestBenchScenarios(t *testing.T) {
 					t.Errorf("scenario/backend = %v/%v", r["scenario"], r["backend"])
 				}
 				keys := []string{"msgs_per_sec", "p50_ms", "p99_ms"}
-				if name == "stream-backlog" {
+				switch name {
+				case "stream-backlog":
 					keys = append(keys, "peak_rss_mib", "cache_budget_mib")
+				case "stream-e2e":
+					keys = append(keys, "publish_p50_ms", "publish_p99_ms")
 				}
 				for _, k := range keys {
 					if v, ok := r[k].(float64); !ok || v <= 0 {
