@@ -47,6 +47,7 @@ type Store interface {
 	QueueStore
 	LogStore
 	StreamStore
+	ClusterStore
 }
 
 // QueueStore holds the operations on queue entities.

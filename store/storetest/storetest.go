@@ -52,6 +52,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"DeadLetters", deadLetterTests},
 		{"Log", logTests},
 		{"Stream", streamTests},
+		{"Cluster", clusterTests},
 		{"Concurrency", concurrencyTests},
 		{"Isolation", isolationTests},
 		{"Validation", validationTests},

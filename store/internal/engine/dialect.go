@@ -86,6 +86,8 @@ var queryNames = []string{
 	"SetSubscriptionFault", "SelectProgress", "UpsertProgress", "MinProgress", "LockSubscription", "InsertParked",
 	"SelectParked", "DeleteParked", "UpsertRetention", "DeleteRetention", "SelectRetention",
 	"SelectRetentions", "NamespaceBytes", "TrimCandidates",
+	"UpsertNode", "DeleteForgottenNodes", "SelectNodes", "DeleteNode",
+	"SelectLeases", "RenewLease", "AcquireLease", "ReleaseLease",
 }
 
 // optionalQueries may be absent; the engine skips what needs them.

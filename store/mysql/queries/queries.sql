@@ -1264,3 +1264,55 @@ INSERT INTO sluice_bench_raw (payload) VALUES (?);
 
 -- name: BenchDropTable
 DROP TABLE IF EXISTS sluice_bench_raw;
+
+-- name: UpsertNode
+-- args: service, provider, id, address
+-- Registers a node on its first heartbeat, records the next ones.
+INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at)
+VALUES (?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+ON DUPLICATE KEY UPDATE address = VALUES(address), heartbeat_at = GREATEST(heartbeat_at, VALUES(heartbeat_at));
+
+-- name: DeleteForgottenNodes
+-- args: service, provider, forget_ms
+DELETE FROM sluice_nodes
+WHERE service = ? AND provider = ? AND heartbeat_at < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) - ?;
+
+-- name: SelectNodes
+-- args: service, provider
+SELECT id, address, started_at, heartbeat_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM sluice_nodes
+WHERE service = ? AND provider = ?
+ORDER BY id;
+
+-- name: DeleteNode
+-- args: service, provider, id
+DELETE FROM sluice_nodes WHERE service = ? AND provider = ? AND id = ?;
+
+-- name: SelectLeases
+-- args: service, provider
+SELECT `partition`, owner, epoch, lease_until, checkpoint, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM sluice_partition_owners
+WHERE service = ? AND provider = ?
+ORDER BY `partition`;
+
+-- name: RenewLease
+-- args: duration_ms, service, provider, partition, owner, epoch
+-- Extends a lease its owner still holds under its epoch (also one that
+-- ended: nobody acquired it since, or the epoch would have moved).
+UPDATE sluice_partition_owners
+SET lease_until = GREATEST(lease_until + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?), updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch = ?;
+
+-- name: AcquireLease
+-- args: owner, duration_ms, service, provider, partition
+-- Takes a partition whose lease ended (or that was released, or never
+-- leased: lease_until 0) under a new epoch.
+UPDATE sluice_partition_owners
+SET owner = ?, epoch = epoch + 1, lease_until = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+WHERE service = ? AND provider = ? AND `partition` = ? AND lease_until < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+
+-- name: ReleaseLease
+-- args: service, provider, partition, owner, epoch
+UPDATE sluice_partition_owners
+SET owner = '', lease_until = 0, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch = ?;

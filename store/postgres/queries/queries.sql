@@ -1213,3 +1213,56 @@ INSERT INTO sluice_bench_raw (payload) VALUES ($1);
 
 -- name: BenchDropTable
 DROP TABLE IF EXISTS sluice_bench_raw;
+
+-- name: UpsertNode
+-- args: service, provider, id, address
+-- Registers a node on its first heartbeat, records the next ones.
+INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at)
+VALUES ($1, $2, $3, $4, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+ON CONFLICT (service, provider, id) DO UPDATE
+SET address = EXCLUDED.address, heartbeat_at = GREATEST(sluice_nodes.heartbeat_at, EXCLUDED.heartbeat_at);
+
+-- name: DeleteForgottenNodes
+-- args: service, provider, forget_ms
+DELETE FROM sluice_nodes
+WHERE service = $1 AND provider = $2 AND heartbeat_at < floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint - $3::bigint;
+
+-- name: SelectNodes
+-- args: service, provider
+SELECT id, address, started_at, heartbeat_at, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+FROM sluice_nodes
+WHERE service = $1 AND provider = $2
+ORDER BY id;
+
+-- name: DeleteNode
+-- args: service, provider, id
+DELETE FROM sluice_nodes WHERE service = $1 AND provider = $2 AND id = $3;
+
+-- name: SelectLeases
+-- args: service, provider
+SELECT partition, owner, epoch, lease_until, checkpoint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+FROM sluice_partition_owners
+WHERE service = $1 AND provider = $2
+ORDER BY partition;
+
+-- name: RenewLease
+-- args: duration_ms, service, provider, partition, owner, epoch
+-- Extends a lease its owner still holds under its epoch (also one that
+-- ended: nobody acquired it since, or the epoch would have moved).
+UPDATE sluice_partition_owners
+SET lease_until = GREATEST(lease_until + 1, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + $1::bigint), updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+WHERE service = $2 AND provider = $3 AND partition = $4::integer AND owner = $5 AND epoch = $6::bigint;
+
+-- name: AcquireLease
+-- args: owner, duration_ms, service, provider, partition
+-- Takes a partition whose lease ended (or that was released, or never
+-- leased: lease_until 0) under a new epoch.
+UPDATE sluice_partition_owners
+SET owner = $1, epoch = epoch + 1, lease_until = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + $2::bigint, updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+WHERE service = $3 AND provider = $4 AND partition = $5::integer AND lease_until < floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+
+-- name: ReleaseLease
+-- args: service, provider, partition, owner, epoch
+UPDATE sluice_partition_owners
+SET owner = '', lease_until = 0, updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+WHERE service = $1 AND provider = $2 AND partition = $3::integer AND owner = $4 AND epoch = $5::bigint;

@@ -880,3 +880,56 @@ INSERT INTO sluice_bench_raw (payload) VALUES (?1);
 
 -- name: BenchDropTable
 DROP TABLE IF EXISTS sluice_bench_raw;
+
+-- name: UpsertNode
+-- args: service, provider, id, address
+-- Registers a node on its first heartbeat, records the next ones.
+INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at)
+VALUES (?1, ?2, ?3, ?4, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+ON CONFLICT (service, provider, id) DO UPDATE
+SET address = excluded.address, heartbeat_at = max(heartbeat_at, excluded.heartbeat_at);
+
+-- name: DeleteForgottenNodes
+-- args: service, provider, forget_ms
+DELETE FROM sluice_nodes
+WHERE service = ?1 AND provider = ?2 AND heartbeat_at < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - ?3;
+
+-- name: SelectNodes
+-- args: service, provider
+SELECT id, address, started_at, heartbeat_at, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+FROM sluice_nodes
+WHERE service = ?1 AND provider = ?2
+ORDER BY id;
+
+-- name: DeleteNode
+-- args: service, provider, id
+DELETE FROM sluice_nodes WHERE service = ?1 AND provider = ?2 AND id = ?3;
+
+-- name: SelectLeases
+-- args: service, provider
+SELECT partition, owner, epoch, lease_until, checkpoint, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+FROM sluice_partition_owners
+WHERE service = ?1 AND provider = ?2
+ORDER BY partition;
+
+-- name: RenewLease
+-- args: duration_ms, service, provider, partition, owner, epoch
+-- Extends a lease its owner still holds under its epoch (also one that
+-- ended: nobody acquired it since, or the epoch would have moved).
+UPDATE sluice_partition_owners
+SET lease_until = max(lease_until + 1, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + ?1), updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+WHERE service = ?2 AND provider = ?3 AND partition = ?4 AND owner = ?5 AND epoch = ?6;
+
+-- name: AcquireLease
+-- args: owner, duration_ms, service, provider, partition
+-- Takes a partition whose lease ended (or that was released, or never
+-- leased: lease_until 0) under a new epoch.
+UPDATE sluice_partition_owners
+SET owner = ?1, epoch = epoch + 1, lease_until = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + ?2, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+WHERE service = ?3 AND provider = ?4 AND partition = ?5 AND lease_until < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER);
+
+-- name: ReleaseLease
+-- args: service, provider, partition, owner, epoch
+UPDATE sluice_partition_owners
+SET owner = '', lease_until = 0, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND owner = ?4 AND epoch = ?5;

@@ -1,0 +1,140 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// ClusterStore holds the membership of a tenant's stream nodes and the
+// leases through which they share its partitions. Every time is the
+// database's clock.
+type ClusterStore interface {
+	// Heartbeat records that a node is alive, registering it on its first
+	// heartbeat, forgets nodes silent for more than p.Forget, and returns
+	// every node still registered, each alive when its last heartbeat is
+	// at most p.Timeout old.
+	Heartbeat(ctx context.Context, p *HeartbeatParams) ([]Node, error)
+	// LeaveCluster removes a node's registration.
+	LeaveCluster(ctx context.Context, node string) error
+	// Leases returns the lease of every partition that has an owner row,
+	// in partition order.
+	Leases(ctx context.Context) ([]PartitionLease, error)
+	// LeasePartitions, in one transaction, renews the leases p.Renew
+	// names, if p.Node still holds them under their epochs, and acquires
+	// the partitions of p.Acquire that are free (never leased, released,
+	// or whose lease has ended), each under a new epoch; every lease it
+	// grants lasts p.Duration. It returns the leases p.Node holds among
+	// those partitions afterwards.
+	LeasePartitions(ctx context.Context, p *PartitionLeaseParams) ([]PartitionLease, error)
+	// ReleasePartitions gives up leases p.Node holds under their epochs:
+	// the partitions are free at once. Leases it no longer holds are left
+	// alone.
+	ReleasePartitions(ctx context.Context, node string, leases []PartitionLease) error
+}
+
+// HeartbeatParams describe a node's heartbeat.
+type HeartbeatParams struct {
+	// Node is the node's id, unique to one run of one process.
+	Node string
+	// Address is where the node can be reached, for operators ("" if
+	// nowhere).
+	Address string
+	// Timeout is how old a heartbeat may be for its node to count as
+	// alive; Forget, how old before the node is forgotten (at least
+	// Timeout).
+	Timeout time.Duration
+	Forget  time.Duration
+}
+
+// Node is a registered node.
+type Node struct {
+	ID          string
+	Address     string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+	// Alive says its last heartbeat is within the timeout.
+	Alive bool
+}
+
+// PartitionLease is a partition's lease.
+type PartitionLease struct {
+	Partition int32
+	// Owner is the node that holds or last held the lease ("" when
+	// released or never leased).
+	Owner string
+	// Epoch counts acquisitions; writes under an older one are fenced.
+	Epoch int64
+	// Until is when the lease ends unless renewed (the zero Time when
+	// released or never leased).
+	Until time.Time
+	// Held says the lease has not ended, by the database's clock when it
+	// was read.
+	Held bool
+	// Checkpoint is the partition's checkpoint.
+	Checkpoint int64
+}
+
+// PartitionLeaseParams renew and acquire leases for a node.
+type PartitionLeaseParams struct {
+	Node     string
+	Renew    []PartitionLease // partitions and epochs
+	Acquire  []int32
+	Duration time.Duration
+}
+
+// MaxLeaseDuration bounds a lease and a heartbeat timeout.
+const MaxLeaseDuration = time.Hour
+
+// Validate checks a heartbeat.
+func (p *HeartbeatParams) Validate() error {
+	if err := ValidateName("node", p.Node); err != nil {
+		return err
+	}
+	if len(p.Address) > MaxNameLen {
+		return fmt.Errorf("node address is %d characters long, at most %d allowed: %w", len(p.Address), MaxNameLen, sluicetype.ErrInvalidArgument)
+	}
+	if p.Timeout <= 0 || p.Timeout > MaxLeaseDuration || p.Forget < p.Timeout {
+		return fmt.Errorf("heartbeat timeout %v (forget after %v): want 0 < timeout <= %v and forget >= timeout: %w",
+			p.Timeout, p.Forget, MaxLeaseDuration, sluicetype.ErrInvalidArgument)
+	}
+	return nil
+}
+
+// Validate checks a lease request.
+func (p *PartitionLeaseParams) Validate(l Limits) error {
+	if err := ValidateName("node", p.Node); err != nil {
+		return err
+	}
+	if p.Duration <= 0 || p.Duration > MaxLeaseDuration {
+		return fmt.Errorf("lease duration %v: want 0 < d <= %v: %w", p.Duration, MaxLeaseDuration, sluicetype.ErrInvalidArgument)
+	}
+	if n := len(p.Renew) + len(p.Acquire); n > l.MaxBatch {
+		return fmt.Errorf("%d leases in one call, at most %d allowed: %w", n, l.MaxBatch, sluicetype.ErrInvalidArgument)
+	}
+	seen := make(map[int32]bool, len(p.Renew)+len(p.Acquire))
+	for _, part := range p.Acquire {
+		if err := ValidatePartition(part); err != nil {
+			return err
+		}
+		if seen[part] {
+			return fmt.Errorf("partition %d named twice: %w", part, sluicetype.ErrInvalidArgument)
+		}
+		seen[part] = true
+	}
+	for _, r := range p.Renew {
+		if err := ValidatePartition(r.Partition); err != nil {
+			return err
+		}
+		if r.Epoch <= 0 {
+			return fmt.Errorf("renewal of partition %d under epoch %d: %w", r.Partition, r.Epoch, sluicetype.ErrInvalidArgument)
+		}
+		if seen[r.Partition] {
+			return fmt.Errorf("partition %d named twice: %w", r.Partition, sluicetype.ErrInvalidArgument)
+		}
+		seen[r.Partition] = true
+	}
+	return nil
+}

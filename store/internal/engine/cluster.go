@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+
+	"github.com/sluicehq/sluice/store"
+)
+
+func (s *tenantStore) Heartbeat(ctx context.Context, p *store.HeartbeatParams) ([]store.Node, error) {
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("sluice: heartbeat: %w", err)
+	}
+	var nodes []store.Node
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		if _, err := s.e.exec(ctx, tx, "UpsertNode", s.t.Service, s.t.Provider, p.Node, p.Address); err != nil {
+			return err
+		}
+		if _, err := s.e.exec(ctx, tx, "DeleteForgottenNodes", s.t.Service, s.t.Provider, ms(p.Forget)); err != nil {
+			return err
+		}
+		rows, err := s.e.query(ctx, tx, "SelectNodes", s.t.Service, s.t.Provider)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		nodes = nodes[:0]
+		for rows.Next() {
+			var (
+				n                    store.Node
+				started, beat, dbNow int64
+			)
+			if err := rows.Scan(&n.ID, &n.Address, &started, &beat, &dbNow); err != nil {
+				return err
+			}
+			n.StartedAt, n.HeartbeatAt = fromMS(started), fromMS(beat)
+			n.Alive = dbNow-beat <= ms(p.Timeout)
+			nodes = append(nodes, n)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: heartbeat: %w", err)
+	}
+	return nodes, nil
+}
+
+func (s *tenantStore) LeaveCluster(ctx context.Context, node string) error {
+	if err := store.ValidateName("node", node); err != nil {
+		return fmt.Errorf("sluice: leave cluster: %w", err)
+	}
+	if _, err := s.e.exec(ctx, s.e.w, "DeleteNode", s.t.Service, s.t.Provider, node); err != nil {
+		return fmt.Errorf("sluice: leave cluster: %w", s.e.wrap(err))
+	}
+	return nil
+}
+
+func (s *tenantStore) Leases(ctx context.Context) ([]store.PartitionLease, error) {
+	ls, err := s.e.leases(ctx, s.e.r, s.t)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: leases: %w", err)
+	}
+	return ls, nil
+}
+
+func (e *Engine) leases(ctx context.Context, q querier, t store.Tenant) ([]store.PartitionLease, error) {
+	rows, err := e.query(ctx, q, "SelectLeases", t.Service, t.Provider)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []store.PartitionLease
+	for rows.Next() {
+		var (
+			l            store.PartitionLease
+			until, dbNow int64
+		)
+		if err := rows.Scan(&l.Partition, &l.Owner, &l.Epoch, &until, &l.Checkpoint, &dbNow); err != nil {
+			return nil, err
+		}
+		l.Until, l.Held = fromMS(until), until > dbNow
+		out = append(out, l)
+	}
+	return out, rows.Err()
+}
+
+func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLeaseParams) ([]store.PartitionLease, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: lease partitions: %w", err)
+	}
+	// Owner rows in partition order, as every other writer of them takes
+	// them.
+	type op struct {
+		partition int32
+		epoch     int64 // 0: acquire
+	}
+	ops := make([]op, 0, len(p.Renew)+len(p.Acquire))
+	for _, l := range p.Renew {
+		ops = append(ops, op{l.Partition, l.Epoch})
+	}
+	for _, part := range p.Acquire {
+		ops = append(ops, op{part, 0})
+	}
+	slices.SortFunc(ops, func(a, b op) int { return cmp.Compare(a.partition, b.partition) })
+	d := ms(p.Duration)
+	var out []store.PartitionLease
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		for _, o := range ops {
+			if o.epoch != 0 {
+				if _, err := s.e.exec(ctx, tx, "RenewLease", d, s.t.Service, s.t.Provider, o.partition, p.Node, o.epoch); err != nil {
+					return err
+				}
+				continue
+			}
+			if _, err := s.e.exec(ctx, tx, "EnsurePartitionOwner", s.t.Service, s.t.Provider, o.partition); err != nil {
+				return err
+			}
+			if _, err := s.e.exec(ctx, tx, "AcquireLease", p.Node, d, s.t.Service, s.t.Provider, o.partition); err != nil {
+				return err
+			}
+		}
+		all, err := s.e.leases(ctx, tx, s.t)
+		if err != nil {
+			return err
+		}
+		out = out[:0]
+		for _, l := range all {
+			i, named := slices.BinarySearchFunc(ops, l.Partition, func(o op, part int32) int { return cmp.Compare(o.partition, part) })
+			if named && l.Owner == p.Node && l.Held && (ops[i].epoch == 0 || ops[i].epoch == l.Epoch) {
+				out = append(out, l)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: lease partitions: %w", err)
+	}
+	return out, nil
+}
+
+func (s *tenantStore) ReleasePartitions(ctx context.Context, node string, leases []store.PartitionLease) error {
+	if err := store.ValidateName("node", node); err != nil {
+		return fmt.Errorf("sluice: release partitions: %w", err)
+	}
+	sorted := slices.SortedFunc(slices.Values(leases), func(a, b store.PartitionLease) int { return cmp.Compare(a.Partition, b.Partition) })
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		for _, l := range sorted {
+			if err := store.ValidatePartition(l.Partition); err != nil {
+				return err
+			}
+			if _, err := s.e.exec(ctx, tx, "ReleaseLease", s.t.Service, s.t.Provider, l.Partition, node, l.Epoch); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sluice: release partitions: %w", err)
+	}
+	return nil
+}

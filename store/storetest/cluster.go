@@ -1,0 +1,220 @@
+package storetest
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+)
+
+var clusterTests = []suiteTest{
+	{"Membership", testMembership},
+	{"Leases", testLeases},
+	{"PartitionLeaseExpiry", testPartitionLeaseExpiry},
+	{"InvalidCluster", testInvalidCluster},
+}
+
+func heartbeat(t *testing.T, st store.Store, node string, timeout time.Duration) []store.Node {
+	t.Helper()
+	nodes, err := st.Heartbeat(t.Context(), &store.HeartbeatParams{Node: node, Address: node + ":7070", Timeout: timeout, Forget: 10 * timeout})
+	if err != nil {
+		t.Fatalf("Heartbeat(%s): %v", node, err)
+	}
+	return nodes
+}
+
+// alive lists the ids of nodes, with "+" for the live ones.
+func alive(nodes []store.Node) []string {
+	var out []string
+	for _, n := range nodes {
+		mark := "-"
+		if n.Alive {
+			mark = "+"
+		}
+		out = append(out, mark+n.ID)
+	}
+	return out
+}
+
+func testMembership(t *testing.T, h *harness) {
+	_, st := h.setup(t)
+	const timeout = 400 * time.Millisecond
+	heartbeat(t, st, "node-a", timeout)
+	nodes := heartbeat(t, st, "node-b", timeout)
+	if got := alive(nodes); !slices.Equal(got, []string{"+node-a", "+node-b"}) {
+		t.Fatalf("nodes after two heartbeats: %v", got)
+	}
+	if nodes[0].Address != "node-a:7070" || nodes[0].StartedAt.IsZero() || nodes[0].HeartbeatAt.Before(nodes[0].StartedAt) {
+		t.Fatalf("node-a = %+v", nodes[0])
+	}
+	started := nodes[1].StartedAt
+	// node-a keeps beating, node-b falls silent: dead after the timeout,
+	// by the database's clock, and forgotten after ten of them.
+	deadline := time.Now().Add(20 * timeout)
+	for {
+		time.Sleep(timeout / 4)
+		nodes = heartbeat(t, st, "node-a", timeout)
+		if got := alive(nodes); slices.Equal(got, []string{"+node-a", "-node-b"}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node-b still counted alive %v after its last heartbeat: %v", 20*timeout, alive(nodes))
+		}
+	}
+	if n := heartbeat(t, st, "node-b", timeout); !slices.Equal(alive(n), []string{"+node-a", "+node-b"}) || !n[1].StartedAt.Equal(started) {
+		t.Fatalf("node-b after beating again: %v, started %v (was %v)", alive(n), n[1].StartedAt, started)
+	}
+	forget := time.Now().Add(15 * timeout)
+	for len(heartbeat(t, st, "node-a", timeout)) == 2 {
+		if time.Now().After(forget) {
+			t.Fatalf("node-b not forgotten %v after its last heartbeat", 15*timeout)
+		}
+		time.Sleep(timeout)
+	}
+	if err := st.LeaveCluster(t.Context(), "node-a"); err != nil {
+		t.Fatalf("LeaveCluster: %v", err)
+	}
+	if got := alive(heartbeat(t, st, "node-c", timeout)); !slices.Equal(got, []string{"+node-c"}) {
+		t.Fatalf("nodes after node-a left: %v", got)
+	}
+	// Another tenant sees none of them.
+	if got := alive(heartbeat(t, h.store(t, newTenant()), "node-x", timeout)); !slices.Equal(got, []string{"+node-x"}) {
+		t.Fatalf("another tenant's nodes: %v", got)
+	}
+}
+
+func leasePartitions(t *testing.T, st store.Store, node string, d time.Duration, renew []store.PartitionLease, acquire ...int32) []store.PartitionLease {
+	t.Helper()
+	ls, err := st.LeasePartitions(t.Context(), &store.PartitionLeaseParams{Node: node, Renew: renew, Acquire: acquire, Duration: d})
+	if err != nil {
+		t.Fatalf("LeasePartitions(%s): %v", node, err)
+	}
+	for _, l := range ls {
+		if l.Owner != node || !l.Held || l.Epoch <= 0 {
+			t.Fatalf("LeasePartitions(%s) returned %+v", node, l)
+		}
+	}
+	return ls
+}
+
+// leased describes leases as partition@epoch.
+func leased(ls []store.PartitionLease) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, fmt.Sprintf("%d@%d", l.Partition, l.Epoch))
+	}
+	return out
+}
+
+func testLeases(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	const long = time.Minute
+	a := leasePartitions(t, st, "node-a", long, nil, 2, 0, 1)
+	if got := leased(a); !slices.Equal(got, []string{"0@1", "1@1", "2@1"}) {
+		t.Fatalf("node-a acquired %v", got)
+	}
+	// Held partitions cannot be taken; free ones can.
+	if got := leased(leasePartitions(t, st, "node-b", long, nil, 1, 2, 3)); !slices.Equal(got, []string{"3@1"}) {
+		t.Fatalf("node-b acquired %v beside node-a's leases", got)
+	}
+	// A renewal extends a lease; a release frees it at once, for a new
+	// epoch.
+	before := a[0].Until
+	time.Sleep(5 * time.Millisecond)
+	renewed := leasePartitions(t, st, "node-a", long, a[:1])
+	if len(renewed) != 1 || !renewed[0].Until.After(before) || renewed[0].Epoch != 1 {
+		t.Fatalf("renewal returned %+v, lease was until %v", renewed, before)
+	}
+	if err := st.ReleasePartitions(ctx, "node-a", a[1:2]); err != nil {
+		t.Fatalf("ReleasePartitions: %v", err)
+	}
+	// A release under someone else's name or an old epoch changes nothing.
+	if err := st.ReleasePartitions(ctx, "node-b", a[2:3]); err != nil {
+		t.Fatalf("ReleasePartitions by another node: %v", err)
+	}
+	if got := leased(leasePartitions(t, st, "node-b", long, nil, 1, 2)); !slices.Equal(got, []string{"1@2"}) {
+		t.Fatalf("node-b acquired %v after node-a released partition 1", got)
+	}
+	// node-a renews what it holds and learns what it lost.
+	if got := leased(leasePartitions(t, st, "node-a", long, a)); !slices.Equal(got, []string{"0@1", "2@1"}) {
+		t.Fatalf("node-a renewed %v", got)
+	}
+	ls, err := st.Leases(ctx)
+	if err != nil {
+		t.Fatalf("Leases: %v", err)
+	}
+	var owners []string
+	for _, l := range ls {
+		owners = append(owners, fmt.Sprintf("%d@%d:%s", l.Partition, l.Epoch, l.Owner))
+		if !l.Held || l.Until.IsZero() {
+			t.Errorf("lease %+v not held", l)
+		}
+	}
+	if want := []string{"0@1:node-a", "1@2:node-b", "2@1:node-a", "3@1:node-b"}; !slices.Equal(owners, want) {
+		t.Fatalf("Leases = %v, want %v", owners, want)
+	}
+	// Progress is written under the current epoch only.
+	wantErr(t, "SaveProgress under node-a's released epoch", saveProgress(st, store.ProgressParams{Partition: 1, Epoch: 1}), sluicetype.ErrFenced)
+	if err := saveProgress(st, store.ProgressParams{Partition: 1, Epoch: 2}); err != nil {
+		t.Fatalf("SaveProgress under node-b's epoch: %v", err)
+	}
+}
+
+func testPartitionLeaseExpiry(t *testing.T, h *harness) {
+	_, st := h.setup(t)
+	const short = 300 * time.Millisecond
+	a := leasePartitions(t, st, "node-a", short, nil, 5)
+	if len(a) != 1 {
+		t.Fatalf("node-a acquired %v", leased(a))
+	}
+	if got := leasePartitions(t, st, "node-b", time.Minute, nil, 5); len(got) != 0 {
+		t.Fatalf("node-b took a lease that had not ended: %v", leased(got))
+	}
+	// node-a is paused past its lease: node-b takes the partition under a
+	// new epoch, and node-a can neither renew nor write progress.
+	deadline := time.Now().Add(10 * time.Second)
+	var b []store.PartitionLease
+	for len(b) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("node-b could not take the partition 10 s after node-a's lease ended")
+		}
+		time.Sleep(50 * time.Millisecond)
+		b = leasePartitions(t, st, "node-b", time.Minute, nil, 5)
+	}
+	if b[0].Epoch != a[0].Epoch+1 {
+		t.Fatalf("node-b took the partition under epoch %d, node-a held %d", b[0].Epoch, a[0].Epoch)
+	}
+	if got := leasePartitions(t, st, "node-a", time.Minute, a); len(got) != 0 {
+		t.Fatalf("node-a renewed a lease node-b took: %v", leased(got))
+	}
+	wantErr(t, "SaveProgress of the paused owner", saveProgress(st, store.ProgressParams{Partition: 5, Epoch: a[0].Epoch, Checkpoint: 0}), sluicetype.ErrFenced)
+	// A lease that ended but that nobody took can still be renewed: its
+	// epoch never moved.
+	c := leasePartitions(t, st, "node-c", short, nil, 6)
+	time.Sleep(2 * short)
+	if got := leasePartitions(t, st, "node-c", time.Minute, c); !slices.Equal(leased(got), leased(c)) {
+		t.Fatalf("node-c renewed %v, held %v", leased(got), leased(c))
+	}
+}
+
+func testInvalidCluster(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	hb := func(p store.HeartbeatParams) error { _, err := st.Heartbeat(ctx, &p); return err }
+	wantErr(t, "Heartbeat without a node", hb(store.HeartbeatParams{Timeout: time.Second, Forget: time.Second}), sluicetype.ErrInvalidName)
+	wantErr(t, "Heartbeat of a bad node name", hb(store.HeartbeatParams{Node: "a b", Timeout: time.Second, Forget: time.Second}), sluicetype.ErrInvalidName)
+	wantErr(t, "Heartbeat without a timeout", hb(store.HeartbeatParams{Node: "n"}), sluicetype.ErrInvalidArgument)
+	wantErr(t, "Heartbeat forgetting before the timeout", hb(store.HeartbeatParams{Node: "n", Timeout: time.Second, Forget: time.Millisecond}), sluicetype.ErrInvalidArgument)
+	lp := func(p store.PartitionLeaseParams) error { _, err := st.LeasePartitions(ctx, &p); return err }
+	wantErr(t, "LeasePartitions without a duration", lp(store.PartitionLeaseParams{Node: "n", Acquire: []int32{1}}), sluicetype.ErrInvalidArgument)
+	wantErr(t, "LeasePartitions of a negative partition", lp(store.PartitionLeaseParams{Node: "n", Acquire: []int32{-1}, Duration: time.Second}), sluicetype.ErrInvalidArgument)
+	wantErr(t, "LeasePartitions naming a partition twice", lp(store.PartitionLeaseParams{Node: "n", Acquire: []int32{1}, Renew: []store.PartitionLease{{Partition: 1, Epoch: 1}}, Duration: time.Second}), sluicetype.ErrInvalidArgument)
+	wantErr(t, "LeasePartitions renewing epoch 0", lp(store.PartitionLeaseParams{Node: "n", Renew: []store.PartitionLease{{Partition: 1}}, Duration: time.Second}), sluicetype.ErrInvalidArgument)
+	wantErr(t, "LeaveCluster of a bad name", st.LeaveCluster(ctx, ""), sluicetype.ErrInvalidName)
+	wantErr(t, "ReleasePartitions of a bad name", st.ReleasePartitions(ctx, "", nil), sluicetype.ErrInvalidName)
+	if ls, err := st.Leases(ctx); err != nil || len(ls) != 0 {
+		t.Fatalf("bad calls left leases %v (%v)", ls, err)
+	}
+}
