@@ -51,6 +51,8 @@ type Client struct {
 	// partitions is the number of stream partitions; partitionsChecked
 	// once it matched the database's.
 	partitions int32
+	// sharedStreams: several processes may pull the tenant's partitions.
+	sharedStreams bool
 
 	mu                sync.Mutex
 	entities          map[string]cachedEntity
@@ -108,9 +110,10 @@ func NewClient(b store.Backend, opts Options) (*Client, error) {
 	}
 	return &Client{
 		st: st, limits: opts.Limits.WithDefaults(), log: log, partitions: partitions,
-		closeFn:    func() error { return nil },
-		entities:   make(map[string]cachedEntity),
-		processors: make(map[*stream.Node]struct{}),
+		sharedStreams: b.Features().SharedStreams,
+		closeFn:       func() error { return nil },
+		entities:      make(map[string]cachedEntity),
+		processors:    make(map[*stream.Node]struct{}),
 	}, nil
 }
 

@@ -7,7 +7,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/internal/stream"
 	"github.com/sluicehq/sluice/sluicetype"
@@ -19,6 +22,9 @@ var (
 	// ErrPartitionCount reports a client or processor configured with a
 	// number of stream partitions other than the database's.
 	ErrPartitionCount = sluicetype.ErrPartitionCount
+	// ErrSingleNode reports a second processor of a tenant started on
+	// SQLite, where one runs at a time.
+	ErrSingleNode = sluicetype.ErrSingleNode
 	// ErrSubscriptionNotFound reports a stream subscription that does not
 	// exist.
 	ErrSubscriptionNotFound = sluicetype.ErrSubscriptionNotFound
@@ -374,9 +380,22 @@ type ConsumerOptions struct {
 // StreamProcessorOptions configure a stream processor. Zero values take
 // the defaults.
 type StreamProcessorOptions struct {
-	// Name names this node as the owner of its partitions (default
-	// "node").
+	// Name names this node (default: the host's name). Its id in the
+	// cluster is the name and a random suffix, new at each start, so that
+	// a restarted process is a new node.
 	Name string
+	// Address is where operators reach this node, shown in ClusterStatus
+	// (default none).
+	Address string
+	// HeartbeatInterval is how often the processor heartbeats, renews its
+	// partition leases and rebalances (default 1 s); FailureTimeout how
+	// long a node may stay silent before it counts as gone, and so how
+	// long a lease lasts unless renewed (default 5 s, and at least three
+	// heartbeat intervals). Processors of one tenant on PostgreSQL or
+	// MariaDB share the partitions evenly; on SQLite one processor at a
+	// time runs, and Start fails with ErrSingleNode beside a live one.
+	HeartbeatInterval time.Duration
+	FailureTimeout    time.Duration
 	// PollInterval is the wait between reads of a partition with records;
 	// reads back off to IdlePollInterval while none come (defaults 100 ms
 	// and 1 s). A publish in this process, or on PostgreSQL anywhere,
@@ -415,13 +434,44 @@ func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcess
 	if opts != nil {
 		o = *opts
 	}
+	name := o.Name
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	id := nodeID(name)
 	node := stream.NewNode(stream.Config{
-		Store: c.st, Partitions: c.partitions, Name: o.Name, Logger: c.log,
+		Store: c.st, Partitions: c.partitions, Name: id, Logger: c.log,
+		Balancer: &stream.Leases{
+			Store: c.st, Node: id, Address: o.Address, Alone: !c.sharedStreams,
+			HeartbeatInterval: o.HeartbeatInterval, FailureTimeout: o.FailureTimeout,
+			Logger: c.log.With("node", id),
+		},
 		PollInterval: o.PollInterval, IdlePollInterval: o.IdlePollInterval, ReadBatch: o.ReadBatch,
 		CacheRecords: o.CacheRecords, CacheBytes: o.CacheBytes, ProgressInterval: o.ProgressInterval,
 		RefreshInterval: o.RefreshInterval,
 	})
 	return &StreamProcessor{c: c, node: node}
+}
+
+// nodeID is a node's id in the cluster: its name, made a valid name, and
+// a random suffix.
+func nodeID(name string) string {
+	clean := strings.Map(func(r rune) rune {
+		if r < utf8.RuneSelf && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(".-_", r)) {
+			return r
+		}
+		return '-'
+	}, name)
+	clean = strings.Trim(clean, ".-_")
+	if len(clean) > 200 {
+		clean = clean[:200]
+	}
+	if clean == "" {
+		clean = "node"
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return clean + "-" + hex.EncodeToString(b)
 }
 
 // Handle registers a consumer and its handler, before Start.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -640,39 +639,92 @@ func TestStreamFaultNeverOverlapsAStream(t *testing.T) {
 	})
 }
 
-// A second processor on the same tenant acquires every partition under
-// a newer epoch: the first one's agents are fenced, stop, and say so in
-// their stats, and the second delivers what is published.
-func TestStreamFencedProcessorStops(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
-		first, second := newCollector(), newCollector()
-		p1 := startStreamProcessor(t, c, &sluice.StreamProcessorOptions{ProgressInterval: 20 * time.Millisecond}, func(p *sluice.StreamProcessor) {
-			p.Handle("c", first.handle, &sluice.ConsumerOptions{Namespace: "fence"})
-		})
-		id := sluice.StreamID{Namespace: "fence", Key: "k"}
-		publish(t, c, id, "before")
-		first.waitCount(t, 1, 30*time.Second)
-		startStreamProcessor(t, c, &sluice.StreamProcessorOptions{Name: "other"}, func(p *sluice.StreamProcessor) {
-			p.Handle("c", second.handle, &sluice.ConsumerOptions{Namespace: "fence"})
-		})
-		part := sluice.PartitionOf(id, 16)
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			publish(t, c, id, "after")
-			stopped := ""
-			for _, ps := range p1.Stats() {
-				if ps.Partition == part {
-					stopped = ps.Stopped
-				}
-			}
-			if strings.Contains(stopped, "fenced") {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("the first processor's agent of partition %d never stopped (stats: %+v)", part, p1.Stats())
-			}
-			time.Sleep(50 * time.Millisecond)
+// clusterOptions make processors heartbeat and fail over quickly.
+func clusterOptions(name string) *sluice.StreamProcessorOptions {
+	return &sluice.StreamProcessorOptions{Name: name, HeartbeatInterval: 100 * time.Millisecond,
+		FailureTimeout: time.Second, ProgressInterval: 20 * time.Millisecond}
+}
+
+// pulled returns the partitions a processor pulls.
+func pulled(p *sluice.StreamProcessor) []int32 {
+	var out []int32
+	for _, ps := range p.Stats() {
+		if ps.Stopped == "" {
+			out = append(out, ps.Partition)
 		}
-		second.waitCount(t, 1, 30*time.Second)
+	}
+	return out
+}
+
+// waitPulled waits until each processor pulls as many partitions as
+// want says, and together all 16.
+func waitPulled(t *testing.T, within time.Duration, want []int, ps ...*sluice.StreamProcessor) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		var got []int
+		all := map[int32]bool{}
+		for _, p := range ps {
+			parts := pulled(p)
+			got = append(got, len(parts))
+			for _, part := range parts {
+				all[part] = true
+			}
+		}
+		if slices.Equal(got, want) && len(all) == 16 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processors pull %v partitions (%d distinct) after %v, want %v", got, len(all), within, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// On PostgreSQL and MariaDB processors of one tenant share the partitions
+// evenly, and one that stops hands its partitions back at once; on
+// SQLite a second processor is refused while the first runs.
+func TestStreamProcessorsShare(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		first, second := newCollector(), newCollector()
+		p1 := startStreamProcessor(t, c, clusterOptions("one"), func(p *sluice.StreamProcessor) {
+			p.Handle("c", first.handle, &sluice.ConsumerOptions{Namespace: "share"})
+		})
+		waitPulled(t, 10*time.Second, []int{16}, p1)
+		other := reopen(t, kind, service)
+		p2 := other.NewStreamProcessor(clusterOptions("two"))
+		p2.Handle("c", second.handle, &sluice.ConsumerOptions{Namespace: "share"})
+		if kind == "sqlite" {
+			wantErr(t, "a second processor on SQLite", p2.Start(t.Context()), sluice.ErrSingleNode)
+			return
+		}
+		if err := p2.Start(t.Context()); err != nil {
+			t.Fatalf("second processor: Start: %v", err)
+		}
+		defer p2.Stop(context.Background())
+		waitPulled(t, 10*time.Second, []int{8, 8}, p1, p2)
+		// Every event reaches one of them, each stream's in order.
+		var want []int64
+		for i := range 64 {
+			want = append(want, publish(t, c, sluice.StreamID{Namespace: "share", Key: fmt.Sprint("k", i)}, "x")...)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for first.n.Load()+second.n.Load() < int64(len(want)) {
+			if time.Now().After(deadline) {
+				t.Fatalf("delivered %d + %d of %d events", first.n.Load(), second.n.Load(), len(want))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if first.n.Load() == 0 || second.n.Load() == 0 {
+			t.Fatalf("one processor delivered everything: %d and %d", first.n.Load(), second.n.Load())
+		}
+		// A graceful stop gives the partitions back at once, not after
+		// their leases end.
+		start := time.Now()
+		if err := p2.Stop(t.Context()); err != nil {
+			t.Fatalf("second processor: Stop: %v", err)
+		}
+		waitPulled(t, 900*time.Millisecond, []int{16}, p1)
+		t.Logf("the first processor pulls all 16 partitions %v after the second stopped", time.Since(start))
 	})
 }

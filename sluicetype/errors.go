@@ -93,4 +93,7 @@ var (
 	// ErrSubscriptionNotFound reports an operation on a stream
 	// subscription that does not exist.
 	ErrSubscriptionNotFound = errors.New("stream subscription not found")
+	// ErrSingleNode reports a second stream node on a backend where one
+	// node at a time pulls a tenant's partitions (SQLite).
+	ErrSingleNode = errors.New("another stream node is running on this single-node backend")
 )

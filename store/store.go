@@ -40,6 +40,10 @@ type Features struct {
 	// waiting leaser in another at once (LISTEN/NOTIFY). Without it, other
 	// processes notice new messages on their next poll.
 	CrossProcessWake bool
+	// SharedStreams is true when several processes may pull one tenant's
+	// stream partitions, sharing them through leases (a database server).
+	// Without it one stream node at a time runs (SQLite).
+	SharedStreams bool
 }
 
 // Store is one tenant's view of the database.

@@ -23,9 +23,13 @@ import (
 type agent struct {
 	n         *Node
 	partition int32
+	lease     store.PartitionLease // as the balancer gave it
 	epoch     int64
-	cache     Cache
-	log       *slog.Logger
+	// until is when the lease may have ended (ns on the node's clock,
+	// since it started): no delivery starts after it.
+	until atomic.Int64
+	cache Cache
+	log   *slog.Logger
 
 	subs       map[string]*subState
 	checkpoint int64 // last checkpoint stored
@@ -154,10 +158,11 @@ func (s *subState) matches(r *sluicetype.Record) bool {
 	return r.Namespace == s.sub.Namespace && (s.sub.Key == "" || r.Key == s.sub.Key)
 }
 
-func newAgent(n *Node, partition int32) *agent {
+func newAgent(n *Node, lease store.PartitionLease) *agent {
 	dctx, cancel := context.WithCancel(context.Background())
+	partition := lease.Partition
 	return &agent{
-		n: n, partition: partition, trimmedAt: -1,
+		n: n, partition: partition, lease: lease, epoch: lease.Epoch, checkpoint: lease.Checkpoint, trimmedAt: -1,
 		cache: NewCache(n.cfg.CacheRecords, n.cfg.CacheBytes),
 		log:   n.cfg.Logger.With("partition", partition),
 		subs:  make(map[string]*subState), readWait: n.cfg.PollInterval,
@@ -166,6 +171,17 @@ func newAgent(n *Node, partition int32) *agent {
 		deliveries: dctx, cancel: cancel,
 		stop: make(chan context.Context, 1), done: make(chan struct{}),
 	}
+}
+
+// extend lets deliveries start until the given time.
+func (a *agent) extend(until time.Time) {
+	a.until.Store(int64(until.Sub(a.n.born)))
+}
+
+// leased reports whether the partition's lease may still be held, by
+// this node's clock: deliveries start only then.
+func (a *agent) leased() bool {
+	return int64(time.Since(a.n.born)) < a.until.Load()
 }
 
 // start acquires the partition (a new epoch) and loads its
@@ -515,6 +531,7 @@ func (a *agent) skipTrimmed(ctx context.Context, after int64) error {
 // consumer's concurrency, one per stream at a time.
 func (a *agent) dispatch() {
 	next := a.cache.Next()
+	leased := a.leased()
 	for _, s := range a.subs {
 		if !s.active() {
 			continue
@@ -548,6 +565,9 @@ func (a *agent) dispatch() {
 		}
 		if s.draining() {
 			continue // deliveries of a halted generation are still ending
+		}
+		if !leased {
+			continue // the lease may have moved on: deliver nothing until renewed
 		}
 		for s.inflight < s.c.MaxConcurrency && len(s.ready) > 0 {
 			key := s.ready[0]

@@ -99,30 +99,57 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Balancer decides which partitions a node owns.
+// Balancer decides which partitions a node pulls.
 type Balancer interface {
-	// Run calls assign with the partitions the node should own, at once
-	// and again whenever they change, until ctx ends.
-	Run(ctx context.Context, n int32, assign func(partitions []int32))
+	// Join registers the node before it starts; it fails when the node
+	// may not run.
+	Join(ctx context.Context) error
+	// Run hands the node its partitions through p, at once and whenever
+	// they change, until ctx ends.
+	Run(ctx context.Context, n int32, p Puller)
+	// Leave gives up the leases of the node's agents, which have stopped
+	// and stored their final progress, and the node's registration.
+	Leave(ctx context.Context, held []store.PartitionLease)
 }
 
-// AllPartitions is the balancer of a single node: it owns every
-// partition.
+// Puller is a node as its balancer drives it.
+type Puller interface {
+	// Pull makes the node pull exactly the partitions of leases. It stops
+	// the agents of the others, which store their final progress first
+	// (waiting for their deliveries until ctx ends), and starts agents for
+	// new ones under the leases' epochs; a lease of epoch 0 has the agent
+	// take the partition over itself, as a single node does. Agents start
+	// deliveries only until the deadline; a later Pull extends it.
+	Pull(ctx context.Context, leases []store.PartitionLease, until time.Time)
+}
+
+// AllPartitions is the balancer of a node that runs alone: it pulls every
+// partition, taking each over whoever held it.
 type AllPartitions struct{}
 
-// Run assigns every partition once.
-func (AllPartitions) Run(ctx context.Context, n int32, assign func([]int32)) {
-	all := make([]int32, n)
+// Join does nothing: a node alone needs no registration.
+func (AllPartitions) Join(context.Context) error { return nil }
+
+// Run pulls every partition.
+func (AllPartitions) Run(ctx context.Context, n int32, p Puller) {
+	all := make([]store.PartitionLease, n)
 	for i := range all {
-		all[i] = int32(i)
+		all[i].Partition = int32(i)
 	}
-	assign(all)
+	p.Pull(ctx, all, forever)
 	<-ctx.Done()
 }
+
+// Leave does nothing.
+func (AllPartitions) Leave(context.Context, []store.PartitionLease) {}
+
+// forever is a lease deadline that never comes.
+var forever = time.Now().Add(100 * 365 * 24 * time.Hour)
 
 // Node runs the pulling agents of the partitions its balancer gives it,
 // for the consumers registered on it.
 type Node struct {
+	born      time.Time // the node's clock (monotonic) starts here
 	cfg       Config
 	st        store.Store
 	consumers map[string]*Consumer
@@ -140,7 +167,7 @@ type Node struct {
 // NewNode returns a node; register consumers, then Start it.
 func NewNode(cfg Config) *Node {
 	cfg = cfg.withDefaults()
-	return &Node{cfg: cfg, st: cfg.Store, consumers: make(map[string]*Consumer),
+	return &Node{born: time.Now(), cfg: cfg, st: cfg.Store, consumers: make(map[string]*Consumer),
 		agents: make(map[int32]*agent), watchers: make(map[chan struct{}]struct{})}
 }
 
@@ -205,6 +232,9 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := CheckPartitions(ctx, n.st, n.cfg.Partitions); err != nil {
 		return err
 	}
+	if err := n.cfg.Balancer.Join(ctx); err != nil {
+		return err
+	}
 	for _, name := range slices.Sorted(maps.Keys(n.consumers)) {
 		c := n.consumers[name]
 		if c.Namespace == "" {
@@ -221,7 +251,7 @@ func (n *Node) Start(ctx context.Context) error {
 	n.balWG.Add(1)
 	go func() {
 		defer n.balWG.Done()
-		n.cfg.Balancer.Run(runCtx, n.cfg.Partitions, n.assign)
+		n.cfg.Balancer.Run(runCtx, n.cfg.Partitions, n)
 	}()
 	return nil
 }
@@ -248,35 +278,34 @@ func (n *Node) ensureImplicit(ctx context.Context, c *Consumer) error {
 	return err
 }
 
-// assign starts agents for partitions newly assigned and stops those of
-// partitions taken away.
-func (n *Node) assign(partitions []int32) {
-	want := make(map[int32]bool, len(partitions))
-	for _, p := range partitions {
-		want[p] = true
+// Pull implements Puller.
+func (n *Node) Pull(ctx context.Context, leases []store.PartitionLease, until time.Time) {
+	want := make(map[int32]store.PartitionLease, len(leases))
+	for _, l := range leases {
+		want[l.Partition] = l
 	}
 	n.mu.Lock()
 	var gone []*agent
 	for p, a := range n.agents {
-		if !want[p] {
+		if l, ok := want[p]; !ok || l.Epoch != 0 && l.Epoch != a.lease.Epoch {
 			gone = append(gone, a)
 			delete(n.agents, p)
 		}
 	}
 	n.mu.Unlock()
-	stopAgents(context.Background(), gone)
-	for _, p := range partitions {
+	stopAgents(ctx, gone)
+	for _, l := range leases {
 		n.mu.Lock()
-		_, running := n.agents[p]
-		n.mu.Unlock()
-		if running {
-			continue
+		a, running := n.agents[l.Partition]
+		if !running {
+			a = newAgent(n, l)
+			n.agents[l.Partition] = a
 		}
-		a := newAgent(n, p)
-		n.mu.Lock()
-		n.agents[p] = a
 		n.mu.Unlock()
-		go a.run()
+		a.extend(until)
+		if !running {
+			go a.run()
+		}
 	}
 }
 
@@ -310,6 +339,13 @@ func (n *Node) Stop(ctx context.Context) error {
 	stopAgents(ctx, agents)
 	close(n.saver.stop)
 	<-n.saver.done
+	held := make([]store.PartitionLease, 0, len(agents))
+	for _, a := range agents {
+		if a.epoch != 0 && !a.fenced.Load() {
+			held = append(held, store.PartitionLease{Partition: a.partition, Epoch: a.epoch})
+		}
+	}
+	n.cfg.Balancer.Leave(ctx, held)
 	return nil
 }
 
