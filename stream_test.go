@@ -718,6 +718,40 @@ func TestStreamProcessorsShare(t *testing.T) {
 		if first.n.Load() == 0 || second.n.Load() == 0 {
 			t.Fatalf("one processor delivered everything: %d and %d", first.n.Load(), second.n.Load())
 		}
+		// ClusterStatus shows the two nodes, their partitions, and no lag
+		// once progress is stored.
+		deadline = time.Now().Add(10 * time.Second)
+		for {
+			st, err := c.ClusterStatus(t.Context())
+			if err != nil {
+				t.Fatalf("ClusterStatus: %v", err)
+			}
+			var problems []string
+			if len(st.Nodes) != 2 || !st.Nodes[0].Alive || !st.Nodes[1].Alive || len(st.Nodes[0].Partitions) != 8 || len(st.Nodes[1].Partitions) != 8 {
+				problems = append(problems, fmt.Sprintf("nodes %+v", st.Nodes))
+			}
+			var lag, head int64
+			for _, ps := range st.Partitions {
+				if !ps.Held || (ps.Owner != st.Nodes[0].ID && ps.Owner != st.Nodes[1].ID) || len(ps.Subscriptions) != 1 {
+					problems = append(problems, fmt.Sprintf("partition %+v", ps))
+				}
+				lag += ps.Lag
+				head += ps.Head
+				for _, sl := range ps.Subscriptions {
+					lag += sl.Lag
+				}
+			}
+			if len(st.Partitions) != 16 || head < int64(len(want)) || lag != 0 {
+				problems = append(problems, fmt.Sprintf("%d partitions, heads add to %d, lag %d", len(st.Partitions), head, lag))
+			}
+			if len(problems) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("ClusterStatus: %v", problems)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		// A graceful stop gives the partitions back at once, not after
 		// their leases end.
 		start := time.Now()

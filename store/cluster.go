@@ -14,9 +14,11 @@ import (
 type ClusterStore interface {
 	// Heartbeat records that a node is alive, registering it on its first
 	// heartbeat, forgets nodes silent for more than p.Forget, and returns
-	// every node still registered, each alive when its last heartbeat is
-	// at most p.Timeout old.
+	// the registered nodes as Nodes does.
 	Heartbeat(ctx context.Context, p *HeartbeatParams) ([]Node, error)
+	// Nodes returns the registered nodes in id order, each alive when its
+	// last heartbeat is at most its own timeout old.
+	Nodes(ctx context.Context) ([]Node, error)
 	// LeaveCluster removes a node's registration.
 	LeaveCluster(ctx context.Context, node string) error
 	// Leases returns the lease of every partition that has an owner row,
@@ -42,7 +44,7 @@ type HeartbeatParams struct {
 	// Address is where the node can be reached, for operators ("" if
 	// nowhere).
 	Address string
-	// Timeout is how old a heartbeat may be for its node to count as
+	// Timeout is how old the node's heartbeat may be for it to count as
 	// alive; Forget, how old before the node is forgotten (at least
 	// Timeout).
 	Timeout time.Duration
@@ -55,7 +57,9 @@ type Node struct {
 	Address     string
 	StartedAt   time.Time
 	HeartbeatAt time.Time
-	// Alive says its last heartbeat is within the timeout.
+	// Timeout is how old its heartbeat may be while it counts as alive.
+	Timeout time.Duration
+	// Alive says its last heartbeat is within its timeout.
 	Alive bool
 }
 

@@ -47,8 +47,12 @@ func testMembership(t *testing.T, h *harness) {
 	if got := alive(nodes); !slices.Equal(got, []string{"+node-a", "+node-b"}) {
 		t.Fatalf("nodes after two heartbeats: %v", got)
 	}
-	if nodes[0].Address != "node-a:7070" || nodes[0].StartedAt.IsZero() || nodes[0].HeartbeatAt.Before(nodes[0].StartedAt) {
+	if nodes[0].Address != "node-a:7070" || nodes[0].StartedAt.IsZero() || nodes[0].HeartbeatAt.Before(nodes[0].StartedAt) || nodes[0].Timeout != timeout {
 		t.Fatalf("node-a = %+v", nodes[0])
+	}
+	listed, err := st.Nodes(t.Context())
+	if err != nil || !slices.Equal(alive(listed), alive(nodes)) {
+		t.Fatalf("Nodes = %v (%v), Heartbeat listed %v", alive(listed), err, alive(nodes))
 	}
 	started := nodes[1].StartedAt
 	// node-a keeps beating, node-b falls silent: dead after the timeout,

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/sluicehq/sluice/store"
 )
@@ -16,36 +17,51 @@ func (s *tenantStore) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (
 	}
 	var nodes []store.Node
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := s.e.exec(ctx, tx, "UpsertNode", s.t.Service, s.t.Provider, p.Node, p.Address); err != nil {
+		if _, err := s.e.exec(ctx, tx, "UpsertNode", s.t.Service, s.t.Provider, p.Node, p.Address, ms(p.Timeout)); err != nil {
 			return err
 		}
 		if _, err := s.e.exec(ctx, tx, "DeleteForgottenNodes", s.t.Service, s.t.Provider, ms(p.Forget)); err != nil {
 			return err
 		}
-		rows, err := s.e.query(ctx, tx, "SelectNodes", s.t.Service, s.t.Provider)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		nodes = nodes[:0]
-		for rows.Next() {
-			var (
-				n                    store.Node
-				started, beat, dbNow int64
-			)
-			if err := rows.Scan(&n.ID, &n.Address, &started, &beat, &dbNow); err != nil {
-				return err
-			}
-			n.StartedAt, n.HeartbeatAt = fromMS(started), fromMS(beat)
-			n.Alive = dbNow-beat <= ms(p.Timeout)
-			nodes = append(nodes, n)
-		}
-		return rows.Err()
+		var err error
+		nodes, err = s.e.nodes(ctx, tx, s.t)
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: heartbeat: %w", err)
 	}
 	return nodes, nil
+}
+
+func (s *tenantStore) Nodes(ctx context.Context) ([]store.Node, error) {
+	nodes, err := s.e.nodes(ctx, s.e.r, s.t)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: nodes: %w", err)
+	}
+	return nodes, nil
+}
+
+func (e *Engine) nodes(ctx context.Context, q querier, t store.Tenant) ([]store.Node, error) {
+	rows, err := e.query(ctx, q, "SelectNodes", t.Service, t.Provider)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var nodes []store.Node
+	for rows.Next() {
+		var (
+			n                             store.Node
+			started, beat, timeout, dbNow int64
+		)
+		if err := rows.Scan(&n.ID, &n.Address, &started, &beat, &timeout, &dbNow); err != nil {
+			return nil, err
+		}
+		n.StartedAt, n.HeartbeatAt = fromMS(started), fromMS(beat)
+		n.Timeout = time.Duration(timeout) * time.Millisecond
+		n.Alive = dbNow-beat <= timeout
+		nodes = append(nodes, n)
+	}
+	return nodes, rows.Err()
 }
 
 func (s *tenantStore) LeaveCluster(ctx context.Context, node string) error {

@@ -3,8 +3,8 @@
 
 -- The nodes of a tenant's stream cluster: each process that pulls
 -- partitions registers under an id of its own and heartbeats; a node
--- whose heartbeat is older than the failure timeout (by the database's
--- clock) is dead.
+-- whose heartbeat is older than its own failure timeout (timeout_ms), by
+-- the database's clock, is dead.
 CREATE TABLE IF NOT EXISTS sluice_nodes (
     service       VARCHAR(100) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
     provider      VARCHAR(100) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
@@ -12,6 +12,7 @@ CREATE TABLE IF NOT EXISTS sluice_nodes (
     address       VARCHAR(260) NOT NULL,
     started_at    BIGINT   NOT NULL,
     heartbeat_at  BIGINT   NOT NULL,
+    timeout_ms    BIGINT  NOT NULL,
     PRIMARY KEY (service, provider, id)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 

@@ -1266,11 +1266,12 @@ INSERT INTO sluice_bench_raw (payload) VALUES (?);
 DROP TABLE IF EXISTS sluice_bench_raw;
 
 -- name: UpsertNode
--- args: service, provider, id, address
+-- args: service, provider, id, address, timeout_ms
 -- Registers a node on its first heartbeat, records the next ones.
-INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at)
-VALUES (?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
-ON DUPLICATE KEY UPDATE address = VALUES(address), heartbeat_at = GREATEST(heartbeat_at, VALUES(heartbeat_at));
+INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at, timeout_ms)
+VALUES (?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), ?)
+ON DUPLICATE KEY UPDATE address = VALUES(address), timeout_ms = VALUES(timeout_ms),
+    heartbeat_at = GREATEST(heartbeat_at, VALUES(heartbeat_at));
 
 -- name: DeleteForgottenNodes
 -- args: service, provider, forget_ms
@@ -1279,7 +1280,7 @@ WHERE service = ? AND provider = ? AND heartbeat_at < CAST(UNIX_TIMESTAMP(NOW(3)
 
 -- name: SelectNodes
 -- args: service, provider
-SELECT id, address, started_at, heartbeat_at, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+SELECT id, address, started_at, heartbeat_at, timeout_ms, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 FROM sluice_nodes
 WHERE service = ? AND provider = ?
 ORDER BY id;

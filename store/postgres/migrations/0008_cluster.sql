@@ -3,8 +3,8 @@
 
 -- The nodes of a tenant's stream cluster: each process that pulls
 -- partitions registers under an id of its own and heartbeats; a node
--- whose heartbeat is older than the failure timeout (by the database's
--- clock) is dead.
+-- whose heartbeat is older than its own failure timeout (timeout_ms), by
+-- the database's clock, is dead.
 CREATE TABLE sluice_nodes (
     service       TEXT    NOT NULL,
     provider      TEXT    NOT NULL,
@@ -12,6 +12,7 @@ CREATE TABLE sluice_nodes (
     address       TEXT    NOT NULL,
     started_at    BIGINT  NOT NULL,
     heartbeat_at  BIGINT  NOT NULL,
+    timeout_ms    BIGINT  NOT NULL,
     PRIMARY KEY (service, provider, id)
 );
 

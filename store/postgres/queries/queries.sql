@@ -1215,12 +1215,13 @@ INSERT INTO sluice_bench_raw (payload) VALUES ($1);
 DROP TABLE IF EXISTS sluice_bench_raw;
 
 -- name: UpsertNode
--- args: service, provider, id, address
+-- args: service, provider, id, address, timeout_ms
 -- Registers a node on its first heartbeat, records the next ones.
-INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at)
-VALUES ($1, $2, $3, $4, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at, timeout_ms)
+VALUES ($1, $2, $3, $4, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, $5)
 ON CONFLICT (service, provider, id) DO UPDATE
-SET address = EXCLUDED.address, heartbeat_at = GREATEST(sluice_nodes.heartbeat_at, EXCLUDED.heartbeat_at);
+SET address = EXCLUDED.address, timeout_ms = EXCLUDED.timeout_ms,
+    heartbeat_at = GREATEST(sluice_nodes.heartbeat_at, EXCLUDED.heartbeat_at);
 
 -- name: DeleteForgottenNodes
 -- args: service, provider, forget_ms
@@ -1229,7 +1230,7 @@ WHERE service = $1 AND provider = $2 AND heartbeat_at < floor(extract(epoch FROM
 
 -- name: SelectNodes
 -- args: service, provider
-SELECT id, address, started_at, heartbeat_at, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+SELECT id, address, started_at, heartbeat_at, timeout_ms, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 FROM sluice_nodes
 WHERE service = $1 AND provider = $2
 ORDER BY id;

@@ -882,12 +882,12 @@ INSERT INTO sluice_bench_raw (payload) VALUES (?1);
 DROP TABLE IF EXISTS sluice_bench_raw;
 
 -- name: UpsertNode
--- args: service, provider, id, address
+-- args: service, provider, id, address, timeout_ms
 -- Registers a node on its first heartbeat, records the next ones.
-INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at)
-VALUES (?1, ?2, ?3, ?4, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at, timeout_ms)
+VALUES (?1, ?2, ?3, ?4, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), ?5)
 ON CONFLICT (service, provider, id) DO UPDATE
-SET address = excluded.address, heartbeat_at = max(heartbeat_at, excluded.heartbeat_at);
+SET address = excluded.address, timeout_ms = excluded.timeout_ms, heartbeat_at = max(heartbeat_at, excluded.heartbeat_at);
 
 -- name: DeleteForgottenNodes
 -- args: service, provider, forget_ms
@@ -896,7 +896,7 @@ WHERE service = ?1 AND provider = ?2 AND heartbeat_at < CAST((julianday('now') -
 
 -- name: SelectNodes
 -- args: service, provider
-SELECT id, address, started_at, heartbeat_at, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+SELECT id, address, started_at, heartbeat_at, timeout_ms, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 FROM sluice_nodes
 WHERE service = ?1 AND provider = ?2
 ORDER BY id;

@@ -1,0 +1,110 @@
+package sluice
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/store"
+)
+
+// ClusterStatus describes the stream nodes of a client's tenant and the
+// partitions they pull.
+type ClusterStatus struct {
+	// Nodes are the registered nodes, in id order.
+	Nodes []ClusterNode
+	// Partitions are the stream partitions, in order.
+	Partitions []PartitionStatus
+}
+
+// ClusterNode is a registered stream node.
+type ClusterNode struct {
+	ID          string
+	Address     string
+	StartedAt   time.Time
+	HeartbeatAt time.Time
+	// Alive says its last heartbeat is within its failure timeout, by
+	// the database's clock.
+	Alive bool
+	// Partitions are those it holds a lease on.
+	Partitions []int32
+}
+
+// PartitionStatus describes a stream partition: who pulls it, and how far
+// its subscriptions are behind the log.
+type PartitionStatus struct {
+	Partition int32
+	// Owner holds or last held the partition's lease under Epoch; Held
+	// says the lease has not ended ("" and false when never leased or
+	// released).
+	Owner      string
+	Epoch      int64
+	LeaseUntil time.Time
+	Held       bool
+	// Head is the last position appended; Checkpoint the position
+	// through which every subscription is done; Lag the records between.
+	Head       int64
+	Checkpoint int64
+	Lag        int64
+	// Subscriptions are the stored positions of the subscriptions that
+	// read the partition, and their lag behind Head.
+	Subscriptions []SubscriptionLag
+}
+
+// SubscriptionLag is a subscription's position on a partition.
+type SubscriptionLag struct {
+	ID       string
+	Position int64
+	Lag      int64
+}
+
+// ClusterStatus reads the stream nodes of the client's tenant, their
+// leases, and each partition's head, checkpoint and subscriptions'
+// positions (as last stored: up to a ProgressInterval behind).
+func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
+	var s ClusterStatus
+	n, err := c.streamPartitions(ctx)
+	if err != nil {
+		return s, err
+	}
+	nodes, err := c.st.Nodes(ctx)
+	if err != nil {
+		return s, err
+	}
+	leases, err := c.st.Leases(ctx)
+	if err != nil {
+		return s, err
+	}
+	byPart := make(map[int32]store.PartitionLease, len(leases))
+	held := make(map[string][]int32)
+	for _, l := range leases {
+		byPart[l.Partition] = l
+		if l.Held {
+			held[l.Owner] = append(held[l.Owner], l.Partition)
+		}
+	}
+	for _, nd := range nodes {
+		s.Nodes = append(s.Nodes, ClusterNode{ID: nd.ID, Address: nd.Address, StartedAt: nd.StartedAt,
+			HeartbeatAt: nd.HeartbeatAt, Alive: nd.Alive, Partitions: held[nd.ID]})
+	}
+	for part := range n {
+		info, err := c.st.PartitionInfo(ctx, part)
+		if err != nil {
+			return s, err
+		}
+		prog, err := c.st.Progress(ctx, part)
+		if err != nil {
+			return s, err
+		}
+		l := byPart[part]
+		ps := PartitionStatus{Partition: part, Owner: l.Owner, Epoch: l.Epoch, LeaseUntil: l.Until, Held: l.Held,
+			Head: info.Head, Checkpoint: prog.Checkpoint, Lag: max(0, info.Head-prog.Checkpoint)}
+		for _, id := range slices.Sorted(maps.Keys(prog.Positions)) {
+			pos := prog.Positions[id]
+			ps.Subscriptions = append(ps.Subscriptions, SubscriptionLag{ID: id, Position: pos, Lag: max(0, info.Head-pos)})
+		}
+		s.Partitions = append(s.Partitions, ps)
+	}
+	return s, nil
+}
