@@ -89,6 +89,13 @@ type PartitionLeaseParams struct {
 	Duration time.Duration
 }
 
+// IdleTransactionTimeout is how long a database server lets one of
+// sluice's connections sit idle inside a transaction before it ends the
+// transaction (where the server can): a process paused mid-transaction
+// (SIGSTOP, a frozen VM) holds its row locks only that long, instead of
+// stalling every other node's leases and writes until it runs again.
+const IdleTransactionTimeout = 5 * time.Second
+
 // MaxLeaseDuration bounds a lease and a heartbeat timeout.
 const MaxLeaseDuration = time.Hour
 

@@ -184,6 +184,15 @@ func (a *agent) leased() bool {
 	return int64(time.Since(a.n.born)) < a.until.Load()
 }
 
+// owns reports whether the agent still owns its partition: its lease
+// may still be held, and no save was fenced. Writes that the epoch does
+// not fence (faults, parked events) are made only then: while the lease
+// holds by this node's clock it has not ended by the database's, so
+// nobody else can have acquired the partition.
+func (a *agent) owns() bool {
+	return a.leased() && !a.fenced.Load()
+}
+
 // start acquires the partition (a new epoch) and loads its
 // subscriptions and progress, trying again with backoff while the
 // database fails, until it succeeds or the agent is stopped.
@@ -420,7 +429,11 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 		switch {
 		case s.faultPending != "" && sub.Fault == "":
 			// The fault this agent found is not recorded yet: record it,
-			// and stay halted meanwhile.
+			// and stay halted meanwhile (only while it owns the
+			// partition: the owner decides).
+			if !a.owns() {
+				break
+			}
 			if err := a.n.st.FaultSubscription(ctx, sub.ID, s.faultPending); err != nil {
 				a.log.Warn("sluice: cannot record a stream subscription's fault", "subscription", sub.ID, "err", err)
 			} else {
@@ -507,6 +520,11 @@ func (a *agent) read() (got, asked int, err error) {
 // each subscription that had not read them is faulted, loudly, and the
 // cache moves past the gap.
 func (a *agent) skipTrimmed(ctx context.Context, after int64) error {
+	if !a.owns() {
+		// Another node may own the partition, and have trimmed what it
+		// delivered: the owner decides, not this agent.
+		return nil
+	}
 	info, err := a.n.st.PartitionInfo(ctx, a.partition)
 	if err != nil {
 		return err
@@ -611,8 +629,8 @@ func (a *agent) park(ctx context.Context, sub string, r *sluicetype.Record, caus
 	ev := store.ParkedEvent{Partition: a.partition, Record: *r, Error: store.Truncate(cause.Error(), store.MaxReasonLen), Attempts: attempts}
 	wait := 100 * time.Millisecond
 	for {
-		if a.fenced.Load() || ctx.Err() != nil {
-			return false // another node owns the partition, or the subscription stopped
+		if !a.owns() || ctx.Err() != nil {
+			return false // another node may own the partition, or the subscription stopped
 		}
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := a.n.st.Park(tctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev}})
@@ -652,6 +670,10 @@ func (a *agent) resolve(r result) {
 		s.sub.Fault = reason
 		if a.err != nil {
 			return // fenced: the new owner decides
+		}
+		if !a.owns() {
+			s.faultPending = reason // recorded if the lease is renewed
+			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := a.n.st.FaultSubscription(ctx, s.sub.ID, reason)

@@ -221,11 +221,14 @@ func (l *Leases) share(nodes []store.Node, n int32) int {
 // free picks up to want partitions nobody holds, starting at a place of
 // this node's own so that nodes acquiring at once rarely want the same.
 func (l *Leases) free(leases []store.PartitionLease, n int32, want int) []int32 {
-	held := make(map[int32]bool, len(leases))
+	held := make(map[int32]bool, len(leases)+len(l.held))
 	for _, ls := range leases {
 		if ls.Held {
 			held[ls.Partition] = true
 		}
+	}
+	for part := range l.held {
+		held[part] = true // renewed, not acquired, even if its lease ended
 	}
 	h := fnv.New64a()
 	h.Write([]byte(l.Node))

@@ -32,6 +32,8 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -153,11 +155,19 @@ func connConfig(ctx context.Context, dsn string) (*driver.Config, error) {
 	// READ COMMITTED is set through the session variable, whose name
 	// depends on the server: MySQL 8 and MariaDB 11.1+ know
 	// transaction_isolation, MariaDB before 11.1 only tx_isolation.
-	isolationVar, err := isolationVariable(ctx, dc)
+	isolationVar, idleTimeout, err := serverVariables(ctx, dc)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: mysql: connect to %s: %w", dc.Addr, err)
 	}
 	dc.Params[isolationVar] = "'READ-COMMITTED'"
+	// A process paused in the middle of one of sluice's transactions
+	// (SIGSTOP, a frozen VM) would hold its row locks, and stall every
+	// other node's leases and writes, until it ran again: MariaDB ends
+	// such a transaction after this long (MySQL has no such setting). A
+	// DSN that sets it keeps its value.
+	if _, set := dc.Params["idle_transaction_timeout"]; idleTimeout && !set {
+		dc.Params["idle_transaction_timeout"] = strconv.Itoa(int(store.IdleTransactionTimeout.Seconds()))
+	}
 	return dc, nil
 }
 
@@ -239,33 +249,45 @@ func forceSettings(dc *driver.Config) error {
 	return nil
 }
 
-// isolationVariable returns the name of the session variable that sets
-// the transaction isolation level on the server dc names.
-func isolationVariable(ctx context.Context, dc *driver.Config) (string, error) {
+// serverVariables returns the name of the session variable that sets
+// the transaction isolation level on the server dc names, and whether it
+// knows idle_transaction_timeout (MariaDB 10.3 and later).
+func serverVariables(ctx context.Context, dc *driver.Config) (isolation string, idleTimeout bool, err error) {
 	conn, err := driver.NewConnector(dc)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	db := sql.OpenDB(conn)
 	defer db.Close()
-	var level string
-	err = db.QueryRowContext(ctx, "SELECT @@SESSION.transaction_isolation").Scan(&level)
-	var me *driver.MySQLError
-	switch {
-	case err == nil:
-		return "transaction_isolation", nil
-	case errors.As(err, &me) && me.Number == errUnknownSystemVariable:
-		return "tx_isolation", nil
+	var names []string
+	rows, err := db.QueryContext(ctx, "SHOW SESSION VARIABLES WHERE Variable_name IN "+
+		"('transaction_isolation', 'tx_isolation', 'idle_transaction_timeout')")
+	if err != nil {
+		return "", false, err
 	}
-	return "", err
+	defer rows.Close()
+	for rows.Next() {
+		var name, value string
+		if err := rows.Scan(&name, &value); err != nil {
+			return "", false, err
+		}
+		names = append(names, strings.ToLower(name))
+	}
+	if err := rows.Err(); err != nil {
+		return "", false, err
+	}
+	isolation = "tx_isolation"
+	if slices.Contains(names, "transaction_isolation") {
+		isolation = "transaction_isolation"
+	}
+	return isolation, slices.Contains(names, "idle_transaction_timeout"), nil
 }
 
 // Server error numbers.
 const (
-	errDuplicateEntry        = 1062
-	errLockWaitTimeout       = 1205
-	errDeadlock              = 1213
-	errUnknownSystemVariable = 1193
+	errDuplicateEntry  = 1062
+	errLockWaitTimeout = 1205
+	errDeadlock        = 1213
 )
 
 // classify reports deadlocks and lock wait timeouts as retryable and

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,6 +103,14 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	// Every connection, pooled or listening, resolves sluice's tables in
 	// the configured schema only.
 	cc.RuntimeParams["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
+	// A process paused in the middle of one of sluice's transactions
+	// (SIGSTOP, a frozen VM) would hold its row locks, and stall every
+	// other node's leases and writes, until it ran again: the server ends
+	// such a transaction after this long. sluice's own transactions never
+	// wait on their client that long. A DSN that sets it keeps its value.
+	if _, ok := cc.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
+		cc.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(store.IdleTransactionTimeout.Milliseconds()))
+	}
 
 	l, err := startListener(ctx, cc, log)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -109,50 +110,66 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 	}
 	// Owner rows in partition order, as every other writer of them takes
 	// them.
-	type op struct {
-		partition int32
-		epoch     int64 // 0: acquire
-	}
-	ops := make([]op, 0, len(p.Renew)+len(p.Acquire))
-	for _, l := range p.Renew {
-		ops = append(ops, op{l.Partition, l.Epoch})
-	}
-	for _, part := range p.Acquire {
-		ops = append(ops, op{part, 0})
-	}
-	slices.SortFunc(ops, func(a, b op) int { return cmp.Compare(a.partition, b.partition) })
+	renew := slices.SortedFunc(slices.Values(p.Renew), func(a, b store.PartitionLease) int { return cmp.Compare(a.Partition, b.Partition) })
+	acquire := slices.Sorted(slices.Values(p.Acquire))
 	d := ms(p.Duration)
-	var out []store.PartitionLease
-	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		for _, o := range ops {
-			if o.epoch != 0 {
-				if _, err := s.e.exec(ctx, tx, "RenewLease", d, s.t.Service, s.t.Provider, o.partition, p.Node, o.epoch); err != nil {
+	// Renewals first, together: they touch only rows this node holds.
+	if len(renew) > 0 {
+		err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+			for _, l := range renew {
+				if _, err := s.e.exec(ctx, tx, "RenewLease", d, s.t.Service, s.t.Provider, l.Partition, p.Node, l.Epoch); err != nil {
 					return err
 				}
-				continue
 			}
-			if _, err := s.e.exec(ctx, tx, "EnsurePartitionOwner", s.t.Service, s.t.Provider, o.partition); err != nil {
-				return err
-			}
-			if _, err := s.e.exec(ctx, tx, "AcquireLease", p.Node, d, s.t.Service, s.t.Provider, o.partition); err != nil {
-				return err
-			}
-		}
-		all, err := s.e.leases(ctx, tx, s.t)
+			return nil
+		})
 		if err != nil {
-			return err
+			return nil, fmt.Errorf("sluice: lease partitions: %w", err)
 		}
-		out = out[:0]
-		for _, l := range all {
-			i, named := slices.BinarySearchFunc(ops, l.Partition, func(o op, part int32) int { return cmp.Compare(o.partition, part) })
-			if named && l.Owner == p.Node && l.Held && (ops[i].epoch == 0 || ops[i].epoch == l.Epoch) {
-				out = append(out, l)
+	}
+	// Then each acquisition alone, giving up on a row another transaction
+	// holds (a node paused in the middle of a save, say): waiting for it
+	// would hold up this node's own leases. It is tried again next time.
+	for _, part := range acquire {
+		err := s.e.tryTx(ctx, func(tx *sql.Tx) error {
+			var epoch int64
+			err := s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part}, &epoch)
+			if errors.Is(err, sql.ErrNoRows) {
+				if _, err := s.e.exec(ctx, tx, "EnsurePartitionOwner", s.t.Service, s.t.Provider, part); err != nil {
+					return err
+				}
+				err = s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part}, &epoch)
 			}
+			if err != nil {
+				return err
+			}
+			_, err = s.e.exec(ctx, tx, "AcquireLease", p.Node, d, s.t.Service, s.t.Provider, part)
+			return err
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("sluice: lease partitions: %w", ctx.Err())
+			}
+			s.e.log.Debug("sluice: partition not acquired", "partition", part, "err", err)
 		}
-		return nil
-	})
+	}
+	all, err := s.e.leases(ctx, s.e.w, s.t)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: lease partitions: %w", err)
+	}
+	epochs := make(map[int32]int64, len(renew)+len(acquire))
+	for _, l := range renew {
+		epochs[l.Partition] = l.Epoch
+	}
+	for _, part := range acquire {
+		epochs[part] = 0
+	}
+	var out []store.PartitionLease
+	for _, l := range all {
+		e, named := epochs[l.Partition]
+		if named && l.Owner == p.Node && l.Held && (e == 0 || e == l.Epoch) {
+			out = append(out, l)
+		}
 	}
 	return out, nil
 }

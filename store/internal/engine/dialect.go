@@ -87,7 +87,7 @@ var queryNames = []string{
 	"SelectParked", "DeleteParked", "UpsertRetention", "DeleteRetention", "SelectRetention",
 	"SelectRetentions", "NamespaceBytes", "TrimCandidates",
 	"UpsertNode", "DeleteForgottenNodes", "SelectNodes", "DeleteNode",
-	"SelectLeases", "RenewLease", "AcquireLease", "ReleaseLease",
+	"SelectLeases", "RenewLease", "AcquireLease", "ReleaseLease", "LockLeaseNoWait",
 }
 
 // optionalQueries may be absent; the engine skips what needs them.

@@ -1317,3 +1317,11 @@ WHERE service = ? AND provider = ? AND `partition` = ? AND lease_until < CAST(UN
 UPDATE sluice_partition_owners
 SET owner = '', lease_until = 0, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch = ?;
+
+-- name: LockLeaseNoWait
+-- args: service, provider, partition
+-- Locks a partition's owner row unless another transaction holds it
+-- (then fails at once).
+SELECT epoch FROM sluice_partition_owners
+WHERE service = ? AND provider = ? AND `partition` = ?
+FOR UPDATE NOWAIT;

@@ -1267,3 +1267,11 @@ WHERE service = $3 AND provider = $4 AND partition = $5::integer AND lease_until
 UPDATE sluice_partition_owners
 SET owner = '', lease_until = 0, updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 WHERE service = $1 AND provider = $2 AND partition = $3::integer AND owner = $4 AND epoch = $5::bigint;
+
+-- name: LockLeaseNoWait
+-- args: service, provider, partition
+-- Locks a partition's owner row unless another transaction holds it
+-- (then fails at once: lock_not_available).
+SELECT epoch FROM sluice_partition_owners
+WHERE service = $1 AND provider = $2 AND partition = $3::integer
+FOR UPDATE NOWAIT;

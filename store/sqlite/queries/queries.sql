@@ -933,3 +933,9 @@ WHERE service = ?3 AND provider = ?4 AND partition = ?5 AND lease_until < CAST((
 UPDATE sluice_partition_owners
 SET owner = '', lease_until = 0, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND owner = ?4 AND epoch = ?5;
+
+-- name: LockLeaseNoWait
+-- args: service, provider, partition
+-- SQLite has one writer at a time and no row locks: a read.
+SELECT epoch FROM sluice_partition_owners
+WHERE service = ?1 AND provider = ?2 AND partition = ?3;

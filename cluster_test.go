@@ -1,0 +1,429 @@
+package sluice_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Environment of the node processes of TestClusterFailover.
+const (
+	clusterChildDSN     = "SLUICE_CLUSTER_CHILD_DSN"
+	clusterChildService = "SLUICE_CLUSTER_CHILD_SERVICE"
+	clusterChildName    = "SLUICE_CLUSTER_CHILD_NAME"
+	clusterChildOut     = "SLUICE_CLUSTER_CHILD_OUT"
+)
+
+// Timing of the cluster's nodes in TestClusterFailover.
+const (
+	clusterHeartbeat = 200 * time.Millisecond
+	clusterTimeout   = time.Second
+)
+
+// TestClusterNodeChild is a node of TestClusterFailover: it appends
+// "unixnano key partition position" to its file for every delivery, until
+// SIGTERM stops it gracefully.
+func TestClusterNodeChild(t *testing.T) {
+	dsn := os.Getenv(clusterChildDSN)
+	if dsn == "" {
+		t.Skip("runs only as a node process of TestClusterFailover")
+	}
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("child", os.Getenv(clusterChildName))
+	c, err := sluice.Open(ctx, dsn, sluice.Options{Service: os.Getenv(clusterChildService), Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	out, err := os.OpenFile(os.Getenv(clusterChildOut), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	var mu sync.Mutex
+	p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{Name: os.Getenv(clusterChildName),
+		HeartbeatInterval: clusterHeartbeat, FailureTimeout: clusterTimeout, ProgressInterval: 50 * time.Millisecond})
+	err = p.Handle("checker", func(ctx context.Context, ev *sluice.StreamEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		_, err := fmt.Fprintf(out, "%d %s %d %d\n", time.Now().UnixNano(), ev.Key, ev.Partition, ev.Position)
+		return err
+	}, &sluice.ConsumerOptions{Namespace: "cluster", MaxConcurrency: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM)
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-stop
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := p.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clusterDelivery is one line of a node's file.
+type clusterDelivery struct {
+	at        time.Time
+	node      string
+	key       string
+	partition int32
+	position  int64
+}
+
+func readDeliveries(t *testing.T, node, path string) []clusterDelivery {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []clusterDelivery
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 4 {
+			continue // a line cut by a kill
+		}
+		ns, _ := strconv.ParseInt(fs[0], 10, 64)
+		part, _ := strconv.ParseInt(fs[2], 10, 32)
+		pos, _ := strconv.ParseInt(fs[3], 10, 64)
+		out = append(out, clusterDelivery{time.Unix(0, ns), node, fs[1], int32(part), pos})
+	}
+	return out
+}
+
+// ownership is one sample of which node held each partition.
+type ownership struct {
+	at     time.Time
+	owners [16]string // "" when no live lease
+	epochs [16]int64
+}
+
+// Three node processes share the partitions evenly, then four; a node
+// killed with SIGKILL loses its partitions within the lease timeout and
+// one heartbeat; a node stopped with SIGSTOP past its lease delivers
+// nothing on the partitions taken from it once it runs again, and no
+// checkpoint ever moves back. Throughout, a producer publishes 100,000
+// events to 1,000 streams: every one is delivered, each stream's in order
+// (a step back is a redelivery after a failover), and the duplicates are
+// counted.
+func TestClusterFailover(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		if kind == "sqlite" {
+			t.Skip("SQLite runs one stream node at a time")
+		}
+		ctx := t.Context()
+		shared.Lock()
+		dsn := shared.dsns[kind]
+		shared.Unlock()
+		dir := t.TempDir()
+		type node struct {
+			name string
+			cmd  *exec.Cmd
+			out  string
+		}
+		var nodes []*node
+		start := func(name string) *node {
+			n := &node{name: name, out: filepath.Join(dir, name)}
+			n.cmd = exec.Command(os.Args[0], "-test.run=^TestClusterNodeChild$", "-test.count=1")
+			n.cmd.Env = append(os.Environ(), clusterChildDSN+"="+dsn, clusterChildService+"="+service,
+				clusterChildName+"="+name, clusterChildOut+"="+n.out)
+			n.cmd.Stderr = os.Stderr
+			if err := n.cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			nodes = append(nodes, n)
+			return n
+		}
+		defer func() {
+			for _, n := range nodes {
+				n.cmd.Process.Signal(syscall.SIGCONT)
+				n.cmd.Process.Kill()
+				n.cmd.Wait()
+			}
+		}()
+
+		// The sampler: who holds each partition, every 25 ms; checkpoints
+		// never move back.
+		var (
+			smu     sync.Mutex
+			samples []ownership
+		)
+		sampleCtx, stopSampling := context.WithCancel(ctx)
+		sampled := make(chan struct{})
+		defer func() { stopSampling(); <-sampled }()
+		go func() {
+			defer close(sampled)
+			checkpoints := make(map[int32]int64)
+			for sampleCtx.Err() == nil {
+				// The sample holds at its start or later: a lease taken
+				// before its start shows in it.
+				at := time.Now()
+				st, err := c.ClusterStatus(sampleCtx)
+				if err != nil {
+					if sampleCtx.Err() == nil {
+						t.Errorf("ClusterStatus: %v", err)
+					}
+					return
+				}
+				alive := map[string]bool{}
+				for _, n := range st.Nodes {
+					alive[n.ID] = n.Alive
+				}
+				o := ownership{at: at}
+				for _, ps := range st.Partitions {
+					if ps.Checkpoint < checkpoints[ps.Partition] {
+						t.Errorf("partition %d: checkpoint moved back from %d to %d", ps.Partition, checkpoints[ps.Partition], ps.Checkpoint)
+					}
+					checkpoints[ps.Partition] = ps.Checkpoint
+					if ps.Held && alive[ps.Owner] {
+						o.owners[ps.Partition] = ps.Owner
+					}
+					o.epochs[ps.Partition] = ps.Epoch
+				}
+				smu.Lock()
+				samples = append(samples, o)
+				smu.Unlock()
+				time.Sleep(25 * time.Millisecond)
+			}
+		}()
+		latest := func() ownership {
+			smu.Lock()
+			defer smu.Unlock()
+			if len(samples) == 0 {
+				return ownership{}
+			}
+			return samples[len(samples)-1]
+		}
+		// spread waits until the partitions are all held, by as many
+		// partitions per named node as want (sorted), and returns when.
+		spread := func(within time.Duration, want []int, names ...string) time.Time {
+			t.Helper()
+			deadline := time.Now().Add(within)
+			for {
+				o := latest()
+				counts := map[string]int{}
+				held := 0
+				for _, owner := range o.owners {
+					if owner != "" {
+						held++
+						counts[strings.Join(strings.Split(owner, "-")[:1], "")]++
+					}
+				}
+				var got []int
+				for _, name := range names {
+					got = append(got, counts[name])
+				}
+				slices.Sort(got)
+				if held == 16 && slices.Equal(got, want) {
+					return o.at
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("partitions per node %v (%d held) after %v, want %v over %v", counts, held, within, want, names)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+
+		for _, name := range []string{"n1", "n2", "n3"} {
+			start(name)
+		}
+		spread(20*time.Second, []int{5, 5, 6}, "n1", "n2", "n3")
+
+		// The producer: 1,000 streams, 100 events each, published in
+		// rounds of 10 events a stream by 4 publishers, each with its
+		// own streams, over about 12 s.
+		const streams, perStream, publishers = 1000, 100, 4
+		published := make([][]int64, streams) // positions of each stream, in order
+		produced := make(chan struct{})
+		pctx, stopProducing := context.WithCancel(ctx)
+		defer func() { stopProducing(); <-produced }()
+		go func() {
+			defer close(produced)
+			var wg sync.WaitGroup
+			for w := range publishers {
+				wg.Go(func() {
+					for round := range perStream / 10 {
+						for s := w; s < streams; s += publishers {
+							evs := make([]sluice.Event, 10)
+							for i := range evs {
+								evs[i] = sluice.Event{Body: []byte(strconv.Itoa(round*10 + i))}
+							}
+							pos, err := c.Publish(pctx, sluice.StreamID{Namespace: "cluster", Key: "s-" + strconv.Itoa(s)}, evs...)
+							if err != nil {
+								if pctx.Err() == nil {
+									t.Errorf("Publish: %v", err)
+								}
+								return
+							}
+							published[s] = append(published[s], pos...)
+							if rand.IntN(4) == 0 {
+								time.Sleep(2 * time.Millisecond)
+							}
+						}
+						select {
+						case <-pctx.Done():
+							return
+						case <-time.After(800 * time.Millisecond):
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}()
+
+		// A fourth node joins: even again within a few lease periods.
+		joined := time.Now()
+		start("n4")
+		at := spread(20*time.Second, []int{4, 4, 4, 4}, "n1", "n2", "n3", "n4")
+		t.Logf("%s: 4 nodes pull 4 partitions each %v after the fourth started", kind, at.Sub(joined).Round(time.Millisecond))
+
+		// SIGKILL of n1: its partitions are owned again within the lease
+		// timeout and one heartbeat (with room for the database's latency
+		// on a machine busy with other tests; sluice bench --scenario
+		// cluster measures the distribution).
+		killed := time.Now()
+		nodes[0].cmd.Process.Signal(syscall.SIGKILL)
+		nodes[0].cmd.Wait()
+		at = spread(20*time.Second, []int{5, 5, 6}, "n2", "n3", "n4")
+		failover := at.Sub(killed)
+		t.Logf("%s: n1's partitions owned again %v after SIGKILL", kind, failover.Round(time.Millisecond))
+		if limit := clusterTimeout + clusterHeartbeat + time.Second; failover > limit {
+			t.Errorf("failover after SIGKILL took %v, more than %v", failover, limit)
+		}
+
+		// SIGSTOP of n2 past its lease: the others take its partitions;
+		// after SIGCONT it delivers nothing on them while another holds
+		// them.
+		before := latest()
+		var lost []int32
+		for part, owner := range before.owners {
+			if strings.HasPrefix(owner, "n2-") {
+				lost = append(lost, int32(part))
+			}
+		}
+		nodes[1].cmd.Process.Signal(syscall.SIGSTOP)
+		spread(20*time.Second, []int{8, 8}, "n3", "n4")
+		time.Sleep(clusterHeartbeat)
+		resumed := time.Now()
+		nodes[1].cmd.Process.Signal(syscall.SIGCONT)
+		spread(20*time.Second, []int{5, 5, 6}, "n2", "n3", "n4")
+
+		<-produced
+		stopSampling()
+		<-sampled
+		if t.Failed() || pctx.Err() != nil {
+			return
+		}
+		// Every event delivered.
+		want := 0
+		for _, ps := range published {
+			want += len(ps)
+		}
+		var all []clusterDelivery
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			all = all[:0]
+			for _, n := range nodes {
+				all = append(all, readDeliveries(t, n.name, n.out)...)
+			}
+			seen := map[string]bool{}
+			for _, d := range all {
+				seen[d.key+" "+strconv.FormatInt(d.position, 10)] = true
+			}
+			if len(seen) == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d published events delivered 60 s after the producer ended", len(seen), want)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		slices.SortStableFunc(all, func(a, b clusterDelivery) int { return a.at.Compare(b.at) })
+		// The paused node delivered nothing on a partition it had lost
+		// while another node held it, once it ran again (a delivery that
+		// began before the pause may end just after it).
+		smu.Lock()
+		defer smu.Unlock()
+		ownerAt := func(part int32, at time.Time) string {
+			i, _ := slices.BinarySearchFunc(samples, at, func(o ownership, at time.Time) int { return o.at.Compare(at) })
+			if i == 0 || i >= len(samples) {
+				return ""
+			}
+			return samples[i-1].owners[part]
+		}
+		// The handler notes a delivery when it starts running, which for
+		// those the agent started before the pause may be after SIGCONT:
+		// at most the consumer's concurrency (4) of them per partition.
+		late := map[int32][]string{}
+		lateOnes := map[clusterDelivery]bool{} // left out of the order check below
+		for _, d := range all {
+			if d.node != "n2" || !slices.Contains(lost, d.partition) || d.at.Before(resumed) {
+				continue
+			}
+			a, b := ownerAt(d.partition, d.at.Add(-100*time.Millisecond)), ownerAt(d.partition, d.at.Add(100*time.Millisecond))
+			if a != "" && b != "" && !strings.HasPrefix(a, "n2-") && !strings.HasPrefix(b, "n2-") {
+				late[d.partition] = append(late[d.partition], fmt.Sprintf("%s/%d %v after SIGCONT while %s held it",
+					d.key, d.position, d.at.Sub(resumed).Round(time.Millisecond), a))
+				lateOnes[d] = true
+			}
+		}
+		for part, ds := range late {
+			if len(ds) > 4 {
+				t.Fatalf("n2 delivered %d events of partition %d after SIGCONT while another node held it: %v", len(ds), part, ds)
+			}
+		}
+		// In order per stream: each delivery is the stream's next event,
+		// or a step back to redeliver from a checkpoint.
+		byStream := map[string][]int64{}
+		for _, d := range all {
+			if !lateOnes[d] {
+				byStream[d.key] = append(byStream[d.key], d.position)
+			}
+		}
+		dups := len(all) - want
+		for s, want := range published {
+			got := byStream["s-"+strconv.Itoa(s)]
+			if len(got) == 0 || got[0] != want[0] {
+				t.Fatalf("stream s-%d: first delivery %v, want %d", s, head(got), want[0])
+			}
+			for i := 1; i < len(got); i++ {
+				j := slices.Index(want, got[i-1])
+				if got[i] > got[i-1] && (j+1 >= len(want) || got[i] != want[j+1]) {
+					t.Fatalf("stream s-%d: delivery %d after %d skips (deliveries %v)", s, got[i], got[i-1], got[max(0, i-5):min(len(got), i+5)])
+				}
+			}
+		}
+		t.Logf("%s: %d events, %d deliveries, %d duplicates (redeliveries after the kill, the pause and the hand-offs)", kind, want, len(all), dups)
+		for _, n := range nodes[1:] {
+			n.cmd.Process.Signal(syscall.SIGTERM)
+		}
+		for _, n := range nodes[1:] {
+			if err := n.cmd.Wait(); err != nil {
+				t.Errorf("node %s did not stop cleanly: %v", n.name, err)
+			}
+		}
+	})
+}
