@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -94,4 +95,49 @@ func ExampleClient_Subscribe() {
 	}
 	// Output:
 	// 19.7 20.1
+}
+
+// Processors of one tenant on PostgreSQL or MariaDB share its partitions;
+// ClusterStatus shows who pulls what and how far behind each partition is.
+// (On SQLite, as here, one processor runs at a time.)
+func ExampleClient_ClusterStatus() {
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{StreamPartitions: 4})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{Name: "worker", HeartbeatInterval: 50 * time.Millisecond})
+	if err := p.Handle("audit", func(context.Context, *sluice.StreamEvent) error { return nil },
+		&sluice.ConsumerOptions{Namespace: "orders"}); err != nil {
+		panic(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer p.Stop(ctx)
+	for range 100 { // until the node holds every partition
+		if st, err := c.ClusterStatus(ctx); err == nil && len(st.Nodes) == 1 && len(st.Nodes[0].Partitions) == 4 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	st, err := c.ClusterStatus(ctx)
+	if err != nil {
+		panic(err)
+	}
+	for _, n := range st.Nodes {
+		fmt.Println(strings.HasPrefix(n.ID, "worker-"), n.Alive, n.Partitions)
+	}
+	for _, ps := range st.Partitions {
+		fmt.Println(ps.Partition, ps.Held, ps.Epoch, ps.Lag, len(ps.Subscriptions))
+	}
+	// Output:
+	// true true [0 1 2 3]
+	// 0 true 1 0 1
+	// 1 true 1 0 1
+	// 2 true 1 0 1
+	// 3 true 1 0 1
 }
