@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -43,41 +42,15 @@ func TestClusterNodeChild(t *testing.T) {
 	if dsn == "" {
 		t.Skip("runs only as a node process of TestClusterFailover")
 	}
-	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("child", os.Getenv(clusterChildName))
-	c, err := sluice.Open(ctx, dsn, sluice.Options{Service: os.Getenv(clusterChildService), Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	out, err := os.OpenFile(os.Getenv(clusterChildOut), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	var mu sync.Mutex
-	p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{Name: os.Getenv(clusterChildName),
-		HeartbeatInterval: clusterHeartbeat, FailureTimeout: clusterTimeout, ProgressInterval: 50 * time.Millisecond})
-	err = p.Handle("checker", func(ctx context.Context, ev *sluice.StreamEvent) error {
-		mu.Lock()
-		defer mu.Unlock()
-		_, err := fmt.Fprintf(out, "%d %s %d %d\n", time.Now().UnixNano(), ev.Key, ev.Partition, ev.Position)
-		return err
-	}, &sluice.ConsumerOptions{Namespace: "cluster", MaxConcurrency: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGTERM)
-	if err := p.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-stop
-	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := p.Stop(sctx); err != nil {
-		t.Fatal(err)
-	}
+	name := os.Getenv(clusterChildName)
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("child", name)
+	runChildProcessor(t, dsn, os.Getenv(clusterChildService), os.Getenv(clusterChildOut), log,
+		sluice.StreamProcessorOptions{Name: name, HeartbeatInterval: clusterHeartbeat, FailureTimeout: clusterTimeout,
+			ProgressInterval: 50 * time.Millisecond},
+		sluice.ConsumerOptions{Namespace: "cluster", MaxConcurrency: 4},
+		func(ev *sluice.StreamEvent) string {
+			return fmt.Sprintf("%d %s %d %d\n", time.Now().UnixNano(), ev.Key, ev.Partition, ev.Position)
+		})
 }
 
 // clusterDelivery is one line of a node's file.

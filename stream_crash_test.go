@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -34,27 +35,38 @@ func TestStreamCrashChild(t *testing.T) {
 	if dsn == "" {
 		t.Skip("runs only as the child process of TestStreamAtLeastOnceAcrossKill")
 	}
+	runChildProcessor(t, dsn, os.Getenv(crashChildService), os.Getenv(crashChildOut), nil,
+		sluice.StreamProcessorOptions{ProgressInterval: 50 * time.Millisecond},
+		sluice.ConsumerOptions{Namespace: "crash"},
+		func(ev *sluice.StreamEvent) string { return fmt.Sprintf("%s %d\n", ev.Key, ev.Position) })
+}
+
+// runChildProcessor is the body of a child process of a test: a stream
+// processor whose consumer "checker" appends line(ev) to the file at
+// outPath for every delivery (a write reaches the kernel at once: it
+// survives a SIGKILL of the process), and "ready" once started, until
+// SIGTERM stops it gracefully.
+func runChildProcessor(t *testing.T, dsn, service, outPath string, log *slog.Logger, opts sluice.StreamProcessorOptions,
+	consumer sluice.ConsumerOptions, line func(ev *sluice.StreamEvent) string) {
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, dsn, sluice.Options{Service: os.Getenv(crashChildService)})
+	c, err := sluice.Open(ctx, dsn, sluice.Options{Service: service, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	out, err := os.OpenFile(os.Getenv(crashChildOut), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	out, err := os.OpenFile(outPath, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer out.Close()
 	var mu sync.Mutex
-	p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{ProgressInterval: 50 * time.Millisecond})
+	p := c.NewStreamProcessor(&opts)
 	err = p.Handle("checker", func(ctx context.Context, ev *sluice.StreamEvent) error {
 		mu.Lock()
 		defer mu.Unlock()
-		// A write reaches the kernel at once: it survives a SIGKILL of
-		// this process.
-		_, err := fmt.Fprintf(out, "%s %d\n", ev.Key, ev.Position)
+		_, err := out.WriteString(line(ev))
 		return err
-	}, &sluice.ConsumerOptions{Namespace: "crash"})
+	}, &consumer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +75,9 @@ func TestStreamCrashChild(t *testing.T) {
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
 	fmt.Fprintln(out, "ready")
+	mu.Unlock()
 	<-stop
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
