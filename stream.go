@@ -421,6 +421,7 @@ type StreamProcessorOptions struct {
 // the consumers registered on it. On one node it pulls every partition.
 type StreamProcessor struct {
 	c    *Client
+	id   string
 	node *stream.Node
 }
 
@@ -450,8 +451,12 @@ func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcess
 		CacheRecords: o.CacheRecords, CacheBytes: o.CacheBytes, ProgressInterval: o.ProgressInterval,
 		RefreshInterval: o.RefreshInterval,
 	})
-	return &StreamProcessor{c: c, node: node}
+	return &StreamProcessor{c: c, id: id, node: node}
 }
+
+// NodeID is the processor's id in the cluster (its name and a random
+// suffix), as ClusterStatus lists it.
+func (p *StreamProcessor) NodeID() string { return p.id }
 
 // nodeID is a node's id in the cluster: its name, made a valid name, and
 // a random suffix.

@@ -47,6 +47,8 @@ type benchConfig struct {
 	completeAll bool
 	cpuProfile  string
 	runs        int
+	nodes       int
+	kills       int
 }
 
 // benchResult is one line of output.
@@ -62,6 +64,8 @@ type benchResult struct {
 	Locked     *int    `json:"locked,omitempty"`
 	Scheduled  *int    `json:"scheduled,omitempty"`
 	Subs       *int    `json:"subscriptions,omitempty"`
+	Nodes      *int    `json:"nodes,omitempty"`
+	Kills      *int    `json:"kills,omitempty"`
 	Rate       int     `json:"rate,omitempty"`
 	Count      int64   `json:"count"`
 	Seconds    float64 `json:"seconds"`
@@ -95,6 +99,8 @@ scenarios:
   stream-e2e    publish to 1,000 streams and deliver to --subscriptions namespace subscriptions (default 1;
                 --producers, --batch, --rate); publish-to-handler latency
   stream-backlog  publish --messages events behind a stuck subscriber; peak resident memory beside the cache budget
+  cluster       --nodes node processes pull the partitions while 8 publishers publish (--batch); with --kills, SIGKILL
+                one node at a time and time until its partitions are owned again (1 s leases, 200 ms heartbeats)
 `
 
 func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -124,6 +130,8 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&c.completeAll, "complete-batch", false, "settle a lease's messages in one call instead of one call each")
 	fs.IntVar(&c.runs, "runs", 1, "run the scenario this many times and report the median of each figure")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	fs.IntVar(&c.nodes, "nodes", 1, "cluster: node processes pulling the partitions")
+	fs.IntVar(&c.kills, "kills", 0, "cluster: node processes to kill one after another, timing each failover")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -168,7 +176,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return ExitError
 	}
-	env := &benchEnv{cfg: c, backend: b, store: s, client: client}
+	env := &benchEnv{cfg: c, backend: b, store: s, client: client, tenant: tenant}
 	var runs [][]benchResult
 	for range max(c.runs, 1) {
 		results, err := run(ctx, env)
@@ -222,6 +230,7 @@ type benchEnv struct {
 	cfg     benchConfig
 	backend store.Backend
 	store   store.Store
+	tenant  store.Tenant
 	// client is the queue API on the same tenant, for scenarios that
 	// measure it (topics).
 	client *sluice.Client
@@ -241,6 +250,7 @@ var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, erro
 	"log-read":                benchLogRead,
 	"stream-e2e":              benchStreamE2E,
 	"stream-backlog":          benchStreamBacklog,
+	"cluster":                 benchCluster,
 }
 
 func printResults(w io.Writer, results []benchResult, asJSON bool) {
@@ -275,6 +285,12 @@ func printResults(w io.Writer, results []benchResult, asJSON bool) {
 		if r.Subs != nil {
 			params = append(params, fmt.Sprintf("subscriptions=%d", *r.Subs))
 		}
+		if r.Nodes != nil {
+			params = append(params, fmt.Sprintf("nodes=%d", *r.Nodes))
+		}
+		if r.Kills != nil {
+			params = append(params, fmt.Sprintf("kills=%d", *r.Kills))
+		}
 		note := r.Note
 		if r.PublishP50ms != nil {
 			note += fmt.Sprintf(" (Publish alone: p50 %.3f, p99 %.3f)", *r.PublishP50ms, *r.PublishP99ms)
@@ -295,6 +311,16 @@ func (l *latencies) add(d time.Duration) {
 	l.mu.Lock()
 	l.d = append(l.d, d)
 	l.mu.Unlock()
+}
+
+// max returns the longest duration, in ms.
+func (l *latencies) max() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.d) == 0 {
+		return 0
+	}
+	return float64(slices.Max(l.d)) / float64(time.Millisecond)
 }
 
 func (l *latencies) percentiles() (p50, p99 float64) {

@@ -34,6 +34,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return demo(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return bench(ctx, args[1:], stdout, stderr)
+	case benchNodeCommand: // a node process of sluice bench --scenario cluster
+		return benchNode(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK

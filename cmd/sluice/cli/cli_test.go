@@ -2,11 +2,22 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
+
+// TestMain runs the node processes the cluster scenario starts from this
+// test binary.
+func TestMain(m *testing.M) {
+	if os.Getenv(benchNodeEnv) == "1" {
+		os.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
 
 func run(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -100,6 +111,8 @@ func TestBenchScenarios(t *testing.T) {
 					keys = append(keys, "peak_rss_mib", "cache_budget_mib")
 				case "stream-e2e":
 					keys = append(keys, "publish_p50_ms", "publish_p99_ms")
+				case "cluster":
+					keys = append(keys, "nodes")
 				}
 				for _, k := range keys {
 					if v, ok := r[k].(float64); !ok || v <= 0 {
