@@ -114,16 +114,15 @@ func (p *HeartbeatParams) Validate() error {
 	return nil
 }
 
-// Validate checks a lease request.
-func (p *PartitionLeaseParams) Validate(l Limits) error {
+// Validate checks a lease request. (A node renews every partition it
+// holds in one call: the number of partitions bounds it, not
+// Limits.MaxBatch.)
+func (p *PartitionLeaseParams) Validate() error {
 	if err := ValidateName("node", p.Node); err != nil {
 		return err
 	}
 	if p.Duration <= 0 || p.Duration > MaxLeaseDuration {
 		return fmt.Errorf("lease duration %v: want 0 < d <= %v: %w", p.Duration, MaxLeaseDuration, sluicetype.ErrInvalidArgument)
-	}
-	if n := len(p.Renew) + len(p.Acquire); n > l.MaxBatch {
-		return fmt.Errorf("%d leases in one call, at most %d allowed: %w", n, l.MaxBatch, sluicetype.ErrInvalidArgument)
 	}
 	seen := make(map[int32]bool, len(p.Renew)+len(p.Acquire))
 	for _, part := range p.Acquire {

@@ -182,7 +182,13 @@ func (l *Leases) round(ctx context.Context, n int32, p Puller) {
 	// Leases last FailureTimeout from a moment after start, by the
 	// database's clock: on this node's clock, deliveries may start until
 	// start + FailureTimeout.
-	p.Pull(ctx, slices.Collect(maps.Values(held)), start.Add(l.FailureTimeout))
+	// Agents given back or lost stop with their deliveries cut short at
+	// half a lease, so that this round ends, and the next renews, well
+	// before the leases renewed now end (deliveries cut short are
+	// delivered again by the next owner).
+	pctx, cancelPull := context.WithTimeout(ctx, l.FailureTimeout/2)
+	defer cancelPull()
+	p.Pull(pctx, slices.Collect(maps.Values(held)), start.Add(l.FailureTimeout))
 	if len(give) > 0 {
 		if err := l.Store.ReleasePartitions(context.WithoutCancel(rctx), l.Node, give); err != nil {
 			l.Logger.Warn("sluice: stream node cannot give back partitions; their leases will end", "err", err)
@@ -193,6 +199,9 @@ func (l *Leases) round(ctx context.Context, n int32, p Puller) {
 // share is how many partitions this node should pull: its rank among
 // the live nodes it counts decides whether it takes one of the remainder.
 func (l *Leases) share(nodes []store.Node, n int32) int {
+	if l.Alone {
+		return int(n) // a node refused beside this one counts for nothing
+	}
 	var now time.Time
 	for _, nd := range nodes {
 		if nd.HeartbeatAt.After(now) {

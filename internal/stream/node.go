@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -235,6 +236,12 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := n.cfg.Balancer.Join(ctx); err != nil {
 		return err
 	}
+	joined := true
+	defer func() {
+		if joined {
+			n.cfg.Balancer.Leave(ctx, nil) // Start failed after joining
+		}
+	}()
 	for _, name := range slices.Sorted(maps.Keys(n.consumers)) {
 		c := n.consumers[name]
 		if c.Namespace == "" {
@@ -253,6 +260,7 @@ func (n *Node) Start(ctx context.Context) error {
 		defer n.balWG.Done()
 		n.cfg.Balancer.Run(runCtx, n.cfg.Partitions, n)
 	}()
+	joined = false
 	return nil
 }
 
@@ -336,6 +344,16 @@ func (n *Node) Stop(ctx context.Context) error {
 	agents := slices.Collect(maps.Values(n.agents))
 	n.agents = make(map[int32]*agent)
 	n.mu.Unlock()
+	// No renewal runs from here: deliveries end (or are cut short, and
+	// delivered again by the next owner) before the first lease may end,
+	// so that no other node delivers a partition while this one still
+	// does.
+	if len(agents) > 0 {
+		until := slices.MinFunc(agents, func(a, b *agent) int { return cmp.Compare(a.until.Load(), b.until.Load()) }).until.Load()
+		var cancelDrain context.CancelFunc
+		ctx, cancelDrain = context.WithDeadline(ctx, n.born.Add(time.Duration(until)))
+		defer cancelDrain()
+	}
 	stopAgents(ctx, agents)
 	close(n.saver.stop)
 	<-n.saver.done

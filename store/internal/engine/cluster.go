@@ -105,7 +105,7 @@ func (e *Engine) leases(ctx context.Context, q querier, t store.Tenant) ([]store
 }
 
 func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLeaseParams) ([]store.PartitionLease, error) {
-	if err := p.Validate(s.e.limits); err != nil {
+	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("sluice: lease partitions: %w", err)
 	}
 	// Owner rows in partition order, as every other writer of them takes

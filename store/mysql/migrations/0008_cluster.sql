@@ -17,5 +17,16 @@ CREATE TABLE IF NOT EXISTS sluice_nodes (
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
 
 -- A partition's lease: its owner holds it until lease_until (ms, by the
--- database's clock); 0 when released or never leased.
-ALTER TABLE sluice_partition_owners ADD COLUMN IF NOT EXISTS lease_until BIGINT NOT NULL DEFAULT 0;
+-- database's clock); 0 when released or never leased. (MySQL 8 has no
+-- ADD COLUMN IF NOT EXISTS: the statement is chosen from
+-- information_schema, as in version 2, so that a start that died part
+-- way can run the file again.)
+SET @sluice_ddl = (SELECT IF(COUNT(*) = 0,
+    'ALTER TABLE sluice_partition_owners ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0',
+    'DO 0')
+    FROM information_schema.COLUMNS
+    WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'sluice_partition_owners'
+      AND COLUMN_NAME = 'lease_until');
+PREPARE sluice_ddl FROM @sluice_ddl;
+EXECUTE sluice_ddl;
+DEALLOCATE PREPARE sluice_ddl;
