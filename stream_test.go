@@ -705,8 +705,12 @@ func TestStreamProcessorsShare(t *testing.T) {
 		waitPulled(t, 10*time.Second, []int{8, 8}, p1, p2)
 		// Every event reaches one of them, each stream's in order.
 		var want []int64
+		perStream := map[string][]int64{}
 		for i := range 64 {
-			want = append(want, publish(t, c, sluice.StreamID{Namespace: "share", Key: fmt.Sprint("k", i)}, "x")...)
+			key := fmt.Sprint("k", i)
+			pos := publish(t, c, sluice.StreamID{Namespace: "share", Key: key}, "x", "y", "z")
+			perStream[key] = pos
+			want = append(want, pos...)
 		}
 		deadline := time.Now().Add(30 * time.Second)
 		for first.n.Load()+second.n.Load() < int64(len(want)) {
@@ -717,6 +721,23 @@ func TestStreamProcessorsShare(t *testing.T) {
 		}
 		if first.n.Load() == 0 || second.n.Load() == 0 {
 			t.Fatalf("one processor delivered everything: %d and %d", first.n.Load(), second.n.Load())
+		}
+		// Each stream's events, every one delivered, each processor's in
+		// order (a step back is a redelivery, should a lease have moved).
+		for key, pos := range perStream {
+			a, b := first.positions("ns/share/c", key), second.positions("ns/share/c", key)
+			for _, got := range [][]int64{a, b} {
+				for i := 1; i < len(got); i++ {
+					if j := slices.Index(pos, got[i-1]); got[i] > got[i-1] && (j+1 >= len(pos) || got[i] != pos[j+1]) {
+						t.Fatalf("stream %s: delivered %v, which skips (published %v)", key, got, pos)
+					}
+				}
+			}
+			for _, p := range pos {
+				if !slices.Contains(a, p) && !slices.Contains(b, p) {
+					t.Fatalf("stream %s: position %d never delivered (got %v and %v)", key, p, a, b)
+				}
+			}
 		}
 		// ClusterStatus shows the two nodes, their partitions, and no lag
 		// once progress is stored.

@@ -130,9 +130,10 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 	// Then each acquisition alone, giving up on a row another transaction
 	// holds (a node paused in the middle of a save, say): waiting for it
 	// would hold up this node's own leases. It is tried again next time.
+	var acquired []store.PartitionLease // to give back if the call fails after all
 	for _, part := range acquire {
+		var epoch int64
 		err := s.e.tryTx(ctx, func(tx *sql.Tx) error {
-			var epoch int64
 			err := s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part}, &epoch)
 			if errors.Is(err, sql.ErrNoRows) {
 				if _, err := s.e.exec(ctx, tx, "EnsurePartitionOwner", s.t.Service, s.t.Provider, part); err != nil {
@@ -143,18 +144,25 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 			if err != nil {
 				return err
 			}
-			_, err = s.e.exec(ctx, tx, "AcquireLease", p.Node, d, s.t.Service, s.t.Provider, part)
+			n, err := s.e.exec(ctx, tx, "AcquireLease", p.Node, d, s.t.Service, s.t.Provider, part)
+			if n == 0 {
+				epoch = -1 // not free
+			}
 			return err
 		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil, fmt.Errorf("sluice: lease partitions: %w", ctx.Err())
-			}
+		switch {
+		case err == nil && epoch >= 0:
+			acquired = append(acquired, store.PartitionLease{Partition: part, Epoch: epoch + 1})
+		case err != nil && ctx.Err() != nil:
+			s.giveBack(ctx, p.Node, acquired)
+			return nil, fmt.Errorf("sluice: lease partitions: %w", ctx.Err())
+		case err != nil:
 			s.e.log.Debug("sluice: partition not acquired", "partition", part, "err", err)
 		}
 	}
 	all, err := s.e.leases(ctx, s.e.w, s.t)
 	if err != nil {
+		s.giveBack(ctx, p.Node, acquired)
 		return nil, fmt.Errorf("sluice: lease partitions: %w", err)
 	}
 	epochs := make(map[int32]int64, len(renew)+len(acquire))
@@ -172,6 +180,20 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 		}
 	}
 	return out, nil
+}
+
+// giveBack releases leases a failing LeasePartitions acquired, which its
+// caller will never know it holds: otherwise nobody would pull their
+// partitions until the leases end.
+func (s *tenantStore) giveBack(ctx context.Context, node string, acquired []store.PartitionLease) {
+	if len(acquired) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := s.ReleasePartitions(ctx, node, acquired); err != nil {
+		s.e.log.Warn("sluice: cannot give back partitions acquired by a failed call; their leases will end", "err", err)
+	}
 }
 
 func (s *tenantStore) ReleasePartitions(ctx context.Context, node string, leases []store.PartitionLease) error {
