@@ -307,6 +307,7 @@ func testTailPartition(t *testing.T, h *harness) {
 	appendRecs(t, st, 4, first, rec("second"))
 	appendRecs(t, st, 4, store.NewRecord{Namespace: "other", Key: "b", Payload: []byte{}})
 	appendRecs(t, st, 5, rec("elsewhere"))
+	// The appender reuses its buffer: the tail must have copied it.
 	copy(payload, "XXXXX")
 	got, mustRead := take()
 	if mustRead {

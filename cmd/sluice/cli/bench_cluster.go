@@ -178,18 +178,9 @@ func benchCluster(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	)
 	begin := time.Now()
 	_, _, err = timed(ctx, e.cfg.producers, e.cfg.duration, func(ctx context.Context, _ int) (int, error) {
-		evs := make([]sluice.Event, e.cfg.batch)
-		for i := range evs {
-			evs[i] = sluice.Event{Body: body}
-		}
-		id := sluice.StreamID{Namespace: ns, Key: "s-" + strconv.Itoa(rand.IntN(1000))}
-		t0 := time.Now()
-		if _, err := e.client.Publish(ctx, id, evs...); err != nil {
-			return 0, err
-		}
-		lat.add(time.Since(t0))
-		published.Add(int64(len(evs)))
-		return len(evs), nil
+		n, err := e.publishBatch(ctx, ns, body, &lat)
+		published.Add(int64(n))
+		return n, err
 	})
 	if err != nil {
 		return nil, err

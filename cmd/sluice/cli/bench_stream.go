@@ -179,18 +179,12 @@ func benchStreamBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error)
 	for range e.cfg.producers {
 		wg.Go(func() {
 			for published.Load() < int64(e.cfg.messages) {
-				evs := make([]sluice.Event, e.cfg.batch)
-				for i := range evs {
-					evs[i] = sluice.Event{Body: body}
-				}
-				id := sluice.StreamID{Namespace: ns, Key: "s-" + strconv.Itoa(rand.IntN(1000))}
-				t0 := time.Now()
-				if _, err := e.client.Publish(ctx, id, evs...); err != nil {
+				n, err := e.publishBatch(ctx, ns, body, &lat)
+				if err != nil {
 					failed.set(err)
 					return
 				}
-				lat.add(time.Since(t0))
-				published.Add(int64(len(evs)))
+				published.Add(int64(n))
 			}
 		})
 	}
@@ -258,4 +252,21 @@ func waitPulling(ctx context.Context, p *sluice.StreamProcessor) error {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
+}
+
+// publishBatch publishes --batch events of body to a random one of 1,000
+// streams of ns, adds how long Publish took to lat, and returns how many
+// events it published.
+func (e *benchEnv) publishBatch(ctx context.Context, ns string, body []byte, lat *latencies) (int, error) {
+	evs := make([]sluice.Event, e.cfg.batch)
+	for i := range evs {
+		evs[i] = sluice.Event{Body: body}
+	}
+	id := sluice.StreamID{Namespace: ns, Key: "s-" + strconv.Itoa(rand.IntN(1000))}
+	t0 := time.Now()
+	if _, err := e.client.Publish(ctx, id, evs...); err != nil {
+		return 0, err
+	}
+	lat.add(time.Since(t0))
+	return len(evs), nil
 }
