@@ -313,7 +313,7 @@ func (c *Client) GetStreamSubscription(ctx context.Context, subscription string)
 // ClearFault resumes a faulted subscription: the event that faulted it is
 // delivered again, then the ones after it.
 func (c *Client) ClearFault(ctx context.Context, subscription string) error {
-	if err := c.st.FaultSubscription(ctx, subscription, ""); err != nil {
+	if err := c.st.FaultSubscription(ctx, &store.FaultParams{ID: subscription}); err != nil {
 		return err
 	}
 	c.subscriptionsChanged()
@@ -441,7 +441,7 @@ func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcess
 	}
 	id := nodeID(name)
 	node := stream.NewNode(stream.Config{
-		Store: c.st, Partitions: c.partitions, Name: id, Logger: c.log,
+		Store: c.st, Partitions: c.partitions, Logger: c.log,
 		Balancer: &stream.Leases{
 			Store: c.st, Node: id, Address: o.Address, Alone: !c.sharedStreams,
 			HeartbeatInterval: o.HeartbeatInterval, FailureTimeout: o.FailureTimeout,

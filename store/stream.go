@@ -18,9 +18,6 @@ type StreamStore interface {
 	// StreamPartitions records n as the tenant's number of stream
 	// partitions when none is recorded yet, and returns the recorded one.
 	StreamPartitions(ctx context.Context, n int32) (int32, error)
-	// AcquirePartition makes p.Owner the owner of a partition under a new
-	// epoch, one more than the last, and returns the partition's state.
-	AcquirePartition(ctx context.Context, p *AcquireParams) (PartitionOwner, error)
 
 	// CreateSubscription stores a subscription and its starting progress
 	// on every partition it covers. In the same transaction it checks that
@@ -36,11 +33,13 @@ type StreamStore interface {
 	// Subscriptions lists subscriptions in id order, as p selects them.
 	Subscriptions(ctx context.Context, p *SubscriptionFilter) ([]Subscription, error)
 	// FaultSubscription records that a subscription stopped, and why; an
-	// empty reason clears the fault. ErrSubscriptionNotFound if absent.
-	FaultSubscription(ctx context.Context, id, reason string) error
+	// empty reason clears the fault. ErrSubscriptionNotFound if absent;
+	// ErrFenced, and nothing written, if p.Fence names an epoch that has
+	// moved on.
+	FaultSubscription(ctx context.Context, p *FaultParams) error
 
-	// Progress returns a partition's owner, epoch and checkpoint, and the
-	// stored position of each subscription on it.
+	// Progress returns a partition's checkpoint and the stored position
+	// of each subscription on it.
 	Progress(ctx context.Context, partition int32) (PartitionProgress, error)
 	// SaveProgress stores, in one transaction, the progress of several
 	// partitions: subscriptions' positions and the checkpoint of each,
@@ -53,7 +52,8 @@ type StreamStore interface {
 	SaveProgress(ctx context.Context, ps []ProgressParams) ([]ProgressResult, error)
 
 	// Park stores events a subscription gave up on, with the error.
-	// ErrSubscriptionNotFound if the subscription is gone.
+	// ErrSubscriptionNotFound if the subscription is gone; ErrFenced, and
+	// nothing stored, if p.Fence names an epoch that has moved on.
 	Park(ctx context.Context, p *ParkParams) error
 	// Parked lists a subscription's parked events in (partition,
 	// position) order, after p.After.
@@ -82,29 +82,34 @@ type TxAppender interface {
 	AppendTx(ctx context.Context, tx *sql.Tx, p *AppendParams) (AppendResult, error)
 }
 
-// AcquireParams takes ownership of a partition.
-type AcquireParams struct {
-	Partition int32
-	// Owner names the node taking the partition.
-	Owner string
-}
-
-// PartitionOwner is a partition's owner, epoch and checkpoint.
-type PartitionOwner struct {
-	Owner string
-	// Epoch counts acquisitions; writes under an older one are fenced.
-	Epoch int64
+// PartitionProgress is what is stored of a partition's consumption.
+type PartitionProgress struct {
 	// Checkpoint is the position through which every subscription is
 	// done with the partition's records.
 	Checkpoint int64
-}
-
-// PartitionProgress is what is stored of a partition's consumption.
-type PartitionProgress struct {
-	PartitionOwner
 	// Positions holds each subscription's position on the partition: it
 	// is done with every record at or below it.
 	Positions map[string]int64
+}
+
+// Fence makes a write apply only while a partition's lease is under
+// Epoch: a node that lost the lease (paused past it, say) writes nothing
+// once another node acquired the partition, and gets ErrFenced. The
+// write holds the lease row until it commits, so no acquisition lands in
+// between.
+type Fence struct {
+	Partition int32
+	Epoch     int64
+}
+
+// FaultParams records or clears a subscription's fault.
+type FaultParams struct {
+	ID string
+	// Reason says why the subscription stopped; "" clears the fault.
+	Reason string
+	// Fence, when set, writes the fault only under that lease: the
+	// partition's owner records the faults it finds.
+	Fence *Fence
 }
 
 // NoPartition is the partition of a subscription to a whole namespace.
@@ -178,6 +183,9 @@ type ProgressResult struct {
 type ParkParams struct {
 	Subscription string
 	Events       []ParkedEvent
+	// Fence, when set, parks only under that lease: the partition's
+	// owner parks the events it gives up on.
+	Fence *Fence
 }
 
 // ParkedEvent is an event a subscription gave up on.
@@ -229,12 +237,26 @@ type TrimConsumedParams struct {
 	Max int
 }
 
-// Validate checks an acquisition.
-func (p *AcquireParams) Validate() error {
-	if err := ValidatePartition(p.Partition); err != nil {
+// Validate checks a fence.
+func (f *Fence) Validate() error {
+	if err := ValidatePartition(f.Partition); err != nil {
 		return err
 	}
-	return ValidateName("owner", p.Owner)
+	if f.Epoch < 1 {
+		return invalid("fence of epoch %d: an owner's epoch is at least 1", f.Epoch)
+	}
+	return nil
+}
+
+// Validate checks a fault.
+func (p *FaultParams) Validate() error {
+	if err := ValidateName("subscription id", p.ID); err != nil {
+		return err
+	}
+	if p.Fence != nil {
+		return p.Fence.Validate()
+	}
+	return nil
 }
 
 // Validate checks a new subscription.
@@ -318,9 +340,17 @@ func (p *ParkParams) Validate(l Limits) error {
 	if len(p.Events) == 0 || len(p.Events) > l.MaxBatch {
 		return invalid("park of %d events, 1 to %d allowed", len(p.Events), l.MaxBatch)
 	}
+	if p.Fence != nil {
+		if err := p.Fence.Validate(); err != nil {
+			return err
+		}
+	}
 	for _, e := range p.Events {
 		if err := ValidatePartition(e.Partition); err != nil {
 			return err
+		}
+		if p.Fence != nil && e.Partition != p.Fence.Partition {
+			return invalid("park of an event of partition %d under the lease of partition %d", e.Partition, p.Fence.Partition)
 		}
 		if len(e.Error) > MaxReasonLen {
 			return invalid("parking error of %d bytes, at most %d allowed", len(e.Error), MaxReasonLen)

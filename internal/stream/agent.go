@@ -185,21 +185,46 @@ func (a *agent) leased() bool {
 }
 
 // owns reports whether the agent still owns its partition: its lease
-// may still be held, and no save was fenced. Writes that the epoch does
-// not fence (faults, parked events) are made only then: while the lease
-// holds by this node's clock it has not ended by the database's, so
-// nobody else can have acquired the partition.
+// may still be held, and no write was fenced. Deliveries start, and
+// faults and parked events are written, only then; those writes also
+// carry the lease's epoch (fence), so that one that reaches the database
+// after another node acquired the partition changes nothing.
 func (a *agent) owns() bool {
 	return a.leased() && !a.fenced.Load()
 }
 
-// start acquires the partition (a new epoch) and loads its
-// subscriptions and progress, trying again with backoff while the
-// database fails, until it succeeds or the agent is stopped.
+// fence is the agent's lease, as the fence of the writes it makes.
+func (a *agent) fence() *store.Fence {
+	return &store.Fence{Partition: a.partition, Epoch: a.epoch}
+}
+
+// recordFault stores a subscription's fault under the agent's lease.
+func (a *agent) recordFault(ctx context.Context, id, reason string) error {
+	err := a.n.st.FaultSubscription(ctx, &store.FaultParams{ID: id, Reason: reason, Fence: a.fence()})
+	if errors.Is(err, sluicetype.ErrFenced) {
+		a.stopFenced(err)
+	}
+	return err
+}
+
+// stopFenced stops the agent once a write of its was fenced: another
+// node owns the partition.
+func (a *agent) stopFenced(err error) {
+	a.err = err
+	a.fenced.Store(true)
+	a.log.Error("sluice: stream partition owned by another node now; this agent stops", "err", err)
+	a.statsMu.Lock()
+	a.stats.Stopped = err.Error()
+	a.statsMu.Unlock()
+}
+
+// start loads the partition's subscriptions and progress, trying again
+// with backoff while the database fails, until it succeeds or the agent
+// is stopped.
 func (a *agent) start() bool {
 	wait := 100 * time.Millisecond
 	for {
-		err := a.acquire()
+		err := a.load()
 		if err == nil {
 			return true
 		}
@@ -211,20 +236,6 @@ func (a *agent) start() bool {
 		}
 		wait = min(2*wait, 10*time.Second)
 	}
-}
-
-func (a *agent) acquire() error {
-	if a.epoch == 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		owner, err := a.n.st.AcquirePartition(ctx, &store.AcquireParams{Partition: a.partition, Owner: a.n.cfg.Name})
-		cancel()
-		if err != nil {
-			return err
-		}
-		a.epoch, a.checkpoint = owner.Epoch, owner.Checkpoint
-		a.log = a.log.With("epoch", owner.Epoch)
-	}
-	return a.load()
 }
 
 // run is the agent's loop; it returns when stopped (after finishing or
@@ -434,7 +445,7 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 			if !a.owns() {
 				break
 			}
-			if err := a.n.st.FaultSubscription(ctx, sub.ID, s.faultPending); err != nil {
+			if err := a.recordFault(ctx, sub.ID, s.faultPending); err != nil {
 				a.log.Warn("sluice: cannot record a stream subscription's fault", "subscription", sub.ID, "err", err)
 			} else {
 				s.sub.Fault, s.faultPending = s.faultPending, ""
@@ -533,7 +544,7 @@ func (a *agent) skipTrimmed(ctx context.Context, after int64) error {
 		if s.active() && s.cursor < info.Trimmed {
 			reason := fmt.Sprintf("retention trimmed partition %d through %d; the subscription had read through %d", a.partition, info.Trimmed, s.cursor)
 			a.log.Error("sluice: stream subscription lost records to retention", "subscription", id, "reason", reason)
-			if err := a.n.st.FaultSubscription(ctx, id, reason); err != nil {
+			if err := a.recordFault(ctx, id, reason); err != nil {
 				return err
 			}
 			s.halt(a.deliveries)
@@ -549,7 +560,7 @@ func (a *agent) skipTrimmed(ctx context.Context, after int64) error {
 // consumer's concurrency, one per stream at a time.
 func (a *agent) dispatch() {
 	next := a.cache.Next()
-	leased := a.leased()
+	owns := a.owns()
 	for _, s := range a.subs {
 		if !s.active() {
 			continue
@@ -584,7 +595,7 @@ func (a *agent) dispatch() {
 		if s.draining() {
 			continue // deliveries of a halted generation are still ending
 		}
-		if !leased {
+		if !owns {
 			continue // the lease may have moved on: deliver nothing until renewed
 		}
 		for s.inflight < s.c.MaxConcurrency && len(s.ready) > 0 {
@@ -633,10 +644,16 @@ func (a *agent) park(ctx context.Context, sub string, r *sluicetype.Record, caus
 			return false // another node may own the partition, or the subscription stopped
 		}
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := a.n.st.Park(tctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev}})
+		err := a.n.st.Park(tctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev}, Fence: a.fence()})
 		cancel()
 		if err == nil {
 			return true
+		}
+		if errors.Is(err, sluicetype.ErrFenced) {
+			// Another node owns the partition: it delivers the event
+			// again. The agent stops at its next fenced save.
+			a.fenced.Store(true)
+			return false
 		}
 		if errors.Is(err, sluicetype.ErrSubscriptionNotFound) {
 			return false // unsubscribed meanwhile
@@ -676,8 +693,11 @@ func (a *agent) resolve(r result) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := a.n.st.FaultSubscription(ctx, s.sub.ID, reason)
+		err := a.recordFault(ctx, s.sub.ID, reason)
 		cancel()
+		if errors.Is(err, sluicetype.ErrFenced) {
+			return // the new owner decides
+		}
 		if err != nil {
 			a.log.Error("sluice: cannot record a stream subscription's fault; it stays halted", "subscription", s.sub.ID, "err", err)
 			s.faultPending = reason
@@ -761,12 +781,7 @@ func (a *agent) applySaved(o saved) {
 		a.log.Warn("sluice: cannot store stream progress", "err", o.err)
 		return
 	case errors.Is(o.res.Err, sluicetype.ErrFenced):
-		a.err = o.res.Err
-		a.fenced.Store(true)
-		a.log.Error("sluice: stream partition owned by another node now; this agent stops", "err", o.res.Err)
-		a.statsMu.Lock()
-		a.stats.Stopped = o.res.Err.Error()
-		a.statsMu.Unlock()
+		a.stopFenced(o.res.Err)
 		return
 	}
 	a.checkpoint = o.p.Checkpoint

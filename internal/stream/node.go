@@ -22,9 +22,7 @@ type Config struct {
 	// Partitions is the number of partitions streams hash onto (default
 	// 16). It must match the number recorded in the database.
 	Partitions int32
-	// Name names the node as partition owner (default "node").
-	Name string
-	// Balancer assigns partitions to the node (default: all of them).
+	// Balancer assigns partitions to the node (required).
 	Balancer Balancer
 	// PollInterval is the wait between reads of a partition that had
 	// records; reads back off to IdlePollInterval while none come
@@ -63,12 +61,6 @@ const (
 func (c Config) withDefaults() Config {
 	if c.Partitions <= 0 {
 		c.Partitions = DefaultPartitions
-	}
-	if c.Name == "" {
-		c.Name = "node"
-	}
-	if c.Balancer == nil {
-		c.Balancer = AllPartitions{}
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval
@@ -118,34 +110,10 @@ type Puller interface {
 	// Pull makes the node pull exactly the partitions of leases. It stops
 	// the agents of the others, which store their final progress first
 	// (waiting for their deliveries until ctx ends), and starts agents for
-	// new ones under the leases' epochs; a lease of epoch 0 has the agent
-	// take the partition over itself, as a single node does. Agents start
-	// deliveries only until the deadline; a later Pull extends it.
+	// new ones under the leases' epochs. Agents start deliveries only
+	// until the deadline; a later Pull extends it.
 	Pull(ctx context.Context, leases []store.PartitionLease, until time.Time)
 }
-
-// AllPartitions is the balancer of a node that runs alone: it pulls every
-// partition, taking each over whoever held it.
-type AllPartitions struct{}
-
-// Join does nothing: a node alone needs no registration.
-func (AllPartitions) Join(context.Context) error { return nil }
-
-// Run pulls every partition.
-func (AllPartitions) Run(ctx context.Context, n int32, p Puller) {
-	all := make([]store.PartitionLease, n)
-	for i := range all {
-		all[i].Partition = int32(i)
-	}
-	p.Pull(ctx, all, forever)
-	<-ctx.Done()
-}
-
-// Leave does nothing.
-func (AllPartitions) Leave(context.Context, []store.PartitionLease) {}
-
-// forever is a lease deadline that never comes.
-var forever = time.Now().Add(100 * 365 * 24 * time.Hour)
 
 // Node runs the pulling agents of the partitions its balancer gives it,
 // for the consumers registered on it.
@@ -230,6 +198,9 @@ func (n *Node) Start(ctx context.Context) error {
 	}
 	n.started = true
 	n.mu.Unlock()
+	if n.cfg.Balancer == nil {
+		return fmt.Errorf("sluice: start stream node: no balancer: %w", sluicetype.ErrInvalidArgument)
+	}
 	if err := CheckPartitions(ctx, n.st, n.cfg.Partitions); err != nil {
 		return err
 	}
@@ -295,7 +266,7 @@ func (n *Node) Pull(ctx context.Context, leases []store.PartitionLease, until ti
 	n.mu.Lock()
 	var gone []*agent
 	for p, a := range n.agents {
-		if l, ok := want[p]; !ok || l.Epoch != 0 && l.Epoch != a.lease.Epoch {
+		if l, ok := want[p]; !ok || l.Epoch != a.lease.Epoch {
 			gone = append(gone, a)
 			delete(n.agents, p)
 		}
@@ -359,7 +330,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	<-n.saver.done
 	held := make([]store.PartitionLease, 0, len(agents))
 	for _, a := range agents {
-		if a.epoch != 0 && !a.fenced.Load() {
+		if !a.fenced.Load() {
 			held = append(held, store.PartitionLease{Partition: a.partition, Epoch: a.epoch})
 		}
 	}

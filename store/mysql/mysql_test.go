@@ -293,3 +293,30 @@ func TestPacketLimit(t *testing.T) {
 	}
 	b.Close()
 }
+
+// A client paused inside a transaction that holds partitions' checkpoint
+// rows (creating a subscription, saving, trimming) holds up saves, not
+// the leases of any node.
+func TestLeasesBesideDataLocks(t *testing.T) {
+	dsn := freshDatabase(t)
+	b := openBackend(t, dsn)
+	storetest.LeasesBesideDataLocks(t, b, func(ctx context.Context, tn store.Tenant) (func(), error) {
+		db, err := sql.Open("mysql", dsn)
+		if err != nil {
+			return nil, err
+		}
+		tx, err := db.BeginTx(ctx, nil)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, "SELECT 1 FROM sluice_partition_checkpoints WHERE service = ? AND provider = ? FOR UPDATE",
+				tn.Service, tn.Provider)
+		}
+		if err != nil {
+			db.Close()
+			return nil, err
+		}
+		return func() {
+			tx.Rollback()
+			db.Close()
+		}, nil
+	})
+}

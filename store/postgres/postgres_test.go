@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/postgres"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // testDSN returns the test database's DSN from SLUICE_TEST_POSTGRES. It
@@ -395,4 +396,32 @@ func TestVacuumsWithoutAutovacuum(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// A client paused inside a transaction that holds partitions' checkpoint
+// rows (creating a subscription, saving, trimming) holds up saves, not
+// the leases of any node.
+func TestLeasesBesideDataLocks(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	b := openSchema(t, dsn, schema)
+	storetest.LeasesBesideDataLocks(t, b, func(ctx context.Context, tn store.Tenant) (func(), error) {
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+		tx, err := conn.Begin(ctx)
+		if err == nil {
+			_, err = tx.Exec(ctx, "SELECT 1 FROM "+pgx.Identifier{schema, "sluice_partition_checkpoints"}.Sanitize()+
+				" WHERE service = $1 AND provider = $2 FOR UPDATE", tn.Service, tn.Provider)
+		}
+		if err != nil {
+			conn.Close(ctx)
+			return nil, err
+		}
+		return func() {
+			tx.Rollback(context.Background())
+			conn.Close(context.Background())
+		}, nil
+	})
 }

@@ -15,6 +15,7 @@ import (
 var streamTests = []suiteTest{
 	{"PartitionCount", testPartitionCount},
 	{"AcquireFences", testAcquireFences},
+	{"FencedWrites", testFencedWrites},
 	{"Subscriptions", testStreamSubscriptions},
 	{"SubscriptionHoldsRetention", testSubscriptionHoldsRetention},
 	{"Parked", testParked},
@@ -41,14 +42,36 @@ func testPartitionCount(t *testing.T, h *harness) {
 	wantErr(t, "StreamPartitions(0)", err, sluicetype.ErrInvalidArgument)
 }
 
+// acquire makes node the holder of a partition's lease under a new
+// epoch, taking it from whoever holds it, and returns the lease.
+func acquire(t *testing.T, st store.Store, node string, partition int32) store.PartitionLease {
+	t.Helper()
+	ls, err := st.Leases(t.Context())
+	if err != nil {
+		t.Fatalf("Leases: %v", err)
+	}
+	for _, l := range ls {
+		if l.Partition == partition && l.Held {
+			if err := st.ReleasePartitions(t.Context(), l.Owner, []store.PartitionLease{l}); err != nil {
+				t.Fatalf("ReleasePartitions: %v", err)
+			}
+		}
+	}
+	got := leasePartitions(t, st, node, long, nil, partition)
+	if len(got) != 1 {
+		t.Fatalf("%s could not acquire partition %d", node, partition)
+	}
+	return got[0]
+}
+
 // Each acquisition bumps the epoch; progress under an older epoch is
 // refused whole, and the checkpoint never moves back.
 func testAcquireFences(t *testing.T, h *harness) {
-	ctx, st := h.setup(t)
+	_, st := h.setup(t)
 	sub := newStreamSub(t, st, "ns", "k", 3, 0)
-	first, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 3, Owner: "node-a"})
-	if err != nil || first.Owner != "node-a" || first.Epoch != 1 || first.Checkpoint != 0 {
-		t.Fatalf("first AcquirePartition = %+v, %v; want node-a at epoch 1", first, err)
+	first := acquire(t, st, "node-a", 3)
+	if first.Epoch != 1 || first.Checkpoint != 0 {
+		t.Fatalf("first acquisition = %+v; want node-a at epoch 1", first)
 	}
 	save := func(epoch, checkpoint, pos int64) error {
 		return saveProgress(st, store.ProgressParams{Partition: 3, Epoch: epoch, Checkpoint: checkpoint,
@@ -57,9 +80,9 @@ func testAcquireFences(t *testing.T, h *harness) {
 	if err := save(1, 5, 7); err != nil {
 		t.Fatalf("SaveProgress under the owner's epoch: %v", err)
 	}
-	second, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 3, Owner: "node-b"})
-	if err != nil || second.Owner != "node-b" || second.Epoch != 2 || second.Checkpoint != 5 {
-		t.Fatalf("second AcquirePartition = %+v, %v; want node-b at epoch 2 with checkpoint 5", second, err)
+	second := acquire(t, st, "node-b", 3)
+	if second.Epoch != 2 || second.Checkpoint != 5 {
+		t.Fatalf("second acquisition = %+v; want node-b at epoch 2 with checkpoint 5", second)
 	}
 	wantErr(t, "SaveProgress under a superseded epoch", save(1, 9, 9), sluicetype.ErrFenced)
 	wantProgress(t, st, 3, 5, map[string]int64{sub: 7})
@@ -69,6 +92,54 @@ func testAcquireFences(t *testing.T, h *harness) {
 	wantProgress(t, st, 3, 5, map[string]int64{sub: 8}) // the checkpoint stays at 5
 	wantErr(t, "SaveProgress on a partition never owned", saveProgress(st, store.ProgressParams{Partition: 4, Epoch: 1}), sluicetype.ErrFenced)
 	wantErr(t, "SaveProgress under epoch 0", saveProgress(st, store.ProgressParams{Partition: 4}), sluicetype.ErrInvalidArgument)
+}
+
+// Parks and faults under a lease apply only while its epoch holds:
+// once another node acquired the partition they write nothing and fail
+// with ErrFenced. Without a fence (an operator's replay) they apply.
+func testFencedWrites(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	sub := newStreamSub(t, st, "ns", "k", 2, 0)
+	old := acquire(t, st, "node-a", 2)
+	ev := func(pos int64) store.ParkedEvent {
+		return store.ParkedEvent{Partition: 2, Record: sluicetype.Record{Position: pos, Namespace: "ns", Key: "k",
+			Payload: []byte("x"), AppendedAt: time.Now()}, Error: "boom", Attempts: 1}
+	}
+	fenceOf := func(l store.PartitionLease) *store.Fence { return &store.Fence{Partition: l.Partition, Epoch: l.Epoch} }
+	if err := st.Park(ctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev(1)}, Fence: fenceOf(old)}); err != nil {
+		t.Fatalf("Park under the owner's epoch: %v", err)
+	}
+	if err := st.FaultSubscription(ctx, &store.FaultParams{ID: sub, Reason: "first", Fence: fenceOf(old)}); err != nil {
+		t.Fatalf("FaultSubscription under the owner's epoch: %v", err)
+	}
+	cur := acquire(t, st, "node-b", 2)
+	wantErr(t, "Park under a superseded epoch",
+		st.Park(ctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev(2)}, Fence: fenceOf(old)}), sluicetype.ErrFenced)
+	wantErr(t, "FaultSubscription under a superseded epoch",
+		st.FaultSubscription(ctx, &store.FaultParams{ID: sub, Reason: "stale", Fence: fenceOf(old)}), sluicetype.ErrFenced)
+	if got, _ := st.Parked(ctx, &store.ParkedParams{Subscription: sub, Max: 10}); len(got) != 1 || got[0].Position != 1 {
+		t.Fatalf("parked after a fenced park: %+v, want position 1 alone", got)
+	}
+	if subs, _ := st.Subscriptions(ctx, &store.SubscriptionFilter{ID: sub}); subs[0].Fault != "first" {
+		t.Fatalf("fault after a fenced fault: %q, want %q", subs[0].Fault, "first")
+	}
+	if err := st.FaultSubscription(ctx, &store.FaultParams{ID: sub, Reason: "", Fence: fenceOf(cur)}); err != nil {
+		t.Fatalf("FaultSubscription under the new owner's epoch: %v", err)
+	}
+	if err := st.Park(ctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev(3)}}); err != nil {
+		t.Fatalf("Park without a fence: %v", err)
+	}
+	wantErr(t, "Park on a partition never leased",
+		st.Park(ctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{{Partition: 5, Record: ev(4).Record}},
+			Fence: &store.Fence{Partition: 5, Epoch: 1}}), sluicetype.ErrFenced)
+	wantErr(t, "Park of another partition's event under a lease",
+		st.Park(ctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev(4)}, Fence: &store.Fence{Partition: 1, Epoch: 1}}),
+		sluicetype.ErrInvalidArgument)
+	wantErr(t, "FaultSubscription under epoch 0",
+		st.FaultSubscription(ctx, &store.FaultParams{ID: sub, Reason: "x", Fence: &store.Fence{Partition: 2}}), sluicetype.ErrInvalidArgument)
+	if got, _ := st.Parked(ctx, &store.ParkedParams{Subscription: sub, Max: 10}); len(got) != 2 {
+		t.Fatalf("parked after the refused calls: %+v, want positions 1 and 3", got)
+	}
 }
 
 // saveProgress saves one partition's progress and returns its error,
@@ -162,21 +233,21 @@ func testStreamSubscriptions(t *testing.T, h *harness) {
 	}
 	wantProgress(t, st, 1, 0, map[string]int64{all: 0})
 
-	if err := st.FaultSubscription(ctx, a, "handler failed 5 times"); err != nil {
+	if err := st.FaultSubscription(ctx, &store.FaultParams{ID: a, Reason: "handler failed 5 times"}); err != nil {
 		t.Fatalf("FaultSubscription: %v", err)
 	}
 	subs, _ = st.Subscriptions(ctx, &store.SubscriptionFilter{ID: a})
 	if subs[0].Fault != "handler failed 5 times" || time.Since(subs[0].FaultedAt).Abs() > clockSkew {
 		t.Fatalf("faulted subscription stored as %+v", subs[0])
 	}
-	if err := st.FaultSubscription(ctx, a, ""); err != nil {
+	if err := st.FaultSubscription(ctx, &store.FaultParams{ID: a}); err != nil {
 		t.Fatal(err)
 	}
 	subs, _ = st.Subscriptions(ctx, &store.SubscriptionFilter{ID: a})
 	if subs[0].Fault != "" || !subs[0].FaultedAt.IsZero() {
 		t.Fatalf("cleared fault stored as %+v", subs[0])
 	}
-	wantErr(t, "FaultSubscription of a missing one", st.FaultSubscription(ctx, "missing", "x"), sluicetype.ErrSubscriptionNotFound)
+	wantErr(t, "FaultSubscription of a missing one", st.FaultSubscription(ctx, &store.FaultParams{ID: "missing", Reason: "x"}), sluicetype.ErrSubscriptionNotFound)
 
 	dup := store.NewSubscription{ID: a, Consumer: "c", Namespace: "orders", Key: "o-1", Partition: 2, Start: map[int32]int64{2: 0}}
 	wantErr(t, "CreateSubscription with a taken id", st.CreateSubscription(ctx, &dup), sluicetype.ErrEntityExists)
@@ -185,10 +256,7 @@ func testStreamSubscriptions(t *testing.T, h *harness) {
 
 	// Deleting takes the progress and parked events along, and a stale
 	// owner's save does not bring the progress back.
-	owner, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 2, Owner: "n"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	owner := acquire(t, st, "n", 2)
 	if err := st.DeleteSubscription(ctx, a); err != nil {
 		t.Fatalf("DeleteSubscription: %v", err)
 	}
@@ -208,10 +276,7 @@ func testStreamSubscriptions(t *testing.T, h *harness) {
 func testSubscriptionHoldsRetention(t *testing.T, h *harness) {
 	ctx, st := h.setup(t)
 	appendRecs(t, st, 1, recs("r", 10)...)
-	o, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 1, Owner: "n"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := acquire(t, st, "n", 1)
 	if err := saveProgress(st, store.ProgressParams{Partition: 1, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +308,7 @@ func testSubscriptionHoldsRetention(t *testing.T, h *harness) {
 	// Racing: subscriptions created from position 0 while trims run never
 	// find their records trimmed after their creation succeeded.
 	appendRecs(t, st, 2, recs("r", 50)...)
-	o2, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 2, Owner: "n"})
+	o2 := acquire(t, st, "n", 2)
 	if err := saveProgress(st, store.ProgressParams{Partition: 2, Epoch: o2.Epoch, Checkpoint: 50}); err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +411,7 @@ func testTrimConsumed(t *testing.T, h *harness) {
 	}
 	appendRecs(t, st, 0, recs("r", 20)...)
 	sub := newStreamSub(t, st, "ns", "key", 0, 0)
-	o, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 0, Owner: "n"})
+	o := acquire(t, st, "n", 0)
 	save := func(checkpoint, pos int64) {
 		t.Helper()
 		if err := saveProgress(st, store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: checkpoint, Positions: map[string]int64{sub: pos}}); err != nil {
@@ -393,7 +458,7 @@ func testRetentionByAge(t *testing.T, h *harness) {
 		rs = append(rs, store.NewRecord{Namespace: ns, Key: "k", Payload: []byte("x")})
 	}
 	appendRecs(t, st, 0, rs...)
-	o, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 0, Owner: "n"})
+	o := acquire(t, st, "n", 0)
 	if err := saveProgress(st, store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: 6}); err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +486,7 @@ func testRetentionBySize(t *testing.T, h *harness) {
 		rs = append(rs, store.NewRecord{Namespace: "sized", Key: "k", Payload: []byte("0123456789")})
 	}
 	appendRecs(t, st, 0, rs...)
-	o, _ := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 0, Owner: "n"})
+	o := acquire(t, st, "n", 0)
 	if err := saveProgress(st, store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
 		t.Fatal(err)
 	}
@@ -440,15 +505,9 @@ func testSaveProgressBatch(t *testing.T, h *harness) {
 	appendRecs(t, st, 1, recs("r", 10)...)
 	var epochs [3]int64
 	for p := range int32(3) {
-		o, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: p, Owner: "a"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		epochs[p] = o.Epoch
+		epochs[p] = acquire(t, st, "a", p).Epoch
 	}
-	if _, err := st.AcquirePartition(ctx, &store.AcquireParams{Partition: 2, Owner: "b"}); err != nil {
-		t.Fatal(err)
-	}
+	acquire(t, st, "b", 2)
 	res, err := st.SaveProgress(ctx, []store.ProgressParams{
 		{Partition: 2, Epoch: epochs[2], Checkpoint: 5, Positions: map[string]int64{sub: 5}},
 		{Partition: 1, Epoch: epochs[1], Checkpoint: 7, Positions: map[string]int64{sub: 7}, Trim: 100},

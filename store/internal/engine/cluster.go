@@ -108,7 +108,7 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("sluice: lease partitions: %w", err)
 	}
-	// Owner rows in partition order, as every other writer of them takes
+	// Lease rows in partition order, as every other writer of them takes
 	// them.
 	renew := slices.SortedFunc(slices.Values(p.Renew), func(a, b store.PartitionLease) int { return cmp.Compare(a.Partition, b.Partition) })
 	acquire := slices.Sorted(slices.Values(p.Acquire))
@@ -136,7 +136,7 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 		err := s.e.tryTx(ctx, func(tx *sql.Tx) error {
 			err := s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part}, &epoch)
 			if errors.Is(err, sql.ErrNoRows) {
-				if _, err := s.e.exec(ctx, tx, "EnsurePartitionOwner", s.t.Service, s.t.Provider, part); err != nil {
+				if _, err := s.e.exec(ctx, tx, "EnsurePartitionLease", s.t.Service, s.t.Provider, part); err != nil {
 					return err
 				}
 				err = s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part}, &epoch)

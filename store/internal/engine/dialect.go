@@ -80,14 +80,14 @@ var queryNames = []string{
 	"DeleteRoutedSchedules", "DeleteQueueRoutedSchedules",
 	"BumpHead", "EnsurePartition", "GetPartition", "ReadRecords",
 	"TrimRecords", "DeleteRecordRange", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",
-	"GetStreamPartitions", "InsertStreamPartitions", "EnsurePartitionOwner", "AcquirePartition",
-	"LockPartitionOwner", "GetPartitionOwner", "SaveCheckpoint", "LowerCheckpoint", "InsertSubscription", "InsertProgress",
+	"GetStreamPartitions", "InsertStreamPartitions", "EnsurePartitionCheckpoint",
+	"LockPartitionCheckpoint", "LockFencedCheckpoint", "GetPartitionCheckpoint", "SaveCheckpoint", "LowerCheckpoint", "InsertSubscription", "InsertProgress",
 	"DeleteSubscription", "DeleteSubscriptionProgress", "DeleteSubscriptionParked", "SelectSubscriptions",
 	"SetSubscriptionFault", "SelectProgress", "UpsertProgress", "MinProgress", "LockSubscription", "InsertParked",
 	"SelectParked", "DeleteParked", "UpsertRetention", "DeleteRetention", "SelectRetention",
 	"SelectRetentions", "NamespaceBytes", "TrimCandidates",
 	"UpsertNode", "DeleteForgottenNodes", "SelectNodes", "DeleteNode",
-	"SelectLeases", "RenewLease", "AcquireLease", "ReleaseLease", "LockLeaseNoWait",
+	"SelectLeases", "EnsurePartitionLease", "RenewLease", "AcquireLease", "ReleaseLease", "LockLeaseNoWait", "LockLeaseEpoch",
 }
 
 // optionalQueries may be absent; the engine skips what needs them.

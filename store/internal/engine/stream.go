@@ -37,56 +37,41 @@ func (s *tenantStore) StreamPartitions(ctx context.Context, n int32) (int32, err
 	return got, nil
 }
 
-func (s *tenantStore) AcquirePartition(ctx context.Context, p *store.AcquireParams) (store.PartitionOwner, error) {
-	var o store.PartitionOwner
-	if err := p.Validate(); err != nil {
-		return o, fmt.Errorf("sluice: acquire partition: %w", err)
-	}
-	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := s.e.exec(ctx, tx, "EnsurePartitionOwner", s.t.Service, s.t.Provider, p.Partition); err != nil {
-			return err
-		}
-		if _, err := s.e.exec(ctx, tx, "AcquirePartition", p.Owner, s.t.Service, s.t.Provider, p.Partition); err != nil {
-			return err
-		}
-		var err error
-		o, err = s.e.partitionOwner(ctx, tx, s.t, p.Partition)
-		return err
-	})
-	if err != nil {
-		return o, fmt.Errorf("sluice: acquire partition %d: %w", p.Partition, err)
-	}
-	return o, nil
-}
-
-func (e *Engine) partitionOwner(ctx context.Context, q querier, t store.Tenant, partition int32) (store.PartitionOwner, error) {
-	var o store.PartitionOwner
-	err := e.queryRow(ctx, q, "GetPartitionOwner", []any{t.Service, t.Provider, partition}, &o.Owner, &o.Epoch, &o.Checkpoint)
+func (e *Engine) partitionCheckpoint(ctx context.Context, q querier, t store.Tenant, partition int32) (int64, error) {
+	var checkpoint int64
+	err := e.queryRow(ctx, q, "GetPartitionCheckpoint", []any{t.Service, t.Provider, partition}, &checkpoint)
 	if errors.Is(err, sql.ErrNoRows) {
-		return store.PartitionOwner{}, nil
+		return 0, nil
 	}
-	return o, err
+	return checkpoint, err
 }
 
-// lockPartitionOwner takes a partition's retention lock and returns its
-// owner row with the database's time; sql.ErrNoRows if the partition was
-// never owned.
-func (e *Engine) lockPartitionOwner(ctx context.Context, tx querier, t store.Tenant, partition int32) (store.PartitionOwner, int64, error) {
-	var (
-		o   store.PartitionOwner
-		now int64
-	)
-	err := e.queryRow(ctx, tx, "LockPartitionOwner", []any{t.Service, t.Provider, partition}, &o.Owner, &o.Epoch, &o.Checkpoint, &now)
-	return o, now, err
+// lockCheckpoint takes a partition's retention lock, creating its
+// checkpoint row (at 0) if it has none, and returns the checkpoint with
+// the database's time.
+func (e *Engine) lockCheckpoint(ctx context.Context, tx querier, t store.Tenant, partition int32) (checkpoint, now int64, err error) {
+	err = e.queryRow(ctx, tx, "LockPartitionCheckpoint", []any{t.Service, t.Provider, partition}, &checkpoint, &now)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := e.exec(ctx, tx, "EnsurePartitionCheckpoint", t.Service, t.Provider, partition); err != nil {
+			return 0, 0, err
+		}
+		err = e.queryRow(ctx, tx, "LockPartitionCheckpoint", []any{t.Service, t.Provider, partition}, &checkpoint, &now)
+	}
+	return checkpoint, now, err
 }
 
-// ensurePartitionOwner is lockPartitionOwner for a partition that may
-// never have been owned: it creates the row (no owner, epoch 0) first.
-func (e *Engine) ensurePartitionOwner(ctx context.Context, tx querier, t store.Tenant, partition int32) (store.PartitionOwner, int64, error) {
-	if _, err := e.exec(ctx, tx, "EnsurePartitionOwner", t.Service, t.Provider, partition); err != nil {
-		return store.PartitionOwner{}, 0, err
+// fence locks a partition's lease row until commit and fails with
+// ErrFenced unless its epoch is f's: a fenced write checks it first.
+func (e *Engine) fence(ctx context.Context, tx querier, t store.Tenant, f *store.Fence) error {
+	var epoch int64
+	err := e.queryRow(ctx, tx, "LockLeaseEpoch", []any{t.Service, t.Provider, f.Partition}, &epoch)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return err
 	}
-	return e.lockPartitionOwner(ctx, tx, t, partition)
+	if epoch != f.Epoch { // never leased: epoch 0
+		return fmt.Errorf("partition %d: epoch %d, now %d: %w", f.Partition, f.Epoch, epoch, sluicetype.ErrFenced)
+	}
+	return nil
 }
 
 func (s *tenantStore) CreateSubscription(ctx context.Context, p *store.NewSubscription) error {
@@ -94,11 +79,11 @@ func (s *tenantStore) CreateSubscription(ctx context.Context, p *store.NewSubscr
 		return fmt.Errorf("sluice: create subscription: %w", err)
 	}
 	parts := slices.Sorted(maps.Keys(p.Start))
-	// Owner rows first, in partition order, then the subscription's rows:
-	// the order SaveProgress and trims lock them in.
+	// Checkpoint rows first, in partition order, then the subscription's
+	// rows: the order SaveProgress and trims lock them in.
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		for _, part := range parts {
-			if _, _, err := s.e.ensurePartitionOwner(ctx, tx, s.t, part); err != nil {
+			if _, _, err := s.e.lockCheckpoint(ctx, tx, s.t, part); err != nil {
 				return err
 			}
 			var head, trimmed, now int64
@@ -187,17 +172,25 @@ func (s *tenantStore) Subscriptions(ctx context.Context, p *store.SubscriptionFi
 	return out, nil
 }
 
-func (s *tenantStore) FaultSubscription(ctx context.Context, id, reason string) error {
-	if err := store.ValidateName("subscription id", id); err != nil {
+func (s *tenantStore) FaultSubscription(ctx context.Context, p *store.FaultParams) error {
+	if err := p.Validate(); err != nil {
 		return fmt.Errorf("sluice: fault subscription: %w", err)
 	}
-	reason = store.Truncate(reason, store.MaxReasonLen)
-	n, err := s.e.exec(ctx, s.e.w, "SetSubscriptionFault", s.t.Service, s.t.Provider, id, reason)
+	reason := store.Truncate(p.Reason, store.MaxReasonLen)
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		if p.Fence != nil {
+			if err := s.e.fence(ctx, tx, s.t, p.Fence); err != nil {
+				return err
+			}
+		}
+		n, err := s.e.exec(ctx, tx, "SetSubscriptionFault", s.t.Service, s.t.Provider, p.ID, reason)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("subscription %q: %w", p.ID, sluicetype.ErrSubscriptionNotFound)
+		}
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("sluice: fault subscription: %w", s.e.wrap(err))
-	}
-	if n == 0 {
-		return fmt.Errorf("sluice: fault subscription %q: %w", id, sluicetype.ErrSubscriptionNotFound)
+		return fmt.Errorf("sluice: fault subscription: %w", err)
 	}
 	return nil
 }
@@ -207,11 +200,11 @@ func (s *tenantStore) Progress(ctx context.Context, partition int32) (store.Part
 	if err := store.ValidatePartition(partition); err != nil {
 		return pp, fmt.Errorf("sluice: progress: %w", err)
 	}
-	o, err := s.e.partitionOwner(ctx, s.e.r, s.t, partition)
+	var err error
+	pp.Checkpoint, err = s.e.partitionCheckpoint(ctx, s.e.r, s.t, partition)
 	if err != nil {
 		return pp, fmt.Errorf("sluice: progress: %w", err)
 	}
-	pp.PartitionOwner = o
 	pp.Positions, err = s.e.positions(ctx, s.e.r, s.t, partition)
 	if err != nil {
 		return pp, fmt.Errorf("sluice: progress: %w", err)
@@ -249,7 +242,8 @@ func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParam
 	if len(ps) == 0 || len(ps) > s.e.limits.MaxBatch {
 		return nil, fmt.Errorf("sluice: save progress of %d partitions, 1 to %d allowed: %w", len(ps), s.e.limits.MaxBatch, sluicetype.ErrInvalidArgument)
 	}
-	// Owner rows in partition order, as subscription creations take them.
+	// Checkpoint rows in partition order, as subscription creations take
+	// them.
 	order := make([]int, len(ps))
 	js := make([]string, len(ps))
 	for i := range ps {
@@ -300,16 +294,25 @@ func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParam
 
 // saveProgress saves one partition's progress and deletes the records it
 // trims, returning how far its caller is to mark the partition trimmed.
-// The owner row first: it fences a stale owner before anything is
-// written, and orders this transaction with subscription creations and
+// The checkpoint and lease rows first: the lease fences a stale owner
+// before anything is written, and holds off acquisitions until commit;
+// the checkpoint orders this transaction with subscription creations and
 // trims.
 func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p *store.ProgressParams, positions string) (store.ProgressResult, trimmedThrough, error) {
-	o, now, err := e.lockPartitionOwner(ctx, tx, t, p.Partition)
+	var stored, epoch, now int64
+	args := []any{t.Service, t.Provider, p.Partition}
+	err := e.queryRow(ctx, tx, "LockFencedCheckpoint", args, &stored, &epoch, &now)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := e.exec(ctx, tx, "EnsurePartitionCheckpoint", args...); err != nil {
+			return store.ProgressResult{}, trimmedThrough{}, err
+		}
+		err = e.queryRow(ctx, tx, "LockFencedCheckpoint", args, &stored, &epoch, &now)
+	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return store.ProgressResult{}, trimmedThrough{}, err
 	}
-	if o.Epoch != p.Epoch { // never owned: epoch 0
-		return store.ProgressResult{Err: fmt.Errorf("partition %d: epoch %d, now %d: %w", p.Partition, p.Epoch, o.Epoch, sluicetype.ErrFenced)}, trimmedThrough{}, nil
+	if epoch != p.Epoch { // never leased: epoch 0
+		return store.ProgressResult{Err: fmt.Errorf("partition %d: epoch %d, now %d: %w", p.Partition, p.Epoch, epoch, sluicetype.ErrFenced)}, trimmedThrough{}, nil
 	}
 	if len(p.Positions) > 0 {
 		if _, err := e.exec(ctx, tx, "UpsertProgress", t.Service, t.Provider, p.Partition, positions); err != nil {
@@ -325,14 +328,14 @@ func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p
 	if least.Valid {
 		checkpoint = min(checkpoint, least.Int64)
 	}
-	if _, err := e.exec(ctx, tx, "SaveCheckpoint", t.Service, t.Provider, p.Partition, p.Epoch, checkpoint); err != nil {
+	if _, err := e.exec(ctx, tx, "SaveCheckpoint", checkpoint, t.Service, t.Provider, p.Partition); err != nil {
 		return store.ProgressResult{}, trimmedThrough{}, err
 	}
 	if p.Trim == 0 {
 		return store.ProgressResult{}, trimmedThrough{}, nil
 	}
-	// The checkpoint just stored, which the owner row holds locked.
-	through := max(o.Checkpoint, checkpoint)
+	// The checkpoint just stored, which the save holds locked.
+	through := max(stored, checkpoint)
 	if least.Valid {
 		through = min(through, least.Int64)
 	}
@@ -373,6 +376,11 @@ func (s *tenantStore) Park(ctx context.Context, p *store.ParkParams) error {
 			ev.AppendedAt.UnixMilli(), ev.Error, ev.Attempts}
 	}
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		if p.Fence != nil {
+			if err := s.e.fence(ctx, tx, s.t, p.Fence); err != nil {
+				return err
+			}
+		}
 		// Only for a subscription that exists, and it cannot be deleted
 		// before this commits (its deletion then takes these rows along).
 		var one int
@@ -537,11 +545,10 @@ func (s *tenantStore) TrimConsumed(ctx context.Context, p *store.TrimConsumedPar
 // created may be behind the checkpoint its owner computed), and no
 // further than the first record its namespace's retention keeps.
 func (e *Engine) trimConsumed(ctx context.Context, tx querier, t store.Tenant, p *store.TrimConsumedParams) (int64, error) {
-	o, now, err := e.ensurePartitionOwner(ctx, tx, t, p.Partition)
+	through, now, err := e.lockCheckpoint(ctx, tx, t, p.Partition)
 	if err != nil {
 		return 0, err
 	}
-	through := o.Checkpoint
 	var least sql.NullInt64
 	if err := e.queryRow(ctx, tx, "MinProgress", []any{t.Service, t.Provider, p.Partition}, &least); err != nil {
 		return 0, err

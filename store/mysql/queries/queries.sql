@@ -975,60 +975,55 @@ INSERT INTO sluice_stream_config (service, provider, `partitions`, created_at)
 VALUES (?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 ON DUPLICATE KEY UPDATE `partitions` = `partitions`;
 
--- name: EnsurePartitionOwner
+-- name: EnsurePartitionCheckpoint
 -- args: service, provider, partition
--- A partition never owned gets a row with no owner and epoch 0. The
--- no-op update takes the existing row's exclusive lock at once (INSERT
--- IGNORE would take a shared one, and two transactions upgrading theirs
--- with LockPartitionOwner or AcquirePartition would deadlock).
-INSERT INTO sluice_partition_owners (service, provider, `partition`, owner, epoch, checkpoint, updated_at)
-VALUES (?, ?, ?, '', 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
-ON DUPLICATE KEY UPDATE epoch = epoch;
+-- A partition's checkpoint row, at 0, if it has none yet. The no-op
+-- update takes the existing row's exclusive lock at once (INSERT IGNORE
+-- would take a shared one, and two transactions upgrading theirs with
+-- LockPartitionCheckpoint would deadlock).
+INSERT INTO sluice_partition_checkpoints (service, provider, `partition`, checkpoint, updated_at)
+VALUES (?, ?, ?, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+ON DUPLICATE KEY UPDATE checkpoint = checkpoint;
 
--- name: AcquirePartition
--- args: owner, service, provider, partition
-UPDATE sluice_partition_owners
-SET owner = ?, epoch = epoch + 1,
-    updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
-WHERE service = ? AND provider = ? AND `partition` = ?;
-
--- name: LockPartitionOwner
+-- name: LockPartitionCheckpoint
 -- args: service, provider, partition
--- The partition's owner row, locked until commit: the retention lock that
--- subscription creation and trimming take.
-SELECT owner, epoch, checkpoint, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
-FROM sluice_partition_owners
+-- The partition's checkpoint row, locked until commit: the retention lock
+-- that subscription creation, saves and trimming take.
+SELECT checkpoint, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM sluice_partition_checkpoints
 WHERE service = ? AND provider = ? AND `partition` = ?
 FOR UPDATE;
 
--- name: GetPartitionOwner
+-- name: LockFencedCheckpoint
 -- args: service, provider, partition
-SELECT owner, epoch, checkpoint
-FROM sluice_partition_owners
+-- A save's retention lock and its fence at once: the checkpoint row and
+-- the lease row with its epoch, both locked until commit, so that no
+-- acquisition commits between the epoch check and the save's commit. No
+-- row when the partition has no checkpoint row or was never leased.
+SELECT c.checkpoint, l.epoch, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM sluice_partition_checkpoints AS c
+JOIN sluice_partition_leases AS l ON l.service = c.service AND l.provider = c.provider AND l.`partition` = c.`partition`
+WHERE c.service = ? AND c.provider = ? AND c.`partition` = ?
+FOR UPDATE;
+
+-- name: GetPartitionCheckpoint
+-- args: service, provider, partition
+SELECT checkpoint
+FROM sluice_partition_checkpoints
 WHERE service = ? AND provider = ? AND `partition` = ?;
 
 -- name: SaveCheckpoint
--- args: service, provider, partition, epoch, checkpoint
--- Applies only under the partition's current epoch; the checkpoint never
--- moves back. The arguments come from a one-row derived table, so that
--- they are consumed in order (the checkpoint, set first, comes last).
--- updated_at always changes (see above): 1 when the epoch matches, 0 when
--- fenced.
-UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
-             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
-             CAST(? AS SIGNED) AS part,
-             CAST(? AS SIGNED) AS epoch,
-             CAST(? AS SIGNED) AS checkpoint) AS k
-STRAIGHT_JOIN sluice_partition_owners AS o
-    ON o.service = k.service AND o.provider = k.provider AND o.`partition` = k.part
-   AND o.epoch = k.epoch
-SET o.checkpoint = GREATEST(o.checkpoint, k.checkpoint),
-    o.updated_at = GREATEST(o.updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED));
+-- args: checkpoint, service, provider, partition
+-- The checkpoint never moves back. (The caller holds the lease row,
+-- locked under its epoch.)
+UPDATE sluice_partition_checkpoints
+SET checkpoint = GREATEST(checkpoint, CAST(? AS SIGNED)), updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+WHERE service = ? AND provider = ? AND `partition` = ?;
 
 -- name: LowerCheckpoint
 -- args: position, service, provider, partition
 -- A subscription created behind the checkpoint takes it back with it.
-UPDATE sluice_partition_owners SET checkpoint = LEAST(checkpoint, CAST(? AS SIGNED))
+UPDATE sluice_partition_checkpoints SET checkpoint = LEAST(checkpoint, CAST(? AS SIGNED))
 WHERE service = ? AND provider = ? AND `partition` = ?;
 
 -- name: InsertSubscription
@@ -1291,16 +1286,26 @@ DELETE FROM sluice_nodes WHERE service = ? AND provider = ? AND id = ?;
 
 -- name: SelectLeases
 -- args: service, provider
-SELECT `partition`, owner, epoch, lease_until, checkpoint, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
-FROM sluice_partition_owners
-WHERE service = ? AND provider = ?
-ORDER BY `partition`;
+SELECT l.`partition`, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+FROM sluice_partition_leases AS l
+LEFT JOIN sluice_partition_checkpoints AS c ON c.service = l.service AND c.provider = l.provider AND c.`partition` = l.`partition`
+WHERE l.service = ? AND l.provider = ?
+ORDER BY l.`partition`;
+
+-- name: EnsurePartitionLease
+-- args: service, provider, partition
+-- A partition never leased gets a row with no owner and epoch 0 (the
+-- no-op update takes an existing row's exclusive lock at once, as in
+-- EnsurePartitionCheckpoint).
+INSERT INTO sluice_partition_leases (service, provider, `partition`, owner, epoch, lease_until, updated_at)
+VALUES (?, ?, ?, '', 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+ON DUPLICATE KEY UPDATE epoch = epoch;
 
 -- name: RenewLease
 -- args: duration_ms, service, provider, partition, owner, epoch
 -- Extends a lease its owner still holds under its epoch (also one that
 -- ended: nobody acquired it since, or the epoch would have moved).
-UPDATE sluice_partition_owners
+UPDATE sluice_partition_leases
 SET lease_until = GREATEST(lease_until + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?), updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch = ?;
 
@@ -1308,20 +1313,28 @@ WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch =
 -- args: owner, duration_ms, service, provider, partition
 -- Takes a partition whose lease ended (or that was released, or never
 -- leased: lease_until 0) under a new epoch.
-UPDATE sluice_partition_owners
+UPDATE sluice_partition_leases
 SET owner = ?, epoch = epoch + 1, lease_until = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 WHERE service = ? AND provider = ? AND `partition` = ? AND lease_until < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: ReleaseLease
 -- args: service, provider, partition, owner, epoch
-UPDATE sluice_partition_owners
+UPDATE sluice_partition_leases
 SET owner = '', lease_until = 0, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch = ?;
 
 -- name: LockLeaseNoWait
 -- args: service, provider, partition
--- Locks a partition's owner row unless another transaction holds it
+-- Locks a partition's lease row unless another transaction holds it
 -- (then fails at once).
-SELECT epoch FROM sluice_partition_owners
+SELECT epoch FROM sluice_partition_leases
 WHERE service = ? AND provider = ? AND `partition` = ?
 FOR UPDATE NOWAIT;
+
+-- name: LockLeaseEpoch
+-- args: service, provider, partition
+-- A partition's epoch, its lease row locked until commit: a fenced write
+-- (a park, a fault) checks it under the lock.
+SELECT epoch FROM sluice_partition_leases
+WHERE service = ? AND provider = ? AND `partition` = ?
+FOR UPDATE;

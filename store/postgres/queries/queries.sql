@@ -988,50 +988,56 @@ INSERT INTO sluice_stream_config (service, provider, partitions, created_at)
 VALUES ($1, $2, $3::integer, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
 ON CONFLICT DO NOTHING;
 
--- name: EnsurePartitionOwner
+-- name: EnsurePartitionCheckpoint
 -- args: service, provider, partition
--- A partition never owned gets a row with no owner and epoch 0.
-INSERT INTO sluice_partition_owners (service, provider, partition, owner, epoch, checkpoint, updated_at)
-VALUES ($1, $2, $3::integer, '', 0, 0, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+-- A partition's checkpoint row, at 0, if it has none yet.
+INSERT INTO sluice_partition_checkpoints (service, provider, partition, checkpoint, updated_at)
+VALUES ($1, $2, $3::integer, 0, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
 ON CONFLICT DO NOTHING;
 
--- name: AcquirePartition
--- args: owner, service, provider, partition
-UPDATE sluice_partition_owners
-SET owner = $1::text, epoch = epoch + 1, updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-WHERE service = $2 AND provider = $3 AND partition = $4::integer;
-
--- name: LockPartitionOwner
+-- name: LockPartitionCheckpoint
 -- args: service, provider, partition
--- The partition's owner row, locked until commit: the retention lock that
--- subscription creation and trimming take. (Under READ COMMITTED each
--- later statement of the transaction sees what the previous holder
--- committed: a trim waiting here then reads the progress of a
--- subscription created meanwhile, and a subscription creation waiting
--- here the trimmed position of a trim that ran meanwhile.)
-SELECT owner, epoch, checkpoint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-FROM sluice_partition_owners
+-- The partition's checkpoint row, locked until commit: the retention lock
+-- that subscription creation, saves and trimming take. (Under READ
+-- COMMITTED each later statement of the transaction sees what the
+-- previous holder committed: a trim waiting here then reads the progress
+-- of a subscription created meanwhile, and a subscription creation
+-- waiting here the trimmed position of a trim that ran meanwhile.)
+SELECT checkpoint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+FROM sluice_partition_checkpoints
 WHERE service = $1 AND provider = $2 AND partition = $3::integer
 FOR UPDATE;
 
--- name: GetPartitionOwner
+-- name: LockFencedCheckpoint
 -- args: service, provider, partition
-SELECT owner, epoch, checkpoint
-FROM sluice_partition_owners
+-- A save's retention lock and its fence at once: the checkpoint row and
+-- the lease row with its epoch, both locked until commit, so that no
+-- acquisition commits between the epoch check and the save's commit. No
+-- row when the partition has no checkpoint row or was never leased.
+SELECT c.checkpoint, l.epoch, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+FROM sluice_partition_checkpoints c
+JOIN sluice_partition_leases l ON l.service = c.service AND l.provider = c.provider AND l.partition = c.partition
+WHERE c.service = $1 AND c.provider = $2 AND c.partition = $3::integer
+FOR UPDATE;
+
+-- name: GetPartitionCheckpoint
+-- args: service, provider, partition
+SELECT checkpoint
+FROM sluice_partition_checkpoints
 WHERE service = $1 AND provider = $2 AND partition = $3::integer;
 
 -- name: SaveCheckpoint
--- args: service, provider, partition, epoch, checkpoint
--- Applies only under the partition's current epoch; the checkpoint never
--- moves back.
-UPDATE sluice_partition_owners
-SET checkpoint = GREATEST(checkpoint, $5::bigint), updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-WHERE service = $1 AND provider = $2 AND partition = $3::integer AND epoch = $4::bigint;
+-- args: checkpoint, service, provider, partition
+-- The checkpoint never moves back. (The caller holds the lease row,
+-- locked under its epoch.)
+UPDATE sluice_partition_checkpoints
+SET checkpoint = GREATEST(checkpoint, $1::bigint), updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+WHERE service = $2 AND provider = $3 AND partition = $4::integer;
 
 -- name: LowerCheckpoint
 -- args: position, service, provider, partition
 -- A subscription created behind the checkpoint takes it back with it.
-UPDATE sluice_partition_owners SET checkpoint = LEAST(checkpoint, $1::bigint)
+UPDATE sluice_partition_checkpoints SET checkpoint = LEAST(checkpoint, $1::bigint)
 WHERE service = $2 AND provider = $3 AND partition = $4::integer;
 
 -- name: InsertSubscription
@@ -1241,16 +1247,24 @@ DELETE FROM sluice_nodes WHERE service = $1 AND provider = $2 AND id = $3;
 
 -- name: SelectLeases
 -- args: service, provider
-SELECT partition, owner, epoch, lease_until, checkpoint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-FROM sluice_partition_owners
-WHERE service = $1 AND provider = $2
-ORDER BY partition;
+SELECT l.partition, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+FROM sluice_partition_leases l
+LEFT JOIN sluice_partition_checkpoints c ON c.service = l.service AND c.provider = l.provider AND c.partition = l.partition
+WHERE l.service = $1 AND l.provider = $2
+ORDER BY l.partition;
+
+-- name: EnsurePartitionLease
+-- args: service, provider, partition
+-- A partition never leased gets a row with no owner and epoch 0.
+INSERT INTO sluice_partition_leases (service, provider, partition, owner, epoch, lease_until, updated_at)
+VALUES ($1, $2, $3::integer, '', 0, 0, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+ON CONFLICT DO NOTHING;
 
 -- name: RenewLease
 -- args: duration_ms, service, provider, partition, owner, epoch
 -- Extends a lease its owner still holds under its epoch (also one that
 -- ended: nobody acquired it since, or the epoch would have moved).
-UPDATE sluice_partition_owners
+UPDATE sluice_partition_leases
 SET lease_until = GREATEST(lease_until + 1, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + $1::bigint), updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 WHERE service = $2 AND provider = $3 AND partition = $4::integer AND owner = $5 AND epoch = $6::bigint;
 
@@ -1258,20 +1272,28 @@ WHERE service = $2 AND provider = $3 AND partition = $4::integer AND owner = $5 
 -- args: owner, duration_ms, service, provider, partition
 -- Takes a partition whose lease ended (or that was released, or never
 -- leased: lease_until 0) under a new epoch.
-UPDATE sluice_partition_owners
+UPDATE sluice_partition_leases
 SET owner = $1, epoch = epoch + 1, lease_until = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + $2::bigint, updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 WHERE service = $3 AND provider = $4 AND partition = $5::integer AND lease_until < floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
 
 -- name: ReleaseLease
 -- args: service, provider, partition, owner, epoch
-UPDATE sluice_partition_owners
+UPDATE sluice_partition_leases
 SET owner = '', lease_until = 0, updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 WHERE service = $1 AND provider = $2 AND partition = $3::integer AND owner = $4 AND epoch = $5::bigint;
 
 -- name: LockLeaseNoWait
 -- args: service, provider, partition
--- Locks a partition's owner row unless another transaction holds it
+-- Locks a partition's lease row unless another transaction holds it
 -- (then fails at once: lock_not_available).
-SELECT epoch FROM sluice_partition_owners
+SELECT epoch FROM sluice_partition_leases
 WHERE service = $1 AND provider = $2 AND partition = $3::integer
 FOR UPDATE NOWAIT;
+
+-- name: LockLeaseEpoch
+-- args: service, provider, partition
+-- A partition's epoch, its lease row locked until commit: a fenced write
+-- (a park, a fault) checks it under the lock.
+SELECT epoch FROM sluice_partition_leases
+WHERE service = $1 AND provider = $2 AND partition = $3::integer
+FOR UPDATE;

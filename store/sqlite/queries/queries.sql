@@ -677,43 +677,46 @@ INSERT INTO sluice_stream_config (service, provider, partitions, created_at)
 VALUES (?1, ?2, ?3, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
 ON CONFLICT DO NOTHING;
 
--- name: EnsurePartitionOwner
+-- name: EnsurePartitionCheckpoint
 -- args: service, provider, partition
--- A partition never owned gets a row with no owner and epoch 0.
-INSERT INTO sluice_partition_owners (service, provider, partition, owner, epoch, checkpoint, updated_at)
-VALUES (?1, ?2, ?3, '', 0, 0, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+-- A partition's checkpoint row, at 0, if it has none yet.
+INSERT INTO sluice_partition_checkpoints (service, provider, partition, checkpoint, updated_at)
+VALUES (?1, ?2, ?3, 0, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
 ON CONFLICT DO NOTHING;
 
--- name: AcquirePartition
--- args: owner, service, provider, partition
-UPDATE sluice_partition_owners SET owner = ?1, epoch = epoch + 1, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-WHERE service = ?2 AND provider = ?3 AND partition = ?4;
-
--- name: LockPartitionOwner
+-- name: LockPartitionCheckpoint
 -- args: service, provider, partition
--- The partition's owner row, locked until commit: the retention lock that
--- subscription creation and trimming take.
-SELECT owner, epoch, checkpoint, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-FROM sluice_partition_owners
+-- The partition's checkpoint row: the retention lock of the server
+-- dialects (SQLite's write transaction holds everything).
+SELECT checkpoint, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+FROM sluice_partition_checkpoints
 WHERE service = ?1 AND provider = ?2 AND partition = ?3;
 
--- name: GetPartitionOwner
+-- name: LockFencedCheckpoint
 -- args: service, provider, partition
-SELECT owner, epoch, checkpoint
-FROM sluice_partition_owners
+-- A save's checkpoint and the epoch that fences it. No row when the
+-- partition has no checkpoint row or was never leased.
+SELECT c.checkpoint, l.epoch, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+FROM sluice_partition_checkpoints c
+JOIN sluice_partition_leases l ON l.service = c.service AND l.provider = c.provider AND l.partition = c.partition
+WHERE c.service = ?1 AND c.provider = ?2 AND c.partition = ?3;
+
+-- name: GetPartitionCheckpoint
+-- args: service, provider, partition
+SELECT checkpoint
+FROM sluice_partition_checkpoints
 WHERE service = ?1 AND provider = ?2 AND partition = ?3;
 
 -- name: SaveCheckpoint
--- args: service, provider, partition, epoch, checkpoint
--- Applies only under the partition's current epoch; the checkpoint never
--- moves back.
-UPDATE sluice_partition_owners SET checkpoint = max(checkpoint, ?5), updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND epoch = ?4;
+-- args: checkpoint, service, provider, partition
+-- The checkpoint never moves back.
+UPDATE sluice_partition_checkpoints SET checkpoint = max(checkpoint, ?1), updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+WHERE service = ?2 AND provider = ?3 AND partition = ?4;
 
 -- name: LowerCheckpoint
 -- args: position, service, provider, partition
 -- A subscription created behind the checkpoint takes it back with it.
-UPDATE sluice_partition_owners SET checkpoint = min(checkpoint, ?1)
+UPDATE sluice_partition_checkpoints SET checkpoint = min(checkpoint, ?1)
 WHERE service = ?2 AND provider = ?3 AND partition = ?4;
 
 -- name: InsertSubscription
@@ -907,16 +910,24 @@ DELETE FROM sluice_nodes WHERE service = ?1 AND provider = ?2 AND id = ?3;
 
 -- name: SelectLeases
 -- args: service, provider
-SELECT partition, owner, epoch, lease_until, checkpoint, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-FROM sluice_partition_owners
-WHERE service = ?1 AND provider = ?2
-ORDER BY partition;
+SELECT l.partition, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+FROM sluice_partition_leases l
+LEFT JOIN sluice_partition_checkpoints c ON c.service = l.service AND c.provider = l.provider AND c.partition = l.partition
+WHERE l.service = ?1 AND l.provider = ?2
+ORDER BY l.partition;
+
+-- name: EnsurePartitionLease
+-- args: service, provider, partition
+-- A partition never leased gets a row with no owner and epoch 0.
+INSERT INTO sluice_partition_leases (service, provider, partition, owner, epoch, lease_until, updated_at)
+VALUES (?1, ?2, ?3, '', 0, 0, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+ON CONFLICT DO NOTHING;
 
 -- name: RenewLease
 -- args: duration_ms, service, provider, partition, owner, epoch
 -- Extends a lease its owner still holds under its epoch (also one that
 -- ended: nobody acquired it since, or the epoch would have moved).
-UPDATE sluice_partition_owners
+UPDATE sluice_partition_leases
 SET lease_until = max(lease_until + 1, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + ?1), updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 WHERE service = ?2 AND provider = ?3 AND partition = ?4 AND owner = ?5 AND epoch = ?6;
 
@@ -924,18 +935,24 @@ WHERE service = ?2 AND provider = ?3 AND partition = ?4 AND owner = ?5 AND epoch
 -- args: owner, duration_ms, service, provider, partition
 -- Takes a partition whose lease ended (or that was released, or never
 -- leased: lease_until 0) under a new epoch.
-UPDATE sluice_partition_owners
+UPDATE sluice_partition_leases
 SET owner = ?1, epoch = epoch + 1, lease_until = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + ?2, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 WHERE service = ?3 AND provider = ?4 AND partition = ?5 AND lease_until < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER);
 
 -- name: ReleaseLease
 -- args: service, provider, partition, owner, epoch
-UPDATE sluice_partition_owners
+UPDATE sluice_partition_leases
 SET owner = '', lease_until = 0, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND owner = ?4 AND epoch = ?5;
 
 -- name: LockLeaseNoWait
 -- args: service, provider, partition
 -- SQLite has one writer at a time and no row locks: a read.
-SELECT epoch FROM sluice_partition_owners
+SELECT epoch FROM sluice_partition_leases
+WHERE service = ?1 AND provider = ?2 AND partition = ?3;
+
+-- name: LockLeaseEpoch
+-- args: service, provider, partition
+-- A partition's epoch (SQLite's write transaction holds everything).
+SELECT epoch FROM sluice_partition_leases
 WHERE service = ?1 AND provider = ?2 AND partition = ?3;
