@@ -34,8 +34,11 @@ const (
 	clusterTimeout   = time.Second
 )
 
-// TestClusterNodeChild is a node of TestClusterFailover: it appends
-// "unixnano key partition position" to its file for every delivery, until
+// TestClusterNodeChild is a node of TestClusterFailover: each delivery
+// takes up to a millisecond (less if its context ends first: then it
+// fails), and appends "start end key partition position" to the node's
+// file, with the times at which the handler started and finished in
+// Unix nanoseconds (the processes share the machine's clock), until
 // SIGTERM stops it gracefully.
 func TestClusterNodeChild(t *testing.T) {
 	dsn := os.Getenv(clusterChildDSN)
@@ -48,14 +51,21 @@ func TestClusterNodeChild(t *testing.T) {
 		sluice.StreamProcessorOptions{Name: name, HeartbeatInterval: clusterHeartbeat, FailureTimeout: clusterTimeout,
 			ProgressInterval: 50 * time.Millisecond},
 		sluice.ConsumerOptions{Namespace: "cluster", MaxConcurrency: 4},
-		func(ev *sluice.StreamEvent) string {
-			return fmt.Sprintf("%d %s %d %d\n", time.Now().UnixNano(), ev.Key, ev.Partition, ev.Position)
+		func(ctx context.Context, ev *sluice.StreamEvent) (string, error) {
+			start := time.Now()
+			select {
+			case <-ctx.Done():
+				return "", context.Cause(ctx)
+			case <-time.After(time.Duration(rand.IntN(1000)) * time.Microsecond):
+			}
+			return fmt.Sprintf("%d %d %s %d %d\n", start.UnixNano(), time.Now().UnixNano(), ev.Key, ev.Partition, ev.Position), nil
 		})
 }
 
-// clusterDelivery is one line of a node's file.
+// clusterDelivery is one line of a node's file: a delivery that ran from
+// at to end.
 type clusterDelivery struct {
-	at        time.Time
+	at, end   time.Time
 	node      string
 	key       string
 	partition int32
@@ -76,13 +86,14 @@ func readDeliveries(t *testing.T, node, path string) []clusterDelivery {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
-		if len(fs) != 4 {
+		if len(fs) != 5 {
 			continue // a line cut by a kill
 		}
-		ns, _ := strconv.ParseInt(fs[0], 10, 64)
-		part, _ := strconv.ParseInt(fs[2], 10, 32)
-		pos, _ := strconv.ParseInt(fs[3], 10, 64)
-		out = append(out, clusterDelivery{time.Unix(0, ns), node, fs[1], int32(part), pos})
+		start, _ := strconv.ParseInt(fs[0], 10, 64)
+		end, _ := strconv.ParseInt(fs[1], 10, 64)
+		part, _ := strconv.ParseInt(fs[3], 10, 32)
+		pos, _ := strconv.ParseInt(fs[4], 10, 64)
+		out = append(out, clusterDelivery{time.Unix(0, start), time.Unix(0, end), node, fs[2], int32(part), pos})
 	}
 	return out
 }
@@ -294,6 +305,7 @@ func TestClusterFailover(t *testing.T) {
 				lost = append(lost, int32(part))
 			}
 		}
+		stopped := time.Now()
 		nodes[1].cmd.Process.Signal(syscall.SIGSTOP)
 		spread(20*time.Second, []int{8, 8}, "n3", "n4")
 		time.Sleep(clusterHeartbeat)
@@ -365,24 +377,70 @@ func TestClusterFailover(t *testing.T) {
 				t.Fatalf("n2 delivered %d events of partition %d after SIGCONT while another node held it: %v", len(ds), part, ds)
 			}
 		}
+		// Never two deliveries of one stream at once, on one node or two:
+		// a node delivers a partition only while it holds its lease.
+		// Left out: the paused node's deliveries in progress at the pause,
+		// which nothing can stop, and the late ones above.
+		paused := func(d clusterDelivery) bool {
+			return d.node == "n2" && d.at.Before(resumed) && d.end.After(stopped) || lateOnes[d]
+		}
+		byKey := map[string][]clusterDelivery{}
+		for _, d := range all {
+			if !paused(d) {
+				byKey[d.key] = append(byKey[d.key], d)
+			}
+		}
+		overlaps := 0
+		for key, ds := range byKey {
+			last := ds[0] // ds is in start order: the delivery that ends last so far
+			for _, d := range ds[1:] {
+				if d.at.Before(last.end) {
+					if overlaps++; overlaps <= 5 {
+						t.Errorf("stream %s: %s delivered position %d from %v while %s delivered %d until %v",
+							key, d.node, d.position, d.at.Format("15:04:05.000000"), last.node, last.position, last.end.Format("15:04:05.000000"))
+					}
+				}
+				if d.end.After(last.end) {
+					last = d
+				}
+			}
+		}
+		if overlaps > 0 {
+			t.Fatalf("%d deliveries overlapped another of their stream", overlaps)
+		}
 		// In order per stream: each delivery is the stream's next event,
 		// or a step back to redeliver from a checkpoint.
-		byStream := map[string][]int64{}
+		byStream := map[string][]clusterDelivery{}
 		for _, d := range all {
 			if !lateOnes[d] {
-				byStream[d.key] = append(byStream[d.key], d.position)
+				byStream[d.key] = append(byStream[d.key], d)
 			}
 		}
 		dups := len(all) - want
 		for s, want := range published {
 			got := byStream["s-"+strconv.Itoa(s)]
-			if len(got) == 0 || got[0] != want[0] {
+			if len(got) == 0 || got[0].position != want[0] {
 				t.Fatalf("stream s-%d: first delivery %v, want %d", s, head(got), want[0])
 			}
 			for i := 1; i < len(got); i++ {
-				j := slices.Index(want, got[i-1])
-				if got[i] > got[i-1] && (j+1 >= len(want) || got[i] != want[j+1]) {
-					t.Fatalf("stream s-%d: delivery %d after %d skips (deliveries %v)", s, got[i], got[i-1], got[max(0, i-5):min(len(got), i+5)])
+				j := slices.Index(want, got[i-1].position)
+				if got[i].position > got[i-1].position && (j+1 >= len(want) || got[i].position != want[j+1]) {
+					var around []string
+					for _, d := range got[max(0, i-8):min(len(got), i+8)] {
+						around = append(around, fmt.Sprintf("%d by %s at %s", d.position, d.node, d.at.Format("15:04:05.000000")))
+					}
+					var owners []string
+					prev := ""
+					for _, o := range samples {
+						if cur := fmt.Sprintf("%s@%d", o.owners[got[i].partition], o.epochs[got[i].partition]); cur != prev {
+							owners = append(owners, o.at.Format("15:04:05.000000")+" "+cur)
+							prev = cur
+						}
+					}
+					t.Fatalf("stream s-%d (partition %d): delivery %d after %d skips %d; deliveries:\n%s\npublished: %v\n"+
+						"killed %s, stopped %s, resumed %s; the partition's owners:\n%s",
+						s, got[i].partition, got[i].position, got[i-1].position, want[min(j+1, len(want)-1)], strings.Join(around, "\n"), want,
+						killed.Format("15:04:05.000000"), stopped.Format("15:04:05.000000"), resumed.Format("15:04:05.000000"), strings.Join(owners, "\n"))
 				}
 			}
 		}

@@ -38,16 +38,18 @@ func TestStreamCrashChild(t *testing.T) {
 	runChildProcessor(t, dsn, os.Getenv(crashChildService), os.Getenv(crashChildOut), nil,
 		sluice.StreamProcessorOptions{ProgressInterval: 50 * time.Millisecond},
 		sluice.ConsumerOptions{Namespace: "crash"},
-		func(ev *sluice.StreamEvent) string { return fmt.Sprintf("%s %d\n", ev.Key, ev.Position) })
+		func(_ context.Context, ev *sluice.StreamEvent) (string, error) {
+			return fmt.Sprintf("%s %d\n", ev.Key, ev.Position), nil
+		})
 }
 
 // runChildProcessor is the body of a child process of a test: a stream
-// processor whose consumer "checker" appends line(ev) to the file at
-// outPath for every delivery (a write reaches the kernel at once: it
-// survives a SIGKILL of the process), and "ready" once started, until
-// SIGTERM stops it gracefully.
+// processor whose consumer "checker" handles each delivery with handle
+// and appends the line it returns to the file at outPath (a write
+// reaches the kernel at once: it survives a SIGKILL of the process), and
+// "ready" once started, until SIGTERM stops it gracefully.
 func runChildProcessor(t *testing.T, dsn, service, outPath string, log *slog.Logger, opts sluice.StreamProcessorOptions,
-	consumer sluice.ConsumerOptions, line func(ev *sluice.StreamEvent) string) {
+	consumer sluice.ConsumerOptions, handle func(ctx context.Context, ev *sluice.StreamEvent) (string, error)) {
 	ctx := context.Background()
 	c, err := sluice.Open(ctx, dsn, sluice.Options{Service: service, Logger: log})
 	if err != nil {
@@ -62,9 +64,13 @@ func runChildProcessor(t *testing.T, dsn, service, outPath string, log *slog.Log
 	var mu sync.Mutex
 	p := c.NewStreamProcessor(&opts)
 	err = p.Handle("checker", func(ctx context.Context, ev *sluice.StreamEvent) error {
+		line, err := handle(ctx, ev)
+		if err != nil {
+			return err
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		_, err := out.WriteString(line(ev))
+		_, err = out.WriteString(line)
 		return err
 	}, &consumer)
 	if err != nil {

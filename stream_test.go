@@ -176,7 +176,7 @@ func TestStreamOrder(t *testing.T) {
 	})
 }
 
-func head(s []int64) []int64 { return s[:min(len(s), 5)] }
+func head[T any](s []T) []T { return s[:min(len(s), 5)] }
 
 // A stalled subscription pins the cache, which stops reading at its
 // bound; nothing is lost or skipped for the other, and both get every

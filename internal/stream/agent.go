@@ -53,6 +53,11 @@ type agent struct {
 	// stop's deadline passes.
 	deliveries context.Context
 	cancel     context.CancelFunc
+	// leaseCtx ends, with errLeaseLapsed, once the lease may have ended
+	// by this node's clock: deliveries in progress are cancelled then
+	// (a renewal after that starts a new one). Owned by run's goroutine.
+	leaseCtx    context.Context
+	leaseCancel context.CancelCauseFunc
 
 	stop chan context.Context
 	done chan struct{}
@@ -158,10 +163,16 @@ func (s *subState) matches(r *sluicetype.Record) bool {
 	return r.Namespace == s.sub.Namespace && (s.sub.Key == "" || r.Key == s.sub.Key)
 }
 
+// errLeaseLapsed cancels the deliveries of an agent whose lease may have
+// ended: another node may deliver the partition by now.
+var errLeaseLapsed = errors.New("the partition's lease may have ended")
+
 func newAgent(n *Node, lease store.PartitionLease) *agent {
 	dctx, cancel := context.WithCancel(context.Background())
+	lctx, lcancel := context.WithCancelCause(context.Background())
 	partition := lease.Partition
 	return &agent{
+		leaseCtx: lctx, leaseCancel: lcancel,
 		n: n, partition: partition, lease: lease, epoch: lease.Epoch, checkpoint: lease.Checkpoint, trimmedAt: -1,
 		cache: NewCache(n.cfg.CacheRecords, n.cfg.CacheBytes),
 		log:   n.cfg.Logger.With("partition", partition),
@@ -170,6 +181,19 @@ func newAgent(n *Node, lease store.PartitionLease) *agent {
 		savedCh:    make(chan saved, 1),
 		deliveries: dctx, cancel: cancel,
 		stop: make(chan context.Context, 1), done: make(chan struct{}),
+	}
+}
+
+// watchLease cancels the deliveries in progress once the lease may have
+// ended, and starts a new lease context once a renewal came after that.
+// It runs on every step, so within a poll interval of the lease's end;
+// deliveries also check the lease just before each attempt.
+func (a *agent) watchLease() {
+	switch owns, ended := a.owns(), a.leaseCtx.Err() != nil; {
+	case !owns && !ended:
+		a.leaseCancel(errLeaseLapsed)
+	case owns && ended:
+		a.leaseCtx, a.leaseCancel = context.WithCancelCause(context.Background())
 	}
 }
 
@@ -243,6 +267,7 @@ func (a *agent) start() bool {
 func (a *agent) run() {
 	defer close(a.done)
 	defer a.cancel()
+	defer func() { a.leaseCancel(nil) }()
 	tail := a.n.st.TailPartition(a.partition)
 	defer tail.Stop()
 	refresh, unrefresh := a.n.watchSubscriptions()
@@ -351,6 +376,7 @@ func (a *agent) step() {
 		}
 		a.nextRead = now.Add(a.readWait)
 	}
+	a.watchLease()
 	a.dispatch()
 	a.purge()
 	if a.rewindTo > 0 {
@@ -609,18 +635,23 @@ func (a *agent) dispatch() {
 			s.inflight++
 			s.startedGen = s.gen
 			a.wg.Add(1)
-			go a.deliver(s, s.ctx, s.c, s.sub.ID, s.gen, q.items[0])
+			go a.deliver(s, s.ctx, a.leaseCtx, s.c, s.sub.ID, s.gen, q.items[0])
 		}
 	}
 }
 
 // deliver runs in its own goroutine: it delivers one event, applies the
-// failure policy if every attempt failed, and reports.
+// failure policy if every attempt failed, and reports. The delivery ends
+// with the subscription's generation (ctx) or the lease (lease), and each
+// attempt starts only while the agent owns the partition.
 // It reads nothing of s, which the agent's goroutine owns.
-func (a *agent) deliver(s *subState, ctx context.Context, c *Consumer, id string, gen int, rec sluicetype.Record) {
+func (a *agent) deliver(s *subState, ctx, lease context.Context, c *Consumer, id string, gen int, rec sluicetype.Record) {
 	defer a.wg.Done()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer context.AfterFunc(lease, func() { cancel(context.Cause(lease)) })()
 	r := &rec
-	attempts, stopped, err := c.deliver(ctx, a.deliveries, EventOf(r, a.partition, id))
+	attempts, stopped, err := c.deliver(ctx, a.deliveries, EventOf(r, a.partition, id), a.owns)
 	res := result{s: s, gen: gen, key: r.Key, pos: r.Position, err: err, attempts: attempts, stopped: stopped}
 	if err != nil && !stopped {
 		a.log.Warn("sluice: stream delivery failed", "subscription", id, "stream", r.Namespace+"/"+r.Key,
@@ -679,7 +710,10 @@ func (a *agent) resolve(r result) {
 	q.busy = false
 	switch {
 	case r.stopped:
-		return // stays unresolved; delivered again after a restart
+		// It stays unresolved, and goes again once the partition is
+		// owned (after a lapse of its lease), or after a restart.
+		s.ready = append(s.ready, r.key)
+		return
 	case r.fault:
 		reason := fmt.Sprintf("event at position %d of partition %d (stream %s) failed %d times: %v",
 			r.pos, a.partition, r.key, r.attempts, r.err)

@@ -155,11 +155,15 @@ func (c *Consumer) call(ctx, abandon context.Context, ev *Event) error {
 
 // deliver delivers an event until it succeeds or its attempts are used
 // up, waiting with backoff between attempts. It returns the number of
-// attempts and the last error; ctx ending stops it (stopped is true: the
+// attempts and the last error; ctx ending stops it, and so does may,
+// when set, returning false before an attempt (stopped is true: the
 // event is neither delivered nor given up on).
-func (c *Consumer) deliver(ctx, abandon context.Context, ev Event) (attempts int, stopped bool, err error) {
+func (c *Consumer) deliver(ctx, abandon context.Context, ev Event, may func() bool) (attempts int, stopped bool, err error) {
 	wait := c.RetryBackoff
 	for attempts = 1; ; attempts++ {
+		if may != nil && !may() {
+			return attempts - 1, true, errLeaseLapsed
+		}
 		e := ev
 		e.Attempt = attempts
 		if err = c.call(ctx, abandon, &e); err == nil {

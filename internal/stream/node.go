@@ -452,7 +452,7 @@ func (n *Node) Replay(ctx context.Context, subscription string, max int) (int, e
 		}
 		for _, p := range parked {
 			ev := EventOf(&p.Record, p.Partition, subscription)
-			attempts, _, derr := c.deliver(ctx, ctx, ev)
+			attempts, _, derr := c.deliver(ctx, ctx, ev, nil)
 			if derr != nil {
 				p.Error, p.Attempts = store.Truncate(derr.Error(), store.MaxReasonLen), p.Attempts+attempts
 				if err := n.st.Park(ctx, &store.ParkParams{Subscription: subscription, Events: []store.ParkedEvent{p}}); err != nil {

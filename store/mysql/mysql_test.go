@@ -93,7 +93,7 @@ func TestConformance(t *testing.T) {
 // none of its own.
 func TestCrash(t *testing.T) {
 	var dsn string
-	if !storetest.IsCrashChild() {
+	if !storetest.IsChild() {
 		dsn = freshDatabase(t)
 	}
 	storetest.CrashTest(t, storetest.CrashEnv{DSN: dsn, Open: openBackend})
@@ -101,6 +101,16 @@ func TestCrash(t *testing.T) {
 
 // TestSessionSettings checks that a connection of the pool runs with the
 // settings the SQL relies on, whatever the DSN asked for.
+// TestEvictionOncePerInterval: processes leasing from one database share
+// one eviction batch per interval.
+func TestEvictionOncePerInterval(t *testing.T) {
+	var dsn string
+	if !storetest.IsChild() {
+		dsn = freshDatabase(t)
+	}
+	storetest.EvictionOncePerInterval(t, storetest.CrashEnv{DSN: dsn, Open: openBackend})
+}
+
 func TestSessionSettings(t *testing.T) {
 	dsn := testDSN(t) + "?time_zone=%27%2B02:00%27"
 	if strings.Contains(testDSN(t), "?") {

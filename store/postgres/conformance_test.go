@@ -26,11 +26,32 @@ func TestConformance(t *testing.T) {
 func TestCrash(t *testing.T) {
 	dsn := testDSN(t)
 	var crashDSN string
-	if !storetest.IsCrashChild() {
+	if !storetest.IsChild() {
 		crashDSN = withParam(dsn, "search_path", newSchema(t, dsn))
 	}
 	storetest.CrashTest(t, storetest.CrashEnv{
 		DSN: crashDSN,
+		Open: func(t *testing.T, dsn string) store.Backend {
+			b, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { b.Close() })
+			return b
+		},
+	})
+}
+
+// TestEvictionOncePerInterval: processes leasing from one schema share
+// one eviction batch per interval.
+func TestEvictionOncePerInterval(t *testing.T) {
+	dsn := testDSN(t)
+	var childDSN string
+	if !storetest.IsChild() {
+		childDSN = withParam(dsn, "search_path", newSchema(t, dsn))
+	}
+	storetest.EvictionOncePerInterval(t, storetest.CrashEnv{
+		DSN: childDSN,
 		Open: func(t *testing.T, dsn string) store.Backend {
 			b, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
 			if err != nil {

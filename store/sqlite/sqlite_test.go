@@ -47,6 +47,15 @@ func TestCrash(t *testing.T) {
 	})
 }
 
+// TestEvictionOncePerInterval: processes leasing from one file share one
+// eviction batch per interval.
+func TestEvictionOncePerInterval(t *testing.T) {
+	storetest.EvictionOncePerInterval(t, storetest.CrashEnv{
+		DSN:  filepath.Join(t.TempDir(), "evict.db"),
+		Open: func(t *testing.T, dsn string) store.Backend { return open(t, dsn) },
+	})
+}
+
 func BenchmarkStore(b *testing.B) {
 	storetest.Bench(b, func(b *testing.B) store.Backend {
 		return open(b, filepath.Join(b.TempDir(), "bench.db"))

@@ -19,8 +19,8 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// CrashEnv tells CrashTest how to reach a backend's database from two
-// processes.
+// CrashEnv tells CrashTest and EvictionOncePerInterval how to reach a
+// backend's database from several processes.
 type CrashEnv struct {
 	// DSN names the database, in whatever form Open understands: a file
 	// path for SQLite, a connection string for PostgreSQL or MySQL. The
@@ -48,14 +48,6 @@ const (
 	crashPartition  = 0
 	crashConsumer   = "crash"
 )
-
-// IsCrashChild reports whether this process is a child that CrashTest
-// started. A TestMain that does expensive setup (starting a database
-// container, say) can skip it in the child, which only needs to open the
-// database the parent names.
-func IsCrashChild() bool {
-	return os.Getenv(envCrashChild) != ""
-}
 
 // CrashTest checks that a backend loses nothing it acknowledged when its
 // process dies.
@@ -94,13 +86,13 @@ func IsCrashChild() bool {
 // Call it from the test function itself or a subtest, never from a
 // goroutine, and do nothing in the test before it that the child must not
 // repeat (the child runs everything before the call). A TestMain should
-// use IsCrashChild to skip setup the child does not need. CrashTest skips
+// use IsChild to skip setup the child does not need. CrashTest skips
 // itself under -short.
 func CrashTest(t *testing.T, env CrashEnv) {
 	if env.Open == nil {
 		t.Fatal("storetest: CrashEnv.Open is nil")
 	}
-	if IsCrashChild() {
+	if IsChild() {
 		crashChild(t, env)
 		return
 	}
