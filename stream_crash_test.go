@@ -38,7 +38,7 @@ func TestStreamCrashChild(t *testing.T) {
 	runChildProcessor(t, dsn, os.Getenv(crashChildService), os.Getenv(crashChildOut), nil,
 		sluice.StreamProcessorOptions{ProgressInterval: 50 * time.Millisecond},
 		sluice.ConsumerOptions{Namespace: "crash"},
-		func(_ context.Context, ev *sluice.StreamEvent) (string, error) {
+		func(_ context.Context, _ *sluice.StreamProcessor, ev *sluice.StreamEvent) (string, error) {
 			return fmt.Sprintf("%s %d\n", ev.Key, ev.Position), nil
 		})
 }
@@ -49,7 +49,7 @@ func TestStreamCrashChild(t *testing.T) {
 // reaches the kernel at once: it survives a SIGKILL of the process), and
 // "ready" once started, until SIGTERM stops it gracefully.
 func runChildProcessor(t *testing.T, dsn, service, outPath string, log *slog.Logger, opts sluice.StreamProcessorOptions,
-	consumer sluice.ConsumerOptions, handle func(ctx context.Context, ev *sluice.StreamEvent) (string, error)) {
+	consumer sluice.ConsumerOptions, handle func(ctx context.Context, p *sluice.StreamProcessor, ev *sluice.StreamEvent) (string, error)) {
 	ctx := context.Background()
 	c, err := sluice.Open(ctx, dsn, sluice.Options{Service: service, Logger: log})
 	if err != nil {
@@ -64,7 +64,7 @@ func runChildProcessor(t *testing.T, dsn, service, outPath string, log *slog.Log
 	var mu sync.Mutex
 	p := c.NewStreamProcessor(&opts)
 	err = p.Handle("checker", func(ctx context.Context, ev *sluice.StreamEvent) error {
-		line, err := handle(ctx, ev)
+		line, err := handle(ctx, p, ev)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -117,37 +118,51 @@ func (l *Leases) runningBefore(nodes []store.Node) *store.Node {
 	return nil
 }
 
-// Run balances until ctx ends.
+// Run balances until ctx ends: a round every heartbeat interval, and
+// one right after a node or a lease it waits for may have ended.
 func (l *Leases) Run(ctx context.Context, n int32, p Puller) {
 	l.held = make(map[int32]store.PartitionLease)
-	tick := time.NewTicker(l.HeartbeatInterval)
-	defer tick.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
 	for {
-		l.round(ctx, n, p)
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-timer.C:
 		}
+		start := time.Now()
+		next := l.HeartbeatInterval
+		if soon := l.round(ctx, n, p); soon > 0 && soon < next {
+			next = max(soon, l.HeartbeatInterval/8)
+		}
+		timer.Reset(time.Until(start.Add(next)))
 	}
 }
 
+// wakeMargin is how long after a heartbeat or a lease may have ended, by
+// the database's clock, a round looks again.
+const wakeMargin = 10 * time.Millisecond
+
 // round is one heartbeat: renew, acquire up to the node's share, give
-// back beyond it.
-func (l *Leases) round(ctx context.Context, n int32, p Puller) {
+// back beyond it. It returns how soon, from its start, another node's
+// heartbeat or, while the node holds less than its share, another node's
+// lease ends unless renewed (0: nothing before the next heartbeat): when
+// a node dies, its peers act on it right away rather than up to a
+// heartbeat interval later.
+func (l *Leases) round(ctx context.Context, n int32, p Puller) time.Duration {
 	start := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, l.FailureTimeout)
 	defer cancel()
 	nodes, err := l.heartbeat(rctx)
 	if err != nil {
 		l.Logger.Warn("sluice: stream node cannot heartbeat", "err", err)
-		return
+		return 0
 	}
 	share := l.share(nodes, n)
 	leases, err := l.Store.Leases(rctx)
 	if err != nil {
 		l.Logger.Warn("sluice: stream node cannot list leases", "err", err)
-		return
+		return 0
 	}
 	var acquire []int32
 	if want := share - len(l.held); want > 0 {
@@ -158,7 +173,7 @@ func (l *Leases) round(ctx context.Context, n int32, p Puller) {
 	})
 	if err != nil {
 		l.Logger.Warn("sluice: stream node cannot renew its leases", "err", err)
-		return
+		return 0
 	}
 	held := make(map[int32]store.PartitionLease, len(got))
 	for _, g := range got {
@@ -194,6 +209,48 @@ func (l *Leases) round(ctx context.Context, n int32, p Puller) {
 			l.Logger.Warn("sluice: stream node cannot give back partitions; their leases will end", "err", err)
 		}
 	}
+	soon := l.soonest(nodes, leases, share)
+	if missed := slices.ContainsFunc(acquire, func(part int32) bool { _, ok := held[part]; return !ok }); missed && len(held) < share {
+		// Another node took a partition this one asked for (nodes that
+		// act on one node's death wake at once): look again soon, with
+		// jitter, at what is still free.
+		retry := wakeMargin + rand.N(l.HeartbeatInterval/4)
+		if soon == 0 || retry < soon {
+			soon = retry
+		}
+	}
+	return soon
+}
+
+// soonest is how long after the heartbeat that listed nodes another
+// node's heartbeat may go stale, or, while this node holds less than its
+// share, another node's lease may end; 0 when nothing does. The times are
+// the database's, taken relative to this node's heartbeat.
+func (l *Leases) soonest(nodes []store.Node, leases []store.PartitionLease, share int) time.Duration {
+	me := slices.IndexFunc(nodes, func(n store.Node) bool { return n.ID == l.Node })
+	if me < 0 {
+		return 0
+	}
+	now := nodes[me].HeartbeatAt
+	var soon time.Duration
+	consider := func(end time.Time) {
+		if d := end.Sub(now) + wakeMargin; d > 0 && (soon == 0 || d < soon) {
+			soon = d
+		}
+	}
+	for _, nd := range nodes {
+		if nd.ID != l.Node && nd.Alive {
+			consider(nd.HeartbeatAt.Add(nd.Timeout))
+		}
+	}
+	if len(l.held) < share {
+		for _, ls := range leases {
+			if ls.Held && ls.Owner != l.Node {
+				consider(ls.Until)
+			}
+		}
+	}
+	return soon
 }
 
 // share is how many partitions this node should pull: its rank among
