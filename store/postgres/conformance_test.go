@@ -29,17 +29,18 @@ func TestCrash(t *testing.T) {
 	if !storetest.IsChild() {
 		crashDSN = withParam(dsn, "search_path", newSchema(t, dsn))
 	}
-	storetest.CrashTest(t, storetest.CrashEnv{
-		DSN: crashDSN,
-		Open: func(t *testing.T, dsn string) store.Backend {
-			b, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { b.Close() })
-			return b
-		},
-	})
+	storetest.CrashTest(t, storetest.CrashEnv{DSN: crashDSN, Open: openDSN})
+}
+
+// openDSN opens a backend on dsn (its search_path naming the schema) and
+// closes it when the test ends.
+func openDSN(t *testing.T, dsn string) store.Backend {
+	b, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 // TestEvictionOncePerInterval: processes leasing from one schema share
@@ -50,17 +51,7 @@ func TestEvictionOncePerInterval(t *testing.T) {
 	if !storetest.IsChild() {
 		childDSN = withParam(dsn, "search_path", newSchema(t, dsn))
 	}
-	storetest.EvictionOncePerInterval(t, storetest.CrashEnv{
-		DSN: childDSN,
-		Open: func(t *testing.T, dsn string) store.Backend {
-			b, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { b.Close() })
-			return b
-		},
-	})
+	storetest.EvictionOncePerInterval(t, storetest.CrashEnv{DSN: childDSN, Open: openDSN})
 }
 
 // BenchmarkStore runs the storage benchmarks in a fresh schema.
