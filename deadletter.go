@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
@@ -38,7 +39,7 @@ func (r *Receiver) takeDead(ctx context.Context, max int, props QueueProperties)
 	for i, d := range ds {
 		if res[i].Err == nil {
 			m := deadLetterMessage(r.queue, d)
-			m.locked, m.receipt = false, sluicetype.Receipt{}
+			m.LockToken, m.LockedUntil = "", time.Time{}
 			out = append(out, m)
 		}
 	}

@@ -1,7 +1,9 @@
 package sluice
 
 import (
-	"maps"
+	"fmt"
+	"math"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -96,6 +98,12 @@ type ReceivedMessage struct {
 	// LockedUntil is when the lock of a peek-lock receive ends unless it
 	// is renewed.
 	LockedUntil time.Time
+	// LockToken is the lock of a peek-lock receive ("" otherwise): 32 hex
+	// digits. A receiver of the same entity settles or renews a message
+	// by it alone, as &ReceivedMessage{LockToken: token}, which is how a
+	// message received in another process (through the server, say) is
+	// settled here.
+	LockToken string
 	// State is where the message stands (peek).
 	State MessageState
 	// DeadLetterReason and DeadLetterDescription say why a message of a
@@ -105,11 +113,28 @@ type ReceivedMessage struct {
 	DeadLetterDescription string
 	DeadLetterSource      string
 
-	queue   string
-	receipt sluicetype.Receipt
-	locked  bool        // received in peek-lock mode
+	queue   string      // "" when built from a LockToken alone
 	dead    bool        // from the dead-letter queue
 	settled atomic.Bool // completed, abandoned, dead-lettered or deferred
+}
+
+// lockToken formats a receipt as a LockToken.
+func lockToken(r sluicetype.Receipt) string {
+	return fmt.Sprintf("%016x%016x", uint64(r.Seq), uint64(r.Token))
+}
+
+// receipt parses m's LockToken.
+func (m *ReceivedMessage) receipt() (sluicetype.Receipt, error) {
+	t := m.LockToken
+	if len(t) != 32 {
+		return sluicetype.Receipt{}, fmt.Errorf("lock token %q: want 32 hex digits: %w", t, ErrInvalidArgument)
+	}
+	seq, err1 := strconv.ParseUint(t[:16], 16, 64)
+	tok, err2 := strconv.ParseUint(t[16:], 16, 64)
+	if err1 != nil || err2 != nil || seq == 0 || seq > math.MaxInt64 {
+		return sluicetype.Receipt{}, fmt.Errorf("lock token %q: want 32 hex digits: %w", t, ErrInvalidArgument)
+	}
+	return sluicetype.Receipt{Seq: int64(seq), Token: int64(tok)}, nil
 }
 
 func received(queue string, m sluicetype.Message) *ReceivedMessage {
@@ -138,27 +163,13 @@ func deadLetterMessage(queue string, d sluicetype.DeadLetter) *ReceivedMessage {
 	r.dead = true
 	r.DeadLetterReason, r.DeadLetterDescription, r.DeadLetterSource = d.Reason, d.Description, queue
 	if d.Receipt.Token != 0 {
-		r.receipt, r.LockedUntil, r.locked = d.Receipt, d.LockedUntil, true
+		r.LockToken, r.LockedUntil = lockToken(d.Receipt), d.LockedUntil
 	}
 	return r
 }
 
 func leasedMessage(queue string, l sluicetype.Leased) *ReceivedMessage {
 	r := received(queue, l.Message)
-	r.receipt, r.LockedUntil, r.locked = l.Receipt, l.LockedUntil, true
+	r.LockToken, r.LockedUntil = lockToken(l.Receipt), l.LockedUntil
 	return r
-}
-
-// mergedProperties returns m's application properties with changes
-// applied, or nil when there are no changes.
-func (m *ReceivedMessage) mergedProperties(changes map[string]string) map[string]string {
-	if changes == nil {
-		return nil
-	}
-	out := maps.Clone(m.ApplicationProperties)
-	if out == nil {
-		out = make(map[string]string, len(changes))
-	}
-	maps.Copy(out, changes)
-	return out
 }

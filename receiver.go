@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -209,7 +210,7 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // Complete removes a message received in PeekLock mode. ErrLockLost if
 // its lock ended or it was settled already.
 func (r *Receiver) Complete(ctx context.Context, m *ReceivedMessage) error {
-	return r.settle(ctx, "complete", m, store.SettleParams{Action: store.Complete})
+	return r.settle(ctx, "complete", m, store.SettleParams{Action: store.Complete}, nil)
 }
 
 // AbandonOptions tune Abandon.
@@ -223,11 +224,11 @@ type AbandonOptions struct {
 // once; on its last allowed delivery it is dead-lettered instead, with
 // reason MaxDeliveryCountExceeded. nil opts change nothing else.
 func (r *Receiver) Abandon(ctx context.Context, m *ReceivedMessage, opts *AbandonOptions) error {
-	p := store.SettleParams{Action: store.Abandon}
-	if opts != nil && m != nil {
-		p.Properties = m.mergedProperties(opts.PropertiesToModify)
+	var changes map[string]string
+	if opts != nil {
+		changes = opts.PropertiesToModify
 	}
-	return r.settle(ctx, "abandon", m, p)
+	return r.settle(ctx, "abandon", m, store.SettleParams{Action: store.Abandon}, changes)
 }
 
 // DeadLetterOptions say why a message is dead-lettered.
@@ -242,13 +243,11 @@ type DeadLetterOptions struct {
 // DeadLetter moves a message to the queue's dead-letter queue.
 func (r *Receiver) DeadLetter(ctx context.Context, m *ReceivedMessage, opts *DeadLetterOptions) error {
 	p := store.SettleParams{Action: store.DeadLetter}
+	var changes map[string]string
 	if opts != nil {
-		p.Reason, p.Description = opts.Reason, opts.Description
-		if m != nil {
-			p.Properties = m.mergedProperties(opts.PropertiesToModify)
-		}
+		p.Reason, p.Description, changes = opts.Reason, opts.Description, opts.PropertiesToModify
 	}
-	return r.settle(ctx, "dead-letter", m, p)
+	return r.settle(ctx, "dead-letter", m, p, changes)
 }
 
 // DeferOptions tune Defer.
@@ -261,11 +260,11 @@ type DeferOptions struct {
 // Defer sets a message aside: it stays in the queue but only
 // ReceiveDeferred, given its sequence number, receives it again.
 func (r *Receiver) Defer(ctx context.Context, m *ReceivedMessage, opts *DeferOptions) error {
-	p := store.SettleParams{Action: store.Defer}
-	if opts != nil && m != nil {
-		p.Properties = m.mergedProperties(opts.PropertiesToModify)
+	var changes map[string]string
+	if opts != nil {
+		changes = opts.PropertiesToModify
 	}
-	return r.settle(ctx, "defer", m, p)
+	return r.settle(ctx, "defer", m, store.SettleParams{Action: store.Defer}, changes)
 }
 
 // RenewLock extends a message's lock by the queue's lock duration from
@@ -280,16 +279,17 @@ func (r *Receiver) RenewLock(ctx context.Context, m *ReceivedMessage) error {
 }
 
 func (r *Receiver) renew(ctx context.Context, m *ReceivedMessage) (time.Time, error) {
-	if err := r.check("renew lock", m); err != nil {
+	receipt, err := r.check("renew lock", m)
+	if err != nil {
 		return time.Time{}, err
 	}
 	props, err := r.c.properties(ctx, r.queue)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("sluice: renew lock: %w", err)
 	}
-	p := store.SettleParams{Queue: r.queue, Action: store.Extend, Extension: props.LockDuration, Receipts: []sluicetype.Receipt{m.receipt}}
+	p := store.SettleParams{Queue: r.queue, Action: store.Extend, Extension: props.LockDuration, Receipts: []sluicetype.Receipt{receipt}}
 	settle := r.c.st.Settle
-	if m.dead {
+	if r.dead {
 		settle = r.c.st.SettleDeadLetters
 	}
 	res, err := settle(ctx, &p)
@@ -299,33 +299,62 @@ func (r *Receiver) renew(ctx context.Context, m *ReceivedMessage) (time.Time, er
 	return res[0].LockedUntil, nil
 }
 
-// check says whether m can be settled by this receiver.
-func (r *Receiver) check(op string, m *ReceivedMessage) error {
+// check says whether m can be settled by this receiver, and returns its
+// lock's receipt. A message built from a LockToken alone (its queue
+// unknown) is taken to be this receiver's.
+func (r *Receiver) check(op string, m *ReceivedMessage) (sluicetype.Receipt, error) {
 	switch {
 	case m == nil:
-		return errInvalid(op, "nil message")
-	case m.queue != r.queue || m.dead != r.dead:
-		return errInvalid(op, "message %d is from queue %q, not %q", m.SequenceNumber, m.queue, r.queue)
-	case !m.locked:
-		return errInvalid(op, "message %d holds no lock (peeked, or received in ReceiveAndDelete mode)", m.SequenceNumber)
+		return sluicetype.Receipt{}, errInvalid(op, "nil message")
+	case m.queue != "" && (m.queue != r.queue || m.dead != r.dead):
+		return sluicetype.Receipt{}, errInvalid(op, "message %d is from queue %q, not %q", m.SequenceNumber, m.queue, r.queue)
+	case m.LockToken == "":
+		return sluicetype.Receipt{}, errInvalid(op, "message %d holds no lock (peeked, or received in ReceiveAndDelete mode)", m.SequenceNumber)
 	}
-	return nil
+	receipt, err := m.receipt()
+	if err != nil {
+		return receipt, fmt.Errorf("sluice: %s: %w", op, err)
+	}
+	return receipt, nil
 }
 
-func (r *Receiver) settle(ctx context.Context, op string, m *ReceivedMessage, p store.SettleParams) error {
-	if err := r.check(op, m); err != nil {
+// settle settles m, merging changes (when not nil) into its application
+// properties.
+func (r *Receiver) settle(ctx context.Context, op string, m *ReceivedMessage, p store.SettleParams, changes map[string]string) error {
+	receipt, err := r.check(op, m)
+	if err != nil {
 		return err
 	}
-	p.Queue, p.Receipts = r.queue, []sluicetype.Receipt{m.receipt}
+	p.Queue, p.Receipts = r.queue, []sluicetype.Receipt{receipt}
 	settle := r.c.st.Settle
-	if m.dead {
+	if r.dead {
 		if p.Action != store.Complete && p.Action != store.Abandon {
-			return errInvalid(op, "message %d is a dead letter: complete or abandon it", m.SequenceNumber)
+			return errInvalid(op, "message %d is a dead letter: complete or abandon it", receipt.Seq)
 		}
-		if p.Properties != nil {
+		if changes != nil {
 			return errInvalid(op, "a dead letter's properties cannot change")
 		}
 		settle = r.c.st.SettleDeadLetters
+	}
+	if changes != nil {
+		current := m.ApplicationProperties
+		if m.queue == "" {
+			// Known by its lock token alone: its properties are the
+			// stored ones, which only the lock's holder can change.
+			ms, err := r.c.st.Peek(ctx, &store.PeekParams{Queue: r.queue, FromSeq: receipt.Seq, Max: 1})
+			if err != nil {
+				return fmt.Errorf("sluice: %s: %w", op, err)
+			}
+			if len(ms) == 0 || ms[0].Seq != receipt.Seq {
+				return fmt.Errorf("sluice: %s: message %d: %w", op, receipt.Seq, ErrLockLost)
+			}
+			current = ms[0].Properties
+		}
+		p.Properties = maps.Clone(current)
+		if p.Properties == nil {
+			p.Properties = make(map[string]string, len(changes))
+		}
+		maps.Copy(p.Properties, changes)
 	}
 	res, err := settle(ctx, &p)
 	if err := settleErr(op, res, err); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -82,8 +83,36 @@ func (c *Client) acceptSession(ctx context.Context, queue, id string, opts *Rece
 	return &SessionReceiver{r: r, lock: lock, lockedUntil: lock.LockedUntil}, nil
 }
 
+// ResumeSession returns a receiver of a session that a receiver of this
+// or another process locked (AcceptSession, AcceptNextSession), given
+// the session lock's token: how a server hands a session's receipts to
+// its clients. It checks nothing until used: once the lock has ended,
+// every call fails with ErrSessionLockLost. LockedUntil is zero until
+// RenewSessionLock.
+func (c *Client) ResumeSession(queue, sessionID, lockToken string, opts *ReceiverOptions) (*SessionReceiver, error) {
+	if sessionID == "" {
+		return nil, errInvalid("resume session", "empty session id")
+	}
+	if opts != nil && opts.SubQueue != SubQueueNone {
+		return nil, errInvalid("resume session", "sessions have no sub-queue")
+	}
+	tok, err := strconv.ParseUint(lockToken, 16, 64)
+	if err != nil || len(lockToken) != 16 {
+		return nil, errInvalid("resume session", "lock token %q: want 16 hex digits", lockToken)
+	}
+	r, err := c.NewReceiver(queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &SessionReceiver{r: r, lock: store.SessionLock{SessionID: sessionID, Token: int64(tok)}}, nil
+}
+
 // SessionID names the session held.
 func (s *SessionReceiver) SessionID() string { return s.lock.SessionID }
+
+// LockToken is the session lock's token (16 hex digits), for
+// ResumeSession.
+func (s *SessionReceiver) LockToken() string { return fmt.Sprintf("%016x", uint64(s.lock.Token)) }
 
 // LockedUntil is when the session lock ends unless renewed.
 func (s *SessionReceiver) LockedUntil() time.Time {

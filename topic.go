@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/filter"
+	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -126,7 +127,7 @@ func (CorrelationFilter) isFilter() {}
 func (SQLFilter) isFilter()         {}
 
 // ErrInvalidFilter reports a rule whose filter cannot be parsed.
-var ErrInvalidFilter = errors.New("invalid filter")
+var ErrInvalidFilter = sluicetype.ErrInvalidFilter
 
 // storedRule is a rule as a subscription's attributes hold it.
 type storedRule struct {

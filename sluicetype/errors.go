@@ -96,4 +96,8 @@ var (
 	// ErrSingleNode reports a second stream node on a backend where one
 	// node at a time pulls a tenant's partitions (SQLite).
 	ErrSingleNode = errors.New("another stream node is running on this single-node backend")
+
+	// ErrInvalidFilter reports a subscription rule whose filter cannot be
+	// parsed.
+	ErrInvalidFilter = errors.New("invalid filter")
 )
