@@ -6,8 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/sluicehq/sluice"
@@ -18,77 +16,17 @@ import (
 
 // One backend of each kind serves the whole package: every test works in
 // a tenant of its own on it.
-var shared = struct {
-	sync.Mutex
-	backends map[string]store.Backend
-	dsns     map[string]string
-	errs     map[string]error
-	cleanups []func() error
-}{backends: map[string]store.Backend{}, dsns: map[string]string{}, errs: map[string]error{}}
+var shared = testdb.Shared{Open: func(ctx context.Context, dsn string) (store.Backend, error) {
+	return sluice.OpenBackend(ctx, dsn, sluice.Options{})
+}}
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	for _, b := range shared.backends {
-		b.Close()
-	}
-	for _, c := range shared.cleanups {
-		if err := c(); err != nil {
-			fmt.Fprintln(os.Stderr, "cleanup:", err)
-			code = 1
-		}
+	if err := shared.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "cleanup:", err)
+		code = 1
 	}
 	os.Exit(code)
-}
-
-var backendKinds = []string{"sqlite", "postgres", "mysql"}
-
-// backend returns the package's backend of a kind, opening it on first
-// use; it skips the test (fails it in CI) when the kind's server is not
-// configured.
-func backend(t *testing.T, kind string) store.Backend {
-	t.Helper()
-	shared.Lock()
-	defer shared.Unlock()
-	if b, ok := shared.backends[kind]; ok {
-		return b
-	}
-	if err, ok := shared.errs[kind]; ok {
-		testdb.Check(t, err)
-	}
-	b, err := openKind(kind)
-	if err != nil {
-		shared.errs[kind] = err
-		testdb.Check(t, err)
-	}
-	shared.backends[kind] = b
-	return b
-}
-
-func openKind(kind string) (store.Backend, error) {
-	ctx := context.Background()
-	var (
-		dsn  string
-		drop func() error
-		err  error
-	)
-	switch kind {
-	case "sqlite":
-		dir, derr := os.MkdirTemp("", "sluice-test")
-		if derr != nil {
-			return nil, derr
-		}
-		dsn, drop = "sqlite://"+filepath.Join(dir, "sluice.db"), func() error { return os.RemoveAll(dir) }
-	case "postgres":
-		dsn, drop, err = testdb.Postgres(ctx)
-	case "mysql":
-		dsn, drop, err = testdb.MySQL(ctx)
-	}
-	if err != nil {
-		return nil, err
-	}
-	shared.cleanups = append(shared.cleanups, drop)
-	shared.dsns[kind] = dsn
-	return sluice.OpenBackend(ctx, dsn, sluice.Options{})
 }
 
 // reopen opens another backend on the database of c's backend kind (as a
@@ -96,9 +34,7 @@ func openKind(kind string) (store.Backend, error) {
 // same tenant on it, closed when the test ends.
 func reopen(t *testing.T, kind, service string) *sluice.Client {
 	t.Helper()
-	shared.Lock()
-	dsn := shared.dsns[kind]
-	shared.Unlock()
+	dsn := shared.DSN(kind)
 	c, err := sluice.Open(t.Context(), dsn, sluice.Options{Service: service, Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatalf("open %s again: %v", kind, err)
@@ -118,10 +54,10 @@ func forEachBackend(t *testing.T, f func(t *testing.T, c *sluice.Client)) {
 // backend's kind and the client's tenant (service name), to reopen it.
 func forEachBackendKind(t *testing.T, f func(t *testing.T, kind, service string, c *sluice.Client)) {
 	t.Helper()
-	for _, kind := range backendKinds {
+	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			b := backend(t, kind)
+			b := shared.Backend(t, kind)
 			service := "t-" + randHex(6)
 			c, err := sluice.NewClient(b, sluice.Options{Service: service, Logger: storetest.Logger(t)})
 			if err != nil {

@@ -128,9 +128,7 @@ func TestClusterFailover(t *testing.T) {
 			t.Skip("SQLite runs one stream node at a time")
 		}
 		ctx := t.Context()
-		shared.Lock()
-		dsn := shared.dsns[kind]
-		shared.Unlock()
+		dsn := shared.DSN(kind)
 		dir := t.TempDir()
 		type node struct {
 			name string

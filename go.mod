@@ -3,11 +3,14 @@ module github.com/sluicehq/sluice
 go 1.26.8
 
 require (
+	connectrpc.com/connect/v2 v2.0.2
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/mattn/go-sqlite3 v1.14.53
 	github.com/ncruces/go-sqlite3 v0.37.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/time v0.16.0
+	google.golang.org/protobuf v1.36.12
 	modernc.org/sqlite v1.62.0
 	pgregory.net/rapid v1.3.0
 )

@@ -104,6 +104,19 @@ func (r *Receiver) Receive(ctx context.Context, max int) ([]*ReceivedMessage, er
 	return msgs, err
 }
 
+// TryReceive returns at once with up to max of the messages available
+// now, in sequence order: none when there are none.
+func (r *Receiver) TryReceive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
+	if max < 1 || max > r.c.limits.MaxBatch {
+		return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, r.c.limits.MaxBatch)
+	}
+	props, err := r.c.properties(ctx, r.queue)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: receive: %w", err)
+	}
+	return r.take(ctx, max, props)
+}
+
 // waitFor calls try until it reports done or fails, waiting in between
 // for a wake-up of queue or a poll, until ctx ends. It watches before the
 // first try, so that a send between an empty try and the wait still wakes

@@ -16,9 +16,7 @@ import (
 // pool of the application's own, as an application would.
 func rawDB(t *testing.T, kind string) *sql.DB {
 	t.Helper()
-	shared.Lock()
-	dsn := shared.dsns[kind]
-	shared.Unlock()
+	dsn := shared.DSN(kind)
 	var (
 		db  *sql.DB
 		err error

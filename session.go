@@ -50,6 +50,8 @@ func (c *Client) AcceptSession(ctx context.Context, queue, sessionID string, opt
 
 // AcceptNextSession waits until a session of the queue has messages and
 // no other holder, and locks it; it returns ctx's error if ctx ends first.
+// It tries once even when ctx has ended already: a ctx without time left
+// takes a session only if one is free now.
 func (c *Client) AcceptNextSession(ctx context.Context, queue string, opts *ReceiverOptions) (*SessionReceiver, error) {
 	return c.acceptSession(ctx, queue, "", opts, true)
 }
@@ -62,7 +64,9 @@ func (c *Client) acceptSession(ctx context.Context, queue, id string, opts *Rece
 	if err != nil {
 		return nil, err
 	}
-	props, err := c.properties(ctx, queue)
+	pctx, cancel := detached(ctx)
+	props, err := c.properties(pctx, queue)
+	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("sluice: accept session: %w", err)
 	}
@@ -134,16 +138,31 @@ func (s *SessionReceiver) Receive(ctx context.Context, max int) ([]*ReceivedMess
 	}
 	var msgs []*ReceivedMessage
 	err := s.r.c.waitFor(ctx, "receive", s.r.queue, func() (bool, error) {
-		lctx, cancel := detached(ctx)
-		ls, err := s.r.c.st.LeaseSession(lctx, &store.LeaseSessionParams{SessionParams: s.params(), Max: max})
-		cancel()
-		if err != nil || len(ls) == 0 {
-			return false, err
-		}
-		msgs, err = s.r.deliver(ctx, "receive", ls)
-		return true, err
+		var err error
+		msgs, err = s.take(ctx, max)
+		return len(msgs) > 0, err
 	})
 	return msgs, err
+}
+
+// TryReceive returns at once with up to max of the session's messages
+// available now: none when there are none.
+func (s *SessionReceiver) TryReceive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
+	if max < 1 || max > s.r.c.limits.MaxBatch {
+		return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, s.r.c.limits.MaxBatch)
+	}
+	return s.take(ctx, max)
+}
+
+// take leases what the session has available now.
+func (s *SessionReceiver) take(ctx context.Context, max int) ([]*ReceivedMessage, error) {
+	lctx, cancel := detached(ctx)
+	defer cancel()
+	ls, err := s.r.c.st.LeaseSession(lctx, &store.LeaseSessionParams{SessionParams: s.params(), Max: max})
+	if err != nil || len(ls) == 0 {
+		return nil, err
+	}
+	return s.r.deliver(ctx, "receive", ls)
 }
 
 // ReceiveDeferred receives deferred messages of the session by sequence

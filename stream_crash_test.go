@@ -99,9 +99,7 @@ func runChildProcessor(t *testing.T, dsn, service, outPath string, log *slog.Log
 func TestStreamAtLeastOnceAcrossKill(t *testing.T) {
 	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
 		ctx := t.Context()
-		shared.Lock()
-		dsn := shared.dsns[kind]
-		shared.Unlock()
+		dsn := shared.DSN(kind)
 		outPath := filepath.Join(t.TempDir(), "delivered")
 		start := func() *exec.Cmd {
 			t.Helper()
@@ -162,7 +160,7 @@ func TestStreamAtLeastOnceAcrossKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		child.Wait()
-		st, err := backend(t, kind).Store(store.Tenant{Service: service, Provider: sluice.DefaultProvider})
+		st, err := shared.Backend(t, kind).Store(store.Tenant{Service: service, Provider: sluice.DefaultProvider})
 		if err != nil {
 			t.Fatal(err)
 		}

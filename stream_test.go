@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testdb"
 	"go.uber.org/goleak"
 )
 
@@ -385,7 +386,7 @@ func TestStreamRewindAndUnsubscribe(t *testing.T) {
 func TestStreamPartitionCount(t *testing.T) {
 	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
 		publish(t, c, sluice.StreamID{Namespace: "ns", Key: "k"}, "first")
-		other, err := sluice.NewClient(backend(t, kind), sluice.Options{Service: service, StreamPartitions: 8})
+		other, err := sluice.NewClient(shared.Backend(t, kind), sluice.Options{Service: service, StreamPartitions: 8})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -492,9 +493,9 @@ func TestStreamFollowsOtherPublishers(t *testing.T) {
 // Stop ends every goroutine a processor started, including deliveries
 // still running at its deadline.
 func TestStreamProcessorNoLeak(t *testing.T) {
-	for _, kind := range backendKinds {
+	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
-			b := backend(t, kind)
+			b := shared.Backend(t, kind)
 			c, err := sluice.NewClient(b, sluice.Options{Service: "t-" + randHex(6)})
 			if err != nil {
 				t.Fatal(err)

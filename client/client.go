@@ -1,0 +1,373 @@
+// Package client is the Go client of a sluice server's network API. It is
+// shaped like the library (package sluice): the same method names,
+// arguments and types, so that code written against a small interface of
+// its own runs on an embedded sluice.Client or a remote client.Client
+// alike, and the same sentinel errors (errors.Is(err, sluice.ErrLockLost)
+// holds for a lock lost on the server).
+//
+//	c, err := client.New("http://127.0.0.1:7070", &client.Options{Token: token})
+//	s, _ := c.NewSender("orders")
+//	s.Send(ctx, &sluice.Message{Body: []byte("one pizza")})
+//	r, _ := c.NewReceiver("orders", nil)
+//	msgs, err := r.Receive(ctx, 10) // waits until messages arrive
+//	err = r.Complete(ctx, msgs[0])
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
+
+	"github.com/sluicehq/sluice"
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/api/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/internal/apiconv"
+	"github.com/sluicehq/sluice/internal/apierr"
+)
+
+// Options tune a client. The zero value talks the Connect protocol in
+// protobuf, without credentials, through http.DefaultClient.
+type Options struct {
+	// Token is the API key sent as "Authorization: Bearer <token>".
+	Token string
+	// HTTPClient carries the calls (default http.DefaultClient). For gRPC
+	// without TLS it must speak HTTP/2 cleartext (see GRPC).
+	HTTPClient *http.Client
+	// GRPC talks gRPC instead of the Connect protocol; JSON the Connect
+	// protocol in JSON instead of protobuf.
+	GRPC bool
+	JSON bool
+}
+
+// Client calls a sluice server. It is safe for concurrent use.
+type Client struct {
+	entities  sluicev1connect.EntityServiceClient
+	messaging sluicev1connect.MessagingServiceClient
+	cluster   sluicev1connect.ClusterServiceClient
+}
+
+// New returns a client of the server at baseURL (http://host:port or
+// https://host:port).
+func New(baseURL string, opts *Options) (*Client, error) {
+	u, err := url.Parse(baseURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("sluice: client: server address %q: want http://host:port or https://host:port: %w",
+			baseURL, sluice.ErrInvalidArgument)
+	}
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	hc := o.HTTPClient
+	if hc == nil {
+		hc = http.DefaultClient
+		if o.GRPC && u.Scheme == "http" {
+			hc = h2cClient()
+		}
+	}
+	var topts []connecthttp.Option
+	switch {
+	case o.GRPC:
+		topts = append(topts, connecthttp.WithGRPC())
+	case o.JSON:
+		topts = append(topts, connecthttp.WithProtoJSON())
+	}
+	var interceptors []connect.ClientInterceptor
+	if o.Token != "" {
+		interceptors = append(interceptors, bearer(o.Token))
+	}
+	cc := connect.NewClient(connecthttp.NewTransport(hc, baseURL, topts...), interceptors...)
+	return &Client{
+		entities:  sluicev1connect.NewEntityServiceClient(cc),
+		messaging: sluicev1connect.NewMessagingServiceClient(cc),
+		cluster:   sluicev1connect.NewClusterServiceClient(cc),
+	}, nil
+}
+
+// h2cClient speaks HTTP/2 without TLS, as gRPC needs.
+func h2cClient() *http.Client {
+	protocols := new(http.Protocols)
+	protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: protocols}}
+}
+
+// bearer sends the API key with every call.
+func bearer(token string) connect.ClientInterceptor {
+	return func(next connect.ClientFunc) connect.ClientFunc {
+		return func(ctx context.Context, spec connect.Spec) (connect.ClientStream, error) {
+			info, ok := connect.CallInfoForClientContext(ctx)
+			if !ok {
+				ctx, info = connect.NewClientContext(ctx)
+			}
+			info.RequestHeader().Set("Authorization", "Bearer "+token)
+			return next(ctx, spec)
+		}
+	}
+}
+
+// Close releases nothing yet: the client holds no resources of its own
+// beyond its HTTP client's connections. It is there so that a client
+// replaces a sluice.Client where code closes it.
+func (c *Client) Close() error { return nil }
+
+// call runs a call and turns the server's errors into the library's.
+func call[Req, Res any](ctx context.Context, f func(context.Context, *Req) (*Res, error), req *Req) (*Res, error) {
+	res, err := f(ctx, req)
+	if err != nil {
+		return nil, apierr.ToLibrary(err)
+	}
+	return res, nil
+}
+
+// CreateQueue creates a queue; nil props take the defaults.
+func (c *Client) CreateQueue(ctx context.Context, name string, props *sluice.QueueProperties) (sluice.QueueInfo, error) {
+	return c.CreateQueueForwarding(ctx, name, props, "")
+}
+
+// CreateQueueForwarding creates a queue whose messages go to forwardTo.
+func (c *Client) CreateQueueForwarding(ctx context.Context, name string, props *sluice.QueueProperties, forwardTo string) (sluice.QueueInfo, error) {
+	var p sluice.QueueProperties
+	if props != nil {
+		p = *props
+	}
+	res, err := call(ctx, c.entities.CreateQueue, &sluicev1.CreateQueueRequest{Name: name, Properties: apiconv.QueueProperties(p), ForwardTo: forwardTo})
+	if err != nil {
+		return sluice.QueueInfo{}, err
+	}
+	return apiconv.FromQueue(res.Queue), nil
+}
+
+// GetQueue returns a queue's settings.
+func (c *Client) GetQueue(ctx context.Context, name string) (sluice.QueueInfo, error) {
+	res, err := call(ctx, c.entities.GetQueue, &sluicev1.GetQueueRequest{Name: name})
+	if err != nil {
+		return sluice.QueueInfo{}, err
+	}
+	return apiconv.FromQueue(res.Queue), nil
+}
+
+// UpdateQueue replaces a queue's settings and clears its forwarding.
+func (c *Client) UpdateQueue(ctx context.Context, name string, props sluice.QueueProperties) (sluice.QueueInfo, error) {
+	return c.UpdateQueueForwarding(ctx, name, props, "")
+}
+
+// UpdateQueueForwarding replaces a queue's settings and forwarding.
+func (c *Client) UpdateQueueForwarding(ctx context.Context, name string, props sluice.QueueProperties, forwardTo string) (sluice.QueueInfo, error) {
+	res, err := call(ctx, c.entities.UpdateQueue, &sluicev1.UpdateQueueRequest{Name: name, Properties: apiconv.QueueProperties(props), ForwardTo: forwardTo})
+	if err != nil {
+		return sluice.QueueInfo{}, err
+	}
+	return apiconv.FromQueue(res.Queue), nil
+}
+
+// DeleteQueue deletes a queue with its messages.
+func (c *Client) DeleteQueue(ctx context.Context, name string) error {
+	_, err := call(ctx, c.entities.DeleteQueue, &sluicev1.DeleteQueueRequest{Name: name})
+	return err
+}
+
+// ListQueues returns up to max queues after a name, in name order.
+func (c *Client) ListQueues(ctx context.Context, after string, max int) ([]sluice.QueueInfo, error) {
+	res, err := call(ctx, c.entities.ListQueues, &sluicev1.ListQueuesRequest{After: after, Max: int32(max)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sluice.QueueInfo, len(res.Queues))
+	for i, q := range res.Queues {
+		out[i] = apiconv.FromQueue(q)
+	}
+	return out, nil
+}
+
+// GetQueueStats counts a queue's or subscription's messages by state.
+func (c *Client) GetQueueStats(ctx context.Context, name string) (sluice.QueueStats, error) {
+	res, err := call(ctx, c.entities.GetEntityStats, &sluicev1.GetEntityStatsRequest{Entity: name})
+	if err != nil {
+		return sluice.QueueStats{}, err
+	}
+	return apiconv.FromStats(res.Stats), nil
+}
+
+// CreateTopic creates a topic; nil props take the defaults.
+func (c *Client) CreateTopic(ctx context.Context, name string, props *sluice.TopicProperties) (sluice.TopicInfo, error) {
+	var p sluice.TopicProperties
+	if props != nil {
+		p = *props
+	}
+	res, err := call(ctx, c.entities.CreateTopic, &sluicev1.CreateTopicRequest{Name: name, Properties: apiconv.TopicProperties(p)})
+	if err != nil {
+		return sluice.TopicInfo{}, err
+	}
+	return apiconv.FromTopic(res.Topic), nil
+}
+
+// GetTopic returns a topic's settings.
+func (c *Client) GetTopic(ctx context.Context, name string) (sluice.TopicInfo, error) {
+	res, err := call(ctx, c.entities.GetTopic, &sluicev1.GetTopicRequest{Name: name})
+	if err != nil {
+		return sluice.TopicInfo{}, err
+	}
+	return apiconv.FromTopic(res.Topic), nil
+}
+
+// UpdateTopic replaces a topic's settings.
+func (c *Client) UpdateTopic(ctx context.Context, name string, props sluice.TopicProperties) (sluice.TopicInfo, error) {
+	res, err := call(ctx, c.entities.UpdateTopic, &sluicev1.UpdateTopicRequest{Name: name, Properties: apiconv.TopicProperties(props)})
+	if err != nil {
+		return sluice.TopicInfo{}, err
+	}
+	return apiconv.FromTopic(res.Topic), nil
+}
+
+// DeleteTopic deletes a topic with its subscriptions.
+func (c *Client) DeleteTopic(ctx context.Context, name string) error {
+	_, err := call(ctx, c.entities.DeleteTopic, &sluicev1.DeleteTopicRequest{Name: name})
+	return err
+}
+
+// ListTopics returns up to max topics after a name, in name order.
+func (c *Client) ListTopics(ctx context.Context, after string, max int) ([]sluice.TopicInfo, error) {
+	res, err := call(ctx, c.entities.ListTopics, &sluicev1.ListTopicsRequest{After: after, Max: int32(max)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sluice.TopicInfo, len(res.Topics))
+	for i, t := range res.Topics {
+		out[i] = apiconv.FromTopic(t)
+	}
+	return out, nil
+}
+
+// CreateSubscription creates a subscription of a topic with its rules.
+func (c *Client) CreateSubscription(ctx context.Context, topic, name string, props *sluice.SubscriptionProperties, rules ...sluice.Rule) (sluice.SubscriptionInfo, error) {
+	var p sluice.SubscriptionProperties
+	if props != nil {
+		p = *props
+	}
+	req := &sluicev1.CreateSubscriptionRequest{Topic: topic, Name: name, Properties: apiconv.SubscriptionProperties(p)}
+	for _, r := range rules {
+		pr, err := apiconv.Rule(r)
+		if err != nil {
+			return sluice.SubscriptionInfo{}, fmt.Errorf("sluice: create subscription: %w", err)
+		}
+		req.Rules = append(req.Rules, pr)
+	}
+	res, err := call(ctx, c.entities.CreateSubscription, req)
+	if err != nil {
+		return sluice.SubscriptionInfo{}, err
+	}
+	return apiconv.FromSubscription(res.Subscription), nil
+}
+
+// GetSubscription returns a subscription with its settings and rules.
+func (c *Client) GetSubscription(ctx context.Context, topic, name string) (sluice.SubscriptionInfo, error) {
+	res, err := call(ctx, c.entities.GetSubscription, &sluicev1.GetSubscriptionRequest{Topic: topic, Name: name})
+	if err != nil {
+		return sluice.SubscriptionInfo{}, err
+	}
+	return apiconv.FromSubscription(res.Subscription), nil
+}
+
+// UpdateSubscription replaces a subscription's settings.
+func (c *Client) UpdateSubscription(ctx context.Context, topic, name string, props sluice.SubscriptionProperties) (sluice.SubscriptionInfo, error) {
+	res, err := call(ctx, c.entities.UpdateSubscription, &sluicev1.UpdateSubscriptionRequest{Topic: topic, Name: name,
+		Properties: apiconv.SubscriptionProperties(props)})
+	if err != nil {
+		return sluice.SubscriptionInfo{}, err
+	}
+	return apiconv.FromSubscription(res.Subscription), nil
+}
+
+// DeleteSubscription deletes a subscription with its messages.
+func (c *Client) DeleteSubscription(ctx context.Context, topic, name string) error {
+	_, err := call(ctx, c.entities.DeleteSubscription, &sluicev1.DeleteSubscriptionRequest{Topic: topic, Name: name})
+	return err
+}
+
+// ListSubscriptions lists a topic's subscriptions in name order.
+func (c *Client) ListSubscriptions(ctx context.Context, topic string) ([]sluice.SubscriptionInfo, error) {
+	res, err := call(ctx, c.entities.ListSubscriptions, &sluicev1.ListSubscriptionsRequest{Topic: topic})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sluice.SubscriptionInfo, len(res.Subscriptions))
+	for i, s := range res.Subscriptions {
+		out[i] = apiconv.FromSubscription(s)
+	}
+	return out, nil
+}
+
+// CreateRule adds a rule to a subscription.
+func (c *Client) CreateRule(ctx context.Context, topic, subscription string, r sluice.Rule) error {
+	pr, err := apiconv.Rule(r)
+	if err != nil {
+		return fmt.Errorf("sluice: create rule: %w", err)
+	}
+	_, err = call(ctx, c.entities.CreateRule, &sluicev1.CreateRuleRequest{Topic: topic, Subscription: subscription, Rule: pr})
+	return err
+}
+
+// DeleteRule removes a subscription's rule.
+func (c *Client) DeleteRule(ctx context.Context, topic, subscription, rule string) error {
+	_, err := call(ctx, c.entities.DeleteRule, &sluicev1.DeleteRuleRequest{Topic: topic, Subscription: subscription, Name: rule})
+	return err
+}
+
+// ResubmitDeadLetters moves dead letters of an entity back to it, in
+// atomic batches, reporting progress through opts.Progress; it returns
+// how many moved.
+func (c *Client) ResubmitDeadLetters(ctx context.Context, entity string, opts *sluice.ResubmitOptions) (int, error) {
+	req := &sluicev1.ResubmitDeadLettersRequest{Entity: entity}
+	var progress func(done, total int)
+	if opts != nil {
+		req.SequenceNumbers, progress = opts.SequenceNumbers, opts.Progress
+	}
+	stream, err := c.messaging.ResubmitDeadLetters(ctx, req)
+	if err != nil {
+		return 0, apierr.ToLibrary(err)
+	}
+	defer stream.Close()
+	done := 0
+	for {
+		msg, err := stream.Receive()
+		if errors.Is(err, io.EOF) {
+			return done, nil
+		}
+		if err != nil {
+			return done, apierr.ToLibrary(err)
+		}
+		done = int(msg.Done)
+		if progress != nil {
+			progress(done, int(msg.Total))
+		}
+	}
+}
+
+// PurgeDeadLetters deletes an entity's dead letters and returns how many.
+func (c *Client) PurgeDeadLetters(ctx context.Context, entity string) (int64, error) {
+	res, err := call(ctx, c.messaging.PurgeDeadLetters, &sluicev1.PurgeDeadLettersRequest{Entity: entity})
+	if err != nil {
+		return 0, err
+	}
+	return res.Purged, nil
+}
+
+// ClusterStatus describes the server's stream nodes and partitions.
+func (c *Client) ClusterStatus(ctx context.Context) (sluice.ClusterStatus, error) {
+	res, err := call(ctx, c.cluster.GetClusterStatus, &sluicev1.GetClusterStatusRequest{})
+	if err != nil {
+		return sluice.ClusterStatus{}, err
+	}
+	return apiconv.FromClusterStatus(res), nil
+}
+
+// maxWait is the longest wait one receive call asks the server for; a
+// Receive waits longer by calling again.
+const maxWait = 50 * time.Second

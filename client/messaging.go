@@ -1,0 +1,384 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/apiconv"
+)
+
+// Sender sends to one queue or topic.
+type Sender struct {
+	c      *Client
+	entity string
+}
+
+// NewSender returns a sender for a queue or topic.
+func (c *Client) NewSender(entity string) (*Sender, error) {
+	if entity == "" {
+		return nil, fmt.Errorf("sluice: new sender: empty entity name: %w", sluice.ErrInvalidName)
+	}
+	return &Sender{c: c, entity: entity}, nil
+}
+
+// Send sends one message and returns its sequence number.
+func (s *Sender) Send(ctx context.Context, m *sluice.Message) (int64, error) {
+	seqs, err := s.SendBatch(ctx, []*sluice.Message{m})
+	if err != nil {
+		return 0, err
+	}
+	return seqs[0], nil
+}
+
+// SendBatch sends messages atomically: all of them or none.
+func (s *Sender) SendBatch(ctx context.Context, msgs []*sluice.Message) ([]int64, error) {
+	req := &sluicev1.SendRequest{Entity: s.entity, Messages: make([]*sluicev1.Message, len(msgs))}
+	for i, m := range msgs {
+		if m == nil {
+			return nil, fmt.Errorf("sluice: send: message %d is nil: %w", i, sluice.ErrInvalidArgument)
+		}
+		req.Messages[i] = apiconv.Message(m)
+	}
+	res, err := call(ctx, s.c.messaging.Send, req)
+	if err != nil {
+		return nil, err
+	}
+	return res.SequenceNumbers, nil
+}
+
+// CancelScheduled deletes scheduled messages not yet due.
+func (s *Sender) CancelScheduled(ctx context.Context, seqs ...int64) error {
+	_, err := call(ctx, s.c.messaging.CancelScheduled, &sluicev1.CancelScheduledRequest{Entity: s.entity, SequenceNumbers: seqs})
+	return err
+}
+
+// Receiver receives and settles the messages of one queue or
+// subscription (or its dead-letter queue).
+type Receiver struct {
+	c       *Client
+	entity  string
+	mode    sluicev1.ReceiveMode
+	sub     sluicev1.SubQueue
+	session *sluicev1.SessionLock // a SessionReceiver's
+
+	mu       sync.Mutex
+	nextPeek int64
+}
+
+// NewReceiver returns a receiver; nil opts receive in PeekLock mode.
+func (c *Client) NewReceiver(entity string, opts *sluice.ReceiverOptions) (*Receiver, error) {
+	if entity == "" {
+		return nil, fmt.Errorf("sluice: new receiver: empty entity name: %w", sluice.ErrInvalidName)
+	}
+	var o sluice.ReceiverOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Mode != sluice.PeekLock && o.Mode != sluice.ReceiveAndDelete {
+		return nil, fmt.Errorf("sluice: new receiver: unknown receive mode %d: %w", o.Mode, sluice.ErrInvalidArgument)
+	}
+	if o.SubQueue != sluice.SubQueueNone && o.SubQueue != sluice.SubQueueDeadLetter {
+		return nil, fmt.Errorf("sluice: new receiver: unknown sub-queue %d: %w", o.SubQueue, sluice.ErrInvalidArgument)
+	}
+	return &Receiver{c: c, entity: entity, mode: apiconv.WireMode(o.Mode), sub: apiconv.WireSubQueue(o.SubQueue)}, nil
+}
+
+// Receive waits until messages are available or ctx ends, and returns at
+// once with up to max of them. When ctx ends first it returns ctx's
+// error.
+func (r *Receiver) Receive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error) {
+	for {
+		wait, err := waitFor(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: receive: %w", err)
+		}
+		msgs, err := r.receive(ctx, max, wait)
+		if err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("sluice: receive: %w", ctx.Err())
+		}
+		if err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("sluice: receive: %w", err)
+		}
+	}
+}
+
+// TryReceive returns at once with up to max of the messages available
+// now: none when there are none.
+func (r *Receiver) TryReceive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error) {
+	return r.receive(ctx, max, 0)
+}
+
+func (r *Receiver) receive(ctx context.Context, max int, wait time.Duration) ([]*sluice.ReceivedMessage, error) {
+	res, err := call(ctx, r.c.messaging.Receive, &sluicev1.ReceiveRequest{Entity: r.entity, MaxMessages: int32(max),
+		MaxWait: apiconv.DurationPB(wait), Mode: r.mode, SubQueue: r.sub, Session: r.session})
+	if err != nil {
+		return nil, err
+	}
+	return fromWire(res.Messages), nil
+}
+
+func fromWire(ms []*sluicev1.ReceivedMessage) []*sluice.ReceivedMessage {
+	out := make([]*sluice.ReceivedMessage, len(ms))
+	for i, m := range ms {
+		out[i] = apiconv.FromReceived(m)
+	}
+	return out
+}
+
+// ReceiveDeferred receives deferred messages by sequence number.
+func (r *Receiver) ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*sluice.ReceivedMessage, error) {
+	res, err := call(ctx, r.c.messaging.ReceiveDeferred, &sluicev1.ReceiveDeferredRequest{Entity: r.entity,
+		SequenceNumbers: seqs, Mode: r.mode, Session: r.session})
+	if err != nil {
+		return nil, err
+	}
+	return fromWire(res.Messages), nil
+}
+
+// Peek returns up to max messages in sequence order without locking
+// them; nil opts continue after the last peek.
+func (r *Receiver) Peek(ctx context.Context, max int, opts *sluice.PeekOptions) ([]*sluice.ReceivedMessage, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	from := r.nextPeek
+	if opts != nil && opts.FromSequenceNumber > 0 {
+		from = opts.FromSequenceNumber
+	}
+	res, err := call(ctx, r.c.messaging.Peek, &sluicev1.PeekRequest{Entity: r.entity, MaxMessages: int32(max),
+		FromSequenceNumber: from, SubQueue: r.sub})
+	if err != nil {
+		return nil, err
+	}
+	out := fromWire(res.Messages)
+	if len(out) > 0 {
+		r.nextPeek = out[len(out)-1].SequenceNumber + 1
+	}
+	return out, nil
+}
+
+func lockToken(m *sluice.ReceivedMessage) string {
+	if m == nil {
+		return ""
+	}
+	return m.LockToken
+}
+
+// Complete removes a message received in PeekLock mode.
+func (r *Receiver) Complete(ctx context.Context, m *sluice.ReceivedMessage) error {
+	_, err := call(ctx, r.c.messaging.Complete, &sluicev1.CompleteRequest{Entity: r.entity, SubQueue: r.sub,
+		LockToken: lockToken(m), Session: r.session})
+	return err
+}
+
+// Abandon makes a message available again at once.
+func (r *Receiver) Abandon(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.AbandonOptions) error {
+	req := &sluicev1.AbandonRequest{Entity: r.entity, SubQueue: r.sub, LockToken: lockToken(m), Session: r.session}
+	if opts != nil {
+		req.PropertiesToModify = opts.PropertiesToModify
+	}
+	_, err := call(ctx, r.c.messaging.Abandon, req)
+	return err
+}
+
+// DeadLetter moves a message to the dead-letter queue.
+func (r *Receiver) DeadLetter(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeadLetterOptions) error {
+	if r.sub != sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED {
+		return fmt.Errorf("sluice: dead-letter: a dead letter can only be completed or abandoned: %w", sluice.ErrInvalidArgument)
+	}
+	req := &sluicev1.DeadLetterRequest{Entity: r.entity, LockToken: lockToken(m), Session: r.session}
+	if opts != nil {
+		req.Reason, req.Description, req.PropertiesToModify = opts.Reason, opts.Description, opts.PropertiesToModify
+	}
+	_, err := call(ctx, r.c.messaging.DeadLetter, req)
+	return err
+}
+
+// Defer sets a message aside, to receive by sequence number.
+func (r *Receiver) Defer(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeferOptions) error {
+	if r.sub != sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED {
+		return fmt.Errorf("sluice: defer: a dead letter can only be completed or abandoned: %w", sluice.ErrInvalidArgument)
+	}
+	req := &sluicev1.DeferRequest{Entity: r.entity, LockToken: lockToken(m), Session: r.session}
+	if opts != nil {
+		req.PropertiesToModify = opts.PropertiesToModify
+	}
+	_, err := call(ctx, r.c.messaging.Defer, req)
+	return err
+}
+
+// RenewLock extends a message's lock and updates m.LockedUntil.
+func (r *Receiver) RenewLock(ctx context.Context, m *sluice.ReceivedMessage) error {
+	res, err := call(ctx, r.c.messaging.RenewLock, &sluicev1.RenewLockRequest{Entity: r.entity, SubQueue: r.sub, LockToken: lockToken(m)})
+	if err != nil {
+		return err
+	}
+	m.LockedUntil = apiconv.Time(res.LockedUntil)
+	return nil
+}
+
+// SessionReceiver receives and settles the messages of one session it
+// holds locked.
+type SessionReceiver struct {
+	r *Receiver
+
+	mu          sync.Mutex
+	lockedUntil time.Time
+}
+
+// AcceptSession locks a named session of a queue that requires sessions.
+func (c *Client) AcceptSession(ctx context.Context, queue, sessionID string, opts *sluice.ReceiverOptions) (*SessionReceiver, error) {
+	if sessionID == "" {
+		return nil, fmt.Errorf("sluice: accept session: empty session id (AcceptNextSession accepts any): %w", sluice.ErrInvalidArgument)
+	}
+	return c.acceptSession(ctx, queue, sessionID, opts, 0)
+}
+
+// AcceptNextSession waits until a session of the queue has messages and
+// no holder, and locks it; it returns ctx's error if ctx ends first.
+func (c *Client) AcceptNextSession(ctx context.Context, queue string, opts *sluice.ReceiverOptions) (*SessionReceiver, error) {
+	for {
+		wait, err := waitFor(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: accept next session: %w", err)
+		}
+		s, err := c.acceptSession(ctx, queue, "", opts, wait)
+		if err != nil && ctx.Err() != nil {
+			return nil, fmt.Errorf("sluice: accept next session: %w", ctx.Err())
+		}
+		if err != nil || s != nil {
+			return s, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("sluice: accept next session: %w", err)
+		}
+	}
+}
+
+// waitMargin is how much sooner than its context's deadline a waiting
+// call asks the server to give up, so that the answer (nothing yet) comes
+// back before the deadline and not as a deadline error.
+const waitMargin = 20 * time.Millisecond
+
+// waitFor is how long one waiting call may ask the server to wait:
+// maxWait, or less before ctx's deadline; the deadline's error when too
+// little is left.
+func waitFor(ctx context.Context) (time.Duration, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	wait := maxWait
+	if d, ok := ctx.Deadline(); ok {
+		if wait = min(wait, time.Until(d)-waitMargin); wait <= 0 {
+			return 0, context.DeadlineExceeded
+		}
+	}
+	return wait, nil
+}
+
+func (c *Client) acceptSession(ctx context.Context, queue, sessionID string, opts *sluice.ReceiverOptions, wait time.Duration) (*SessionReceiver, error) {
+	if opts != nil && opts.SubQueue != sluice.SubQueueNone {
+		return nil, fmt.Errorf("sluice: accept session: sessions have no sub-queue: %w", sluice.ErrInvalidArgument)
+	}
+	r, err := c.NewReceiver(queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	res, err := call(ctx, c.messaging.AcceptSession, &sluicev1.AcceptSessionRequest{Entity: queue, SessionId: sessionID,
+		MaxWait: apiconv.DurationPB(wait)})
+	if err != nil || res.Session == nil {
+		return nil, err
+	}
+	r.session = res.Session
+	return &SessionReceiver{r: r, lockedUntil: apiconv.Time(res.Session.LockedUntil)}, nil
+}
+
+// SessionID names the session held.
+func (s *SessionReceiver) SessionID() string { return s.r.session.SessionId }
+
+// LockToken is the session lock's token.
+func (s *SessionReceiver) LockToken() string { return s.r.session.LockToken }
+
+// LockedUntil is when the session lock ends unless renewed.
+func (s *SessionReceiver) LockedUntil() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lockedUntil
+}
+
+// Receive waits until messages of the session are available or ctx ends.
+func (s *SessionReceiver) Receive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error) {
+	return s.r.Receive(ctx, max)
+}
+
+// TryReceive returns at once with the session's messages available now.
+func (s *SessionReceiver) TryReceive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error) {
+	return s.r.TryReceive(ctx, max)
+}
+
+// ReceiveDeferred receives deferred messages of the session.
+func (s *SessionReceiver) ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*sluice.ReceivedMessage, error) {
+	return s.r.ReceiveDeferred(ctx, seqs...)
+}
+
+// Complete removes a message of the session.
+func (s *SessionReceiver) Complete(ctx context.Context, m *sluice.ReceivedMessage) error {
+	return s.r.Complete(ctx, m)
+}
+
+// Abandon makes a message of the session available again.
+func (s *SessionReceiver) Abandon(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.AbandonOptions) error {
+	return s.r.Abandon(ctx, m, opts)
+}
+
+// DeadLetter moves a message of the session to the dead-letter queue.
+func (s *SessionReceiver) DeadLetter(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeadLetterOptions) error {
+	return s.r.DeadLetter(ctx, m, opts)
+}
+
+// Defer sets a message of the session aside.
+func (s *SessionReceiver) Defer(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeferOptions) error {
+	return s.r.Defer(ctx, m, opts)
+}
+
+// RenewSessionLock extends the session lock and its messages' locks.
+func (s *SessionReceiver) RenewSessionLock(ctx context.Context) error {
+	res, err := call(ctx, s.r.c.messaging.RenewSessionLock, &sluicev1.RenewSessionLockRequest{Entity: s.r.entity, Session: s.r.session})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.lockedUntil = apiconv.Time(res.LockedUntil)
+	s.mu.Unlock()
+	return nil
+}
+
+// SessionState returns the session's state (nil when none was set).
+func (s *SessionReceiver) SessionState(ctx context.Context) ([]byte, error) {
+	res, err := call(ctx, s.r.c.messaging.GetSessionState, &sluicev1.GetSessionStateRequest{Entity: s.r.entity, Session: s.r.session})
+	if err != nil {
+		return nil, err
+	}
+	if len(res.State) == 0 {
+		return nil, nil
+	}
+	return res.State, nil
+}
+
+// SetSessionState replaces the session's state; nil clears it.
+func (s *SessionReceiver) SetSessionState(ctx context.Context, state []byte) error {
+	_, err := call(ctx, s.r.c.messaging.SetSessionState, &sluicev1.SetSessionStateRequest{Entity: s.r.entity, Session: s.r.session, State: state})
+	return err
+}
+
+// Close releases the session.
+func (s *SessionReceiver) Close(ctx context.Context) error {
+	_, err := call(ctx, s.r.c.messaging.CloseSession, &sluicev1.CloseSessionRequest{Entity: s.r.entity, Session: s.r.session})
+	return err
+}

@@ -1,0 +1,235 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect/v2"
+	"golang.org/x/time/rate"
+
+	"github.com/sluicehq/sluice/internal/apierr"
+)
+
+// Action is what a key may do to an entity: a set of permissions.
+type Action uint8
+
+// Permissions. Send sends to queues and topics; Receive receives, peeks
+// and settles messages and holds sessions; Manage creates, changes and
+// deletes entities, moves and purges dead letters, and reads statistics
+// and the cluster's status.
+const (
+	Send Action = 1 << iota
+	Receive
+	Manage
+
+	// All is every permission.
+	All = Send | Receive | Manage
+)
+
+// ParseAction parses a permission's name: send, receive, manage or all.
+func ParseAction(s string) (Action, error) {
+	switch s {
+	case "send":
+		return Send, nil
+	case "receive":
+		return Receive, nil
+	case "manage":
+		return Manage, nil
+	case "all":
+		return All, nil
+	}
+	return 0, fmt.Errorf("unknown permission %q (want send, receive, manage or all)", s)
+}
+
+func (a Action) String() string {
+	var names []string
+	for _, p := range []struct {
+		a    Action
+		name string
+	}{{Send, "send"}, {Receive, "receive"}, {Manage, "manage"}} {
+		if a&p.a != 0 {
+			names = append(names, p.name)
+		}
+	}
+	return strings.Join(names, "+")
+}
+
+// ClusterEntity is the name a grant names to let a key read the
+// cluster's status with Manage ("*" covers it too).
+const ClusterEntity = "$cluster"
+
+// Grant gives permissions on entities: each pattern is an entity's name
+// (a queue, a topic, a subscription's path "topic/Subscriptions/name"),
+// or a prefix ending in '*' ("orders-*", "billing/Subscriptions/*", "*").
+type Grant struct {
+	Actions  Action
+	Entities []string
+}
+
+// Key is a client's credential: a bearer token, the grants it carries,
+// and a rate limit.
+type Key struct {
+	// Name names the key in logs.
+	Name string
+	// Token is the secret a client sends as "Authorization: Bearer
+	// <token>"; or TokenSHA256, its SHA-256 digest in hex, so that the
+	// configuration need not hold the secret.
+	Token       string
+	TokenSHA256 string
+	Grants      []Grant
+	// RatePerSecond and Burst bound the key's calls (0: unlimited); a
+	// call beyond them fails with RESOURCE_EXHAUSTED.
+	RatePerSecond float64
+	Burst         int
+}
+
+// allows reports whether the key may act on entity.
+func (k *Key) allows(a Action, entity string) bool {
+	for _, g := range k.Grants {
+		if g.Actions&a != a {
+			continue
+		}
+		for _, p := range g.Entities {
+			if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(entity, prefix) || p == entity {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// validate checks a key and returns its token's digest.
+func (k *Key) validate() ([sha256.Size]byte, error) {
+	var digest [sha256.Size]byte
+	switch {
+	case k.Name == "":
+		return digest, fmt.Errorf("a key has no name")
+	case k.Token != "" && k.TokenSHA256 != "":
+		return digest, fmt.Errorf("key %q: set token or token_sha256, not both", k.Name)
+	case k.Token != "":
+		if len(k.Token) < 16 {
+			return digest, fmt.Errorf("key %q: a token of %d characters is too easy to guess (use at least 16)", k.Name, len(k.Token))
+		}
+		digest = sha256.Sum256([]byte(k.Token))
+	case k.TokenSHA256 != "":
+		b, err := hex.DecodeString(k.TokenSHA256)
+		if err != nil || len(b) != sha256.Size {
+			return digest, fmt.Errorf("key %q: token_sha256 must be 64 hex digits", k.Name)
+		}
+		copy(digest[:], b)
+	default:
+		return digest, fmt.Errorf("key %q has no token", k.Name)
+	}
+	if k.RatePerSecond < 0 || k.Burst < 0 {
+		return digest, fmt.Errorf("key %q: negative rate limit", k.Name)
+	}
+	return digest, nil
+}
+
+// keyring holds the configured keys; nil when the server runs without
+// authentication.
+type keyring struct {
+	keys []*authKey
+}
+
+type authKey struct {
+	*Key
+	digest  [sha256.Size]byte
+	limiter *rate.Limiter // nil: unlimited
+}
+
+func newKeyring(keys []Key) (*keyring, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	kr := &keyring{}
+	seen := make(map[[sha256.Size]byte]string)
+	for i := range keys {
+		k := &keys[i]
+		digest, err := k.validate()
+		if err != nil {
+			return nil, err
+		}
+		if other, ok := seen[digest]; ok {
+			return nil, fmt.Errorf("keys %q and %q have the same token", other, k.Name)
+		}
+		seen[digest] = k.Name
+		ak := &authKey{Key: k, digest: digest}
+		if k.RatePerSecond > 0 {
+			ak.limiter = rate.NewLimiter(rate.Limit(k.RatePerSecond), max(k.Burst, 1))
+		}
+		kr.keys = append(kr.keys, ak)
+	}
+	return kr, nil
+}
+
+// find returns the key whose token is given, comparing digests in
+// constant time.
+func (kr *keyring) find(token string) *authKey {
+	digest := sha256.Sum256([]byte(token))
+	var found *authKey
+	for _, k := range kr.keys {
+		if subtle.ConstantTimeCompare(digest[:], k.digest[:]) == 1 {
+			found = k
+		}
+	}
+	return found
+}
+
+type keyCtx struct{}
+
+// authenticate is the server's first interceptor: with keys configured,
+// a call must carry a known bearer token, within its key's rate limit,
+// before any payload is read.
+func (s *Server) authenticate(next connect.ServerFunc) connect.ServerFunc {
+	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
+		if s.keys == nil {
+			return next(ctx, spec, stream)
+		}
+		info, _ := connect.CallInfoForServerContext(ctx)
+		token, ok := strings.CutPrefix(info.RequestHeader().Get("Authorization"), "Bearer ")
+		if !ok || token == "" {
+			return connect.NewError(connect.CodeUnauthenticated, `missing credentials: send "Authorization: Bearer <token>"`)
+		}
+		k := s.keys.find(token)
+		if k == nil {
+			return connect.NewError(connect.CodeUnauthenticated, "unknown token")
+		}
+		if k.limiter != nil && !k.limiter.Allow() {
+			return apierr.New(connect.CodeResourceExhausted, "RATE_LIMITED",
+				fmt.Sprintf("key %q is over its rate limit of %g calls a second", k.Name, k.RatePerSecond))
+		}
+		return next(context.WithValue(ctx, keyCtx{}, k), spec, stream)
+	}
+}
+
+// authorize fails with PERMISSION_DENIED unless the call's key may act on
+// entity (every call may, without keys).
+func (s *Server) authorize(ctx context.Context, a Action, entity string) error {
+	if s.keys == nil {
+		return nil
+	}
+	k, _ := ctx.Value(keyCtx{}).(*authKey)
+	if k != nil && k.allows(a, entity) {
+		return nil
+	}
+	name := "anonymous"
+	if k != nil {
+		name = k.Name
+	}
+	return connect.NewError(connect.CodePermissionDenied, fmt.Sprintf("key %q may not %s %q", name, a, entity))
+}
+
+// permitted reports whether the call's key has any permission on entity:
+// listings show only those.
+func (s *Server) permitted(ctx context.Context, entity string) bool {
+	if s.keys == nil {
+		return true
+	}
+	k, _ := ctx.Value(keyCtx{}).(*authKey)
+	return k != nil && (k.allows(Send, entity) || k.allows(Receive, entity) || k.allows(Manage, entity))
+}

@@ -1,0 +1,386 @@
+package server
+
+import (
+	"context"
+
+	"github.com/sluicehq/sluice"
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/api/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/internal/apiconv"
+	"github.com/sluicehq/sluice/internal/apierr"
+)
+
+// messaging serves MessagingService. It keeps nothing between calls: a
+// message's lock and a session's travel in their lock tokens, so any
+// node settles what another received.
+type messaging struct{ s *Server }
+
+// settler settles messages: an entity's receiver, or a held session's.
+type settler interface {
+	Complete(ctx context.Context, m *sluice.ReceivedMessage) error
+	Abandon(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.AbandonOptions) error
+	DeadLetter(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeadLetterOptions) error
+	Defer(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeferOptions) error
+	Receive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error)
+	TryReceive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error)
+	ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*sluice.ReceivedMessage, error)
+}
+
+// receiver returns the settler of a call: the session's when it names
+// one, else the entity's (or its dead-letter queue's) in mode.
+func (h *messaging) receiver(entity string, mode sluicev1.ReceiveMode, sub sluicev1.SubQueue, session *sluicev1.SessionLock) (settler, error) {
+	m, err := apiconv.Mode(mode)
+	if err != nil {
+		return nil, h.s.fail("receive", err)
+	}
+	q, err := apiconv.SubQueue(sub)
+	if err != nil {
+		return nil, h.s.fail("receive", err)
+	}
+	opts := &sluice.ReceiverOptions{Mode: m, SubQueue: q}
+	if session != nil {
+		if q != sluice.SubQueueNone {
+			return nil, apierr.Invalid("a session has no sub-queue")
+		}
+		r, err := h.s.c.ResumeSession(entity, session.SessionId, session.LockToken, opts)
+		if err != nil {
+			return nil, h.s.fail("resume session", err)
+		}
+		return r, nil
+	}
+	r, err := h.s.c.NewReceiver(entity, opts)
+	if err != nil {
+		return nil, h.s.fail("receive", err)
+	}
+	return r, nil
+}
+
+// session returns the held session a call names.
+func (h *messaging) session(entity string, session *sluicev1.SessionLock) (*sluice.SessionReceiver, error) {
+	if session == nil {
+		return nil, apierr.Invalid("no session: accept one first (AcceptSession)")
+	}
+	r, err := h.s.c.ResumeSession(entity, session.SessionId, session.LockToken, nil)
+	if err != nil {
+		return nil, h.s.fail("resume session", err)
+	}
+	return r, nil
+}
+
+func (h *messaging) Send(ctx context.Context, req *sluicev1.SendRequest) (*sluicev1.SendResponse, error) {
+	if err := h.s.authorize(ctx, Send, req.Entity); err != nil {
+		return nil, err
+	}
+	if len(req.Messages) == 0 {
+		return nil, apierr.Invalid("no messages to send")
+	}
+	snd, err := h.s.c.NewSender(req.Entity)
+	if err != nil {
+		return nil, h.s.fail("send", err)
+	}
+	msgs := make([]*sluice.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = apiconv.FromMessage(m)
+	}
+	seqs, err := snd.SendBatch(ctx, msgs)
+	if err != nil {
+		return nil, h.s.fail("send", err)
+	}
+	return &sluicev1.SendResponse{SequenceNumbers: seqs}, nil
+}
+
+func (h *messaging) CancelScheduled(ctx context.Context, req *sluicev1.CancelScheduledRequest) (*sluicev1.CancelScheduledResponse, error) {
+	if err := h.s.authorize(ctx, Send, req.Entity); err != nil {
+		return nil, err
+	}
+	snd, err := h.s.c.NewSender(req.Entity)
+	if err != nil {
+		return nil, h.s.fail("cancel scheduled", err)
+	}
+	if err := snd.CancelScheduled(ctx, req.SequenceNumbers...); err != nil {
+		return nil, h.s.fail("cancel scheduled", err)
+	}
+	return &sluicev1.CancelScheduledResponse{}, nil
+}
+
+func (h *messaging) Receive(ctx context.Context, req *sluicev1.ReceiveRequest) (*sluicev1.ReceiveResponse, error) {
+	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
+		return nil, err
+	}
+	r, err := h.receiver(req.Entity, req.Mode, req.SubQueue, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	max := int(req.MaxMessages)
+	if max == 0 {
+		max = 1
+	}
+	var msgs []*sluice.ReceivedMessage
+	if wait := apiconv.Duration(req.MaxWait); wait > 0 {
+		wctx, cancel := h.s.waitContext(ctx, wait)
+		msgs, err = r.Receive(wctx, max)
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+			err = nil // the wait ended with nothing to receive
+		}
+		cancel()
+	} else {
+		msgs, err = r.TryReceive(ctx, max)
+	}
+	if err != nil {
+		return nil, h.s.fail("receive", err)
+	}
+	return &sluicev1.ReceiveResponse{Messages: apiconv.ReceivedList(msgs)}, nil
+}
+
+func (h *messaging) ReceiveDeferred(ctx context.Context, req *sluicev1.ReceiveDeferredRequest) (*sluicev1.ReceiveDeferredResponse, error) {
+	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
+		return nil, err
+	}
+	r, err := h.receiver(req.Entity, req.Mode, sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := r.ReceiveDeferred(ctx, req.SequenceNumbers...)
+	if err != nil {
+		return nil, h.s.fail("receive deferred", err)
+	}
+	return &sluicev1.ReceiveDeferredResponse{Messages: apiconv.ReceivedList(msgs)}, nil
+}
+
+func (h *messaging) Peek(ctx context.Context, req *sluicev1.PeekRequest) (*sluicev1.PeekResponse, error) {
+	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
+		return nil, err
+	}
+	q, err := apiconv.SubQueue(req.SubQueue)
+	if err != nil {
+		return nil, h.s.fail("peek", err)
+	}
+	r, err := h.s.c.NewReceiver(req.Entity, &sluice.ReceiverOptions{SubQueue: q})
+	if err != nil {
+		return nil, h.s.fail("peek", err)
+	}
+	max := int(req.MaxMessages)
+	if max == 0 {
+		max = 1
+	}
+	from := req.FromSequenceNumber
+	if from == 0 {
+		from = 1
+	}
+	msgs, err := r.Peek(ctx, max, &sluice.PeekOptions{FromSequenceNumber: from})
+	if err != nil {
+		return nil, h.s.fail("peek", err)
+	}
+	return &sluicev1.PeekResponse{Messages: apiconv.ReceivedList(msgs)}, nil
+}
+
+// settle runs a settlement on the message a lock token names.
+func (h *messaging) settle(ctx context.Context, op, entity string, sub sluicev1.SubQueue, session *sluicev1.SessionLock, token string,
+	do func(settler, *sluice.ReceivedMessage) error) error {
+	if err := h.s.authorize(ctx, Receive, entity); err != nil {
+		return err
+	}
+	r, err := h.receiver(entity, sluicev1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK, sub, session)
+	if err != nil {
+		return err
+	}
+	if err := do(r, &sluice.ReceivedMessage{LockToken: token}); err != nil {
+		return h.s.fail(op, err)
+	}
+	return nil
+}
+
+func (h *messaging) Complete(ctx context.Context, req *sluicev1.CompleteRequest) (*sluicev1.CompleteResponse, error) {
+	err := h.settle(ctx, "complete", req.Entity, req.SubQueue, req.Session, req.LockToken, func(r settler, m *sluice.ReceivedMessage) error {
+		return r.Complete(ctx, m)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sluicev1.CompleteResponse{}, nil
+}
+
+func (h *messaging) Abandon(ctx context.Context, req *sluicev1.AbandonRequest) (*sluicev1.AbandonResponse, error) {
+	err := h.settle(ctx, "abandon", req.Entity, req.SubQueue, req.Session, req.LockToken, func(r settler, m *sluice.ReceivedMessage) error {
+		return r.Abandon(ctx, m, &sluice.AbandonOptions{PropertiesToModify: req.PropertiesToModify})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sluicev1.AbandonResponse{}, nil
+}
+
+func (h *messaging) DeadLetter(ctx context.Context, req *sluicev1.DeadLetterRequest) (*sluicev1.DeadLetterResponse, error) {
+	err := h.settle(ctx, "dead-letter", req.Entity, sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED, req.Session, req.LockToken,
+		func(r settler, m *sluice.ReceivedMessage) error {
+			return r.DeadLetter(ctx, m, &sluice.DeadLetterOptions{Reason: req.Reason, Description: req.Description,
+				PropertiesToModify: req.PropertiesToModify})
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &sluicev1.DeadLetterResponse{}, nil
+}
+
+func (h *messaging) Defer(ctx context.Context, req *sluicev1.DeferRequest) (*sluicev1.DeferResponse, error) {
+	err := h.settle(ctx, "defer", req.Entity, sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED, req.Session, req.LockToken,
+		func(r settler, m *sluice.ReceivedMessage) error {
+			return r.Defer(ctx, m, &sluice.DeferOptions{PropertiesToModify: req.PropertiesToModify})
+		})
+	if err != nil {
+		return nil, err
+	}
+	return &sluicev1.DeferResponse{}, nil
+}
+
+func (h *messaging) RenewLock(ctx context.Context, req *sluicev1.RenewLockRequest) (*sluicev1.RenewLockResponse, error) {
+	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
+		return nil, err
+	}
+	q, err := apiconv.SubQueue(req.SubQueue)
+	if err != nil {
+		return nil, h.s.fail("renew lock", err)
+	}
+	r, err := h.s.c.NewReceiver(req.Entity, &sluice.ReceiverOptions{SubQueue: q})
+	if err != nil {
+		return nil, h.s.fail("renew lock", err)
+	}
+	m := &sluice.ReceivedMessage{LockToken: req.LockToken}
+	if err := r.RenewLock(ctx, m); err != nil {
+		return nil, h.s.fail("renew lock", err)
+	}
+	return &sluicev1.RenewLockResponse{LockedUntil: apiconv.Timestamp(m.LockedUntil)}, nil
+}
+
+func (h *messaging) AcceptSession(ctx context.Context, req *sluicev1.AcceptSessionRequest) (*sluicev1.AcceptSessionResponse, error) {
+	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
+		return nil, err
+	}
+	var (
+		r   *sluice.SessionReceiver
+		err error
+	)
+	if req.SessionId != "" {
+		r, err = h.s.c.AcceptSession(ctx, req.Entity, req.SessionId, nil)
+	} else {
+		wctx, cancel := h.s.waitContext(ctx, apiconv.Duration(req.MaxWait))
+		r, err = h.s.c.AcceptNextSession(wctx, req.Entity, nil)
+		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+			cancel()
+			return &sluicev1.AcceptSessionResponse{}, nil // no session free within the wait
+		}
+		cancel()
+	}
+	if err != nil {
+		return nil, h.s.fail("accept session", err)
+	}
+	return &sluicev1.AcceptSessionResponse{Session: apiconv.SessionLock(r)}, nil
+}
+
+func (h *messaging) RenewSessionLock(ctx context.Context, req *sluicev1.RenewSessionLockRequest) (*sluicev1.RenewSessionLockResponse, error) {
+	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
+		return nil, err
+	}
+	r, err := h.session(req.Entity, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.RenewSessionLock(ctx); err != nil {
+		return nil, h.s.fail("renew session lock", err)
+	}
+	return &sluicev1.RenewSessionLockResponse{LockedUntil: apiconv.Timestamp(r.LockedUntil())}, nil
+}
+
+func (h *messaging) GetSessionState(ctx context.Context, req *sluicev1.GetSessionStateRequest) (*sluicev1.GetSessionStateResponse, error) {
+	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
+		return nil, err
+	}
+	r, err := h.session(req.Entity, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	st, err := r.SessionState(ctx)
+	if err != nil {
+		return nil, h.s.fail("session state", err)
+	}
+	return &sluicev1.GetSessionStateResponse{State: st}, nil
+}
+
+func (h *messaging) SetSessionState(ctx context.Context, req *sluicev1.SetSessionStateRequest) (*sluicev1.SetSessionStateResponse, error) {
+	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
+		return nil, err
+	}
+	r, err := h.session(req.Entity, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	var st []byte
+	if len(req.State) > 0 {
+		st = req.State
+	}
+	if err := r.SetSessionState(ctx, st); err != nil {
+		return nil, h.s.fail("set session state", err)
+	}
+	return &sluicev1.SetSessionStateResponse{}, nil
+}
+
+func (h *messaging) CloseSession(ctx context.Context, req *sluicev1.CloseSessionRequest) (*sluicev1.CloseSessionResponse, error) {
+	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
+		return nil, err
+	}
+	r, err := h.session(req.Entity, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Close(ctx); err != nil {
+		return nil, h.s.fail("close session", err)
+	}
+	return &sluicev1.CloseSessionResponse{}, nil
+}
+
+func (h *messaging) ResubmitDeadLetters(ctx context.Context, req *sluicev1.ResubmitDeadLettersRequest, stream sluicev1connect.MessagingServiceResubmitDeadLettersServerStream) error {
+	if err := h.s.authorize(ctx, Manage, req.Entity); err != nil {
+		return err
+	}
+	var sendErr error
+	sent := false
+	report := func(done, total int) {
+		if sendErr == nil {
+			sendErr = stream.Send(&sluicev1.ResubmitDeadLettersResponse{Done: int64(done), Total: int64(total)})
+			sent = true
+		}
+	}
+	n, err := h.s.c.ResubmitDeadLetters(ctx, req.Entity, &sluice.ResubmitOptions{SequenceNumbers: req.SequenceNumbers, Progress: report})
+	if err != nil {
+		return h.s.fail("resubmit dead letters", err)
+	}
+	if !sent {
+		report(n, n)
+	}
+	return sendErr
+}
+
+func (h *messaging) PurgeDeadLetters(ctx context.Context, req *sluicev1.PurgeDeadLettersRequest) (*sluicev1.PurgeDeadLettersResponse, error) {
+	if err := h.s.authorize(ctx, Manage, req.Entity); err != nil {
+		return nil, err
+	}
+	n, err := h.s.c.PurgeDeadLetters(ctx, req.Entity)
+	if err != nil {
+		return nil, h.s.fail("purge dead letters", err)
+	}
+	return &sluicev1.PurgeDeadLettersResponse{Purged: n}, nil
+}
+
+// cluster serves ClusterService.
+type cluster struct{ s *Server }
+
+func (h *cluster) GetClusterStatus(ctx context.Context, _ *sluicev1.GetClusterStatusRequest) (*sluicev1.GetClusterStatusResponse, error) {
+	if err := h.s.authorize(ctx, Manage, ClusterEntity); err != nil {
+		return nil, err
+	}
+	st, err := h.s.c.ClusterStatus(ctx)
+	if err != nil {
+		return nil, h.s.fail("cluster status", err)
+	}
+	return apiconv.ClusterStatus(st), nil
+}

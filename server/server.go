@@ -1,0 +1,303 @@
+// Package server is sluice's network server, embeddable in any program:
+// the gRPC and HTTP/JSON API (Connect, gRPC and gRPC-Web from one port,
+// defined in proto/sluice/v1), health and readiness endpoints, with API
+// keys, per-key rate limits and request size limits. `sluice serve` is a
+// thin wrapper around it.
+//
+//	srv, err := server.New(server.Config{Client: c, Addr: "127.0.0.1:7070"})
+//	if err := srv.Start(ctx); err != nil { ... }
+//	<-srv.Ready()
+//	...
+//	srv.Shutdown(ctx)
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"connectrpc.com/connect/v2/connecthttp"
+	"connectrpc.com/connect/v2/connectproto"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/api/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/internal/apierr"
+)
+
+// Config configures a server. Zero fields take their defaults.
+type Config struct {
+	// Client is the library client the server serves (required); the
+	// server does not close it.
+	Client *sluice.Client
+	// Addr is the address to listen on (default 127.0.0.1:7070).
+	Addr string
+	// Keys authenticate calls; without keys every call is allowed, which
+	// New refuses on a non-loopback address unless Insecure is set.
+	Keys     []Key
+	Insecure bool
+	// TLS, when set, serves HTTPS (HTTP/2 through ALPN); otherwise plain
+	// HTTP/1.1 and HTTP/2 without TLS (h2c, for gRPC clients).
+	TLS *tls.Config
+	// MaxRequestBytes bounds a call's request message (default 16 MiB):
+	// a larger one fails with RESOURCE_EXHAUSTED before it is decoded.
+	MaxRequestBytes int
+	// MaxReceiveWait caps how long a receive or an accept waits for
+	// messages (default 60 s).
+	MaxReceiveWait time.Duration
+	// Logger receives the server's logs (default: none).
+	Logger *slog.Logger
+}
+
+// Defaults.
+const (
+	DefaultAddr            = "127.0.0.1:7070"
+	DefaultMaxRequestBytes = 16 << 20
+	DefaultMaxReceiveWait  = 60 * time.Second
+)
+
+// Server serves the API for one library client.
+type Server struct {
+	cfg  Config
+	c    *sluice.Client
+	keys *keyring
+	log  *slog.Logger
+	mux  *http.ServeMux
+
+	// stopping ends when Shutdown begins: waiting receives and accepts
+	// return at once, while other calls in progress run to their end.
+	stopping context.Context
+	stop     context.CancelFunc
+
+	mu       sync.Mutex
+	http     *http.Server
+	listener net.Listener
+	ready    chan struct{}
+	done     chan error
+}
+
+// New returns a server; Start starts it.
+func New(cfg Config) (*Server, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("sluice: server: no client (open one with sluice.Open)")
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = DefaultAddr
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = DefaultMaxRequestBytes
+	}
+	if cfg.MaxReceiveWait <= 0 {
+		cfg.MaxReceiveWait = DefaultMaxReceiveWait
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	keys, err := newKeyring(cfg.Keys)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: server: %w", err)
+	}
+	if keys == nil && !cfg.Insecure {
+		if loopback, err := isLoopback(cfg.Addr); err != nil {
+			return nil, fmt.Errorf("sluice: server: address %q: %w", cfg.Addr, err)
+		} else if !loopback {
+			return nil, fmt.Errorf("sluice: server: refusing to listen on %s without authentication: configure API keys, "+
+				"listen on a loopback address, or accept the risk with --insecure", cfg.Addr)
+		}
+	}
+	stopping, stop := context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, c: cfg.Client, keys: keys, log: cfg.Logger, stopping: stopping, stop: stop,
+		ready: make(chan struct{}), done: make(chan error, 1)}
+	s.mux = s.routes()
+	return s, nil
+}
+
+// isLoopback reports whether addr's host is a loopback address, or a
+// name that resolves only to loopback ones (localhost).
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if host == "" {
+		return false, nil // every interface
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback(), nil
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return false, err
+	}
+	for _, ip := range ips {
+		if !ip.IsLoopback() {
+			return false, nil
+		}
+	}
+	return len(ips) > 0, nil
+}
+
+// routes mounts the API services and the operational endpoints.
+func (s *Server) routes() *http.ServeMux {
+	api := connect.NewServer(s.recoverPanics, s.authenticate)
+	sluicev1connect.RegisterEntityServiceHandler(api, &entities{s})
+	sluicev1connect.RegisterMessagingServiceHandler(api, &messaging{s})
+	sluicev1connect.RegisterClusterServiceHandler(api, &cluster{s})
+	// JSON requests with fields the API does not define are refused, not
+	// silently dropped: a misspelt field would otherwise change nothing.
+	strict := connectproto.NewJSONCodec()
+	strict.UnmarshalOptions.DiscardUnknown = false
+	mux := http.NewServeMux()
+	connecthttp.Mount(mux, api,
+		connecthttp.WithReadMaxBytes(s.cfg.MaxRequestBytes),
+		connecthttp.WithCodecs(connectproto.NewBinaryCodec(), strict))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", s.readyz)
+	return mux
+}
+
+// readyz answers 200 once the server listens and its database answers.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	select {
+	case <-s.ready:
+	default:
+		http.Error(w, "not listening yet", http.StatusServiceUnavailable)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if _, err := s.c.ListQueues(ctx, "", 1); err != nil {
+		s.log.Warn("sluice: server: not ready: the database does not answer", "err", err)
+		http.Error(w, "the database does not answer", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// Handler returns the server's HTTP handler: the API, /healthz and
+// /readyz, for a program that serves it itself.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Start listens on the configured address and serves in the background
+// until Shutdown. Ready is closed once it listens.
+func (s *Server) Start(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.http != nil {
+		return fmt.Errorf("sluice: server: started already")
+	}
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("sluice: server: %w", err)
+	}
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	if s.cfg.TLS != nil {
+		protocols.SetHTTP2(true)
+		l = tls.NewListener(l, s.cfg.TLS.Clone())
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
+	s.http = &http.Server{
+		Handler:           s.mux,
+		Protocols:         protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	s.listener = l
+	close(s.ready)
+	go func() {
+		err := s.http.Serve(l)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		s.done <- err
+	}()
+	s.log.Info("sluice: server listening", "addr", l.Addr().String(), "tls", s.cfg.TLS != nil, "auth", s.keys != nil)
+	return nil
+}
+
+// Ready is closed once the server listens.
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Addr is the address the server listens on (after Start), with the
+// port the system chose for ":0".
+func (s *Server) Addr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listener == nil {
+		return nil
+	}
+	return s.listener.Addr()
+}
+
+// Shutdown stops accepting calls, ends the waits of receives in progress
+// (they return what they have), and waits for the calls in progress to
+// finish until ctx ends. It is safe to call twice.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stop()
+	s.mu.Lock()
+	h := s.http
+	s.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	err := h.Shutdown(ctx)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	select {
+	case serr := <-s.done:
+		if err == nil {
+			err = serr
+		}
+	default:
+	}
+	return err
+}
+
+// waitContext bounds a receive's or an accept's wait: by the call's
+// context, the requested wait (capped by MaxReceiveWait; none: no wait),
+// and the server's shutdown.
+func (s *Server) waitContext(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+	wait = min(max(wait, 0), s.cfg.MaxReceiveWait)
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	stop := context.AfterFunc(s.stopping, cancel)
+	return ctx, func() { stop(); cancel() }
+}
+
+// recoverPanics turns a handler's panic into an internal error: a bug in
+// one call must not take the server down.
+func (s *Server) recoverPanics(next connect.ServerFunc) connect.ServerFunc {
+	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				s.log.Error("sluice: server: a handler panicked", "procedure", spec.Procedure, "panic", r)
+				err = connect.NewError(connect.CodeInternal, "internal error")
+			}
+		}()
+		return next(ctx, spec, stream)
+	}
+}
+
+// fail turns a library error into the call's error, logging the ones the
+// client is not told about.
+func (s *Server) fail(op string, err error) error {
+	ce, internal := apierr.FromLibrary(err)
+	if internal {
+		s.log.Error("sluice: server: "+op+" failed", "err", err)
+	}
+	return ce
+}
