@@ -5,7 +5,7 @@ GO ?= go
 DB ?=
 SCENARIO ?=
 
-.PHONY: test test-race lint bench ci
+.PHONY: test test-race lint bench generate ci
 
 test:
 	$(GO) test ./...
@@ -21,6 +21,9 @@ lint:
 bench:
 	@if [ -z "$(DB)" ] || [ -z "$(SCENARIO)" ]; then echo "usage: make bench DB=<dsn> SCENARIO=<name>"; exit 2; fi
 	$(GO) run ./cmd/sluice bench --db "$(DB)" --scenario "$(SCENARIO)"
+
+generate:
+	$(GO) generate ./api
 
 ci:
 	bash .ci/run

@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strings"
 
@@ -32,6 +33,26 @@ type Options struct {
 	// database; a client or processor configured with another number
 	// fails with ErrPartitionCount.
 	StreamPartitions int32
+}
+
+// Migrations returns the schema's migrations for the database a DSN names
+// (any scheme OpenBackend takes), one SQL file a version in the order
+// they apply, without connecting to it: for a DBA to review. OpenBackend
+// applies those not yet applied.
+func Migrations(dsn string) (fs.FS, error) {
+	scheme, _, found := strings.Cut(dsn, "://")
+	if !found {
+		scheme = "sqlite"
+	}
+	switch scheme {
+	case "sqlite", "sqlite3", "file":
+		return sqlite.Migrations(), nil
+	case "postgres", "postgresql":
+		return postgres.Migrations(), nil
+	case "mysql":
+		return mysql.Migrations(), nil
+	}
+	return nil, fmt.Errorf("sluice: unknown database scheme %q (try sqlite://path, postgres://... or mysql://...): %w", scheme, ErrInvalidArgument)
 }
 
 // OpenBackend opens the database a DSN names and applies migrations:

@@ -1,5 +1,5 @@
-// Command sluice is the sluice binary: a demo of the storage foundation
-// and a load tool (bench). The server, CLI and dashboard come later.
+// Command sluice is the sluice binary: the server (serve), schema
+// migrations (migrate), a demo of the library and a load tool (bench).
 package main
 
 import (

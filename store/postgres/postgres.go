@@ -36,6 +36,16 @@ import (
 //go:embed migrations/*.sql
 var migrations embed.FS
 
+// Migrations returns the schema's migrations in this dialect, one SQL
+// file a version (0001_init.sql, ...), for an operator or a DBA to read.
+func Migrations() fs.FS {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		panic(err) // the directory is embedded
+	}
+	return sub
+}
+
 //go:embed queries/*.sql
 var queries embed.FS
 

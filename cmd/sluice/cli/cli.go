@@ -19,8 +19,10 @@ const (
 const usage = `usage: sluice <command> [flags]
 
 commands:
-  demo    run a short tour of queues and partition logs on an embedded SQLite file
-  bench   measure throughput and latency against a database (sluice bench -h)
+  serve    serve the API on embedded SQLite or a database (sluice serve -h)
+  migrate  apply the schema's migrations to a database, or print their SQL
+  demo     run a short tour of queues and partition logs on an embedded SQLite file
+  bench    measure throughput and latency against a database (sluice bench -h)
 `
 
 // Run runs the command named by args[0].
@@ -30,6 +32,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stdout, stderr)
+	case "migrate":
+		return migrate(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return demo(ctx, args[1:], stdout, stderr)
 	case "bench":

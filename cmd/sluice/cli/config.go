@@ -1,0 +1,212 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/server"
+)
+
+// serveConfig is what sluice serve runs with. Each setting comes from its
+// flag when given, else from its SLUICE_* environment variable, else
+// from the configuration file (--config, SLUICE_CONFIG), else its
+// default. API keys come from the file, or one from --token.
+type serveConfig struct {
+	DB              string        `json:"db"`
+	Addr            string        `json:"addr"`
+	Service         string        `json:"service"`
+	Provider        string        `json:"provider"`
+	Insecure        bool          `json:"insecure"`
+	TLSCert         string        `json:"tls_cert"`
+	TLSKey          string        `json:"tls_key"`
+	Token           string        `json:"token"`
+	MaxRequestBytes int           `json:"max_request_bytes"`
+	MaxReceiveWait  duration      `json:"max_receive_wait"`
+	LogLevel        string        `json:"log_level"`
+	LogFormat       string        `json:"log_format"`
+	SelfCheck       bool          `json:"self_check"`
+	Keys            []keyConfig   `json:"keys"`
+	ShutdownTimeout time.Duration `json:"-"`
+}
+
+// keyConfig is an API key in the configuration file.
+type keyConfig struct {
+	Name          string        `json:"name"`
+	Token         string        `json:"token"`
+	TokenSHA256   string        `json:"token_sha256"`
+	Grants        []grantConfig `json:"grants"`
+	RatePerSecond float64       `json:"rate_per_second"`
+	Burst         int           `json:"burst"`
+}
+
+type grantConfig struct {
+	Actions  []string `json:"actions"`
+	Entities []string `json:"entities"`
+}
+
+// duration is a time.Duration that JSON spells "90s".
+type duration time.Duration
+
+func (d *duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("a duration is a string like \"60s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	*d = duration(v)
+	return err
+}
+
+// setting is one setting: its flag, its environment variable, and where
+// it lands.
+type setting struct {
+	flag, env, usage string
+	set              func(string) error
+}
+
+// configSettings lists the settings of c, bound to their fields.
+func configSettings(c *serveConfig) []setting {
+	str := func(p *string) func(string) error { return func(s string) error { *p = s; return nil } }
+	boolean := func(p *bool) func(string) error {
+		return func(s string) error {
+			v, err := strconv.ParseBool(s)
+			*p = v
+			return err
+		}
+	}
+	return []setting{
+		{"db", "SLUICE_DB", "database DSN: sqlite://PATH, postgres://... or mysql://...", str(&c.DB)},
+		{"addr", "SLUICE_ADDR", "address to listen on", str(&c.Addr)},
+		{"service", "SLUICE_SERVICE", "tenant service name", str(&c.Service)},
+		{"provider", "SLUICE_PROVIDER", "tenant provider name", str(&c.Provider)},
+		{"insecure", "SLUICE_INSECURE", "allow a non-loopback address without API keys", boolean(&c.Insecure)},
+		{"tls-cert", "SLUICE_TLS_CERT", "TLS certificate file (PEM); with --tls-key, serve HTTPS", str(&c.TLSCert)},
+		{"tls-key", "SLUICE_TLS_KEY", "TLS private key file (PEM)", str(&c.TLSKey)},
+		{"token", "SLUICE_TOKEN", "require this bearer token (an API key with every permission)", str(&c.Token)},
+		{"max-request-bytes", "SLUICE_MAX_REQUEST_BYTES", "largest request message accepted", func(s string) error {
+			v, err := strconv.Atoi(s)
+			c.MaxRequestBytes = v
+			return err
+		}},
+		{"max-receive-wait", "SLUICE_MAX_RECEIVE_WAIT", "longest wait of a receive", func(s string) error {
+			v, err := time.ParseDuration(s)
+			c.MaxReceiveWait = duration(v)
+			return err
+		}},
+		{"log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel)},
+		{"log-format", "SLUICE_LOG_FORMAT", "text or json", str(&c.LogFormat)},
+		{"self-check", "SLUICE_SELF_CHECK", "at start, send and receive a message through the API and say how long it took", boolean(&c.SelfCheck)},
+	}
+}
+
+// defaultServeConfig is what serve runs with when nothing says otherwise.
+func defaultServeConfig() serveConfig {
+	return serveConfig{DB: "sqlite://sluice-data/sluice.db", Addr: server.DefaultAddr, Service: "default", Provider: "default",
+		MaxRequestBytes: server.DefaultMaxRequestBytes, MaxReceiveWait: duration(server.DefaultMaxReceiveWait),
+		LogLevel: "info", LogFormat: "text", SelfCheck: true, ShutdownTimeout: 30 * time.Second}
+}
+
+// loadServeConfig reads the configuration from args, the environment
+// (getenv) and the file they name.
+func loadServeConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (serveConfig, error) {
+	cfg := defaultServeConfig()
+	configFile := fs.String("config", "", "configuration file (JSON; env SLUICE_CONFIG)")
+	flags := make(map[string]*string)
+	for _, s := range configSettings(&cfg) {
+		flags[s.flag] = fs.String(s.flag, "", s.usage+" (env "+s.env+")")
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	if fs.NArg() > 0 {
+		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	given := make(map[string]bool)
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	path := *configFile
+	if !given["config"] {
+		path = getenv("SLUICE_CONFIG")
+	}
+	if path != "" {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return cfg, fmt.Errorf("configuration file: %w", err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&cfg); err != nil {
+			return cfg, fmt.Errorf("configuration file %s: %w", path, err)
+		}
+	}
+	// The environment over the file, the flags over both.
+	for _, s := range configSettings(&cfg) {
+		v, from := getenv(s.env), s.env
+		if given[s.flag] {
+			v, from = *flags[s.flag], "--"+s.flag
+		}
+		if v == "" && !given[s.flag] {
+			continue
+		}
+		if err := s.set(v); err != nil {
+			return cfg, fmt.Errorf("%s=%q: %w", from, v, err)
+		}
+	}
+	return cfg, nil
+}
+
+// keys returns the server's API keys.
+func (c *serveConfig) keys() ([]server.Key, error) {
+	var keys []server.Key
+	if c.Token != "" {
+		keys = append(keys, server.Key{Name: "token", Token: c.Token,
+			Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}})
+	}
+	for _, k := range c.Keys {
+		sk := server.Key{Name: k.Name, Token: k.Token, TokenSHA256: k.TokenSHA256, RatePerSecond: k.RatePerSecond, Burst: k.Burst}
+		for _, g := range k.Grants {
+			var sg server.Grant
+			for _, a := range g.Actions {
+				act, err := server.ParseAction(a)
+				if err != nil {
+					return nil, fmt.Errorf("key %q: %w", k.Name, err)
+				}
+				sg.Actions |= act
+			}
+			if sg.Actions == 0 || len(g.Entities) == 0 {
+				return nil, fmt.Errorf("key %q: a grant needs actions and entities", k.Name)
+			}
+			sg.Entities = g.Entities
+			sk.Grants = append(sk.Grants, sg)
+		}
+		keys = append(keys, sk)
+	}
+	return keys, nil
+}
+
+// errUsage marks a configuration error the user fixes by changing the
+// command line, the environment or the file.
+var errUsage = errors.New("usage")
+
+func usageErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+}
+
+// validate checks settings whose errors New would report less clearly.
+func (c *serveConfig) validate() error {
+	switch {
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return usageErr("--tls-cert and --tls-key go together")
+	case !slices.Contains([]string{"debug", "info", "warn", "error"}, c.LogLevel):
+		return usageErr("log level %q: want debug, info, warn or error", c.LogLevel)
+	case c.LogFormat != "text" && c.LogFormat != "json":
+		return usageErr("log format %q: want text or json", c.LogFormat)
+	}
+	return nil
+}
