@@ -1,0 +1,98 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/server"
+)
+
+// 1,000 receivers long-poll one queue of one server at once, each on a
+// connection of its own; 1,000 messages sent meanwhile reach exactly one
+// receiver each, and no call fails. Bounded: the receivers wait at most
+// 60 s.
+func TestManyLongPolls(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a load test")
+	}
+	forEachKind(t, func(t *testing.T, kind string) {
+		e := start(t, kind, server.Config{})
+		ctx := t.Context()
+		if _, err := e.lib.CreateQueue(ctx, "busy", nil); err != nil {
+			t.Fatal(err)
+		}
+		const receivers = 1000
+		transport := &http.Transport{MaxIdleConnsPerHost: receivers}
+		defer transport.CloseIdleConnections()
+		c := e.remote(t, &client.Options{HTTPClient: &http.Client{Transport: transport}})
+		var (
+			waiting  atomic.Int64
+			failures atomic.Int64
+			mu       sync.Mutex
+			got      = make(map[string]int)
+			firstErr error
+			wg       sync.WaitGroup
+		)
+		rctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		for range receivers {
+			wg.Go(func() {
+				r, _ := c.NewReceiver("busy", nil)
+				waiting.Add(1)
+				ms, err := r.Receive(rctx, 1)
+				if err == nil {
+					err = r.Complete(rctx, ms[0])
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					failures.Add(1)
+					if firstErr == nil {
+						firstErr = err
+					}
+					return
+				}
+				got[string(ms[0].Body)]++
+			})
+		}
+		for waiting.Load() < receivers {
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(time.Second) // every receiver's call is waiting on the server
+		snd, _ := c.NewSender("busy")
+		began := time.Now()
+		for b := range receivers / 100 {
+			batch := make([]*sluice.Message, 100)
+			for i := range batch {
+				batch[i] = &sluice.Message{Body: []byte(fmt.Sprint(b*100 + i))}
+			}
+			if _, err := snd.SendBatch(ctx, batch); err != nil {
+				t.Fatalf("SendBatch: %v", err)
+			}
+		}
+		wg.Wait()
+		if failures.Load() > 0 {
+			t.Fatalf("%d of %d long-polling receivers failed; the first: %v", failures.Load(), receivers, firstErr)
+		}
+		if len(got) != receivers {
+			t.Fatalf("%d distinct messages received by %d receivers", len(got), receivers)
+		}
+		for body, n := range got {
+			if n != 1 {
+				t.Fatalf("message %s received %d times", body, n)
+			}
+		}
+		t.Logf("%s: %d long-polling receivers got the %d messages sent in %v, without an error",
+			kind, receivers, receivers, time.Since(began).Round(time.Millisecond))
+		if st, _ := e.lib.GetQueueStats(ctx, "busy"); st != (sluice.QueueStats{}) {
+			t.Fatalf("left in the queue: %+v", st)
+		}
+	})
+}
