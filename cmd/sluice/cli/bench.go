@@ -49,6 +49,8 @@ type benchConfig struct {
 	runs        int
 	nodes       int
 	kills       int
+	server      string
+	token       string
 }
 
 // benchResult is one line of output.
@@ -65,6 +67,7 @@ type benchResult struct {
 	Scheduled  *int    `json:"scheduled,omitempty"`
 	Subs       *int    `json:"subscriptions,omitempty"`
 	Nodes      *int    `json:"nodes,omitempty"`
+	Transport  string  `json:"transport,omitempty"`
 	Kills      *int    `json:"kills,omitempty"`
 	Rate       int     `json:"rate,omitempty"`
 	Count      int64   `json:"count"`
@@ -101,6 +104,9 @@ scenarios:
   stream-backlog  publish --messages events behind a stuck subscriber; peak resident memory beside the cache budget
   cluster       --nodes node processes pull the partitions while 8 publishers publish (--batch); with --kills, SIGKILL
                 one node at a time and time until its partitions are owned again (1 s leases, 200 ms heartbeats)
+  api           send and receive through the library, then through a server over Connect (protobuf, JSON) and gRPC
+                (--producers, --batch, --consumers, --lease-batch); the server runs in-process on --db, or --server
+                names one (with --token)
 `
 
 func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -132,6 +138,8 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.IntVar(&c.nodes, "nodes", 1, "cluster: node processes pulling the partitions")
 	fs.IntVar(&c.kills, "kills", 0, "cluster: node processes to kill one after another, timing each failover")
+	fs.StringVar(&c.server, "server", "", "api: drive the server at this URL instead of one in this process")
+	fs.StringVar(&c.token, "token", "", "api: the server's bearer token")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -251,6 +259,7 @@ var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, erro
 	"stream-e2e":              benchStreamE2E,
 	"stream-backlog":          benchStreamBacklog,
 	"cluster":                 benchCluster,
+	"api":                     benchAPI,
 }
 
 func printResults(w io.Writer, results []benchResult, asJSON bool) {
@@ -290,6 +299,9 @@ func printResults(w io.Writer, results []benchResult, asJSON bool) {
 		}
 		if r.Kills != nil {
 			params = append(params, fmt.Sprintf("kills=%d", *r.Kills))
+		}
+		if r.Transport != "" {
+			params = append(params, "transport="+r.Transport)
 		}
 		note := r.Note
 		if r.PublishP50ms != nil {

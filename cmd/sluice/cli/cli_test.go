@@ -94,6 +94,10 @@ func TestBenchScenarios(t *testing.T) {
 			if _, ok := levels[name]; ok {
 				want = 2
 			}
+			transports := []string{"library", "connect-proto", "connect-json", "grpc"}
+			if name == "api" {
+				want = len(transports)
+			}
 			if len(lines) != want {
 				t.Fatalf("%d result lines, want %d:\n%s", len(lines), want, out)
 			}
@@ -118,6 +122,9 @@ func TestBenchScenarios(t *testing.T) {
 					if v, ok := r[k].(float64); !ok || v <= 0 {
 						t.Errorf("%s = %v, want a positive number", k, r[k])
 					}
+				}
+				if name == "api" && r["transport"] != transports[i] {
+					t.Errorf("line %d transport = %v, want %s", i, r["transport"], transports[i])
 				}
 				if l, ok := levels[name]; ok {
 					// Every level, 0 included, is in the JSON.
