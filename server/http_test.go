@@ -268,3 +268,81 @@ func TestHealthAndShutdown(t *testing.T) {
 		t.Fatalf("a receive waiting through Shutdown returned %v, %v after %v", r.res, r.err, r.in)
 	}
 }
+
+// scrape returns the server's /metrics, with a token when given.
+func scrape(t *testing.T, e *env, token string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.url+"/metrics", nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(body)
+}
+
+// /metrics counts calls by procedure and code, messages sent, received
+// and settled, lost locks and dead letters, and reads the entities'
+// depths and the partitions' lag at each scrape.
+func TestMetrics(t *testing.T) {
+	e := start(t, "sqlite", server.Config{})
+	c := e.remote(t, nil)
+	ctx := t.Context()
+	if _, err := c.CreateQueue(ctx, "metered", nil); err != nil {
+		t.Fatal(err)
+	}
+	snd, _ := c.NewSender("metered")
+	if _, err := snd.SendBatch(ctx, []*sluice.Message{{Body: []byte("1")}, {Body: []byte("2")}, {Body: []byte("3")}}); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := c.NewReceiver("metered", nil)
+	ms, err := r.Receive(ctx, 2)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("Receive = %v, %v", ms, err)
+	}
+	r.Complete(ctx, ms[0])
+	r.Complete(ctx, ms[0]) // lock lost
+	r.DeadLetter(ctx, ms[1], &sluice.DeadLetterOptions{Reason: "broken"})
+	c.GetQueue(ctx, "missing")
+	status, body := scrape(t, e, "")
+	if status != 200 {
+		t.Fatalf("GET /metrics: %d %s", status, body)
+	}
+	for _, want := range []string{
+		`sluice_api_calls_total{code="ok",procedure="/sluice.v1.MessagingService/Send"} 1`,
+		`sluice_api_calls_total{code="not_found",procedure="/sluice.v1.EntityService/GetQueue"} 1`,
+		`sluice_api_calls_total{code="failed_precondition",procedure="/sluice.v1.MessagingService/Complete"} 1`,
+		`sluice_messages_sent_total{entity="metered"} 3`,
+		`sluice_messages_received_total{entity="metered",mode="peek_lock"} 2`,
+		`sluice_messages_settled_total{action="complete",entity="metered"} 1`,
+		`sluice_messages_settled_total{action="dead_letter",entity="metered"} 1`,
+		`sluice_lock_lost_total{entity="metered"} 1`,
+		`sluice_messages_dead_lettered_total{entity="metered",reason="broken"} 1`,
+		`sluice_message_wait_seconds_count{entity="metered"} 2`,
+		`sluice_entity_messages{entity="metered",state="active"} 1`,
+		`sluice_entity_messages{entity="metered",state="dead_lettered"} 1`,
+		`sluice_api_call_duration_seconds_count{procedure="/sluice.v1.MessagingService/Receive"} 1`,
+		`sluice_scrape_errors 0`,
+		`go_goroutines`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	// With keys, a key that may manage $metrics reads them.
+	a := authEnv(t)
+	if status, _ := scrape(t, a, ""); status != 401 {
+		t.Errorf("/metrics without a token: %d", status)
+	}
+	if status, _ := scrape(t, a, "consumer-token-0123456789"); status != 403 {
+		t.Errorf("/metrics with the consumer's token: %d", status)
+	}
+	if status, body := scrape(t, a, "admin-token-0123456789"); status != 200 || !strings.Contains(body, "sluice_api_calls_in_flight") {
+		t.Errorf("/metrics with the admin's token: %d", status)
+	}
+}

@@ -86,6 +86,7 @@ func (h *messaging) Send(ctx context.Context, req *sluicev1.SendRequest) (*sluic
 	if err != nil {
 		return nil, h.s.fail("send", err)
 	}
+	h.s.m.sent.WithLabelValues(req.Entity).Add(float64(len(msgs)))
 	return &sluicev1.SendResponse{SequenceNumbers: seqs}, nil
 }
 
@@ -129,6 +130,8 @@ func (h *messaging) Receive(ctx context.Context, req *sluicev1.ReceiveRequest) (
 	if err != nil {
 		return nil, h.s.fail("receive", err)
 	}
+	mode, _ := apiconv.Mode(req.Mode)
+	h.s.m.receivedMessages(req.Entity, mode, msgs)
 	return &sluicev1.ReceiveResponse{Messages: apiconv.ReceivedList(msgs)}, nil
 }
 
@@ -174,8 +177,9 @@ func (h *messaging) Peek(ctx context.Context, req *sluicev1.PeekRequest) (*sluic
 	return &sluicev1.PeekResponse{Messages: apiconv.ReceivedList(msgs)}, nil
 }
 
-// settle runs a settlement on the message a lock token names.
-func (h *messaging) settle(ctx context.Context, op, entity string, sub sluicev1.SubQueue, session *sluicev1.SessionLock, token string,
+// settle runs a settlement (action, as the metrics name it) on the
+// message a lock token names.
+func (h *messaging) settle(ctx context.Context, action, entity string, sub sluicev1.SubQueue, session *sluicev1.SessionLock, token string,
 	do func(settler, *sluice.ReceivedMessage) error) error {
 	if err := h.s.authorize(ctx, Receive, entity); err != nil {
 		return err
@@ -184,8 +188,10 @@ func (h *messaging) settle(ctx context.Context, op, entity string, sub sluicev1.
 	if err != nil {
 		return err
 	}
-	if err := do(r, &sluice.ReceivedMessage{LockToken: token}); err != nil {
-		return h.s.fail(op, err)
+	err = do(r, &sluice.ReceivedMessage{LockToken: token})
+	h.s.m.settledMessage(entity, action, err)
+	if err != nil {
+		return h.s.fail(action, err)
 	}
 	return nil
 }
@@ -211,7 +217,7 @@ func (h *messaging) Abandon(ctx context.Context, req *sluicev1.AbandonRequest) (
 }
 
 func (h *messaging) DeadLetter(ctx context.Context, req *sluicev1.DeadLetterRequest) (*sluicev1.DeadLetterResponse, error) {
-	err := h.settle(ctx, "dead-letter", req.Entity, sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED, req.Session, req.LockToken,
+	err := h.settle(ctx, "dead_letter", req.Entity, sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED, req.Session, req.LockToken,
 		func(r settler, m *sluice.ReceivedMessage) error {
 			return r.DeadLetter(ctx, m, &sluice.DeadLetterOptions{Reason: req.Reason, Description: req.Description,
 				PropertiesToModify: req.PropertiesToModify})
@@ -219,6 +225,7 @@ func (h *messaging) DeadLetter(ctx context.Context, req *sluicev1.DeadLetterRequ
 	if err != nil {
 		return nil, err
 	}
+	h.s.m.dead.WithLabelValues(req.Entity, req.Reason).Inc()
 	return &sluicev1.DeadLetterResponse{}, nil
 }
 
@@ -247,6 +254,9 @@ func (h *messaging) RenewLock(ctx context.Context, req *sluicev1.RenewLockReques
 	}
 	m := &sluice.ReceivedMessage{LockToken: req.LockToken}
 	if err := r.RenewLock(ctx, m); err != nil {
+		if isLockLost(err) {
+			h.s.m.lockLost.WithLabelValues(req.Entity).Inc()
+		}
 		return nil, h.s.fail("renew lock", err)
 	}
 	return &sluicev1.RenewLockResponse{LockedUntil: apiconv.Timestamp(m.LockedUntil)}, nil

@@ -69,6 +69,7 @@ type Server struct {
 	keys *keyring
 	log  *slog.Logger
 	mux  *http.ServeMux
+	m    *metrics
 
 	// stopping ends when Shutdown begins: waiting receives and accepts
 	// return at once, while other calls in progress run to their end.
@@ -114,6 +115,7 @@ func New(cfg Config) (*Server, error) {
 	stopping, stop := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, c: cfg.Client, keys: keys, log: cfg.Logger, stopping: stopping, stop: stop,
 		ready: make(chan struct{}), done: make(chan error, 1)}
+	s.m = newMetrics(s)
 	s.mux = s.routes()
 	return s, nil
 }
@@ -145,7 +147,7 @@ func isLoopback(addr string) (bool, error) {
 
 // routes mounts the API services and the operational endpoints.
 func (s *Server) routes() *http.ServeMux {
-	api := connect.NewServer(s.recoverPanics, s.authenticate)
+	api := connect.NewServer(s.m.observe, s.recoverPanics, s.authenticate)
 	sluicev1connect.RegisterEntityServiceHandler(api, &entities{s})
 	sluicev1connect.RegisterMessagingServiceHandler(api, &messaging{s})
 	sluicev1connect.RegisterClusterServiceHandler(api, &cluster{s})
@@ -162,6 +164,7 @@ func (s *Server) routes() *http.ServeMux {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
+	mux.Handle("GET /metrics", s.m.handler(s))
 	return mux
 }
 
@@ -184,8 +187,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// Handler returns the server's HTTP handler: the API, /healthz and
-// /readyz, for a program that serves it itself.
+// Handler returns the server's HTTP handler: the API, /healthz, /readyz
+// and /metrics, for a program that serves it itself.
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // Start listens on the configured address and serves in the background

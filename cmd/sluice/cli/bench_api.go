@@ -2,10 +2,8 @@ package cli
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,13 +36,14 @@ type apiTransport struct {
 	transport *http.Transport
 }
 
-// benchAPI sends and receives through the library directly and through a
-// server over the Connect protocol in protobuf and in JSON and over gRPC,
-// one after the other on queues of their own: --producers send batches of
-// --batch, --consumers receive up to --lease-batch and complete each
-// message with a call of its own, as an application does. The server runs
-// in this process on the same database, unless --server names one to
-// drive (then only its transports run).
+// benchAPI sends and then receives through the library directly, and
+// through a server over the Connect protocol in protobuf and in JSON and
+// over gRPC, one after the other on queues of their own: --producers send
+// batches of --batch for --duration, then --consumers receive up to
+// --lease-batch and complete each message with a call of its own, as an
+// application does, until the queue is empty. The server runs in this
+// process on the same database, unless --server names one to drive (then
+// only its transports run).
 func benchAPI(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	url := e.cfg.server
 	if url == "" {
@@ -85,100 +84,97 @@ func benchAPI(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	}
 	var out []benchResult
 	for _, t := range transports {
-		r, err := e.apiE2E(ctx, t)
+		rs, err := e.apiSendReceive(ctx, t)
 		if t.transport != nil {
 			t.transport.CloseIdleConnections()
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", t.name, err)
 		}
-		out = append(out, r)
+		out = append(out, rs...)
 	}
 	return out, nil
 }
 
-// apiE2E produces and consumes at once through one transport.
-func (e *benchEnv) apiE2E(ctx context.Context, t apiTransport) (benchResult, error) {
+// apiSendReceive sends for the duration, then receives and completes
+// what was sent, through one transport, and reports each phase.
+func (e *benchEnv) apiSendReceive(ctx context.Context, t apiTransport) ([]benchResult, error) {
 	q := "bench-api-" + t.name + "-" + randomHex(3)
 	if _, err := t.queues.CreateQueue(ctx, q, nil); err != nil {
-		return benchResult{}, err
+		return nil, err
 	}
 	defer t.drop(context.WithoutCancel(ctx), q)
 	body := payload(e.cfg.size)
-	epoch := time.Now()
-	var (
-		lat      latencies
-		sent     atomic.Int64
-		received atomic.Int64
-		failed   firstError
-	)
-	consumeCtx, stopConsumers := context.WithCancel(ctx)
-	defer stopConsumers()
-	var cwg sync.WaitGroup
-	for range e.cfg.consumers {
-		r, err := t.receiver(q)
-		if err != nil {
-			return benchResult{}, err
-		}
-		cwg.Go(func() {
-			for consumeCtx.Err() == nil {
-				got, err := r.Receive(consumeCtx, e.cfg.leaseBatch)
-				if err != nil {
-					if consumeCtx.Err() == nil {
-						failed.set(err)
-					}
-					return
-				}
-				now := time.Since(epoch)
-				for _, m := range got {
-					lat.add(now - time.Duration(binary.BigEndian.Uint64(m.Body)))
-					if err := r.Complete(consumeCtx, m); err != nil {
-						if consumeCtx.Err() == nil {
-							failed.set(err)
-						}
-						return
-					}
-					received.Add(1)
-				}
-			}
-		})
-	}
-	start := time.Now()
-	_, _, err := timed(ctx, e.cfg.producers, e.cfg.duration, func(ctx context.Context, worker int) (int, error) {
+	var sendLat latencies
+	sent, sendTime, err := timed(ctx, e.cfg.producers, e.cfg.duration, func(ctx context.Context, worker int) (int, error) {
 		s, err := t.sender(q)
 		if err != nil {
 			return 0, err
 		}
 		msgs := make([]*sluice.Message, e.cfg.batch)
 		for i := range msgs {
-			p := slices.Clone(body)
-			binary.BigEndian.PutUint64(p, uint64(time.Since(epoch)))
-			msgs[i] = &sluice.Message{Body: p}
+			msgs[i] = &sluice.Message{Body: body}
 		}
+		began := time.Now()
 		if _, err := s.SendBatch(ctx, msgs); err != nil {
 			return 0, err
 		}
-		sent.Add(int64(len(msgs)))
+		sendLat.add(time.Since(began))
 		return len(msgs), nil
 	})
 	if err != nil {
-		return benchResult{}, err
+		return nil, err
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for received.Load() < sent.Load() && time.Now().Before(deadline) && failed.get() == nil {
-		time.Sleep(5 * time.Millisecond)
+	var (
+		recvLat  latencies
+		received atomic.Int64
+		failed   firstError
+		wg       sync.WaitGroup
+	)
+	rctx, cancel := context.WithTimeout(ctx, 10*e.cfg.duration+30*time.Second)
+	defer cancel()
+	start := time.Now()
+	for range e.cfg.consumers {
+		r, err := t.receiver(q)
+		if err != nil {
+			return nil, err
+		}
+		wg.Go(func() {
+			for received.Load() < sent && rctx.Err() == nil {
+				began := time.Now()
+				got, err := r.Receive(rctx, e.cfg.leaseBatch)
+				if err != nil {
+					if received.Load() < sent { // else the last one was taken: cancel ended the wait
+						failed.set(err)
+					}
+					return
+				}
+				recvLat.add(time.Since(began))
+				for _, m := range got {
+					if err := r.Complete(context.WithoutCancel(rctx), m); err != nil {
+						failed.set(err)
+						return
+					}
+					if received.Add(1) == sent {
+						cancel() // the queue is empty: end the others' waits
+					}
+				}
+			}
+		})
 	}
-	elapsed := time.Since(start)
-	stopConsumers()
-	cwg.Wait()
+	wg.Wait()
+	recvTime := time.Since(start)
 	if err := failed.get(); err != nil {
-		return benchResult{}, err
+		return nil, err
 	}
-	if received.Load() < sent.Load() {
-		return benchResult{}, fmt.Errorf("consumers completed %d of %d messages sent within 30 s of the end", received.Load(), sent.Load())
+	if received.Load() < sent {
+		return nil, fmt.Errorf("consumers completed %d of the %d messages sent", received.Load(), sent)
 	}
-	r := result(received.Load(), elapsed, &lat)
-	r.Producers, r.Consumers, r.Batch, r.Transport = e.cfg.producers, e.cfg.consumers, e.cfg.batch, t.name
-	r.Note = "messages/s sent, received and completed (a call each); p50/p99: send to receive"
-	return r, nil
+	snd := result(sent, sendTime, &sendLat)
+	snd.Producers, snd.Batch, snd.Transport = e.cfg.producers, e.cfg.batch, t.name
+	snd.Note = "send: messages/s; p50/p99: one SendBatch call"
+	rcv := result(received.Load(), recvTime, &recvLat)
+	rcv.Consumers, rcv.Batch, rcv.Transport = e.cfg.consumers, e.cfg.leaseBatch, t.name
+	rcv.Note = "receive: messages/s received and completed (a call each); p50/p99: one Receive call"
+	return []benchResult{snd, rcv}, nil
 }

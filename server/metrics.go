@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sluicehq/sluice"
+)
+
+// metrics are the server's Prometheus metrics, served at /metrics: the
+// calls it serves, what they did to messages, and, read from the
+// database at each scrape, the entities' depths and the stream
+// partitions' lag.
+type metrics struct {
+	reg      *prometheus.Registry
+	calls    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inFlight prometheus.Gauge
+	sent     *prometheus.CounterVec
+	received *prometheus.CounterVec
+	settled  *prometheus.CounterVec
+	lockLost *prometheus.CounterVec
+	dead     *prometheus.CounterVec
+	waited   *prometheus.HistogramVec
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_api_calls_total",
+			Help: "API calls served, by procedure and status code."}, []string{"procedure", "code"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_api_call_duration_seconds",
+			Help:    "How long API calls took, waits of receives included, by procedure.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 30, 60}}, []string{"procedure"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_api_calls_in_flight",
+			Help: "API calls in progress, waiting receives included."}),
+		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_sent_total",
+			Help: "Messages sent through the API, by entity."}, []string{"entity"}),
+		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_received_total",
+			Help: "Messages received through the API, by entity and mode (peek_lock, receive_and_delete)."}, []string{"entity", "mode"}),
+		settled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_settled_total",
+			Help: "Messages settled through the API, by entity and action (complete, abandon, dead_letter, defer)."},
+			[]string{"entity", "action"}),
+		lockLost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lock_lost_total",
+			Help: "Settlements and renewals refused because the message's or the session's lock was lost, by entity."},
+			[]string{"entity"}),
+		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_dead_lettered_total",
+			Help: "Messages dead-lettered by API calls, by entity and reason."}, []string{"entity", "reason"}),
+		waited: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_message_wait_seconds",
+			Help:    "How long received messages had been in their entity, from send to receive, by entity.",
+			Buckets: prometheus.ExponentialBuckets(.001, 4, 12)}, []string{"entity"}),
+	}
+	m.reg.MustRegister(m.calls, m.duration, m.inFlight, m.sent, m.received, m.settled, m.lockLost, m.dead, m.waited,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&stateCollector{s: s})
+	return m
+}
+
+// observe counts and times every call, before authentication, so that
+// refused calls count too.
+func (m *metrics) observe(next connect.ServerFunc) connect.ServerFunc {
+	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
+		began := time.Now()
+		m.inFlight.Inc()
+		err := next(ctx, spec, stream)
+		m.inFlight.Dec()
+		code := "ok"
+		if err != nil {
+			code = connect.CodeOf(err).String()
+		}
+		m.calls.WithLabelValues(spec.Procedure, code).Inc()
+		m.duration.WithLabelValues(spec.Procedure).Observe(time.Since(began).Seconds())
+		return err
+	}
+}
+
+// receivedMessages records messages a receive returned.
+func (m *metrics) receivedMessages(entity string, mode sluice.ReceiveMode, msgs []*sluice.ReceivedMessage) {
+	if len(msgs) == 0 {
+		return
+	}
+	label := "peek_lock"
+	if mode == sluice.ReceiveAndDelete {
+		label = "receive_and_delete"
+	}
+	m.received.WithLabelValues(entity, label).Add(float64(len(msgs)))
+	now := time.Now()
+	for _, msg := range msgs {
+		if !msg.EnqueuedTime.IsZero() {
+			m.waited.WithLabelValues(entity).Observe(max(now.Sub(msg.EnqueuedTime).Seconds(), 0))
+		}
+	}
+}
+
+// settledMessage records a settlement's outcome.
+func (m *metrics) settledMessage(entity, action string, err error) {
+	switch {
+	case err == nil:
+		m.settled.WithLabelValues(entity, action).Inc()
+	case isLockLost(err):
+		m.lockLost.WithLabelValues(entity).Inc()
+	}
+}
+
+// stateCollector reads, at each scrape, the depth of every entity (up to
+// maxScrapeEntities) and the lag of every stream partition and
+// subscription, from the database.
+type stateCollector struct{ s *Server }
+
+// maxScrapeEntities bounds the entities a scrape reads.
+const maxScrapeEntities = 1000
+
+var (
+	entityMessagesDesc = prometheus.NewDesc("sluice_entity_messages",
+		"Messages of a queue or subscription by state (active, scheduled, in_flight, deferred, dead_lettered).",
+		[]string{"entity", "state"}, nil)
+	entityOldestDesc = prometheus.NewDesc("sluice_entity_oldest_message_age_seconds",
+		"How long the oldest message of a queue or subscription has been in it.", []string{"entity"}, nil)
+	partitionLagDesc = prometheus.NewDesc("sluice_stream_partition_lag",
+		"Records of a stream partition past its checkpoint.", []string{"partition"}, nil)
+	subscriptionLagDesc = prometheus.NewDesc("sluice_stream_subscription_lag",
+		"Records of a stream partition past a subscription's stored position.", []string{"subscription", "partition"}, nil)
+	nodesDesc = prometheus.NewDesc("sluice_stream_nodes",
+		"Registered stream nodes, by liveness.", []string{"alive"}, nil)
+	scrapeErrorsDesc = prometheus.NewDesc("sluice_scrape_errors",
+		"Reads of the database this scrape could not make (1: the figures above are partial).", nil, nil)
+)
+
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{entityMessagesDesc, entityOldestDesc, partitionLagDesc, subscriptionLagDesc, nodesDesc, scrapeErrorsDesc} {
+		ch <- d
+	}
+}
+
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	failed := 0
+	for _, entity := range c.entities(ctx, &failed) {
+		st, err := c.s.c.GetQueueStats(ctx, entity)
+		if err != nil {
+			failed++
+			continue
+		}
+		for _, v := range []struct {
+			state string
+			n     int64
+		}{{"active", st.Active}, {"scheduled", st.Scheduled}, {"in_flight", st.InFlight}, {"deferred", st.Deferred},
+			{"dead_lettered", st.DeadLettered}} {
+			ch <- prometheus.MustNewConstMetric(entityMessagesDesc, prometheus.GaugeValue, float64(v.n), entity, v.state)
+		}
+		ch <- prometheus.MustNewConstMetric(entityOldestDesc, prometheus.GaugeValue, st.OldestAge.Seconds(), entity)
+	}
+	cs, err := c.s.c.ClusterStatus(ctx)
+	if err != nil {
+		failed++
+	}
+	alive := map[bool]int{}
+	for _, n := range cs.Nodes {
+		alive[n.Alive]++
+	}
+	for _, a := range []bool{true, false} {
+		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(alive[a]), strconv.FormatBool(a))
+	}
+	for _, p := range cs.Partitions {
+		part := strconv.Itoa(int(p.Partition))
+		ch <- prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(p.Lag), part)
+		for _, s := range p.Subscriptions {
+			ch <- prometheus.MustNewConstMetric(subscriptionLagDesc, prometheus.GaugeValue, float64(s.Lag), s.ID, part)
+		}
+	}
+	ch <- prometheus.MustNewConstMetric(scrapeErrorsDesc, prometheus.GaugeValue, float64(failed))
+}
+
+// entities lists the queues and the topics' subscriptions, up to
+// maxScrapeEntities of them.
+func (c *stateCollector) entities(ctx context.Context, failed *int) []string {
+	var out []string
+	qs, err := c.s.c.ListQueues(ctx, "", maxScrapeEntities)
+	if err != nil {
+		*failed++
+	}
+	for _, q := range qs {
+		out = append(out, q.Name)
+	}
+	ts, err := c.s.c.ListTopics(ctx, "", maxScrapeEntities)
+	if err != nil {
+		*failed++
+	}
+	for _, t := range ts {
+		if len(out) >= maxScrapeEntities {
+			break
+		}
+		subs, err := c.s.c.ListSubscriptions(ctx, t.Name)
+		if err != nil {
+			*failed++
+			continue
+		}
+		for _, sub := range subs {
+			out = append(out, sluice.SubscriptionPath(t.Name, sub.Name))
+		}
+	}
+	return out[:min(len(out), maxScrapeEntities)]
+}
+
+// MetricsEntity is the name a grant names to let a key read /metrics
+// with Manage ("*" covers it too).
+const MetricsEntity = "$metrics"
+
+// handler serves the metrics: to anyone without keys, else to a key that
+// may manage MetricsEntity (Prometheus sends it as a bearer token).
+func (m *metrics) handler(s *Server) http.Handler {
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.keys != nil {
+			token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			k := s.keys.find(token)
+			if k == nil {
+				http.Error(w, "unauthenticated: send a key's token as \"Authorization: Bearer <token>\"", http.StatusUnauthorized)
+				return
+			}
+			if !k.allows(Manage, MetricsEntity) {
+				http.Error(w, "key "+strconv.Quote(k.Name)+" may not read the metrics (grant manage on $metrics)", http.StatusForbidden)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func isLockLost(err error) bool {
+	return errors.Is(err, sluice.ErrLockLost) || errors.Is(err, sluice.ErrSessionLockLost)
+}
