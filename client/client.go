@@ -51,6 +51,7 @@ type Client struct {
 	entities  sluicev1connect.EntityServiceClient
 	messaging sluicev1connect.MessagingServiceClient
 	cluster   sluicev1connect.ClusterServiceClient
+	stats     sluicev1connect.StatsServiceClient
 }
 
 // New returns a client of the server at baseURL (http://host:port or
@@ -88,6 +89,7 @@ func New(baseURL string, opts *Options) (*Client, error) {
 		entities:  sluicev1connect.NewEntityServiceClient(cc),
 		messaging: sluicev1connect.NewMessagingServiceClient(cc),
 		cluster:   sluicev1connect.NewClusterServiceClient(cc),
+		stats:     sluicev1connect.NewStatsServiceClient(cc),
 	}, nil
 }
 
@@ -366,6 +368,51 @@ func (c *Client) ClusterStatus(ctx context.Context) (sluice.ClusterStatus, error
 		return sluice.ClusterStatus{}, err
 	}
 	return apiconv.FromClusterStatus(res), nil
+}
+
+// EntityStats is an entity's counts, as ListEntityStats lists them.
+type EntityStats struct {
+	// Entity is a queue's name or a subscription's path; Topic the
+	// subscription's topic ("" for a queue).
+	Entity, Topic string
+	sluice.QueueStats
+}
+
+// ListEntityStats pages through the queues and subscriptions the key may
+// see, in the order of their paths, with their counts: up to max after
+// the path after.
+func (c *Client) ListEntityStats(ctx context.Context, after string, max int) ([]EntityStats, error) {
+	res, err := call(ctx, c.entities.ListEntityStats, &sluicev1.ListEntityStatsRequest{After: after, Max: int32(max)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]EntityStats, len(res.Entities))
+	for i, e := range res.Entities {
+		out[i] = EntityStats{Entity: e.Entity, Topic: e.Topic, QueueStats: apiconv.FromStats(e.Stats)}
+	}
+	return out, nil
+}
+
+// ThroughputSample is one bucket of the server's rates, per second,
+// ending at At.
+type ThroughputSample struct {
+	At                      time.Time
+	Sent, Received, Settled float64
+}
+
+// Throughput returns the server's rates of messages sent, received and
+// settled over the last minutes, oldest first, and the bucket each
+// sample spans.
+func (c *Client) Throughput(ctx context.Context) (time.Duration, []ThroughputSample, error) {
+	res, err := call(ctx, c.stats.GetThroughput, &sluicev1.GetThroughputRequest{})
+	if err != nil {
+		return 0, nil, err
+	}
+	out := make([]ThroughputSample, len(res.Samples))
+	for i, s := range res.Samples {
+		out[i] = ThroughputSample{At: apiconv.Time(s.At), Sent: s.Sent, Received: s.Received, Settled: s.Settled}
+	}
+	return apiconv.Duration(res.Bucket), out, nil
 }
 
 // maxWait is the longest wait one receive call asks the server for; a

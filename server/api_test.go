@@ -443,3 +443,49 @@ var (
 	_ queues[*sluice.Sender, *sluice.Receiver] = (*sluice.Client)(nil)
 	_ queues[*client.Sender, *client.Receiver] = (*client.Client)(nil)
 )
+
+// ListEntityStats lists queues and subscriptions by path with their
+// counts, page by page; Throughput reports the server's recent rates.
+func TestEntityStatsAndThroughput(t *testing.T) {
+	e := start(t, "sqlite", server.Config{})
+	c := e.remote(t, nil)
+	ctx := t.Context()
+	for _, q := range []string{"b-queue", "a-queue"} {
+		if _, err := c.CreateQueue(ctx, q, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CreateTopic(ctx, "a-topic", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSubscription(ctx, "a-topic", "all", nil); err != nil {
+		t.Fatal(err)
+	}
+	snd, _ := c.NewSender("a-topic")
+	snd.Send(ctx, &sluice.Message{Body: []byte("x")})
+	snd, _ = c.NewSender("b-queue")
+	snd.SendBatch(ctx, []*sluice.Message{{Body: []byte("1")}, {Body: []byte("2")}})
+	var paths []string
+	var counts []int64
+	after := ""
+	for {
+		page, err := c.ListEntityStats(ctx, after, 2)
+		if err != nil {
+			t.Fatalf("ListEntityStats: %v", err)
+		}
+		for _, s := range page {
+			paths, counts = append(paths, s.Entity), append(counts, s.Active)
+		}
+		if len(page) < 2 {
+			break
+		}
+		after = page[len(page)-1].Entity
+	}
+	if want := []string{"a-queue", "a-topic/Subscriptions/all", "b-queue"}; !slices.Equal(paths, want) || !slices.Equal(counts, []int64{0, 1, 2}) {
+		t.Fatalf("ListEntityStats pages: %v %v", paths, counts)
+	}
+	bucket, samples, err := c.Throughput(ctx)
+	if err != nil || bucket != 5*time.Second {
+		t.Fatalf("Throughput = %v, %v, %v", bucket, samples, err)
+	}
+}

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
+	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice"
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
@@ -28,29 +31,34 @@ func listMax(n int32) (int, error) {
 	return int(n), nil
 }
 
-// pages lists up to n entities after a name that the call's key may see,
-// reading pages of the library's listing until it has them or the
-// listing ends: a page of the entities a key may see is full unless it is
-// the last.
-func pages[E any](ctx context.Context, s *Server, after string, n int, list func(context.Context, string, int) ([]E, error),
-	name func(E) string, add func(E)) error {
+// pages lists up to n entities after a name that keep keeps, reading
+// pages of the library's listing until it has them or the listing ends:
+// a page of the entities a key may see is full unless it is the last.
+func pages[E any](ctx context.Context, after string, n int, list func(context.Context, string, int) ([]E, error),
+	name func(E) string, keep func(string) bool, add func(E)) error {
+	page := min(n, maxList)
 	for added := 0; added < n; {
-		es, err := list(ctx, after, n)
+		es, err := list(ctx, after, page)
 		if err != nil {
 			return err
 		}
 		for _, e := range es {
-			if added < n && s.permitted(ctx, name(e)) {
+			if added < n && keep(name(e)) {
 				add(e)
 				added++
 			}
 		}
-		if len(es) < n {
+		if len(es) < page {
 			return nil
 		}
 		after = name(es[len(es)-1])
 	}
 	return nil
+}
+
+// visible keeps the entities the call's key may see.
+func (h *entities) visible(ctx context.Context) func(string) bool {
+	return func(name string) bool { return h.s.permitted(ctx, name) }
 }
 
 func (h *entities) CreateQueue(ctx context.Context, req *sluicev1.CreateQueueRequest) (*sluicev1.CreateQueueResponse, error) {
@@ -111,7 +119,7 @@ func (h *entities) ListQueues(ctx context.Context, req *sluicev1.ListQueuesReque
 		return nil, err
 	}
 	out := &sluicev1.ListQueuesResponse{}
-	err = pages(ctx, h.s, req.After, n, h.s.c.ListQueues, func(q sluice.QueueInfo) string { return q.Name },
+	err = pages(ctx, req.After, n, h.s.c.ListQueues, func(q sluice.QueueInfo) string { return q.Name }, h.visible(ctx),
 		func(q sluice.QueueInfo) { out.Queues = append(out.Queues, apiconv.Queue(q)) })
 	if err != nil {
 		return nil, h.s.fail("list queues", err)
@@ -169,7 +177,7 @@ func (h *entities) ListTopics(ctx context.Context, req *sluicev1.ListTopicsReque
 		return nil, err
 	}
 	out := &sluicev1.ListTopicsResponse{}
-	err = pages(ctx, h.s, req.After, n, h.s.c.ListTopics, func(t sluice.TopicInfo) string { return t.Name },
+	err = pages(ctx, req.After, n, h.s.c.ListTopics, func(t sluice.TopicInfo) string { return t.Name }, h.visible(ctx),
 		func(t sluice.TopicInfo) { out.Topics = append(out.Topics, apiconv.Topic(t)) })
 	if err != nil {
 		return nil, h.s.fail("list topics", err)
@@ -292,4 +300,58 @@ func (h *entities) GetEntityStats(ctx context.Context, req *sluicev1.GetEntitySt
 		return nil, h.s.fail("entity stats", err)
 	}
 	return &sluicev1.GetEntityStatsResponse{Stats: apiconv.Stats(st)}, nil
+}
+
+// maxStatsEntities bounds the entities ListEntityStats sorts through.
+const maxStatsEntities = 10000
+
+func (h *entities) ListEntityStats(ctx context.Context, req *sluicev1.ListEntityStatsRequest) (*sluicev1.ListEntityStatsResponse, error) {
+	n, err := listMax(req.Max)
+	if err != nil {
+		return nil, err
+	}
+	type entry struct{ path, topic string }
+	var all []entry
+	err = pages(ctx, "", maxStatsEntities, h.s.c.ListQueues, func(q sluice.QueueInfo) string { return q.Name }, h.visible(ctx),
+		func(q sluice.QueueInfo) { all = append(all, entry{path: q.Name}) })
+	if err != nil {
+		return nil, h.s.fail("list entity stats", err)
+	}
+	var topics []sluice.TopicInfo
+	every := func(string) bool { return true } // each subscription is checked on its own
+	err = pages(ctx, "", maxStatsEntities, h.s.c.ListTopics, func(t sluice.TopicInfo) string { return t.Name }, every,
+		func(t sluice.TopicInfo) { topics = append(topics, t) })
+	if err != nil {
+		return nil, h.s.fail("list entity stats", err)
+	}
+	for _, t := range topics {
+		subs, err := h.s.c.ListSubscriptions(ctx, t.Name)
+		if err != nil {
+			return nil, h.s.fail("list entity stats", err)
+		}
+		for _, sub := range subs {
+			if p := sluice.SubscriptionPath(t.Name, sub.Name); h.s.permitted(ctx, p) {
+				all = append(all, entry{path: p, topic: t.Name})
+			}
+		}
+	}
+	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.path, b.path) })
+	out := &sluicev1.ListEntityStatsResponse{}
+	for _, e := range all {
+		if e.path <= req.After {
+			continue
+		}
+		if len(out.Entities) == n {
+			break
+		}
+		st, err := h.s.c.GetQueueStats(ctx, e.path)
+		if errors.Is(err, sluice.ErrEntityNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, h.s.fail("list entity stats", err)
+		}
+		out.Entities = append(out.Entities, &sluicev1.EntityStatsEntry{Entity: e.path, Topic: e.topic, Stats: apiconv.Stats(st)})
+	}
+	return out, nil
 }

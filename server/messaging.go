@@ -87,6 +87,7 @@ func (h *messaging) Send(ctx context.Context, req *sluicev1.SendRequest) (*sluic
 		return nil, h.s.fail("send", err)
 	}
 	h.s.m.sent.WithLabelValues(req.Entity).Add(float64(len(msgs)))
+	h.s.tp.sent.Add(int64(len(msgs)))
 	return &sluicev1.SendResponse{SequenceNumbers: seqs}, nil
 }
 

@@ -22,6 +22,7 @@ import (
 // database at each scrape, the entities' depths and the stream
 // partitions' lag.
 type metrics struct {
+	tp       *throughput
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -36,6 +37,7 @@ type metrics struct {
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{
+		tp:  &s.tp,
 		reg: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_api_calls_total",
 			Help: "API calls served, by procedure and status code."}, []string{"procedure", "code"}),
@@ -94,6 +96,7 @@ func (m *metrics) receivedMessages(entity string, mode sluice.ReceiveMode, msgs 
 		label = "receive_and_delete"
 	}
 	m.received.WithLabelValues(entity, label).Add(float64(len(msgs)))
+	m.tp.received.Add(int64(len(msgs)))
 	now := time.Now()
 	for _, msg := range msgs {
 		if !msg.EnqueuedTime.IsZero() {
@@ -107,6 +110,7 @@ func (m *metrics) settledMessage(entity, action string, err error) {
 	switch {
 	case err == nil:
 		m.settled.WithLabelValues(entity, action).Inc()
+		m.tp.settled.Add(1)
 	case isLockLost(err):
 		m.lockLost.WithLabelValues(entity).Inc()
 	}

@@ -70,6 +70,7 @@ type Server struct {
 	log  *slog.Logger
 	mux  *http.ServeMux
 	m    *metrics
+	tp   throughput
 
 	// stopping ends when Shutdown begins: waiting receives and accepts
 	// return at once, while other calls in progress run to their end.
@@ -81,6 +82,7 @@ type Server struct {
 	listener net.Listener
 	ready    chan struct{}
 	done     chan error
+	sampled  chan struct{} // closed when the throughput sampler ends
 }
 
 // New returns a server; Start starts it.
@@ -151,6 +153,7 @@ func (s *Server) routes() *http.ServeMux {
 	sluicev1connect.RegisterEntityServiceHandler(api, &entities{s})
 	sluicev1connect.RegisterMessagingServiceHandler(api, &messaging{s})
 	sluicev1connect.RegisterClusterServiceHandler(api, &cluster{s})
+	sluicev1connect.RegisterStatsServiceHandler(api, &stats{s})
 	// JSON requests with fields the API does not define are refused, not
 	// silently dropped: a misspelt field would otherwise change nothing.
 	strict := connectproto.NewJSONCodec()
@@ -220,6 +223,11 @@ func (s *Server) Start(ctx context.Context) error {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	s.listener = l
+	s.sampled = make(chan struct{})
+	go func() {
+		defer close(s.sampled)
+		s.tp.run(s.stopping)
+	}()
 	close(s.ready)
 	go func() {
 		err := s.http.Serve(l)
@@ -261,6 +269,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
 	}
+	<-s.sampled
 	select {
 	case serr := <-s.done:
 		if err == nil {

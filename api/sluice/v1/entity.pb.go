@@ -2644,6 +2644,167 @@ func (x *EntityStats) GetOldestAge() *durationpb.Duration {
 	return nil
 }
 
+type ListEntityStatsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The last path of the previous page ("" for the first).
+	After string `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
+	// At most this many (1 to 1,000; unset: 100).
+	Max           int32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEntityStatsRequest) Reset() {
+	*x = ListEntityStatsRequest{}
+	mi := &file_sluice_v1_entity_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEntityStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEntityStatsRequest) ProtoMessage() {}
+
+func (x *ListEntityStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_entity_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEntityStatsRequest.ProtoReflect.Descriptor instead.
+func (*ListEntityStatsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_entity_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ListEntityStatsRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *ListEntityStatsRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+type ListEntityStatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entities      []*EntityStatsEntry    `protobuf:"bytes,1,rep,name=entities,proto3" json:"entities,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEntityStatsResponse) Reset() {
+	*x = ListEntityStatsResponse{}
+	mi := &file_sluice_v1_entity_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEntityStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEntityStatsResponse) ProtoMessage() {}
+
+func (x *ListEntityStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_entity_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEntityStatsResponse.ProtoReflect.Descriptor instead.
+func (*ListEntityStatsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_entity_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ListEntityStatsResponse) GetEntities() []*EntityStatsEntry {
+	if x != nil {
+		return x.Entities
+	}
+	return nil
+}
+
+// EntityStatsEntry is an entity's counts.
+type EntityStatsEntry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A queue's name or a subscription's path.
+	Entity string `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	// For a subscription, its topic ("" for a queue).
+	Topic         string       `protobuf:"bytes,2,opt,name=topic,proto3" json:"topic,omitempty"`
+	Stats         *EntityStats `protobuf:"bytes,3,opt,name=stats,proto3" json:"stats,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntityStatsEntry) Reset() {
+	*x = EntityStatsEntry{}
+	mi := &file_sluice_v1_entity_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntityStatsEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntityStatsEntry) ProtoMessage() {}
+
+func (x *EntityStatsEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_entity_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntityStatsEntry.ProtoReflect.Descriptor instead.
+func (*EntityStatsEntry) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_entity_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *EntityStatsEntry) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *EntityStatsEntry) GetTopic() string {
+	if x != nil {
+		return x.Topic
+	}
+	return ""
+}
+
+func (x *EntityStatsEntry) GetStats() *EntityStats {
+	if x != nil {
+		return x.Stats
+	}
+	return nil
+}
+
 var File_sluice_v1_entity_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_entity_proto_rawDesc = "" +
@@ -2836,7 +2997,16 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\bdeferred\x18\x04 \x01(\x03R\bdeferred\x12#\n" +
 	"\rdead_lettered\x18\x05 \x01(\x03R\fdeadLettered\x128\n" +
 	"\n" +
-	"oldest_age\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\toldestAge2\xd3\v\n" +
+	"oldest_age\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\toldestAge\"@\n" +
+	"\x16ListEntityStatsRequest\x12\x14\n" +
+	"\x05after\x18\x01 \x01(\tR\x05after\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\"R\n" +
+	"\x17ListEntityStatsResponse\x127\n" +
+	"\bentities\x18\x01 \x03(\v2\x1b.sluice.v1.EntityStatsEntryR\bentities\"n\n" +
+	"\x10EntityStatsEntry\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12\x14\n" +
+	"\x05topic\x18\x02 \x01(\tR\x05topic\x12,\n" +
+	"\x05stats\x18\x03 \x01(\v2\x16.sluice.v1.EntityStatsR\x05stats2\xad\f\n" +
 	"\rEntityService\x12L\n" +
 	"\vCreateQueue\x12\x1d.sluice.v1.CreateQueueRequest\x1a\x1e.sluice.v1.CreateQueueResponse\x12C\n" +
 	"\bGetQueue\x12\x1a.sluice.v1.GetQueueRequest\x1a\x1b.sluice.v1.GetQueueResponse\x12L\n" +
@@ -2859,7 +3029,8 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"CreateRule\x12\x1c.sluice.v1.CreateRuleRequest\x1a\x1d.sluice.v1.CreateRuleResponse\x12I\n" +
 	"\n" +
 	"DeleteRule\x12\x1c.sluice.v1.DeleteRuleRequest\x1a\x1d.sluice.v1.DeleteRuleResponse\x12U\n" +
-	"\x0eGetEntityStats\x12 .sluice.v1.GetEntityStatsRequest\x1a!.sluice.v1.GetEntityStatsResponseB\x94\x01\n" +
+	"\x0eGetEntityStats\x12 .sluice.v1.GetEntityStatsRequest\x1a!.sluice.v1.GetEntityStatsResponse\x12X\n" +
+	"\x0fListEntityStats\x12!.sluice.v1.ListEntityStatsRequest\x1a\".sluice.v1.ListEntityStatsResponseB\x94\x01\n" +
 	"\rcom.sluice.v1B\vEntityProtoP\x01Z1github.com/sluicehq/sluice/api/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -2875,7 +3046,7 @@ func file_sluice_v1_entity_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_entity_proto_rawDescData
 }
 
-var file_sluice_v1_entity_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_sluice_v1_entity_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_sluice_v1_entity_proto_goTypes = []any{
 	(*QueueProperties)(nil),            // 0: sluice.v1.QueueProperties
 	(*Queue)(nil),                      // 1: sluice.v1.Queue
@@ -2925,14 +3096,17 @@ var file_sluice_v1_entity_proto_goTypes = []any{
 	(*GetEntityStatsRequest)(nil),      // 45: sluice.v1.GetEntityStatsRequest
 	(*GetEntityStatsResponse)(nil),     // 46: sluice.v1.GetEntityStatsResponse
 	(*EntityStats)(nil),                // 47: sluice.v1.EntityStats
-	nil,                                // 48: sluice.v1.CorrelationFilter.PropertiesEntry
-	(*durationpb.Duration)(nil),        // 49: google.protobuf.Duration
+	(*ListEntityStatsRequest)(nil),     // 48: sluice.v1.ListEntityStatsRequest
+	(*ListEntityStatsResponse)(nil),    // 49: sluice.v1.ListEntityStatsResponse
+	(*EntityStatsEntry)(nil),           // 50: sluice.v1.EntityStatsEntry
+	nil,                                // 51: sluice.v1.CorrelationFilter.PropertiesEntry
+	(*durationpb.Duration)(nil),        // 52: google.protobuf.Duration
 }
 var file_sluice_v1_entity_proto_depIdxs = []int32{
-	49, // 0: sluice.v1.QueueProperties.lock_duration:type_name -> google.protobuf.Duration
-	49, // 1: sluice.v1.QueueProperties.default_ttl:type_name -> google.protobuf.Duration
-	49, // 2: sluice.v1.QueueProperties.dead_letter_retention:type_name -> google.protobuf.Duration
-	49, // 3: sluice.v1.QueueProperties.duplicate_detection_window:type_name -> google.protobuf.Duration
+	52, // 0: sluice.v1.QueueProperties.lock_duration:type_name -> google.protobuf.Duration
+	52, // 1: sluice.v1.QueueProperties.default_ttl:type_name -> google.protobuf.Duration
+	52, // 2: sluice.v1.QueueProperties.dead_letter_retention:type_name -> google.protobuf.Duration
+	52, // 3: sluice.v1.QueueProperties.duplicate_detection_window:type_name -> google.protobuf.Duration
 	0,  // 4: sluice.v1.Queue.properties:type_name -> sluice.v1.QueueProperties
 	0,  // 5: sluice.v1.CreateQueueRequest.properties:type_name -> sluice.v1.QueueProperties
 	1,  // 6: sluice.v1.CreateQueueResponse.queue:type_name -> sluice.v1.Queue
@@ -2940,8 +3114,8 @@ var file_sluice_v1_entity_proto_depIdxs = []int32{
 	0,  // 8: sluice.v1.UpdateQueueRequest.properties:type_name -> sluice.v1.QueueProperties
 	1,  // 9: sluice.v1.UpdateQueueResponse.queue:type_name -> sluice.v1.Queue
 	1,  // 10: sluice.v1.ListQueuesResponse.queues:type_name -> sluice.v1.Queue
-	49, // 11: sluice.v1.TopicProperties.default_ttl:type_name -> google.protobuf.Duration
-	49, // 12: sluice.v1.TopicProperties.duplicate_detection_window:type_name -> google.protobuf.Duration
+	52, // 11: sluice.v1.TopicProperties.default_ttl:type_name -> google.protobuf.Duration
+	52, // 12: sluice.v1.TopicProperties.duplicate_detection_window:type_name -> google.protobuf.Duration
 	12, // 13: sluice.v1.Topic.properties:type_name -> sluice.v1.TopicProperties
 	12, // 14: sluice.v1.CreateTopicRequest.properties:type_name -> sluice.v1.TopicProperties
 	13, // 15: sluice.v1.CreateTopicResponse.topic:type_name -> sluice.v1.Topic
@@ -2949,14 +3123,14 @@ var file_sluice_v1_entity_proto_depIdxs = []int32{
 	12, // 17: sluice.v1.UpdateTopicRequest.properties:type_name -> sluice.v1.TopicProperties
 	13, // 18: sluice.v1.UpdateTopicResponse.topic:type_name -> sluice.v1.Topic
 	13, // 19: sluice.v1.ListTopicsResponse.topics:type_name -> sluice.v1.Topic
-	49, // 20: sluice.v1.SubscriptionProperties.lock_duration:type_name -> google.protobuf.Duration
-	49, // 21: sluice.v1.SubscriptionProperties.default_ttl:type_name -> google.protobuf.Duration
-	49, // 22: sluice.v1.SubscriptionProperties.dead_letter_retention:type_name -> google.protobuf.Duration
+	52, // 20: sluice.v1.SubscriptionProperties.lock_duration:type_name -> google.protobuf.Duration
+	52, // 21: sluice.v1.SubscriptionProperties.default_ttl:type_name -> google.protobuf.Duration
+	52, // 22: sluice.v1.SubscriptionProperties.dead_letter_retention:type_name -> google.protobuf.Duration
 	26, // 23: sluice.v1.Rule.true_filter:type_name -> sluice.v1.TrueFilter
 	27, // 24: sluice.v1.Rule.false_filter:type_name -> sluice.v1.FalseFilter
 	28, // 25: sluice.v1.Rule.correlation_filter:type_name -> sluice.v1.CorrelationFilter
 	29, // 26: sluice.v1.Rule.sql_filter:type_name -> sluice.v1.SqlFilter
-	48, // 27: sluice.v1.CorrelationFilter.properties:type_name -> sluice.v1.CorrelationFilter.PropertiesEntry
+	51, // 27: sluice.v1.CorrelationFilter.properties:type_name -> sluice.v1.CorrelationFilter.PropertiesEntry
 	24, // 28: sluice.v1.Subscription.properties:type_name -> sluice.v1.SubscriptionProperties
 	25, // 29: sluice.v1.Subscription.rules:type_name -> sluice.v1.Rule
 	24, // 30: sluice.v1.CreateSubscriptionRequest.properties:type_name -> sluice.v1.SubscriptionProperties
@@ -2968,48 +3142,52 @@ var file_sluice_v1_entity_proto_depIdxs = []int32{
 	30, // 36: sluice.v1.ListSubscriptionsResponse.subscriptions:type_name -> sluice.v1.Subscription
 	25, // 37: sluice.v1.CreateRuleRequest.rule:type_name -> sluice.v1.Rule
 	47, // 38: sluice.v1.GetEntityStatsResponse.stats:type_name -> sluice.v1.EntityStats
-	49, // 39: sluice.v1.EntityStats.oldest_age:type_name -> google.protobuf.Duration
-	2,  // 40: sluice.v1.EntityService.CreateQueue:input_type -> sluice.v1.CreateQueueRequest
-	4,  // 41: sluice.v1.EntityService.GetQueue:input_type -> sluice.v1.GetQueueRequest
-	6,  // 42: sluice.v1.EntityService.UpdateQueue:input_type -> sluice.v1.UpdateQueueRequest
-	8,  // 43: sluice.v1.EntityService.DeleteQueue:input_type -> sluice.v1.DeleteQueueRequest
-	10, // 44: sluice.v1.EntityService.ListQueues:input_type -> sluice.v1.ListQueuesRequest
-	14, // 45: sluice.v1.EntityService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	16, // 46: sluice.v1.EntityService.GetTopic:input_type -> sluice.v1.GetTopicRequest
-	18, // 47: sluice.v1.EntityService.UpdateTopic:input_type -> sluice.v1.UpdateTopicRequest
-	20, // 48: sluice.v1.EntityService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	22, // 49: sluice.v1.EntityService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	31, // 50: sluice.v1.EntityService.CreateSubscription:input_type -> sluice.v1.CreateSubscriptionRequest
-	33, // 51: sluice.v1.EntityService.GetSubscription:input_type -> sluice.v1.GetSubscriptionRequest
-	35, // 52: sluice.v1.EntityService.UpdateSubscription:input_type -> sluice.v1.UpdateSubscriptionRequest
-	37, // 53: sluice.v1.EntityService.DeleteSubscription:input_type -> sluice.v1.DeleteSubscriptionRequest
-	39, // 54: sluice.v1.EntityService.ListSubscriptions:input_type -> sluice.v1.ListSubscriptionsRequest
-	41, // 55: sluice.v1.EntityService.CreateRule:input_type -> sluice.v1.CreateRuleRequest
-	43, // 56: sluice.v1.EntityService.DeleteRule:input_type -> sluice.v1.DeleteRuleRequest
-	45, // 57: sluice.v1.EntityService.GetEntityStats:input_type -> sluice.v1.GetEntityStatsRequest
-	3,  // 58: sluice.v1.EntityService.CreateQueue:output_type -> sluice.v1.CreateQueueResponse
-	5,  // 59: sluice.v1.EntityService.GetQueue:output_type -> sluice.v1.GetQueueResponse
-	7,  // 60: sluice.v1.EntityService.UpdateQueue:output_type -> sluice.v1.UpdateQueueResponse
-	9,  // 61: sluice.v1.EntityService.DeleteQueue:output_type -> sluice.v1.DeleteQueueResponse
-	11, // 62: sluice.v1.EntityService.ListQueues:output_type -> sluice.v1.ListQueuesResponse
-	15, // 63: sluice.v1.EntityService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	17, // 64: sluice.v1.EntityService.GetTopic:output_type -> sluice.v1.GetTopicResponse
-	19, // 65: sluice.v1.EntityService.UpdateTopic:output_type -> sluice.v1.UpdateTopicResponse
-	21, // 66: sluice.v1.EntityService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	23, // 67: sluice.v1.EntityService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	32, // 68: sluice.v1.EntityService.CreateSubscription:output_type -> sluice.v1.CreateSubscriptionResponse
-	34, // 69: sluice.v1.EntityService.GetSubscription:output_type -> sluice.v1.GetSubscriptionResponse
-	36, // 70: sluice.v1.EntityService.UpdateSubscription:output_type -> sluice.v1.UpdateSubscriptionResponse
-	38, // 71: sluice.v1.EntityService.DeleteSubscription:output_type -> sluice.v1.DeleteSubscriptionResponse
-	40, // 72: sluice.v1.EntityService.ListSubscriptions:output_type -> sluice.v1.ListSubscriptionsResponse
-	42, // 73: sluice.v1.EntityService.CreateRule:output_type -> sluice.v1.CreateRuleResponse
-	44, // 74: sluice.v1.EntityService.DeleteRule:output_type -> sluice.v1.DeleteRuleResponse
-	46, // 75: sluice.v1.EntityService.GetEntityStats:output_type -> sluice.v1.GetEntityStatsResponse
-	58, // [58:76] is the sub-list for method output_type
-	40, // [40:58] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	52, // 39: sluice.v1.EntityStats.oldest_age:type_name -> google.protobuf.Duration
+	50, // 40: sluice.v1.ListEntityStatsResponse.entities:type_name -> sluice.v1.EntityStatsEntry
+	47, // 41: sluice.v1.EntityStatsEntry.stats:type_name -> sluice.v1.EntityStats
+	2,  // 42: sluice.v1.EntityService.CreateQueue:input_type -> sluice.v1.CreateQueueRequest
+	4,  // 43: sluice.v1.EntityService.GetQueue:input_type -> sluice.v1.GetQueueRequest
+	6,  // 44: sluice.v1.EntityService.UpdateQueue:input_type -> sluice.v1.UpdateQueueRequest
+	8,  // 45: sluice.v1.EntityService.DeleteQueue:input_type -> sluice.v1.DeleteQueueRequest
+	10, // 46: sluice.v1.EntityService.ListQueues:input_type -> sluice.v1.ListQueuesRequest
+	14, // 47: sluice.v1.EntityService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	16, // 48: sluice.v1.EntityService.GetTopic:input_type -> sluice.v1.GetTopicRequest
+	18, // 49: sluice.v1.EntityService.UpdateTopic:input_type -> sluice.v1.UpdateTopicRequest
+	20, // 50: sluice.v1.EntityService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	22, // 51: sluice.v1.EntityService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	31, // 52: sluice.v1.EntityService.CreateSubscription:input_type -> sluice.v1.CreateSubscriptionRequest
+	33, // 53: sluice.v1.EntityService.GetSubscription:input_type -> sluice.v1.GetSubscriptionRequest
+	35, // 54: sluice.v1.EntityService.UpdateSubscription:input_type -> sluice.v1.UpdateSubscriptionRequest
+	37, // 55: sluice.v1.EntityService.DeleteSubscription:input_type -> sluice.v1.DeleteSubscriptionRequest
+	39, // 56: sluice.v1.EntityService.ListSubscriptions:input_type -> sluice.v1.ListSubscriptionsRequest
+	41, // 57: sluice.v1.EntityService.CreateRule:input_type -> sluice.v1.CreateRuleRequest
+	43, // 58: sluice.v1.EntityService.DeleteRule:input_type -> sluice.v1.DeleteRuleRequest
+	45, // 59: sluice.v1.EntityService.GetEntityStats:input_type -> sluice.v1.GetEntityStatsRequest
+	48, // 60: sluice.v1.EntityService.ListEntityStats:input_type -> sluice.v1.ListEntityStatsRequest
+	3,  // 61: sluice.v1.EntityService.CreateQueue:output_type -> sluice.v1.CreateQueueResponse
+	5,  // 62: sluice.v1.EntityService.GetQueue:output_type -> sluice.v1.GetQueueResponse
+	7,  // 63: sluice.v1.EntityService.UpdateQueue:output_type -> sluice.v1.UpdateQueueResponse
+	9,  // 64: sluice.v1.EntityService.DeleteQueue:output_type -> sluice.v1.DeleteQueueResponse
+	11, // 65: sluice.v1.EntityService.ListQueues:output_type -> sluice.v1.ListQueuesResponse
+	15, // 66: sluice.v1.EntityService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	17, // 67: sluice.v1.EntityService.GetTopic:output_type -> sluice.v1.GetTopicResponse
+	19, // 68: sluice.v1.EntityService.UpdateTopic:output_type -> sluice.v1.UpdateTopicResponse
+	21, // 69: sluice.v1.EntityService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	23, // 70: sluice.v1.EntityService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	32, // 71: sluice.v1.EntityService.CreateSubscription:output_type -> sluice.v1.CreateSubscriptionResponse
+	34, // 72: sluice.v1.EntityService.GetSubscription:output_type -> sluice.v1.GetSubscriptionResponse
+	36, // 73: sluice.v1.EntityService.UpdateSubscription:output_type -> sluice.v1.UpdateSubscriptionResponse
+	38, // 74: sluice.v1.EntityService.DeleteSubscription:output_type -> sluice.v1.DeleteSubscriptionResponse
+	40, // 75: sluice.v1.EntityService.ListSubscriptions:output_type -> sluice.v1.ListSubscriptionsResponse
+	42, // 76: sluice.v1.EntityService.CreateRule:output_type -> sluice.v1.CreateRuleResponse
+	44, // 77: sluice.v1.EntityService.DeleteRule:output_type -> sluice.v1.DeleteRuleResponse
+	46, // 78: sluice.v1.EntityService.GetEntityStats:output_type -> sluice.v1.GetEntityStatsResponse
+	49, // 79: sluice.v1.EntityService.ListEntityStats:output_type -> sluice.v1.ListEntityStatsResponse
+	61, // [61:80] is the sub-list for method output_type
+	42, // [42:61] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_entity_proto_init() }
@@ -3029,7 +3207,7 @@ func file_sluice_v1_entity_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_entity_proto_rawDesc), len(file_sluice_v1_entity_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   49,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -66,6 +66,9 @@ const (
 	// EntityServiceGetEntityStatsProcedure is the procedure name of the EntityService's GetEntityStats
 	// RPC.
 	EntityServiceGetEntityStatsProcedure = "/sluice.v1.EntityService/GetEntityStats"
+	// EntityServiceListEntityStatsProcedure is the procedure name of the EntityService's
+	// ListEntityStats RPC.
+	EntityServiceListEntityStatsProcedure = "/sluice.v1.EntityService/ListEntityStats"
 )
 
 var (
@@ -195,6 +198,13 @@ var (
 			Procedure:  EntityServiceGetEntityStatsProcedure,
 		}
 	})
+	entityServiceListEntityStatsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_sluice_v1_entity_proto.Services().ByName("EntityService").Methods().ByName("ListEntityStats"),
+			Procedure:  EntityServiceListEntityStatsProcedure,
+		}
+	})
 )
 
 // EntityServiceClient is a client for the sluice.v1.EntityService service.
@@ -237,6 +247,9 @@ type EntityServiceClient interface {
 	// GetEntityStats counts a queue's or a subscription's messages by
 	// state, with its dead letters and the age of its oldest message.
 	GetEntityStats(context.Context, *v1.GetEntityStatsRequest) (*v1.GetEntityStatsResponse, error)
+	// ListEntityStats pages through the queues and subscriptions the key
+	// may see, in the order of their paths, with their counts.
+	ListEntityStats(context.Context, *v1.ListEntityStatsRequest) (*v1.ListEntityStatsResponse, error)
 }
 
 // NewEntityServiceClient constructs a client for the sluice.v1.EntityService service. Multiple
@@ -285,6 +298,9 @@ type EntityServiceHandler interface {
 	// GetEntityStats counts a queue's or a subscription's messages by
 	// state, with its dead letters and the age of its oldest message.
 	GetEntityStats(context.Context, *v1.GetEntityStatsRequest) (*v1.GetEntityStatsResponse, error)
+	// ListEntityStats pages through the queues and subscriptions the key
+	// may see, in the order of their paths, with their counts.
+	ListEntityStats(context.Context, *v1.ListEntityStatsRequest) (*v1.ListEntityStatsResponse, error)
 }
 
 // RegisterEntityServiceHandler registers svc as the sluice.v1.EntityService implementation on
@@ -310,6 +326,7 @@ func RegisterEntityServiceHandler(server *connect.Server, svc EntityServiceHandl
 		connect.Method{Spec: entityServiceCreateRuleSpec(), Handler: adapter.createRule},
 		connect.Method{Spec: entityServiceDeleteRuleSpec(), Handler: adapter.deleteRule},
 		connect.Method{Spec: entityServiceGetEntityStatsSpec(), Handler: adapter.getEntityStats},
+		connect.Method{Spec: entityServiceListEntityStatsSpec(), Handler: adapter.listEntityStats},
 	)
 }
 
@@ -386,6 +403,10 @@ func (UnimplementedEntityServiceHandler) DeleteRule(context.Context, *v1.DeleteR
 
 func (UnimplementedEntityServiceHandler) GetEntityStats(context.Context, *v1.GetEntityStatsRequest) (*v1.GetEntityStatsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.EntityService.GetEntityStats is not implemented")
+}
+
+func (UnimplementedEntityServiceHandler) ListEntityStats(context.Context, *v1.ListEntityStatsRequest) (*v1.ListEntityStatsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.EntityService.ListEntityStats is not implemented")
 }
 
 type entityServiceClient struct {
@@ -531,6 +552,14 @@ func (c *entityServiceClient) DeleteRule(ctx context.Context, req *v1.DeleteRule
 func (c *entityServiceClient) GetEntityStats(ctx context.Context, req *v1.GetEntityStatsRequest) (*v1.GetEntityStatsResponse, error) {
 	var res v1.GetEntityStatsResponse
 	if err := c.client.CallUnary(ctx, entityServiceGetEntityStatsSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *entityServiceClient) ListEntityStats(ctx context.Context, req *v1.ListEntityStatsRequest) (*v1.ListEntityStatsResponse, error) {
+	var res v1.ListEntityStatsResponse
+	if err := c.client.CallUnary(ctx, entityServiceListEntityStatsSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -748,6 +777,18 @@ func (h entityServiceHandler) getEntityStats(ctx context.Context, _ connect.Spec
 		return err
 	}
 	res, err := h.svc.GetEntityStats(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h entityServiceHandler) listEntityStats(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.ListEntityStatsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.ListEntityStats(ctx, &req)
 	if err != nil {
 		return err
 	}
