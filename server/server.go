@@ -29,6 +29,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api/sluice/v1/sluicev1connect"
 	"github.com/sluicehq/sluice/internal/apierr"
+	"github.com/sluicehq/sluice/server/dashboard"
 )
 
 // Config configures a server. Zero fields take their defaults.
@@ -168,6 +169,7 @@ func (s *Server) routes() *http.ServeMux {
 	})
 	mux.HandleFunc("GET /readyz", s.readyz)
 	mux.Handle("GET /metrics", s.m.handler(s))
+	dashboard.Mount(mux)
 	return mux
 }
 
@@ -190,8 +192,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintln(w, "ok")
 }
 
-// Handler returns the server's HTTP handler: the API, /healthz, /readyz
-// and /metrics, for a program that serves it itself.
+// Handler returns the server's HTTP handler: the API, /healthz, /readyz,
+// /metrics and the dashboard at /, for a program that serves it itself.
 func (s *Server) Handler() http.Handler { return s.mux }
 
 // Start listens on the configured address and serves in the background

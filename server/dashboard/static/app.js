@@ -1,0 +1,246 @@
+// The sluice dashboard: reads the server's HTTP/JSON API (Connect
+// protocol) with the tab's API token, if the server wants one.
+"use strict";
+
+const state = { view: "entities", token: sessionStorage.getItem("sluice-token") || "", entities: [], timer: null };
+
+// call makes a unary call and returns its JSON answer.
+async function call(service, method, body) {
+  const headers = { "Content-Type": "application/json" };
+  if (state.token) headers.Authorization = "Bearer " + state.token;
+  const res = await fetch(`/sluice.v1.${service}/${method}`, { method: "POST", headers, body: JSON.stringify(body || {}) });
+  const text = await res.text();
+  const json = text ? JSON.parse(text) : {};
+  if (!res.ok) throw apiError(res.status, json);
+  return json;
+}
+
+// stream makes a server-streaming call in the Connect protocol's envelopes
+// and returns its messages.
+async function stream(service, method, body) {
+  const headers = { "Content-Type": "application/connect+json" };
+  if (state.token) headers.Authorization = "Bearer " + state.token;
+  const payload = new TextEncoder().encode(JSON.stringify(body || {}));
+  const frame = new Uint8Array(5 + payload.length);
+  new DataView(frame.buffer).setUint32(1, payload.length);
+  frame.set(payload, 5);
+  const res = await fetch(`/sluice.v1.${service}/${method}`, { method: "POST", headers, body: frame });
+  const buf = new Uint8Array(await res.arrayBuffer());
+  if (!res.ok) throw apiError(res.status, JSON.parse(new TextDecoder().decode(buf) || "{}"));
+  const messages = [];
+  for (let at = 0; at + 5 <= buf.length;) {
+    const flags = buf[at];
+    const len = new DataView(buf.buffer, buf.byteOffset + at + 1, 4).getUint32(0);
+    const json = JSON.parse(new TextDecoder().decode(buf.subarray(at + 5, at + 5 + len)) || "{}");
+    at += 5 + len;
+    if (flags & 2) { // the end of the stream, with its error if any
+      if (json.error) throw apiError(200, json.error);
+      break;
+    }
+    messages.push(json);
+  }
+  return messages;
+}
+
+function apiError(status, json) {
+  const e = new Error(json.message || json.code || `HTTP ${status}`);
+  e.code = json.code;
+  return e;
+}
+
+function setStatus(text, error) {
+  const el = document.getElementById("status");
+  el.textContent = text;
+  el.className = error ? "error" : "";
+}
+
+// el builds an element with text or children.
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else e.setAttribute(k, v);
+  }
+  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return e;
+}
+
+const num = (v) => el("td", { class: "num" }, Number(v || 0).toLocaleString());
+const int = (v) => Number(v || 0);
+
+function age(duration) {
+  const s = parseFloat(duration || "0");
+  if (s === 0) return "";
+  if (s < 60) return s.toFixed(1) + " s";
+  if (s < 3600) return (s / 60).toFixed(1) + " min";
+  return (s / 3600).toFixed(1) + " h";
+}
+
+function when(ts) {
+  return ts ? new Date(ts).toLocaleTimeString() : "";
+}
+
+function fill(tbody, rows) {
+  tbody.replaceChildren(...rows);
+}
+
+async function allEntities() {
+  let after = "", out = [];
+  for (;;) {
+    const page = (await call("EntityService", "ListEntityStats", { after, max: 1000 })).entities || [];
+    out = out.concat(page);
+    if (page.length < 1000) return out;
+    after = page[page.length - 1].entity;
+  }
+}
+
+const views = {
+  async entities() {
+    state.entities = await allEntities();
+    fill(document.querySelector("#entities-table tbody"), state.entities.map((e) => {
+      const s = e.stats || {};
+      return el("tr", { class: int(s.deadLettered) > 0 ? "bad" : "", "data-entity": e.entity },
+        el("td", {}, e.entity), el("td", {}, e.topic ? "subscription" : "queue"),
+        num(s.active), num(s.inFlight), num(s.scheduled), num(s.deferred), num(s.deadLettered), el("td", {}, age(s.oldestAge)));
+    }));
+  },
+
+  async topics() {
+    const topics = (await call("EntityService", "ListTopics", { max: 1000 })).topics || [];
+    const blocks = [];
+    for (const t of topics) {
+      const subs = (await call("EntityService", "ListSubscriptions", { topic: t.name })).subscriptions || [];
+      blocks.push(el("div", { class: "topic", "data-topic": t.name }, el("strong", {}, t.name),
+        el("ul", {}, ...subs.map((s) => el("li", {}, `${s.name}: ${(s.rules || []).length} rule(s)`)))));
+    }
+    document.getElementById("topics-list").replaceChildren(...(blocks.length ? blocks : [el("p", {}, "No topics.")]));
+  },
+
+  async streams() {
+    const st = await call("ClusterService", "GetClusterStatus", {});
+    fill(document.querySelector("#nodes-table tbody"), (st.nodes || []).map((n) =>
+      el("tr", { class: n.alive ? "" : "bad" }, el("td", {}, n.id), el("td", {}, n.address || ""), el("td", {}, n.alive ? "yes" : "no"),
+        el("td", {}, (n.partitions || []).join(" ")), el("td", {}, when(n.startedAt)), el("td", {}, when(n.heartbeatAt)))));
+    fill(document.querySelector("#partitions-table tbody"), (st.partitions || []).map((p) =>
+      el("tr", { class: p.held ? "" : "bad" }, num(p.partition), el("td", {}, p.owner || ""), num(p.epoch), el("td", {}, p.held ? "yes" : "no"),
+        num(p.head), num(p.checkpoint), num(p.lag),
+        el("td", {}, (p.subscriptions || []).map((s) => `${s.id} (${int(s.lag)})`).join(", ")))));
+  },
+
+  async throughput() {
+    const t = await call("StatsService", "GetThroughput", {});
+    document.getElementById("throughput-chart").replaceChildren(chart(t.samples || []));
+  },
+
+  async deadletters() {
+    if (!state.entities.length) state.entities = await allEntities();
+    const select = document.getElementById("dlq-entity");
+    const chosen = select.value;
+    const names = state.entities.map((e) => e.entity);
+    select.replaceChildren(...names.map((n) => el("option", { value: n }, n)));
+    const dead = state.entities.find((e) => int((e.stats || {}).deadLettered) > 0);
+    select.value = names.includes(chosen) ? chosen : dead ? dead.entity : names[0] || "";
+    await showDeadLetters();
+  },
+};
+
+async function showDeadLetters() {
+  const entity = document.getElementById("dlq-entity").value;
+  const tbody = document.querySelector("#dlq-table tbody");
+  if (!entity) return fill(tbody, []);
+  const msgs = (await call("MessagingService", "Peek", { entity, maxMessages: 250, subQueue: "SUB_QUEUE_DEAD_LETTER" })).messages || [];
+  fill(tbody, msgs.map((m) => el("tr", { "data-seq": m.sequenceNumber },
+    el("td", {}, el("input", { type: "checkbox", value: m.sequenceNumber })),
+    num(m.sequenceNumber), el("td", {}, when(m.enqueuedTime)), el("td", {}, m.deadLetterReason || ""),
+    el("td", {}, m.deadLetterDescription || ""), num(m.deliveryCount), el("td", { class: "body" }, preview(m.message && m.message.body)))));
+}
+
+// preview shows a body as text when it is UTF-8, else as base64.
+function preview(b64) {
+  if (!b64) return "";
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  try {
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    return text.length > 300 ? text.slice(0, 300) + "…" : text;
+  } catch {
+    return "base64:" + b64.slice(0, 300);
+  }
+}
+
+async function resubmit(all) {
+  const entity = document.getElementById("dlq-entity").value;
+  const seqs = all ? [] : [...document.querySelectorAll("#dlq-table input:checked")].map((c) => c.value);
+  if (!entity || (!all && !seqs.length)) return;
+  const progress = document.getElementById("dlq-progress");
+  progress.textContent = "resubmitting…";
+  try {
+    const steps = await stream("MessagingService", "ResubmitDeadLetters", { entity, sequenceNumbers: seqs });
+    const last = steps[steps.length - 1] || {};
+    progress.textContent = `resubmitted ${int(last.done)} of ${int(last.total)}`;
+  } catch (e) {
+    progress.textContent = "resubmit failed: " + e.message;
+  }
+  state.entities = [];
+  await refresh();
+}
+
+// chart draws the rates as lines on an SVG.
+function chart(samples) {
+  const ns = "http://www.w3.org/2000/svg";
+  const svg = document.createElementNS(ns, "svg");
+  svg.setAttribute("viewBox", "0 0 600 200");
+  svg.setAttribute("preserveAspectRatio", "none");
+  const top = Math.max(1, ...samples.flatMap((s) => [s.sent || 0, s.received || 0, s.settled || 0]));
+  const series = [["sent", "#2d6cdf"], ["received", "#2f8a4c"], ["settled", "#b8860b"]];
+  for (const [key, color] of series) {
+    const points = samples.map((s, i) => `${(i / Math.max(1, samples.length - 1)) * 600},${200 - ((s[key] || 0) / top) * 190}`);
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("points", points.join(" "));
+    line.setAttribute("fill", "none");
+    line.setAttribute("stroke", color);
+    line.setAttribute("stroke-width", "2");
+    line.setAttribute("vector-effect", "non-scaling-stroke");
+    line.setAttribute("class", key);
+    svg.append(line);
+  }
+  const label = document.createElementNS(ns, "text");
+  label.setAttribute("x", "4");
+  label.setAttribute("y", "14");
+  label.setAttribute("font-size", "12");
+  label.textContent = `peak ${top.toFixed(1)}/s over ${samples.length} samples`;
+  svg.append(label);
+  return svg;
+}
+
+async function refresh() {
+  try {
+    await views[state.view]();
+    setStatus("updated " + new Date().toLocaleTimeString());
+    document.getElementById("login").hidden = true;
+  } catch (e) {
+    if (e.code === "unauthenticated" || e.code === "permission_denied") document.getElementById("login").hidden = false;
+    setStatus(e.message, true);
+  }
+}
+
+function show(view) {
+  state.view = view;
+  for (const b of document.querySelectorAll("nav button")) b.classList.toggle("active", b.dataset.view === view);
+  for (const s of document.querySelectorAll(".view")) s.hidden = s.id !== "view-" + view;
+  refresh();
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  for (const b of document.querySelectorAll("nav button")) b.addEventListener("click", () => show(b.dataset.view));
+  document.getElementById("login").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    state.token = document.getElementById("token").value;
+    sessionStorage.setItem("sluice-token", state.token);
+    refresh();
+  });
+  document.getElementById("dlq-entity").addEventListener("change", showDeadLetters);
+  document.getElementById("dlq-resubmit-selected").addEventListener("click", () => resubmit(false));
+  document.getElementById("dlq-resubmit-all").addEventListener("click", () => resubmit(true));
+  const hash = location.hash.slice(1);
+  show(views[hash] ? hash : "entities");
+  state.timer = setInterval(() => { if (state.view !== "deadletters") refresh(); }, 5000);
+});

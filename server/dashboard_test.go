@@ -1,0 +1,181 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/server"
+)
+
+// chromium returns the path of a Chromium to drive: CHROMIUM, else the
+// first one on PATH. Without one the test skips, except in CI.
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("no Chromium found (install Debian's chromium package, or set CHROMIUM): CI must run the dashboard's browser test")
+	}
+	t.Skip("no Chromium found; install Debian's chromium package (or set CHROMIUM) to run the dashboard's browser test")
+	return ""
+}
+
+// artifact returns where to keep a test's output file: under
+// SLUICE_TEST_ARTIFACTS when set (.ci/run sets it), else in the test's
+// temporary directory.
+func artifact(t *testing.T, name string) string {
+	t.Helper()
+	dir := os.Getenv("SLUICE_TEST_ARTIFACTS")
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, name)
+}
+
+// The dashboard, end to end in headless Chromium: it lists the entities
+// with their counts, the topics and subscriptions, the stream cluster's
+// nodes and partitions and the server's throughput, and resubmits a dead
+// letter; a screenshot of each view is kept.
+func TestDashboard(t *testing.T) {
+	path := chromium(t)
+	e := start(t, "sqlite", server.Config{})
+	ctx := t.Context()
+	lib := e.lib
+	if _, err := lib.CreateQueue(ctx, "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lib.CreateTopic(ctx, "events", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lib.CreateSubscription(ctx, "events", "audit", nil, sluice.Rule{Name: "vip", Filter: sluice.SQLFilter{Expression: "tier = 'gold'"}}); err != nil {
+		t.Fatal(err)
+	}
+	// Through the API, so that the server's throughput counts them.
+	c := e.remote(t, nil)
+	snd, _ := c.NewSender("orders")
+	var msgs []*sluice.Message
+	for i := range 5 {
+		msgs = append(msgs, &sluice.Message{Body: []byte(fmt.Sprintf("order %d", i))})
+	}
+	if _, err := snd.SendBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := c.NewReceiver("orders", nil)
+	got, err := r.Receive(ctx, 2)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("Receive = %v, %v", got, err)
+	}
+	r.DeadLetter(ctx, got[0], &sluice.DeadLetterOptions{Reason: "OutOfStock", Description: "no pizza left"})
+	r.Complete(ctx, got[1])
+	p := lib.NewStreamProcessor(&sluice.StreamProcessorOptions{Name: "dash"})
+	p.Handle("h", func(context.Context, *sluice.StreamEvent) error { return nil }, &sluice.ConsumerOptions{Namespace: "shop"})
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.WindowSize(1280, 900),
+		chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	defer cancelBrowser()
+	bctx, cancelTimeout := context.WithTimeout(bctx, 90*time.Second)
+	defer cancelTimeout()
+
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("dashboard: %s: %v", what, err)
+		}
+	}
+	text := func(css string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(css)))
+		if err != nil {
+			t.Fatalf("dashboard: text of %s: %v", css, err)
+		}
+		return s
+	}
+	shot := func(name string) {
+		t.Helper()
+		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+		if err != nil {
+			t.Fatalf("dashboard: screenshot: %v", err)
+		}
+		file := artifact(t, "dashboard-"+name+".png")
+		if err := os.WriteFile(file, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("screenshot of the %s view: %s", name, file)
+	}
+	view := func(name, ready string) {
+		t.Helper()
+		do("the "+name+" view", chromedp.Click(chromedp.CSS(`nav button[data-view="`+name+`"]`)), chromedp.WaitVisible(chromedp.CSS(ready)))
+	}
+
+	do("open the page", chromedp.Navigate(e.url+"/"), chromedp.WaitVisible(chromedp.CSS(`#entities-table tr[data-entity="orders"]`)))
+	entities := text(`#entities-table tbody`)
+	shot("entities")
+	view("topics", `.topic[data-topic="events"]`)
+	topics := text(`#topics-list`)
+	view("streams", `#partitions-table tbody tr:nth-child(16)`)
+	partitions, nodes := text(`#partitions-table tbody`), text(`#nodes-table tbody`)
+	shot("streams")
+	view("throughput", `#throughput-chart svg polyline.sent`)
+	chart, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(`#throughput-chart svg text`)))
+	if err != nil {
+		t.Fatalf("dashboard: the chart's label: %v", err)
+	}
+	view("deadletters", `#dlq-table tbody tr[data-seq]`)
+	dead := text(`#dlq-table tbody`)
+	shot("deadletters")
+	do("resubmit the dead letter", chromedp.Click(chromedp.CSS(`#dlq-table tbody input[type=checkbox]`)),
+		chromedp.Click(chromedp.CSS(`#dlq-resubmit-selected`)))
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById("dlq-progress").textContent.startsWith("resubmitted")`)); err != nil {
+		t.Fatalf("dashboard: waiting for the resubmit: %v", err)
+	}
+	progress := text(`#dlq-progress`)
+	// orders: 5 sent, 1 completed, 1 dead-lettered: 3 active, 1 dead letter.
+	if !strings.Contains(entities, "orders\tqueue\t3\t0\t0\t0\t1") || !strings.Contains(entities, "events/Subscriptions/audit\tsubscription") {
+		t.Errorf("the entities view shows %q", entities)
+	}
+	if !strings.Contains(topics, "audit: 1 rule(s)") {
+		t.Errorf("the topics view shows %q", topics)
+	}
+	if !strings.Contains(nodes, p.NodeID()) || strings.Count(partitions, p.NodeID()) != 16 {
+		t.Errorf("the streams view shows nodes %q and partitions %q", nodes, partitions)
+	}
+	if !strings.Contains(chart, "samples") {
+		t.Errorf("the throughput view shows %q", chart)
+	}
+	if !strings.Contains(dead, "OutOfStock") || !strings.Contains(dead, "no pizza left") || !strings.Contains(dead, "order 0") {
+		t.Errorf("the dead-letter view shows %q", dead)
+	}
+	if progress != "resubmitted 1 of 1" {
+		t.Errorf("resubmitting shows %q", progress)
+	}
+	if st, err := lib.GetQueueStats(ctx, "orders"); err != nil || st.DeadLettered != 0 || st.Active != 4 {
+		t.Errorf("after the dashboard resubmitted the dead letter: %+v, %v", st, err)
+	}
+}
