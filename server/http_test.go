@@ -308,7 +308,11 @@ func TestMetrics(t *testing.T) {
 	r.Complete(ctx, ms[0]) // lock lost
 	r.DeadLetter(ctx, ms[1], &sluice.DeadLetterOptions{Reason: "broken"})
 	c.GetQueue(ctx, "missing")
+	post(t, e, "EntityService/NoSuchCall", "", `{}`)
 	status, body := scrape(t, e, "")
+	if strings.Contains(body, "NoSuchCall") {
+		t.Errorf("/metrics labels a procedure the caller made up")
+	}
 	if status != 200 {
 		t.Fatalf("GET /metrics: %d %s", status, body)
 	}

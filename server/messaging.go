@@ -86,7 +86,7 @@ func (h *messaging) Send(ctx context.Context, req *sluicev1.SendRequest) (*sluic
 	if err != nil {
 		return nil, h.s.fail("send", err)
 	}
-	h.s.m.sent.WithLabelValues(req.Entity).Add(float64(len(msgs)))
+	h.s.m.sent.WithLabelValues(h.s.m.entity(req.Entity)).Add(float64(len(msgs)))
 	h.s.tp.sent.Add(int64(len(msgs)))
 	return &sluicev1.SendResponse{SequenceNumbers: seqs}, nil
 }
@@ -226,7 +226,7 @@ func (h *messaging) DeadLetter(ctx context.Context, req *sluicev1.DeadLetterRequ
 	if err != nil {
 		return nil, err
 	}
-	h.s.m.dead.WithLabelValues(req.Entity, req.Reason).Inc()
+	h.s.m.dead.WithLabelValues(h.s.m.entity(req.Entity), h.s.m.reasons.label(req.Reason)).Inc()
 	return &sluicev1.DeadLetterResponse{}, nil
 }
 
@@ -256,7 +256,7 @@ func (h *messaging) RenewLock(ctx context.Context, req *sluicev1.RenewLockReques
 	m := &sluice.ReceivedMessage{LockToken: req.LockToken}
 	if err := r.RenewLock(ctx, m); err != nil {
 		if isLockLost(err) {
-			h.s.m.lockLost.WithLabelValues(req.Entity).Inc()
+			h.s.m.lockLost.WithLabelValues(h.s.m.entity(req.Entity)).Inc()
 		}
 		return nil, h.s.fail("renew lock", err)
 	}

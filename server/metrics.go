@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -23,6 +24,8 @@ import (
 // partitions' lag.
 type metrics struct {
 	tp       *throughput
+	entities labelSet // entity names
+	reasons  labelSet // dead-letter reasons
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -80,11 +83,45 @@ func (m *metrics) observe(next connect.ServerFunc) connect.ServerFunc {
 		if err != nil {
 			code = connect.CodeOf(err).String()
 		}
-		m.calls.WithLabelValues(spec.Procedure, code).Inc()
-		m.duration.WithLabelValues(spec.Procedure).Observe(time.Since(began).Seconds())
+		procedure := spec.Procedure
+		if spec.Schema == nil {
+			procedure = "unknown" // not one of the API's: a caller chose the path
+		}
+		m.calls.WithLabelValues(procedure, code).Inc()
+		m.duration.WithLabelValues(procedure).Observe(time.Since(began).Seconds())
 		return err
 	}
 }
+
+// maxEntityLabels bounds the entity names the metrics label: beyond it,
+// an entity counts as "_other", so that callers naming ever new entities
+// cannot grow the metrics without bound.
+const maxEntityLabels = 10000
+
+// labelSet admits label values up to a bound.
+type labelSet struct {
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (l *labelSet) label(v string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[v] {
+		return v
+	}
+	if len(l.seen) >= maxEntityLabels {
+		return "_other"
+	}
+	if l.seen == nil {
+		l.seen = make(map[string]bool)
+	}
+	l.seen[v] = true
+	return v
+}
+
+// entity is the label of an entity's name.
+func (m *metrics) entity(name string) string { return m.entities.label(name) }
 
 // receivedMessages records messages a receive returned.
 func (m *metrics) receivedMessages(entity string, mode sluice.ReceiveMode, msgs []*sluice.ReceivedMessage) {
@@ -95,6 +132,7 @@ func (m *metrics) receivedMessages(entity string, mode sluice.ReceiveMode, msgs 
 	if mode == sluice.ReceiveAndDelete {
 		label = "receive_and_delete"
 	}
+	entity = m.entity(entity)
 	m.received.WithLabelValues(entity, label).Add(float64(len(msgs)))
 	m.tp.received.Add(int64(len(msgs)))
 	now := time.Now()
@@ -107,6 +145,7 @@ func (m *metrics) receivedMessages(entity string, mode sluice.ReceiveMode, msgs 
 
 // settledMessage records a settlement's outcome.
 func (m *metrics) settledMessage(entity, action string, err error) {
+	entity = m.entity(entity)
 	switch {
 	case err == nil:
 		m.settled.WithLabelValues(entity, action).Inc()
