@@ -1,5 +1,7 @@
 // Command sluice is the sluice binary: the server (serve), schema
-// migrations (migrate), a demo of the library and a load tool (bench).
+// migrations (migrate), the operator commands (queue, topic,
+// subscription, send, receive, peek, dlq, stream, cluster, stats), a demo
+// of the library and a load tool (bench).
 package main
 
 import (

@@ -7,13 +7,21 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 )
 
-// Exit codes.
+// Exit codes, which scripts may rely on.
 const (
 	ExitOK    = 0
 	ExitError = 1
 	ExitUsage = 2
+	// ExitNotFound reports an entity or a message that does not exist.
+	ExitNotFound = 3
+	// ExitNothing reports a receive that found no message (in time).
+	ExitNothing = 4
+	// ExitRefused reports a call the server refused: no credentials, an
+	// unknown token, or a key without the permission.
+	ExitRefused = 5
 )
 
 const usage = `usage: sluice <command> [flags]
@@ -23,10 +31,44 @@ commands:
   migrate  apply the schema's migrations to a database, or print their SQL
   demo     run a short tour of queues and partition logs on an embedded SQLite file
   bench    measure throughput and latency against a database (sluice bench -h)
+
+operator commands (sluice <command> -h for each one's flags):
+  queue create|list|show|delete NAME            manage queues
+  topic create|list|show|delete NAME            manage topics
+  subscription create|list|show|delete TOPIC NAME
+                                                manage a topic's subscriptions and their rules
+  send ENTITY [BODY...]                         send messages (BODY arguments, --file, or standard input)
+  receive ENTITY                                receive messages, then complete, abandon, dead-letter or defer them
+  peek ENTITY                                   look at messages without locking them
+  dlq list|resubmit|purge ENTITY                list, resubmit or purge an entity's dead letters
+  stream publish NAMESPACE KEY [BODY...]        publish events to a stream (--db only)
+  stream tail NAMESPACE [KEY]                   print a namespace's or a stream's new events (--db only)
+  cluster status                                stream nodes, partitions and subscriptions' lag
+  stats [ENTITY]                                message counts of one entity, or of every queue and subscription
+
+  An ENTITY is a queue or a subscription's path, TOPIC/Subscriptions/NAME (send takes a topic too).
+  They work through a server with --server URL (env SLUICE_SERVER) and --token (env SLUICE_TOKEN),
+  or on a database with --db DSN (env SLUICE_DB, default sqlite://sluice-data/sluice.db) and
+  --service/--provider (env SLUICE_SERVICE/SLUICE_PROVIDER, default "default"). --json prints
+  one JSON object a line.
+
+exit codes:
+  0  success
+  1  an error
+  2  a usage error: bad flags or arguments
+  3  not found: the entity or the message does not exist
+  4  nothing to receive: receive found no message (within --wait)
+  5  refused: the server wants credentials, or the key lacks the permission
 `
 
-// Run runs the command named by args[0].
+// Run runs the command named by args[0], reading standard input from the
+// process's.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return dispatch(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// dispatch is Run with its standard input given, for tests.
+func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return ExitUsage
@@ -45,6 +87,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK
+	}
+	if code, ok := runOperator(ctx, args, stdin, stdout, stderr); ok {
+		return code
 	}
 	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", args[0], usage)
 	return ExitUsage

@@ -1,0 +1,245 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/store"
+)
+
+// sluiceAPI is what the operator commands need of sluice. The library's
+// *sluice.Client (on a database) and package client's *client.Client
+// (through a server) have the same methods, so each command is written
+// once: the adapters library and remote only return interfaces where the
+// two return their own sender and receiver types, and list every
+// entity's counts each its own way.
+type sluiceAPI interface {
+	CreateQueueForwarding(ctx context.Context, name string, props *sluice.QueueProperties, forwardTo string) (sluice.QueueInfo, error)
+	GetQueue(ctx context.Context, name string) (sluice.QueueInfo, error)
+	ListQueues(ctx context.Context, after string, max int) ([]sluice.QueueInfo, error)
+	DeleteQueue(ctx context.Context, name string) error
+	GetQueueStats(ctx context.Context, name string) (sluice.QueueStats, error)
+
+	CreateTopic(ctx context.Context, name string, props *sluice.TopicProperties) (sluice.TopicInfo, error)
+	GetTopic(ctx context.Context, name string) (sluice.TopicInfo, error)
+	ListTopics(ctx context.Context, after string, max int) ([]sluice.TopicInfo, error)
+	DeleteTopic(ctx context.Context, name string) error
+
+	CreateSubscription(ctx context.Context, topic, name string, props *sluice.SubscriptionProperties, rules ...sluice.Rule) (sluice.SubscriptionInfo, error)
+	GetSubscription(ctx context.Context, topic, name string) (sluice.SubscriptionInfo, error)
+	ListSubscriptions(ctx context.Context, topic string) ([]sluice.SubscriptionInfo, error)
+	DeleteSubscription(ctx context.Context, topic, name string) error
+
+	ResubmitDeadLetters(ctx context.Context, entity string, opts *sluice.ResubmitOptions) (int, error)
+	PurgeDeadLetters(ctx context.Context, entity string) (int64, error)
+	ClusterStatus(ctx context.Context) (sluice.ClusterStatus, error)
+
+	NewSender(entity string) (batchSender, error)
+	NewReceiver(entity string, opts *sluice.ReceiverOptions) (peekReceiver, error)
+	AcceptSession(ctx context.Context, queue, sessionID string, opts *sluice.ReceiverOptions) (sessionReceiver, error)
+	AcceptNextSession(ctx context.Context, queue string, opts *sluice.ReceiverOptions) (sessionReceiver, error)
+
+	// allStats lists every queue and subscription with its counts, in
+	// the order of their paths.
+	allStats(ctx context.Context) ([]client.EntityStats, error)
+	Close() error
+}
+
+// streamAPI is what the stream commands need: only a database has it, as
+// the network API has no streams yet.
+type streamAPI interface {
+	Publish(ctx context.Context, id sluice.StreamID, events ...sluice.Event) ([]int64, error)
+	// streamPartitions is the tenant's number of stream partitions.
+	streamPartitions() int32
+	tail(ctx context.Context, t tailSpec) error
+}
+
+type batchSender interface {
+	SendBatch(ctx context.Context, msgs []*sluice.Message) ([]int64, error)
+}
+
+// messageSource receives and settles messages: a queue's or
+// subscription's receiver, or a session's.
+type messageSource interface {
+	Receive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error)
+	TryReceive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error)
+	Complete(ctx context.Context, m *sluice.ReceivedMessage) error
+	Abandon(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.AbandonOptions) error
+	DeadLetter(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeadLetterOptions) error
+	Defer(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeferOptions) error
+}
+
+type peekReceiver interface {
+	messageSource
+	Peek(ctx context.Context, max int, opts *sluice.PeekOptions) ([]*sluice.ReceivedMessage, error)
+}
+
+type sessionReceiver interface {
+	messageSource
+	SessionID() string
+	LockToken() string
+	Close(ctx context.Context) error
+}
+
+// library is the library on a database the command opened.
+type library struct {
+	*sluice.Client
+	backend    store.Backend
+	st         store.Store // the tenant's, to follow partition logs
+	partitions int32       // set for stream commands
+}
+
+// Close closes the database (the client does not own it).
+func (l *library) Close() error { return l.backend.Close() }
+
+func (l *library) NewSender(entity string) (batchSender, error) {
+	s, err := l.Client.NewSender(entity)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (l *library) NewReceiver(entity string, opts *sluice.ReceiverOptions) (peekReceiver, error) {
+	r, err := l.Client.NewReceiver(entity, opts)
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (l *library) AcceptSession(ctx context.Context, queue, sessionID string, opts *sluice.ReceiverOptions) (sessionReceiver, error) {
+	s, err := l.Client.AcceptSession(ctx, queue, sessionID, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (l *library) AcceptNextSession(ctx context.Context, queue string, opts *sluice.ReceiverOptions) (sessionReceiver, error) {
+	s, err := l.Client.AcceptNextSession(ctx, queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// allStats lists the queues, then the topics' subscriptions, and counts
+// each; one deleted meanwhile is left out.
+func (l *library) allStats(ctx context.Context) ([]client.EntityStats, error) {
+	var out []client.EntityStats
+	add := func(path, topic string) error {
+		st, err := l.GetQueueStats(ctx, path)
+		switch {
+		case errors.Is(err, sluice.ErrEntityNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		out = append(out, client.EntityStats{Entity: path, Topic: topic, QueueStats: st})
+		return nil
+	}
+	queues, err := allQueues(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range queues {
+		if err := add(q.Name, ""); err != nil {
+			return nil, err
+		}
+	}
+	topics, err := allTopics(ctx, l)
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range topics {
+		subs, err := l.ListSubscriptions(ctx, t.Name)
+		if err != nil && !errors.Is(err, sluice.ErrEntityNotFound) {
+			return nil, err
+		}
+		for _, s := range subs {
+			if err := add(sluice.SubscriptionPath(t.Name, s.Name), t.Name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b client.EntityStats) int { return strings.Compare(a.Entity, b.Entity) })
+	return out, nil
+}
+
+func (l *library) streamPartitions() int32 { return l.partitions }
+
+// remote is a server, through package client.
+type remote struct{ *client.Client }
+
+func (r remote) NewSender(entity string) (batchSender, error) {
+	s, err := r.Client.NewSender(entity)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (r remote) NewReceiver(entity string, opts *sluice.ReceiverOptions) (peekReceiver, error) {
+	rc, err := r.Client.NewReceiver(entity, opts)
+	if err != nil {
+		return nil, err
+	}
+	return rc, nil
+}
+
+func (r remote) AcceptSession(ctx context.Context, queue, sessionID string, opts *sluice.ReceiverOptions) (sessionReceiver, error) {
+	s, err := r.Client.AcceptSession(ctx, queue, sessionID, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (r remote) AcceptNextSession(ctx context.Context, queue string, opts *sluice.ReceiverOptions) (sessionReceiver, error) {
+	s, err := r.Client.AcceptNextSession(ctx, queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// allStats pages through the server's listing.
+func (r remote) allStats(ctx context.Context) ([]client.EntityStats, error) {
+	return allPages(func(after string) ([]client.EntityStats, error) { return r.ListEntityStats(ctx, after, listPage) },
+		func(e client.EntityStats) string { return e.Entity })
+}
+
+// listPage is how many entities one listing call asks for.
+const listPage = 100
+
+// allPages gathers the pages list returns, each after the key of the
+// last item before, until an empty one.
+func allPages[T any](list func(after string) ([]T, error), key func(T) string) ([]T, error) {
+	var all []T
+	after := ""
+	for {
+		page, err := list(after)
+		if err != nil {
+			return nil, err
+		}
+		if len(page) == 0 {
+			return all, nil
+		}
+		all, after = append(all, page...), key(page[len(page)-1])
+	}
+}
+
+func allQueues(ctx context.Context, a sluiceAPI) ([]sluice.QueueInfo, error) {
+	return allPages(func(after string) ([]sluice.QueueInfo, error) { return a.ListQueues(ctx, after, listPage) },
+		func(q sluice.QueueInfo) string { return q.Name })
+}
+
+func allTopics(ctx context.Context, a sluiceAPI) ([]sluice.TopicInfo, error) {
+	return allPages(func(after string) ([]sluice.TopicInfo, error) { return a.ListTopics(ctx, after, listPage) },
+		func(t sluice.TopicInfo) string { return t.Name })
+}

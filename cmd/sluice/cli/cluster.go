@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// nodeView and partitionView are the lines of cluster status --json,
+// told apart by their kind.
+type nodeView struct {
+	Kind        string    `json:"kind"` // "node"
+	ID          string    `json:"id"`
+	Address     string    `json:"address,omitempty"`
+	Alive       bool      `json:"alive"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+	Partitions  []int32   `json:"partitions"`
+}
+
+type partitionView struct {
+	Kind          string                `json:"kind"` // "partition"
+	Partition     int32                 `json:"partition"`
+	Owner         string                `json:"owner,omitempty"`
+	Held          bool                  `json:"held"`
+	Epoch         int64                 `json:"epoch"`
+	LeaseUntil    time.Time             `json:"lease_until,omitzero"`
+	Head          int64                 `json:"head"`
+	Checkpoint    int64                 `json:"checkpoint"`
+	Lag           int64                 `json:"lag"`
+	Subscriptions []subscriptionLagView `json:"subscriptions"`
+}
+
+type subscriptionLagView struct {
+	ID       string `json:"id"`
+	Position int64  `json:"position"`
+	Lag      int64  `json:"lag"`
+}
+
+func opClusterStatus() *op {
+	return &op{name: "cluster status", streams: true,
+		about: "Prints the stream nodes with their liveness and partitions, each partition's owner, epoch,\n" +
+			"head, checkpoint and lag, and the subscriptions' lag.",
+		run: func(ctx context.Context, e *env, _ []string) error {
+			st, err := e.api.ClusterStatus(ctx)
+			if err != nil {
+				return err
+			}
+			if e.json {
+				return e.emitCluster(st)
+			}
+			return e.printCluster(st)
+		}}
+}
+
+func (e *env) emitCluster(st sluice.ClusterStatus) error {
+	for _, n := range st.Nodes {
+		v := nodeView{Kind: "node", ID: n.ID, Address: n.Address, Alive: n.Alive, StartedAt: n.StartedAt.UTC(),
+			HeartbeatAt: n.HeartbeatAt.UTC(), Partitions: n.Partitions}
+		if v.Partitions == nil {
+			v.Partitions = []int32{}
+		}
+		if err := e.emit(v); err != nil {
+			return err
+		}
+	}
+	for _, p := range st.Partitions {
+		v := partitionView{Kind: "partition", Partition: p.Partition, Owner: p.Owner, Held: p.Held, Epoch: p.Epoch,
+			LeaseUntil: p.LeaseUntil.UTC(), Head: p.Head, Checkpoint: p.Checkpoint, Lag: p.Lag, Subscriptions: []subscriptionLagView{}}
+		for _, s := range p.Subscriptions {
+			v.Subscriptions = append(v.Subscriptions, subscriptionLagView{ID: s.ID, Position: s.Position, Lag: s.Lag})
+		}
+		if err := e.emit(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *env) printCluster(st sluice.ClusterStatus) error {
+	tw := table(e.stdout)
+	if len(st.Nodes) == 0 {
+		fmt.Fprintln(tw, "no stream nodes")
+	} else {
+		fmt.Fprintln(tw, "NODE\tADDRESS\tALIVE\tSTARTED\tHEARTBEAT\tPARTITIONS")
+		for _, n := range st.Nodes {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, orDash(n.Address), yesNo(n.Alive), when(n.StartedAt),
+				when(n.HeartbeatAt), partitionList(n.Partitions))
+		}
+	}
+	fmt.Fprintln(tw, "\nPARTITION\tOWNER\tHELD\tEPOCH\tHEAD\tCHECKPOINT\tLAG")
+	var subs [][]string
+	for _, p := range st.Partitions {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\n", p.Partition, orDash(p.Owner), yesNo(p.Held), p.Epoch, p.Head,
+			p.Checkpoint, p.Lag)
+		for _, s := range p.Subscriptions {
+			subs = append(subs, []string{s.ID, fmt.Sprint(p.Partition), fmt.Sprint(s.Position), fmt.Sprint(s.Lag)})
+		}
+	}
+	if len(subs) > 0 {
+		fmt.Fprintln(tw, "\nSUBSCRIPTION\tPARTITION\tPOSITION\tLAG")
+		for _, s := range subs {
+			fmt.Fprintln(tw, strings.Join(s, "\t"))
+		}
+	}
+	return tw.Flush()
+}
+
+// partitionList formats partition numbers: "0,1,5", or "-" for none.
+func partitionList(parts []int32) string {
+	if len(parts) == 0 {
+		return "-"
+	}
+	s := make([]string, len(parts))
+	for i, p := range parts {
+		s[i] = fmt.Sprint(p)
+	}
+	return strings.Join(s, ",")
+}

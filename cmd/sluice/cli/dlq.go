@@ -1,0 +1,132 @@
+package cli
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/sluicehq/sluice"
+)
+
+func opDLQList() *op {
+	var from int64
+	var limit int
+	return &op{name: "dlq list", args: "ENTITY", minArgs: 1, maxArgs: 1,
+		check: func([]string) error {
+			if limit < 1 {
+				return fmt.Errorf("--max %d: want at least 1", limit)
+			}
+			return nil
+		},
+		about: "Prints the dead letters of a queue or subscription, with why each was dead-lettered, without locking them.",
+		flags: func(fs *flag.FlagSet) {
+			fs.Int64Var(&from, "from", 0, "the first sequence number to print (default the first dead letter)")
+			fs.IntVar(&limit, "max", 100, "print up to this many dead letters")
+		},
+		run: func(ctx context.Context, e *env, args []string) error {
+			msgs, err := peek(ctx, e.api, args[0], true, from, limit)
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs {
+				if err := e.printMessage(viewOf(m)); err != nil {
+					return err
+				}
+			}
+			return nil
+		}}
+}
+
+func opDLQResubmit() *op {
+	var seqs []int64
+	return &op{name: "dlq resubmit", args: "ENTITY [SEQ...]", minArgs: 1, maxArgs: -1,
+		about: "Moves dead letters back to their queue or subscription as new messages, in atomic batches:\n" +
+			"those whose sequence numbers are given, or all of them.",
+		check: func(args []string) error {
+			for _, a := range args[1:] {
+				seq, err := strconv.ParseInt(a, 10, 64)
+				if err != nil || seq < 1 {
+					return fmt.Errorf("sequence number %q: want a positive integer", a)
+				}
+				seqs = append(seqs, seq)
+			}
+			return nil
+		},
+		run: func(ctx context.Context, e *env, args []string) error {
+			opts := &sluice.ResubmitOptions{SequenceNumbers: seqs}
+			bar := &progressBar{w: e.stderr}
+			if isTerminal(e.stderr) {
+				opts.Progress = bar.update
+			}
+			n, err := e.api.ResubmitDeadLetters(ctx, args[0], opts)
+			bar.finish()
+			if n == 0 && err != nil {
+				return err
+			}
+			if perr := e.printCount("resubmitted", int64(n)); err == nil {
+				err = perr
+			}
+			return err
+		}}
+}
+
+func opDLQPurge() *op {
+	return &op{name: "dlq purge", args: "ENTITY", minArgs: 1, maxArgs: 1,
+		about: "Deletes every dead letter of a queue or subscription.",
+		run: func(ctx context.Context, e *env, args []string) error {
+			n, err := e.api.PurgeDeadLetters(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return e.printCount("purged", n)
+		}}
+}
+
+// printCount prints how many things an action did: "purged 3", or
+// {"purged": 3}.
+func (e *env) printCount(action string, n int64) error {
+	if e.json {
+		return e.emit(map[string]int64{action: n})
+	}
+	_, err := fmt.Fprintf(e.stdout, "%s %d\n", action, n)
+	return err
+}
+
+// progressBar draws a resubmit's progress in place, redrawn with \r, once
+// it takes more than one batch.
+type progressBar struct {
+	w     io.Writer
+	drawn bool
+}
+
+const progressWidth = 30
+
+func (p *progressBar) update(done, total int) {
+	if !p.drawn && done >= total {
+		return // one batch moved them all
+	}
+	p.drawn = true
+	fill := progressWidth * min(done, total) / max(total, 1)
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d", strings.Repeat("=", fill), strings.Repeat(" ", progressWidth-fill), done, total)
+}
+
+// finish ends the bar's line, if it drew one.
+func (p *progressBar) finish() {
+	if p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// isTerminal says w is a terminal (a character device).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}

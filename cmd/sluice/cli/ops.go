@@ -1,0 +1,219 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"connectrpc.com/connect/v2"
+
+	"github.com/sluicehq/sluice"
+)
+
+// op is one operator command: the words that name it, its arguments, its
+// own flags, and what it does once connected to a server or a database.
+type op struct {
+	name  string // the words that name it: "queue create", "send"
+	args  string // its arguments, as the usage line shows them
+	about string // what it does, for -h
+	// minArgs and maxArgs bound the arguments (maxArgs < 0: no bound).
+	minArgs, maxArgs int
+	// streams: the command works on streams, which need a database and
+	// the tenant's partition count.
+	streams bool
+	flags   func(fs *flag.FlagSet)
+	// check validates the flags and arguments before anything is opened
+	// (nil: nothing to check); its errors are usage errors.
+	check func(args []string) error
+	run   func(ctx context.Context, e *env, args []string) error
+}
+
+// env is what a command runs with: where it works, how it prints, and
+// the standard streams.
+type env struct {
+	api    sluiceAPI
+	json   bool
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+// operatorOps returns the operator commands, each with flags of its own.
+func operatorOps() []*op {
+	return []*op{
+		opQueueCreate(), opQueueList(), opQueueShow(), opQueueDelete(),
+		opTopicCreate(), opTopicList(), opTopicShow(), opTopicDelete(),
+		opSubscriptionCreate(), opSubscriptionList(), opSubscriptionShow(), opSubscriptionDelete(),
+		opSend(), opReceive(), opPeek(),
+		opDLQList(), opDLQResubmit(), opDLQPurge(),
+		opStreamPublish(), opStreamTail(),
+		opClusterStatus(), opStats(),
+	}
+}
+
+// runOperator runs the operator command args name; ok is false when
+// they name none.
+func runOperator(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (code int, ok bool) {
+	var group []*op
+	for _, o := range operatorOps() {
+		words := strings.Fields(o.name)
+		switch {
+		case words[0] != args[0]:
+		case len(words) == 1:
+			return o.exec(ctx, args[1:], stdin, stdout, stderr), true
+		case len(args) > 1 && args[1] == words[1]:
+			return o.exec(ctx, args[2:], stdin, stdout, stderr), true
+		default:
+			group = append(group, o)
+		}
+	}
+	if len(group) == 0 {
+		return 0, false
+	}
+	w, code := stderr, ExitUsage
+	switch {
+	case len(args) > 1 && (args[1] == "-h" || args[1] == "--help" || args[1] == "help"):
+		w, code = stdout, ExitOK
+	case len(args) > 1:
+		fmt.Fprintf(stderr, "sluice %s: unknown command %q\n", args[0], args[1])
+	default:
+		fmt.Fprintf(stderr, "sluice %s: which one?\n", args[0])
+	}
+	fmt.Fprintln(w, "usage:")
+	for _, o := range group {
+		fmt.Fprintf(w, "  %s\n      %s\n", o.usage(), strings.ReplaceAll(o.about, "\n", "\n      "))
+	}
+	return code, true
+}
+
+// exec parses the command's flags and arguments, connects, runs it, and
+// turns its error into an exit code.
+func (o *op) exec(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet(o.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	var t target
+	t.register(fs)
+	if o.flags != nil {
+		o.flags(fs)
+	}
+	pos, err := parseArgs(fs, args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintf(stdout, "usage: %s\n\n%s\n\nflags:\n", o.usage(), o.about)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return ExitOK
+	}
+	if err == nil {
+		err = o.checkArgs(pos)
+	}
+	if err == nil && o.check != nil {
+		err = o.check(pos)
+	}
+	if err == nil {
+		err = t.resolve(fs, os.Getenv)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice %s: %v\nusage: %s (-h lists the flags)\n", o.name, err, o.usage())
+		return ExitUsage
+	}
+	if err := o.connectAndRun(ctx, &t, pos, stdin, stdout, stderr); err != nil {
+		// The library's errors start with "sluice: " too.
+		fmt.Fprintf(stderr, "sluice %s: %s\n", o.name, strings.TrimPrefix(err.Error(), "sluice: "))
+		return exitCode(err)
+	}
+	return ExitOK
+}
+
+// usage is the command's usage line.
+func (o *op) usage() string {
+	return strings.TrimSpace("sluice " + o.name + " [flags] " + o.args)
+}
+
+func (o *op) checkArgs(pos []string) error {
+	if len(pos) >= o.minArgs && (o.maxArgs < 0 || len(pos) <= o.maxArgs) {
+		return nil
+	}
+	if len(pos) < o.minArgs {
+		return fmt.Errorf("missing arguments: want %s", o.args)
+	}
+	return fmt.Errorf("unexpected arguments %q", pos[o.maxArgs:])
+}
+
+func (o *op) connectAndRun(ctx context.Context, t *target, pos []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	a, err := t.open(ctx, o.streams)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	return o.run(ctx, &env{api: a, json: t.json, stdin: stdin, stdout: stdout, stderr: stderr}, pos)
+}
+
+// parseArgs parses flags wherever they stand among the arguments, as in
+// "queue create orders --lock-duration 30s", and returns the others in
+// order; after "--" every argument is one of them.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+}
+
+// errNothing reports a receive that found no message.
+var errNothing = errors.New("no message to receive")
+
+// exitCode is the exit code that tells scripts what kind of error err is.
+func exitCode(err error) int {
+	code := connect.CodeOf(err)
+	switch {
+	case errors.Is(err, errUsage), errors.Is(err, errNoStreams):
+		return ExitUsage
+	case errors.Is(err, errNothing):
+		return ExitNothing
+	case errors.Is(err, sluice.ErrEntityNotFound), errors.Is(err, sluice.ErrMessageNotFound):
+		return ExitNotFound
+	case code == connect.CodeUnauthenticated, code == connect.CodePermissionDenied:
+		return ExitRefused
+	}
+	return ExitError
+}
+
+// repeated is a flag that may be given several times.
+type repeated []string
+
+func (r *repeated) String() string { return strings.Join(*r, ", ") }
+
+func (r *repeated) Set(v string) error {
+	*r = append(*r, v)
+	return nil
+}
+
+// keyValues parses the key=value pairs of a repeated flag.
+func keyValues(flagName string, pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--%s %q: want key=value", flagName, p)
+		}
+		m[k] = v
+	}
+	return m, nil
+}

@@ -1,0 +1,79 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
+)
+
+// statsView is an entity's message counts as --json prints them.
+type statsView struct {
+	Entity       string `json:"entity,omitempty"`
+	Topic        string `json:"topic,omitempty"`
+	Active       int64  `json:"active"`
+	Scheduled    int64  `json:"scheduled"`
+	InFlight     int64  `json:"in_flight"`
+	Deferred     int64  `json:"deferred"`
+	DeadLettered int64  `json:"dead_lettered"`
+	OldestAge    string `json:"oldest_age"`
+}
+
+func statsViewOf(entity, topic string, s sluice.QueueStats) *statsView {
+	return &statsView{Entity: entity, Topic: topic, Active: s.Active, Scheduled: s.Scheduled, InFlight: s.InFlight,
+		Deferred: s.Deferred, DeadLettered: s.DeadLettered, OldestAge: s.OldestAge.String()}
+}
+
+// age formats the oldest message's age, to the millisecond.
+func age(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func statsRows(s sluice.QueueStats) [][2]string {
+	n := func(v int64) string { return strconv.FormatInt(v, 10) }
+	return [][2]string{
+		{"active", n(s.Active)}, {"scheduled", n(s.Scheduled)}, {"in flight", n(s.InFlight)},
+		{"deferred", n(s.Deferred)}, {"dead-lettered", n(s.DeadLettered)}, {"oldest", age(s.OldestAge)},
+	}
+}
+
+func opStats() *op {
+	return &op{name: "stats", args: "[ENTITY]", maxArgs: 1,
+		about: "Prints an entity's message counts, or those of every queue and subscription.",
+		run: func(ctx context.Context, e *env, args []string) error {
+			var all []client.EntityStats
+			if len(args) == 1 {
+				st, err := e.api.GetQueueStats(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				all = append(all, client.EntityStats{Entity: args[0], QueueStats: st})
+			} else {
+				var err error
+				if all, err = e.api.allStats(ctx); err != nil {
+					return err
+				}
+			}
+			if e.json {
+				for _, s := range all {
+					if err := e.emit(statsViewOf(s.Entity, s.Topic, s.QueueStats)); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			tw := table(e.stdout)
+			fmt.Fprintln(tw, "ENTITY\tACTIVE\tSCHEDULED\tIN FLIGHT\tDEFERRED\tDEAD-LETTERED\tOLDEST")
+			for _, s := range all {
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Entity, s.Active, s.Scheduled, s.InFlight, s.Deferred,
+					s.DeadLettered, age(s.OldestAge))
+			}
+			return tw.Flush()
+		}}
+}
