@@ -241,11 +241,20 @@ func (c *Client) AcceptSession(ctx context.Context, queue, sessionID string, opt
 }
 
 // AcceptNextSession waits until a session of the queue has messages and
-// no holder, and locks it; it returns ctx's error if ctx ends first.
+// no holder, and locks it; it returns ctx's error if ctx ends first. It
+// tries once even when ctx has ended already.
 func (c *Client) AcceptNextSession(ctx context.Context, queue string, opts *sluice.ReceiverOptions) (*SessionReceiver, error) {
 	for {
 		wait, err := waitFor(ctx)
 		if err != nil {
+			// As the library does, a context without time left still
+			// takes a session that is free now.
+			tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+			s, terr := c.acceptSession(tctx, queue, "", opts, 0)
+			cancel()
+			if terr != nil || s != nil {
+				return s, terr
+			}
 			return nil, fmt.Errorf("sluice: accept next session: %w", err)
 		}
 		s, err := c.acceptSession(ctx, queue, "", opts, wait)
@@ -260,6 +269,9 @@ func (c *Client) AcceptNextSession(ctx context.Context, queue string, opts *slui
 		}
 	}
 }
+
+// settleTimeout bounds a call made on a context that has ended.
+const settleTimeout = 10 * time.Second
 
 // waitMargin is how much sooner than its context's deadline a waiting
 // call asks the server to give up, so that the answer (nothing yet) comes

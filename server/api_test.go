@@ -343,6 +343,20 @@ func TestSessionsAPI(t *testing.T) {
 			t.Fatalf("AcceptSession of a new session: %v", err)
 		}
 		named.Close(ctx)
+		if _, err := snd.Send(ctx, &sluice.Message{Body: []byte("b1"), SessionID: "b"}); err != nil {
+			t.Fatal(err)
+		}
+		ended, stop := context.WithCancel(ctx)
+		stop()
+		if b, err := c.AcceptNextSession(ended, "sess", nil); err != nil || b.SessionID() != "b" {
+			t.Fatalf("AcceptNextSession with an ended context and a free session = %v, %v", b, err)
+		} else {
+			b.Close(ctx)
+			lib, _ := e.lib.AcceptSession(ctx, "sess", "b", nil)
+			ms, _ := lib.Receive(ctx, 1)
+			lib.Complete(ctx, ms[0])
+			lib.Close(ctx)
+		}
 		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 		_, err = c.AcceptNextSession(short, "sess", nil)

@@ -181,6 +181,9 @@ func newAgent(n *Node, lease store.PartitionLease) *agent {
 		savedCh:    make(chan saved, 1),
 		deliveries: dctx, cancel: cancel,
 		stop: make(chan context.Context, 1), done: make(chan struct{}),
+		// Stats name the partition and its epoch from the start, before
+		// the first step publishes the rest.
+		stats: PartitionStats{Partition: partition, Epoch: lease.Epoch, Checkpoint: lease.Checkpoint},
 	}
 }
 

@@ -19,21 +19,22 @@ import (
 // from the configuration file (--config, SLUICE_CONFIG), else its
 // default. API keys come from the file, or one from --token.
 type serveConfig struct {
-	DB              string        `json:"db"`
-	Addr            string        `json:"addr"`
-	Service         string        `json:"service"`
-	Provider        string        `json:"provider"`
-	Insecure        bool          `json:"insecure"`
-	TLSCert         string        `json:"tls_cert"`
-	TLSKey          string        `json:"tls_key"`
-	Token           string        `json:"token"`
-	MaxRequestBytes int           `json:"max_request_bytes"`
-	MaxReceiveWait  duration      `json:"max_receive_wait"`
-	LogLevel        string        `json:"log_level"`
-	LogFormat       string        `json:"log_format"`
-	SelfCheck       bool          `json:"self_check"`
-	Keys            []keyConfig   `json:"keys"`
-	ShutdownTimeout time.Duration `json:"-"`
+	DB               string        `json:"db"`
+	Addr             string        `json:"addr"`
+	Service          string        `json:"service"`
+	Provider         string        `json:"provider"`
+	Insecure         bool          `json:"insecure"`
+	TLSCert          string        `json:"tls_cert"`
+	TLSKey           string        `json:"tls_key"`
+	Token            string        `json:"token"`
+	MaxRequestBytes  int           `json:"max_request_bytes"`
+	MaxReceiveWait   duration      `json:"max_receive_wait"`
+	LogLevel         string        `json:"log_level"`
+	LogFormat        string        `json:"log_format"`
+	SelfCheck        bool          `json:"self_check"`
+	StreamPartitions int32         `json:"stream_partitions"`
+	Keys             []keyConfig   `json:"keys"`
+	ShutdownTimeout  time.Duration `json:"-"`
 }
 
 // keyConfig is an API key in the configuration file.
@@ -98,6 +99,11 @@ func configSettings(c *serveConfig) []setting {
 		{"max-receive-wait", "SLUICE_MAX_RECEIVE_WAIT", "longest wait of a receive", func(s string) error {
 			v, err := time.ParseDuration(s)
 			c.MaxReceiveWait = duration(v)
+			return err
+		}},
+		{"stream-partitions", "SLUICE_STREAM_PARTITIONS", "stream partitions, as the database recorded them (default 16)", func(s string) error {
+			v, err := strconv.ParseInt(s, 10, 32)
+			c.StreamPartitions = int32(v)
 			return err
 		}},
 		{"log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel)},

@@ -10,11 +10,6 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// acceptNow is how long receive --session next --wait 0 gives the accept:
-// the network client refuses a context that has ended, where the library
-// takes that to mean "now".
-const acceptNow = 100 * time.Millisecond
-
 // settleFlags say what receive does with each message it prints.
 type settleFlags struct {
 	abandon, deferIt, noComplete bool
@@ -195,8 +190,10 @@ func (r *receive) source(ctx, wctx context.Context) (src messageSource, sessionT
 	if r.session == "next" {
 		actx := wctx
 		if r.wait == 0 {
+			// A context that has ended takes a session only if one is
+			// free now, on a database and through a server alike.
 			var cancel context.CancelFunc
-			actx, cancel = context.WithTimeout(ctx, acceptNow)
+			actx, cancel = context.WithTimeout(ctx, 0)
 			defer cancel()
 		}
 		s, err = r.e.api.AcceptNextSession(actx, r.entity, r.opts)

@@ -45,7 +45,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 	if c := load(env); c.Addr != "127.0.0.1:1002" || c.DB != "sqlite://from-file.db" {
 		t.Fatalf("the environment over the file: %+v", c)
 	}
-	if c := load(env, "--addr", "127.0.0.1:1003", "--self-check=false"); c.Addr != "127.0.0.1:1003" || c.SelfCheck {
+	if c := load(env, "--addr", "127.0.0.1:1003", "--self-check=false", "--stream-partitions", "32"); c.Addr != "127.0.0.1:1003" || c.SelfCheck || c.StreamPartitions != 32 {
 		t.Fatalf("a flag over the environment: %+v", c)
 	}
 	if c := load(nil, "--config", file, "--db", "sqlite://flag.db"); c.DB != "sqlite://flag.db" || c.Addr != "127.0.0.1:1001" {
