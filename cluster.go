@@ -20,15 +20,30 @@ type ClusterStatus struct {
 
 // ClusterNode is a registered stream node.
 type ClusterNode struct {
-	ID          string
+	ID string
+	// Group is the node's group ("" by default) and Consumers the
+	// consumers it handles.
+	Group       string
+	Consumers   []string
 	Address     string
 	StartedAt   time.Time
 	HeartbeatAt time.Time
 	// Alive says its last heartbeat is within its failure timeout, by
 	// the database's clock.
 	Alive bool
-	// Partitions are those it holds a lease on.
+	// Partitions are those it holds a lease on, in its group.
 	Partitions []int32
+}
+
+// GroupLease is a partition's lease in one group.
+type GroupLease struct {
+	Group string
+	// Owner holds or last held the lease under Epoch; Held says it has
+	// not ended ("" and false when released).
+	Owner      string
+	Epoch      int64
+	LeaseUntil time.Time
+	Held       bool
 }
 
 // PartitionStatus describes a stream partition: who pulls it, and how far
@@ -37,7 +52,9 @@ type PartitionStatus struct {
 	Partition int32
 	// Owner holds or last held the partition's lease under Epoch; Held
 	// says the lease has not ended ("" and false when never leased or
-	// released).
+	// released). They describe the default group's lease, or, when that
+	// group never leased the partition, the first other group's (by
+	// name); Leases lists every group's.
 	Owner      string
 	Epoch      int64
 	LeaseUntil time.Time
@@ -50,6 +67,8 @@ type PartitionStatus struct {
 	// Subscriptions are the stored positions of the subscriptions that
 	// read the partition, and their lag behind Head.
 	Subscriptions []SubscriptionLag
+	// Leases are the partition's lease in each group, in group order.
+	Leases []GroupLease
 }
 
 // SubscriptionLag is a subscription's position on a partition.
@@ -76,17 +95,17 @@ func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
 	if err != nil {
 		return s, err
 	}
-	byPart := make(map[int32]store.PartitionLease, len(leases))
+	byPart := make(map[int32][]store.PartitionLease, n)
 	held := make(map[string][]int32)
-	for _, l := range leases {
-		byPart[l.Partition] = l
+	for _, l := range leases { // in group and partition order
+		byPart[l.Partition] = append(byPart[l.Partition], l)
 		if l.Held {
 			held[l.Owner] = append(held[l.Owner], l.Partition)
 		}
 	}
 	for _, nd := range nodes {
-		s.Nodes = append(s.Nodes, ClusterNode{ID: nd.ID, Address: nd.Address, StartedAt: nd.StartedAt,
-			HeartbeatAt: nd.HeartbeatAt, Alive: nd.Alive, Partitions: held[nd.ID]})
+		s.Nodes = append(s.Nodes, ClusterNode{ID: nd.ID, Group: nd.Group, Consumers: nd.Consumers, Address: nd.Address,
+			StartedAt: nd.StartedAt, HeartbeatAt: nd.HeartbeatAt, Alive: nd.Alive, Partitions: held[nd.ID]})
 	}
 	for part := range n {
 		info, err := c.st.PartitionInfo(ctx, part)
@@ -97,9 +116,13 @@ func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
 		if err != nil {
 			return s, err
 		}
-		l := byPart[part]
-		ps := PartitionStatus{Partition: part, Owner: l.Owner, Epoch: l.Epoch, LeaseUntil: l.Until, Held: l.Held,
-			Head: info.Head, Checkpoint: prog.Checkpoint, Lag: max(0, info.Head-prog.Checkpoint)}
+		ps := PartitionStatus{Partition: part, Head: info.Head, Checkpoint: prog.Checkpoint, Lag: max(0, info.Head-prog.Checkpoint)}
+		for i, l := range byPart[part] {
+			if i == 0 { // the default group's, "" sorting first, or the first group's
+				ps.Owner, ps.Epoch, ps.LeaseUntil, ps.Held = l.Owner, l.Epoch, l.Until, l.Held
+			}
+			ps.Leases = append(ps.Leases, GroupLease{Group: l.Group, Owner: l.Owner, Epoch: l.Epoch, LeaseUntil: l.Until, Held: l.Held})
+		}
 		for _, id := range slices.Sorted(maps.Keys(prog.Positions)) {
 			pos := prog.Positions[id]
 			ps.Subscriptions = append(ps.Subscriptions, SubscriptionLag{ID: id, Position: pos, Lag: max(0, info.Head-pos)})

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -32,6 +33,9 @@ var (
 	ErrTrimmed = sluicetype.ErrTrimmed
 	// ErrFenced reports a write by a node that no longer owns a partition.
 	ErrFenced = sluicetype.ErrFenced
+	// ErrConsumerConflict reports a processor started with a consumer
+	// that processors of another group handle.
+	ErrConsumerConflict = sluicetype.ErrConsumerConflict
 )
 
 // StreamID names a stream: a namespace (a name like a queue's) and a key
@@ -387,6 +391,15 @@ type StreamProcessorOptions struct {
 	// Address is where operators reach this node, shown in ClusterStatus
 	// (default none).
 	Address string
+	// Group names the processors that share the partitions (default "").
+	// Processors of one group must handle the same consumers: each
+	// partition goes to one processor of the group, which delivers to
+	// every consumer it handles. Processors that handle other consumers
+	// form a group of their own (each group pulls every partition, for
+	// its consumers). A consumer is handled by one group at a time: Start
+	// fails with ErrConsumerConflict while live processors of another
+	// group handle one of its consumers.
+	Group string
 	// HeartbeatInterval is how often the processor heartbeats, renews its
 	// partition leases and rebalances (default 1 s); FailureTimeout how
 	// long a node may stay silent before it counts as gone, and so how
@@ -420,9 +433,11 @@ type StreamProcessorOptions struct {
 // StreamProcessor pulls stream partitions and delivers their events to
 // the consumers registered on it. On one node it pulls every partition.
 type StreamProcessor struct {
-	c    *Client
-	id   string
-	node *stream.Node
+	c         *Client
+	id        string
+	node      *stream.Node
+	balancer  *stream.Leases
+	consumers []string
 }
 
 // StreamPartitionStats describe a partition a processor pulls.
@@ -440,18 +455,18 @@ func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcess
 		name, _ = os.Hostname()
 	}
 	id := nodeID(name)
+	bal := &stream.Leases{
+		Store: c.st, Node: id, Group: o.Group, Address: o.Address, Alone: !c.sharedStreams,
+		HeartbeatInterval: o.HeartbeatInterval, FailureTimeout: o.FailureTimeout,
+		Logger: c.log.With("node", id),
+	}
 	node := stream.NewNode(stream.Config{
-		Store: c.st, Partitions: c.partitions, Logger: c.log,
-		Balancer: &stream.Leases{
-			Store: c.st, Node: id, Address: o.Address, Alone: !c.sharedStreams,
-			HeartbeatInterval: o.HeartbeatInterval, FailureTimeout: o.FailureTimeout,
-			Logger: c.log.With("node", id),
-		},
+		Store: c.st, Partitions: c.partitions, Logger: c.log, Balancer: bal, Group: o.Group,
 		PollInterval: o.PollInterval, IdlePollInterval: o.IdlePollInterval, ReadBatch: o.ReadBatch,
 		CacheRecords: o.CacheRecords, CacheBytes: o.CacheBytes, ProgressInterval: o.ProgressInterval,
 		RefreshInterval: o.RefreshInterval,
 	})
-	return &StreamProcessor{c: c, id: id, node: node}
+	return &StreamProcessor{c: c, id: id, node: node, balancer: bal}
 }
 
 // NodeID is the processor's id in the cluster (its name and a random
@@ -485,15 +500,21 @@ func (p *StreamProcessor) Handle(consumer string, h StreamHandler, opts *Consume
 	if opts != nil {
 		o = *opts
 	}
-	return p.node.Register(stream.Consumer{Name: consumer, Handler: h, Namespace: o.Namespace,
+	err := p.node.Register(stream.Consumer{Name: consumer, Handler: h, Namespace: o.Namespace,
 		MaxConcurrency: o.MaxConcurrency, DeliveryTimeout: o.DeliveryTimeout, MaxAttempts: o.MaxAttempts,
 		RetryBackoff: o.RetryBackoff, MaxRetryBackoff: o.MaxRetryBackoff, OnFailure: o.OnFailure})
+	if err == nil {
+		p.consumers = append(p.consumers, consumer)
+	}
+	return err
 }
 
 // Start checks the partition count against the database's
-// (ErrPartitionCount), stores the consumers' namespace subscriptions, and
-// starts pulling.
+// (ErrPartitionCount) and that no other group handles its consumers
+// (ErrConsumerConflict), stores the consumers' namespace subscriptions,
+// and starts pulling.
 func (p *StreamProcessor) Start(ctx context.Context) error {
+	p.balancer.Consumers = slices.Sorted(slices.Values(p.consumers))
 	if err := p.node.Start(ctx); err != nil {
 		return err
 	}

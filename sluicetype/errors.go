@@ -42,6 +42,9 @@ var (
 	// ErrFenced reports a checkpoint write carrying an owner epoch older than
 	// the one stored: a newer owner has taken over and the write was refused.
 	ErrFenced = errors.New("fenced by a newer epoch")
+	// ErrConsumerConflict reports a stream consumer that stream nodes of
+	// another group handle already.
+	ErrConsumerConflict = errors.New("consumer handled by another group")
 
 	// ErrTrimmed reports a read of a partition log from a position whose
 	// records retention has already removed.

@@ -9,31 +9,34 @@ import (
 )
 
 // ClusterStore holds the membership of a tenant's stream nodes and the
-// leases through which they share its partitions. Every time is the
-// database's clock.
+// leases through which they share its partitions. Nodes form groups: the
+// nodes of a group handle the same consumers and share every partition
+// among themselves, each partition leased to one node of the group; a
+// partition has a lease, with its own epoch, in every group. Every time
+// is the database's clock.
 type ClusterStore interface {
 	// Heartbeat records that a node is alive, registering it on its first
 	// heartbeat, forgets nodes silent for more than p.Forget, and returns
 	// the registered nodes as Nodes does.
 	Heartbeat(ctx context.Context, p *HeartbeatParams) ([]Node, error)
-	// Nodes returns the registered nodes in id order, each alive when its
-	// last heartbeat is at most its own timeout old.
+	// Nodes returns the registered nodes of every group in id order, each
+	// alive when its last heartbeat is at most its own timeout old.
 	Nodes(ctx context.Context) ([]Node, error)
 	// LeaveCluster removes a node's registration.
 	LeaveCluster(ctx context.Context, node string) error
-	// Leases returns the lease of every partition that has an owner row,
-	// in partition order.
+	// Leases returns every group's lease of every partition that has a
+	// lease row, in group and partition order.
 	Leases(ctx context.Context) ([]PartitionLease, error)
-	// LeasePartitions, in one transaction, renews the leases p.Renew
+	// LeasePartitions renews the leases of group p.Group that p.Renew
 	// names, if p.Node still holds them under their epochs, and acquires
-	// the partitions of p.Acquire that are free (never leased, released,
-	// or whose lease has ended), each under a new epoch; every lease it
-	// grants lasts p.Duration. It returns the leases p.Node holds among
-	// those partitions afterwards.
+	// the group's leases of the partitions of p.Acquire that are free
+	// (never leased, released, or whose lease has ended), each under a new
+	// epoch; every lease it grants lasts p.Duration. It returns the leases
+	// p.Node holds among those partitions afterwards.
 	LeasePartitions(ctx context.Context, p *PartitionLeaseParams) ([]PartitionLease, error)
-	// ReleasePartitions gives up leases p.Node holds under their epochs:
-	// the partitions are free at once. Leases it no longer holds are left
-	// alone.
+	// ReleasePartitions gives up leases (of their groups) node holds
+	// under their epochs: the partitions are free at once. Leases it no
+	// longer holds are left alone.
 	ReleasePartitions(ctx context.Context, node string, leases []PartitionLease) error
 }
 
@@ -41,6 +44,11 @@ type ClusterStore interface {
 type HeartbeatParams struct {
 	// Node is the node's id, unique to one run of one process.
 	Node string
+	// Group is the node's group ("" is the default group); Consumers, the
+	// consumers it handles (for operators, and to find two groups
+	// handling one consumer).
+	Group     string
+	Consumers []string
 	// Address is where the node can be reached, for operators ("" if
 	// nowhere).
 	Address string
@@ -54,6 +62,8 @@ type HeartbeatParams struct {
 // Node is a registered node.
 type Node struct {
 	ID          string
+	Group       string
+	Consumers   []string
 	Address     string
 	StartedAt   time.Time
 	HeartbeatAt time.Time
@@ -65,6 +75,8 @@ type Node struct {
 
 // PartitionLease is a partition's lease.
 type PartitionLease struct {
+	// Group is the group the lease shares the partition in.
+	Group     string
 	Partition int32
 	// Owner is the node that holds or last held the lease ("" when
 	// released or never leased).
@@ -81,9 +93,10 @@ type PartitionLease struct {
 	Checkpoint int64
 }
 
-// PartitionLeaseParams renew and acquire leases for a node.
+// PartitionLeaseParams renew and acquire leases for a node of a group.
 type PartitionLeaseParams struct {
 	Node     string
+	Group    string
 	Renew    []PartitionLease // partitions and epochs
 	Acquire  []int32
 	Duration time.Duration
@@ -99,10 +112,33 @@ const IdleTransactionTimeout = 5 * time.Second
 // MaxLeaseDuration bounds a lease and a heartbeat timeout.
 const MaxLeaseDuration = time.Hour
 
+// MaxNodeConsumers bounds the consumers one node lists.
+const MaxNodeConsumers = 1000
+
+// ValidateGroup checks a stream group's name: empty (the default group)
+// or a valid name (ValidateName).
+func ValidateGroup(group string) error {
+	if group == "" {
+		return nil
+	}
+	return ValidateName("group", group)
+}
+
 // Validate checks a heartbeat.
 func (p *HeartbeatParams) Validate() error {
 	if err := ValidateName("node", p.Node); err != nil {
 		return err
+	}
+	if err := ValidateGroup(p.Group); err != nil {
+		return err
+	}
+	for _, c := range p.Consumers {
+		if err := ValidateName("consumer", c); err != nil {
+			return err
+		}
+	}
+	if len(p.Consumers) > MaxNodeConsumers {
+		return fmt.Errorf("node handles %d consumers, at most %d allowed: %w", len(p.Consumers), MaxNodeConsumers, sluicetype.ErrInvalidArgument)
 	}
 	if len(p.Address) > MaxNameLen {
 		return fmt.Errorf("node address is %d characters long, at most %d allowed: %w", len(p.Address), MaxNameLen, sluicetype.ErrInvalidArgument)
@@ -119,6 +155,9 @@ func (p *HeartbeatParams) Validate() error {
 // Limits.MaxBatch.)
 func (p *PartitionLeaseParams) Validate() error {
 	if err := ValidateName("node", p.Node); err != nil {
+		return err
+	}
+	if err := ValidateGroup(p.Group); err != nil {
 		return err
 	}
 	if p.Duration <= 0 || p.Duration > MaxLeaseDuration {

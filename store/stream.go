@@ -98,6 +98,8 @@ type PartitionProgress struct {
 // write holds the lease row until it commits, so no acquisition lands in
 // between.
 type Fence struct {
+	// Group is the group whose lease fences the write.
+	Group     string
 	Partition int32
 	Epoch     int64
 }
@@ -161,6 +163,8 @@ type SubscriptionFilter struct {
 
 // ProgressParams saves progress on a partition.
 type ProgressParams struct {
+	// Group, Partition and Epoch name the lease that fences the save.
+	Group     string
 	Partition int32
 	Epoch     int64
 	// Checkpoint is the partition's new checkpoint (it never moves back).
@@ -242,6 +246,9 @@ func (f *Fence) Validate() error {
 	if err := ValidatePartition(f.Partition); err != nil {
 		return err
 	}
+	if err := ValidateGroup(f.Group); err != nil {
+		return err
+	}
 	if f.Epoch < 1 {
 		return invalid("fence of epoch %d: an owner's epoch is at least 1", f.Epoch)
 	}
@@ -310,6 +317,9 @@ func ValidateKey(key string) error {
 // Validate checks saved progress.
 func (p *ProgressParams) Validate() error {
 	if err := ValidatePartition(p.Partition); err != nil {
+		return err
+	}
+	if err := ValidateGroup(p.Group); err != nil {
 		return err
 	}
 	if p.Checkpoint < 0 {

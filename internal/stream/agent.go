@@ -222,7 +222,7 @@ func (a *agent) owns() bool {
 
 // fence is the agent's lease, as the fence of the writes it makes.
 func (a *agent) fence() *store.Fence {
-	return &store.Fence{Partition: a.partition, Epoch: a.epoch}
+	return &store.Fence{Group: a.n.cfg.Group, Partition: a.partition, Epoch: a.epoch}
 }
 
 // recordFault stores a subscription's fault under the agent's lease.
@@ -766,24 +766,26 @@ func (a *agent) purge() {
 const trimBatch = 1000
 
 // progress is what the agent would store now: changed positions, the
-// checkpoint (the lowest position of any subscription of the partition,
-// handled here or not, and never past what the agent read), and a trim
-// when the checkpoint passed records since the last one. ok is false when
-// there is nothing to store.
+// checkpoint (the lowest position of the subscriptions handled here, and
+// never past what the agent read), and a trim when the checkpoint passed
+// records since the last one. ok is false when there is nothing to
+// store. The store keeps the checkpoint at or below every subscription's
+// stored position, so those handled elsewhere (by another group, whose
+// progress this agent does not follow) or nowhere hold it back there.
 func (a *agent) progress() (p store.ProgressParams, ok bool) {
 	checkpoint := a.cache.Next() - 1
 	changed := make(map[string]int64)
 	for id, s := range a.subs {
-		pos := s.cursor
-		if s.c != nil {
-			pos = s.safe()
+		if s.c == nil {
+			continue
 		}
+		pos := s.safe()
 		checkpoint = min(checkpoint, pos)
 		if pos != s.saved {
 			changed[id] = pos
 		}
 	}
-	p = store.ProgressParams{Partition: a.partition, Epoch: a.epoch, Checkpoint: checkpoint, Positions: changed}
+	p = store.ProgressParams{Group: a.n.cfg.Group, Partition: a.partition, Epoch: a.epoch, Checkpoint: checkpoint, Positions: changed}
 	if (checkpoint > a.trimmedAt || a.trimMore) && time.Since(a.trimmedTime) >= a.n.cfg.TrimInterval {
 		p.Trim = trimBatch
 	}

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/sluicetype"
@@ -16,7 +17,9 @@ import (
 )
 
 // Leases is the balancer of a cluster: the nodes of a tenant register in
-// the database, heartbeat, and share its partitions through leases. Each
+// the database, heartbeat, and share its partitions through leases,
+// within their group: the nodes of a group handle the same consumers, and
+// each group leases every partition to one of its nodes. Each
 // heartbeat interval a node renews what it holds, acquires free
 // partitions (released, or whose lease ended) up to its share, and gives
 // back what it holds beyond its share, after its agents stored their
@@ -25,12 +28,22 @@ import (
 // the others' shares only once it has been alive for two heartbeat
 // intervals, so that one that comes and goes does not make partitions
 // bounce.
+//
+// A consumer is handled by one group at a time: a node that finds a live
+// node of another group, started before it, handling one of its
+// consumers refuses to start (ErrConsumerConflict), and one that finds
+// such a node later (both started at once) gives up its partitions
+// until that node is gone.
 type Leases struct {
 	Store store.Store
 	// Node is this node's id, unique to this run of this process;
 	// Address where operators reach it.
 	Node    string
 	Address string
+	// Group is the node's group ("" by default); Consumers the consumers
+	// it handles, set before Join.
+	Group     string
+	Consumers []string
 	// HeartbeatInterval is how often the node heartbeats, renews and
 	// rebalances; FailureTimeout how old a heartbeat may be for its node
 	// to count as alive, and how long a lease lasts unless renewed.
@@ -43,6 +56,10 @@ type Leases struct {
 	Logger *slog.Logger
 
 	held map[int32]store.PartitionLease // owned by Run's goroutine
+	// conflict is the rival the last heartbeat found (nil: none);
+	// conflicted says the last round gave up its partitions for one.
+	conflict   *store.Node
+	conflicted bool
 }
 
 // Cluster defaults.
@@ -64,10 +81,38 @@ func (l *Leases) withDefaults() {
 }
 
 func (l *Leases) heartbeat(ctx context.Context) ([]store.Node, error) {
-	return l.Store.Heartbeat(ctx, &store.HeartbeatParams{
-		Node: l.Node, Address: l.Address, Timeout: l.FailureTimeout,
+	nodes, err := l.Store.Heartbeat(ctx, &store.HeartbeatParams{
+		Node: l.Node, Group: l.Group, Consumers: l.Consumers, Address: l.Address, Timeout: l.FailureTimeout,
 		Forget: max(time.Hour, 10*l.FailureTimeout),
 	})
+	if err != nil {
+		return nil, err
+	}
+	l.conflict = l.rival(nodes)
+	return slices.DeleteFunc(nodes, func(n store.Node) bool { return n.Group != l.Group }), nil
+}
+
+// rival returns a live node of another group, started before this one,
+// that handles one of this node's consumers, if any.
+func (l *Leases) rival(nodes []store.Node) *store.Node {
+	me := slices.IndexFunc(nodes, func(n store.Node) bool { return n.ID == l.Node })
+	for i, n := range nodes {
+		if n.Group == l.Group || !n.Alive || !slices.ContainsFunc(n.Consumers, func(c string) bool { return slices.Contains(l.Consumers, c) }) {
+			continue
+		}
+		if me < 0 || n.StartedAt.Before(nodes[me].StartedAt) || n.StartedAt.Equal(nodes[me].StartedAt) && n.ID < l.Node {
+			return &nodes[i]
+		}
+	}
+	return nil
+}
+
+// conflictError describes the node of another group that handles one of
+// this node's consumers.
+func (l *Leases) conflictError(other *store.Node) error {
+	shared := slices.DeleteFunc(slices.Clone(l.Consumers), func(c string) bool { return !slices.Contains(other.Consumers, c) })
+	return fmt.Errorf("sluice: stream node: consumer %s is handled by node %s of group %q: %w",
+		strings.Join(shared, ", "), other.ID, other.Group, sluicetype.ErrConsumerConflict)
 }
 
 // Join registers the node. With Alone, while another node that started
@@ -85,6 +130,10 @@ func (l *Leases) Join(ctx context.Context) error {
 		nodes, err := l.heartbeat(ctx)
 		if err != nil {
 			return err
+		}
+		if l.conflict != nil {
+			_ = l.Store.LeaveCluster(context.WithoutCancel(ctx), l.Node)
+			return l.conflictError(l.conflict)
 		}
 		other := l.runningBefore(nodes)
 		if !l.Alone || other == nil {
@@ -159,17 +208,27 @@ func (l *Leases) round(ctx context.Context, n int32, p Puller) time.Duration {
 		return 0
 	}
 	share := l.share(nodes, n)
+	if l.conflict != nil {
+		// Another group took one of this node's consumers first (both
+		// started at once): pull nothing while it runs.
+		if !l.conflicted {
+			l.Logger.Error("sluice: stream node gives up its partitions", "err", l.conflictError(l.conflict))
+		}
+		share = 0
+	}
+	l.conflicted = l.conflict != nil
 	leases, err := l.Store.Leases(rctx)
 	if err != nil {
 		l.Logger.Warn("sluice: stream node cannot list leases", "err", err)
 		return 0
 	}
+	leases = slices.DeleteFunc(leases, func(ls store.PartitionLease) bool { return ls.Group != l.Group })
 	var acquire []int32
 	if want := share - len(l.held); want > 0 {
 		acquire = l.free(leases, n, want)
 	}
 	got, err := l.Store.LeasePartitions(rctx, &store.PartitionLeaseParams{
-		Node: l.Node, Renew: slices.Collect(maps.Values(l.held)), Acquire: acquire, Duration: l.FailureTimeout,
+		Node: l.Node, Group: l.Group, Renew: slices.Collect(maps.Values(l.held)), Acquire: acquire, Duration: l.FailureTimeout,
 	})
 	if err != nil {
 		l.Logger.Warn("sluice: stream node cannot renew its leases", "err", err)

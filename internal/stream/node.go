@@ -24,6 +24,9 @@ type Config struct {
 	Partitions int32
 	// Balancer assigns partitions to the node (required).
 	Balancer Balancer
+	// Group is the node's group, whose leases its balancer hands out
+	// (default ""): the leases that fence the node's writes.
+	Group string
 	// PollInterval is the wait between reads of a partition that had
 	// records; reads back off to IdlePollInterval while none come
 	// (defaults 100 ms and 1 s). A publish wakes the agent at once.

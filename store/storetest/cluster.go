@@ -15,6 +15,7 @@ var clusterTests = []suiteTest{
 	{"Leases", testLeases},
 	{"PartitionLeaseExpiry", testPartitionLeaseExpiry},
 	{"InvalidCluster", testInvalidCluster},
+	{"Groups", testGroups},
 }
 
 func heartbeat(t *testing.T, st store.Store, node string, timeout time.Duration) []store.Node {
@@ -221,4 +222,94 @@ func testInvalidCluster(t *testing.T, h *harness) {
 	if ls, err := st.Leases(ctx); err != nil || len(ls) != 0 {
 		t.Fatalf("bad calls left leases %v (%v)", ls, err)
 	}
+}
+
+// Each group leases every partition on its own, under epochs of its own,
+// and fences its own writes; the checkpoint stays one per partition,
+// never past any group's subscriptions.
+func testGroups(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	const d = time.Minute
+	if _, err := st.Heartbeat(ctx, &store.HeartbeatParams{Node: "node-a", Consumers: []string{"billing", "audit"}, Timeout: d, Forget: d}); err != nil {
+		t.Fatalf("Heartbeat(node-a): %v", err)
+	}
+	nodes, err := st.Heartbeat(ctx, &store.HeartbeatParams{Node: "node-g", Group: "api.mail", Consumers: []string{"mail"}, Timeout: d, Forget: d})
+	if err != nil {
+		t.Fatalf("Heartbeat(node-g): %v", err)
+	}
+	if len(nodes) != 2 || nodes[0].Group != "" || !slices.Equal(nodes[0].Consumers, []string{"billing", "audit"}) ||
+		nodes[1].Group != "api.mail" || !slices.Equal(nodes[1].Consumers, []string{"mail"}) {
+		t.Fatalf("nodes = %+v, want node-a of the default group and node-g of api.mail with their consumers", nodes)
+	}
+	lease := func(node, group string, renew []store.PartitionLease, acquire ...int32) []store.PartitionLease {
+		t.Helper()
+		ls, err := st.LeasePartitions(ctx, &store.PartitionLeaseParams{Node: node, Group: group, Renew: renew, Acquire: acquire, Duration: d})
+		if err != nil {
+			t.Fatalf("LeasePartitions(%s, %q): %v", node, group, err)
+		}
+		for _, l := range ls {
+			if l.Group != group || l.Owner != node || !l.Held {
+				t.Fatalf("LeasePartitions(%s, %q) returned %+v", node, group, l)
+			}
+		}
+		return ls
+	}
+	a := lease("node-a", "", nil, 1, 2)
+	g := lease("node-g", "api.mail", nil, 1)
+	if len(a) != 2 || len(g) != 1 || g[0].Epoch != 1 {
+		t.Fatalf("leases: default group %v, api.mail %v; want partitions 1 and 2, and 1 at epoch 1", leased(a), leased(g))
+	}
+	if got := lease("node-x", "", nil, 1); len(got) != 0 {
+		t.Fatalf("another node of the default group acquired a held lease: %v", leased(got))
+	}
+	ls, err := st.Leases(ctx)
+	if err != nil || len(ls) != 3 || ls[0].Group != "" || ls[2].Group != "api.mail" || ls[2].Partition != 1 {
+		t.Fatalf("Leases = %+v (%v), want the default group's two, then api.mail's", ls, err)
+	}
+
+	billing := newStreamSub(t, st, "ns", "k", 1, 0)
+	mail := store.NewSubscription{ID: "s" + randHex(6), Consumer: "mail", Namespace: "ns", Key: "k", Partition: 1, Start: map[int32]int64{1: 0}}
+	if err := st.CreateSubscription(ctx, &mail); err != nil {
+		t.Fatalf("CreateSubscription: %v", err)
+	}
+	save := func(group string, epoch int64, sub string, pos int64) error {
+		return saveProgress(st, store.ProgressParams{Group: group, Partition: 1, Epoch: epoch, Checkpoint: pos, Positions: map[string]int64{sub: pos}})
+	}
+	if err := save("api.mail", g[0].Epoch, mail.ID, 5); err != nil {
+		t.Fatalf("SaveProgress under api.mail's lease: %v", err)
+	}
+	wantProgress(t, st, 1, 0, map[string]int64{billing: 0, mail.ID: 5})
+	if err := save("", a[0].Epoch, billing, 3); err != nil {
+		t.Fatalf("SaveProgress under the default group's lease: %v", err)
+	}
+	wantProgress(t, st, 1, 3, map[string]int64{billing: 3, mail.ID: 5})
+	wantErr(t, "SaveProgress under an epoch of another group", save("api.mail", g[0].Epoch+1, mail.ID, 6), sluicetype.ErrFenced)
+	wantErr(t, "SaveProgress in a group that never leased the partition", save("api.other", 1, mail.ID, 6), sluicetype.ErrFenced)
+	fence := &store.Fence{Group: "api.mail", Partition: 1, Epoch: g[0].Epoch}
+	if err := st.FaultSubscription(ctx, &store.FaultParams{ID: mail.ID, Reason: "down", Fence: fence}); err != nil {
+		t.Fatalf("FaultSubscription under api.mail's lease: %v", err)
+	}
+
+	// Giving back one group's lease leaves the other's.
+	if err := st.ReleasePartitions(ctx, "node-g", g); err != nil {
+		t.Fatalf("ReleasePartitions: %v", err)
+	}
+	if got := lease("node-a", "", a); len(got) != 2 {
+		t.Fatalf("the default group's leases after api.mail gave its back: %v", leased(got))
+	}
+	g2 := lease("node-h", "api.mail", nil, 1)
+	if len(g2) != 1 || g2[0].Epoch != 2 {
+		t.Fatalf("api.mail's lease after its release: %v, want partition 1 at epoch 2", leased(g2))
+	}
+	wantErr(t, "FaultSubscription under api.mail's old lease",
+		st.FaultSubscription(ctx, &store.FaultParams{ID: mail.ID, Reason: "", Fence: fence}), sluicetype.ErrFenced)
+
+	wantErr(t, "Heartbeat of a bad group name", func() error {
+		_, err := st.Heartbeat(ctx, &store.HeartbeatParams{Node: "n", Group: "a b", Timeout: d, Forget: d})
+		return err
+	}(), sluicetype.ErrInvalidName)
+	wantErr(t, "LeasePartitions of a bad group name", func() error {
+		_, err := st.LeasePartitions(ctx, &store.PartitionLeaseParams{Node: "n", Group: "-g", Acquire: []int32{1}, Duration: d})
+		return err
+	}(), sluicetype.ErrInvalidName)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/store"
@@ -18,7 +19,8 @@ func (s *tenantStore) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (
 	}
 	var nodes []store.Node
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := s.e.exec(ctx, tx, "UpsertNode", s.t.Service, s.t.Provider, p.Node, p.Address, ms(p.Timeout)); err != nil {
+		if _, err := s.e.exec(ctx, tx, "UpsertNode", s.t.Service, s.t.Provider, p.Node, p.Address, ms(p.Timeout),
+			p.Group, strings.Join(p.Consumers, ",")); err != nil {
 			return err
 		}
 		if _, err := s.e.exec(ctx, tx, "DeleteForgottenNodes", s.t.Service, s.t.Provider, ms(p.Forget)); err != nil {
@@ -53,9 +55,13 @@ func (e *Engine) nodes(ctx context.Context, q querier, t store.Tenant) ([]store.
 		var (
 			n                             store.Node
 			started, beat, timeout, dbNow int64
+			consumers                     string
 		)
-		if err := rows.Scan(&n.ID, &n.Address, &started, &beat, &timeout, &dbNow); err != nil {
+		if err := rows.Scan(&n.ID, &n.Address, &started, &beat, &timeout, &n.Group, &consumers, &dbNow); err != nil {
 			return nil, err
+		}
+		if consumers != "" {
+			n.Consumers = strings.Split(consumers, ",")
 		}
 		n.StartedAt, n.HeartbeatAt = fromMS(started), fromMS(beat)
 		n.Timeout = time.Duration(timeout) * time.Millisecond
@@ -95,7 +101,7 @@ func (e *Engine) leases(ctx context.Context, q querier, t store.Tenant) ([]store
 			l            store.PartitionLease
 			until, dbNow int64
 		)
-		if err := rows.Scan(&l.Partition, &l.Owner, &l.Epoch, &until, &l.Checkpoint, &dbNow); err != nil {
+		if err := rows.Scan(&l.Group, &l.Partition, &l.Owner, &l.Epoch, &until, &l.Checkpoint, &dbNow); err != nil {
 			return nil, err
 		}
 		l.Until, l.Held = fromMS(until), until > dbNow
@@ -117,7 +123,7 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 	if len(renew) > 0 {
 		err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 			for _, l := range renew {
-				if _, err := s.e.exec(ctx, tx, "RenewLease", d, s.t.Service, s.t.Provider, l.Partition, p.Node, l.Epoch); err != nil {
+				if _, err := s.e.exec(ctx, tx, "RenewLease", d, s.t.Service, s.t.Provider, l.Partition, p.Node, l.Epoch, p.Group); err != nil {
 					return err
 				}
 			}
@@ -134,17 +140,17 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 	for _, part := range acquire {
 		var epoch int64
 		err := s.e.tryTx(ctx, func(tx *sql.Tx) error {
-			err := s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part}, &epoch)
+			err := s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part, p.Group}, &epoch)
 			if errors.Is(err, sql.ErrNoRows) {
-				if _, err := s.e.exec(ctx, tx, "EnsurePartitionLease", s.t.Service, s.t.Provider, part); err != nil {
+				if _, err := s.e.exec(ctx, tx, "EnsurePartitionLease", s.t.Service, s.t.Provider, part, p.Group); err != nil {
 					return err
 				}
-				err = s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part}, &epoch)
+				err = s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part, p.Group}, &epoch)
 			}
 			if err != nil {
 				return err
 			}
-			n, err := s.e.exec(ctx, tx, "AcquireLease", p.Node, d, s.t.Service, s.t.Provider, part)
+			n, err := s.e.exec(ctx, tx, "AcquireLease", p.Node, d, s.t.Service, s.t.Provider, part, p.Group)
 			if n == 0 {
 				epoch = -1 // not free
 			}
@@ -152,7 +158,7 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 		})
 		switch {
 		case err == nil && epoch >= 0:
-			acquired = append(acquired, store.PartitionLease{Partition: part, Epoch: epoch + 1})
+			acquired = append(acquired, store.PartitionLease{Group: p.Group, Partition: part, Epoch: epoch + 1})
 		case err != nil && ctx.Err() != nil:
 			s.giveBack(ctx, p.Node, acquired)
 			return nil, fmt.Errorf("sluice: lease partitions: %w", ctx.Err())
@@ -175,7 +181,7 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 	var out []store.PartitionLease
 	for _, l := range all {
 		e, named := epochs[l.Partition]
-		if named && l.Owner == p.Node && l.Held && (e == 0 || e == l.Epoch) {
+		if named && l.Group == p.Group && l.Owner == p.Node && l.Held && (e == 0 || e == l.Epoch) {
 			out = append(out, l)
 		}
 	}
@@ -200,13 +206,18 @@ func (s *tenantStore) ReleasePartitions(ctx context.Context, node string, leases
 	if err := store.ValidateName("node", node); err != nil {
 		return fmt.Errorf("sluice: release partitions: %w", err)
 	}
-	sorted := slices.SortedFunc(slices.Values(leases), func(a, b store.PartitionLease) int { return cmp.Compare(a.Partition, b.Partition) })
+	sorted := slices.SortedFunc(slices.Values(leases), func(a, b store.PartitionLease) int {
+		return cmp.Or(cmp.Compare(a.Group, b.Group), cmp.Compare(a.Partition, b.Partition))
+	})
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		for _, l := range sorted {
 			if err := store.ValidatePartition(l.Partition); err != nil {
 				return err
 			}
-			if _, err := s.e.exec(ctx, tx, "ReleaseLease", s.t.Service, s.t.Provider, l.Partition, node, l.Epoch); err != nil {
+			if err := store.ValidateGroup(l.Group); err != nil {
+				return err
+			}
+			if _, err := s.e.exec(ctx, tx, "ReleaseLease", s.t.Service, s.t.Provider, l.Partition, node, l.Epoch, l.Group); err != nil {
 				return err
 			}
 		}

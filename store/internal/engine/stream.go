@@ -64,7 +64,7 @@ func (e *Engine) lockCheckpoint(ctx context.Context, tx querier, t store.Tenant,
 // ErrFenced unless its epoch is f's: a fenced write checks it first.
 func (e *Engine) fence(ctx context.Context, tx querier, t store.Tenant, f *store.Fence) error {
 	var epoch int64
-	err := e.queryRow(ctx, tx, "LockLeaseEpoch", []any{t.Service, t.Provider, f.Partition}, &epoch)
+	err := e.queryRow(ctx, tx, "LockLeaseEpoch", []any{t.Service, t.Provider, f.Partition, f.Group}, &epoch)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
@@ -300,10 +300,10 @@ func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParam
 // trims.
 func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p *store.ProgressParams, positions string) (store.ProgressResult, trimmedThrough, error) {
 	var stored, epoch, now int64
-	args := []any{t.Service, t.Provider, p.Partition}
+	args := []any{t.Service, t.Provider, p.Partition, p.Group}
 	err := e.queryRow(ctx, tx, "LockFencedCheckpoint", args, &stored, &epoch, &now)
 	if errors.Is(err, sql.ErrNoRows) {
-		if _, err := e.exec(ctx, tx, "EnsurePartitionCheckpoint", args...); err != nil {
+		if _, err := e.exec(ctx, tx, "EnsurePartitionCheckpoint", args[:3]...); err != nil {
 			return store.ProgressResult{}, trimmedThrough{}, err
 		}
 		err = e.queryRow(ctx, tx, "LockFencedCheckpoint", args, &stored, &epoch, &now)

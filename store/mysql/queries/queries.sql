@@ -995,7 +995,7 @@ WHERE service = ? AND provider = ? AND `partition` = ?
 FOR UPDATE;
 
 -- name: LockFencedCheckpoint
--- args: service, provider, partition
+-- args: service, provider, partition, node_group
 -- A save's retention lock and its fence at once: the checkpoint row and
 -- the lease row with its epoch, both locked until commit, so that no
 -- acquisition commits between the epoch check and the save's commit. No
@@ -1003,7 +1003,7 @@ FOR UPDATE;
 SELECT c.checkpoint, l.epoch, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 FROM sluice_partition_checkpoints AS c
 JOIN sluice_partition_leases AS l ON l.service = c.service AND l.provider = c.provider AND l.`partition` = c.`partition`
-WHERE c.service = ? AND c.provider = ? AND c.`partition` = ?
+WHERE c.service = ? AND c.provider = ? AND c.`partition` = ? AND l.node_group = ?
 FOR UPDATE;
 
 -- name: GetPartitionCheckpoint
@@ -1261,11 +1261,11 @@ INSERT INTO sluice_bench_raw (payload) VALUES (?);
 DROP TABLE IF EXISTS sluice_bench_raw;
 
 -- name: UpsertNode
--- args: service, provider, id, address, timeout_ms
+-- args: service, provider, id, address, timeout_ms, node_group, consumers
 -- Registers a node on its first heartbeat, records the next ones.
-INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at, timeout_ms)
-VALUES (?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), ?)
-ON DUPLICATE KEY UPDATE address = VALUES(address), timeout_ms = VALUES(timeout_ms),
+INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at, timeout_ms, node_group, consumers)
+VALUES (?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED), ?, ?, ?)
+ON DUPLICATE KEY UPDATE address = VALUES(address), timeout_ms = VALUES(timeout_ms), node_group = VALUES(node_group), consumers = VALUES(consumers),
     heartbeat_at = GREATEST(heartbeat_at, VALUES(heartbeat_at));
 
 -- name: DeleteForgottenNodes
@@ -1275,7 +1275,7 @@ WHERE service = ? AND provider = ? AND heartbeat_at < CAST(UNIX_TIMESTAMP(NOW(3)
 
 -- name: SelectNodes
 -- args: service, provider
-SELECT id, address, started_at, heartbeat_at, timeout_ms, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+SELECT id, address, started_at, heartbeat_at, timeout_ms, node_group, consumers, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 FROM sluice_nodes
 WHERE service = ? AND provider = ?
 ORDER BY id;
@@ -1286,55 +1286,55 @@ DELETE FROM sluice_nodes WHERE service = ? AND provider = ? AND id = ?;
 
 -- name: SelectLeases
 -- args: service, provider
-SELECT l.`partition`, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+SELECT l.node_group, l.`partition`, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 FROM sluice_partition_leases AS l
 LEFT JOIN sluice_partition_checkpoints AS c ON c.service = l.service AND c.provider = l.provider AND c.`partition` = l.`partition`
 WHERE l.service = ? AND l.provider = ?
-ORDER BY l.`partition`;
+ORDER BY l.node_group, l.`partition`;
 
 -- name: EnsurePartitionLease
--- args: service, provider, partition
--- A partition never leased gets a row with no owner and epoch 0 (the
--- no-op update takes an existing row's exclusive lock at once, as in
--- EnsurePartitionCheckpoint).
-INSERT INTO sluice_partition_leases (service, provider, `partition`, owner, epoch, lease_until, updated_at)
-VALUES (?, ?, ?, '', 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+-- args: service, provider, partition, node_group
+-- A partition never leased in the group gets a row with no owner and
+-- epoch 0 (the no-op update takes an existing row's exclusive lock at
+-- once, as in EnsurePartitionCheckpoint).
+INSERT INTO sluice_partition_leases (service, provider, `partition`, node_group, owner, epoch, lease_until, updated_at)
+VALUES (?, ?, ?, ?, '', 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 ON DUPLICATE KEY UPDATE epoch = epoch;
 
 -- name: RenewLease
--- args: duration_ms, service, provider, partition, owner, epoch
+-- args: duration_ms, service, provider, partition, owner, epoch, node_group
 -- Extends a lease its owner still holds under its epoch (also one that
 -- ended: nobody acquired it since, or the epoch would have moved).
 UPDATE sluice_partition_leases
 SET lease_until = GREATEST(lease_until + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?), updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
-WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch = ?;
+WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch = ? AND node_group = ?;
 
 -- name: AcquireLease
--- args: owner, duration_ms, service, provider, partition
+-- args: owner, duration_ms, service, provider, partition, node_group
 -- Takes a partition whose lease ended (or that was released, or never
 -- leased: lease_until 0) under a new epoch.
 UPDATE sluice_partition_leases
 SET owner = ?, epoch = epoch + 1, lease_until = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
-WHERE service = ? AND provider = ? AND `partition` = ? AND lease_until < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
+WHERE service = ? AND provider = ? AND `partition` = ? AND node_group = ? AND lease_until < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: ReleaseLease
--- args: service, provider, partition, owner, epoch
+-- args: service, provider, partition, owner, epoch, node_group
 UPDATE sluice_partition_leases
 SET owner = '', lease_until = 0, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
-WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch = ?;
+WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch = ? AND node_group = ?;
 
 -- name: LockLeaseNoWait
--- args: service, provider, partition
+-- args: service, provider, partition, node_group
 -- Locks a partition's lease row unless another transaction holds it
 -- (then fails at once).
 SELECT epoch FROM sluice_partition_leases
-WHERE service = ? AND provider = ? AND `partition` = ?
+WHERE service = ? AND provider = ? AND `partition` = ? AND node_group = ?
 FOR UPDATE NOWAIT;
 
 -- name: LockLeaseEpoch
--- args: service, provider, partition
+-- args: service, provider, partition, node_group
 -- A partition's epoch, its lease row locked until commit: a fenced write
 -- (a park, a fault) checks it under the lock.
 SELECT epoch FROM sluice_partition_leases
-WHERE service = ? AND provider = ? AND `partition` = ?
+WHERE service = ? AND provider = ? AND `partition` = ? AND node_group = ?
 FOR UPDATE;

@@ -1009,7 +1009,7 @@ WHERE service = $1 AND provider = $2 AND partition = $3::integer
 FOR UPDATE;
 
 -- name: LockFencedCheckpoint
--- args: service, provider, partition
+-- args: service, provider, partition, node_group
 -- A save's retention lock and its fence at once: the checkpoint row and
 -- the lease row with its epoch, both locked until commit, so that no
 -- acquisition commits between the epoch check and the save's commit. No
@@ -1017,7 +1017,7 @@ FOR UPDATE;
 SELECT c.checkpoint, l.epoch, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 FROM sluice_partition_checkpoints c
 JOIN sluice_partition_leases l ON l.service = c.service AND l.provider = c.provider AND l.partition = c.partition
-WHERE c.service = $1 AND c.provider = $2 AND c.partition = $3::integer
+WHERE c.service = $1 AND c.provider = $2 AND c.partition = $3::integer AND l.node_group = $4
 FOR UPDATE;
 
 -- name: GetPartitionCheckpoint
@@ -1221,12 +1221,12 @@ INSERT INTO sluice_bench_raw (payload) VALUES ($1);
 DROP TABLE IF EXISTS sluice_bench_raw;
 
 -- name: UpsertNode
--- args: service, provider, id, address, timeout_ms
+-- args: service, provider, id, address, timeout_ms, node_group, consumers
 -- Registers a node on its first heartbeat, records the next ones.
-INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at, timeout_ms)
-VALUES ($1, $2, $3, $4, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, $5)
+INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at, timeout_ms, node_group, consumers)
+VALUES ($1, $2, $3, $4, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint, $5, $6, $7)
 ON CONFLICT (service, provider, id) DO UPDATE
-SET address = EXCLUDED.address, timeout_ms = EXCLUDED.timeout_ms,
+SET address = EXCLUDED.address, timeout_ms = EXCLUDED.timeout_ms, node_group = EXCLUDED.node_group, consumers = EXCLUDED.consumers,
     heartbeat_at = GREATEST(sluice_nodes.heartbeat_at, EXCLUDED.heartbeat_at);
 
 -- name: DeleteForgottenNodes
@@ -1236,7 +1236,7 @@ WHERE service = $1 AND provider = $2 AND heartbeat_at < floor(extract(epoch FROM
 
 -- name: SelectNodes
 -- args: service, provider
-SELECT id, address, started_at, heartbeat_at, timeout_ms, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+SELECT id, address, started_at, heartbeat_at, timeout_ms, node_group, consumers, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 FROM sluice_nodes
 WHERE service = $1 AND provider = $2
 ORDER BY id;
@@ -1247,53 +1247,54 @@ DELETE FROM sluice_nodes WHERE service = $1 AND provider = $2 AND id = $3;
 
 -- name: SelectLeases
 -- args: service, provider
-SELECT l.partition, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+SELECT l.node_group, l.partition, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
 FROM sluice_partition_leases l
 LEFT JOIN sluice_partition_checkpoints c ON c.service = l.service AND c.provider = l.provider AND c.partition = l.partition
 WHERE l.service = $1 AND l.provider = $2
-ORDER BY l.partition;
+ORDER BY l.node_group, l.partition;
 
 -- name: EnsurePartitionLease
--- args: service, provider, partition
--- A partition never leased gets a row with no owner and epoch 0.
-INSERT INTO sluice_partition_leases (service, provider, partition, owner, epoch, lease_until, updated_at)
-VALUES ($1, $2, $3::integer, '', 0, 0, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
+-- args: service, provider, partition, node_group
+-- A partition never leased in the group gets a row with no owner and
+-- epoch 0.
+INSERT INTO sluice_partition_leases (service, provider, partition, node_group, owner, epoch, lease_until, updated_at)
+VALUES ($1, $2, $3::integer, $4, '', 0, 0, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
 ON CONFLICT DO NOTHING;
 
 -- name: RenewLease
--- args: duration_ms, service, provider, partition, owner, epoch
+-- args: duration_ms, service, provider, partition, owner, epoch, node_group
 -- Extends a lease its owner still holds under its epoch (also one that
 -- ended: nobody acquired it since, or the epoch would have moved).
 UPDATE sluice_partition_leases
 SET lease_until = GREATEST(lease_until + 1, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + $1::bigint), updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-WHERE service = $2 AND provider = $3 AND partition = $4::integer AND owner = $5 AND epoch = $6::bigint;
+WHERE service = $2 AND provider = $3 AND node_group = $7 AND partition = $4::integer AND owner = $5 AND epoch = $6::bigint;
 
 -- name: AcquireLease
--- args: owner, duration_ms, service, provider, partition
+-- args: owner, duration_ms, service, provider, partition, node_group
 -- Takes a partition whose lease ended (or that was released, or never
 -- leased: lease_until 0) under a new epoch.
 UPDATE sluice_partition_leases
 SET owner = $1, epoch = epoch + 1, lease_until = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint + $2::bigint, updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-WHERE service = $3 AND provider = $4 AND partition = $5::integer AND lease_until < floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
+WHERE service = $3 AND provider = $4 AND node_group = $6 AND partition = $5::integer AND lease_until < floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
 
 -- name: ReleaseLease
--- args: service, provider, partition, owner, epoch
+-- args: service, provider, partition, owner, epoch, node_group
 UPDATE sluice_partition_leases
 SET owner = '', lease_until = 0, updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-WHERE service = $1 AND provider = $2 AND partition = $3::integer AND owner = $4 AND epoch = $5::bigint;
+WHERE service = $1 AND provider = $2 AND node_group = $6 AND partition = $3::integer AND owner = $4 AND epoch = $5::bigint;
 
 -- name: LockLeaseNoWait
--- args: service, provider, partition
+-- args: service, provider, partition, node_group
 -- Locks a partition's lease row unless another transaction holds it
 -- (then fails at once: lock_not_available).
 SELECT epoch FROM sluice_partition_leases
-WHERE service = $1 AND provider = $2 AND partition = $3::integer
+WHERE service = $1 AND provider = $2 AND node_group = $4 AND partition = $3::integer
 FOR UPDATE NOWAIT;
 
 -- name: LockLeaseEpoch
--- args: service, provider, partition
+-- args: service, provider, partition, node_group
 -- A partition's epoch, its lease row locked until commit: a fenced write
 -- (a park, a fault) checks it under the lock.
 SELECT epoch FROM sluice_partition_leases
-WHERE service = $1 AND provider = $2 AND partition = $3::integer
+WHERE service = $1 AND provider = $2 AND node_group = $4 AND partition = $3::integer
 FOR UPDATE;

@@ -693,13 +693,13 @@ FROM sluice_partition_checkpoints
 WHERE service = ?1 AND provider = ?2 AND partition = ?3;
 
 -- name: LockFencedCheckpoint
--- args: service, provider, partition
+-- args: service, provider, partition, node_group
 -- A save's checkpoint and the epoch that fences it. No row when the
 -- partition has no checkpoint row or was never leased.
 SELECT c.checkpoint, l.epoch, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 FROM sluice_partition_checkpoints c
 JOIN sluice_partition_leases l ON l.service = c.service AND l.provider = c.provider AND l.partition = c.partition
-WHERE c.service = ?1 AND c.provider = ?2 AND c.partition = ?3;
+WHERE c.service = ?1 AND c.provider = ?2 AND c.partition = ?3 AND l.node_group = ?4;
 
 -- name: GetPartitionCheckpoint
 -- args: service, provider, partition
@@ -885,12 +885,12 @@ INSERT INTO sluice_bench_raw (payload) VALUES (?1);
 DROP TABLE IF EXISTS sluice_bench_raw;
 
 -- name: UpsertNode
--- args: service, provider, id, address, timeout_ms
+-- args: service, provider, id, address, timeout_ms, node_group, consumers
 -- Registers a node on its first heartbeat, records the next ones.
-INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at, timeout_ms)
-VALUES (?1, ?2, ?3, ?4, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), ?5)
+INSERT INTO sluice_nodes (service, provider, id, address, started_at, heartbeat_at, timeout_ms, node_group, consumers)
+VALUES (?1, ?2, ?3, ?4, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER), ?5, ?6, ?7)
 ON CONFLICT (service, provider, id) DO UPDATE
-SET address = excluded.address, timeout_ms = excluded.timeout_ms, heartbeat_at = max(heartbeat_at, excluded.heartbeat_at);
+SET address = excluded.address, timeout_ms = excluded.timeout_ms, node_group = excluded.node_group, consumers = excluded.consumers, heartbeat_at = max(heartbeat_at, excluded.heartbeat_at);
 
 -- name: DeleteForgottenNodes
 -- args: service, provider, forget_ms
@@ -899,7 +899,7 @@ WHERE service = ?1 AND provider = ?2 AND heartbeat_at < CAST((julianday('now') -
 
 -- name: SelectNodes
 -- args: service, provider
-SELECT id, address, started_at, heartbeat_at, timeout_ms, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+SELECT id, address, started_at, heartbeat_at, timeout_ms, node_group, consumers, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 FROM sluice_nodes
 WHERE service = ?1 AND provider = ?2
 ORDER BY id;
@@ -910,49 +910,50 @@ DELETE FROM sluice_nodes WHERE service = ?1 AND provider = ?2 AND id = ?3;
 
 -- name: SelectLeases
 -- args: service, provider
-SELECT l.partition, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+SELECT l.node_group, l.partition, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 FROM sluice_partition_leases l
 LEFT JOIN sluice_partition_checkpoints c ON c.service = l.service AND c.provider = l.provider AND c.partition = l.partition
 WHERE l.service = ?1 AND l.provider = ?2
-ORDER BY l.partition;
+ORDER BY l.node_group, l.partition;
 
 -- name: EnsurePartitionLease
--- args: service, provider, partition
--- A partition never leased gets a row with no owner and epoch 0.
-INSERT INTO sluice_partition_leases (service, provider, partition, owner, epoch, lease_until, updated_at)
-VALUES (?1, ?2, ?3, '', 0, 0, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
+-- args: service, provider, partition, node_group
+-- A partition never leased in the group gets a row with no owner and
+-- epoch 0.
+INSERT INTO sluice_partition_leases (service, provider, partition, node_group, owner, epoch, lease_until, updated_at)
+VALUES (?1, ?2, ?3, ?4, '', 0, 0, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
 ON CONFLICT DO NOTHING;
 
 -- name: RenewLease
--- args: duration_ms, service, provider, partition, owner, epoch
+-- args: duration_ms, service, provider, partition, owner, epoch, node_group
 -- Extends a lease its owner still holds under its epoch (also one that
 -- ended: nobody acquired it since, or the epoch would have moved).
 UPDATE sluice_partition_leases
 SET lease_until = max(lease_until + 1, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + ?1), updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-WHERE service = ?2 AND provider = ?3 AND partition = ?4 AND owner = ?5 AND epoch = ?6;
+WHERE service = ?2 AND provider = ?3 AND node_group = ?7 AND partition = ?4 AND owner = ?5 AND epoch = ?6;
 
 -- name: AcquireLease
--- args: owner, duration_ms, service, provider, partition
+-- args: owner, duration_ms, service, provider, partition, node_group
 -- Takes a partition whose lease ended (or that was released, or never
 -- leased: lease_until 0) under a new epoch.
 UPDATE sluice_partition_leases
 SET owner = ?1, epoch = epoch + 1, lease_until = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + ?2, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-WHERE service = ?3 AND provider = ?4 AND partition = ?5 AND lease_until < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER);
+WHERE service = ?3 AND provider = ?4 AND node_group = ?6 AND partition = ?5 AND lease_until < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER);
 
 -- name: ReleaseLease
--- args: service, provider, partition, owner, epoch
+-- args: service, provider, partition, owner, epoch, node_group
 UPDATE sluice_partition_leases
 SET owner = '', lease_until = 0, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND owner = ?4 AND epoch = ?5;
+WHERE service = ?1 AND provider = ?2 AND node_group = ?6 AND partition = ?3 AND owner = ?4 AND epoch = ?5;
 
 -- name: LockLeaseNoWait
--- args: service, provider, partition
+-- args: service, provider, partition, node_group
 -- SQLite has one writer at a time and no row locks: a read.
 SELECT epoch FROM sluice_partition_leases
-WHERE service = ?1 AND provider = ?2 AND partition = ?3;
+WHERE service = ?1 AND provider = ?2 AND node_group = ?4 AND partition = ?3;
 
 -- name: LockLeaseEpoch
--- args: service, provider, partition
+-- args: service, provider, partition, node_group
 -- A partition's epoch (SQLite's write transaction holds everything).
 SELECT epoch FROM sluice_partition_leases
-WHERE service = ?1 AND provider = ?2 AND partition = ?3;
+WHERE service = ?1 AND provider = ?2 AND node_group = ?4 AND partition = ?3;

@@ -1,0 +1,135 @@
+package sluice_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Processors of two groups, handling different consumers, each pull
+// every partition for their own consumers: both consumers get every
+// event in order. A consumer stopped in one group holds the partitions'
+// checkpoints at its position while the other group's runs on, and a
+// third group cannot take a consumer a live group handles.
+func TestStreamGroups(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		billing, mail := newCollector(), newCollector()
+		opts := func(name, group string) *sluice.StreamProcessorOptions {
+			o := clusterOptions(name)
+			o.Group = group
+			return o
+		}
+		startStreamProcessor(t, c, opts("billing", ""), func(p *sluice.StreamProcessor) {
+			p.Handle("billing", billing.handle, &sluice.ConsumerOptions{Namespace: "orders"})
+		})
+		other := reopen(t, kind, service) // another process
+		mailer := startStreamProcessor(t, other, opts("mailer", "mailers"), func(p *sluice.StreamProcessor) {
+			p.Handle("mail", mail.handle, &sluice.ConsumerOptions{Namespace: "orders"})
+		})
+		waitPulled(t, 10*time.Second, []int{16}, mailer)
+
+		const keys, each = 20, 5
+		publishAll := func(round int) {
+			for k := range keys {
+				id := sluice.StreamID{Namespace: "orders", Key: fmt.Sprintf("o-%d", k)}
+				for i := range each {
+					publish(t, c, id, fmt.Sprintf("%d-%d", round, i))
+				}
+			}
+		}
+		publishAll(0)
+		billing.waitCount(t, keys*each, 20*time.Second)
+		mail.waitCount(t, keys*each, 20*time.Second)
+		for _, col := range []struct {
+			name string
+			c    *collector
+			sub  string
+		}{{"billing", billing, "ns/orders/billing"}, {"mail", mail, "ns/orders/mail"}} {
+			for k := range keys {
+				got := col.c.positions(col.sub, fmt.Sprintf("o-%d", k))
+				if len(got) < each || !slices.IsSorted(got) {
+					t.Fatalf("%s got stream o-%d at %v, want %d events in order", col.name, k, got, each)
+				}
+			}
+		}
+		waitCheckpoints(t, c, func(ps sluice.PartitionStatus) bool { return ps.Checkpoint == ps.Head })
+
+		// The mailers stop: billing goes on; the checkpoints wait for mail.
+		stopCtx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
+		if err := mailer.Stop(stopCtx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		before, err := c.ClusterStatus(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		publishAll(1)
+		billing.waitCount(t, 2*keys*each, 20*time.Second)
+		time.Sleep(300 * time.Millisecond) // several progress intervals
+		after, err := c.ClusterStatus(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, ps := range after.Partitions {
+			if ps.Head > before.Partitions[i].Head && ps.Checkpoint != before.Partitions[i].Checkpoint {
+				t.Fatalf("partition %d: checkpoint moved from %d to %d while mail, stopped, is at %d",
+					ps.Partition, before.Partitions[i].Checkpoint, ps.Checkpoint, before.Partitions[i].Checkpoint)
+			}
+		}
+
+		// Mail starts again, in the same group, and catches up.
+		startStreamProcessor(t, other, opts("mailer-2", "mailers"), func(p *sluice.StreamProcessor) {
+			p.Handle("mail", mail.handle, &sluice.ConsumerOptions{Namespace: "orders"})
+		})
+		mail.waitCount(t, 2*keys*each, 20*time.Second)
+		waitCheckpoints(t, c, func(ps sluice.PartitionStatus) bool { return ps.Checkpoint == ps.Head })
+
+		status, err := c.ClusterStatus(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		groups := map[string]bool{}
+		for _, nd := range status.Nodes {
+			if nd.Alive {
+				groups[nd.Group+":"+fmt.Sprint(nd.Consumers)] = true
+			}
+		}
+		if !groups[":[billing]"] || !groups["mailers:[mail]"] {
+			t.Fatalf("live nodes by group and consumers: %v", groups)
+		}
+		for _, ps := range status.Partitions {
+			if len(ps.Leases) != 2 || ps.Leases[0].Group != "" || ps.Leases[1].Group != "mailers" || !ps.Leases[0].Held || !ps.Leases[1].Held {
+				t.Fatalf("partition %d leases: %+v, want one held in each group", ps.Partition, ps.Leases)
+			}
+		}
+
+		// A third group cannot handle billing while the first runs.
+		thief := reopen(t, kind, service).NewStreamProcessor(opts("thief", "thieves"))
+		thief.Handle("billing", billing.handle, nil)
+		wantErr(t, "a processor of another group handling billing", thief.Start(t.Context()), sluice.ErrConsumerConflict)
+	})
+}
+
+// waitCheckpoints waits until every partition's status satisfies ok.
+func waitCheckpoints(t *testing.T, c *sluice.Client, ok func(sluice.PartitionStatus) bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		s, err := c.ClusterStatus(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(s.Partitions, func(ps sluice.PartitionStatus) bool { return !ok(ps) }) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partitions after 20 s: %+v", s.Partitions)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
