@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -224,6 +225,119 @@ func detached(ctx context.Context) (context.Context, context.CancelFunc) {
 // its lock ended or it was settled already.
 func (r *Receiver) Complete(ctx context.Context, m *ReceivedMessage) error {
 	return r.settle(ctx, "complete", m, store.SettleParams{Action: store.Complete}, nil)
+}
+
+// CompleteBatch removes messages received in PeekLock mode, in one
+// database transaction: the batch form of Complete, for a receiver that
+// settles what it received at once.
+//
+// It checks every message first: a nil message, one of another queue,
+// one without a lock (peeked, or received in ReceiveAndDelete mode), a
+// malformed lock token, a lock token given twice, or more messages than
+// Options.Limits.MaxBatch (default 1000) fail the call with
+// ErrInvalidArgument, and nothing is completed. An empty batch does
+// nothing.
+//
+// Then each message whose lock holds is completed, even when the locks of
+// others are lost. When some are not completed (their lock ended, they
+// were received again, or they were settled already), it returns a
+// *SettleBatchError that lists them, each with an error wrapping
+// ErrLockLost, and errors.Is(err, ErrLockLost) holds; every message it
+// does not list was completed. Any other error (the database's) means
+// that none was completed, unless it is ctx's: a call whose ctx ends
+// first may or may not have completed them, and a message that was not
+// is delivered again when its lock ends.
+func (r *Receiver) CompleteBatch(ctx context.Context, msgs []*ReceivedMessage) error {
+	const op = "complete batch"
+	if len(msgs) == 0 {
+		return nil
+	}
+	if len(msgs) > r.c.limits.MaxBatch {
+		return errInvalid(op, "%d messages: at most %d allowed", len(msgs), r.c.limits.MaxBatch)
+	}
+	receipts := make([]sluicetype.Receipt, len(msgs))
+	seen := make(map[sluicetype.Receipt]int, len(msgs))
+	for i, m := range msgs {
+		receipt, err := r.check(fmt.Sprintf("%s: #%d", op, i), m)
+		if err != nil {
+			return err
+		}
+		if j, ok := seen[receipt]; ok {
+			return errInvalid(op, "#%d and #%d hold the same lock (sequence number %d): give each message once", j, i, receipt.Seq)
+		}
+		seen[receipt] = i
+		receipts[i] = receipt
+	}
+	settle := r.c.st.Settle
+	if r.dead {
+		settle = r.c.st.SettleDeadLetters
+	}
+	res, err := settle(ctx, &store.SettleParams{Queue: r.queue, Action: store.Complete, Receipts: receipts})
+	if err != nil {
+		return fmt.Errorf("sluice: %s: %w", op, err)
+	}
+	var failed []SettleFailure
+	for i, rs := range res {
+		if rs.Err != nil {
+			failed = append(failed, SettleFailure{Index: i, Message: msgs[i], Err: rs.Err})
+			continue
+		}
+		msgs[i].settled.Store(true)
+	}
+	if failed != nil {
+		return &SettleBatchError{Op: op, Total: len(msgs), Failed: failed}
+	}
+	return nil
+}
+
+// SettleBatchError reports the messages of a batch settlement
+// (CompleteBatch) that were not settled; the batch's other messages were.
+// errors.Is matches each failure's error: ErrLockLost, or
+// ErrSessionLockLost for a session receiver whose session lock ended.
+type SettleBatchError struct {
+	// Op names the settlement ("complete batch").
+	Op string
+	// Total is how many messages the batch held.
+	Total int
+	// Failed lists the messages not settled, in the batch's order.
+	Failed []SettleFailure
+}
+
+// SettleFailure is a message of a batch that was not settled, and why.
+type SettleFailure struct {
+	// Index is the message's position in the batch.
+	Index   int
+	Message *ReceivedMessage
+	Err     error
+}
+
+// maxListedFailures bounds the failures a SettleBatchError's text lists.
+const maxListedFailures = 3
+
+func (e *SettleBatchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sluice: %s: %d of %d messages not settled", e.Op, len(e.Failed), e.Total)
+	for i, f := range e.Failed {
+		if i == maxListedFailures {
+			fmt.Fprintf(&b, "; and %d more", len(e.Failed)-i)
+			break
+		}
+		sep := ", "
+		if i == 0 {
+			sep = ": "
+		}
+		fmt.Fprintf(&b, "%s#%d: %v", sep, f.Index, f.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns the failures' errors, for errors.Is and errors.As.
+func (e *SettleBatchError) Unwrap() []error {
+	errs := make([]error, len(e.Failed))
+	for i, f := range e.Failed {
+		errs[i] = f.Err
+	}
+	return errs
 }
 
 // AbandonOptions tune Abandon.

@@ -185,16 +185,41 @@ func (s *SessionReceiver) sessionErr(ctx context.Context, err error) error {
 	if !errors.Is(err, ErrLockLost) {
 		return err
 	}
-	p := s.params()
-	if held, herr := s.r.c.st.SessionHeld(ctx, &p); herr == nil && !held {
-		return fmt.Errorf("sluice: session %q: %w: %w", s.lock.SessionID, ErrSessionLockLost, err)
+	if s.lockEnded(ctx) {
+		return s.lockLost(err)
 	}
 	return err
+}
+
+// lockEnded reports whether the session is known to be no longer held.
+func (s *SessionReceiver) lockEnded(ctx context.Context) bool {
+	p := s.params()
+	held, err := s.r.c.st.SessionHeld(ctx, &p)
+	return err == nil && !held
+}
+
+// lockLost wraps a lost message lock as a lost session lock.
+func (s *SessionReceiver) lockLost(err error) error {
+	return fmt.Errorf("sluice: session %q: %w: %w", s.lock.SessionID, ErrSessionLockLost, err)
 }
 
 // Complete removes a message of the session.
 func (s *SessionReceiver) Complete(ctx context.Context, m *ReceivedMessage) error {
 	return s.sessionErr(ctx, s.r.Complete(ctx, m))
+}
+
+// CompleteBatch removes messages of the session in one transaction, as
+// Receiver.CompleteBatch does; when the session lock has ended, each
+// failure of the *SettleBatchError wraps ErrSessionLockLost.
+func (s *SessionReceiver) CompleteBatch(ctx context.Context, msgs []*ReceivedMessage) error {
+	err := s.r.CompleteBatch(ctx, msgs)
+	var be *SettleBatchError
+	if errors.As(err, &be) && s.lockEnded(ctx) {
+		for i := range be.Failed {
+			be.Failed[i].Err = s.lockLost(be.Failed[i].Err)
+		}
+	}
+	return err
 }
 
 // Abandon makes a message of the session available again; it comes next,

@@ -9,6 +9,7 @@ import (
 	"github.com/sluicehq/sluice"
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/apiconv"
+	"github.com/sluicehq/sluice/internal/apierr"
 )
 
 // Sender sends to one queue or topic.
@@ -177,6 +178,38 @@ func (r *Receiver) Complete(ctx context.Context, m *sluice.ReceivedMessage) erro
 	return err
 }
 
+// CompleteBatch removes messages received in PeekLock mode in one call,
+// and one transaction on the server. As the library's, it completes every
+// message whose lock holds and returns a *sluice.SettleBatchError that
+// lists the others (errors.Is(err, sluice.ErrLockLost)); an invalid batch
+// fails with sluice.ErrInvalidArgument and completes nothing.
+func (r *Receiver) CompleteBatch(ctx context.Context, msgs []*sluice.ReceivedMessage) error {
+	const op = "complete batch"
+	if len(msgs) == 0 {
+		return nil
+	}
+	req := &sluicev1.CompleteBatchRequest{Entity: r.entity, SubQueue: r.sub, Session: r.session, LockTokens: make([]string, len(msgs))}
+	for i, m := range msgs {
+		if m == nil {
+			return fmt.Errorf("sluice: %s: #%d: nil message: %w", op, i, sluice.ErrInvalidArgument)
+		}
+		req.LockTokens[i] = m.LockToken
+	}
+	res, err := call(ctx, r.c.messaging.CompleteBatch, req)
+	if err != nil || len(res.Failures) == 0 {
+		return err
+	}
+	be := &sluice.SettleBatchError{Op: op, Total: len(msgs)}
+	for _, f := range res.Failures {
+		i := int(f.Index)
+		if i < 0 || i >= len(msgs) || f.LockToken != req.LockTokens[i] {
+			return fmt.Errorf("sluice: %s: the server reported a failure of #%d (lock token %q), not one of the batch's", op, f.Index, f.LockToken)
+		}
+		be.Failed = append(be.Failed, sluice.SettleFailure{Index: i, Message: msgs[i], Err: apierr.FromReason(f.Reason, f.Message)})
+	}
+	return be
+}
+
 // Abandon makes a message available again at once.
 func (r *Receiver) Abandon(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.AbandonOptions) error {
 	req := &sluicev1.AbandonRequest{Entity: r.entity, SubQueue: r.sub, LockToken: lockToken(m), Session: r.session}
@@ -342,6 +375,11 @@ func (s *SessionReceiver) ReceiveDeferred(ctx context.Context, seqs ...int64) ([
 // Complete removes a message of the session.
 func (s *SessionReceiver) Complete(ctx context.Context, m *sluice.ReceivedMessage) error {
 	return s.r.Complete(ctx, m)
+}
+
+// CompleteBatch removes messages of the session in one call.
+func (s *SessionReceiver) CompleteBatch(ctx context.Context, msgs []*sluice.ReceivedMessage) error {
+	return s.r.CompleteBatch(ctx, msgs)
 }
 
 // Abandon makes a message of the session available again.

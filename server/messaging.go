@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 
 	"github.com/sluicehq/sluice"
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
@@ -18,6 +19,7 @@ type messaging struct{ s *Server }
 // settler settles messages: an entity's receiver, or a held session's.
 type settler interface {
 	Complete(ctx context.Context, m *sluice.ReceivedMessage) error
+	CompleteBatch(ctx context.Context, msgs []*sluice.ReceivedMessage) error
 	Abandon(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.AbandonOptions) error
 	DeadLetter(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeadLetterOptions) error
 	Defer(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeferOptions) error
@@ -205,6 +207,37 @@ func (h *messaging) Complete(ctx context.Context, req *sluicev1.CompleteRequest)
 		return nil, err
 	}
 	return &sluicev1.CompleteResponse{}, nil
+}
+
+func (h *messaging) CompleteBatch(ctx context.Context, req *sluicev1.CompleteBatchRequest) (*sluicev1.CompleteBatchResponse, error) {
+	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
+		return nil, err
+	}
+	if len(req.LockTokens) == 0 {
+		return nil, apierr.Invalid("no lock tokens to complete")
+	}
+	r, err := h.receiver(req.Entity, sluicev1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK, req.SubQueue, req.Session)
+	if err != nil {
+		return nil, err
+	}
+	msgs := make([]*sluice.ReceivedMessage, len(req.LockTokens))
+	for i, token := range req.LockTokens {
+		msgs[i] = &sluice.ReceivedMessage{LockToken: token}
+	}
+	err = r.CompleteBatch(ctx, msgs)
+	var be *sluice.SettleBatchError
+	if err != nil && !errors.As(err, &be) {
+		return nil, h.s.fail("complete batch", err)
+	}
+	res := &sluicev1.CompleteBatchResponse{}
+	if be != nil {
+		for _, f := range be.Failed {
+			res.Failures = append(res.Failures, &sluicev1.SettleFailure{Index: int32(f.Index), LockToken: req.LockTokens[f.Index],
+				Reason: apierr.Reason(f.Err), Message: f.Err.Error()})
+		}
+	}
+	h.s.m.settledBatch(req.Entity, "complete", len(msgs), len(res.Failures))
+	return res, nil
 }
 
 func (h *messaging) Abandon(ctx context.Context, req *sluicev1.AbandonRequest) (*sluicev1.AbandonResponse, error) {

@@ -155,6 +155,17 @@ func (m *metrics) settledMessage(entity, action string, err error) {
 	}
 }
 
+// settledBatch records a batch settlement of n messages, failed of which
+// lost their locks.
+func (m *metrics) settledBatch(entity, action string, n, failed int) {
+	entity = m.entity(entity)
+	m.settled.WithLabelValues(entity, action).Add(float64(n - failed))
+	m.tp.settled.Add(int64(n - failed))
+	if failed > 0 {
+		m.lockLost.WithLabelValues(entity).Add(float64(failed))
+	}
+}
+
 // stateCollector reads, at each scrape, the depth of every entity (up to
 // maxScrapeEntities) and the lag of every stream partition and
 // subscription, from the database.

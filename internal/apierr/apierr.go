@@ -58,10 +58,8 @@ var conditions = []condition{
 // context's end is reported as such; anything else is an internal error
 // whose text stays on the server (internal is true: log it).
 func FromLibrary(err error) (_ *connect.Error, internal bool) {
-	for _, c := range conditions {
-		if errors.Is(err, c.err) {
-			return New(c.code, c.reason, err.Error()).WithCause(err), false
-		}
+	if c, ok := conditionOf(err); ok {
+		return New(c.code, c.reason, err.Error()).WithCause(err), false
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
@@ -71,6 +69,44 @@ func FromLibrary(err error) (_ *connect.Error, internal bool) {
 	}
 	return connect.NewError(connect.CodeInternal, "internal error").WithCause(err), true
 }
+
+// Reason returns the reason of the condition err names ("LOCK_LOST",
+// say), or "" when sluice names none.
+func Reason(err error) string {
+	c, _ := conditionOf(err)
+	return c.reason
+}
+
+// conditionOf returns the first condition err names.
+func conditionOf(err error) (condition, bool) {
+	for _, c := range conditions {
+		if errors.Is(err, c.err) {
+			return c, true
+		}
+	}
+	return condition{}, false
+}
+
+// FromReason is ToLibrary for a reason and a message that came apart
+// from a call's error (a SettleFailure's): an error with message as its
+// text that wraps the sentinel of reason, when it has one.
+func FromReason(reason, message string) error {
+	for _, c := range conditions {
+		if c.reason == reason {
+			return &reasonError{msg: message, sentinel: c.err}
+		}
+	}
+	return errors.New(message)
+}
+
+// reasonError is a server's message with the sentinel of its reason.
+type reasonError struct {
+	msg      string
+	sentinel error
+}
+
+func (e *reasonError) Error() string { return e.msg }
+func (e *reasonError) Unwrap() error { return e.sentinel }
 
 // New returns an error with a code, a reason and a public message.
 func New(code connect.Code, reason, message string) *connect.Error {

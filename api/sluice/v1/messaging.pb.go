@@ -1163,6 +1163,195 @@ func (*CompleteResponse) Descriptor() ([]byte, []int) {
 	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{14}
 }
 
+type CompleteBatchRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Entity   string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	SubQueue SubQueue               `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=sluice.v1.SubQueue" json:"sub_queue,omitempty"`
+	// The messages' lock tokens, each once: 1 to the server's batch limit
+	// (1000 by default).
+	LockTokens    []string     `protobuf:"bytes,3,rep,name=lock_tokens,json=lockTokens,proto3" json:"lock_tokens,omitempty"`
+	Session       *SessionLock `protobuf:"bytes,4,opt,name=session,proto3" json:"session,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteBatchRequest) Reset() {
+	*x = CompleteBatchRequest{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteBatchRequest) ProtoMessage() {}
+
+func (x *CompleteBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteBatchRequest.ProtoReflect.Descriptor instead.
+func (*CompleteBatchRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CompleteBatchRequest) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *CompleteBatchRequest) GetSubQueue() SubQueue {
+	if x != nil {
+		return x.SubQueue
+	}
+	return SubQueue_SUB_QUEUE_UNSPECIFIED
+}
+
+func (x *CompleteBatchRequest) GetLockTokens() []string {
+	if x != nil {
+		return x.LockTokens
+	}
+	return nil
+}
+
+func (x *CompleteBatchRequest) GetSession() *SessionLock {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+type CompleteBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The messages not completed, in the order of the request: every other
+	// one was completed.
+	Failures      []*SettleFailure `protobuf:"bytes,1,rep,name=failures,proto3" json:"failures,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CompleteBatchResponse) Reset() {
+	*x = CompleteBatchResponse{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CompleteBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CompleteBatchResponse) ProtoMessage() {}
+
+func (x *CompleteBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CompleteBatchResponse.ProtoReflect.Descriptor instead.
+func (*CompleteBatchResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CompleteBatchResponse) GetFailures() []*SettleFailure {
+	if x != nil {
+		return x.Failures
+	}
+	return nil
+}
+
+// SettleFailure is a message of a batch settlement that was not settled.
+type SettleFailure struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The message's position in the request's lock_tokens.
+	Index     int32  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	LockToken string `protobuf:"bytes,2,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
+	// Why, as ErrorInfo.reason says it: LOCK_LOST (the lock ended, the
+	// message was received again or settled already) or SESSION_LOCK_LOST.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What happened, for people.
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleFailure) Reset() {
+	*x = SettleFailure{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleFailure) ProtoMessage() {}
+
+func (x *SettleFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleFailure.ProtoReflect.Descriptor instead.
+func (*SettleFailure) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *SettleFailure) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *SettleFailure) GetLockToken() string {
+	if x != nil {
+		return x.LockToken
+	}
+	return ""
+}
+
+func (x *SettleFailure) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *SettleFailure) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
 type AbandonRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Entity    string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
@@ -1177,7 +1366,7 @@ type AbandonRequest struct {
 
 func (x *AbandonRequest) Reset() {
 	*x = AbandonRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[15]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1378,7 @@ func (x *AbandonRequest) String() string {
 func (*AbandonRequest) ProtoMessage() {}
 
 func (x *AbandonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[15]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1391,7 @@ func (x *AbandonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonRequest.ProtoReflect.Descriptor instead.
 func (*AbandonRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AbandonRequest) GetEntity() string {
@@ -1248,7 +1437,7 @@ type AbandonResponse struct {
 
 func (x *AbandonResponse) Reset() {
 	*x = AbandonResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[16]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1449,7 @@ func (x *AbandonResponse) String() string {
 func (*AbandonResponse) ProtoMessage() {}
 
 func (x *AbandonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[16]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1462,7 @@ func (x *AbandonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonResponse.ProtoReflect.Descriptor instead.
 func (*AbandonResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{19}
 }
 
 type DeadLetterRequest struct {
@@ -1290,7 +1479,7 @@ type DeadLetterRequest struct {
 
 func (x *DeadLetterRequest) Reset() {
 	*x = DeadLetterRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[17]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1302,7 +1491,7 @@ func (x *DeadLetterRequest) String() string {
 func (*DeadLetterRequest) ProtoMessage() {}
 
 func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[17]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1315,7 +1504,7 @@ func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*DeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeadLetterRequest) GetEntity() string {
@@ -1368,7 +1557,7 @@ type DeadLetterResponse struct {
 
 func (x *DeadLetterResponse) Reset() {
 	*x = DeadLetterResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[18]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1569,7 @@ func (x *DeadLetterResponse) String() string {
 func (*DeadLetterResponse) ProtoMessage() {}
 
 func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[18]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1582,7 @@ func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*DeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{21}
 }
 
 type DeferRequest struct {
@@ -1408,7 +1597,7 @@ type DeferRequest struct {
 
 func (x *DeferRequest) Reset() {
 	*x = DeferRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1609,7 @@ func (x *DeferRequest) String() string {
 func (*DeferRequest) ProtoMessage() {}
 
 func (x *DeferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1622,7 @@ func (x *DeferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferRequest.ProtoReflect.Descriptor instead.
 func (*DeferRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeferRequest) GetEntity() string {
@@ -1472,7 +1661,7 @@ type DeferResponse struct {
 
 func (x *DeferResponse) Reset() {
 	*x = DeferResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1673,7 @@ func (x *DeferResponse) String() string {
 func (*DeferResponse) ProtoMessage() {}
 
 func (x *DeferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1686,7 @@ func (x *DeferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferResponse.ProtoReflect.Descriptor instead.
 func (*DeferResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{23}
 }
 
 type RenewLockRequest struct {
@@ -1511,7 +1700,7 @@ type RenewLockRequest struct {
 
 func (x *RenewLockRequest) Reset() {
 	*x = RenewLockRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1712,7 @@ func (x *RenewLockRequest) String() string {
 func (*RenewLockRequest) ProtoMessage() {}
 
 func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1725,7 @@ func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewLockRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RenewLockRequest) GetEntity() string {
@@ -1569,7 +1758,7 @@ type RenewLockResponse struct {
 
 func (x *RenewLockResponse) Reset() {
 	*x = RenewLockResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1581,7 +1770,7 @@ func (x *RenewLockResponse) String() string {
 func (*RenewLockResponse) ProtoMessage() {}
 
 func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1594,7 +1783,7 @@ func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewLockResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RenewLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -1617,7 +1806,7 @@ type AcceptSessionRequest struct {
 
 func (x *AcceptSessionRequest) Reset() {
 	*x = AcceptSessionRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1818,7 @@ func (x *AcceptSessionRequest) String() string {
 func (*AcceptSessionRequest) ProtoMessage() {}
 
 func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1831,7 @@ func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionRequest.ProtoReflect.Descriptor instead.
 func (*AcceptSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *AcceptSessionRequest) GetEntity() string {
@@ -1675,7 +1864,7 @@ type AcceptSessionResponse struct {
 
 func (x *AcceptSessionResponse) Reset() {
 	*x = AcceptSessionResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1876,7 @@ func (x *AcceptSessionResponse) String() string {
 func (*AcceptSessionResponse) ProtoMessage() {}
 
 func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1889,7 @@ func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionResponse.ProtoReflect.Descriptor instead.
 func (*AcceptSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AcceptSessionResponse) GetSession() *SessionLock {
@@ -1720,7 +1909,7 @@ type RenewSessionLockRequest struct {
 
 func (x *RenewSessionLockRequest) Reset() {
 	*x = RenewSessionLockRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +1921,7 @@ func (x *RenewSessionLockRequest) String() string {
 func (*RenewSessionLockRequest) ProtoMessage() {}
 
 func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +1934,7 @@ func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RenewSessionLockRequest) GetEntity() string {
@@ -1771,7 +1960,7 @@ type RenewSessionLockResponse struct {
 
 func (x *RenewSessionLockResponse) Reset() {
 	*x = RenewSessionLockResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +1972,7 @@ func (x *RenewSessionLockResponse) String() string {
 func (*RenewSessionLockResponse) ProtoMessage() {}
 
 func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +1985,7 @@ func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RenewSessionLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -1816,7 +2005,7 @@ type GetSessionStateRequest struct {
 
 func (x *GetSessionStateRequest) Reset() {
 	*x = GetSessionStateRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +2017,7 @@ func (x *GetSessionStateRequest) String() string {
 func (*GetSessionStateRequest) ProtoMessage() {}
 
 func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +2030,7 @@ func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetSessionStateRequest) GetEntity() string {
@@ -1867,7 +2056,7 @@ type GetSessionStateResponse struct {
 
 func (x *GetSessionStateResponse) Reset() {
 	*x = GetSessionStateResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +2068,7 @@ func (x *GetSessionStateResponse) String() string {
 func (*GetSessionStateResponse) ProtoMessage() {}
 
 func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +2081,7 @@ func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{28}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetSessionStateResponse) GetState() []byte {
@@ -1913,7 +2102,7 @@ type SetSessionStateRequest struct {
 
 func (x *SetSessionStateRequest) Reset() {
 	*x = SetSessionStateRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2114,7 @@ func (x *SetSessionStateRequest) String() string {
 func (*SetSessionStateRequest) ProtoMessage() {}
 
 func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2127,7 @@ func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*SetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{29}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SetSessionStateRequest) GetEntity() string {
@@ -1970,7 +2159,7 @@ type SetSessionStateResponse struct {
 
 func (x *SetSessionStateResponse) Reset() {
 	*x = SetSessionStateResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1982,7 +2171,7 @@ func (x *SetSessionStateResponse) String() string {
 func (*SetSessionStateResponse) ProtoMessage() {}
 
 func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1995,7 +2184,7 @@ func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*SetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{30}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{33}
 }
 
 type CloseSessionRequest struct {
@@ -2008,7 +2197,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2209,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2222,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{31}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CloseSessionRequest) GetEntity() string {
@@ -2058,7 +2247,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2070,7 +2259,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2083,7 +2272,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{32}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{35}
 }
 
 type ResubmitDeadLettersRequest struct {
@@ -2097,7 +2286,7 @@ type ResubmitDeadLettersRequest struct {
 
 func (x *ResubmitDeadLettersRequest) Reset() {
 	*x = ResubmitDeadLettersRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2298,7 @@ func (x *ResubmitDeadLettersRequest) String() string {
 func (*ResubmitDeadLettersRequest) ProtoMessage() {}
 
 func (x *ResubmitDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2311,7 @@ func (x *ResubmitDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResubmitDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ResubmitDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{33}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ResubmitDeadLettersRequest) GetEntity() string {
@@ -2150,7 +2339,7 @@ type ResubmitDeadLettersResponse struct {
 
 func (x *ResubmitDeadLettersResponse) Reset() {
 	*x = ResubmitDeadLettersResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2162,7 +2351,7 @@ func (x *ResubmitDeadLettersResponse) String() string {
 func (*ResubmitDeadLettersResponse) ProtoMessage() {}
 
 func (x *ResubmitDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2175,7 +2364,7 @@ func (x *ResubmitDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResubmitDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ResubmitDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{34}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResubmitDeadLettersResponse) GetDone() int64 {
@@ -2201,7 +2390,7 @@ type PurgeDeadLettersRequest struct {
 
 func (x *PurgeDeadLettersRequest) Reset() {
 	*x = PurgeDeadLettersRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2402,7 @@ func (x *PurgeDeadLettersRequest) String() string {
 func (*PurgeDeadLettersRequest) ProtoMessage() {}
 
 func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2415,7 @@ func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{35}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PurgeDeadLettersRequest) GetEntity() string {
@@ -2245,7 +2434,7 @@ type PurgeDeadLettersResponse struct {
 
 func (x *PurgeDeadLettersResponse) Reset() {
 	*x = PurgeDeadLettersResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2257,7 +2446,7 @@ func (x *PurgeDeadLettersResponse) String() string {
 func (*PurgeDeadLettersResponse) ProtoMessage() {}
 
 func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2270,7 +2459,7 @@ func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{36}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PurgeDeadLettersResponse) GetPurged() int64 {
@@ -2365,7 +2554,21 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\n" +
 	"lock_token\x18\x03 \x01(\tR\tlockToken\x120\n" +
 	"\asession\x18\x04 \x01(\v2\x16.sluice.v1.SessionLockR\asession\"\x12\n" +
-	"\x10CompleteResponse\"\xd7\x02\n" +
+	"\x10CompleteResponse\"\xb3\x01\n" +
+	"\x14CompleteBatchRequest\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x120\n" +
+	"\tsub_queue\x18\x02 \x01(\x0e2\x13.sluice.v1.SubQueueR\bsubQueue\x12\x1f\n" +
+	"\vlock_tokens\x18\x03 \x03(\tR\n" +
+	"lockTokens\x120\n" +
+	"\asession\x18\x04 \x01(\v2\x16.sluice.v1.SessionLockR\asession\"M\n" +
+	"\x15CompleteBatchResponse\x124\n" +
+	"\bfailures\x18\x01 \x03(\v2\x18.sluice.v1.SettleFailureR\bfailures\"v\n" +
+	"\rSettleFailure\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x1d\n" +
+	"\n" +
+	"lock_token\x18\x02 \x01(\tR\tlockToken\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\xd7\x02\n" +
 	"\x0eAbandonRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x120\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x13.sluice.v1.SubQueueR\bsubQueue\x12\x1d\n" +
@@ -2454,15 +2657,15 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x1fRECEIVE_MODE_RECEIVE_AND_DELETE\x10\x02*@\n" +
 	"\bSubQueue\x12\x19\n" +
 	"\x15SUB_QUEUE_UNSPECIFIED\x10\x00\x12\x19\n" +
-	"\x15SUB_QUEUE_DEAD_LETTER\x10\x012\xcb\n" +
-	"\n" +
+	"\x15SUB_QUEUE_DEAD_LETTER\x10\x012\x9f\v\n" +
 	"\x10MessagingService\x127\n" +
 	"\x04Send\x12\x16.sluice.v1.SendRequest\x1a\x17.sluice.v1.SendResponse\x12X\n" +
 	"\x0fCancelScheduled\x12!.sluice.v1.CancelScheduledRequest\x1a\".sluice.v1.CancelScheduledResponse\x12@\n" +
 	"\aReceive\x12\x19.sluice.v1.ReceiveRequest\x1a\x1a.sluice.v1.ReceiveResponse\x12X\n" +
 	"\x0fReceiveDeferred\x12!.sluice.v1.ReceiveDeferredRequest\x1a\".sluice.v1.ReceiveDeferredResponse\x127\n" +
 	"\x04Peek\x12\x16.sluice.v1.PeekRequest\x1a\x17.sluice.v1.PeekResponse\x12C\n" +
-	"\bComplete\x12\x1a.sluice.v1.CompleteRequest\x1a\x1b.sluice.v1.CompleteResponse\x12@\n" +
+	"\bComplete\x12\x1a.sluice.v1.CompleteRequest\x1a\x1b.sluice.v1.CompleteResponse\x12R\n" +
+	"\rCompleteBatch\x12\x1f.sluice.v1.CompleteBatchRequest\x1a .sluice.v1.CompleteBatchResponse\x12@\n" +
 	"\aAbandon\x12\x19.sluice.v1.AbandonRequest\x1a\x1a.sluice.v1.AbandonResponse\x12I\n" +
 	"\n" +
 	"DeadLetter\x12\x1c.sluice.v1.DeadLetterRequest\x1a\x1d.sluice.v1.DeadLetterResponse\x12:\n" +
@@ -2491,7 +2694,7 @@ func file_sluice_v1_messaging_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_sluice_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_sluice_v1_messaging_proto_goTypes = []any{
 	(MessageState)(0),                   // 0: sluice.v1.MessageState
 	(ReceiveMode)(0),                    // 1: sluice.v1.ReceiveMode
@@ -2511,47 +2714,50 @@ var file_sluice_v1_messaging_proto_goTypes = []any{
 	(*PeekResponse)(nil),                // 15: sluice.v1.PeekResponse
 	(*CompleteRequest)(nil),             // 16: sluice.v1.CompleteRequest
 	(*CompleteResponse)(nil),            // 17: sluice.v1.CompleteResponse
-	(*AbandonRequest)(nil),              // 18: sluice.v1.AbandonRequest
-	(*AbandonResponse)(nil),             // 19: sluice.v1.AbandonResponse
-	(*DeadLetterRequest)(nil),           // 20: sluice.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),          // 21: sluice.v1.DeadLetterResponse
-	(*DeferRequest)(nil),                // 22: sluice.v1.DeferRequest
-	(*DeferResponse)(nil),               // 23: sluice.v1.DeferResponse
-	(*RenewLockRequest)(nil),            // 24: sluice.v1.RenewLockRequest
-	(*RenewLockResponse)(nil),           // 25: sluice.v1.RenewLockResponse
-	(*AcceptSessionRequest)(nil),        // 26: sluice.v1.AcceptSessionRequest
-	(*AcceptSessionResponse)(nil),       // 27: sluice.v1.AcceptSessionResponse
-	(*RenewSessionLockRequest)(nil),     // 28: sluice.v1.RenewSessionLockRequest
-	(*RenewSessionLockResponse)(nil),    // 29: sluice.v1.RenewSessionLockResponse
-	(*GetSessionStateRequest)(nil),      // 30: sluice.v1.GetSessionStateRequest
-	(*GetSessionStateResponse)(nil),     // 31: sluice.v1.GetSessionStateResponse
-	(*SetSessionStateRequest)(nil),      // 32: sluice.v1.SetSessionStateRequest
-	(*SetSessionStateResponse)(nil),     // 33: sluice.v1.SetSessionStateResponse
-	(*CloseSessionRequest)(nil),         // 34: sluice.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),        // 35: sluice.v1.CloseSessionResponse
-	(*ResubmitDeadLettersRequest)(nil),  // 36: sluice.v1.ResubmitDeadLettersRequest
-	(*ResubmitDeadLettersResponse)(nil), // 37: sluice.v1.ResubmitDeadLettersResponse
-	(*PurgeDeadLettersRequest)(nil),     // 38: sluice.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil),    // 39: sluice.v1.PurgeDeadLettersResponse
-	nil,                                 // 40: sluice.v1.Message.ApplicationPropertiesEntry
-	nil,                                 // 41: sluice.v1.AbandonRequest.PropertiesToModifyEntry
-	nil,                                 // 42: sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
-	nil,                                 // 43: sluice.v1.DeferRequest.PropertiesToModifyEntry
-	(*durationpb.Duration)(nil),         // 44: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 45: google.protobuf.Timestamp
+	(*CompleteBatchRequest)(nil),        // 18: sluice.v1.CompleteBatchRequest
+	(*CompleteBatchResponse)(nil),       // 19: sluice.v1.CompleteBatchResponse
+	(*SettleFailure)(nil),               // 20: sluice.v1.SettleFailure
+	(*AbandonRequest)(nil),              // 21: sluice.v1.AbandonRequest
+	(*AbandonResponse)(nil),             // 22: sluice.v1.AbandonResponse
+	(*DeadLetterRequest)(nil),           // 23: sluice.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),          // 24: sluice.v1.DeadLetterResponse
+	(*DeferRequest)(nil),                // 25: sluice.v1.DeferRequest
+	(*DeferResponse)(nil),               // 26: sluice.v1.DeferResponse
+	(*RenewLockRequest)(nil),            // 27: sluice.v1.RenewLockRequest
+	(*RenewLockResponse)(nil),           // 28: sluice.v1.RenewLockResponse
+	(*AcceptSessionRequest)(nil),        // 29: sluice.v1.AcceptSessionRequest
+	(*AcceptSessionResponse)(nil),       // 30: sluice.v1.AcceptSessionResponse
+	(*RenewSessionLockRequest)(nil),     // 31: sluice.v1.RenewSessionLockRequest
+	(*RenewSessionLockResponse)(nil),    // 32: sluice.v1.RenewSessionLockResponse
+	(*GetSessionStateRequest)(nil),      // 33: sluice.v1.GetSessionStateRequest
+	(*GetSessionStateResponse)(nil),     // 34: sluice.v1.GetSessionStateResponse
+	(*SetSessionStateRequest)(nil),      // 35: sluice.v1.SetSessionStateRequest
+	(*SetSessionStateResponse)(nil),     // 36: sluice.v1.SetSessionStateResponse
+	(*CloseSessionRequest)(nil),         // 37: sluice.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),        // 38: sluice.v1.CloseSessionResponse
+	(*ResubmitDeadLettersRequest)(nil),  // 39: sluice.v1.ResubmitDeadLettersRequest
+	(*ResubmitDeadLettersResponse)(nil), // 40: sluice.v1.ResubmitDeadLettersResponse
+	(*PurgeDeadLettersRequest)(nil),     // 41: sluice.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil),    // 42: sluice.v1.PurgeDeadLettersResponse
+	nil,                                 // 43: sluice.v1.Message.ApplicationPropertiesEntry
+	nil,                                 // 44: sluice.v1.AbandonRequest.PropertiesToModifyEntry
+	nil,                                 // 45: sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
+	nil,                                 // 46: sluice.v1.DeferRequest.PropertiesToModifyEntry
+	(*durationpb.Duration)(nil),         // 47: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 48: google.protobuf.Timestamp
 }
 var file_sluice_v1_messaging_proto_depIdxs = []int32{
-	40, // 0: sluice.v1.Message.application_properties:type_name -> sluice.v1.Message.ApplicationPropertiesEntry
-	44, // 1: sluice.v1.Message.time_to_live:type_name -> google.protobuf.Duration
-	45, // 2: sluice.v1.Message.scheduled_enqueue_time:type_name -> google.protobuf.Timestamp
+	43, // 0: sluice.v1.Message.application_properties:type_name -> sluice.v1.Message.ApplicationPropertiesEntry
+	47, // 1: sluice.v1.Message.time_to_live:type_name -> google.protobuf.Duration
+	48, // 2: sluice.v1.Message.scheduled_enqueue_time:type_name -> google.protobuf.Timestamp
 	3,  // 3: sluice.v1.ReceivedMessage.message:type_name -> sluice.v1.Message
-	45, // 4: sluice.v1.ReceivedMessage.enqueued_time:type_name -> google.protobuf.Timestamp
-	45, // 5: sluice.v1.ReceivedMessage.expires_at:type_name -> google.protobuf.Timestamp
-	45, // 6: sluice.v1.ReceivedMessage.locked_until:type_name -> google.protobuf.Timestamp
+	48, // 4: sluice.v1.ReceivedMessage.enqueued_time:type_name -> google.protobuf.Timestamp
+	48, // 5: sluice.v1.ReceivedMessage.expires_at:type_name -> google.protobuf.Timestamp
+	48, // 6: sluice.v1.ReceivedMessage.locked_until:type_name -> google.protobuf.Timestamp
 	0,  // 7: sluice.v1.ReceivedMessage.state:type_name -> sluice.v1.MessageState
-	45, // 8: sluice.v1.SessionLock.locked_until:type_name -> google.protobuf.Timestamp
+	48, // 8: sluice.v1.SessionLock.locked_until:type_name -> google.protobuf.Timestamp
 	3,  // 9: sluice.v1.SendRequest.messages:type_name -> sluice.v1.Message
-	44, // 10: sluice.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
+	47, // 10: sluice.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
 	1,  // 11: sluice.v1.ReceiveRequest.mode:type_name -> sluice.v1.ReceiveMode
 	2,  // 12: sluice.v1.ReceiveRequest.sub_queue:type_name -> sluice.v1.SubQueue
 	5,  // 13: sluice.v1.ReceiveRequest.session:type_name -> sluice.v1.SessionLock
@@ -2563,61 +2769,66 @@ var file_sluice_v1_messaging_proto_depIdxs = []int32{
 	4,  // 19: sluice.v1.PeekResponse.messages:type_name -> sluice.v1.ReceivedMessage
 	2,  // 20: sluice.v1.CompleteRequest.sub_queue:type_name -> sluice.v1.SubQueue
 	5,  // 21: sluice.v1.CompleteRequest.session:type_name -> sluice.v1.SessionLock
-	2,  // 22: sluice.v1.AbandonRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 23: sluice.v1.AbandonRequest.session:type_name -> sluice.v1.SessionLock
-	41, // 24: sluice.v1.AbandonRequest.properties_to_modify:type_name -> sluice.v1.AbandonRequest.PropertiesToModifyEntry
-	5,  // 25: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
-	42, // 26: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
-	5,  // 27: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
-	43, // 28: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
-	2,  // 29: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	45, // 30: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	44, // 31: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
-	5,  // 32: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
-	5,  // 33: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
-	45, // 34: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	5,  // 35: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 36: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 37: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
-	6,  // 38: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
-	8,  // 39: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
-	10, // 40: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
-	12, // 41: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
-	14, // 42: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
-	16, // 43: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
-	18, // 44: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
-	20, // 45: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
-	22, // 46: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
-	24, // 47: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
-	26, // 48: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
-	28, // 49: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
-	30, // 50: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
-	32, // 51: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
-	34, // 52: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
-	36, // 53: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
-	38, // 54: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
-	7,  // 55: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
-	9,  // 56: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
-	11, // 57: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
-	13, // 58: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
-	15, // 59: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
-	17, // 60: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
-	19, // 61: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
-	21, // 62: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
-	23, // 63: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
-	25, // 64: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
-	27, // 65: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
-	29, // 66: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
-	31, // 67: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
-	33, // 68: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
-	35, // 69: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
-	37, // 70: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
-	39, // 71: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
-	55, // [55:72] is the sub-list for method output_type
-	38, // [38:55] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	2,  // 22: sluice.v1.CompleteBatchRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 23: sluice.v1.CompleteBatchRequest.session:type_name -> sluice.v1.SessionLock
+	20, // 24: sluice.v1.CompleteBatchResponse.failures:type_name -> sluice.v1.SettleFailure
+	2,  // 25: sluice.v1.AbandonRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 26: sluice.v1.AbandonRequest.session:type_name -> sluice.v1.SessionLock
+	44, // 27: sluice.v1.AbandonRequest.properties_to_modify:type_name -> sluice.v1.AbandonRequest.PropertiesToModifyEntry
+	5,  // 28: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
+	45, // 29: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
+	5,  // 30: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
+	46, // 31: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
+	2,  // 32: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	48, // 33: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	47, // 34: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
+	5,  // 35: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
+	5,  // 36: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
+	48, // 37: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	5,  // 38: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 39: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 40: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
+	6,  // 41: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
+	8,  // 42: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
+	10, // 43: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
+	12, // 44: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
+	14, // 45: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
+	16, // 46: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
+	18, // 47: sluice.v1.MessagingService.CompleteBatch:input_type -> sluice.v1.CompleteBatchRequest
+	21, // 48: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
+	23, // 49: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
+	25, // 50: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
+	27, // 51: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
+	29, // 52: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
+	31, // 53: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
+	33, // 54: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
+	35, // 55: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
+	37, // 56: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
+	39, // 57: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
+	41, // 58: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
+	7,  // 59: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
+	9,  // 60: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
+	11, // 61: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
+	13, // 62: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
+	15, // 63: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
+	17, // 64: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
+	19, // 65: sluice.v1.MessagingService.CompleteBatch:output_type -> sluice.v1.CompleteBatchResponse
+	22, // 66: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
+	24, // 67: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
+	26, // 68: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
+	28, // 69: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
+	30, // 70: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
+	32, // 71: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
+	34, // 72: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
+	36, // 73: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
+	38, // 74: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
+	40, // 75: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
+	42, // 76: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
+	59, // [59:77] is the sub-list for method output_type
+	41, // [41:59] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_messaging_proto_init() }
@@ -2631,7 +2842,7 @@ func file_sluice_v1_messaging_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_messaging_proto_rawDesc), len(file_sluice_v1_messaging_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   41,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

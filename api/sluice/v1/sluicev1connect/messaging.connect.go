@@ -38,6 +38,9 @@ const (
 	MessagingServicePeekProcedure = "/sluice.v1.MessagingService/Peek"
 	// MessagingServiceCompleteProcedure is the procedure name of the MessagingService's Complete RPC.
 	MessagingServiceCompleteProcedure = "/sluice.v1.MessagingService/Complete"
+	// MessagingServiceCompleteBatchProcedure is the procedure name of the MessagingService's
+	// CompleteBatch RPC.
+	MessagingServiceCompleteBatchProcedure = "/sluice.v1.MessagingService/CompleteBatch"
 	// MessagingServiceAbandonProcedure is the procedure name of the MessagingService's Abandon RPC.
 	MessagingServiceAbandonProcedure = "/sluice.v1.MessagingService/Abandon"
 	// MessagingServiceDeadLetterProcedure is the procedure name of the MessagingService's DeadLetter
@@ -111,6 +114,13 @@ var (
 			StreamType: connect.StreamTypeUnary,
 			Schema:     v1.File_sluice_v1_messaging_proto.Services().ByName("MessagingService").Methods().ByName("Complete"),
 			Procedure:  MessagingServiceCompleteProcedure,
+		}
+	})
+	messagingServiceCompleteBatchSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_sluice_v1_messaging_proto.Services().ByName("MessagingService").Methods().ByName("CompleteBatch"),
+			Procedure:  MessagingServiceCompleteBatchProcedure,
 		}
 	})
 	messagingServiceAbandonSpec = sync.OnceValue(func() connect.Spec {
@@ -209,6 +219,13 @@ type MessagingServiceClient interface {
 	Peek(context.Context, *v1.PeekRequest) (*v1.PeekResponse, error)
 	// Complete removes a locked message.
 	Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error)
+	// CompleteBatch removes several locked messages of one entity in one
+	// transaction. Each message whose lock holds is completed even when the
+	// locks of others were lost: those are listed in the response, and the
+	// call succeeds. An invalid request (no lock tokens, more than the
+	// server's batch limit, a malformed token or one given twice) fails
+	// with INVALID_ARGUMENT, and nothing is completed.
+	CompleteBatch(context.Context, *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error)
 	// Abandon makes a locked message available again (on its last allowed
 	// delivery, dead-letters it).
 	Abandon(context.Context, *v1.AbandonRequest) (*v1.AbandonResponse, error)
@@ -281,6 +298,13 @@ type MessagingServiceHandler interface {
 	Peek(context.Context, *v1.PeekRequest) (*v1.PeekResponse, error)
 	// Complete removes a locked message.
 	Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error)
+	// CompleteBatch removes several locked messages of one entity in one
+	// transaction. Each message whose lock holds is completed even when the
+	// locks of others were lost: those are listed in the response, and the
+	// call succeeds. An invalid request (no lock tokens, more than the
+	// server's batch limit, a malformed token or one given twice) fails
+	// with INVALID_ARGUMENT, and nothing is completed.
+	CompleteBatch(context.Context, *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error)
 	// Abandon makes a locked message available again (on its last allowed
 	// delivery, dead-letters it).
 	Abandon(context.Context, *v1.AbandonRequest) (*v1.AbandonResponse, error)
@@ -320,6 +344,7 @@ func RegisterMessagingServiceHandler(server *connect.Server, svc MessagingServic
 		connect.Method{Spec: messagingServiceReceiveDeferredSpec(), Handler: adapter.receiveDeferred},
 		connect.Method{Spec: messagingServicePeekSpec(), Handler: adapter.peek},
 		connect.Method{Spec: messagingServiceCompleteSpec(), Handler: adapter.complete},
+		connect.Method{Spec: messagingServiceCompleteBatchSpec(), Handler: adapter.completeBatch},
 		connect.Method{Spec: messagingServiceAbandonSpec(), Handler: adapter.abandon},
 		connect.Method{Spec: messagingServiceDeadLetterSpec(), Handler: adapter.deadLetter},
 		connect.Method{Spec: messagingServiceDeferSpec(), Handler: adapter._defer},
@@ -375,6 +400,10 @@ func (UnimplementedMessagingServiceHandler) Peek(context.Context, *v1.PeekReques
 
 func (UnimplementedMessagingServiceHandler) Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.MessagingService.Complete is not implemented")
+}
+
+func (UnimplementedMessagingServiceHandler) CompleteBatch(context.Context, *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.MessagingService.CompleteBatch is not implemented")
 }
 
 func (UnimplementedMessagingServiceHandler) Abandon(context.Context, *v1.AbandonRequest) (*v1.AbandonResponse, error) {
@@ -468,6 +497,14 @@ func (c *messagingServiceClient) Peek(ctx context.Context, req *v1.PeekRequest) 
 func (c *messagingServiceClient) Complete(ctx context.Context, req *v1.CompleteRequest) (*v1.CompleteResponse, error) {
 	var res v1.CompleteResponse
 	if err := c.client.CallUnary(ctx, messagingServiceCompleteSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *messagingServiceClient) CompleteBatch(ctx context.Context, req *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error) {
+	var res v1.CompleteBatchResponse
+	if err := c.client.CallUnary(ctx, messagingServiceCompleteBatchSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -629,6 +666,18 @@ func (h messagingServiceHandler) complete(ctx context.Context, _ connect.Spec, s
 		return err
 	}
 	res, err := h.svc.Complete(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h messagingServiceHandler) completeBatch(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.CompleteBatchRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.CompleteBatch(ctx, &req)
 	if err != nil {
 		return err
 	}
