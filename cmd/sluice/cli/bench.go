@@ -105,8 +105,9 @@ scenarios:
   cluster       --nodes node processes pull the partitions while 8 publishers publish (--batch); with --kills, SIGKILL
                 one node at a time and time until its partitions are owned again (1 s leases, 200 ms heartbeats)
   api           send for --duration, then receive and complete it all, through the library, then through a server
-                over Connect (protobuf, JSON) and gRPC (--producers, --batch, --consumers, --lease-batch); the server
-                runs in this process on --db, or --server names one (with --token)
+                over Connect (protobuf, JSON) and gRPC (--producers, --batch, --consumers, --lease-batch); twice: one
+                Complete call a message, then one CompleteBatch call a receive; the server runs in this process on
+                --db, or --server names one (with --token)
 `
 
 func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {

@@ -22,6 +22,7 @@ type apiSender interface {
 type apiReceiver interface {
 	Receive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error)
 	Complete(ctx context.Context, m *sluice.ReceivedMessage) error
+	CompleteBatch(ctx context.Context, msgs []*sluice.ReceivedMessage) error
 }
 
 // apiTransport is one way of reaching the queues.
@@ -40,10 +41,11 @@ type apiTransport struct {
 // through a server over the Connect protocol in protobuf and in JSON and
 // over gRPC, one after the other on queues of their own: --producers send
 // batches of --batch for --duration, then --consumers receive up to
-// --lease-batch and complete each message with a call of its own, as an
-// application does, until the queue is empty. The server runs in this
-// process on the same database, unless --server names one to drive (then
-// only its transports run).
+// --lease-batch until the queue is empty, completing each message with a
+// call of its own (as a handler a message does), and in a second round
+// each receive's messages with one CompleteBatch call. The server runs in
+// this process on the same database, unless --server names one to drive
+// (then only its transports run).
 func benchAPI(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	url := e.cfg.server
 	if url == "" {
@@ -96,16 +98,43 @@ func benchAPI(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	return out, nil
 }
 
-// apiSendReceive sends for the duration, then receives and completes
-// what was sent, through one transport, and reports each phase.
+// apiSendReceive measures one transport in two rounds: each sends for
+// the duration, then receives what was sent; the first completes each
+// message with a call of its own, the second a whole receive with one
+// CompleteBatch call. It reports the sends of both rounds as one line,
+// and each round's receiving.
 func (e *benchEnv) apiSendReceive(ctx context.Context, t apiTransport) ([]benchResult, error) {
+	var (
+		sendLat  latencies
+		sent     int64
+		sendTime time.Duration
+		out      = make([]benchResult, 1, 3)
+	)
+	for _, batch := range []bool{false, true} {
+		n, d, rcv, err := e.apiRound(ctx, t, &sendLat, batch)
+		if err != nil {
+			return nil, err
+		}
+		sent, sendTime = sent+n, sendTime+d
+		out = append(out, rcv)
+	}
+	out[0] = result(sent, sendTime, &sendLat)
+	out[0].Producers, out[0].Batch, out[0].Transport = e.cfg.producers, e.cfg.batch, t.name
+	out[0].Note = "send: messages/s; p50/p99: one SendBatch call"
+	return out, nil
+}
+
+// apiRound sends for the duration through one transport, adding each
+// call's latency to sendLat, then receives and completes what was sent,
+// one call a message or (batch) one call a receive. It returns how many
+// it sent, in how long, and the receiving's result.
+func (e *benchEnv) apiRound(ctx context.Context, t apiTransport, sendLat *latencies, batch bool) (int64, time.Duration, benchResult, error) {
 	q := "bench-api-" + t.name + "-" + randomHex(3)
 	if _, err := t.queues.CreateQueue(ctx, q, nil); err != nil {
-		return nil, err
+		return 0, 0, benchResult{}, err
 	}
 	defer t.drop(context.WithoutCancel(ctx), q)
 	body := payload(e.cfg.size)
-	var sendLat latencies
 	sent, sendTime, err := timed(ctx, e.cfg.producers, e.cfg.duration, func(ctx context.Context, worker int) (int, error) {
 		s, err := t.sender(q)
 		if err != nil {
@@ -123,7 +152,7 @@ func (e *benchEnv) apiSendReceive(ctx context.Context, t apiTransport) ([]benchR
 		return len(msgs), nil
 	})
 	if err != nil {
-		return nil, err
+		return 0, 0, benchResult{}, err
 	}
 	var (
 		recvLat  latencies
@@ -133,11 +162,34 @@ func (e *benchEnv) apiSendReceive(ctx context.Context, t apiTransport) ([]benchR
 	)
 	rctx, cancel := context.WithTimeout(ctx, 10*e.cfg.duration+30*time.Second)
 	defer cancel()
+	// complete settles what one receive returned; the queue is empty once
+	// all that was sent is completed, which ends the others' waits.
+	complete := func(r apiReceiver, got []*sluice.ReceivedMessage) error {
+		sctx := context.WithoutCancel(rctx)
+		if batch {
+			if err := r.CompleteBatch(sctx, got); err != nil {
+				return err
+			}
+			if received.Add(int64(len(got))) == sent {
+				cancel()
+			}
+			return nil
+		}
+		for _, m := range got {
+			if err := r.Complete(sctx, m); err != nil {
+				return err
+			}
+			if received.Add(1) == sent {
+				cancel()
+			}
+		}
+		return nil
+	}
 	start := time.Now()
 	for range e.cfg.consumers {
 		r, err := t.receiver(q)
 		if err != nil {
-			return nil, err
+			return 0, 0, benchResult{}, err
 		}
 		wg.Go(func() {
 			for received.Load() < sent && rctx.Err() == nil {
@@ -150,14 +202,9 @@ func (e *benchEnv) apiSendReceive(ctx context.Context, t apiTransport) ([]benchR
 					return
 				}
 				recvLat.add(time.Since(began))
-				for _, m := range got {
-					if err := r.Complete(context.WithoutCancel(rctx), m); err != nil {
-						failed.set(err)
-						return
-					}
-					if received.Add(1) == sent {
-						cancel() // the queue is empty: end the others' waits
-					}
+				if err := complete(r, got); err != nil {
+					failed.set(err)
+					return
 				}
 			}
 		})
@@ -165,16 +212,16 @@ func (e *benchEnv) apiSendReceive(ctx context.Context, t apiTransport) ([]benchR
 	wg.Wait()
 	recvTime := time.Since(start)
 	if err := failed.get(); err != nil {
-		return nil, err
+		return 0, 0, benchResult{}, err
 	}
 	if received.Load() < sent {
-		return nil, fmt.Errorf("consumers completed %d of the %d messages sent", received.Load(), sent)
+		return 0, 0, benchResult{}, fmt.Errorf("consumers completed %d of the %d messages sent", received.Load(), sent)
 	}
-	snd := result(sent, sendTime, &sendLat)
-	snd.Producers, snd.Batch, snd.Transport = e.cfg.producers, e.cfg.batch, t.name
-	snd.Note = "send: messages/s; p50/p99: one SendBatch call"
 	rcv := result(received.Load(), recvTime, &recvLat)
 	rcv.Consumers, rcv.Batch, rcv.Transport = e.cfg.consumers, e.cfg.leaseBatch, t.name
-	rcv.Note = "receive: messages/s received and completed (a call each); p50/p99: one Receive call"
-	return []benchResult{snd, rcv}, nil
+	rcv.Note = "receive: messages/s received and completed, one Complete call a message; p50/p99: one Receive call"
+	if batch {
+		rcv.Note = "receive: messages/s received and completed, one CompleteBatch call a receive; p50/p99: one Receive call"
+	}
+	return sent, sendTime, rcv, nil
 }

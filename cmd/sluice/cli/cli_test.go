@@ -96,7 +96,7 @@ func TestBenchScenarios(t *testing.T) {
 			}
 			transports := []string{"library", "connect-proto", "connect-json", "grpc"}
 			if name == "api" {
-				want = 2 * len(transports) // a send and a receive line each
+				want = 3 * len(transports) // a send line and two receive lines each
 			}
 			if len(lines) != want {
 				t.Fatalf("%d result lines, want %d:\n%s", len(lines), want, out)
@@ -123,8 +123,11 @@ func TestBenchScenarios(t *testing.T) {
 						t.Errorf("%s = %v, want a positive number", k, r[k])
 					}
 				}
-				if name == "api" && r["transport"] != transports[i/2] {
-					t.Errorf("line %d transport = %v, want %s", i, r["transport"], transports[i/2])
+				if name == "api" && r["transport"] != transports[i/3] {
+					t.Errorf("line %d transport = %v, want %s", i, r["transport"], transports[i/3])
+				}
+				if name == "api" && i%3 == 2 && !strings.Contains(r["note"].(string), "CompleteBatch") {
+					t.Errorf("line %d note = %v, want the CompleteBatch round", i, r["note"])
 				}
 				if l, ok := levels[name]; ok {
 					// Every level, 0 included, is in the JSON.
