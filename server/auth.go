@@ -208,8 +208,10 @@ func (s *Server) authenticate(next connect.ServerFunc) connect.ServerFunc {
 }
 
 // authorize fails with PERMISSION_DENIED unless the call's key may act on
-// entity (every call may, without keys).
+// entity (every call may, without keys). Each call that acts on an entity
+// asks, so it also records the entity on the call's span.
 func (s *Server) authorize(ctx context.Context, a Action, entity string) error {
+	s.traceEntity(ctx, entity)
 	if s.keys == nil {
 		return nil
 	}

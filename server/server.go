@@ -25,6 +25,7 @@ import (
 	"connectrpc.com/connect/v2"
 	"connectrpc.com/connect/v2/connecthttp"
 	"connectrpc.com/connect/v2/connectproto"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/api/sluice/v1/sluicev1connect"
@@ -54,6 +55,12 @@ type Config struct {
 	MaxReceiveWait time.Duration
 	// Logger receives the server's logs (default: none).
 	Logger *slog.Logger
+	// TracerProvider, when set, traces every API call with a server span
+	// (see EntityAttribute for what a span carries), continuing the trace
+	// of a call that carries a traceparent header. Nil, the default,
+	// traces nothing and costs nothing. The server does not shut the
+	// provider down: its owner flushes it after Shutdown.
+	TracerProvider trace.TracerProvider
 }
 
 // Defaults.
@@ -72,6 +79,9 @@ type Server struct {
 	mux  *http.ServeMux
 	m    *metrics
 	tp   throughput
+
+	// interceptors wrap every call of the API, the first outermost.
+	interceptors []connect.ServerInterceptor
 
 	// stopping ends when Shutdown begins: waiting receives and accepts
 	// return at once, while other calls in progress run to their end.
@@ -119,6 +129,14 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, c: cfg.Client, keys: keys, log: cfg.Logger, stopping: stopping, stop: stop,
 		ready: make(chan struct{}), done: make(chan error, 1)}
 	s.m = newMetrics(s)
+	if cfg.TracerProvider != nil {
+		tracing, err := newTracing(cfg.TracerProvider)
+		if err != nil {
+			return nil, fmt.Errorf("sluice: server: tracing: %w", err)
+		}
+		s.interceptors = append(s.interceptors, tracing)
+	}
+	s.interceptors = append(s.interceptors, s.m.observe, s.recoverPanics, s.authenticate)
 	s.mux = s.routes()
 	return s, nil
 }
@@ -150,7 +168,7 @@ func isLoopback(addr string) (bool, error) {
 
 // routes mounts the API services and the operational endpoints.
 func (s *Server) routes() *http.ServeMux {
-	api := connect.NewServer(s.m.observe, s.recoverPanics, s.authenticate)
+	api := connect.NewServer(s.interceptors...)
 	sluicev1connect.RegisterEntityServiceHandler(api, &entities{s})
 	sluicev1connect.RegisterMessagingServiceHandler(api, &messaging{s})
 	sluicev1connect.RegisterClusterServiceHandler(api, &cluster{s})

@@ -33,6 +33,7 @@ type serveConfig struct {
 	LogFormat        string        `json:"log_format"`
 	SelfCheck        bool          `json:"self_check"`
 	StreamPartitions int32         `json:"stream_partitions"`
+	OTLPEndpoint     string        `json:"otlp_endpoint"`
 	Keys             []keyConfig   `json:"keys"`
 	ShutdownTimeout  time.Duration `json:"-"`
 }
@@ -109,6 +110,9 @@ func configSettings(c *serveConfig) []setting {
 		{"log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel)},
 		{"log-format", "SLUICE_LOG_FORMAT", "text or json", str(&c.LogFormat)},
 		{"self-check", "SLUICE_SELF_CHECK", "at start, send and receive a message through the API and say how long it took", boolean(&c.SelfCheck)},
+		{"otlp-endpoint", "SLUICE_OTLP_ENDPOINT", "trace every API call, exporting the spans over OTLP/HTTP to this collector " +
+			"(http://host:4318, or a URL with its path; without it, OTEL_EXPORTER_OTLP_ENDPOINT or " +
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT turn tracing on)", str(&c.OTLPEndpoint)},
 	}
 }
 
@@ -213,6 +217,11 @@ func (c *serveConfig) validate() error {
 		return usageErr("log level %q: want debug, info, warn or error", c.LogLevel)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return usageErr("log format %q: want text or json", c.LogFormat)
+	}
+	if c.OTLPEndpoint != "" {
+		if _, err := otlpTracesURL(c.OTLPEndpoint); err != nil {
+			return usageErr("OTLP endpoint %q: %v", c.OTLPEndpoint, err)
+		}
 	}
 	return nil
 }

@@ -23,7 +23,10 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: sluice serve [flags]\n\nServes the API (Connect, gRPC and HTTP/JSON on one port), /healthz and /readyz.\n"+
-			"Each setting comes from its flag, else its environment variable, else the --config file, else its default.\n\nflags:")
+			"Each setting comes from its flag, else its environment variable, else the --config file, else its default.\n\n"+
+			"Tracing is off unless --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT) names an OpenTelemetry collector:\n"+
+			"then every API call is a span, exported over OTLP/HTTP as service \"sluice\", continuing a caller's\n"+
+			"traceparent; the standard OTEL_* variables tune the exporter (headers, sampler, batching).\n\nflags:")
 		fs.PrintDefaults()
 	}
 	cfg, err := loadServeConfig(fs, args, os.Getenv)
@@ -58,6 +61,9 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
+// tracesFlushTimeout bounds the export of the last spans at shutdown.
+const tracesFlushTimeout = 10 * time.Second
+
 func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io.Writer) error {
 	keys, err := cfg.keys()
 	if err != nil {
@@ -77,8 +83,24 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return err
 	}
 	defer c.Close()
-	srv, err := server.New(server.Config{Client: c, Addr: cfg.Addr, Keys: keys, Insecure: cfg.Insecure, TLS: tlsCfg,
-		MaxRequestBytes: cfg.MaxRequestBytes, MaxReceiveWait: time.Duration(cfg.MaxReceiveWait), Logger: log})
+	scfg := server.Config{Client: c, Addr: cfg.Addr, Keys: keys, Insecure: cfg.Insecure, TLS: tlsCfg,
+		MaxRequestBytes: cfg.MaxRequestBytes, MaxReceiveWait: time.Duration(cfg.MaxReceiveWait), Logger: log}
+	tp, err := newTracerProvider(ctx, cfg.OTLPEndpoint, os.Getenv, log)
+	if err != nil {
+		return err
+	}
+	if tp != nil {
+		scfg.TracerProvider = tp
+		// After the server's shutdown: the spans of its last calls go too.
+		defer func() {
+			fctx, cancel := context.WithTimeout(context.Background(), tracesFlushTimeout)
+			defer cancel()
+			if err := tp.Shutdown(fctx); err != nil {
+				log.Warn("sluice: tracing: the last spans were not exported", "err", err)
+			}
+		}()
+	}
+	srv, err := server.New(scfg)
 	if err != nil {
 		return usageErr("%v", err)
 	}
