@@ -231,7 +231,13 @@ func (s *Server) Start(ctx context.Context) error {
 	protocols.SetHTTP1(true)
 	if s.cfg.TLS != nil {
 		protocols.SetHTTP2(true)
-		l = tls.NewListener(l, s.cfg.TLS.Clone())
+		// ALPN offers HTTP/2 (which gRPC needs) unless the configuration
+		// names its own protocols: Serve, unlike ServeTLS, adds none.
+		cfg := s.cfg.TLS.Clone()
+		if len(cfg.NextProtos) == 0 {
+			cfg.NextProtos = []string{"h2", "http/1.1"}
+		}
+		l = tls.NewListener(l, cfg)
 	} else {
 		protocols.SetUnencryptedHTTP2(true)
 	}
