@@ -202,3 +202,17 @@ func TestCompleteBatchDeadLettersAndSessions(t *testing.T) {
 		wantErr(t, "session CompleteBatch after Close", err, sluice.ErrSessionLockLost)
 	})
 }
+
+// A SettleBatchError's text lists the first three failures.
+func TestSettleBatchErrorText(t *testing.T) {
+	be := &sluice.SettleBatchError{Op: "complete batch", Total: 6}
+	for i := range 5 {
+		be.Failed = append(be.Failed, sluice.SettleFailure{Index: i, Err: fmt.Errorf("message %d: %w", i+10, sluice.ErrLockLost)})
+	}
+	want := "sluice: complete batch: 5 of 6 messages not settled: #0: message 10: lock lost; #1: message 11: lock lost; " +
+		"#2: message 12: lock lost; and 2 more"
+	if got := be.Error(); got != want {
+		t.Fatalf("Error() = %q\nwant      %q", got, want)
+	}
+	wantErr(t, "a SettleBatchError", be, sluice.ErrLockLost)
+}

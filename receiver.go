@@ -314,17 +314,19 @@ type SettleFailure struct {
 // maxListedFailures bounds the failures a SettleBatchError's text lists.
 const maxListedFailures = 3
 
+// Error says how many messages were not settled, and why for the first
+// few.
 func (e *SettleBatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "sluice: %s: %d of %d messages not settled", e.Op, len(e.Failed), e.Total)
 	for i, f := range e.Failed {
-		if i == maxListedFailures {
-			fmt.Fprintf(&b, "; and %d more", len(e.Failed)-i)
-			break
-		}
-		sep := ", "
+		sep := "; "
 		if i == 0 {
 			sep = ": "
+		}
+		if i == maxListedFailures {
+			fmt.Fprintf(&b, "%sand %d more", sep, len(e.Failed)-i)
+			break
 		}
 		fmt.Fprintf(&b, "%s#%d: %v", sep, f.Index, f.Err)
 	}
