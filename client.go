@@ -123,6 +123,10 @@ const (
 	DefaultProvider = "default"
 )
 
+// StreamPartitions is the number of partitions the client hashes streams
+// onto (Options.StreamPartitions; see PartitionOf).
+func (c *Client) StreamPartitions() int32 { return c.partitions }
+
 // Close releases the database if Open opened it. Calls after Close fail
 // with ErrClosed.
 func (c *Client) Close() error {

@@ -197,6 +197,20 @@ func FromBeginning() StartPosition { return StartPosition{kind: startBeginning} 
 // if retention deleted records from there on.
 func FromPosition(position int64) StartPosition { return StartPosition{kind: startAt, at: position} }
 
+// Kind is "now", "beginning" or "at" (FromPosition's).
+func (s StartPosition) Kind() string {
+	switch s.kind {
+	case startBeginning:
+		return "beginning"
+	case startAt:
+		return "at"
+	}
+	return "now"
+}
+
+// Position is the position FromPosition names (0 for the others).
+func (s StartPosition) Position() int64 { return s.at }
+
 // StreamSubscription is a stored subscription. Stream.Key is empty for
 // a consumer's subscription to a whole namespace.
 type StreamSubscription struct {

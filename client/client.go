@@ -52,6 +52,7 @@ type Client struct {
 	messaging sluicev1connect.MessagingServiceClient
 	cluster   sluicev1connect.ClusterServiceClient
 	stats     sluicev1connect.StatsServiceClient
+	streams   sluicev1connect.StreamServiceClient
 }
 
 // New returns a client of the server at baseURL (http://host:port or
@@ -90,6 +91,7 @@ func New(baseURL string, opts *Options) (*Client, error) {
 		messaging: sluicev1connect.NewMessagingServiceClient(cc),
 		cluster:   sluicev1connect.NewClusterServiceClient(cc),
 		stats:     sluicev1connect.NewStatsServiceClient(cc),
+		streams:   sluicev1connect.NewStreamServiceClient(cc),
 	}, nil
 }
 

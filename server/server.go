@@ -53,6 +53,10 @@ type Config struct {
 	// MaxReceiveWait caps how long a receive or an accept waits for
 	// messages (default 60 s).
 	MaxReceiveWait time.Duration
+	// StreamNodes configures the stream nodes the server runs for
+	// Consume calls, one per consumer with streams open on it (Name and
+	// Group are set per consumer; Address defaults to the server's).
+	StreamNodes sluice.StreamProcessorOptions
 	// Logger receives the server's logs (default: none).
 	Logger *slog.Logger
 	// TracerProvider, when set, traces every API call with a server span
@@ -79,6 +83,9 @@ type Server struct {
 	mux  *http.ServeMux
 	m    *metrics
 	tp   throughput
+	// streams serves StreamService and runs the consumers of its
+	// Consume calls.
+	streams *streams
 
 	// interceptors wrap every call of the API, the first outermost.
 	interceptors []connect.ServerInterceptor
@@ -129,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, c: cfg.Client, keys: keys, log: cfg.Logger, stopping: stopping, stop: stop,
 		ready: make(chan struct{}), done: make(chan error, 1)}
 	s.m = newMetrics(s)
+	s.streams = newStreams(s)
 	if cfg.TracerProvider != nil {
 		tracing, err := newTracing(cfg.TracerProvider)
 		if err != nil {
@@ -173,6 +181,7 @@ func (s *Server) routes() *http.ServeMux {
 	sluicev1connect.RegisterMessagingServiceHandler(api, &messaging{s})
 	sluicev1connect.RegisterClusterServiceHandler(api, &cluster{s})
 	sluicev1connect.RegisterStatsServiceHandler(api, &stats{s})
+	sluicev1connect.RegisterStreamServiceHandler(api, s.streams)
 	// JSON requests with fields the API does not define are refused, not
 	// silently dropped: a misspelt field would otherwise change nothing.
 	strict := connectproto.NewJSONCodec()

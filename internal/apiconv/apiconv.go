@@ -319,14 +319,18 @@ func DurationPB(d time.Duration) *durationpb.Duration { return dur(d) }
 func ClusterStatus(s sluice.ClusterStatus) *sluicev1.GetClusterStatusResponse {
 	out := &sluicev1.GetClusterStatusResponse{}
 	for _, n := range s.Nodes {
-		out.Nodes = append(out.Nodes, &sluicev1.ClusterNode{Id: n.ID, Address: n.Address, StartedAt: ts(n.StartedAt),
-			HeartbeatAt: ts(n.HeartbeatAt), Alive: n.Alive, Partitions: n.Partitions})
+		out.Nodes = append(out.Nodes, &sluicev1.ClusterNode{Id: n.ID, Group: n.Group, Consumers: n.Consumers, Address: n.Address,
+			StartedAt: ts(n.StartedAt), HeartbeatAt: ts(n.HeartbeatAt), Alive: n.Alive, Partitions: n.Partitions})
 	}
 	for _, p := range s.Partitions {
 		ps := &sluicev1.PartitionStatus{Partition: p.Partition, Owner: p.Owner, Epoch: p.Epoch, LeaseUntil: ts(p.LeaseUntil),
 			Held: p.Held, Head: p.Head, Checkpoint: p.Checkpoint, Lag: p.Lag}
 		for _, l := range p.Subscriptions {
 			ps.Subscriptions = append(ps.Subscriptions, &sluicev1.SubscriptionLag{Id: l.ID, Position: l.Position, Lag: l.Lag})
+		}
+		for _, l := range p.Leases {
+			ps.Leases = append(ps.Leases, &sluicev1.GroupLease{Group: l.Group, Owner: l.Owner, Epoch: l.Epoch,
+				LeaseUntil: ts(l.LeaseUntil), Held: l.Held})
 		}
 		out.Partitions = append(out.Partitions, ps)
 	}
@@ -337,14 +341,19 @@ func ClusterStatus(s sluice.ClusterStatus) *sluicev1.GetClusterStatusResponse {
 func FromClusterStatus(s *sluicev1.GetClusterStatusResponse) sluice.ClusterStatus {
 	var out sluice.ClusterStatus
 	for _, n := range s.GetNodes() {
-		out.Nodes = append(out.Nodes, sluice.ClusterNode{ID: n.GetId(), Address: n.GetAddress(), StartedAt: tm(n.GetStartedAt()),
-			HeartbeatAt: tm(n.GetHeartbeatAt()), Alive: n.GetAlive(), Partitions: n.GetPartitions()})
+		out.Nodes = append(out.Nodes, sluice.ClusterNode{ID: n.GetId(), Group: n.GetGroup(), Consumers: n.GetConsumers(),
+			Address: n.GetAddress(), StartedAt: tm(n.GetStartedAt()), HeartbeatAt: tm(n.GetHeartbeatAt()), Alive: n.GetAlive(),
+			Partitions: n.GetPartitions()})
 	}
 	for _, p := range s.GetPartitions() {
 		ps := sluice.PartitionStatus{Partition: p.GetPartition(), Owner: p.GetOwner(), Epoch: p.GetEpoch(),
 			LeaseUntil: tm(p.GetLeaseUntil()), Held: p.GetHeld(), Head: p.GetHead(), Checkpoint: p.GetCheckpoint(), Lag: p.GetLag()}
 		for _, l := range p.GetSubscriptions() {
 			ps.Subscriptions = append(ps.Subscriptions, sluice.SubscriptionLag{ID: l.GetId(), Position: l.GetPosition(), Lag: l.GetLag()})
+		}
+		for _, l := range p.GetLeases() {
+			ps.Leases = append(ps.Leases, sluice.GroupLease{Group: l.GetGroup(), Owner: l.GetOwner(), Epoch: l.GetEpoch(),
+				LeaseUntil: tm(l.GetLeaseUntil()), Held: l.GetHeld()})
 		}
 		out.Partitions = append(out.Partitions, ps)
 	}

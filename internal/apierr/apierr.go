@@ -47,6 +47,8 @@ var conditions = []condition{
 	{sluicetype.ErrTrimmed, connect.CodeOutOfRange, "TRIMMED"},
 	{sluicetype.ErrFenced, connect.CodeAborted, "FENCED"},
 	{sluicetype.ErrPartitionCount, connect.CodeFailedPrecondition, "PARTITION_COUNT"},
+	{sluicetype.ErrConsumerConflict, connect.CodeFailedPrecondition, "CONSUMER_CONFLICT"},
+	{sluicetype.ErrSingleNode, connect.CodeFailedPrecondition, "SINGLE_NODE"},
 	{sluicetype.ErrContention, connect.CodeUnavailable, "CONTENTION"},
 	{sluicetype.ErrClosed, connect.CodeUnavailable, "CLOSED"},
 	{ErrRateLimited, connect.CodeResourceExhausted, "RATE_LIMITED"},

@@ -119,8 +119,11 @@ type ClusterNode struct {
 	HeartbeatAt *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
 	// Its last heartbeat is within its failure timeout.
 	Alive bool `protobuf:"varint,5,opt,name=alive,proto3" json:"alive,omitempty"`
-	// The partitions it holds a lease on.
-	Partitions    []int32 `protobuf:"varint,6,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// The partitions it holds a lease on, in its group.
+	Partitions []int32 `protobuf:"varint,6,rep,packed,name=partitions,proto3" json:"partitions,omitempty"`
+	// Its group ("" is the default one) and the consumers it handles.
+	Group         string   `protobuf:"bytes,7,opt,name=group,proto3" json:"group,omitempty"`
+	Consumers     []string `protobuf:"bytes,8,rep,name=consumers,proto3" json:"consumers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -197,8 +200,101 @@ func (x *ClusterNode) GetPartitions() []int32 {
 	return nil
 }
 
+func (x *ClusterNode) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ClusterNode) GetConsumers() []string {
+	if x != nil {
+		return x.Consumers
+	}
+	return nil
+}
+
+// GroupLease is a partition's lease in one group of nodes.
+type GroupLease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Epoch         int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	LeaseUntil    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=lease_until,json=leaseUntil,proto3" json:"lease_until,omitempty"`
+	Held          bool                   `protobuf:"varint,5,opt,name=held,proto3" json:"held,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupLease) Reset() {
+	*x = GroupLease{}
+	mi := &file_sluice_v1_cluster_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupLease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupLease) ProtoMessage() {}
+
+func (x *GroupLease) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_cluster_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupLease.ProtoReflect.Descriptor instead.
+func (*GroupLease) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_cluster_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GroupLease) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupLease) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *GroupLease) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *GroupLease) GetLeaseUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LeaseUntil
+	}
+	return nil
+}
+
+func (x *GroupLease) GetHeld() bool {
+	if x != nil {
+		return x.Held
+	}
+	return false
+}
+
 // PartitionStatus says who pulls a partition and how far behind its
-// subscriptions are.
+// subscriptions are. owner, epoch, lease_until and held describe the
+// default group's lease, or, when that group never leased the partition,
+// the first other group's; leases lists every group's.
 type PartitionStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -210,13 +306,14 @@ type PartitionStatus struct {
 	Checkpoint    int64                  `protobuf:"varint,7,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	Lag           int64                  `protobuf:"varint,8,opt,name=lag,proto3" json:"lag,omitempty"`
 	Subscriptions []*SubscriptionLag     `protobuf:"bytes,9,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	Leases        []*GroupLease          `protobuf:"bytes,10,rep,name=leases,proto3" json:"leases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_sluice_v1_cluster_proto_msgTypes[3]
+	mi := &file_sluice_v1_cluster_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -228,7 +325,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_cluster_proto_msgTypes[3]
+	mi := &file_sluice_v1_cluster_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -241,7 +338,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_cluster_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_cluster_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PartitionStatus) GetPartition() int32 {
@@ -307,6 +404,13 @@ func (x *PartitionStatus) GetSubscriptions() []*SubscriptionLag {
 	return nil
 }
 
+func (x *PartitionStatus) GetLeases() []*GroupLease {
+	if x != nil {
+		return x.Leases
+	}
+	return nil
+}
+
 // SubscriptionLag is a stream subscription's position on a partition.
 type SubscriptionLag struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -319,7 +423,7 @@ type SubscriptionLag struct {
 
 func (x *SubscriptionLag) Reset() {
 	*x = SubscriptionLag{}
-	mi := &file_sluice_v1_cluster_proto_msgTypes[4]
+	mi := &file_sluice_v1_cluster_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +435,7 @@ func (x *SubscriptionLag) String() string {
 func (*SubscriptionLag) ProtoMessage() {}
 
 func (x *SubscriptionLag) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_cluster_proto_msgTypes[4]
+	mi := &file_sluice_v1_cluster_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +448,7 @@ func (x *SubscriptionLag) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriptionLag.ProtoReflect.Descriptor instead.
 func (*SubscriptionLag) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_cluster_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_cluster_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubscriptionLag) GetId() string {
@@ -378,7 +482,7 @@ const file_sluice_v1_cluster_proto_rawDesc = "" +
 	"\x05nodes\x18\x01 \x03(\v2\x16.sluice.v1.ClusterNodeR\x05nodes\x12:\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2\x1a.sluice.v1.PartitionStatusR\n" +
-	"partitions\"\xe7\x01\n" +
+	"partitions\"\x9b\x02\n" +
 	"\vClusterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x129\n" +
@@ -388,7 +492,17 @@ const file_sluice_v1_cluster_proto_rawDesc = "" +
 	"\x05alive\x18\x05 \x01(\bR\x05alive\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x06 \x03(\x05R\n" +
-	"partitions\"\xb4\x02\n" +
+	"partitions\x12\x14\n" +
+	"\x05group\x18\a \x01(\tR\x05group\x12\x1c\n" +
+	"\tconsumers\x18\b \x03(\tR\tconsumers\"\x9f\x01\n" +
+	"\n" +
+	"GroupLease\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12;\n" +
+	"\vlease_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"leaseUntil\x12\x12\n" +
+	"\x04held\x18\x05 \x01(\bR\x04held\"\xe3\x02\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
@@ -401,7 +515,9 @@ const file_sluice_v1_cluster_proto_rawDesc = "" +
 	"checkpoint\x18\a \x01(\x03R\n" +
 	"checkpoint\x12\x10\n" +
 	"\x03lag\x18\b \x01(\x03R\x03lag\x12@\n" +
-	"\rsubscriptions\x18\t \x03(\v2\x1a.sluice.v1.SubscriptionLagR\rsubscriptions\"O\n" +
+	"\rsubscriptions\x18\t \x03(\v2\x1a.sluice.v1.SubscriptionLagR\rsubscriptions\x12-\n" +
+	"\x06leases\x18\n" +
+	" \x03(\v2\x15.sluice.v1.GroupLeaseR\x06leases\"O\n" +
 	"\x0fSubscriptionLag\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12\x10\n" +
@@ -423,29 +539,32 @@ func file_sluice_v1_cluster_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_cluster_proto_rawDescData
 }
 
-var file_sluice_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_sluice_v1_cluster_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_sluice_v1_cluster_proto_goTypes = []any{
 	(*GetClusterStatusRequest)(nil),  // 0: sluice.v1.GetClusterStatusRequest
 	(*GetClusterStatusResponse)(nil), // 1: sluice.v1.GetClusterStatusResponse
 	(*ClusterNode)(nil),              // 2: sluice.v1.ClusterNode
-	(*PartitionStatus)(nil),          // 3: sluice.v1.PartitionStatus
-	(*SubscriptionLag)(nil),          // 4: sluice.v1.SubscriptionLag
-	(*timestamppb.Timestamp)(nil),    // 5: google.protobuf.Timestamp
+	(*GroupLease)(nil),               // 3: sluice.v1.GroupLease
+	(*PartitionStatus)(nil),          // 4: sluice.v1.PartitionStatus
+	(*SubscriptionLag)(nil),          // 5: sluice.v1.SubscriptionLag
+	(*timestamppb.Timestamp)(nil),    // 6: google.protobuf.Timestamp
 }
 var file_sluice_v1_cluster_proto_depIdxs = []int32{
 	2, // 0: sluice.v1.GetClusterStatusResponse.nodes:type_name -> sluice.v1.ClusterNode
-	3, // 1: sluice.v1.GetClusterStatusResponse.partitions:type_name -> sluice.v1.PartitionStatus
-	5, // 2: sluice.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
-	5, // 3: sluice.v1.ClusterNode.heartbeat_at:type_name -> google.protobuf.Timestamp
-	5, // 4: sluice.v1.PartitionStatus.lease_until:type_name -> google.protobuf.Timestamp
-	4, // 5: sluice.v1.PartitionStatus.subscriptions:type_name -> sluice.v1.SubscriptionLag
-	0, // 6: sluice.v1.ClusterService.GetClusterStatus:input_type -> sluice.v1.GetClusterStatusRequest
-	1, // 7: sluice.v1.ClusterService.GetClusterStatus:output_type -> sluice.v1.GetClusterStatusResponse
-	7, // [7:8] is the sub-list for method output_type
-	6, // [6:7] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	4, // 1: sluice.v1.GetClusterStatusResponse.partitions:type_name -> sluice.v1.PartitionStatus
+	6, // 2: sluice.v1.ClusterNode.started_at:type_name -> google.protobuf.Timestamp
+	6, // 3: sluice.v1.ClusterNode.heartbeat_at:type_name -> google.protobuf.Timestamp
+	6, // 4: sluice.v1.GroupLease.lease_until:type_name -> google.protobuf.Timestamp
+	6, // 5: sluice.v1.PartitionStatus.lease_until:type_name -> google.protobuf.Timestamp
+	5, // 6: sluice.v1.PartitionStatus.subscriptions:type_name -> sluice.v1.SubscriptionLag
+	3, // 7: sluice.v1.PartitionStatus.leases:type_name -> sluice.v1.GroupLease
+	0, // 8: sluice.v1.ClusterService.GetClusterStatus:input_type -> sluice.v1.GetClusterStatusRequest
+	1, // 9: sluice.v1.ClusterService.GetClusterStatus:output_type -> sluice.v1.GetClusterStatusResponse
+	9, // [9:10] is the sub-list for method output_type
+	8, // [8:9] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_cluster_proto_init() }
@@ -459,7 +578,7 @@ func file_sluice_v1_cluster_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_cluster_proto_rawDesc), len(file_sluice_v1_cluster_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

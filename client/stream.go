@@ -1,0 +1,437 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/api/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/internal/apiconv"
+	"github.com/sluicehq/sluice/internal/apierr"
+)
+
+// Publish appends events to a stream atomically and returns their
+// positions in the stream's partition, in order.
+func (c *Client) Publish(ctx context.Context, id sluice.StreamID, events ...sluice.Event) ([]int64, error) {
+	res, err := call(ctx, c.streams.Publish, &sluicev1.PublishRequest{Stream: apiconv.StreamID(id), Events: apiconv.Events(events)})
+	if err != nil {
+		return nil, err
+	}
+	return res.Positions, nil
+}
+
+// Subscribe stores a consumer's subscription to one stream, from a start
+// position on (sluice.FromNow, FromBeginning or FromPosition).
+func (c *Client) Subscribe(ctx context.Context, id sluice.StreamID, consumer string, from sluice.StartPosition) (sluice.StreamSubscription, error) {
+	req := &sluicev1.SubscribeRequest{Stream: apiconv.StreamID(id), Consumer: consumer}
+	switch from.Kind() {
+	case "beginning":
+		req.Start = sluicev1.StartPosition_START_POSITION_BEGINNING
+	case "at":
+		req.Start, req.Position = sluicev1.StartPosition_START_POSITION_AT, from.Position()
+	default:
+		req.Start = sluicev1.StartPosition_START_POSITION_NOW
+	}
+	res, err := call(ctx, c.streams.Subscribe, req)
+	if err != nil {
+		return sluice.StreamSubscription{}, err
+	}
+	return apiconv.FromStreamSubscription(res.Subscription), nil
+}
+
+// Unsubscribe deletes a subscription, with its progress and parked
+// events.
+func (c *Client) Unsubscribe(ctx context.Context, subscription string) error {
+	_, err := call(ctx, c.streams.Unsubscribe, &sluicev1.UnsubscribeRequest{Subscription: subscription})
+	return err
+}
+
+// StreamSubscriptions lists the subscriptions that receive a stream's
+// events: those to the stream and those to its whole namespace.
+func (c *Client) StreamSubscriptions(ctx context.Context, id sluice.StreamID) ([]sluice.StreamSubscription, error) {
+	res, err := call(ctx, c.streams.ListStreamSubscriptions, &sluicev1.ListStreamSubscriptionsRequest{Stream: apiconv.StreamID(id)})
+	if err != nil {
+		return nil, err
+	}
+	var out []sluice.StreamSubscription
+	for _, s := range res.Subscriptions {
+		out = append(out, apiconv.FromStreamSubscription(s))
+	}
+	return out, nil
+}
+
+// GetStreamSubscription returns a subscription, with its fault if it
+// stopped. sluice.ErrSubscriptionNotFound if absent.
+func (c *Client) GetStreamSubscription(ctx context.Context, subscription string) (sluice.StreamSubscription, error) {
+	res, err := call(ctx, c.streams.GetStreamSubscription, &sluicev1.GetStreamSubscriptionRequest{Subscription: subscription})
+	if err != nil {
+		return sluice.StreamSubscription{}, err
+	}
+	return apiconv.FromStreamSubscription(res.Subscription), nil
+}
+
+// ClearFault resumes a faulted subscription: the event that faulted it is
+// delivered again, then the ones after it.
+func (c *Client) ClearFault(ctx context.Context, subscription string) error {
+	_, err := call(ctx, c.streams.ClearFault, &sluicev1.ClearFaultRequest{Subscription: subscription})
+	return err
+}
+
+// ParkedEvents lists up to max of a subscription's parked events, oldest
+// first.
+func (c *Client) ParkedEvents(ctx context.Context, subscription string, max int) ([]sluice.ParkedEvent, error) {
+	if max < 1 || max > maxPage {
+		return nil, fmt.Errorf("sluice: parked events: max %d: want 1 to %d: %w", max, maxPage, sluice.ErrInvalidArgument)
+	}
+	res, err := call(ctx, c.streams.ListParkedEvents, &sluicev1.ListParkedEventsRequest{Subscription: subscription, Max: int32(max)})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]sluice.ParkedEvent, len(res.Events))
+	for i, e := range res.Events {
+		out[i] = apiconv.FromParkedEvent(e)
+	}
+	return out, nil
+}
+
+// maxPage bounds a listing, as the server does.
+const maxPage = 1000
+
+// SetStreamRetention sets a namespace's retention.
+func (c *Client) SetStreamRetention(ctx context.Context, namespace string, r sluice.StreamRetention) error {
+	_, err := call(ctx, c.streams.SetStreamRetention, &sluicev1.SetStreamRetentionRequest{Namespace: namespace,
+		MaxAge: apiconv.DurationPB(r.MaxAge), MaxBytes: r.MaxBytes})
+	return err
+}
+
+// StreamProcessor delivers the events of its consumers' subscriptions
+// from the server, as sluice.StreamProcessor does in process: the server
+// runs a stream node for each consumer while this processor (or another
+// one of the consumer) consumes, and pulls each partition for it on one
+// server of the cluster; each stream's events come one at a time, in
+// order, at least once. A delivery settles with its handler's return:
+// nil acknowledges it; an error or a panic fails it (retried with
+// backoff, then the consumer's failure policy applies). Each delivery's
+// context ends at its ack timeout (ConsumerOptions.DeliveryTimeout):
+// the server then delivers the event again, so a handler should return
+// by then. A broken connection is opened again with backoff until Stop;
+// deliveries whose settlement it lost are delivered again.
+type StreamProcessor struct {
+	c     *Client
+	group string
+	log   *slog.Logger
+
+	mu        sync.Mutex
+	consumers []*remoteConsumer
+	started   bool
+	cancel    context.CancelFunc
+	// draining is closed when Stop begins: new deliveries are left for
+	// the server to hand to another stream.
+	draining chan struct{}
+	handlers sync.WaitGroup // deliveries in progress
+	loops    sync.WaitGroup // consume loops
+	acks     chan string
+	// flush makes the ack loop send what is queued and end; acked is
+	// closed when it has.
+	flush chan struct{}
+	acked chan struct{}
+}
+
+// remoteConsumer is a consumer registered on a StreamProcessor.
+type remoteConsumer struct {
+	name string
+	h    sluice.StreamHandler
+	opts sluice.ConsumerOptions
+}
+
+// NewStreamProcessor returns a processor; register consumers with
+// Handle, then Start it. Of opts only Group applies (the group of
+// stream nodes the server joins for each consumer; by default the
+// consumer's name): the server's configuration times its nodes.
+func (c *Client) NewStreamProcessor(opts *sluice.StreamProcessorOptions) *StreamProcessor {
+	p := &StreamProcessor{c: c, log: slog.New(slog.DiscardHandler), draining: make(chan struct{}), acks: make(chan string, 1024),
+		flush: make(chan struct{}), acked: make(chan struct{})}
+	if opts != nil {
+		p.group = opts.Group
+	}
+	return p
+}
+
+// Handle registers a consumer and its handler, before Start.
+func (p *StreamProcessor) Handle(consumer string, h sluice.StreamHandler, opts *sluice.ConsumerOptions) error {
+	if h == nil {
+		return fmt.Errorf("sluice: register consumer %q: no handler: %w", consumer, sluice.ErrInvalidArgument)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return fmt.Errorf("sluice: register consumer %q: the processor has started: %w", consumer, sluice.ErrInvalidArgument)
+	}
+	if slices.ContainsFunc(p.consumers, func(rc *remoteConsumer) bool { return rc.name == consumer }) {
+		return fmt.Errorf("sluice: register consumer %q: %w", consumer, sluice.ErrEntityExists)
+	}
+	rc := &remoteConsumer{name: consumer, h: h}
+	if opts != nil {
+		rc.opts = *opts
+	}
+	p.consumers = append(p.consumers, rc)
+	return nil
+}
+
+// Start opens a Consume stream for each consumer and returns once the
+// server runs them all, or with the first error (ErrConsumerConflict
+// when another group of nodes handles one of them, ErrSingleNode when
+// another SQLite server does).
+func (p *StreamProcessor) Start(ctx context.Context) error {
+	p.mu.Lock()
+	if p.started {
+		p.mu.Unlock()
+		return fmt.Errorf("sluice: start stream processor: started already: %w", sluice.ErrInvalidArgument)
+	}
+	p.started = true
+	consumers := slices.Clone(p.consumers)
+	p.mu.Unlock()
+	run, cancel := context.WithCancel(context.Background())
+	p.cancel = cancel
+	go p.ackLoop()
+	for _, rc := range consumers {
+		stream, err := p.open(run, ctx, rc)
+		if err != nil {
+			cancel()
+			p.loops.Wait()
+			close(p.flush)
+			<-p.acked
+			return err
+		}
+		p.loops.Add(1)
+		go p.consume(run, rc, stream)
+	}
+	return nil
+}
+
+// open opens a consumer's Consume stream, which lasts until run ends,
+// and waits until wait ends for the server to run the consumer.
+func (p *StreamProcessor) open(run, wait context.Context, rc *remoteConsumer) (sluicev1connect.StreamServiceConsumeClientStream, error) {
+	ctx, cancel := context.WithCancel(run) // the stream's: it ends with run
+	stopWaiting := context.AfterFunc(wait, cancel)
+	defer stopWaiting()
+	opened := false
+	defer func() {
+		if !opened {
+			cancel()
+		}
+	}()
+	stream, err := p.c.streams.Consume(ctx, apiconv.ConsumeRequest(rc.name, p.group, rc.opts))
+	if err != nil {
+		return sluicev1connect.StreamServiceConsumeClientStream{}, apierr.ToLibrary(err)
+	}
+	first, err := stream.Receive()
+	if !stopWaiting() && wait.Err() != nil {
+		stream.Close()
+		return sluicev1connect.StreamServiceConsumeClientStream{}, wait.Err()
+	}
+	switch {
+	case errors.Is(err, io.EOF):
+		stream.Close()
+		return sluicev1connect.StreamServiceConsumeClientStream{}, fmt.Errorf("sluice: consume %s: the server closed the stream: %w", rc.name, sluice.ErrClosed)
+	case err != nil:
+		stream.Close()
+		return sluicev1connect.StreamServiceConsumeClientStream{}, apierr.ToLibrary(err)
+	case first.GetStarted() == nil:
+		stream.Close()
+		return sluicev1connect.StreamServiceConsumeClientStream{}, fmt.Errorf("sluice: consume %s: the server sent no start", rc.name)
+	}
+	opened = true
+	return stream, nil
+}
+
+// consume runs a consumer's deliveries until the processor stops,
+// opening its stream again when it breaks.
+func (p *StreamProcessor) consume(ctx context.Context, rc *remoteConsumer, stream sluicev1connect.StreamServiceConsumeClientStream) {
+	defer p.loops.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		p.receive(ctx, rc, stream)
+		stream.Close()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.draining:
+				return
+			case <-time.After(backoff/2 + rand.N(backoff/2)):
+			}
+			var err error
+			stream, err = p.open(ctx, ctx, rc)
+			if err == nil {
+				backoff = 100 * time.Millisecond
+				break
+			}
+			p.log.Warn("sluice: client: cannot consume; trying again", "consumer", rc.name, "err", err)
+			backoff = min(2*backoff, 5*time.Second)
+		}
+	}
+}
+
+// receive hands each delivery of stream to its handler until the stream
+// ends.
+func (p *StreamProcessor) receive(ctx context.Context, rc *remoteConsumer, stream sluicev1connect.StreamServiceConsumeClientStream) {
+	for {
+		msg, err := stream.Receive()
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, io.EOF) {
+				p.log.Warn("sluice: client: consume stream broke", "consumer", rc.name, "err", err)
+			}
+			return
+		}
+		d := msg.GetDelivery()
+		if d == nil {
+			continue // a heartbeat
+		}
+		select {
+		case <-p.draining:
+			continue // the server hands it to another stream once this one closes
+		default:
+		}
+		p.handlers.Add(1)
+		go p.handle(ctx, rc, d)
+	}
+}
+
+// handle runs one delivery's handler and settles it.
+func (p *StreamProcessor) handle(ctx context.Context, rc *remoteConsumer, d *sluicev1.StreamDelivery) {
+	defer p.handlers.Done()
+	hctx := ctx
+	if deadline := apiconv.Time(d.GetDeadline()); !deadline.IsZero() {
+		var cancel context.CancelFunc
+		hctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	err := call1(hctx, rc.h, apiconv.FromStreamEvent(d.GetEvent()))
+	if err == nil {
+		select {
+		case p.acks <- d.DeliveryId:
+		case <-ctx.Done():
+		}
+		return
+	}
+	if hctx.Err() != nil && ctx.Err() == nil {
+		return // past its deadline: the server delivers it again
+	}
+	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	msg := err.Error()
+	if len(msg) > 4096 {
+		msg = msg[:4096]
+	}
+	if _, err := p.c.streams.Nack(nctx, &sluicev1.NackRequest{DeliveryId: d.DeliveryId, Error: msg}); err != nil {
+		p.log.Warn("sluice: client: cannot fail a delivery; it is delivered again once its ack timeout passes", "err", err)
+	}
+}
+
+// call1 runs a handler, turning a panic into an error.
+func call1(ctx context.Context, h sluice.StreamHandler, ev *sluice.StreamEvent) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return h(ctx, ev)
+}
+
+// ackLoop acknowledges handled deliveries, as many in one call as are
+// waiting, until flush: then it sends what is queued and ends.
+func (p *StreamProcessor) ackLoop() {
+	defer close(p.acked)
+	for {
+		var batch []string
+		flushing := false
+		select {
+		case id := <-p.acks:
+			batch = append(batch, id)
+		case <-p.flush:
+			flushing = true
+		}
+	drain:
+		for len(batch) < maxPage {
+			select {
+			case id := <-p.acks:
+				batch = append(batch, id)
+			default:
+				break drain
+			}
+		}
+		if len(batch) > 0 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if _, err := p.c.streams.Ack(ctx, &sluicev1.AckRequest{DeliveryIds: batch}); err != nil {
+				p.log.Warn("sluice: client: cannot acknowledge deliveries; they are delivered again", "count", len(batch), "err", err)
+			}
+			cancel()
+		}
+		if flushing && len(p.acks) == 0 {
+			return
+		}
+	}
+}
+
+// Stop stops taking deliveries, waits until ctx ends for those in
+// progress to finish and be acknowledged, then closes the streams: the
+// server hands what is left to the consumers' other streams, or keeps
+// it for the next.
+func (p *StreamProcessor) Stop(ctx context.Context) error {
+	p.mu.Lock()
+	if !p.started || isClosed(p.draining) {
+		p.mu.Unlock()
+		return nil
+	}
+	close(p.draining)
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() { p.handlers.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	// Acknowledgements queued by the handlers go out before the streams
+	// close, which would hand their deliveries to other streams.
+	close(p.flush)
+	<-p.acked
+	p.cancel()
+	p.loops.Wait()
+	return err
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// Replay delivers up to max of a subscription's parked events again,
+// oldest first, through a Consume stream of its consumer on the server,
+// and returns how many were delivered; it stops at the first that fails
+// again.
+func (p *StreamProcessor) Replay(ctx context.Context, subscription string, max int) (int, error) {
+	if max < 1 || max > maxPage {
+		return 0, fmt.Errorf("sluice: replay: max %d: want 1 to %d: %w", max, maxPage, sluice.ErrInvalidArgument)
+	}
+	res, err := call(ctx, p.c.streams.ReplayParkedEvents, &sluicev1.ReplayParkedEventsRequest{Subscription: subscription, Max: int32(max)})
+	if err != nil {
+		return 0, err
+	}
+	return int(res.Delivered), nil
+}

@@ -1,0 +1,651 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/api/sluice/v1/sluicev1connect"
+	"github.com/sluicehq/sluice/internal/apiconv"
+	"github.com/sluicehq/sluice/internal/apierr"
+	"github.com/sluicehq/sluice/store"
+)
+
+// Bounds of a Consume call's options and of the settling calls.
+const (
+	maxAckTimeout     = time.Hour
+	maxConcurrency    = 1000
+	maxAttempts       = 1000
+	maxSettleBatch    = 1000
+	defaultParkedPage = 100
+	// consumeHeartbeat is how long a Consume stream stays silent before
+	// the server sends a heartbeat, so that proxies keep it open.
+	consumeHeartbeat = 15 * time.Second
+	// consumerStopTimeout bounds how long a consumer's last stream waits
+	// for its node to store final progress and give back its partitions.
+	consumerStopTimeout = 10 * time.Second
+)
+
+// errNoStream fails a delivery that no Consume stream can take: the
+// consumer is stopping here. The event is delivered again.
+var errNoStream = errors.New("sluice: server: no consume stream of the consumer is open")
+
+// streams serves StreamService. A Consume call attaches a stream to the
+// server's node of the consumer, started with the first one and stopped
+// with the last: the node's handler sends each delivery to the attached
+// stream with the fewest awaiting settlement, and waits for its Ack or
+// Nack.
+type streams struct {
+	s *Server
+	m streamMetrics
+
+	mu         sync.Mutex
+	consumers  map[string]*remoteConsumer
+	deliveries map[string]*delivery
+}
+
+func newStreams(s *Server) *streams {
+	h := &streams{s: s, consumers: make(map[string]*remoteConsumer), deliveries: make(map[string]*delivery),
+		m: streamMetrics{
+			published: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_stream_events_published_total",
+				Help: "Stream events published through the API, by namespace."}, []string{"namespace"}),
+			delivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_stream_deliveries_total",
+				Help: "Stream deliveries sent to Consume streams, by consumer and outcome (ack, nack, expired, stream_closed)."},
+				[]string{"consumer", "outcome"}),
+		}}
+	h.m.consumers = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_stream_consume_streams",
+		Help: "Consume streams open on this server."}, func() float64 {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		n := 0
+		for _, rc := range h.consumers {
+			n += len(rc.streams)
+		}
+		return float64(n)
+	})
+	s.m.reg.MustRegister(h.m.published, h.m.delivered, h.m.consumers)
+	return h
+}
+
+// streamMetrics count what StreamService does.
+type streamMetrics struct {
+	published *prometheus.CounterVec
+	delivered *prometheus.CounterVec
+	consumers prometheus.GaugeFunc
+}
+
+// remoteConsumer is a consumer that Consume streams handle on this
+// server. Its fields after proc are guarded by streams.mu.
+type remoteConsumer struct {
+	name, group, namespace string
+	proc                   *sluice.StreamProcessor
+
+	streams map[*consumeStream]struct{}
+	// attached is closed, and replaced, when a stream attaches.
+	attached chan struct{}
+	// started is closed once proc started, or failed to (startErr).
+	started  chan struct{}
+	startErr error
+	// stopping is set once the last stream left; stopped is closed once
+	// proc stopped and the consumer left the map.
+	stopping bool
+	stopped  chan struct{}
+}
+
+// consumeStream is one Consume call's stream.
+type consumeStream struct {
+	out     chan *sluicev1.ConsumeResponse
+	pending int           // deliveries awaiting settlement
+	done    chan struct{} // closed when the call ends
+}
+
+// delivery is a delivery awaiting its Ack or Nack.
+type delivery struct {
+	consumer string
+	stream   *consumeStream
+	result   chan error // buffered: the first settlement wins
+}
+
+func (h *streams) Publish(ctx context.Context, req *sluicev1.PublishRequest) (*sluicev1.PublishResponse, error) {
+	id := apiconv.FromStreamID(req.GetStream())
+	if err := h.s.authorize(ctx, Send, id.Namespace); err != nil {
+		return nil, err
+	}
+	if len(req.Events) == 0 {
+		return nil, apierr.Invalid("publish: no events")
+	}
+	pos, err := h.s.c.Publish(ctx, id, apiconv.FromEvents(req.Events)...)
+	if err != nil {
+		return nil, h.s.fail("publish", err)
+	}
+	h.m.published.WithLabelValues(h.s.m.entity(id.Namespace)).Add(float64(len(pos)))
+	return &sluicev1.PublishResponse{Positions: pos, Partition: sluice.PartitionOf(id, h.s.c.StreamPartitions())}, nil
+}
+
+func (h *streams) Subscribe(ctx context.Context, req *sluicev1.SubscribeRequest) (*sluicev1.SubscribeResponse, error) {
+	id := apiconv.FromStreamID(req.GetStream())
+	if err := h.s.authorize(ctx, Receive, id.Namespace); err != nil {
+		return nil, err
+	}
+	if err := h.s.authorize(ctx, Receive, req.Consumer); err != nil {
+		return nil, err
+	}
+	from, err := apiconv.StartPosition(req.Start, req.Position)
+	if err != nil {
+		return nil, h.s.fail("subscribe", err)
+	}
+	if req.Start != sluicev1.StartPosition_START_POSITION_AT && req.Position != 0 {
+		return nil, apierr.Invalid("subscribe: a position needs START_POSITION_AT")
+	}
+	sub, err := h.s.c.Subscribe(ctx, id, req.Consumer, from)
+	if err != nil {
+		return nil, h.s.fail("subscribe", err)
+	}
+	return &sluicev1.SubscribeResponse{Subscription: apiconv.StreamSubscription(sub)}, nil
+}
+
+// subscription returns a subscription after checking that the call may
+// act on its consumer.
+func (h *streams) subscription(ctx context.Context, op, id string) (sluice.StreamSubscription, error) {
+	if id == "" {
+		return sluice.StreamSubscription{}, apierr.Invalid(op + ": no subscription")
+	}
+	if len(id) > store.MaxNameLen {
+		return sluice.StreamSubscription{}, apierr.Invalid(fmt.Sprintf("%s: a subscription id is at most %d characters", op, store.MaxNameLen))
+	}
+	sub, err := h.s.c.GetStreamSubscription(ctx, id)
+	if err != nil {
+		return sluice.StreamSubscription{}, h.s.fail(op, err)
+	}
+	if err := h.s.authorize(ctx, Receive, sub.Consumer); err != nil {
+		return sluice.StreamSubscription{}, err
+	}
+	return sub, nil
+}
+
+func (h *streams) Unsubscribe(ctx context.Context, req *sluicev1.UnsubscribeRequest) (*sluicev1.UnsubscribeResponse, error) {
+	if _, err := h.subscription(ctx, "unsubscribe", req.Subscription); err != nil {
+		return nil, err
+	}
+	if err := h.s.c.Unsubscribe(ctx, req.Subscription); err != nil {
+		return nil, h.s.fail("unsubscribe", err)
+	}
+	return &sluicev1.UnsubscribeResponse{}, nil
+}
+
+func (h *streams) GetStreamSubscription(ctx context.Context, req *sluicev1.GetStreamSubscriptionRequest) (*sluicev1.GetStreamSubscriptionResponse, error) {
+	sub, err := h.subscription(ctx, "get stream subscription", req.Subscription)
+	if err != nil {
+		return nil, err
+	}
+	return &sluicev1.GetStreamSubscriptionResponse{Subscription: apiconv.StreamSubscription(sub)}, nil
+}
+
+func (h *streams) ListStreamSubscriptions(ctx context.Context, req *sluicev1.ListStreamSubscriptionsRequest) (*sluicev1.ListStreamSubscriptionsResponse, error) {
+	id := apiconv.FromStreamID(req.GetStream())
+	if err := h.s.authorize(ctx, Receive, id.Namespace); err != nil {
+		return nil, err
+	}
+	subs, err := h.s.c.StreamSubscriptions(ctx, id)
+	if err != nil {
+		return nil, h.s.fail("list stream subscriptions", err)
+	}
+	out := &sluicev1.ListStreamSubscriptionsResponse{}
+	for _, sub := range subs {
+		out.Subscriptions = append(out.Subscriptions, apiconv.StreamSubscription(sub))
+	}
+	return out, nil
+}
+
+func (h *streams) ClearFault(ctx context.Context, req *sluicev1.ClearFaultRequest) (*sluicev1.ClearFaultResponse, error) {
+	if _, err := h.subscription(ctx, "clear fault", req.Subscription); err != nil {
+		return nil, err
+	}
+	if err := h.s.c.ClearFault(ctx, req.Subscription); err != nil {
+		return nil, h.s.fail("clear fault", err)
+	}
+	return &sluicev1.ClearFaultResponse{}, nil
+}
+
+// page checks a listing's size: 1 to the store's batch bound, 0 for the
+// default.
+func (h *streams) page(op string, max int32) (int, error) {
+	limit := store.DefaultMaxBatch
+	switch {
+	case max == 0:
+		return min(defaultParkedPage, limit), nil
+	case max < 0 || int(max) > limit:
+		return 0, apierr.Invalid(fmt.Sprintf("%s: max %d: want 1 to %d", op, max, limit))
+	}
+	return int(max), nil
+}
+
+func (h *streams) ListParkedEvents(ctx context.Context, req *sluicev1.ListParkedEventsRequest) (*sluicev1.ListParkedEventsResponse, error) {
+	if _, err := h.subscription(ctx, "list parked events", req.Subscription); err != nil {
+		return nil, err
+	}
+	max, err := h.page("list parked events", req.Max)
+	if err != nil {
+		return nil, err
+	}
+	evs, err := h.s.c.ParkedEvents(ctx, req.Subscription, max)
+	if err != nil {
+		return nil, h.s.fail("list parked events", err)
+	}
+	out := &sluicev1.ListParkedEventsResponse{}
+	for _, e := range evs {
+		out.Events = append(out.Events, apiconv.ParkedEvent(e))
+	}
+	return out, nil
+}
+
+func (h *streams) ReplayParkedEvents(ctx context.Context, req *sluicev1.ReplayParkedEventsRequest) (*sluicev1.ReplayParkedEventsResponse, error) {
+	sub, err := h.subscription(ctx, "replay parked events", req.Subscription)
+	if err != nil {
+		return nil, err
+	}
+	max, err := h.page("replay parked events", req.Max)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	rc := h.consumers[sub.Consumer]
+	running := rc != nil && !rc.stopping && isClosed(rc.started) && rc.startErr == nil
+	h.mu.Unlock()
+	if !running {
+		return nil, apierr.New(connect.CodeFailedPrecondition, "NO_CONSUMER",
+			fmt.Sprintf("replay parked events: no Consume stream of consumer %q is open on this server", sub.Consumer))
+	}
+	n, err := rc.proc.Replay(ctx, req.Subscription, max)
+	if err != nil && n == 0 {
+		return nil, h.s.fail("replay parked events", err)
+	}
+	return &sluicev1.ReplayParkedEventsResponse{Delivered: int32(n)}, nil
+}
+
+func (h *streams) SetStreamRetention(ctx context.Context, req *sluicev1.SetStreamRetentionRequest) (*sluicev1.SetStreamRetentionResponse, error) {
+	if err := h.s.authorize(ctx, Manage, req.Namespace); err != nil {
+		return nil, err
+	}
+	r := sluice.StreamRetention{MaxAge: apiconv.Duration(req.MaxAge), MaxBytes: req.MaxBytes}
+	if r.MaxAge < 0 || r.MaxBytes < 0 {
+		return nil, apierr.Invalid("set stream retention: negative bound")
+	}
+	if err := h.s.c.SetStreamRetention(ctx, req.Namespace, r); err != nil {
+		return nil, h.s.fail("set stream retention", err)
+	}
+	return &sluicev1.SetStreamRetentionResponse{}, nil
+}
+
+// checkConsume validates a Consume call's options.
+func checkConsume(req *sluicev1.ConsumeRequest) (sluice.ConsumerOptions, string, error) {
+	if err := store.ValidateName("consumer", req.Consumer); err != nil {
+		return sluice.ConsumerOptions{}, "", err
+	}
+	if req.Namespace != "" {
+		if err := store.ValidateName("namespace", req.Namespace); err != nil {
+			return sluice.ConsumerOptions{}, "", err
+		}
+	}
+	group := req.Group
+	if group == "" {
+		group = req.Consumer
+	}
+	if err := store.ValidateGroup(group); err != nil {
+		return sluice.ConsumerOptions{}, "", err
+	}
+	o, err := apiconv.ConsumerOptions(req)
+	if err != nil {
+		return o, "", err
+	}
+	switch {
+	case o.DeliveryTimeout > maxAckTimeout:
+		return o, "", fmt.Errorf("consume: ack timeout %v: at most %v: %w", o.DeliveryTimeout, maxAckTimeout, sluice.ErrInvalidArgument)
+	case o.MaxConcurrency > maxConcurrency:
+		return o, "", fmt.Errorf("consume: max concurrency %d: at most %d: %w", o.MaxConcurrency, maxConcurrency, sluice.ErrInvalidArgument)
+	case o.MaxAttempts > maxAttempts:
+		return o, "", fmt.Errorf("consume: max attempts %d: at most %d: %w", o.MaxAttempts, maxAttempts, sluice.ErrInvalidArgument)
+	case o.RetryBackoff > maxAckTimeout || o.MaxRetryBackoff > maxAckTimeout:
+		return o, "", fmt.Errorf("consume: retry backoff at most %v: %w", maxAckTimeout, sluice.ErrInvalidArgument)
+	}
+	return o, group, nil
+}
+
+func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, stream sluicev1connect.StreamServiceConsumeServerStream) error {
+	if err := h.s.authorize(ctx, Receive, req.Consumer); err != nil {
+		return err
+	}
+	if req.Namespace != "" {
+		if err := h.s.authorize(ctx, Receive, req.Namespace); err != nil {
+			return err
+		}
+	}
+	opts, group, err := checkConsume(req)
+	if err != nil {
+		return h.s.fail("consume", err)
+	}
+	// The call ends when the client goes or the server shuts down.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopAfter := context.AfterFunc(h.s.stopping, cancel)
+	defer stopAfter()
+
+	rc, cs, err := h.attach(ctx, req.Consumer, group, opts)
+	if err != nil {
+		return err
+	}
+	defer h.detach(rc, cs)
+	if err := stream.Send(&sluicev1.ConsumeResponse{Kind: &sluicev1.ConsumeResponse_Started{
+		Started: &sluicev1.ConsumeStarted{Node: rc.proc.NodeID(), Group: group}}}); err != nil {
+		return err
+	}
+	idle := time.NewTimer(consumeHeartbeat)
+	defer idle.Stop()
+	for {
+		var msg *sluicev1.ConsumeResponse
+		select {
+		case <-ctx.Done():
+			return nil
+		case msg = <-cs.out:
+		case <-idle.C:
+			msg = &sluicev1.ConsumeResponse{Kind: &sluicev1.ConsumeResponse_Heartbeat{Heartbeat: &sluicev1.ConsumeHeartbeat{}}}
+		}
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+		idle.Reset(consumeHeartbeat)
+	}
+}
+
+// attach attaches a new stream to the consumer's node on this server,
+// starting the node first if it is not running.
+func (h *streams) attach(ctx context.Context, name, group string, opts sluice.ConsumerOptions) (*remoteConsumer, *consumeStream, error) {
+	cs := &consumeStream{out: make(chan *sluicev1.ConsumeResponse), done: make(chan struct{})}
+	for {
+		h.mu.Lock()
+		rc := h.consumers[name]
+		if rc != nil && rc.stopping {
+			stopped := rc.stopped
+			h.mu.Unlock()
+			select {
+			case <-stopped:
+				continue
+			case <-ctx.Done():
+				return nil, nil, h.s.fail("consume", context.Cause(ctx))
+			}
+		}
+		if rc != nil {
+			if rc.group != group || rc.namespace != opts.Namespace {
+				h.mu.Unlock()
+				return nil, nil, apierr.New(connect.CodeFailedPrecondition, "CONSUMER_CONFLICT", fmt.Sprintf(
+					"consume: consumer %q runs on this server in group %q with namespace %q", name, rc.group, rc.namespace))
+			}
+			h.addStream(rc, cs)
+			started := rc.started
+			h.mu.Unlock()
+			select {
+			case <-started:
+			case <-ctx.Done():
+				h.detach(rc, cs)
+				return nil, nil, h.s.fail("consume", context.Cause(ctx))
+			}
+			if rc.startErr != nil {
+				h.detach(rc, cs)
+				return nil, nil, h.s.fail("consume", rc.startErr)
+			}
+			return rc, cs, nil
+		}
+		rc = h.newConsumer(name, group, opts)
+		h.consumers[name] = rc
+		h.addStream(rc, cs)
+		h.mu.Unlock()
+		err := rc.proc.Start(ctx)
+		h.mu.Lock()
+		rc.startErr = err
+		close(rc.started)
+		h.mu.Unlock()
+		if err != nil {
+			h.detach(rc, cs)
+			return nil, nil, h.s.fail("consume", err)
+		}
+		h.s.log.Info("sluice: server: consumer runs", "consumer", name, "group", group, "node", rc.proc.NodeID())
+		return rc, cs, nil
+	}
+}
+
+// newConsumer returns the node of a consumer on this server, not started.
+func (h *streams) newConsumer(name, group string, opts sluice.ConsumerOptions) *remoteConsumer {
+	po := h.s.cfg.StreamNodes
+	po.Name, po.Group = name, group
+	if a := h.s.Addr(); po.Address == "" && a != nil {
+		po.Address = a.String()
+	}
+	rc := &remoteConsumer{name: name, group: group, namespace: opts.Namespace, proc: h.s.c.NewStreamProcessor(&po),
+		streams: make(map[*consumeStream]struct{}), attached: make(chan struct{}), started: make(chan struct{}),
+		stopped: make(chan struct{})}
+	// Handle fails only for a bad name or a started node: neither here.
+	_ = rc.proc.Handle(name, func(ctx context.Context, ev *sluice.StreamEvent) error { return h.deliver(ctx, rc, ev) }, &opts)
+	return rc
+}
+
+// addStream attaches cs to rc. h.mu is held.
+func (h *streams) addStream(rc *remoteConsumer, cs *consumeStream) {
+	rc.streams[cs] = struct{}{}
+	close(rc.attached)
+	rc.attached = make(chan struct{})
+}
+
+// detach ends a stream's part in its consumer; the last stream to leave
+// a started consumer stops its node, which stores its final progress
+// and gives back its partitions.
+func (h *streams) detach(rc *remoteConsumer, cs *consumeStream) {
+	h.mu.Lock()
+	if _, ok := rc.streams[cs]; !ok {
+		h.mu.Unlock()
+		return
+	}
+	delete(rc.streams, cs)
+	close(cs.done)
+	last := len(rc.streams) == 0 && !rc.stopping && isClosed(rc.started)
+	if last {
+		rc.stopping = true
+	}
+	h.mu.Unlock()
+	if !last {
+		return
+	}
+	if rc.startErr == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), consumerStopTimeout)
+		if err := rc.proc.Stop(ctx); err != nil {
+			h.s.log.Warn("sluice: server: consumer stopped with an error", "consumer", rc.name, "err", err)
+		}
+		cancel()
+		h.s.log.Info("sluice: server: consumer stops", "consumer", rc.name, "node", rc.proc.NodeID())
+	}
+	h.mu.Lock()
+	if h.consumers[rc.name] == rc {
+		delete(h.consumers, rc.name)
+	}
+	close(rc.stopped)
+	h.mu.Unlock()
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// deliver is the handler of a remote consumer's node: it sends ev to
+// the attached stream with the fewest deliveries awaiting settlement and
+// returns its settlement. A stream that ends first hands the delivery to
+// another.
+func (h *streams) deliver(ctx context.Context, rc *remoteConsumer, ev *sluice.StreamEvent) error {
+	msg := &sluicev1.StreamDelivery{Event: apiconv.StreamEvent(ev)}
+	if d, ok := ctx.Deadline(); ok {
+		msg.Deadline = apiconv.Timestamp(d)
+	}
+	for {
+		cs, err := h.pick(ctx, rc)
+		if err != nil {
+			return err
+		}
+		id, d := h.register(rc, cs)
+		msg.DeliveryId = id
+		select {
+		case cs.out <- &sluicev1.ConsumeResponse{Kind: &sluicev1.ConsumeResponse_Delivery{Delivery: msg}}:
+		case <-cs.done:
+			h.settled(id)
+			continue
+		case <-ctx.Done():
+			h.settled(id)
+			return context.Cause(ctx)
+		}
+		outcome := "expired"
+		select {
+		case err := <-d.result:
+			h.settled(id)
+			outcome = "ack"
+			if err != nil {
+				outcome = "nack"
+			}
+			h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), outcome).Inc()
+			return err
+		case <-cs.done:
+			h.settled(id)
+			h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), "stream_closed").Inc()
+		case <-ctx.Done():
+			h.settled(id)
+			h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), outcome).Inc()
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// pick returns the attached stream of rc with the fewest deliveries
+// awaiting settlement, waiting for one to attach while none is.
+func (h *streams) pick(ctx context.Context, rc *remoteConsumer) (*consumeStream, error) {
+	for {
+		h.mu.Lock()
+		if rc.stopping {
+			h.mu.Unlock()
+			return nil, errNoStream
+		}
+		var best *consumeStream
+		for cs := range rc.streams {
+			if best == nil || cs.pending < best.pending {
+				best = cs
+			}
+		}
+		attached := rc.attached
+		h.mu.Unlock()
+		if best != nil {
+			return best, nil
+		}
+		select {
+		case <-attached:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// register records a delivery awaiting settlement on cs.
+func (h *streams) register(rc *remoteConsumer, cs *consumeStream) (string, *delivery) {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	id := hex.EncodeToString(b)
+	d := &delivery{consumer: rc.name, stream: cs, result: make(chan error, 1)}
+	h.mu.Lock()
+	h.deliveries[id] = d
+	cs.pending++
+	h.mu.Unlock()
+	return id, d
+}
+
+// settled forgets a delivery.
+func (h *streams) settled(id string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if d, ok := h.deliveries[id]; ok {
+		delete(h.deliveries, id)
+		d.stream.pending--
+	}
+}
+
+// settle hands a settlement to the deliveries named, after checking that
+// the call may act on their consumers, and returns the ids it did not
+// know.
+func (h *streams) settle(ctx context.Context, ids []string, result error) ([]string, error) {
+	found := make([]*delivery, len(ids))
+	h.mu.Lock()
+	for i, id := range ids {
+		found[i] = h.deliveries[id]
+	}
+	h.mu.Unlock()
+	var unknown []string
+	for i, d := range found {
+		if d == nil {
+			unknown = append(unknown, ids[i])
+			continue
+		}
+		if err := h.s.authorize(ctx, Receive, d.consumer); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range found {
+		if d == nil {
+			continue
+		}
+		select {
+		case d.result <- result:
+		default: // settled already
+		}
+	}
+	return unknown, nil
+}
+
+func (h *streams) Ack(ctx context.Context, req *sluicev1.AckRequest) (*sluicev1.AckResponse, error) {
+	if len(req.DeliveryIds) == 0 || len(req.DeliveryIds) > maxSettleBatch {
+		return nil, apierr.Invalid(fmt.Sprintf("ack: %d delivery ids: want 1 to %d", len(req.DeliveryIds), maxSettleBatch))
+	}
+	unknown, err := h.settle(ctx, req.DeliveryIds, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &sluicev1.AckResponse{Unknown: unknown}, nil
+}
+
+func (h *streams) Nack(ctx context.Context, req *sluicev1.NackRequest) (*sluicev1.NackResponse, error) {
+	if req.DeliveryId == "" {
+		return nil, apierr.Invalid("nack: no delivery id")
+	}
+	if len(req.Error) > store.MaxReasonLen {
+		return nil, apierr.Invalid(fmt.Sprintf("nack: the error is %d bytes long, at most %d allowed", len(req.Error), store.MaxReasonLen))
+	}
+	reason := req.Error
+	if reason == "" {
+		reason = "nacked"
+	}
+	unknown, err := h.settle(ctx, []string{req.DeliveryId}, errors.New(reason))
+	if err != nil {
+		return nil, err
+	}
+	if len(unknown) > 0 {
+		return nil, apierr.New(connect.CodeNotFound, "DELIVERY_NOT_FOUND",
+			"nack: no delivery "+req.DeliveryId+" awaits settlement on this server")
+	}
+	return &sluicev1.NackResponse{}, nil
+}

@@ -1,0 +1,416 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect/v2"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/server"
+)
+
+// streamNodes time the server's stream nodes for tests.
+var streamNodes = sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond, FailureTimeout: time.Second,
+	ProgressInterval: 20 * time.Millisecond, RefreshInterval: 100 * time.Millisecond, IdlePollInterval: 100 * time.Millisecond}
+
+// events collects deliveries by subscription and stream key.
+type events struct {
+	mu  sync.Mutex
+	got map[string][]int64 // subscription|key -> positions
+	n   atomic.Int64
+}
+
+func newEvents() *events { return &events{got: make(map[string][]int64)} }
+
+func (e *events) add(ev *sluice.StreamEvent) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := ev.Subscription + "|" + ev.Key
+	e.got[k] = append(e.got[k], ev.Position)
+	e.n.Add(1)
+}
+
+func (e *events) positions(sub, key string) []int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.got[sub+"|"+key])
+}
+
+func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %v", what, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startRemote starts a remote stream processor and stops it when the
+// test ends.
+func startRemote(t *testing.T, c *client.Client, group string, register func(p *client.StreamProcessor)) *client.StreamProcessor {
+	t.Helper()
+	p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{Group: group})
+	register(p)
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatalf("StreamProcessor.Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Stop(ctx)
+	})
+	return p
+}
+
+// Streams through the API: publish, subscriptions, and remote consumers
+// that get every stream's events in order; parked events and their
+// replay; and two remote processors of one consumer sharing its
+// deliveries, the one that stops handing its part to the other.
+func TestStreamsAPI(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		e := start(t, kind, server.Config{StreamNodes: streamNodes})
+		c := e.remote(t, nil)
+		ctx := t.Context()
+
+		pos, err := c.Publish(ctx, sluice.StreamID{Namespace: "orders", Key: "o-0"},
+			sluice.Event{Body: []byte("a"), Properties: map[string]string{"n": "1"}}, sluice.Event{Body: []byte("b")})
+		if err != nil || len(pos) != 2 || pos[1] != pos[0]+1 {
+			t.Fatalf("Publish = %v, %v", pos, err)
+		}
+		audit, err := c.Subscribe(ctx, sluice.StreamID{Namespace: "orders", Key: "o-0"}, "audit", sluice.FromBeginning())
+		if err != nil || audit.Consumer != "audit" || audit.Partition != sluice.PartitionOf(audit.Stream, 16) {
+			t.Fatalf("Subscribe = %+v, %v", audit, err)
+		}
+		if got, err := c.GetStreamSubscription(ctx, audit.ID); err != nil || got.ID != audit.ID || got.Stream.Key != "o-0" {
+			t.Fatalf("GetStreamSubscription = %+v, %v", got, err)
+		}
+
+		got := newEvents()
+		var poisoned atomic.Bool
+		poisoned.Store(true)
+		handler := func(ctx context.Context, ev *sluice.StreamEvent) error {
+			if string(ev.Body) == "poison" && poisoned.Load() {
+				return errors.New("boom")
+			}
+			got.add(ev)
+			return nil
+		}
+		opts := &sluice.ConsumerOptions{Namespace: "orders", MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond}
+		first := startRemote(t, c, "", func(p *client.StreamProcessor) {
+			if err := p.Handle("billing", handler, opts); err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Handle("audit", handler, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+		waitFor(t, "audit reads o-0 from the beginning", 10*time.Second, func() bool { return len(got.positions(audit.ID, "o-0")) == 2 })
+		if subs, err := c.StreamSubscriptions(ctx, sluice.StreamID{Namespace: "orders", Key: "o-0"}); err != nil || len(subs) != 2 {
+			t.Fatalf("StreamSubscriptions = %+v, %v; want audit's and billing's namespace subscription", subs, err)
+		}
+
+		const keys, each = 8, 10
+		publishAll := func(round int) {
+			for k := range keys {
+				id := sluice.StreamID{Namespace: "orders", Key: fmt.Sprintf("k-%d", k)}
+				for i := range each {
+					if _, err := c.Publish(ctx, id, sluice.Event{Body: []byte(fmt.Sprintf("%d-%d", round, i))}); err != nil {
+						t.Fatalf("Publish: %v", err)
+					}
+				}
+			}
+		}
+		publishAll(0)
+		const billing = "ns/orders/billing"
+		inOrder := func(n int) bool {
+			for k := range keys {
+				p := got.positions(billing, fmt.Sprintf("k-%d", k))
+				if len(p) < n || !slices.IsSorted(p) {
+					return false
+				}
+			}
+			return true
+		}
+		waitFor(t, "billing gets every event, in order", 20*time.Second, func() bool { return inOrder(each) })
+
+		// A second processor of billing shares its deliveries; the first
+		// stops, handing its part over.
+		second := startRemote(t, e.remote(t, &client.Options{JSON: true}), "", func(p *client.StreamProcessor) {
+			p.Handle("billing", handler, opts)
+		})
+		publishAll(1)
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := first.Stop(stopCtx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		publishAll(2)
+		waitFor(t, "billing gets all three rounds, in order", 20*time.Second, func() bool { return inOrder(3 * each) })
+		for k := range keys {
+			p := got.positions(billing, fmt.Sprintf("k-%d", k))
+			if len(slices.Compact(slices.Clone(p))) != 3*each {
+				t.Fatalf("stream k-%d: %d distinct positions of %d, want %d", k, len(slices.Compact(slices.Clone(p))), len(p), 3*each)
+			}
+		}
+
+		// An event that keeps failing is parked, then replayed.
+		poison := sluice.StreamID{Namespace: "orders", Key: "poison"}
+		if _, err := c.Publish(ctx, poison, sluice.Event{Body: []byte("poison")}, sluice.Event{Body: []byte("after")}); err != nil {
+			t.Fatal(err)
+		}
+		var parked []sluice.ParkedEvent
+		waitFor(t, "the poison event is parked", 20*time.Second, func() bool {
+			parked, err = c.ParkedEvents(ctx, billing, 10)
+			return err == nil && len(parked) == 1
+		})
+		if p := parked[0]; string(p.Body) != "poison" || !strings.Contains(p.Error, "boom") || p.Attempts != 2 || p.Key != "poison" {
+			t.Fatalf("parked %+v, want the poison event after 2 attempts with its error", p)
+		}
+		waitFor(t, "the event after it is delivered", 10*time.Second, func() bool { return len(got.positions(billing, "poison")) == 1 })
+		poisoned.Store(false)
+		if n, err := second.Replay(ctx, billing, 10); err != nil || n != 1 {
+			t.Fatalf("Replay = %d, %v; want 1", n, err)
+		}
+		if p, err := c.ParkedEvents(ctx, billing, 10); err != nil || len(p) != 0 {
+			t.Fatalf("parked after the replay: %+v, %v", p, err)
+		}
+
+		// The server runs billing's node in a group of its own.
+		status, err := c.ClusterStatus(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(status.Nodes, func(n sluice.ClusterNode) bool {
+			return n.Alive && n.Group == "billing" && slices.Equal(n.Consumers, []string{"billing"}) && len(n.Partitions) == 16
+		}) {
+			t.Fatalf("cluster nodes %+v: want billing's node, alive, pulling 16 partitions", status.Nodes)
+		}
+
+		if err := c.Unsubscribe(ctx, audit.ID); err != nil {
+			t.Fatalf("Unsubscribe: %v", err)
+		}
+		_, err = c.GetStreamSubscription(ctx, audit.ID)
+		wantErr(t, "GetStreamSubscription after Unsubscribe", err, sluice.ErrSubscriptionNotFound)
+	})
+}
+
+// A delivery not settled within its ack timeout is delivered again; a
+// remote consumer runs in one group at a time, beside the library's
+// processors; the last stream to close stops the server's node.
+func TestConsumeAckTimeoutAndGroups(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		e := start(t, kind, server.Config{StreamNodes: streamNodes})
+		c := e.remote(t, nil)
+		ctx := t.Context()
+		var attempts []int
+		var mu sync.Mutex
+		p := startRemote(t, c, "", func(p *client.StreamProcessor) {
+			p.Handle("slow", func(ctx context.Context, ev *sluice.StreamEvent) error {
+				mu.Lock()
+				attempts = append(attempts, ev.Attempt)
+				mu.Unlock()
+				if ev.Attempt == 1 {
+					<-ctx.Done() // past the ack timeout
+					return ctx.Err()
+				}
+				return nil
+			}, &sluice.ConsumerOptions{Namespace: "jobs", DeliveryTimeout: 300 * time.Millisecond, RetryBackoff: 10 * time.Millisecond})
+		})
+		if _, err := c.Publish(ctx, sluice.StreamID{Namespace: "jobs", Key: "j"}, sluice.Event{Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the second attempt", 10*time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Equal(attempts, []int{1, 2})
+		})
+
+		// The library cannot take slow while the server runs it, nor a
+		// remote processor take a consumer the library runs.
+		lib := e.lib.NewStreamProcessor(&sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond, FailureTimeout: time.Second})
+		lib.Handle("slow", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+		wantErr(t, "a library processor of a consumer the server runs", lib.Start(ctx), sluice.ErrConsumerConflict)
+		mine := e.lib.NewStreamProcessor(&sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond, FailureTimeout: time.Second})
+		mine.Handle("local", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+		if err := mine.Start(ctx); err != nil {
+			t.Fatalf("library processor: %v", err)
+		}
+		defer mine.Stop(context.Background())
+		thief := c.NewStreamProcessor(nil)
+		thief.Handle("local", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+		wantErr(t, "a remote processor of a consumer the library runs", thief.Start(ctx), sluice.ErrConsumerConflict)
+		other := c.NewStreamProcessor(&sluice.StreamProcessorOptions{Group: "elsewhere"})
+		other.Handle("slow", func(context.Context, *sluice.StreamEvent) error { return nil }, &sluice.ConsumerOptions{Namespace: "jobs"})
+		wantErr(t, "a second stream of slow in another group", other.Start(ctx), sluice.ErrConsumerConflict)
+
+		// The last stream closes: the server's node of slow leaves.
+		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := p.Stop(stopCtx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		waitFor(t, "slow's node leaves the cluster", 10*time.Second, func() bool {
+			s, err := e.lib.ClusterStatus(ctx)
+			return err == nil && !slices.ContainsFunc(s.Nodes, func(n sluice.ClusterNode) bool { return n.Group == "slow" })
+		})
+	})
+}
+
+// Bad stream calls are refused with the right status and a clear
+// message, and write nothing.
+func TestStreamsAPIBadRequests(t *testing.T) {
+	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes})
+	c := e.remote(t, nil)
+	ctx := t.Context()
+	_, err := c.Publish(ctx, sluice.StreamID{Namespace: "bad name", Key: "k"}, sluice.Event{Body: []byte("x")})
+	wantErr(t, "Publish to a bad namespace", err, sluice.ErrInvalidName)
+	_, err = c.Publish(ctx, sluice.StreamID{Namespace: "orders", Key: "k"})
+	wantErr(t, "Publish of nothing", err, sluice.ErrInvalidArgument)
+	_, err = c.Subscribe(ctx, sluice.StreamID{Namespace: "orders", Key: "k"}, "-bad", sluice.FromNow())
+	wantErr(t, "Subscribe of a bad consumer", err, sluice.ErrInvalidName)
+	_, err = c.Subscribe(ctx, sluice.StreamID{Namespace: "orders", Key: "k"}, "c", sluice.FromPosition(0))
+	wantErr(t, "Subscribe from position 0", err, sluice.ErrInvalidArgument)
+	_, err = c.GetStreamSubscription(ctx, "missing")
+	wantErr(t, "GetStreamSubscription of a missing one", err, sluice.ErrSubscriptionNotFound)
+
+	for _, tc := range []struct {
+		what, procedure, body string
+		status                int
+		code, reason, message string
+	}{
+		{"unknown field", "StreamService/Publish", `{"stream":{"namespace":"orders","key":"k"},"events":[{"body":"eA=="}],"evnts":1}`,
+			http.StatusBadRequest, "invalid_argument", "", "evnts"},
+		{"malformed JSON", "StreamService/Publish", `{"stream":`, http.StatusBadRequest, "invalid_argument", "", ""},
+		{"an empty key", "StreamService/Publish", `{"stream":{"namespace":"orders"},"events":[{"body":"eA=="}]}`,
+			http.StatusBadRequest, "invalid_argument", "INVALID_NAME", "key"},
+		{"too many parked events", "StreamService/ListParkedEvents", `{"subscription":"ns/orders/c","max":5000}`,
+			http.StatusNotFound, "not_found", "SUBSCRIPTION_NOT_FOUND", ""},
+		{"an ack of nothing", "StreamService/Ack", `{}`, http.StatusBadRequest, "invalid_argument", "INVALID_ARGUMENT", "delivery ids"},
+		{"a nack of an unknown delivery", "StreamService/Nack", `{"deliveryId":"00ff"}`, http.StatusNotFound, "not_found", "DELIVERY_NOT_FOUND", ""},
+		{"a nack with a huge error", "StreamService/Nack", `{"deliveryId":"00ff","error":"` + strings.Repeat("x", 5000) + `"}`,
+			http.StatusBadRequest, "invalid_argument", "INVALID_ARGUMENT", "at most"},
+		{"a replay without a consumer", "StreamService/ReplayParkedEvents", `{"subscription":"missing"}`,
+			http.StatusNotFound, "not_found", "SUBSCRIPTION_NOT_FOUND", ""},
+		{"negative retention", "StreamService/SetStreamRetention", `{"namespace":"orders","maxBytes":"-1"}`,
+			http.StatusBadRequest, "invalid_argument", "INVALID_ARGUMENT", "negative"},
+	} {
+		status, ce := post(t, e, tc.procedure, "", tc.body)
+		wantStatus(t, tc.what, status, ce, tc.status, tc.code, tc.reason, tc.message)
+	}
+	if res, err := e.lib.ClusterStatus(ctx); err != nil || slices.ContainsFunc(res.Partitions, func(p sluice.PartitionStatus) bool { return p.Head != 0 }) {
+		t.Fatalf("partitions after the refused publishes: %+v, %v", res.Partitions, err)
+	}
+	// Acks report the deliveries they do not know.
+	status, ce := post(t, e, "StreamService/Ack", "", `{"deliveryIds":["00ff"]}`)
+	wantStatus(t, "an ack of an unknown delivery", status, ce, http.StatusOK, "", "", "")
+
+	// Consume options out of range, on a real parked subscription.
+	sub, err := c.Subscribe(ctx, sluice.StreamID{Namespace: "orders", Key: "k"}, "c", sluice.FromNow())
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, ce = post(t, e, "StreamService/ListParkedEvents", "", `{"subscription":"`+sub.ID+`","max":5000}`)
+	wantStatus(t, "too many parked events", status, ce, http.StatusBadRequest, "invalid_argument", "INVALID_ARGUMENT", "max 5000")
+	status, ce = post(t, e, "StreamService/ReplayParkedEvents", "", `{"subscription":"`+sub.ID+`"}`)
+	wantStatus(t, "a replay without a consume stream", status, ce, http.StatusBadRequest, "failed_precondition", "NO_CONSUMER", "no Consume stream")
+	for _, tc := range []struct {
+		what string
+		opts sluice.ConsumerOptions
+		want error
+	}{
+		{"an ack timeout of two hours", sluice.ConsumerOptions{DeliveryTimeout: 2 * time.Hour}, sluice.ErrInvalidArgument},
+		{"a million attempts", sluice.ConsumerOptions{MaxAttempts: 1e6}, sluice.ErrInvalidArgument},
+		{"a bad namespace", sluice.ConsumerOptions{Namespace: "a b"}, sluice.ErrInvalidName},
+	} {
+		p := c.NewStreamProcessor(nil)
+		p.Handle("c", func(context.Context, *sluice.StreamEvent) error { return nil }, &tc.opts)
+		wantErr(t, "Consume with "+tc.what, p.Start(ctx), tc.want)
+	}
+	p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{Group: "bad group"})
+	p.Handle("c", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+	wantErr(t, "Consume in a bad group", p.Start(ctx), sluice.ErrInvalidName)
+}
+
+func wantDenied(t *testing.T, what string, err error) {
+	t.Helper()
+	if connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Fatalf("%s: got %v, want PERMISSION_DENIED", what, err)
+	}
+}
+
+// Stream calls need their permissions: a producer's key publishes but
+// cannot consume or settle; a consumer's key consumes its own consumer
+// only.
+func TestStreamsAPIPermissions(t *testing.T) {
+	const admin, producer, consumer = "admin-token-0123456789", "producer-token-0123456789", "consumer-token-0123456789"
+	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, Keys: []server.Key{
+		{Name: "admin", Token: admin, Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}},
+		{Name: "producer", Token: producer, Grants: []server.Grant{{Actions: server.Send, Entities: []string{"orders"}}}},
+		{Name: "consumer", Token: consumer, Grants: []server.Grant{{Actions: server.Receive, Entities: []string{"billing", "orders"}}}},
+	}})
+	ctx := t.Context()
+	prod := e.remote(t, &client.Options{Token: producer})
+	cons := e.remote(t, &client.Options{Token: consumer})
+	if _, err := prod.Publish(ctx, sluice.StreamID{Namespace: "orders", Key: "k"}, sluice.Event{Body: []byte("x")}); err != nil {
+		t.Fatalf("the producer's Publish: %v", err)
+	}
+	_, err := prod.Publish(ctx, sluice.StreamID{Namespace: "users", Key: "k"}, sluice.Event{Body: []byte("x")})
+	wantDenied(t, "the producer's Publish to users", err)
+	_, err = cons.Publish(ctx, sluice.StreamID{Namespace: "orders", Key: "k"}, sluice.Event{Body: []byte("x")})
+	wantDenied(t, "the consumer's Publish", err)
+	p := prod.NewStreamProcessor(nil)
+	p.Handle("billing", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+	wantDenied(t, "the producer's Consume", p.Start(ctx))
+	p = cons.NewStreamProcessor(nil)
+	p.Handle("audit", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+	wantDenied(t, "the consumer's Consume of audit", p.Start(ctx))
+
+	// The consumer's deliveries cannot be settled with the producer's
+	// key.
+	held := make(chan string, 1)
+	release := make(chan struct{})
+	startRemote(t, cons, "", func(p *client.StreamProcessor) {
+		p.Handle("billing", func(ctx context.Context, ev *sluice.StreamEvent) error {
+			select {
+			case held <- string(ev.Body):
+			default:
+			}
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+			return nil
+		}, &sluice.ConsumerOptions{Namespace: "orders"})
+	})
+	if _, err := prod.Publish(ctx, sluice.StreamID{Namespace: "orders", Key: "k"}, sluice.Event{Body: []byte("y")}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no delivery")
+	}
+	close(release)
+	sub, err := prod.GetStreamSubscription(ctx, "ns/orders/billing")
+	wantDenied(t, "the producer's GetStreamSubscription", err)
+	if sub, err = cons.GetStreamSubscription(ctx, "ns/orders/billing"); err != nil || sub.Consumer != "billing" {
+		t.Fatalf("the consumer's GetStreamSubscription = %+v, %v", sub, err)
+	}
+	admins := e.remote(t, &client.Options{Token: admin})
+	if err := admins.SetStreamRetention(ctx, "orders", sluice.StreamRetention{MaxAge: time.Hour}); err != nil {
+		t.Fatalf("the admin's SetStreamRetention: %v", err)
+	}
+	wantDenied(t, "the consumer's SetStreamRetention", cons.SetStreamRetention(ctx, "orders", sluice.StreamRetention{}))
+}
