@@ -141,3 +141,39 @@ func ExampleClient_ClusterStatus() {
 	// 2 true 1 0 1
 	// 3 true 1 0 1
 }
+
+// Follow a namespace's streams without subscribing: a tail stores
+// nothing and holds back no retention.
+func ExampleClient_TailStream() {
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	started := make(chan struct{})
+	done := make(chan error)
+	tctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		seen := 0
+		done <- c.TailStream(tctx, "orders", "", func(ev *sluice.StreamEvent) error {
+			fmt.Printf("%s: %s\n", ev.Key, ev.Body)
+			if seen++; seen == 2 {
+				cancel()
+			}
+			return nil
+		}, &sluice.TailOptions{Started: func(int) { close(started) }})
+	}()
+	<-started
+	c.Publish(ctx, sluice.StreamID{Namespace: "orders", Key: "order-1"}, sluice.Event{Body: []byte("placed")})
+	c.Publish(ctx, sluice.StreamID{Namespace: "orders", Key: "order-1"}, sluice.Event{Body: []byte("paid")})
+	fmt.Println(<-done)
+	// Output:
+	// order-1: placed
+	// order-1: paid
+	// context canceled
+}

@@ -22,11 +22,8 @@ import (
 // Publish appends events to a stream atomically and returns their
 // positions in the stream's partition, in order.
 func (c *Client) Publish(ctx context.Context, id sluice.StreamID, events ...sluice.Event) ([]int64, error) {
-	res, err := call(ctx, c.streams.Publish, &sluicev1.PublishRequest{Stream: apiconv.StreamID(id), Events: apiconv.Events(events)})
-	if err != nil {
-		return nil, err
-	}
-	return res.Positions, nil
+	_, pos, err := c.PublishPartition(ctx, id, events...)
+	return pos, err
 }
 
 // Subscribe stores a consumer's subscription to one stream, from a start
@@ -434,4 +431,61 @@ func (p *StreamProcessor) Replay(ctx context.Context, subscription string, max i
 		return 0, err
 	}
 	return int(res.Delivered), nil
+}
+
+// TailStream follows the streams of a namespace, or only its stream key
+// when key is set, from now on, as sluice.Client.TailStream does: each
+// event published after it started goes to each, in order within each
+// partition, until ctx ends (it then returns ctx's error) or each returns
+// an error (which it returns). It stores nothing on the server.
+func (c *Client) TailStream(ctx context.Context, namespace, key string, each func(*sluice.StreamEvent) error, opts *sluice.TailOptions) error {
+	var o sluice.TailOptions
+	if opts != nil {
+		o = *opts
+	}
+	// The tail ends with ctx, on this side: a deadline sent along would
+	// end it on the server's first, as an error.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	stream, err := c.streams.Tail(sctx, &sluicev1.TailRequest{Namespace: namespace, Key: key})
+	if err != nil {
+		return apierr.ToLibrary(err)
+	}
+	defer stream.Close()
+	for {
+		msg, err := stream.Receive()
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, io.EOF):
+			return fmt.Errorf("sluice: tail: the server ended the tail: %w", sluice.ErrClosed)
+		case err != nil:
+			return apierr.ToLibrary(err)
+		}
+		switch k := msg.Kind.(type) {
+		case *sluicev1.TailResponse_Started:
+			if o.Started != nil {
+				o.Started(int(k.Started.Partitions))
+			}
+		case *sluicev1.TailResponse_Trimmed:
+			if o.Trimmed != nil {
+				o.Trimmed(k.Trimmed.Partition, k.Trimmed.From, k.Trimmed.To)
+			}
+		case *sluicev1.TailResponse_Event:
+			if err := each(apiconv.FromStreamEvent(k.Event)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// PublishPartition is Publish that also returns the stream's partition.
+func (c *Client) PublishPartition(ctx context.Context, id sluice.StreamID, events ...sluice.Event) (int32, []int64, error) {
+	res, err := call(ctx, c.streams.Publish, &sluicev1.PublishRequest{Stream: apiconv.StreamID(id), Events: apiconv.Events(events)})
+	if err != nil {
+		return 0, nil, err
+	}
+	return res.Partition, res.Positions, nil
 }

@@ -357,7 +357,7 @@ func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, str
 			return nil
 		case msg = <-cs.out:
 		case <-idle.C:
-			msg = &sluicev1.ConsumeResponse{Kind: &sluicev1.ConsumeResponse_Heartbeat{Heartbeat: &sluicev1.ConsumeHeartbeat{}}}
+			msg = &sluicev1.ConsumeResponse{Kind: &sluicev1.ConsumeResponse_Heartbeat{Heartbeat: &sluicev1.Heartbeat{}}}
 		}
 		if err := stream.Send(msg); err != nil {
 			return err
@@ -648,4 +648,70 @@ func (h *streams) Nack(ctx context.Context, req *sluicev1.NackRequest) (*sluicev
 			"nack: no delivery "+req.DeliveryId+" awaits settlement on this server")
 	}
 	return &sluicev1.NackResponse{}, nil
+}
+
+func (h *streams) Tail(ctx context.Context, req *sluicev1.TailRequest, stream sluicev1connect.StreamServiceTailServerStream) error {
+	if err := h.s.authorize(ctx, Receive, req.Namespace); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stopAfter := context.AfterFunc(h.s.stopping, cancel)
+	defer stopAfter()
+	// The tail's goroutine sends what it reads; another sends heartbeats
+	// while it reads nothing. Sends take turns.
+	var mu sync.Mutex
+	var sendErr error
+	last := time.Now()
+	send := func(msg *sluicev1.TailResponse) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if sendErr == nil {
+			sendErr = stream.Send(msg)
+			last = time.Now()
+		}
+		return sendErr
+	}
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		t := time.NewTicker(consumeHeartbeat / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			mu.Lock()
+			idle := time.Since(last) >= consumeHeartbeat
+			mu.Unlock()
+			if idle && send(&sluicev1.TailResponse{Kind: &sluicev1.TailResponse_Heartbeat{Heartbeat: &sluicev1.Heartbeat{}}}) != nil {
+				cancel()
+				return
+			}
+		}
+	}()
+	defer func() { cancel(); <-beats }()
+	opts := &sluice.TailOptions{
+		Started: func(n int) {
+			_ = send(&sluicev1.TailResponse{Kind: &sluicev1.TailResponse_Started{Started: &sluicev1.TailStarted{Partitions: int32(n)}}})
+		},
+		Trimmed: func(partition int32, from, to int64) {
+			_ = send(&sluicev1.TailResponse{Kind: &sluicev1.TailResponse_Trimmed{
+				Trimmed: &sluicev1.TailTrimmed{Partition: partition, From: from, To: to}}})
+		},
+	}
+	err := h.s.c.TailStream(ctx, req.Namespace, req.Key, func(ev *sluice.StreamEvent) error {
+		return send(&sluicev1.TailResponse{Kind: &sluicev1.TailResponse_Event{Event: apiconv.StreamEvent(ev)}})
+	}, opts)
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case sendErr != nil:
+		return sendErr
+	case ctx.Err() != nil:
+		return nil // the client left, or the server shuts down
+	}
+	return h.s.fail("tail", err)
 }

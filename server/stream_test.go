@@ -284,6 +284,9 @@ func TestStreamsAPIBadRequests(t *testing.T) {
 	wantErr(t, "Subscribe from position 0", err, sluice.ErrInvalidArgument)
 	_, err = c.GetStreamSubscription(ctx, "missing")
 	wantErr(t, "GetStreamSubscription of a missing one", err, sluice.ErrSubscriptionNotFound)
+	wantErr(t, "Tail of a bad namespace", c.TailStream(ctx, "a b", "", func(*sluice.StreamEvent) error { return nil }, nil), sluice.ErrInvalidName)
+	wantErr(t, "Tail of a bad key", c.TailStream(ctx, "orders", strings.Repeat("k", 2000), func(*sluice.StreamEvent) error { return nil }, nil),
+		sluice.ErrInvalidName)
 
 	for _, tc := range []struct {
 		what, procedure, body string
@@ -370,6 +373,7 @@ func TestStreamsAPIPermissions(t *testing.T) {
 	wantDenied(t, "the producer's Publish to users", err)
 	_, err = cons.Publish(ctx, sluice.StreamID{Namespace: "orders", Key: "k"}, sluice.Event{Body: []byte("x")})
 	wantDenied(t, "the consumer's Publish", err)
+	wantDenied(t, "the producer's Tail", prod.TailStream(ctx, "orders", "", func(*sluice.StreamEvent) error { return nil }, nil))
 	p := prod.NewStreamProcessor(nil)
 	p.Handle("billing", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
 	wantDenied(t, "the producer's Consume", p.Start(ctx))

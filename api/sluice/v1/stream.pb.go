@@ -1541,7 +1541,7 @@ func (x *ConsumeResponse) GetDelivery() *StreamDelivery {
 	return nil
 }
 
-func (x *ConsumeResponse) GetHeartbeat() *ConsumeHeartbeat {
+func (x *ConsumeResponse) GetHeartbeat() *Heartbeat {
 	if x != nil {
 		if x, ok := x.Kind.(*ConsumeResponse_Heartbeat); ok {
 			return x.Heartbeat
@@ -1563,7 +1563,7 @@ type ConsumeResponse_Delivery struct {
 }
 
 type ConsumeResponse_Heartbeat struct {
-	Heartbeat *ConsumeHeartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
+	Heartbeat *Heartbeat `protobuf:"bytes,3,opt,name=heartbeat,proto3,oneof"`
 }
 
 func (*ConsumeResponse_Started) isConsumeResponse_Kind() {}
@@ -1691,27 +1691,27 @@ func (x *StreamDelivery) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
-// ConsumeHeartbeat keeps an idle Consume stream open through proxies.
-type ConsumeHeartbeat struct {
+// Heartbeat keeps an idle stream open through proxies.
+type Heartbeat struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *ConsumeHeartbeat) Reset() {
-	*x = ConsumeHeartbeat{}
+func (x *Heartbeat) Reset() {
+	*x = Heartbeat{}
 	mi := &file_sluice_v1_stream_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *ConsumeHeartbeat) String() string {
+func (x *Heartbeat) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*ConsumeHeartbeat) ProtoMessage() {}
+func (*Heartbeat) ProtoMessage() {}
 
-func (x *ConsumeHeartbeat) ProtoReflect() protoreflect.Message {
+func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 	mi := &file_sluice_v1_stream_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -1723,8 +1723,8 @@ func (x *ConsumeHeartbeat) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use ConsumeHeartbeat.ProtoReflect.Descriptor instead.
-func (*ConsumeHeartbeat) Descriptor() ([]byte, []int) {
+// Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
+func (*Heartbeat) Descriptor() ([]byte, []int) {
 	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{27}
 }
 
@@ -1909,6 +1909,282 @@ func (*NackResponse) Descriptor() ([]byte, []int) {
 	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{31}
 }
 
+type TailRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Namespace string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// When set, only this stream of the namespace.
+	Key           string `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailRequest) Reset() {
+	*x = TailRequest{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailRequest) ProtoMessage() {}
+
+func (x *TailRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailRequest.ProtoReflect.Descriptor instead.
+func (*TailRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *TailRequest) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *TailRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type TailResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*TailResponse_Started
+	//	*TailResponse_Event
+	//	*TailResponse_Trimmed
+	//	*TailResponse_Heartbeat
+	Kind          isTailResponse_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailResponse) Reset() {
+	*x = TailResponse{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailResponse) ProtoMessage() {}
+
+func (x *TailResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailResponse.ProtoReflect.Descriptor instead.
+func (*TailResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *TailResponse) GetKind() isTailResponse_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *TailResponse) GetStarted() *TailStarted {
+	if x != nil {
+		if x, ok := x.Kind.(*TailResponse_Started); ok {
+			return x.Started
+		}
+	}
+	return nil
+}
+
+func (x *TailResponse) GetEvent() *StreamEvent {
+	if x != nil {
+		if x, ok := x.Kind.(*TailResponse_Event); ok {
+			return x.Event
+		}
+	}
+	return nil
+}
+
+func (x *TailResponse) GetTrimmed() *TailTrimmed {
+	if x != nil {
+		if x, ok := x.Kind.(*TailResponse_Trimmed); ok {
+			return x.Trimmed
+		}
+	}
+	return nil
+}
+
+func (x *TailResponse) GetHeartbeat() *Heartbeat {
+	if x != nil {
+		if x, ok := x.Kind.(*TailResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isTailResponse_Kind interface {
+	isTailResponse_Kind()
+}
+
+type TailResponse_Started struct {
+	Started *TailStarted `protobuf:"bytes,1,opt,name=started,proto3,oneof"`
+}
+
+type TailResponse_Event struct {
+	Event *StreamEvent `protobuf:"bytes,2,opt,name=event,proto3,oneof"`
+}
+
+type TailResponse_Trimmed struct {
+	Trimmed *TailTrimmed `protobuf:"bytes,3,opt,name=trimmed,proto3,oneof"`
+}
+
+type TailResponse_Heartbeat struct {
+	Heartbeat *Heartbeat `protobuf:"bytes,4,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*TailResponse_Started) isTailResponse_Kind() {}
+
+func (*TailResponse_Event) isTailResponse_Kind() {}
+
+func (*TailResponse_Trimmed) isTailResponse_Kind() {}
+
+func (*TailResponse_Heartbeat) isTailResponse_Kind() {}
+
+// TailStarted opens a tail: the events published after it are the
+// tail's.
+type TailStarted struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many partitions the tail follows.
+	Partitions    int32 `protobuf:"varint,1,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailStarted) Reset() {
+	*x = TailStarted{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailStarted) ProtoMessage() {}
+
+func (x *TailStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailStarted.ProtoReflect.Descriptor instead.
+func (*TailStarted) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *TailStarted) GetPartitions() int32 {
+	if x != nil {
+		return x.Partitions
+	}
+	return 0
+}
+
+// TailTrimmed reports events retention deleted before the tail read
+// them: positions from to to of a partition.
+type TailTrimmed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	From          int64                  `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            int64                  `protobuf:"varint,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TailTrimmed) Reset() {
+	*x = TailTrimmed{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TailTrimmed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TailTrimmed) ProtoMessage() {}
+
+func (x *TailTrimmed) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TailTrimmed.ProtoReflect.Descriptor instead.
+func (*TailTrimmed) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *TailTrimmed) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *TailTrimmed) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *TailTrimmed) GetTo() int64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
 var File_sluice_v1_stream_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_stream_proto_rawDesc = "" +
@@ -2008,11 +2284,11 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\rretry_backoff\x18\a \x01(\v2\x19.google.protobuf.DurationR\fretryBackoff\x12E\n" +
 	"\x11max_retry_backoff\x18\b \x01(\v2\x19.google.protobuf.DurationR\x0fmaxRetryBackoff\x127\n" +
 	"\n" +
-	"on_failure\x18\t \x01(\x0e2\x18.sluice.v1.FailurePolicyR\tonFailure\"\xc6\x01\n" +
+	"on_failure\x18\t \x01(\x0e2\x18.sluice.v1.FailurePolicyR\tonFailure\"\xbf\x01\n" +
 	"\x0fConsumeResponse\x125\n" +
 	"\astarted\x18\x01 \x01(\v2\x19.sluice.v1.ConsumeStartedH\x00R\astarted\x127\n" +
-	"\bdelivery\x18\x02 \x01(\v2\x19.sluice.v1.StreamDeliveryH\x00R\bdelivery\x12;\n" +
-	"\theartbeat\x18\x03 \x01(\v2\x1b.sluice.v1.ConsumeHeartbeatH\x00R\theartbeatB\x06\n" +
+	"\bdelivery\x18\x02 \x01(\v2\x19.sluice.v1.StreamDeliveryH\x00R\bdelivery\x124\n" +
+	"\theartbeat\x18\x03 \x01(\v2\x14.sluice.v1.HeartbeatH\x00R\theartbeatB\x06\n" +
 	"\x04kind\":\n" +
 	"\x0eConsumeStarted\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
@@ -2021,8 +2297,8 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12,\n" +
 	"\x05event\x18\x02 \x01(\v2\x16.sluice.v1.StreamEventR\x05event\x126\n" +
-	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\x12\n" +
-	"\x10ConsumeHeartbeat\"/\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\v\n" +
+	"\tHeartbeat\"/\n" +
 	"\n" +
 	"AckRequest\x12!\n" +
 	"\fdelivery_ids\x18\x01 \x03(\tR\vdeliveryIds\"'\n" +
@@ -2032,7 +2308,24 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\"\x0e\n" +
-	"\fNackResponse*|\n" +
+	"\fNackResponse\"=\n" +
+	"\vTailRequest\x12\x1c\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\"\xe4\x01\n" +
+	"\fTailResponse\x122\n" +
+	"\astarted\x18\x01 \x01(\v2\x16.sluice.v1.TailStartedH\x00R\astarted\x12.\n" +
+	"\x05event\x18\x02 \x01(\v2\x16.sluice.v1.StreamEventH\x00R\x05event\x122\n" +
+	"\atrimmed\x18\x03 \x01(\v2\x16.sluice.v1.TailTrimmedH\x00R\atrimmed\x124\n" +
+	"\theartbeat\x18\x04 \x01(\v2\x14.sluice.v1.HeartbeatH\x00R\theartbeatB\x06\n" +
+	"\x04kind\"-\n" +
+	"\vTailStarted\x12\x1e\n" +
+	"\n" +
+	"partitions\x18\x01 \x01(\x05R\n" +
+	"partitions\"O\n" +
+	"\vTailTrimmed\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x03R\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\x03R\x02to*|\n" +
 	"\rStartPosition\x12\x1e\n" +
 	"\x1aSTART_POSITION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12START_POSITION_NOW\x10\x01\x12\x1c\n" +
@@ -2041,7 +2334,7 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\rFailurePolicy\x12\x1e\n" +
 	"\x1aFAILURE_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13FAILURE_POLICY_PARK\x10\x01\x12\x18\n" +
-	"\x14FAILURE_POLICY_FAULT\x10\x022\xe6\a\n" +
+	"\x14FAILURE_POLICY_FAULT\x10\x022\xa1\b\n" +
 	"\rStreamService\x12@\n" +
 	"\aPublish\x12\x19.sluice.v1.PublishRequest\x1a\x1a.sluice.v1.PublishResponse\x12F\n" +
 	"\tSubscribe\x12\x1b.sluice.v1.SubscribeRequest\x1a\x1c.sluice.v1.SubscribeResponse\x12L\n" +
@@ -2055,7 +2348,8 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\x12SetStreamRetention\x12$.sluice.v1.SetStreamRetentionRequest\x1a%.sluice.v1.SetStreamRetentionResponse\x12B\n" +
 	"\aConsume\x12\x19.sluice.v1.ConsumeRequest\x1a\x1a.sluice.v1.ConsumeResponse0\x01\x124\n" +
 	"\x03Ack\x12\x15.sluice.v1.AckRequest\x1a\x16.sluice.v1.AckResponse\x127\n" +
-	"\x04Nack\x12\x16.sluice.v1.NackRequest\x1a\x17.sluice.v1.NackResponseB\x94\x01\n" +
+	"\x04Nack\x12\x16.sluice.v1.NackRequest\x1a\x17.sluice.v1.NackResponse\x129\n" +
+	"\x04Tail\x12\x16.sluice.v1.TailRequest\x1a\x17.sluice.v1.TailResponse0\x01B\x94\x01\n" +
 	"\rcom.sluice.v1B\vStreamProtoP\x01Z1github.com/sluicehq/sluice/api/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -2072,7 +2366,7 @@ func file_sluice_v1_stream_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_sluice_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_sluice_v1_stream_proto_goTypes = []any{
 	(StartPosition)(0),                      // 0: sluice.v1.StartPosition
 	(FailurePolicy)(0),                      // 1: sluice.v1.FailurePolicy
@@ -2103,74 +2397,84 @@ var file_sluice_v1_stream_proto_goTypes = []any{
 	(*ConsumeResponse)(nil),                 // 26: sluice.v1.ConsumeResponse
 	(*ConsumeStarted)(nil),                  // 27: sluice.v1.ConsumeStarted
 	(*StreamDelivery)(nil),                  // 28: sluice.v1.StreamDelivery
-	(*ConsumeHeartbeat)(nil),                // 29: sluice.v1.ConsumeHeartbeat
+	(*Heartbeat)(nil),                       // 29: sluice.v1.Heartbeat
 	(*AckRequest)(nil),                      // 30: sluice.v1.AckRequest
 	(*AckResponse)(nil),                     // 31: sluice.v1.AckResponse
 	(*NackRequest)(nil),                     // 32: sluice.v1.NackRequest
 	(*NackResponse)(nil),                    // 33: sluice.v1.NackResponse
-	nil,                                     // 34: sluice.v1.Event.PropertiesEntry
-	nil,                                     // 35: sluice.v1.StreamEvent.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),           // 36: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),             // 37: google.protobuf.Duration
+	(*TailRequest)(nil),                     // 34: sluice.v1.TailRequest
+	(*TailResponse)(nil),                    // 35: sluice.v1.TailResponse
+	(*TailStarted)(nil),                     // 36: sluice.v1.TailStarted
+	(*TailTrimmed)(nil),                     // 37: sluice.v1.TailTrimmed
+	nil,                                     // 38: sluice.v1.Event.PropertiesEntry
+	nil,                                     // 39: sluice.v1.StreamEvent.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),           // 40: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),             // 41: google.protobuf.Duration
 }
 var file_sluice_v1_stream_proto_depIdxs = []int32{
-	34, // 0: sluice.v1.Event.properties:type_name -> sluice.v1.Event.PropertiesEntry
+	38, // 0: sluice.v1.Event.properties:type_name -> sluice.v1.Event.PropertiesEntry
 	2,  // 1: sluice.v1.PublishRequest.stream:type_name -> sluice.v1.StreamId
 	3,  // 2: sluice.v1.PublishRequest.events:type_name -> sluice.v1.Event
 	2,  // 3: sluice.v1.SubscribeRequest.stream:type_name -> sluice.v1.StreamId
 	0,  // 4: sluice.v1.SubscribeRequest.start:type_name -> sluice.v1.StartPosition
 	8,  // 5: sluice.v1.SubscribeResponse.subscription:type_name -> sluice.v1.StreamSubscription
 	2,  // 6: sluice.v1.StreamSubscription.stream:type_name -> sluice.v1.StreamId
-	36, // 7: sluice.v1.StreamSubscription.faulted_at:type_name -> google.protobuf.Timestamp
-	36, // 8: sluice.v1.StreamSubscription.created_at:type_name -> google.protobuf.Timestamp
+	40, // 7: sluice.v1.StreamSubscription.faulted_at:type_name -> google.protobuf.Timestamp
+	40, // 8: sluice.v1.StreamSubscription.created_at:type_name -> google.protobuf.Timestamp
 	8,  // 9: sluice.v1.GetStreamSubscriptionResponse.subscription:type_name -> sluice.v1.StreamSubscription
 	2,  // 10: sluice.v1.ListStreamSubscriptionsRequest.stream:type_name -> sluice.v1.StreamId
 	8,  // 11: sluice.v1.ListStreamSubscriptionsResponse.subscriptions:type_name -> sluice.v1.StreamSubscription
 	2,  // 12: sluice.v1.StreamEvent.stream:type_name -> sluice.v1.StreamId
-	35, // 13: sluice.v1.StreamEvent.properties:type_name -> sluice.v1.StreamEvent.PropertiesEntry
-	36, // 14: sluice.v1.StreamEvent.appended_at:type_name -> google.protobuf.Timestamp
+	39, // 13: sluice.v1.StreamEvent.properties:type_name -> sluice.v1.StreamEvent.PropertiesEntry
+	40, // 14: sluice.v1.StreamEvent.appended_at:type_name -> google.protobuf.Timestamp
 	17, // 15: sluice.v1.ParkedEvent.event:type_name -> sluice.v1.StreamEvent
-	36, // 16: sluice.v1.ParkedEvent.parked_at:type_name -> google.protobuf.Timestamp
+	40, // 16: sluice.v1.ParkedEvent.parked_at:type_name -> google.protobuf.Timestamp
 	18, // 17: sluice.v1.ListParkedEventsResponse.events:type_name -> sluice.v1.ParkedEvent
-	37, // 18: sluice.v1.SetStreamRetentionRequest.max_age:type_name -> google.protobuf.Duration
-	37, // 19: sluice.v1.ConsumeRequest.ack_timeout:type_name -> google.protobuf.Duration
-	37, // 20: sluice.v1.ConsumeRequest.retry_backoff:type_name -> google.protobuf.Duration
-	37, // 21: sluice.v1.ConsumeRequest.max_retry_backoff:type_name -> google.protobuf.Duration
+	41, // 18: sluice.v1.SetStreamRetentionRequest.max_age:type_name -> google.protobuf.Duration
+	41, // 19: sluice.v1.ConsumeRequest.ack_timeout:type_name -> google.protobuf.Duration
+	41, // 20: sluice.v1.ConsumeRequest.retry_backoff:type_name -> google.protobuf.Duration
+	41, // 21: sluice.v1.ConsumeRequest.max_retry_backoff:type_name -> google.protobuf.Duration
 	1,  // 22: sluice.v1.ConsumeRequest.on_failure:type_name -> sluice.v1.FailurePolicy
 	27, // 23: sluice.v1.ConsumeResponse.started:type_name -> sluice.v1.ConsumeStarted
 	28, // 24: sluice.v1.ConsumeResponse.delivery:type_name -> sluice.v1.StreamDelivery
-	29, // 25: sluice.v1.ConsumeResponse.heartbeat:type_name -> sluice.v1.ConsumeHeartbeat
+	29, // 25: sluice.v1.ConsumeResponse.heartbeat:type_name -> sluice.v1.Heartbeat
 	17, // 26: sluice.v1.StreamDelivery.event:type_name -> sluice.v1.StreamEvent
-	36, // 27: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 28: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
-	6,  // 29: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
-	9,  // 30: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
-	11, // 31: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
-	13, // 32: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
-	15, // 33: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
-	19, // 34: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
-	21, // 35: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
-	23, // 36: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
-	25, // 37: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
-	30, // 38: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
-	32, // 39: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
-	5,  // 40: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
-	7,  // 41: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
-	10, // 42: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
-	12, // 43: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
-	14, // 44: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
-	16, // 45: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
-	20, // 46: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
-	22, // 47: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
-	24, // 48: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
-	26, // 49: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
-	31, // 50: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
-	33, // 51: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
-	40, // [40:52] is the sub-list for method output_type
-	28, // [28:40] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	40, // 27: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
+	36, // 28: sluice.v1.TailResponse.started:type_name -> sluice.v1.TailStarted
+	17, // 29: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
+	37, // 30: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
+	29, // 31: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
+	4,  // 32: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
+	6,  // 33: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
+	9,  // 34: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
+	11, // 35: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
+	13, // 36: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
+	15, // 37: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
+	19, // 38: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
+	21, // 39: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
+	23, // 40: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
+	25, // 41: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
+	30, // 42: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
+	32, // 43: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
+	34, // 44: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
+	5,  // 45: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
+	7,  // 46: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
+	10, // 47: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
+	12, // 48: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
+	14, // 49: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
+	16, // 50: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
+	20, // 51: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
+	22, // 52: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
+	24, // 53: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
+	26, // 54: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
+	31, // 55: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
+	33, // 56: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
+	35, // 57: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
+	45, // [45:58] is the sub-list for method output_type
+	32, // [32:45] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_stream_proto_init() }
@@ -2183,13 +2487,19 @@ func file_sluice_v1_stream_proto_init() {
 		(*ConsumeResponse_Delivery)(nil),
 		(*ConsumeResponse_Heartbeat)(nil),
 	}
+	file_sluice_v1_stream_proto_msgTypes[33].OneofWrappers = []any{
+		(*TailResponse_Started)(nil),
+		(*TailResponse_Event)(nil),
+		(*TailResponse_Trimmed)(nil),
+		(*TailResponse_Heartbeat)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_stream_proto_rawDesc), len(file_sluice_v1_stream_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   34,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

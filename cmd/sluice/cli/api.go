@@ -43,19 +43,15 @@ type sluiceAPI interface {
 	AcceptSession(ctx context.Context, queue, sessionID string, opts *sluice.ReceiverOptions) (sessionReceiver, error)
 	AcceptNextSession(ctx context.Context, queue string, opts *sluice.ReceiverOptions) (sessionReceiver, error)
 
+	// publish publishes events and returns the stream's partition and
+	// their positions.
+	publish(ctx context.Context, id sluice.StreamID, events ...sluice.Event) (int32, []int64, error)
+	TailStream(ctx context.Context, namespace, key string, each func(*sluice.StreamEvent) error, opts *sluice.TailOptions) error
+
 	// allStats lists every queue and subscription with its counts, in
 	// the order of their paths.
 	allStats(ctx context.Context) ([]client.EntityStats, error)
 	Close() error
-}
-
-// streamAPI is what the stream commands need: only a database has it, as
-// the network API has no streams yet.
-type streamAPI interface {
-	Publish(ctx context.Context, id sluice.StreamID, events ...sluice.Event) ([]int64, error)
-	// streamPartitions is the tenant's number of stream partitions.
-	streamPartitions() int32
-	tail(ctx context.Context, t tailSpec) error
 }
 
 type batchSender interface {
@@ -171,10 +167,17 @@ func (l *library) allStats(ctx context.Context) ([]client.EntityStats, error) {
 	return out, nil
 }
 
-func (l *library) streamPartitions() int32 { return l.partitions }
+func (l *library) publish(ctx context.Context, id sluice.StreamID, events ...sluice.Event) (int32, []int64, error) {
+	pos, err := l.Publish(ctx, id, events...)
+	return sluice.PartitionOf(id, l.partitions), pos, err
+}
 
 // remote is a server, through package client.
 type remote struct{ *client.Client }
+
+func (r remote) publish(ctx context.Context, id sluice.StreamID, events ...sluice.Event) (int32, []int64, error) {
+	return r.PublishPartition(ctx, id, events...)
+}
 
 func (r remote) NewSender(entity string) (batchSender, error) {
 	s, err := r.Client.NewSender(entity)

@@ -180,7 +180,7 @@ var errNothing = errors.New("no message to receive")
 func exitCode(err error) int {
 	code := connect.CodeOf(err)
 	switch {
-	case errors.Is(err, errUsage), errors.Is(err, errNoStreams):
+	case errors.Is(err, errUsage):
 		return ExitUsage
 	case errors.Is(err, errNothing):
 		return ExitNothing

@@ -11,19 +11,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/sluicetype"
 )
-
-// errNoStreams reports a stream command given a server.
-var errNoStreams = errors.New("the network API has no streams yet: use --db DSN to work on the database directly")
-
-func streamsOf(a sluiceAPI) (streamAPI, error) {
-	s, ok := a.(streamAPI)
-	if !ok {
-		return nil, errNoStreams
-	}
-	return s, nil
-}
 
 // eventView is a published or tailed event as --json prints it.
 type eventView struct {
@@ -42,8 +30,7 @@ func opStreamPublish() *op {
 	var p map[string]string
 	return &op{name: "stream publish", args: "NAMESPACE KEY [BODY...]", minArgs: 2, maxArgs: -1, streams: true,
 		about: "Publishes events to a stream atomically, one for each BODY argument, then one for each --file;\n" +
-			"with neither, standard input is the body of one. Prints their positions in the stream's partition.\n" +
-			"Needs --db: the network API has no streams yet.",
+			"with neither, standard input is the body of one. Prints their positions in the stream's partition.",
 		flags: func(fs *flag.FlagSet) {
 			bf.register(fs, "event")
 			fs.Var(&props, "property", "property key=value of every event (repeatable)")
@@ -54,10 +41,6 @@ func opStreamPublish() *op {
 			return err
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
-			s, err := streamsOf(e.api)
-			if err != nil {
-				return err
-			}
 			bodies, err := bf.bodies(args[2:], e.stdin)
 			if err != nil {
 				return err
@@ -67,11 +50,10 @@ func opStreamPublish() *op {
 				events[i] = sluice.Event{Body: b, Properties: p}
 			}
 			id := sluice.StreamID{Namespace: args[0], Key: args[1]}
-			positions, err := s.Publish(ctx, id, events...)
+			part, positions, err := e.api.publish(ctx, id, events...)
 			if err != nil {
 				return err
 			}
-			part := sluice.PartitionOf(id, s.streamPartitions())
 			for _, pos := range positions {
 				if e.json {
 					err = e.emit(eventView{Namespace: id.Namespace, Key: id.Key, Partition: part, Position: pos})
@@ -94,8 +76,7 @@ func opStreamTail() *op {
 	var forD time.Duration
 	return &op{name: "stream tail", args: "NAMESPACE [KEY]", minArgs: 1, maxArgs: 2, streams: true,
 		about: "Prints each event published to a namespace, or to one stream of it, from now on, until Ctrl-C,\n" +
-			"--count events or --for a while. It only reads: no subscription is stored.\n" +
-			"Needs --db: the network API has no streams yet.",
+			"--count events or --for a while. It only reads: no subscription is stored.",
 		flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&count, "count", 0, "stop after this many events (0: no limit)")
 			fs.DurationVar(&forD, "for", 0, "stop after this long (0: no limit)")
@@ -107,38 +88,35 @@ func opStreamTail() *op {
 			return nil
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
-			s, err := streamsOf(e.api)
-			if err != nil {
-				return err
-			}
 			if forD > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithTimeout(ctx, forD)
 				defer cancel()
 			}
-			t := tailSpec{Namespace: args[0]}
-			what := "namespace " + t.Namespace
+			namespace, key := args[0], ""
+			what := "namespace " + namespace
 			if len(args) == 2 {
-				t.Key, what = args[1], "stream "+sluice.StreamID{Namespace: args[0], Key: args[1]}.String()
+				key, what = args[1], "stream "+sluice.StreamID{Namespace: namespace, Key: args[1]}.String()
 			}
-			t.started = func(partitions int) {
-				fmt.Fprintf(e.stderr, "sluice stream tail: following %s on %d partitions from now; Ctrl-C stops\n", what, partitions)
-			}
-			t.trimmed = func(partition int32, from, to int64) {
-				fmt.Fprintf(e.stderr, "sluice stream tail: partition %d: positions %d to %d were deleted by retention before they were read\n",
-					partition, from, to)
+			opts := &sluice.TailOptions{
+				Started: func(partitions int) {
+					fmt.Fprintf(e.stderr, "sluice stream tail: following %s on %d partitions from now; Ctrl-C stops\n", what, partitions)
+				},
+				Trimmed: func(partition int32, from, to int64) {
+					fmt.Fprintf(e.stderr, "sluice stream tail: partition %d: positions %d to %d were deleted by retention before they were read\n",
+						partition, from, to)
+				},
 			}
 			printed := 0
-			t.each = func(partition int32, r sluicetype.Record) error {
-				if err := e.printEvent(partition, r); err != nil {
+			err := e.api.TailStream(ctx, namespace, key, func(ev *sluice.StreamEvent) error {
+				if err := e.printEvent(ev); err != nil {
 					return err
 				}
 				if printed++; count > 0 && printed >= count {
 					return errTailDone
 				}
 				return nil
-			}
-			err = s.tail(ctx, t)
+			}, opts)
 			if errors.Is(err, errTailDone) || ctx.Err() != nil {
 				return nil // asked to stop
 			}
@@ -146,16 +124,16 @@ func opStreamTail() *op {
 		}}
 }
 
-func (e *env) printEvent(partition int32, r sluicetype.Record) error {
+func (e *env) printEvent(ev *sluice.StreamEvent) error {
 	if e.json {
-		return e.emit(eventView{Namespace: r.Namespace, Key: r.Key, Partition: partition, Position: r.Position,
-			AppendedAt: r.AppendedAt.UTC(), Properties: r.Properties, body: bodyOf(r.Payload)})
+		return e.emit(eventView{Namespace: ev.Namespace, Key: ev.Key, Partition: ev.Partition, Position: ev.Position,
+			AppendedAt: ev.AppendedAt.UTC(), Properties: ev.Properties, body: bodyOf(ev.Body)})
 	}
 	var props strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(r.Properties)) {
-		fmt.Fprintf(&props, " %s=%s", k, r.Properties[k])
+	for _, k := range slices.Sorted(maps.Keys(ev.Properties)) {
+		fmt.Fprintf(&props, " %s=%s", k, ev.Properties[k])
 	}
-	_, err := fmt.Fprintf(e.stdout, "[%d:%d] %s/%s %s%s: %s\n", partition, r.Position, r.Namespace, r.Key, when(r.AppendedAt),
-		props.String(), bodyText(r.Payload))
+	_, err := fmt.Fprintf(e.stdout, "[%d:%d] %s/%s %s%s: %s\n", ev.Partition, ev.Position, ev.Namespace, ev.Key, when(ev.AppendedAt),
+		props.String(), bodyText(ev.Body))
 	return err
 }

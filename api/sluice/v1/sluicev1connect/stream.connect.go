@@ -53,6 +53,8 @@ const (
 	StreamServiceAckProcedure = "/sluice.v1.StreamService/Ack"
 	// StreamServiceNackProcedure is the procedure name of the StreamService's Nack RPC.
 	StreamServiceNackProcedure = "/sluice.v1.StreamService/Nack"
+	// StreamServiceTailProcedure is the procedure name of the StreamService's Tail RPC.
+	StreamServiceTailProcedure = "/sluice.v1.StreamService/Tail"
 )
 
 var (
@@ -140,6 +142,13 @@ var (
 			Procedure:  StreamServiceNackProcedure,
 		}
 	})
+	streamServiceTailSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeServer,
+			Schema:     v1.File_sluice_v1_stream_proto.Services().ByName("StreamService").Methods().ByName("Tail"),
+			Procedure:  StreamServiceTailProcedure,
+		}
+	})
 )
 
 // StreamServiceClient is a client for the sluice.v1.StreamService service.
@@ -185,6 +194,12 @@ type StreamServiceClient interface {
 	// Nack fails a delivery: it is retried with backoff, then the
 	// consumer's failure policy applies.
 	Nack(context.Context, *v1.NackRequest) (*v1.NackResponse, error)
+	// Tail follows the streams of a namespace, or one stream of it, from
+	// now on, reading the partition logs: it stores no subscription and
+	// holds back no retention. First a TailStarted, then each event as it
+	// is published, in order within each partition (and a heartbeat while
+	// none come). It needs receive on the namespace.
+	Tail(context.Context, *v1.TailRequest) (StreamServiceTailClientStream, error)
 }
 
 // NewStreamServiceClient constructs a client for the sluice.v1.StreamService service. Multiple
@@ -210,6 +225,26 @@ func (s StreamServiceConsumeClientStream) Receive() (*v1.ConsumeResponse, error)
 // Close releases the stream's resources. It is idempotent and is typically deferred to clean up a
 // stream abandoned before io.EOF.
 func (s StreamServiceConsumeClientStream) Close() error {
+	return s.stream.Close()
+}
+
+// StreamServiceTailClientStream is the client stream for the StreamService's Tail RPC.
+type StreamServiceTailClientStream struct {
+	stream connect.ClientStream
+}
+
+// Receive returns the next response message from the server.
+func (s StreamServiceTailClientStream) Receive() (*v1.TailResponse, error) {
+	var res v1.TailResponse
+	if err := s.stream.Receive(&res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// Close releases the stream's resources. It is idempotent and is typically deferred to clean up a
+// stream abandoned before io.EOF.
+func (s StreamServiceTailClientStream) Close() error {
 	return s.stream.Close()
 }
 
@@ -256,6 +291,12 @@ type StreamServiceHandler interface {
 	// Nack fails a delivery: it is retried with backoff, then the
 	// consumer's failure policy applies.
 	Nack(context.Context, *v1.NackRequest) (*v1.NackResponse, error)
+	// Tail follows the streams of a namespace, or one stream of it, from
+	// now on, reading the partition logs: it stores no subscription and
+	// holds back no retention. First a TailStarted, then each event as it
+	// is published, in order within each partition (and a heartbeat while
+	// none come). It needs receive on the namespace.
+	Tail(context.Context, *v1.TailRequest, StreamServiceTailServerStream) error
 }
 
 // RegisterStreamServiceHandler registers svc as the sluice.v1.StreamService implementation on
@@ -275,6 +316,7 @@ func RegisterStreamServiceHandler(server *connect.Server, svc StreamServiceHandl
 		connect.Method{Spec: streamServiceConsumeSpec(), Handler: adapter.consume},
 		connect.Method{Spec: streamServiceAckSpec(), Handler: adapter.ack},
 		connect.Method{Spec: streamServiceNackSpec(), Handler: adapter.nack},
+		connect.Method{Spec: streamServiceTailSpec(), Handler: adapter.tail},
 	)
 }
 
@@ -290,6 +332,21 @@ func (s StreamServiceConsumeServerStream) SendHeaders() error {
 
 // Send sends a response message to the client.
 func (s StreamServiceConsumeServerStream) Send(res *v1.ConsumeResponse) error {
+	return s.stream.Send(res)
+}
+
+// StreamServiceTailServerStream is the server stream for the StreamService's Tail RPC.
+type StreamServiceTailServerStream struct {
+	stream connect.ServerStream
+}
+
+// SendHeaders flushes the response headers without a message. The first Send does this implicitly.
+func (s StreamServiceTailServerStream) SendHeaders() error {
+	return s.stream.SendHeaders()
+}
+
+// Send sends a response message to the client.
+func (s StreamServiceTailServerStream) Send(res *v1.TailResponse) error {
 	return s.stream.Send(res)
 }
 
@@ -342,6 +399,10 @@ func (UnimplementedStreamServiceHandler) Ack(context.Context, *v1.AckRequest) (*
 
 func (UnimplementedStreamServiceHandler) Nack(context.Context, *v1.NackRequest) (*v1.NackResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.StreamService.Nack is not implemented")
+}
+
+func (UnimplementedStreamServiceHandler) Tail(context.Context, *v1.TailRequest, StreamServiceTailServerStream) error {
+	return connect.NewError(connect.CodeUnimplemented, "sluice.v1.StreamService.Tail is not implemented")
 }
 
 type streamServiceClient struct {
@@ -442,6 +503,14 @@ func (c *streamServiceClient) Nack(ctx context.Context, req *v1.NackRequest) (*v
 		return nil, err
 	}
 	return &res, nil
+}
+
+func (c *streamServiceClient) Tail(ctx context.Context, req *v1.TailRequest) (StreamServiceTailClientStream, error) {
+	stream, err := c.client.CallServerStream(ctx, streamServiceTailSpec(), req)
+	if err != nil {
+		return StreamServiceTailClientStream{}, err
+	}
+	return StreamServiceTailClientStream{stream: stream}, nil
 }
 
 type streamServiceHandler struct{ svc StreamServiceHandler }
@@ -584,4 +653,12 @@ func (h streamServiceHandler) nack(ctx context.Context, _ connect.Spec, stream c
 		return err
 	}
 	return stream.Send(res)
+}
+
+func (h streamServiceHandler) tail(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.TailRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	return h.svc.Tail(ctx, &req, StreamServiceTailServerStream{stream: stream})
 }
