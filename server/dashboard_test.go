@@ -91,6 +91,22 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop(context.Background())
+	// Another group, for another consumer, pulls the partitions too.
+	mail := lib.NewStreamProcessor(&sluice.StreamProcessorOptions{Name: "mailer", Group: "mailers"})
+	mail.Handle("mail", func(context.Context, *sluice.StreamEvent) error { return nil }, &sluice.ConsumerOptions{Namespace: "shop"})
+	if err := mail.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer mail.Stop(context.Background())
+	for _, proc := range []*sluice.StreamProcessor{p, mail} {
+		deadline := time.Now().Add(10 * time.Second)
+		for len(proc.Stats()) < 16 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s pulls %d partitions", proc.NodeID(), len(proc.Stats()))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
 		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
@@ -163,7 +179,8 @@ func TestDashboard(t *testing.T) {
 	if !strings.Contains(topics, "audit: 1 rule(s)") {
 		t.Errorf("the topics view shows %q", topics)
 	}
-	if !strings.Contains(nodes, p.NodeID()) || strings.Count(partitions, p.NodeID()) != 16 {
+	if !strings.Contains(nodes, p.NodeID()) || strings.Count(partitions, p.NodeID()) != 16 ||
+		!strings.Contains(nodes, "mailers\tmail\t") || strings.Count(partitions, mail.NodeID()+" [mailers]") != 16 {
 		t.Errorf("the streams view shows nodes %q and partitions %q", nodes, partitions)
 	}
 	if !strings.Contains(chart, "samples") {

@@ -14,6 +14,8 @@ import (
 type nodeView struct {
 	Kind        string    `json:"kind"` // "node"
 	ID          string    `json:"id"`
+	Group       string    `json:"group"`
+	Consumers   []string  `json:"consumers"`
 	Address     string    `json:"address,omitempty"`
 	Alive       bool      `json:"alive"`
 	StartedAt   time.Time `json:"started_at"`
@@ -32,6 +34,15 @@ type partitionView struct {
 	Checkpoint    int64                 `json:"checkpoint"`
 	Lag           int64                 `json:"lag"`
 	Subscriptions []subscriptionLagView `json:"subscriptions"`
+	Leases        []groupLeaseView      `json:"leases"`
+}
+
+type groupLeaseView struct {
+	Group      string    `json:"group"`
+	Owner      string    `json:"owner,omitempty"`
+	Held       bool      `json:"held"`
+	Epoch      int64     `json:"epoch"`
+	LeaseUntil time.Time `json:"lease_until,omitzero"`
 }
 
 type subscriptionLagView struct {
@@ -42,8 +53,8 @@ type subscriptionLagView struct {
 
 func opClusterStatus() *op {
 	return &op{name: "cluster status", streams: true,
-		about: "Prints the stream nodes with their liveness and partitions, each partition's owner, epoch,\n" +
-			"head, checkpoint and lag, and the subscriptions' lag.",
+		about: "Prints the stream nodes with their groups, consumers, liveness and partitions, each partition's\n" +
+			"owner in each group, head, checkpoint and lag, and the subscriptions' lag.",
 		run: func(ctx context.Context, e *env, _ []string) error {
 			st, err := e.api.ClusterStatus(ctx)
 			if err != nil {
@@ -58,10 +69,13 @@ func opClusterStatus() *op {
 
 func (e *env) emitCluster(st sluice.ClusterStatus) error {
 	for _, n := range st.Nodes {
-		v := nodeView{Kind: "node", ID: n.ID, Address: n.Address, Alive: n.Alive, StartedAt: n.StartedAt.UTC(),
-			HeartbeatAt: n.HeartbeatAt.UTC(), Partitions: n.Partitions}
+		v := nodeView{Kind: "node", ID: n.ID, Group: n.Group, Consumers: n.Consumers, Address: n.Address, Alive: n.Alive,
+			StartedAt: n.StartedAt.UTC(), HeartbeatAt: n.HeartbeatAt.UTC(), Partitions: n.Partitions}
 		if v.Partitions == nil {
 			v.Partitions = []int32{}
+		}
+		if v.Consumers == nil {
+			v.Consumers = []string{}
 		}
 		if err := e.emit(v); err != nil {
 			return err
@@ -69,7 +83,11 @@ func (e *env) emitCluster(st sluice.ClusterStatus) error {
 	}
 	for _, p := range st.Partitions {
 		v := partitionView{Kind: "partition", Partition: p.Partition, Owner: p.Owner, Held: p.Held, Epoch: p.Epoch,
-			LeaseUntil: p.LeaseUntil.UTC(), Head: p.Head, Checkpoint: p.Checkpoint, Lag: p.Lag, Subscriptions: []subscriptionLagView{}}
+			LeaseUntil: p.LeaseUntil.UTC(), Head: p.Head, Checkpoint: p.Checkpoint, Lag: p.Lag, Subscriptions: []subscriptionLagView{},
+			Leases: []groupLeaseView{}}
+		for _, l := range p.Leases {
+			v.Leases = append(v.Leases, groupLeaseView{Group: l.Group, Owner: l.Owner, Held: l.Held, Epoch: l.Epoch, LeaseUntil: l.LeaseUntil.UTC()})
+		}
 		for _, s := range p.Subscriptions {
 			v.Subscriptions = append(v.Subscriptions, subscriptionLagView{ID: s.ID, Position: s.Position, Lag: s.Lag})
 		}
@@ -85,17 +103,23 @@ func (e *env) printCluster(st sluice.ClusterStatus) error {
 	if len(st.Nodes) == 0 {
 		fmt.Fprintln(tw, "no stream nodes")
 	} else {
-		fmt.Fprintln(tw, "NODE\tADDRESS\tALIVE\tSTARTED\tHEARTBEAT\tPARTITIONS")
+		fmt.Fprintln(tw, "NODE\tGROUP\tCONSUMERS\tADDRESS\tALIVE\tSTARTED\tHEARTBEAT\tPARTITIONS")
 		for _, n := range st.Nodes {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, orDash(n.Address), yesNo(n.Alive), when(n.StartedAt),
-				when(n.HeartbeatAt), partitionList(n.Partitions))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.ID, groupName(n.Group), orDash(strings.Join(n.Consumers, ",")),
+				orDash(n.Address), yesNo(n.Alive), when(n.StartedAt), when(n.HeartbeatAt), partitionList(n.Partitions))
 		}
 	}
-	fmt.Fprintln(tw, "\nPARTITION\tOWNER\tHELD\tEPOCH\tHEAD\tCHECKPOINT\tLAG")
+	fmt.Fprintln(tw, "\nPARTITION\tGROUP\tOWNER\tHELD\tEPOCH\tHEAD\tCHECKPOINT\tLAG")
 	var subs [][]string
 	for _, p := range st.Partitions {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\n", p.Partition, orDash(p.Owner), yesNo(p.Held), p.Epoch, p.Head,
-			p.Checkpoint, p.Lag)
+		leases := p.Leases
+		if len(leases) == 0 { // never leased
+			leases = []sluice.GroupLease{{}}
+		}
+		for _, l := range leases {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", p.Partition, groupName(l.Group), orDash(l.Owner), yesNo(l.Held),
+				l.Epoch, p.Head, p.Checkpoint, p.Lag)
+		}
 		for _, s := range p.Subscriptions {
 			subs = append(subs, []string{s.ID, fmt.Sprint(p.Partition), fmt.Sprint(s.Position), fmt.Sprint(s.Lag)})
 		}
@@ -107,6 +131,14 @@ func (e *env) printCluster(st sluice.ClusterStatus) error {
 		}
 	}
 	return tw.Flush()
+}
+
+// groupName names a stream group, "default" for "".
+func groupName(g string) string {
+	if g == "" {
+		return "default"
+	}
+	return g
 }
 
 // partitionList formats partition numbers: "0,1,5", or "-" for none.

@@ -118,10 +118,13 @@ const views = {
   async streams() {
     const st = await call("ClusterService", "GetClusterStatus", {});
     fill(document.querySelector("#nodes-table tbody"), (st.nodes || []).map((n) =>
-      el("tr", { class: n.alive ? "" : "bad" }, el("td", {}, n.id), el("td", {}, n.address || ""), el("td", {}, n.alive ? "yes" : "no"),
+      el("tr", { class: n.alive ? "" : "bad" }, el("td", {}, n.id), el("td", {}, n.group || "(default)"),
+        el("td", {}, (n.consumers || []).join(", ")), el("td", {}, n.address || ""), el("td", {}, n.alive ? "yes" : "no"),
         el("td", {}, (n.partitions || []).join(" ")), el("td", {}, when(n.startedAt)), el("td", {}, when(n.heartbeatAt)))));
     fill(document.querySelector("#partitions-table tbody"), (st.partitions || []).map((p) =>
-      el("tr", { class: p.held ? "" : "bad" }, num(p.partition), el("td", {}, p.owner || ""), num(p.epoch), el("td", {}, p.held ? "yes" : "no"),
+      el("tr", { class: p.held ? "" : "bad" }, num(p.partition),
+        el("td", {}, (p.leases || []).map((l) => `${l.owner || "none"}${l.group ? " [" + l.group + "]" : ""}`).join(", ")),
+        num(p.epoch), el("td", {}, p.held ? "yes" : "no"),
         num(p.head), num(p.checkpoint), num(p.lag),
         el("td", {}, (p.subscriptions || []).map((s) => `${s.id} (${int(s.lag)})`).join(", ")))));
   },
