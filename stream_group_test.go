@@ -2,8 +2,10 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +134,61 @@ func waitCheckpoints(t *testing.T, c *sluice.Client, ok func(sluice.PartitionSta
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// Processors of two groups that handle one consumer and start at the
+// same moment: at most one of them pulls partitions for it, the other
+// refusing to start or giving its partitions up.
+func TestStreamGroupsRaceForAConsumer(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		procs := make([]*sluice.StreamProcessor, 2)
+		errs := make([]error, 2)
+		start := make(chan struct{})
+		done := make(chan int)
+		for i := range procs {
+			cl := c
+			if i == 1 {
+				cl = reopen(t, kind, service)
+			}
+			o := clusterOptions(fmt.Sprint("racer-", i))
+			o.Group = fmt.Sprint("group-", i)
+			procs[i] = cl.NewStreamProcessor(o)
+			procs[i].Handle("billing", func(context.Context, *sluice.StreamEvent) error { return nil }, &sluice.ConsumerOptions{Namespace: "orders"})
+			go func() {
+				<-start
+				errs[i] = procs[i].Start(t.Context())
+				done <- i
+			}()
+		}
+		close(start)
+		<-done
+		<-done
+		for i, p := range procs {
+			if errs[i] == nil {
+				t.Cleanup(func() { p.Stop(context.Background()) })
+			} else if !errors.Is(errs[i], sluice.ErrConsumerConflict) || !strings.Contains(errs[i].Error(), "consumer billing is handled by node racer-") {
+				t.Fatalf("Start of racer %d: %v", i, errs[i])
+			}
+		}
+		t.Logf("starts: %v; %v", errs[0], errs[1])
+		if errs[0] != nil && errs[1] != nil {
+			t.Fatalf("both refused: %v; %v", errs[0], errs[1])
+		}
+		// Settled: one pulls all 16 partitions, the other none, for a
+		// while.
+		deadline := time.Now().Add(10 * time.Second)
+		settled := 0
+		for settled < 10 {
+			n0, n1 := len(pulled(procs[0])), len(pulled(procs[1]))
+			if (n0 == 16 && n1 == 0) || (n0 == 0 && n1 == 16) {
+				settled++
+			} else {
+				settled = 0
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("racers pull %d and %d partitions (starts: %v; %v)", n0, n1, errs[0], errs[1])
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 }

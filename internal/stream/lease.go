@@ -60,6 +60,8 @@ type Leases struct {
 	// conflicted says the last round gave up its partitions for one.
 	conflict   *store.Node
 	conflicted bool
+	// warned holds the peers of the group found handling other consumers.
+	warned map[string]bool
 }
 
 // Cluster defaults.
@@ -88,8 +90,33 @@ func (l *Leases) heartbeat(ctx context.Context) ([]store.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.conflict = l.rival(nodes)
-	return slices.DeleteFunc(nodes, func(n store.Node) bool { return n.Group != l.Group }), nil
+	l.conflict = nil
+	if r := l.rival(nodes); r != nil {
+		other := *r // the filter below overwrites nodes
+		l.conflict = &other
+	}
+	nodes = slices.DeleteFunc(nodes, func(n store.Node) bool { return n.Group != l.Group })
+	l.checkPeers(nodes)
+	return nodes, nil
+}
+
+// checkPeers warns, once per peer, of a live node of this node's group
+// that handles other consumers: each partition goes to one node of the
+// group, so consumers that only some nodes handle miss the events of
+// the partitions the others pull.
+func (l *Leases) checkPeers(nodes []store.Node) {
+	for _, n := range nodes {
+		if n.ID == l.Node || !n.Alive || slices.Equal(n.Consumers, l.Consumers) || l.warned[n.ID] {
+			continue
+		}
+		if l.warned == nil {
+			l.warned = make(map[string]bool)
+		}
+		l.warned[n.ID] = true
+		l.Logger.Warn("sluice: a stream node of this group handles other consumers: give processors that handle "+
+			"different consumers groups of their own (StreamProcessorOptions.Group)",
+			"group", l.Group, "peer", n.ID, "peer_consumers", n.Consumers, "consumers", l.Consumers)
+	}
 }
 
 // rival returns a live node of another group, started before this one,
