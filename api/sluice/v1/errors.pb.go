@@ -31,7 +31,10 @@ type ErrorInfo struct {
 	// SESSION_LOCK_LOST, SESSION_CANNOT_BE_LOCKED, SESSION_REQUIRED,
 	// MESSAGE_TOO_LARGE, BATCH_TOO_LARGE, INVALID_NAME, INVALID_ARGUMENT,
 	// INVALID_FILTER, CONTENTION, SUBSCRIPTION_NOT_FOUND, TRIMMED, FENCED,
-	// PARTITION_COUNT, CLOSED, RATE_LIMITED.
+	// PARTITION_COUNT, CONSUMER_CONFLICT, SINGLE_NODE, CLOSED, RATE_LIMITED;
+	// and, with no sentinel of their own, DELIVERY_NOT_FOUND (a Nack of a
+	// delivery this server does not hold) and NO_CONSUMER (a replay with
+	// no Consume stream of the consumer on this server).
 	Reason        string `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
