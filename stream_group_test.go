@@ -70,6 +70,11 @@ func TestStreamGroups(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		for _, ps := range before.Partitions { // given back at once, not left to end
+			if i := slices.IndexFunc(ps.Leases, func(l sluice.GroupLease) bool { return l.Group == "mailers" }); i < 0 || ps.Leases[i].Held {
+				t.Fatalf("partition %d: leases %+v after the mailers stopped, want the mailers' released", ps.Partition, ps.Leases)
+			}
+		}
 		publishAll(1)
 		billing.waitCount(t, 2*keys*each, 20*time.Second)
 		time.Sleep(300 * time.Millisecond) // several progress intervals

@@ -321,8 +321,10 @@ func (p *StreamProcessor) handle(ctx context.Context, rc *remoteConsumer, d *slu
 		}
 		return
 	}
-	if hctx.Err() != nil && ctx.Err() == nil {
-		return // past its deadline: the server delivers it again
+	if hctx.Err() != nil {
+		// Past its deadline, or cut short by Stop: the server delivers it
+		// again, and it counts as no failure.
+		return
 	}
 	nctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice"
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
@@ -30,14 +31,7 @@ const (
 	// consumeHeartbeat is how long a Consume stream stays silent before
 	// the server sends a heartbeat, so that proxies keep it open.
 	consumeHeartbeat = 15 * time.Second
-	// consumerStopTimeout bounds how long a consumer's last stream waits
-	// for its node to store final progress and give back its partitions.
-	consumerStopTimeout = 10 * time.Second
 )
-
-// errNoStream fails a delivery that no Consume stream can take: the
-// consumer is stopping here. The event is delivered again.
-var errNoStream = errors.New("sluice: server: no consume stream of the consumer is open")
 
 // streams serves StreamService. A Consume call attaches a stream to the
 // server's node of the consumer, started with the first one and stopped
@@ -464,11 +458,14 @@ func (h *streams) detach(rc *remoteConsumer, cs *consumeStream) {
 		return
 	}
 	if rc.startErr == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), consumerStopTimeout)
+		// No stream is left to take the deliveries in progress: they are
+		// cut short at once (delivered again later, as the attempts they
+		// were, not failures), and the node stores its final progress.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
 		if err := rc.proc.Stop(ctx); err != nil {
 			h.s.log.Warn("sluice: server: consumer stopped with an error", "consumer", rc.name, "err", err)
 		}
-		cancel()
 		h.s.log.Info("sluice: server: consumer stops", "consumer", rc.name, "node", rc.proc.NodeID())
 	}
 	h.mu.Lock()
@@ -493,9 +490,10 @@ func isClosed(c chan struct{}) bool {
 // returns its settlement. A stream that ends first hands the delivery to
 // another.
 func (h *streams) deliver(ctx context.Context, rc *remoteConsumer, ev *sluice.StreamEvent) error {
-	msg := &sluicev1.StreamDelivery{Event: apiconv.StreamEvent(ev)}
+	event := apiconv.StreamEvent(ev)
+	var deadline *timestamppb.Timestamp
 	if d, ok := ctx.Deadline(); ok {
-		msg.Deadline = apiconv.Timestamp(d)
+		deadline = apiconv.Timestamp(d)
 	}
 	for {
 		cs, err := h.pick(ctx, rc)
@@ -503,7 +501,7 @@ func (h *streams) deliver(ctx context.Context, rc *remoteConsumer, ev *sluice.St
 			return err
 		}
 		id, d := h.register(rc, cs)
-		msg.DeliveryId = id
+		msg := &sluicev1.StreamDelivery{DeliveryId: id, Event: event, Deadline: deadline}
 		select {
 		case cs.out <- &sluicev1.ConsumeResponse{Kind: &sluicev1.ConsumeResponse_Delivery{Delivery: msg}}:
 		case <-cs.done:
@@ -535,13 +533,16 @@ func (h *streams) deliver(ctx context.Context, rc *remoteConsumer, ev *sluice.St
 }
 
 // pick returns the attached stream of rc with the fewest deliveries
-// awaiting settlement, waiting for one to attach while none is.
+// awaiting settlement, waiting for one to attach while none is. Once rc
+// is stopping it waits for the delivery to be cut short: failing it
+// would count as a failed attempt.
 func (h *streams) pick(ctx context.Context, rc *remoteConsumer) (*consumeStream, error) {
 	for {
 		h.mu.Lock()
 		if rc.stopping {
 			h.mu.Unlock()
-			return nil, errNoStream
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
 		}
 		var best *consumeStream
 		for cs := range rc.streams {

@@ -116,7 +116,7 @@ func TestStreamsAPI(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		waitFor(t, "audit reads o-0 from the beginning", 10*time.Second, func() bool { return len(got.positions(audit.ID, "o-0")) == 2 })
+		waitFor(t, "audit reads o-0 from the beginning", 30*time.Second, func() bool { return len(got.positions(audit.ID, "o-0")) == 2 })
 		if subs, err := c.StreamSubscriptions(ctx, sluice.StreamID{Namespace: "orders", Key: "o-0"}); err != nil || len(subs) != 2 {
 			t.Fatalf("StreamSubscriptions = %+v, %v; want audit's and billing's namespace subscription", subs, err)
 		}
@@ -143,7 +143,7 @@ func TestStreamsAPI(t *testing.T) {
 			}
 			return true
 		}
-		waitFor(t, "billing gets every event, in order", 20*time.Second, func() bool { return inOrder(each) })
+		waitFor(t, "billing gets every event, in order", 30*time.Second, func() bool { return inOrder(each) })
 
 		// A second processor of billing shares its deliveries; the first
 		// stops, handing its part over.
@@ -157,7 +157,7 @@ func TestStreamsAPI(t *testing.T) {
 			t.Fatalf("Stop: %v", err)
 		}
 		publishAll(2)
-		waitFor(t, "billing gets all three rounds, in order", 20*time.Second, func() bool { return inOrder(3 * each) })
+		waitFor(t, "billing gets all three rounds, in order", 30*time.Second, func() bool { return inOrder(3 * each) })
 		for k := range keys {
 			p := got.positions(billing, fmt.Sprintf("k-%d", k))
 			if len(slices.Compact(slices.Clone(p))) != 3*each {
@@ -196,6 +196,16 @@ func TestStreamsAPI(t *testing.T) {
 			return n.Alive && n.Group == "billing" && slices.Equal(n.Consumers, []string{"billing"}) && len(n.Partitions) == 16
 		}) {
 			t.Fatalf("cluster nodes %+v: want billing's node, alive, pulling 16 partitions", status.Nodes)
+		}
+
+		_, metrics := scrape(t, e, "")
+		for _, want := range []string{`sluice_stream_events_published_total{namespace="orders"} 2`, // at least
+			`sluice_stream_deliveries_total{consumer="billing",outcome="ack"}`,
+			`sluice_stream_deliveries_total{consumer="billing",outcome="nack"} 2`,
+			`sluice_stream_consume_streams 1`} {
+			if !strings.Contains(metrics, want) {
+				t.Errorf("metrics lack %s", want)
+			}
 		}
 
 		if err := c.Unsubscribe(ctx, audit.ID); err != nil {
@@ -265,6 +275,101 @@ func TestConsumeAckTimeoutAndGroups(t *testing.T) {
 			s, err := e.lib.ClusterStatus(ctx)
 			return err == nil && !slices.ContainsFunc(s.Nodes, func(n sluice.ClusterNode) bool { return n.Group == "slow" })
 		})
+	})
+}
+
+// A consumer whose failure policy faults stops its subscription on an
+// event that keeps failing; ClearFault over the API resumes it with that
+// event.
+func TestConsumeFaultAndClear(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		e := start(t, kind, server.Config{StreamNodes: streamNodes})
+		c := e.remote(t, nil)
+		ctx := t.Context()
+		var broken atomic.Bool
+		broken.Store(true)
+		got := newEvents()
+		startRemote(t, c, "", func(p *client.StreamProcessor) {
+			p.Handle("ledger", func(ctx context.Context, ev *sluice.StreamEvent) error {
+				if broken.Load() {
+					return errors.New("ledger offline")
+				}
+				got.add(ev)
+				return nil
+			}, &sluice.ConsumerOptions{Namespace: "payments", MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond,
+				OnFailure: sluice.FaultOnFailure})
+		})
+		id := sluice.StreamID{Namespace: "payments", Key: "p-1"}
+		if _, err := c.Publish(ctx, id, sluice.Event{Body: []byte("one")}, sluice.Event{Body: []byte("two")}); err != nil {
+			t.Fatal(err)
+		}
+		const sub = "ns/payments/ledger"
+		waitFor(t, "the subscription faults", 10*time.Second, func() bool {
+			s, err := c.GetStreamSubscription(ctx, sub)
+			return err == nil && strings.Contains(s.Fault, "ledger offline")
+		})
+		broken.Store(false)
+		if err := c.ClearFault(ctx, sub); err != nil {
+			t.Fatalf("ClearFault: %v", err)
+		}
+		waitFor(t, "both events after the fault is cleared", 10*time.Second, func() bool { return len(got.positions(sub, "p-1")) == 2 })
+		if s, err := c.GetStreamSubscription(ctx, sub); err != nil || s.Fault != "" {
+			t.Fatalf("subscription after ClearFault: %+v, %v", s, err)
+		}
+		wantErr(t, "ClearFault of a missing subscription", c.ClearFault(ctx, "missing"), sluice.ErrSubscriptionNotFound)
+	})
+}
+
+// A remote consumer that stops while a delivery is in progress cuts it
+// short: the event is delivered again to the next stream of the
+// consumer, and is not counted as a failure (with one attempt allowed, a
+// failure would park it).
+func TestConsumeStopCutsShort(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		e := start(t, kind, server.Config{StreamNodes: streamNodes})
+		c := e.remote(t, nil)
+		ctx := t.Context()
+		opts := &sluice.ConsumerOptions{Namespace: "jobs", MaxAttempts: 1}
+		started := make(chan struct{}, 1)
+		first := c.NewStreamProcessor(nil)
+		first.Handle("worker", func(ctx context.Context, ev *sluice.StreamEvent) error {
+			started <- struct{}{}
+			<-ctx.Done() // held until Stop gives up on it
+			return ctx.Err()
+		}, opts)
+		if err := first.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Publish(ctx, sluice.StreamID{Namespace: "jobs", Key: "j"}, sluice.Event{Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-started:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no delivery")
+		}
+		stopCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		wantErr(t, "Stop with a delivery held past its context", first.Stop(stopCtx), context.DeadlineExceeded)
+
+		got := make(chan int, 1)
+		startRemote(t, c, "", func(p *client.StreamProcessor) {
+			p.Handle("worker", func(ctx context.Context, ev *sluice.StreamEvent) error {
+				got <- ev.Attempt
+				return nil
+			}, opts)
+		})
+		select {
+		case attempt := <-got:
+			if attempt != 1 {
+				t.Errorf("delivered again as attempt %d, want 1", attempt)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the event cut short was not delivered again")
+		}
+		if parked, err := c.ParkedEvents(ctx, "ns/jobs/worker", 10); err != nil || len(parked) != 0 {
+			t.Fatalf("parked: %+v, %v; want none", parked, err)
+		}
 	})
 }
 

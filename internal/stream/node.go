@@ -334,7 +334,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	held := make([]store.PartitionLease, 0, len(agents))
 	for _, a := range agents {
 		if !a.fenced.Load() {
-			held = append(held, store.PartitionLease{Partition: a.partition, Epoch: a.epoch})
+			held = append(held, store.PartitionLease{Group: n.cfg.Group, Partition: a.partition, Epoch: a.epoch})
 		}
 	}
 	n.cfg.Balancer.Leave(ctx, held)
