@@ -153,9 +153,15 @@ func TestStreamAtLeastOnceAcrossKill(t *testing.T) {
 			}
 		}()
 
-		// Kill the consumer in the middle of it, and note the progress it
-		// stored.
-		time.Sleep(700 * time.Millisecond)
+		// Kill the consumer in the middle of it (once it has delivered some,
+		// however slow the machine), and note the progress it stored.
+		for wait := time.Now().Add(30 * time.Second); len(deliveries(t, outPath)) < 100; {
+			if time.Now().After(wait) {
+				t.Fatalf("the consumer delivered %d events in 30 s", len(deliveries(t, outPath)))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(100 * time.Millisecond)
 		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

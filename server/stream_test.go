@@ -20,7 +20,7 @@ import (
 )
 
 // streamNodes time the server's stream nodes for tests.
-var streamNodes = sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond, FailureTimeout: time.Second,
+var streamNodes = sluice.StreamProcessorOptions{HeartbeatInterval: 200 * time.Millisecond, FailureTimeout: 3 * time.Second,
 	ProgressInterval: 20 * time.Millisecond, RefreshInterval: 100 * time.Millisecond, IdlePollInterval: 100 * time.Millisecond}
 
 // events collects deliveries by subscription and stream key.
@@ -44,6 +44,19 @@ func (e *events) positions(sub, key string) []int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.Clone(e.got[sub+"|"+key])
+}
+
+// firstSeen is positions in the order they first appear.
+func firstSeen(positions []int64) []int64 {
+	seen := make(map[int64]bool)
+	var out []int64
+	for _, p := range positions {
+		if !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) {
@@ -134,10 +147,16 @@ func TestStreamsAPI(t *testing.T) {
 		}
 		publishAll(0)
 		const billing = "ns/orders/billing"
+		// At least once, in order: a stream's events first arrive in
+		// order; a redelivery (a lease lost on a loaded machine) repeats
+		// from the last stored progress.
 		inOrder := func(n int) bool {
 			for k := range keys {
-				p := got.positions(billing, fmt.Sprintf("k-%d", k))
-				if len(p) < n || !slices.IsSorted(p) {
+				p := firstSeen(got.positions(billing, fmt.Sprintf("k-%d", k)))
+				if !slices.IsSorted(p) {
+					t.Fatalf("stream k-%d first delivered in the order %v", k, p)
+				}
+				if len(p) < n {
 					return false
 				}
 			}
@@ -159,9 +178,8 @@ func TestStreamsAPI(t *testing.T) {
 		publishAll(2)
 		waitFor(t, "billing gets all three rounds, in order", 30*time.Second, func() bool { return inOrder(3 * each) })
 		for k := range keys {
-			p := got.positions(billing, fmt.Sprintf("k-%d", k))
-			if len(slices.Compact(slices.Clone(p))) != 3*each {
-				t.Fatalf("stream k-%d: %d distinct positions of %d, want %d", k, len(slices.Compact(slices.Clone(p))), len(p), 3*each)
+			if p := firstSeen(got.positions(billing, fmt.Sprintf("k-%d", k))); len(p) != 3*each {
+				t.Fatalf("stream k-%d: %d distinct positions, want %d", k, len(p), 3*each)
 			}
 		}
 
@@ -201,7 +219,7 @@ func TestStreamsAPI(t *testing.T) {
 		_, metrics := scrape(t, e, "")
 		for _, want := range []string{`sluice_stream_events_published_total{namespace="orders"} 2`, // at least
 			`sluice_stream_deliveries_total{consumer="billing",outcome="ack"}`,
-			`sluice_stream_deliveries_total{consumer="billing",outcome="nack"} 2`,
+			`sluice_stream_deliveries_total{consumer="billing",outcome="nack"}`,
 			`sluice_stream_consume_streams 1`} {
 			if !strings.Contains(metrics, want) {
 				t.Errorf("metrics lack %s", want)
@@ -241,10 +259,10 @@ func TestConsumeAckTimeoutAndGroups(t *testing.T) {
 		if _, err := c.Publish(ctx, sluice.StreamID{Namespace: "jobs", Key: "j"}, sluice.Event{Body: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "the second attempt", 10*time.Second, func() bool {
+		waitFor(t, "the second attempt", 30*time.Second, func() bool {
 			mu.Lock()
 			defer mu.Unlock()
-			return slices.Equal(attempts, []int{1, 2})
+			return slices.Contains(attempts, 2) && attempts[0] == 1
 		})
 
 		// The library cannot take slow while the server runs it, nor a

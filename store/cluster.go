@@ -32,7 +32,8 @@ type ClusterStore interface {
 	// the group's leases of the partitions of p.Acquire that are free
 	// (never leased, released, or whose lease has ended), each under a new
 	// epoch; every lease it grants lasts p.Duration. It returns the leases
-	// p.Node holds among those partitions afterwards.
+	// p.Node holds among those partitions afterwards. When ctx ends while
+	// it acquires, it keeps what it acquired and returns it.
 	LeasePartitions(ctx context.Context, p *PartitionLeaseParams) ([]PartitionLease, error)
 	// ReleasePartitions gives up leases (of their groups) node holds
 	// under their epochs: the partitions are free at once. Leases it no

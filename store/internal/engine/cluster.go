@@ -156,17 +156,25 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 			}
 			return err
 		})
-		switch {
-		case err == nil && epoch >= 0:
+		if err == nil && epoch >= 0 {
 			acquired = append(acquired, store.PartitionLease{Group: p.Group, Partition: part, Epoch: epoch + 1})
-		case err != nil && ctx.Err() != nil:
-			s.giveBack(ctx, p.Node, acquired)
-			return nil, fmt.Errorf("sluice: lease partitions: %w", ctx.Err())
-		case err != nil:
+		} else if err != nil {
 			s.e.log.Debug("sluice: partition not acquired", "partition", part, "err", err)
 		}
+		if ctx.Err() != nil {
+			// Out of time (a slow database, many partitions): keep what
+			// was acquired, and leave the rest for the next call, rather
+			// than give everything back and never get anywhere.
+			break
+		}
 	}
-	all, err := s.e.leases(ctx, s.e.w, s.t)
+	rctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+	}
+	all, err := s.e.leases(rctx, s.e.w, s.t)
 	if err != nil {
 		s.giveBack(ctx, p.Node, acquired)
 		return nil, fmt.Errorf("sluice: lease partitions: %w", err)

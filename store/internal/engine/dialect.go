@@ -81,7 +81,7 @@ var queryNames = []string{
 	"BumpHead", "EnsurePartition", "GetPartition", "ReadRecords",
 	"TrimRecords", "DeleteRecordRange", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",
 	"GetStreamPartitions", "InsertStreamPartitions", "EnsurePartitionCheckpoint",
-	"LockPartitionCheckpoint", "LockFencedCheckpoint", "GetPartitionCheckpoint", "SaveCheckpoint", "LowerCheckpoint", "InsertSubscription", "InsertProgress",
+	"LockPartitionCheckpoint", "GetPartitionCheckpoint", "SaveCheckpoint", "LowerCheckpoint", "InsertSubscription", "InsertProgress",
 	"DeleteSubscription", "DeleteSubscriptionProgress", "DeleteSubscriptionParked", "SelectSubscriptions",
 	"SetSubscriptionFault", "SelectProgress", "UpsertProgress", "MinProgress", "LockSubscription", "InsertParked",
 	"SelectParked", "DeleteParked", "UpsertRetention", "DeleteRetention", "SelectRetention",

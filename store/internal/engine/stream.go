@@ -270,13 +270,37 @@ func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParam
 	var results []store.ProgressResult
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		results = make([]store.ProgressResult, len(ps))
+		// Every checkpoint row first, then every lease row: a save waiting
+		// for a checkpoint row (another group's save of the partition, a
+		// subscription's creation) holds no lease row meanwhile, so the
+		// node's renewals wait at most for the writes below.
+		locked := make([]lockedCheckpoint, len(ps))
+		for _, i := range order {
+			var err error
+			if locked[i].stored, locked[i].now, err = s.e.lockCheckpoint(ctx, tx, s.t, ps[i].Partition); err != nil {
+				return err
+			}
+		}
+		fenced := make([]bool, len(ps))
+		for _, i := range order {
+			p := &ps[i]
+			err := s.e.fence(ctx, tx, s.t, &store.Fence{Group: p.Group, Partition: p.Partition, Epoch: p.Epoch})
+			if errors.Is(err, sluicetype.ErrFenced) {
+				results[i].Err, fenced[i] = err, true
+			} else if err != nil {
+				return err
+			}
+		}
 		var trims []trimmedThrough
 		for _, i := range order {
+			if fenced[i] {
+				continue
+			}
 			var (
 				tr  trimmedThrough
 				err error
 			)
-			results[i], tr, err = s.e.saveProgress(ctx, tx, s.t, &ps[i], js[i])
+			results[i], tr, err = s.e.saveProgress(ctx, tx, s.t, &ps[i], js[i], locked[i])
 			if err != nil {
 				return err
 			}
@@ -292,28 +316,18 @@ func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParam
 	return results, nil
 }
 
+// lockedCheckpoint is a checkpoint row a save locked: the stored
+// checkpoint and the database's time.
+type lockedCheckpoint struct{ stored, now int64 }
+
 // saveProgress saves one partition's progress and deletes the records it
 // trims, returning how far its caller is to mark the partition trimmed.
-// The checkpoint and lease rows first: the lease fences a stale owner
-// before anything is written, and holds off acquisitions until commit;
-// the checkpoint orders this transaction with subscription creations and
-// trims.
-func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p *store.ProgressParams, positions string) (store.ProgressResult, trimmedThrough, error) {
-	var stored, epoch, now int64
-	args := []any{t.Service, t.Provider, p.Partition, p.Group}
-	err := e.queryRow(ctx, tx, "LockFencedCheckpoint", args, &stored, &epoch, &now)
-	if errors.Is(err, sql.ErrNoRows) {
-		if _, err := e.exec(ctx, tx, "EnsurePartitionCheckpoint", args[:3]...); err != nil {
-			return store.ProgressResult{}, trimmedThrough{}, err
-		}
-		err = e.queryRow(ctx, tx, "LockFencedCheckpoint", args, &stored, &epoch, &now)
-	}
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return store.ProgressResult{}, trimmedThrough{}, err
-	}
-	if epoch != p.Epoch { // never leased: epoch 0
-		return store.ProgressResult{Err: fmt.Errorf("partition %d: epoch %d, now %d: %w", p.Partition, p.Epoch, epoch, sluicetype.ErrFenced)}, trimmedThrough{}, nil
-	}
+// The caller holds the partition's checkpoint row (which orders the save
+// with subscription creations and trims) and its lease row under the
+// save's epoch (which fences a stale owner and holds off acquisitions
+// until commit).
+func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p *store.ProgressParams, positions string, lk lockedCheckpoint) (store.ProgressResult, trimmedThrough, error) {
+	stored, now := lk.stored, lk.now
 	if len(p.Positions) > 0 {
 		if _, err := e.exec(ctx, tx, "UpsertProgress", t.Service, t.Provider, p.Partition, positions); err != nil {
 			return store.ProgressResult{}, trimmedThrough{}, err

@@ -994,18 +994,6 @@ FROM sluice_partition_checkpoints
 WHERE service = ? AND provider = ? AND `partition` = ?
 FOR UPDATE;
 
--- name: LockFencedCheckpoint
--- args: service, provider, partition, node_group
--- A save's retention lock and its fence at once: the checkpoint row and
--- the lease row with its epoch, both locked until commit, so that no
--- acquisition commits between the epoch check and the save's commit. No
--- row when the partition has no checkpoint row or was never leased.
-SELECT c.checkpoint, l.epoch, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
-FROM sluice_partition_checkpoints AS c
-JOIN sluice_partition_leases AS l ON l.service = c.service AND l.provider = c.provider AND l.`partition` = c.`partition`
-WHERE c.service = ? AND c.provider = ? AND c.`partition` = ? AND l.node_group = ?
-FOR UPDATE;
-
 -- name: GetPartitionCheckpoint
 -- args: service, provider, partition
 SELECT checkpoint
@@ -1334,7 +1322,7 @@ FOR UPDATE NOWAIT;
 -- name: LockLeaseEpoch
 -- args: service, provider, partition, node_group
 -- A partition's epoch, its lease row locked until commit: a fenced write
--- (a park, a fault) checks it under the lock.
+-- (a save, a park, a fault) checks it under the lock.
 SELECT epoch FROM sluice_partition_leases
 WHERE service = ? AND provider = ? AND `partition` = ? AND node_group = ?
 FOR UPDATE;

@@ -1008,18 +1008,6 @@ FROM sluice_partition_checkpoints
 WHERE service = $1 AND provider = $2 AND partition = $3::integer
 FOR UPDATE;
 
--- name: LockFencedCheckpoint
--- args: service, provider, partition, node_group
--- A save's retention lock and its fence at once: the checkpoint row and
--- the lease row with its epoch, both locked until commit, so that no
--- acquisition commits between the epoch check and the save's commit. No
--- row when the partition has no checkpoint row or was never leased.
-SELECT c.checkpoint, l.epoch, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-FROM sluice_partition_checkpoints c
-JOIN sluice_partition_leases l ON l.service = c.service AND l.provider = c.provider AND l.partition = c.partition
-WHERE c.service = $1 AND c.provider = $2 AND c.partition = $3::integer AND l.node_group = $4
-FOR UPDATE;
-
 -- name: GetPartitionCheckpoint
 -- args: service, provider, partition
 SELECT checkpoint
@@ -1294,7 +1282,7 @@ FOR UPDATE NOWAIT;
 -- name: LockLeaseEpoch
 -- args: service, provider, partition, node_group
 -- A partition's epoch, its lease row locked until commit: a fenced write
--- (a park, a fault) checks it under the lock.
+-- (a save, a park, a fault) checks it under the lock.
 SELECT epoch FROM sluice_partition_leases
 WHERE service = $1 AND provider = $2 AND node_group = $4 AND partition = $3::integer
 FOR UPDATE;

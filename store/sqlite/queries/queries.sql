@@ -692,15 +692,6 @@ SELECT checkpoint, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 FROM sluice_partition_checkpoints
 WHERE service = ?1 AND provider = ?2 AND partition = ?3;
 
--- name: LockFencedCheckpoint
--- args: service, provider, partition, node_group
--- A save's checkpoint and the epoch that fences it. No row when the
--- partition has no checkpoint row or was never leased.
-SELECT c.checkpoint, l.epoch, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-FROM sluice_partition_checkpoints c
-JOIN sluice_partition_leases l ON l.service = c.service AND l.provider = c.provider AND l.partition = c.partition
-WHERE c.service = ?1 AND c.provider = ?2 AND c.partition = ?3 AND l.node_group = ?4;
-
 -- name: GetPartitionCheckpoint
 -- args: service, provider, partition
 SELECT checkpoint
