@@ -139,8 +139,9 @@ type StreamProcessor struct {
 	acks     chan string
 	// flush makes the ack loop send what is queued and end; acked is
 	// closed when it has.
-	flush chan struct{}
-	acked chan struct{}
+	flush     chan struct{}
+	flushOnce sync.Once
+	acked     chan struct{}
 }
 
 // remoteConsumer is a consumer registered on a StreamProcessor.
@@ -196,28 +197,45 @@ func (p *StreamProcessor) Start(ctx context.Context) error {
 	}
 	p.started = true
 	consumers := slices.Clone(p.consumers)
-	p.mu.Unlock()
 	run, cancel := context.WithCancel(context.Background())
 	p.cancel = cancel
+	p.mu.Unlock()
 	go p.ackLoop()
 	for _, rc := range consumers {
-		stream, err := p.open(run, ctx, rc)
+		s, err := p.open(run, ctx, rc)
 		if err != nil {
+			// Stopped for good: a later (or concurrent) Stop finds it so.
+			p.mu.Lock()
+			if !isClosed(p.draining) {
+				close(p.draining)
+			}
+			p.mu.Unlock()
 			cancel()
 			p.loops.Wait()
-			close(p.flush)
+			p.closeFlush()
 			<-p.acked
 			return err
 		}
 		p.loops.Add(1)
-		go p.consume(run, rc, stream)
+		go p.consume(run, rc, s)
 	}
 	return nil
 }
 
+// consumeStream is an open Consume stream with its context, which ends
+// with the stream (and cancels the handlers of its deliveries).
+type consumeStream struct {
+	sluicev1connect.StreamServiceConsumeClientStream
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// closeFlush tells the ack loop to send what is queued and end, once.
+func (p *StreamProcessor) closeFlush() { p.flushOnce.Do(func() { close(p.flush) }) }
+
 // open opens a consumer's Consume stream, which lasts until run ends,
 // and waits until wait ends for the server to run the consumer.
-func (p *StreamProcessor) open(run, wait context.Context, rc *remoteConsumer) (sluicev1connect.StreamServiceConsumeClientStream, error) {
+func (p *StreamProcessor) open(run, wait context.Context, rc *remoteConsumer) (*consumeStream, error) {
 	ctx, cancel := context.WithCancel(run) // the stream's: it ends with run
 	stopWaiting := context.AfterFunc(wait, cancel)
 	defer stopWaiting()
@@ -229,36 +247,42 @@ func (p *StreamProcessor) open(run, wait context.Context, rc *remoteConsumer) (s
 	}()
 	stream, err := p.c.streams.Consume(ctx, apiconv.ConsumeRequest(rc.name, p.group, rc.opts))
 	if err != nil {
-		return sluicev1connect.StreamServiceConsumeClientStream{}, apierr.ToLibrary(err)
+		return nil, apierr.ToLibrary(err)
 	}
 	first, err := stream.Receive()
 	if !stopWaiting() && wait.Err() != nil {
 		stream.Close()
-		return sluicev1connect.StreamServiceConsumeClientStream{}, wait.Err()
+		return nil, wait.Err()
 	}
 	switch {
 	case errors.Is(err, io.EOF):
 		stream.Close()
-		return sluicev1connect.StreamServiceConsumeClientStream{}, fmt.Errorf("sluice: consume %s: the server closed the stream: %w", rc.name, sluice.ErrClosed)
+		return nil, fmt.Errorf("sluice: consume %s: the server closed the stream: %w", rc.name, sluice.ErrClosed)
 	case err != nil:
 		stream.Close()
-		return sluicev1connect.StreamServiceConsumeClientStream{}, apierr.ToLibrary(err)
+		return nil, apierr.ToLibrary(err)
 	case first.GetStarted() == nil:
 		stream.Close()
-		return sluicev1connect.StreamServiceConsumeClientStream{}, fmt.Errorf("sluice: consume %s: the server sent no start", rc.name)
+		return nil, fmt.Errorf("sluice: consume %s: the server sent no start", rc.name)
 	}
 	opened = true
-	return stream, nil
+	return &consumeStream{StreamServiceConsumeClientStream: stream, ctx: ctx, cancel: cancel}, nil
 }
 
 // consume runs a consumer's deliveries until the processor stops,
-// opening its stream again when it breaks.
-func (p *StreamProcessor) consume(ctx context.Context, rc *remoteConsumer, stream sluicev1connect.StreamServiceConsumeClientStream) {
+// opening its stream again when it breaks. A broken stream's handlers
+// are cancelled, and have returned, before the next stream opens: the
+// server hands their deliveries to other streams, and a stream's events
+// must never be handled twice at once.
+func (p *StreamProcessor) consume(ctx context.Context, rc *remoteConsumer, stream *consumeStream) {
 	defer p.loops.Done()
 	backoff := 100 * time.Millisecond
 	for {
-		p.receive(ctx, rc, stream)
+		var handlers sync.WaitGroup
+		p.receive(rc, stream, &handlers)
 		stream.Close()
+		stream.cancel()
+		handlers.Wait()
 		for {
 			select {
 			case <-ctx.Done():
@@ -281,11 +305,11 @@ func (p *StreamProcessor) consume(ctx context.Context, rc *remoteConsumer, strea
 
 // receive hands each delivery of stream to its handler until the stream
 // ends.
-func (p *StreamProcessor) receive(ctx context.Context, rc *remoteConsumer, stream sluicev1connect.StreamServiceConsumeClientStream) {
+func (p *StreamProcessor) receive(rc *remoteConsumer, stream *consumeStream, handlers *sync.WaitGroup) {
 	for {
 		msg, err := stream.Receive()
 		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, io.EOF) {
+			if stream.ctx.Err() == nil && !errors.Is(err, io.EOF) {
 				p.log.Warn("sluice: client: consume stream broke", "consumer", rc.name, "err", err)
 			}
 			return
@@ -300,7 +324,11 @@ func (p *StreamProcessor) receive(ctx context.Context, rc *remoteConsumer, strea
 		default:
 		}
 		p.handlers.Add(1)
-		go p.handle(ctx, rc, d)
+		handlers.Add(1)
+		go func() {
+			defer handlers.Done()
+			p.handle(stream.ctx, rc, d)
+		}()
 	}
 }
 
@@ -404,7 +432,7 @@ func (p *StreamProcessor) Stop(ctx context.Context) error {
 	}
 	// Acknowledgements queued by the handlers go out before the streams
 	// close, which would hand their deliveries to other streams.
-	close(p.flush)
+	p.closeFlush()
 	<-p.acked
 	p.cancel()
 	p.loops.Wait()

@@ -402,7 +402,13 @@ func (h *streams) attach(ctx context.Context, name, group string, opts sluice.Co
 		h.consumers[name] = rc
 		h.addStream(rc, cs)
 		h.mu.Unlock()
-		err := rc.proc.Start(ctx)
+		// Other streams may wait for this start: it runs whether or not
+		// this call stays, until the server shuts down.
+		startCtx, cancelStart := context.WithCancel(context.WithoutCancel(ctx))
+		stopStart := context.AfterFunc(h.s.stopping, cancelStart)
+		err := rc.proc.Start(startCtx)
+		stopStart()
+		cancelStart()
 		h.mu.Lock()
 		rc.startErr = err
 		close(rc.started)
@@ -511,25 +517,36 @@ func (h *streams) deliver(ctx context.Context, rc *remoteConsumer, ev *sluice.St
 			h.settled(id)
 			return context.Cause(ctx)
 		}
-		outcome := "expired"
+		// A settlement claims the delivery (settle removes it) before it
+		// hands over its result: once claimed, the result wins over the
+		// stream's end and the deadline, which may come at the same time.
+		var gaveUp error
 		select {
 		case err := <-d.result:
-			h.settled(id)
-			outcome = "ack"
-			if err != nil {
-				outcome = "nack"
-			}
-			h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), outcome).Inc()
-			return err
+			return h.outcome(rc, err)
 		case <-cs.done:
-			h.settled(id)
-			h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), "stream_closed").Inc()
 		case <-ctx.Done():
-			h.settled(id)
-			h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), outcome).Inc()
-			return context.Cause(ctx)
+			gaveUp = context.Cause(ctx)
 		}
+		if !h.settled(id) {
+			return h.outcome(rc, <-d.result)
+		}
+		if gaveUp != nil {
+			h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), "expired").Inc()
+			return gaveUp
+		}
+		h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), "stream_closed").Inc()
 	}
+}
+
+// outcome counts a settled delivery and returns its result.
+func (h *streams) outcome(rc *remoteConsumer, err error) error {
+	outcome := "ack"
+	if err != nil {
+		outcome = "nack"
+	}
+	h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), outcome).Inc()
+	return err
 }
 
 // pick returns the attached stream of rc with the fewest deliveries
@@ -577,13 +594,23 @@ func (h *streams) register(rc *remoteConsumer, cs *consumeStream) (string, *deli
 }
 
 // settled forgets a delivery.
-func (h *streams) settled(id string) {
+// It reports whether it did: false when a settlement claimed it first.
+func (h *streams) settled(id string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if d, ok := h.deliveries[id]; ok {
-		delete(h.deliveries, id)
-		d.stream.pending--
+	return h.forget(id) != nil
+}
+
+// forget removes a delivery awaiting settlement and returns it (nil if
+// none). h.mu is held.
+func (h *streams) forget(id string) *delivery {
+	d, ok := h.deliveries[id]
+	if !ok {
+		return nil
 	}
+	delete(h.deliveries, id)
+	d.stream.pending--
+	return d
 }
 
 // settle hands a settlement to the deliveries named, after checking that
@@ -606,14 +633,20 @@ func (h *streams) settle(ctx context.Context, ids []string, result error) ([]str
 			return nil, err
 		}
 	}
-	for _, d := range found {
-		if d == nil {
-			continue
+	// Claim each delivery, then hand it the result: one that its deliverer
+	// gave up on meanwhile is no longer there to claim.
+	h.mu.Lock()
+	claimed := make([]*delivery, 0, len(found))
+	for i, d := range found {
+		if d != nil && h.forget(ids[i]) == d {
+			claimed = append(claimed, d)
+		} else if d != nil {
+			unknown = append(unknown, ids[i])
 		}
-		select {
-		case d.result <- result:
-		default: // settled already
-		}
+	}
+	h.mu.Unlock()
+	for _, d := range claimed {
+		d.result <- result // buffered, and claimed once
 	}
 	return unknown, nil
 }

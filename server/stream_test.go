@@ -463,6 +463,9 @@ func TestStreamsAPIBadRequests(t *testing.T) {
 		p := c.NewStreamProcessor(nil)
 		p.Handle("c", func(context.Context, *sluice.StreamEvent) error { return nil }, &tc.opts)
 		wantErr(t, "Consume with "+tc.what, p.Start(ctx), tc.want)
+		if err := p.Stop(ctx); err != nil { // after a failed Start: nothing to stop, and no panic
+			t.Fatalf("Stop after a failed Start: %v", err)
+		}
 	}
 	p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{Group: "bad group"})
 	p.Handle("c", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)

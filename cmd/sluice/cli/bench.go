@@ -108,6 +108,8 @@ scenarios:
                 over Connect (protobuf, JSON) and gRPC (--producers, --batch, --consumers, --lease-batch); twice: one
                 Complete call a message, then one CompleteBatch call a receive; the server runs in this process on
                 --db, or --server names one (with --token)
+  api-stream    stream-e2e through the library's processor, then through a server's Consume over Connect (protobuf,
+                JSON) and gRPC (--producers, --batch, --subscriptions); the server runs in this process on --db
 `
 
 func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -146,7 +148,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	set := make(map[string]bool)
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if c.scenario == "stream-e2e" && !set["subscriptions"] {
+	if (c.scenario == "stream-e2e" || c.scenario == "api-stream") && !set["subscriptions"] {
 		c.subs = 1
 	}
 	if c.cpuProfile != "" {
@@ -261,6 +263,7 @@ var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, erro
 	"stream-backlog":          benchStreamBacklog,
 	"cluster":                 benchCluster,
 	"api":                     benchAPI,
+	"api-stream":              benchAPIStream,
 }
 
 func printResults(w io.Writer, results []benchResult, asJSON bool) {

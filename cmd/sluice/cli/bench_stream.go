@@ -23,8 +23,35 @@ import (
 // subscriptions; it reports events published and delivered to all of
 // them per second, and publish-to-handler latency.
 func benchStreamE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	r, err := e.streamE2E(ctx, "bench-"+randomHex(4), func(ns string, h sluice.StreamHandler) (func(), error) {
+		p := e.client.NewStreamProcessor(nil)
+		for i := range e.cfg.subs {
+			if err := p.Handle("consumer-"+strconv.Itoa(i), h, &sluice.ConsumerOptions{Namespace: ns}); err != nil {
+				return nil, err
+			}
+		}
+		if err := p.Start(ctx); err != nil {
+			return nil, err
+		}
+		stop := func() { p.Stop(context.WithoutCancel(ctx)) }
+		if err := waitPulling(ctx, p); err != nil {
+			stop()
+			return nil, err
+		}
+		return stop, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []benchResult{r}, nil
+}
+
+// streamE2E runs the stream-e2e measurement on namespace ns: consume
+// starts what delivers the namespace's events to --subscriptions
+// consumers through h, and returns once they pull every partition, with
+// a function that stops them.
+func (e *benchEnv) streamE2E(ctx context.Context, ns string, consume func(ns string, h sluice.StreamHandler) (func(), error)) (benchResult, error) {
 	const streams = 1000
-	ns := "bench-" + randomHex(4)
 	body := payload(e.cfg.size)
 	epoch := time.Now()
 	var (
@@ -35,24 +62,15 @@ func benchStreamE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 		failed     firstError
 	)
 	fail := failed.set
-	p := e.client.NewStreamProcessor(nil)
-	for i := range e.cfg.subs {
-		err := p.Handle("consumer-"+strconv.Itoa(i), func(ctx context.Context, ev *sluice.StreamEvent) error {
-			lat.add(time.Since(epoch) - time.Duration(binary.BigEndian.Uint64(ev.Body)))
-			delivered.Add(1)
-			return nil
-		}, &sluice.ConsumerOptions{Namespace: ns})
-		if err != nil {
-			return nil, err
-		}
+	stopConsumers, err := consume(ns, func(ctx context.Context, ev *sluice.StreamEvent) error {
+		lat.add(time.Since(epoch) - time.Duration(binary.BigEndian.Uint64(ev.Body)))
+		delivered.Add(1)
+		return nil
+	})
+	if err != nil {
+		return benchResult{}, err
 	}
-	if err := p.Start(ctx); err != nil {
-		return nil, err
-	}
-	defer p.Stop(context.WithoutCancel(ctx))
-	if err := waitPulling(ctx, p); err != nil {
-		return nil, err
-	}
+	defer stopConsumers()
 
 	runCtx, stop := context.WithTimeout(ctx, e.cfg.duration)
 	defer stop()
@@ -107,10 +125,10 @@ func benchStreamE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	}
 	elapsed := time.Since(start)
 	if err := failed.get(); err != nil {
-		return nil, err
+		return benchResult{}, err
 	}
 	if got := delivered.Load(); got < want {
-		return nil, fmt.Errorf("handlers got %d of %d deliveries within 60 s of the end", got, want)
+		return benchResult{}, fmt.Errorf("handlers got %d of %d deliveries within 60 s of the end", got, want)
 	}
 	r := result(published.Load(), elapsed, &lat)
 	subs := e.cfg.subs
@@ -119,7 +137,7 @@ func benchStreamE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	// What of that latency is the publish (its commit).
 	p50, p99 := publishing.percentiles()
 	r.PublishP50ms, r.PublishP99ms = &p50, &p99
-	return []benchResult{r}, nil
+	return r, nil
 }
 
 // benchStreamBacklog publishes --messages events (--producers, --batch)

@@ -95,8 +95,11 @@ func TestBenchScenarios(t *testing.T) {
 				want = 2
 			}
 			transports := []string{"library", "connect-proto", "connect-json", "grpc"}
-			if name == "api" {
+			switch name {
+			case "api":
 				want = 3 * len(transports) // a send line and two receive lines each
+			case "api-stream":
+				want = len(transports)
 			}
 			if len(lines) != want {
 				t.Fatalf("%d result lines, want %d:\n%s", len(lines), want, out)
@@ -113,7 +116,7 @@ func TestBenchScenarios(t *testing.T) {
 				switch name {
 				case "stream-backlog":
 					keys = append(keys, "peak_rss_mib", "cache_budget_mib")
-				case "stream-e2e":
+				case "stream-e2e", "api-stream":
 					keys = append(keys, "publish_p50_ms", "publish_p99_ms")
 				case "cluster":
 					keys = append(keys, "nodes")
@@ -125,6 +128,9 @@ func TestBenchScenarios(t *testing.T) {
 				}
 				if name == "api" && r["transport"] != transports[i/3] {
 					t.Errorf("line %d transport = %v, want %s", i, r["transport"], transports[i/3])
+				}
+				if name == "api-stream" && r["transport"] != transports[i] {
+					t.Errorf("line %d transport = %v, want %s", i, r["transport"], transports[i])
 				}
 				if name == "api" && i%3 == 2 && !strings.Contains(r["note"].(string), "CompleteBatch") {
 					t.Errorf("line %d note = %v, want the CompleteBatch round", i, r["note"])
