@@ -336,7 +336,12 @@ func (p *StreamProcessor) receive(rc *remoteConsumer, stream *consumeStream, han
 func (p *StreamProcessor) handle(ctx context.Context, rc *remoteConsumer, d *sluicev1.StreamDelivery) {
 	defer p.handlers.Done()
 	hctx := ctx
-	if deadline := apiconv.Time(d.GetDeadline()); !deadline.IsZero() {
+	// The time left counts from receipt: no clock skew shifts it.
+	deadline := apiconv.Time(d.GetDeadline())
+	if d.AckWithin != nil {
+		deadline = time.Now().Add(d.AckWithin.AsDuration())
+	}
+	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		hctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()

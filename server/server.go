@@ -57,6 +57,10 @@ type Config struct {
 	// Consume calls, one per consumer with streams open on it (Name and
 	// Group are set per consumer; Address defaults to the server's).
 	StreamNodes sluice.StreamProcessorOptions
+	// MaxConsumers bounds the consumers with Consume streams open on the
+	// server at once, each of which runs a stream node (default 256): a
+	// Consume for one more fails with RESOURCE_EXHAUSTED.
+	MaxConsumers int
 	// Logger receives the server's logs (default: none).
 	Logger *slog.Logger
 	// TracerProvider, when set, traces every API call with a server span
@@ -72,6 +76,7 @@ const (
 	DefaultAddr            = "127.0.0.1:7070"
 	DefaultMaxRequestBytes = 16 << 20
 	DefaultMaxReceiveWait  = 60 * time.Second
+	DefaultMaxConsumers    = 256
 )
 
 // Server serves the API for one library client.
@@ -116,6 +121,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxReceiveWait <= 0 {
 		cfg.MaxReceiveWait = DefaultMaxReceiveWait
+	}
+	if cfg.MaxConsumers <= 0 {
+		cfg.MaxConsumers = DefaultMaxConsumers
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect/v2"
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice"
@@ -398,6 +399,11 @@ func (h *streams) attach(ctx context.Context, name, group string, opts sluice.Co
 			}
 			return rc, cs, nil
 		}
+		if len(h.consumers) >= h.s.cfg.MaxConsumers {
+			h.mu.Unlock()
+			return nil, nil, apierr.New(connect.CodeResourceExhausted, "TOO_MANY_CONSUMERS", fmt.Sprintf(
+				"consume: %d consumers run on this server, at most %d allowed", h.s.cfg.MaxConsumers, h.s.cfg.MaxConsumers))
+		}
 		rc = h.newConsumer(name, group, opts)
 		h.consumers[name] = rc
 		h.addStream(rc, cs)
@@ -498,8 +504,9 @@ func isClosed(c chan struct{}) bool {
 func (h *streams) deliver(ctx context.Context, rc *remoteConsumer, ev *sluice.StreamEvent) error {
 	event := apiconv.StreamEvent(ev)
 	var deadline *timestamppb.Timestamp
-	if d, ok := ctx.Deadline(); ok {
-		deadline = apiconv.Timestamp(d)
+	end, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		deadline = apiconv.Timestamp(end)
 	}
 	for {
 		cs, err := h.pick(ctx, rc)
@@ -508,6 +515,9 @@ func (h *streams) deliver(ctx context.Context, rc *remoteConsumer, ev *sluice.St
 		}
 		id, d := h.register(rc, cs)
 		msg := &sluicev1.StreamDelivery{DeliveryId: id, Event: event, Deadline: deadline}
+		if hasDeadline {
+			msg.AckWithin = durationpb.New(max(time.Until(end), 0))
+		}
 		select {
 		case cs.out <- &sluicev1.ConsumeResponse{Kind: &sluicev1.ConsumeResponse_Delivery{Delivery: msg}}:
 		case <-cs.done:

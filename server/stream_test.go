@@ -467,6 +467,17 @@ func TestStreamsAPIBadRequests(t *testing.T) {
 			t.Fatalf("Stop after a failed Start: %v", err)
 		}
 	}
+	// One consumer more than the server runs at once is refused.
+	small := start(t, "sqlite", server.Config{StreamNodes: streamNodes, MaxConsumers: 1})
+	sc := small.remote(t, nil)
+	startRemote(t, sc, "", func(p *client.StreamProcessor) {
+		p.Handle("one", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+	})
+	two := sc.NewStreamProcessor(nil)
+	two.Handle("two", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+	if err := two.Start(ctx); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "at most 1") {
+		t.Fatalf("a second consumer on a server that runs one: %v, want RESOURCE_EXHAUSTED", err)
+	}
 	p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{Group: "bad group"})
 	p.Handle("c", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
 	wantErr(t, "Consume in a bad group", p.Start(ctx), sluice.ErrInvalidName)

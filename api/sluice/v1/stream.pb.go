@@ -1634,7 +1634,11 @@ type StreamDelivery struct {
 	// Names the delivery to Ack and Nack on this server.
 	DeliveryId string       `protobuf:"bytes,1,opt,name=delivery_id,json=deliveryId,proto3" json:"delivery_id,omitempty"`
 	Event      *StreamEvent `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
-	// After this the delivery fails and the event is delivered again.
+	// After this, by the server's clock, the delivery fails and the event
+	// is delivered again.
+	AckWithin *durationpb.Duration `protobuf:"bytes,4,opt,name=ack_within,json=ackWithin,proto3" json:"ack_within,omitempty"`
+	// The same moment as a time on the server's clock (clients should
+	// count ack_within from receipt instead, which no clock skew shifts).
 	Deadline      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1680,6 +1684,13 @@ func (x *StreamDelivery) GetDeliveryId() string {
 func (x *StreamDelivery) GetEvent() *StreamEvent {
 	if x != nil {
 		return x.Event
+	}
+	return nil
+}
+
+func (x *StreamDelivery) GetAckWithin() *durationpb.Duration {
+	if x != nil {
+		return x.AckWithin
 	}
 	return nil
 }
@@ -2292,11 +2303,13 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\x04kind\":\n" +
 	"\x0eConsumeStarted\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
-	"\x05group\x18\x02 \x01(\tR\x05group\"\x97\x01\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\"\xd1\x01\n" +
 	"\x0eStreamDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12,\n" +
-	"\x05event\x18\x02 \x01(\v2\x16.sluice.v1.StreamEventR\x05event\x126\n" +
+	"\x05event\x18\x02 \x01(\v2\x16.sluice.v1.StreamEventR\x05event\x128\n" +
+	"\n" +
+	"ack_within\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\tackWithin\x126\n" +
 	"\bdeadline\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\v\n" +
 	"\tHeartbeat\"/\n" +
 	"\n" +
@@ -2439,42 +2452,43 @@ var file_sluice_v1_stream_proto_depIdxs = []int32{
 	28, // 24: sluice.v1.ConsumeResponse.delivery:type_name -> sluice.v1.StreamDelivery
 	29, // 25: sluice.v1.ConsumeResponse.heartbeat:type_name -> sluice.v1.Heartbeat
 	17, // 26: sluice.v1.StreamDelivery.event:type_name -> sluice.v1.StreamEvent
-	40, // 27: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
-	36, // 28: sluice.v1.TailResponse.started:type_name -> sluice.v1.TailStarted
-	17, // 29: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
-	37, // 30: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
-	29, // 31: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
-	4,  // 32: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
-	6,  // 33: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
-	9,  // 34: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
-	11, // 35: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
-	13, // 36: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
-	15, // 37: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
-	19, // 38: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
-	21, // 39: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
-	23, // 40: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
-	25, // 41: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
-	30, // 42: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
-	32, // 43: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
-	34, // 44: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
-	5,  // 45: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
-	7,  // 46: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
-	10, // 47: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
-	12, // 48: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
-	14, // 49: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
-	16, // 50: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
-	20, // 51: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
-	22, // 52: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
-	24, // 53: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
-	26, // 54: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
-	31, // 55: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
-	33, // 56: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
-	35, // 57: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
-	45, // [45:58] is the sub-list for method output_type
-	32, // [32:45] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	41, // 27: sluice.v1.StreamDelivery.ack_within:type_name -> google.protobuf.Duration
+	40, // 28: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
+	36, // 29: sluice.v1.TailResponse.started:type_name -> sluice.v1.TailStarted
+	17, // 30: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
+	37, // 31: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
+	29, // 32: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
+	4,  // 33: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
+	6,  // 34: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
+	9,  // 35: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
+	11, // 36: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
+	13, // 37: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
+	15, // 38: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
+	19, // 39: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
+	21, // 40: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
+	23, // 41: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
+	25, // 42: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
+	30, // 43: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
+	32, // 44: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
+	34, // 45: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
+	5,  // 46: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
+	7,  // 47: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
+	10, // 48: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
+	12, // 49: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
+	14, // 50: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
+	16, // 51: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
+	20, // 52: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
+	22, // 53: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
+	24, // 54: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
+	26, // 55: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
+	31, // 56: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
+	33, // 57: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
+	35, // 58: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
+	46, // [46:59] is the sub-list for method output_type
+	33, // [33:46] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_stream_proto_init() }
