@@ -33,12 +33,14 @@ import (
 )
 
 // Options tune a client. The zero value talks the Connect protocol in
-// protobuf, without credentials, through http.DefaultClient.
+// protobuf, without credentials, through an HTTP client of its own.
 type Options struct {
 	// Token is the API key sent as "Authorization: Bearer <token>".
 	Token string
-	// HTTPClient carries the calls (default http.DefaultClient). For gRPC
-	// without TLS it must speak HTTP/2 cleartext (see GRPC).
+	// HTTPClient carries the calls (default: one like http.DefaultClient
+	// that pings HTTP/2 connections gone quiet, and closes those that do
+	// not answer). For gRPC without TLS it must speak HTTP/2 cleartext
+	// (see GRPC).
 	HTTPClient *http.Client
 	// GRPC talks gRPC instead of the Connect protocol; JSON the Connect
 	// protocol in JSON instead of protobuf.
@@ -48,6 +50,9 @@ type Options struct {
 
 // Client calls a sluice server. It is safe for concurrent use.
 type Client struct {
+	hc  *http.Client // carries the calls
+	own bool         // New made hc
+
 	entities  sluicev1connect.EntityServiceClient
 	messaging sluicev1connect.MessagingServiceClient
 	cluster   sluicev1connect.ClusterServiceClient
@@ -67,12 +72,9 @@ func New(baseURL string, opts *Options) (*Client, error) {
 	if opts != nil {
 		o = *opts
 	}
-	hc := o.HTTPClient
+	hc, own := o.HTTPClient, false
 	if hc == nil {
-		hc = http.DefaultClient
-		if o.GRPC && u.Scheme == "http" {
-			hc = h2cClient()
-		}
+		hc, own = httpClient(o.GRPC && u.Scheme == "http"), true
 	}
 	var topts []connecthttp.Option
 	switch {
@@ -87,6 +89,8 @@ func New(baseURL string, opts *Options) (*Client, error) {
 	}
 	cc := connect.NewClient(connecthttp.NewTransport(hc, baseURL, topts...), interceptors...)
 	return &Client{
+		hc:        hc,
+		own:       own,
 		entities:  sluicev1connect.NewEntityServiceClient(cc),
 		messaging: sluicev1connect.NewMessagingServiceClient(cc),
 		cluster:   sluicev1connect.NewClusterServiceClient(cc),
@@ -95,11 +99,24 @@ func New(baseURL string, opts *Options) (*Client, error) {
 	}, nil
 }
 
-// h2cClient speaks HTTP/2 without TLS, as gRPC needs.
-func h2cClient() *http.Client {
-	protocols := new(http.Protocols)
-	protocols.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: protocols}}
+// httpClient returns the default HTTP client: HTTP/2 without TLS when
+// h2c is set, as gRPC needs. It pings an HTTP/2 connection that has been
+// quiet for 30 s and closes it if the ping goes unanswered for 15 s, so
+// that a connection whose peer vanished fails its streams.
+func httpClient(h2c bool) *http.Client {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if ok {
+		t = t.Clone()
+	} else {
+		t = &http.Transport{Proxy: http.ProxyFromEnvironment, ForceAttemptHTTP2: true}
+	}
+	t.HTTP2 = &http.HTTP2Config{SendPingTimeout: 30 * time.Second, PingTimeout: 15 * time.Second}
+	if h2c {
+		protocols := new(http.Protocols)
+		protocols.SetUnencryptedHTTP2(true)
+		t.Protocols = protocols
+	}
+	return &http.Client{Transport: t}
 }
 
 // bearer sends the API key with every call.
@@ -116,10 +133,14 @@ func bearer(token string) connect.ClientInterceptor {
 	}
 }
 
-// Close releases nothing yet: the client holds no resources of its own
-// beyond its HTTP client's connections. It is there so that a client
-// replaces a sluice.Client where code closes it.
-func (c *Client) Close() error { return nil }
+// Close closes the idle connections of the HTTP client New made (not
+// those of Options.HTTPClient). Calls in progress run on.
+func (c *Client) Close() error {
+	if c.own {
+		c.hc.CloseIdleConnections()
+	}
+	return nil
+}
 
 // call runs a call and turns the server's errors into the library's.
 func call[Req, Res any](ctx context.Context, f func(context.Context, *Req) (*Res, error), req *Req) (*Res, error) {

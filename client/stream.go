@@ -7,9 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"net/http/httptrace"
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -202,7 +205,7 @@ func (p *StreamProcessor) Start(ctx context.Context) error {
 	p.mu.Unlock()
 	go p.ackLoop()
 	for _, rc := range consumers {
-		s, err := p.open(run, ctx, rc)
+		s, err := p.open(run, ctx, rc, "")
 		if err != nil {
 			// Stopped for good: a later (or concurrent) Stop finds it so.
 			p.mu.Lock()
@@ -228,14 +231,28 @@ type consumeStream struct {
 	sluicev1connect.StreamServiceConsumeClientStream
 	ctx    context.Context
 	cancel context.CancelFunc
+	// id names the stream on the server; silence is how long it may stay
+	// silent before it counts as broken.
+	id      string
+	silence time.Duration
+	conn    net.Conn // nil if unknown
 }
+
+// silentBeats is how many heartbeats a stream may miss before the
+// client takes it as broken; reopenWait bounds the wait for the server
+// to run the consumer again, on a connection that may be broken too.
+const (
+	silentBeats = 3
+	reopenWait  = 30 * time.Second
+)
 
 // closeFlush tells the ack loop to send what is queued and end, once.
 func (p *StreamProcessor) closeFlush() { p.flushOnce.Do(func() { close(p.flush) }) }
 
-// open opens a consumer's Consume stream, which lasts until run ends,
-// and waits until wait ends for the server to run the consumer.
-func (p *StreamProcessor) open(run, wait context.Context, rc *remoteConsumer) (*consumeStream, error) {
+// open opens a consumer's Consume stream, which lasts until run ends and
+// replaces the stream of id replaces (if the server still has it), and
+// waits until wait ends for the server to run the consumer.
+func (p *StreamProcessor) open(run, wait context.Context, rc *remoteConsumer, replaces string) (*consumeStream, error) {
 	ctx, cancel := context.WithCancel(run) // the stream's: it ends with run
 	stopWaiting := context.AfterFunc(wait, cancel)
 	defer stopWaiting()
@@ -245,7 +262,15 @@ func (p *StreamProcessor) open(run, wait context.Context, rc *remoteConsumer) (*
 			cancel()
 		}
 	}()
-	stream, err := p.c.streams.Consume(ctx, apiconv.ConsumeRequest(rc.name, p.group, rc.opts))
+	req := apiconv.ConsumeRequest(rc.name, p.group, rc.opts)
+	req.Replaces = replaces
+	// The connection that carries the stream, to close if it falls
+	// silent. Only the call is traced, not the handlers it runs.
+	var conn atomic.Pointer[net.Conn]
+	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+		conn.Store(&info.Conn)
+	}})
+	stream, err := p.c.streams.Consume(traced, req)
 	if err != nil {
 		return nil, apierr.ToLibrary(err)
 	}
@@ -266,14 +291,25 @@ func (p *StreamProcessor) open(run, wait context.Context, rc *remoteConsumer) (*
 		return nil, fmt.Errorf("sluice: consume %s: the server sent no start", rc.name)
 	}
 	opened = true
-	return &consumeStream{StreamServiceConsumeClientStream: stream, ctx: ctx, cancel: cancel}, nil
+	beat := 15 * time.Second // a server that does not say
+	if h := first.GetStarted().GetHeartbeat(); h != nil && h.AsDuration() > 0 {
+		beat = h.AsDuration()
+	}
+	cs := &consumeStream{StreamServiceConsumeClientStream: stream, ctx: ctx, cancel: cancel,
+		id: first.GetStarted().GetStreamId(), silence: silentBeats * beat}
+	if c := conn.Load(); c != nil {
+		cs.conn = *c
+	}
+	return cs, nil
 }
 
 // consume runs a consumer's deliveries until the processor stops,
-// opening its stream again when it breaks. A broken stream's handlers
-// are cancelled, and have returned, before the next stream opens: the
-// server hands their deliveries to other streams, and a stream's events
-// must never be handled twice at once.
+// opening its stream again when it breaks or falls silent. A broken
+// stream's handlers are cancelled, and have returned, before the next
+// stream opens: the server hands their deliveries to other streams, and
+// a stream's events must never be handled twice at once. The next
+// stream replaces the broken one, so that a server that has not noticed
+// the break yet ends it at once.
 func (p *StreamProcessor) consume(ctx context.Context, rc *remoteConsumer, stream *consumeStream) {
 	defer p.loops.Done()
 	backoff := 100 * time.Millisecond
@@ -283,6 +319,7 @@ func (p *StreamProcessor) consume(ctx context.Context, rc *remoteConsumer, strea
 		stream.Close()
 		stream.cancel()
 		handlers.Wait()
+		broken := stream.id
 		for {
 			select {
 			case <-ctx.Done():
@@ -291,8 +328,10 @@ func (p *StreamProcessor) consume(ctx context.Context, rc *remoteConsumer, strea
 				return
 			case <-time.After(backoff/2 + rand.N(backoff/2)):
 			}
+			wait, cancel := context.WithTimeout(ctx, reopenWait)
 			var err error
-			stream, err = p.open(ctx, ctx, rc)
+			stream, err = p.open(ctx, wait, rc, broken)
+			cancel()
 			if err == nil {
 				backoff = 100 * time.Millisecond
 				break
@@ -304,10 +343,24 @@ func (p *StreamProcessor) consume(ctx context.Context, rc *remoteConsumer, strea
 }
 
 // receive hands each delivery of stream to its handler until the stream
-// ends.
+// ends, or stays silent (no delivery, no heartbeat) for too long: its
+// connection is then taken as broken, and the stream is cancelled.
 func (p *StreamProcessor) receive(rc *remoteConsumer, stream *consumeStream, handlers *sync.WaitGroup) {
+	watchdog := time.AfterFunc(stream.silence, func() {
+		p.log.Warn("sluice: client: consume stream silent; opening another", "consumer", rc.name, "silent", stream.silence)
+		stream.cancel()
+		// Its connection is taken as broken, with the calls it carries
+		// (HTTP/2 shares it); the idle ones to the server are likely
+		// broken as well. The next calls dial anew.
+		if stream.conn != nil {
+			stream.conn.Close()
+		}
+		p.c.hc.CloseIdleConnections()
+	})
+	defer watchdog.Stop()
 	for {
 		msg, err := stream.Receive()
+		watchdog.Reset(stream.silence)
 		if err != nil {
 			if stream.ctx.Err() == nil && !errors.Is(err, io.EOF) {
 				p.log.Warn("sluice: client: consume stream broke", "consumer", rc.name, "err", err)
@@ -455,8 +508,10 @@ func isClosed(c chan struct{}) bool {
 
 // Replay delivers up to max of a subscription's parked events again,
 // oldest first, through a Consume stream of its consumer on the server,
-// and returns how many were delivered; it stops at the first that fails
-// again.
+// and returns how many were delivered. It stops at the first that fails
+// again (which stays parked, with its new error), and when the
+// consumer's streams on the server close, and then returns the count
+// with an error that says why.
 func (p *StreamProcessor) Replay(ctx context.Context, subscription string, max int) (int, error) {
 	if max < 1 || max > maxPage {
 		return 0, fmt.Errorf("sluice: replay: max %d: want 1 to %d: %w", max, maxPage, sluice.ErrInvalidArgument)
@@ -464,6 +519,9 @@ func (p *StreamProcessor) Replay(ctx context.Context, subscription string, max i
 	res, err := call(ctx, p.c.streams.ReplayParkedEvents, &sluicev1.ReplayParkedEventsRequest{Subscription: subscription, Max: int32(max)})
 	if err != nil {
 		return 0, err
+	}
+	if res.Failure != "" {
+		return int(res.Delivered), fmt.Errorf("sluice: replay stopped after %d: %s", res.Delivered, res.Failure)
 	}
 	return int(res.Delivered), nil
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect/v2"
 	"golang.org/x/time/rate"
@@ -85,6 +86,10 @@ type Key struct {
 	// call beyond them fails with RESOURCE_EXHAUSTED.
 	RatePerSecond float64
 	Burst         int
+	// MaxStreams bounds the Consume and Tail streams open with the key at
+	// once (default DefaultKeyMaxStreams): one more fails with
+	// RESOURCE_EXHAUSTED.
+	MaxStreams int
 }
 
 // allows reports whether the key may act on entity.
@@ -127,6 +132,9 @@ func (k *Key) validate() ([sha256.Size]byte, error) {
 	if k.RatePerSecond < 0 || k.Burst < 0 {
 		return digest, fmt.Errorf("key %q: negative rate limit", k.Name)
 	}
+	if k.MaxStreams < 0 {
+		return digest, fmt.Errorf("key %q: negative max streams", k.Name)
+	}
 	return digest, nil
 }
 
@@ -140,6 +148,11 @@ type authKey struct {
 	*Key
 	digest  [sha256.Size]byte
 	limiter *rate.Limiter // nil: unlimited
+
+	maxStreams int
+
+	mu      sync.Mutex
+	streams int // Consume and Tail streams open with the key
 }
 
 func newKeyring(keys []Key) (*keyring, error) {
@@ -159,6 +172,10 @@ func newKeyring(keys []Key) (*keyring, error) {
 		}
 		seen[digest] = k.Name
 		ak := &authKey{Key: k, digest: digest}
+		ak.maxStreams = k.MaxStreams
+		if ak.maxStreams == 0 {
+			ak.maxStreams = DefaultKeyMaxStreams
+		}
 		if k.RatePerSecond > 0 {
 			ak.limiter = rate.NewLimiter(rate.Limit(k.RatePerSecond), max(k.Burst, 1))
 		}
@@ -224,6 +241,28 @@ func (s *Server) authorize(ctx context.Context, a Action, entity string) error {
 		name = k.Name
 	}
 	return connect.NewError(connect.CodePermissionDenied, fmt.Sprintf("key %q may not %s %q", name, a, entity))
+}
+
+// holdStream counts a server stream against the call's key's bound, and
+// returns what gives it back; it fails with RESOURCE_EXHAUSTED past the
+// bound. Calls without a key are not counted: MaxConsumers bounds them.
+func (s *Server) holdStream(ctx context.Context) (release func(), err error) {
+	k, _ := ctx.Value(keyCtx{}).(*authKey)
+	if k == nil {
+		return func() {}, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.streams >= k.maxStreams {
+		return nil, apierr.New(connect.CodeResourceExhausted, "TOO_MANY_STREAMS",
+			fmt.Sprintf("key %q holds %d Consume and Tail streams open, at most %d allowed", k.Name, k.streams, k.maxStreams))
+	}
+	k.streams++
+	return func() {
+		k.mu.Lock()
+		k.streams--
+		k.mu.Unlock()
+	}, nil
 }
 
 // permitted reports whether the call's key has any permission on entity:

@@ -61,6 +61,10 @@ type Config struct {
 	// server at once, each of which runs a stream node (default 256): a
 	// Consume for one more fails with RESOURCE_EXHAUSTED.
 	MaxConsumers int
+	// Heartbeat is how long a Consume or Tail stream stays silent before
+	// the server sends a heartbeat (default 15 s), so that proxies keep it
+	// open and clients can tell a silent stream from a broken one.
+	Heartbeat time.Duration
 	// Logger receives the server's logs (default: none).
 	Logger *slog.Logger
 	// TracerProvider, when set, traces every API call with a server span
@@ -77,6 +81,10 @@ const (
 	DefaultMaxRequestBytes = 16 << 20
 	DefaultMaxReceiveWait  = 60 * time.Second
 	DefaultMaxConsumers    = 256
+	DefaultHeartbeat       = 15 * time.Second
+	// DefaultKeyMaxStreams bounds the Consume and Tail streams open with
+	// one key at once, unless the key says otherwise.
+	DefaultKeyMaxStreams = 64
 )
 
 // Server serves the API for one library client.
@@ -124,6 +132,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.MaxConsumers <= 0 {
 		cfg.MaxConsumers = DefaultMaxConsumers
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -263,7 +274,11 @@ func (s *Server) Start(ctx context.Context) error {
 		Protocols:         protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		// A connection that answers no ping, or takes no data, is closed:
+		// its streams end, and their deliveries go to other streams.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 2 * s.cfg.Heartbeat, PingTimeout: 15 * time.Second,
+			WriteByteTimeout: 2 * s.cfg.Heartbeat},
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	s.listener = l
 	s.sampled = make(chan struct{})
@@ -311,6 +326,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	err := h.Shutdown(ctx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
+	}
+	// A stream's handler can outlive its connection (HTTP/2 does not
+	// wait for it): its consumer stores its final progress first.
+	if werr := s.streams.wait(ctx); err == nil {
+		err = werr
 	}
 	<-s.sampled
 	select {

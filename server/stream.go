@@ -29,9 +29,6 @@ const (
 	maxAttempts       = 1000
 	maxSettleBatch    = 1000
 	defaultParkedPage = 100
-	// consumeHeartbeat is how long a Consume stream stays silent before
-	// the server sends a heartbeat, so that proxies keep it open.
-	consumeHeartbeat = 15 * time.Second
 )
 
 // streams serves StreamService. A Consume call attaches a stream to the
@@ -46,6 +43,48 @@ type streams struct {
 	mu         sync.Mutex
 	consumers  map[string]*remoteConsumer
 	deliveries map[string]*delivery
+	// calls counts the Consume and Tail calls running; drained, when
+	// set, is closed once none is.
+	calls   int
+	drained chan struct{}
+}
+
+// enter counts a Consume or Tail call in; the returned func counts it
+// out.
+func (h *streams) enter() (leave func()) {
+	h.mu.Lock()
+	h.calls++
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.calls--
+		if h.calls == 0 && h.drained != nil {
+			close(h.drained)
+			h.drained = nil
+		}
+	}
+}
+
+// wait waits until ctx ends for the Consume and Tail calls to end, and
+// their consumers to stop.
+func (h *streams) wait(ctx context.Context) error {
+	h.mu.Lock()
+	if h.calls == 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	if h.drained == nil {
+		h.drained = make(chan struct{})
+	}
+	drained := h.drained
+	h.mu.Unlock()
+	select {
+	case <-drained:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sluice: server: streams still open at shutdown: %w", ctx.Err())
+	}
 }
 
 func newStreams(s *Server) *streams {
@@ -54,7 +93,8 @@ func newStreams(s *Server) *streams {
 			published: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_stream_events_published_total",
 				Help: "Stream events published through the API, by namespace."}, []string{"namespace"}),
 			delivered: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_stream_deliveries_total",
-				Help: "Stream deliveries sent to Consume streams, by consumer and outcome (ack, nack, expired, stream_closed)."},
+				Help: "Stream deliveries sent to Consume streams, by consumer and outcome (ack, nack, expired: past the ack timeout, " +
+					"stream_closed: handed to another stream, cut_short: the consumer stopped)."},
 				[]string{"consumer", "outcome"}),
 		}}
 	h.m.consumers = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "sluice_stream_consume_streams",
@@ -81,8 +121,9 @@ type streamMetrics struct {
 // remoteConsumer is a consumer that Consume streams handle on this
 // server. Its fields after proc are guarded by streams.mu.
 type remoteConsumer struct {
-	name, group, namespace string
-	proc                   *sluice.StreamProcessor
+	name, group string
+	opts        sluice.ConsumerOptions
+	proc        *sluice.StreamProcessor
 
 	streams map[*consumeStream]struct{}
 	// attached is closed, and replaced, when a stream attaches.
@@ -90,14 +131,16 @@ type remoteConsumer struct {
 	// started is closed once proc started, or failed to (startErr).
 	started  chan struct{}
 	startErr error
-	// stopping is set once the last stream left; stopped is closed once
-	// proc stopped and the consumer left the map.
+	// stopping is set, and leaving closed, once the last stream left;
+	// stopped is closed once proc stopped and the consumer left the map.
 	stopping bool
+	leaving  chan struct{}
 	stopped  chan struct{}
 }
 
 // consumeStream is one Consume call's stream.
 type consumeStream struct {
+	id      string
 	out     chan *sluicev1.ConsumeResponse
 	pending int           // deliveries awaiting settlement
 	done    chan struct{} // closed when the call ends
@@ -109,6 +152,15 @@ type delivery struct {
 	stream   *consumeStream
 	result   chan error // buffered: the first settlement wins
 }
+
+// nacked is a delivery's failure, as its Nack's reason says.
+type nacked string
+
+func (e nacked) Error() string { return string(e) }
+
+// errConsumerLeft ends what waits on a consumer whose last stream on
+// this server closed.
+var errConsumerLeft = errors.New("the consumer's last Consume stream on this server closed")
 
 func (h *streams) Publish(ctx context.Context, req *sluicev1.PublishRequest) (*sluicev1.PublishResponse, error) {
 	id := apiconv.FromStreamID(req.GetStream())
@@ -150,7 +202,7 @@ func (h *streams) Subscribe(ctx context.Context, req *sluicev1.SubscribeRequest)
 
 // subscription returns a subscription after checking that the call may
 // act on its consumer.
-func (h *streams) subscription(ctx context.Context, op, id string) (sluice.StreamSubscription, error) {
+func (h *streams) subscription(ctx context.Context, a Action, op, id string) (sluice.StreamSubscription, error) {
 	if id == "" {
 		return sluice.StreamSubscription{}, apierr.Invalid(op + ": no subscription")
 	}
@@ -161,14 +213,14 @@ func (h *streams) subscription(ctx context.Context, op, id string) (sluice.Strea
 	if err != nil {
 		return sluice.StreamSubscription{}, h.s.fail(op, err)
 	}
-	if err := h.s.authorize(ctx, Receive, sub.Consumer); err != nil {
+	if err := h.s.authorize(ctx, a, sub.Consumer); err != nil {
 		return sluice.StreamSubscription{}, err
 	}
 	return sub, nil
 }
 
 func (h *streams) Unsubscribe(ctx context.Context, req *sluicev1.UnsubscribeRequest) (*sluicev1.UnsubscribeResponse, error) {
-	if _, err := h.subscription(ctx, "unsubscribe", req.Subscription); err != nil {
+	if _, err := h.subscription(ctx, Manage, "unsubscribe", req.Subscription); err != nil {
 		return nil, err
 	}
 	if err := h.s.c.Unsubscribe(ctx, req.Subscription); err != nil {
@@ -178,7 +230,7 @@ func (h *streams) Unsubscribe(ctx context.Context, req *sluicev1.UnsubscribeRequ
 }
 
 func (h *streams) GetStreamSubscription(ctx context.Context, req *sluicev1.GetStreamSubscriptionRequest) (*sluicev1.GetStreamSubscriptionResponse, error) {
-	sub, err := h.subscription(ctx, "get stream subscription", req.Subscription)
+	sub, err := h.subscription(ctx, Receive, "get stream subscription", req.Subscription)
 	if err != nil {
 		return nil, err
 	}
@@ -196,13 +248,15 @@ func (h *streams) ListStreamSubscriptions(ctx context.Context, req *sluicev1.Lis
 	}
 	out := &sluicev1.ListStreamSubscriptionsResponse{}
 	for _, sub := range subs {
-		out.Subscriptions = append(out.Subscriptions, apiconv.StreamSubscription(sub))
+		if h.s.authorize(ctx, Receive, sub.Consumer) == nil {
+			out.Subscriptions = append(out.Subscriptions, apiconv.StreamSubscription(sub))
+		}
 	}
 	return out, nil
 }
 
 func (h *streams) ClearFault(ctx context.Context, req *sluicev1.ClearFaultRequest) (*sluicev1.ClearFaultResponse, error) {
-	if _, err := h.subscription(ctx, "clear fault", req.Subscription); err != nil {
+	if _, err := h.subscription(ctx, Manage, "clear fault", req.Subscription); err != nil {
 		return nil, err
 	}
 	if err := h.s.c.ClearFault(ctx, req.Subscription); err != nil {
@@ -225,7 +279,7 @@ func (h *streams) page(op string, max int32) (int, error) {
 }
 
 func (h *streams) ListParkedEvents(ctx context.Context, req *sluicev1.ListParkedEventsRequest) (*sluicev1.ListParkedEventsResponse, error) {
-	if _, err := h.subscription(ctx, "list parked events", req.Subscription); err != nil {
+	if _, err := h.subscription(ctx, Receive, "list parked events", req.Subscription); err != nil {
 		return nil, err
 	}
 	max, err := h.page("list parked events", req.Max)
@@ -244,7 +298,7 @@ func (h *streams) ListParkedEvents(ctx context.Context, req *sluicev1.ListParked
 }
 
 func (h *streams) ReplayParkedEvents(ctx context.Context, req *sluicev1.ReplayParkedEventsRequest) (*sluicev1.ReplayParkedEventsResponse, error) {
-	sub, err := h.subscription(ctx, "replay parked events", req.Subscription)
+	sub, err := h.subscription(ctx, Manage, "replay parked events", req.Subscription)
 	if err != nil {
 		return nil, err
 	}
@@ -260,11 +314,41 @@ func (h *streams) ReplayParkedEvents(ctx context.Context, req *sluicev1.ReplayPa
 		return nil, apierr.New(connect.CodeFailedPrecondition, "NO_CONSUMER",
 			fmt.Sprintf("replay parked events: no Consume stream of consumer %q is open on this server", sub.Consumer))
 	}
-	n, err := rc.proc.Replay(ctx, req.Subscription, max)
-	if err != nil && n == 0 {
-		return nil, h.s.fail("replay parked events", err)
+	// The replay delivers through the consumer's streams: it ends when
+	// the last of them closes, or the server shuts down.
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-rc.leaving:
+			cancel(errConsumerLeft)
+		case <-h.s.stopping.Done():
+			cancel(errConsumerLeft)
+		case <-rctx.Done():
+		}
+	}()
+	n, err := rc.proc.Replay(rctx, req.Subscription, max)
+	out := &sluicev1.ReplayParkedEventsResponse{Delivered: int32(n)}
+	switch {
+	case err == nil:
+		return out, nil
+	case ctx.Err() != nil: // the caller left
+		return nil, h.s.fail("replay parked events", context.Cause(ctx))
+	case errors.Is(context.Cause(rctx), errConsumerLeft):
+		out.Failure = errConsumerLeft.Error()
+	case errors.As(err, new(nacked)) || errors.Is(err, context.DeadlineExceeded):
+		out.Failure = err.Error() // an event failed again: its position and the client's reason
+	default:
+		ce, internal := apierr.FromLibrary(err)
+		if internal {
+			h.s.log.Error("sluice: server: replay parked events failed", "err", err)
+		}
+		if n == 0 {
+			return nil, ce
+		}
+		out.Failure = ce.Message()
 	}
-	return &sluicev1.ReplayParkedEventsResponse{Delivered: int32(n)}, nil
+	return out, nil
 }
 
 func (h *streams) SetStreamRetention(ctx context.Context, req *sluicev1.SetStreamRetentionRequest) (*sluicev1.SetStreamRetentionResponse, error) {
@@ -303,6 +387,8 @@ func checkConsume(req *sluicev1.ConsumeRequest) (sluice.ConsumerOptions, string,
 		return o, "", err
 	}
 	switch {
+	case o.MaxConcurrency < 0 || o.DeliveryTimeout < 0 || o.MaxAttempts < 0 || o.RetryBackoff < 0 || o.MaxRetryBackoff < 0:
+		return o, "", fmt.Errorf("consume: negative consumer option: %w", sluice.ErrInvalidArgument)
 	case o.DeliveryTimeout > maxAckTimeout:
 		return o, "", fmt.Errorf("consume: ack timeout %v: at most %v: %w", o.DeliveryTimeout, maxAckTimeout, sluice.ErrInvalidArgument)
 	case o.MaxConcurrency > maxConcurrency:
@@ -313,6 +399,13 @@ func checkConsume(req *sluicev1.ConsumeRequest) (sluice.ConsumerOptions, string,
 		return o, "", fmt.Errorf("consume: retry backoff at most %v: %w", maxAckTimeout, sluice.ErrInvalidArgument)
 	}
 	return o, group, nil
+}
+
+// describe spells out a consumer's options, for a conflict's message
+// (zero values take the library's defaults).
+func describe(o sluice.ConsumerOptions) string {
+	return fmt.Sprintf("namespace %q, max concurrency %d, ack timeout %v, max attempts %d, retry backoff %v to %v, on failure %v",
+		o.Namespace, o.MaxConcurrency, o.DeliveryTimeout, o.MaxAttempts, o.RetryBackoff, o.MaxRetryBackoff, o.OnFailure)
 }
 
 func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, stream sluicev1connect.StreamServiceConsumeServerStream) error {
@@ -328,27 +421,37 @@ func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, str
 	if err != nil {
 		return h.s.fail("consume", err)
 	}
+	release, err := h.s.holdStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	defer h.enter()()
 	// The call ends when the client goes or the server shuts down.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopAfter := context.AfterFunc(h.s.stopping, cancel)
 	defer stopAfter()
 
-	rc, cs, err := h.attach(ctx, req.Consumer, group, opts)
+	rc, cs, err := h.attach(ctx, req.Consumer, group, opts, req.Replaces)
 	if err != nil {
 		return err
 	}
 	defer h.detach(rc, cs)
+	beat := h.s.cfg.Heartbeat
 	if err := stream.Send(&sluicev1.ConsumeResponse{Kind: &sluicev1.ConsumeResponse_Started{
-		Started: &sluicev1.ConsumeStarted{Node: rc.proc.NodeID(), Group: group}}}); err != nil {
+		Started: &sluicev1.ConsumeStarted{Node: rc.proc.NodeID(), Group: group, StreamId: cs.id,
+			Heartbeat: durationpb.New(beat)}}}); err != nil {
 		return err
 	}
-	idle := time.NewTimer(consumeHeartbeat)
+	idle := time.NewTimer(beat)
 	defer idle.Stop()
 	for {
 		var msg *sluicev1.ConsumeResponse
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-cs.done: // replaced by a newer stream of its client
 			return nil
 		case msg = <-cs.out:
 		case <-idle.C:
@@ -357,14 +460,15 @@ func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, str
 		if err := stream.Send(msg); err != nil {
 			return err
 		}
-		idle.Reset(consumeHeartbeat)
+		idle.Reset(beat)
 	}
 }
 
 // attach attaches a new stream to the consumer's node on this server,
-// starting the node first if it is not running.
-func (h *streams) attach(ctx context.Context, name, group string, opts sluice.ConsumerOptions) (*remoteConsumer, *consumeStream, error) {
-	cs := &consumeStream{out: make(chan *sluicev1.ConsumeResponse), done: make(chan struct{})}
+// starting the node first if it is not running, and detaches the stream
+// it replaces.
+func (h *streams) attach(ctx context.Context, name, group string, opts sluice.ConsumerOptions, replaces string) (*remoteConsumer, *consumeStream, error) {
+	cs := &consumeStream{id: newID(), out: make(chan *sluicev1.ConsumeResponse), done: make(chan struct{})}
 	for {
 		h.mu.Lock()
 		rc := h.consumers[name]
@@ -379,14 +483,25 @@ func (h *streams) attach(ctx context.Context, name, group string, opts sluice.Co
 			}
 		}
 		if rc != nil {
-			if rc.group != group || rc.namespace != opts.Namespace {
+			if rc.group != group || rc.opts != opts {
 				h.mu.Unlock()
 				return nil, nil, apierr.New(connect.CodeFailedPrecondition, "CONSUMER_CONFLICT", fmt.Sprintf(
-					"consume: consumer %q runs on this server in group %q with namespace %q", name, rc.group, rc.namespace))
+					"consume: consumer %q runs on this server in group %q with %s; a stream asking for other options waits until its streams here close",
+					name, rc.group, describe(rc.opts)))
 			}
 			h.addStream(rc, cs)
+			var old *consumeStream
+			for o := range rc.streams {
+				if replaces != "" && o.id == replaces {
+					old = o
+				}
+			}
 			started := rc.started
 			h.mu.Unlock()
+			if old != nil {
+				h.detach(rc, old)
+				h.s.log.Info("sluice: server: a consume stream replaced a silent one", "consumer", name)
+			}
 			select {
 			case <-started:
 			case <-ctx.Done():
@@ -435,9 +550,9 @@ func (h *streams) newConsumer(name, group string, opts sluice.ConsumerOptions) *
 	if a := h.s.Addr(); po.Address == "" && a != nil {
 		po.Address = a.String()
 	}
-	rc := &remoteConsumer{name: name, group: group, namespace: opts.Namespace, proc: h.s.c.NewStreamProcessor(&po),
+	rc := &remoteConsumer{name: name, group: group, opts: opts, proc: h.s.c.NewStreamProcessor(&po),
 		streams: make(map[*consumeStream]struct{}), attached: make(chan struct{}), started: make(chan struct{}),
-		stopped: make(chan struct{})}
+		leaving: make(chan struct{}), stopped: make(chan struct{})}
 	// Handle fails only for a bad name or a started node: neither here.
 	_ = rc.proc.Handle(name, func(ctx context.Context, ev *sluice.StreamEvent) error { return h.deliver(ctx, rc, ev) }, &opts)
 	return rc
@@ -464,6 +579,7 @@ func (h *streams) detach(rc *remoteConsumer, cs *consumeStream) {
 	last := len(rc.streams) == 0 && !rc.stopping && isClosed(rc.started)
 	if last {
 		rc.stopping = true
+		close(rc.leaving)
 	}
 	h.mu.Unlock()
 	if !last {
@@ -511,42 +627,52 @@ func (h *streams) deliver(ctx context.Context, rc *remoteConsumer, ev *sluice.St
 	for {
 		cs, err := h.pick(ctx, rc)
 		if err != nil {
-			return err
+			return h.gaveUp(ctx, rc)
 		}
 		id, d := h.register(rc, cs)
 		msg := &sluicev1.StreamDelivery{DeliveryId: id, Event: event, Deadline: deadline}
 		if hasDeadline {
 			msg.AckWithin = durationpb.New(max(time.Until(end), 0))
 		}
+		sent := false
 		select {
 		case cs.out <- &sluicev1.ConsumeResponse{Kind: &sluicev1.ConsumeResponse_Delivery{Delivery: msg}}:
-		case <-cs.done:
-			h.settled(id)
-			continue
-		case <-ctx.Done():
-			h.settled(id)
-			return context.Cause(ctx)
-		}
-		// A settlement claims the delivery (settle removes it) before it
-		// hands over its result: once claimed, the result wins over the
-		// stream's end and the deadline, which may come at the same time.
-		var gaveUp error
-		select {
-		case err := <-d.result:
-			return h.outcome(rc, err)
+			sent = true
 		case <-cs.done:
 		case <-ctx.Done():
-			gaveUp = context.Cause(ctx)
 		}
+		if sent {
+			select {
+			case err := <-d.result:
+				return h.outcome(rc, err)
+			case <-cs.done:
+			case <-ctx.Done():
+			}
+		}
+		// The stream ended or the time is up. A settlement claims the
+		// delivery (settle removes it) before it hands over its result:
+		// one that came first wins.
 		if !h.settled(id) {
 			return h.outcome(rc, <-d.result)
 		}
-		if gaveUp != nil {
-			h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), "expired").Inc()
-			return gaveUp
+		if ctx.Err() != nil {
+			return h.gaveUp(ctx, rc)
 		}
-		h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), "stream_closed").Inc()
+		if sent {
+			h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), "stream_closed").Inc()
+		}
 	}
+}
+
+// gaveUp counts a delivery whose context ended before its settlement,
+// and returns why it ended.
+func (h *streams) gaveUp(ctx context.Context, rc *remoteConsumer) error {
+	outcome := "cut_short"
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		outcome = "expired"
+	}
+	h.m.delivered.WithLabelValues(h.s.m.entity(rc.name), outcome).Inc()
+	return context.Cause(ctx)
 }
 
 // outcome counts a settled delivery and returns its result.
@@ -592,15 +718,20 @@ func (h *streams) pick(ctx context.Context, rc *remoteConsumer) (*consumeStream,
 
 // register records a delivery awaiting settlement on cs.
 func (h *streams) register(rc *remoteConsumer, cs *consumeStream) (string, *delivery) {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	id := hex.EncodeToString(b)
+	id := newID()
 	d := &delivery{consumer: rc.name, stream: cs, result: make(chan error, 1)}
 	h.mu.Lock()
 	h.deliveries[id] = d
 	cs.pending++
 	h.mu.Unlock()
 	return id, d
+}
+
+// newID returns a random id of 128 bits.
+func newID() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
 }
 
 // settled forgets a delivery.
@@ -683,7 +814,7 @@ func (h *streams) Nack(ctx context.Context, req *sluicev1.NackRequest) (*sluicev
 	if reason == "" {
 		reason = "nacked"
 	}
-	unknown, err := h.settle(ctx, []string{req.DeliveryId}, errors.New(reason))
+	unknown, err := h.settle(ctx, []string{req.DeliveryId}, nacked(reason))
 	if err != nil {
 		return nil, err
 	}
@@ -698,10 +829,17 @@ func (h *streams) Tail(ctx context.Context, req *sluicev1.TailRequest, stream sl
 	if err := h.s.authorize(ctx, Receive, req.Namespace); err != nil {
 		return err
 	}
+	release, err := h.s.holdStream(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	defer h.enter()()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopAfter := context.AfterFunc(h.s.stopping, cancel)
 	defer stopAfter()
+	beat := h.s.cfg.Heartbeat
 	// The tail's goroutine sends what it reads; another sends heartbeats
 	// while it reads nothing. Sends take turns.
 	var mu sync.Mutex
@@ -719,7 +857,7 @@ func (h *streams) Tail(ctx context.Context, req *sluicev1.TailRequest, stream sl
 	beats := make(chan struct{})
 	go func() {
 		defer close(beats)
-		t := time.NewTicker(consumeHeartbeat / 3)
+		t := time.NewTicker(beat / 3)
 		defer t.Stop()
 		for {
 			select {
@@ -728,7 +866,7 @@ func (h *streams) Tail(ctx context.Context, req *sluicev1.TailRequest, stream sl
 			case <-t.C:
 			}
 			mu.Lock()
-			idle := time.Since(last) >= consumeHeartbeat
+			idle := time.Since(last) >= beat
 			mu.Unlock()
 			if idle && send(&sluicev1.TailResponse{Kind: &sluicev1.TailResponse_Heartbeat{Heartbeat: &sluicev1.Heartbeat{}}}) != nil {
 				cancel()
@@ -746,7 +884,7 @@ func (h *streams) Tail(ctx context.Context, req *sluicev1.TailRequest, stream sl
 				Trimmed: &sluicev1.TailTrimmed{Partition: partition, From: from, To: to}}})
 		},
 	}
-	err := h.s.c.TailStream(ctx, req.Namespace, req.Key, func(ev *sluice.StreamEvent) error {
+	err = h.s.c.TailStream(ctx, req.Namespace, req.Key, func(ev *sluice.StreamEvent) error {
 		return send(&sluicev1.TailResponse{Kind: &sluicev1.TailResponse_Event{Event: apiconv.StreamEvent(ev)}})
 	}, opts)
 	mu.Lock()

@@ -282,6 +282,14 @@ func TestConsumeAckTimeoutAndGroups(t *testing.T) {
 		other := c.NewStreamProcessor(&sluice.StreamProcessorOptions{Group: "elsewhere"})
 		other.Handle("slow", func(context.Context, *sluice.StreamEvent) error { return nil }, &sluice.ConsumerOptions{Namespace: "jobs"})
 		wantErr(t, "a second stream of slow in another group", other.Start(ctx), sluice.ErrConsumerConflict)
+		differs := c.NewStreamProcessor(nil)
+		differs.Handle("slow", func(context.Context, *sluice.StreamEvent) error { return nil },
+			&sluice.ConsumerOptions{Namespace: "jobs", DeliveryTimeout: time.Minute})
+		err := differs.Start(ctx)
+		wantErr(t, "a second stream of slow with other options", err, sluice.ErrConsumerConflict)
+		if !strings.Contains(err.Error(), "ack timeout 300ms") {
+			t.Errorf("the conflict does not name the options slow runs with: %v", err)
+		}
 
 		// The last stream closes: the server's node of slow leaves.
 		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -369,6 +377,12 @@ func TestConsumeStopCutsShort(t *testing.T) {
 		stopCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
 		defer cancel()
 		wantErr(t, "Stop with a delivery held past its context", first.Stop(stopCtx), context.DeadlineExceeded)
+		// Once the server's node of worker stopped, no stream of worker
+		// is left to hand the delivery to: it is cut short.
+		waitFor(t, "worker's node leaves the cluster", 10*time.Second, func() bool {
+			s, err := e.lib.ClusterStatus(ctx)
+			return err == nil && !slices.ContainsFunc(s.Nodes, func(n sluice.ClusterNode) bool { return n.Group == "worker" })
+		})
 
 		got := make(chan int, 1)
 		startRemote(t, c, "", func(p *client.StreamProcessor) {
@@ -388,7 +402,23 @@ func TestConsumeStopCutsShort(t *testing.T) {
 		if parked, err := c.ParkedEvents(ctx, "ns/jobs/worker", 10); err != nil || len(parked) != 0 {
 			t.Fatalf("parked: %+v, %v; want none", parked, err)
 		}
+		_, metrics := scrape(t, e, "")
+		if !strings.Contains(metrics, `sluice_stream_deliveries_total{consumer="worker",outcome="cut_short"} 1`) ||
+			strings.Contains(metrics, `outcome="expired"`) || strings.Contains(metrics, `outcome="nack"`) {
+			t.Errorf("the delivery cut short is not counted as such:\n%s", grepLines(metrics, "sluice_stream_deliveries_total"))
+		}
 	})
+}
+
+// grepLines returns the lines of text that contain s.
+func grepLines(text, s string) string {
+	var out []string
+	for line := range strings.Lines(text) {
+		if strings.Contains(line, s) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "")
 }
 
 // Bad stream calls are refused with the right status and a clear
@@ -554,4 +584,167 @@ func TestStreamsAPIPermissions(t *testing.T) {
 		t.Fatalf("the admin's SetStreamRetention: %v", err)
 	}
 	wantDenied(t, "the consumer's SetStreamRetention", cons.SetStreamRetention(ctx, "orders", sluice.StreamRetention{}))
+
+	// Operators' calls need manage on the consumer.
+	wantDenied(t, "the consumer's ClearFault", cons.ClearFault(ctx, "ns/orders/billing"))
+	_, err = cons.NewStreamProcessor(nil).Replay(ctx, "ns/orders/billing", 10)
+	wantDenied(t, "the consumer's Replay", err)
+	wantDenied(t, "the consumer's Unsubscribe", cons.Unsubscribe(ctx, "ns/orders/billing"))
+	if n, err := admins.NewStreamProcessor(nil).Replay(ctx, "ns/orders/billing", 10); n != 0 || err != nil {
+		t.Fatalf("the admin's Replay of no parked events = %d, %v", n, err)
+	}
+
+	// A listing shows only the subscriptions of consumers the key may
+	// receive for.
+	id := sluice.StreamID{Namespace: "orders", Key: "k"}
+	if _, err := admins.Subscribe(ctx, id, "audit", sluice.FromNow()); err != nil {
+		t.Fatal(err)
+	}
+	listed := func(c *client.Client) []string {
+		t.Helper()
+		subs, err := c.StreamSubscriptions(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var consumers []string
+		for _, s := range subs {
+			consumers = append(consumers, s.Consumer)
+		}
+		slices.Sort(consumers)
+		return consumers
+	}
+	if got := listed(admins); !slices.Equal(got, []string{"audit", "billing"}) {
+		t.Fatalf("the admin lists %v", got)
+	}
+	if got := listed(cons); !slices.Equal(got, []string{"billing"}) {
+		t.Fatalf("the consumer lists %v, want only billing", got)
+	}
+	if err := admins.Unsubscribe(ctx, "ns/orders/billing"); err != nil {
+		t.Fatalf("the admin's Unsubscribe: %v", err)
+	}
+}
+
+// TestStreamsPerKey checks the bound on the Consume and Tail streams one
+// key holds open: one more fails with RESOURCE_EXHAUSTED, and each that
+// closes makes room.
+func TestStreamsPerKey(t *testing.T) {
+	const small, other = "small-token-0123456789", "other-token-0123456789"
+	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, Keys: []server.Key{
+		{Name: "small", Token: small, MaxStreams: 2, Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}},
+		{Name: "other", Token: other, Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}},
+	}})
+	ctx := t.Context()
+	c := e.remote(t, &client.Options{Token: small})
+	tailCtx, stopTail := context.WithCancel(ctx)
+	tailed := make(chan error, 1)
+	started := make(chan struct{})
+	go func() {
+		tailed <- c.TailStream(tailCtx, "orders", "", func(*sluice.StreamEvent) error { return nil },
+			&sluice.TailOptions{Started: func(int) { close(started) }})
+	}()
+	<-started
+	startRemote(t, c, "", func(p *client.StreamProcessor) {
+		p.Handle("billing", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+	})
+	// Two streams are open with the key: a third is refused.
+	p := c.NewStreamProcessor(nil)
+	p.Handle("audit", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+	err := p.Start(ctx)
+	if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "at most 2") {
+		t.Fatalf("a third stream: %v, want RESOURCE_EXHAUSTED naming the bound", err)
+	}
+	err = c.TailStream(ctx, "orders", "", func(*sluice.StreamEvent) error { return nil }, nil)
+	if connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("a third stream (a tail): %v, want RESOURCE_EXHAUSTED", err)
+	}
+	// Another key has its own bound.
+	q := startRemote(t, e.remote(t, &client.Options{Token: other}), "", func(p *client.StreamProcessor) {
+		p.Handle("audit", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+	})
+	if err := q.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// A stream that closes gives its room back.
+	stopTail()
+	if err := <-tailed; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the tail ended with %v", err)
+	}
+	waitFor(t, "room for a stream", 10*time.Second, func() bool {
+		p := c.NewStreamProcessor(nil)
+		p.Handle("audit", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+		if err := p.Start(ctx); err != nil {
+			return false
+		}
+		return p.Stop(ctx) == nil
+	})
+}
+
+// A replay reports the event that failed again, with the count before
+// it, and ends as soon as the consumer's last stream on the server
+// closes, leaving the event in delivery parked as it was.
+func TestReplayFailureAndStop(t *testing.T) {
+	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes})
+	c := e.remote(t, nil)
+	ctx := t.Context()
+	var mode atomic.Value // "fail", "replay" or "hang"
+	mode.Store("fail")
+	hung := make(chan struct{}, 1)
+	p := startRemote(t, c, "", func(p *client.StreamProcessor) {
+		p.Handle("ledger", func(ctx context.Context, ev *sluice.StreamEvent) error {
+			switch mode.Load() {
+			case "replay":
+				if string(ev.Body) == "p1" {
+					return nil
+				}
+				return errors.New("still broken")
+			case "hang":
+				hung <- struct{}{}
+				<-ctx.Done()
+				return ctx.Err()
+			}
+			return errors.New("broken")
+		}, &sluice.ConsumerOptions{Namespace: "books", MaxAttempts: 1, DeliveryTimeout: time.Minute})
+	})
+	if _, err := c.Publish(ctx, sluice.StreamID{Namespace: "books", Key: "b"},
+		sluice.Event{Body: []byte("p1")}, sluice.Event{Body: []byte("p2")}, sluice.Event{Body: []byte("p3")}); err != nil {
+		t.Fatal(err)
+	}
+	const sub = "ns/books/ledger"
+	waitFor(t, "three parked events", 20*time.Second, func() bool {
+		parked, err := c.ParkedEvents(ctx, sub, 10)
+		return err == nil && len(parked) == 3
+	})
+
+	mode.Store("replay")
+	n, err := p.Replay(ctx, sub, 10)
+	if n != 1 || err == nil || !strings.Contains(err.Error(), "still broken") {
+		t.Fatalf("Replay = %d, %v; want 1 and the error of the event that failed again", n, err)
+	}
+	parked, err := c.ParkedEvents(ctx, sub, 10)
+	if err != nil || len(parked) != 2 || string(parked[0].Body) != "p2" || parked[0].Attempts != 2 || parked[0].Error != "still broken" {
+		t.Fatalf("parked after the replay: %+v, %v; want p2 (2 attempts, its new error) and p3", parked, err)
+	}
+
+	mode.Store("hang")
+	replayed := make(chan error, 1)
+	go func() {
+		_, err := p.Replay(ctx, sub, 10)
+		replayed <- err
+	}()
+	<-hung
+	stopCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	p.Stop(stopCtx) // the delivery is held past stopCtx: cut short
+	select {
+	case err := <-replayed:
+		if err == nil || !strings.Contains(err.Error(), "Consume stream on this server closed") {
+			t.Fatalf("the replay ended with %v, want it to say the consumer's streams closed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the replay still waits after the consumer stopped")
+	}
+	parked, err = c.ParkedEvents(ctx, sub, 10)
+	if err != nil || len(parked) != 2 || parked[0].Attempts != 2 || parked[0].Error != "still broken" {
+		t.Fatalf("parked after the replay was cut short: %+v, %v; want p2 as it was, and p3", parked, err)
+	}
 }

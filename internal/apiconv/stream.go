@@ -99,9 +99,6 @@ func ConsumerOptions(r *sluicev1.ConsumeRequest) (sluice.ConsumerOptions, error)
 	default:
 		return o, fmt.Errorf("failure policy %d: %w", r.GetOnFailure(), sluicetype.ErrInvalidArgument)
 	}
-	if o.MaxConcurrency < 0 || o.DeliveryTimeout < 0 || o.MaxAttempts < 0 || o.RetryBackoff < 0 || o.MaxRetryBackoff < 0 {
-		return o, fmt.Errorf("negative consumer option: %w", sluicetype.ErrInvalidArgument)
-	}
 	return o, nil
 }
 

@@ -434,7 +434,8 @@ func (n *Node) Stats() []PartitionStats {
 // most max of them, through its consumer on this node with the
 // consumer's retries; each one delivered leaves the parked events, and
 // each one that fails again stays with its new error. It returns how many
-// were delivered, and stops at the first that fails.
+// were delivered, and stops at the first that fails, or when ctx ends
+// (the event in delivery then stays parked as it was).
 func (n *Node) Replay(ctx context.Context, subscription string, max int) (int, error) {
 	subs, err := n.st.Subscriptions(ctx, &store.SubscriptionFilter{ID: subscription})
 	if err != nil {
@@ -456,6 +457,11 @@ func (n *Node) Replay(ctx context.Context, subscription string, max int) (int, e
 		for _, p := range parked {
 			ev := EventOf(&p.Record, p.Partition, subscription)
 			attempts, _, derr := c.deliver(ctx, ctx, ev, nil)
+			if derr != nil && ctx.Err() != nil {
+				// The replay was cut short, not the event failed: it
+				// stays parked as it was.
+				return done, fmt.Errorf("sluice: replay of position %d of partition %d: %w", p.Position, p.Partition, context.Cause(ctx))
+			}
 			if derr != nil {
 				p.Error, p.Attempts = store.Truncate(derr.Error(), store.MaxReasonLen), p.Attempts+attempts
 				if err := n.st.Park(ctx, &store.ParkParams{Subscription: subscription, Events: []store.ParkedEvent{p}}); err != nil {

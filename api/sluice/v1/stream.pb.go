@@ -1215,7 +1215,11 @@ func (x *ReplayParkedEventsRequest) GetMax() int32 {
 type ReplayParkedEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How many were delivered, and left the parked events.
-	Delivered     int32 `protobuf:"varint,1,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	Delivered int32 `protobuf:"varint,1,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	// Why the replay stopped before max: the error of the event that
+	// failed again (it stays parked, its attempts counted), or of the
+	// replay itself. Empty when it did not stop early.
+	Failure       string `protobuf:"bytes,2,opt,name=failure,proto3" json:"failure,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1255,6 +1259,13 @@ func (x *ReplayParkedEventsResponse) GetDelivered() int32 {
 		return x.Delivered
 	}
 	return 0
+}
+
+func (x *ReplayParkedEventsResponse) GetFailure() string {
+	if x != nil {
+		return x.Failure
+	}
+	return ""
 }
 
 type SetStreamRetentionRequest struct {
@@ -1370,15 +1381,21 @@ type ConsumeRequest struct {
 	// the deliveries of one event (default 5), and the backoff between
 	// them (defaults 100 ms doubling to 10 s). The first Consume stream of
 	// a consumer on a server sets them, until all its streams there close;
-	// later ones must ask for the same namespace and group.
+	// later ones must ask for the same namespace, group and options
+	// (FAILED_PRECONDITION CONSUMER_CONFLICT otherwise).
 	MaxConcurrency  int32                `protobuf:"varint,4,opt,name=max_concurrency,json=maxConcurrency,proto3" json:"max_concurrency,omitempty"`
 	AckTimeout      *durationpb.Duration `protobuf:"bytes,5,opt,name=ack_timeout,json=ackTimeout,proto3" json:"ack_timeout,omitempty"`
 	MaxAttempts     int32                `protobuf:"varint,6,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
 	RetryBackoff    *durationpb.Duration `protobuf:"bytes,7,opt,name=retry_backoff,json=retryBackoff,proto3" json:"retry_backoff,omitempty"`
 	MaxRetryBackoff *durationpb.Duration `protobuf:"bytes,8,opt,name=max_retry_backoff,json=maxRetryBackoff,proto3" json:"max_retry_backoff,omitempty"`
 	OnFailure       FailurePolicy        `protobuf:"varint,9,opt,name=on_failure,json=onFailure,proto3,enum=sluice.v1.FailurePolicy" json:"on_failure,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The stream_id of a Consume stream of the same consumer that this one
+	// replaces, which the client found silent: the server ends that stream
+	// at once, and hands its unsettled deliveries to the others, rather
+	// than wait for its transport to notice. Unknown ids are ignored.
+	Replaces      string `protobuf:"bytes,10,opt,name=replaces,proto3" json:"replaces,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumeRequest) Reset() {
@@ -1472,6 +1489,13 @@ func (x *ConsumeRequest) GetOnFailure() FailurePolicy {
 		return x.OnFailure
 	}
 	return FailurePolicy_FAILURE_POLICY_UNSPECIFIED
+}
+
+func (x *ConsumeRequest) GetReplaces() string {
+	if x != nil {
+		return x.Replaces
+	}
+	return ""
 }
 
 type ConsumeResponse struct {
@@ -1577,8 +1601,14 @@ type ConsumeStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The server's stream node for the consumer, as the cluster status
 	// lists it, and its group.
-	Node          string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Group         string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	Node  string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Group string `protobuf:"bytes,2,opt,name=group,proto3" json:"group,omitempty"`
+	// Names this stream, for a later ConsumeRequest.replaces.
+	StreamId string `protobuf:"bytes,3,opt,name=stream_id,json=streamId,proto3" json:"stream_id,omitempty"`
+	// The server sends a heartbeat after this long without other
+	// messages: a client that hears nothing for a few of them should take
+	// the stream as broken and open another, which replaces it.
+	Heartbeat     *durationpb.Duration `protobuf:"bytes,4,opt,name=heartbeat,proto3" json:"heartbeat,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1625,6 +1655,20 @@ func (x *ConsumeStarted) GetGroup() string {
 		return x.Group
 	}
 	return ""
+}
+
+func (x *ConsumeStarted) GetStreamId() string {
+	if x != nil {
+		return x.StreamId
+	}
+	return ""
+}
+
+func (x *ConsumeStarted) GetHeartbeat() *durationpb.Duration {
+	if x != nil {
+		return x.Heartbeat
+	}
+	return nil
 }
 
 // StreamDelivery is one delivery of an event, to settle with Ack or Nack
@@ -2276,14 +2320,15 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\x06events\x18\x01 \x03(\v2\x16.sluice.v1.ParkedEventR\x06events\"Q\n" +
 	"\x19ReplayParkedEventsRequest\x12\"\n" +
 	"\fsubscription\x18\x01 \x01(\tR\fsubscription\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\x05R\x03max\":\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\"T\n" +
 	"\x1aReplayParkedEventsResponse\x12\x1c\n" +
-	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\"\x8a\x01\n" +
+	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\x12\x18\n" +
+	"\afailure\x18\x02 \x01(\tR\afailure\"\x8a\x01\n" +
 	"\x19SetStreamRetentionRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x122\n" +
 	"\amax_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06maxAge\x12\x1b\n" +
 	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\"\x1c\n" +
-	"\x1aSetStreamRetentionResponse\"\xa8\x03\n" +
+	"\x1aSetStreamRetentionResponse\"\xc4\x03\n" +
 	"\x0eConsumeRequest\x12\x1a\n" +
 	"\bconsumer\x18\x01 \x01(\tR\bconsumer\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
@@ -2295,15 +2340,19 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\rretry_backoff\x18\a \x01(\v2\x19.google.protobuf.DurationR\fretryBackoff\x12E\n" +
 	"\x11max_retry_backoff\x18\b \x01(\v2\x19.google.protobuf.DurationR\x0fmaxRetryBackoff\x127\n" +
 	"\n" +
-	"on_failure\x18\t \x01(\x0e2\x18.sluice.v1.FailurePolicyR\tonFailure\"\xbf\x01\n" +
+	"on_failure\x18\t \x01(\x0e2\x18.sluice.v1.FailurePolicyR\tonFailure\x12\x1a\n" +
+	"\breplaces\x18\n" +
+	" \x01(\tR\breplaces\"\xbf\x01\n" +
 	"\x0fConsumeResponse\x125\n" +
 	"\astarted\x18\x01 \x01(\v2\x19.sluice.v1.ConsumeStartedH\x00R\astarted\x127\n" +
 	"\bdelivery\x18\x02 \x01(\v2\x19.sluice.v1.StreamDeliveryH\x00R\bdelivery\x124\n" +
 	"\theartbeat\x18\x03 \x01(\v2\x14.sluice.v1.HeartbeatH\x00R\theartbeatB\x06\n" +
-	"\x04kind\":\n" +
+	"\x04kind\"\x90\x01\n" +
 	"\x0eConsumeStarted\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
-	"\x05group\x18\x02 \x01(\tR\x05group\"\xd1\x01\n" +
+	"\x05group\x18\x02 \x01(\tR\x05group\x12\x1b\n" +
+	"\tstream_id\x18\x03 \x01(\tR\bstreamId\x127\n" +
+	"\theartbeat\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\theartbeat\"\xd1\x01\n" +
 	"\x0eStreamDelivery\x12\x1f\n" +
 	"\vdelivery_id\x18\x01 \x01(\tR\n" +
 	"deliveryId\x12,\n" +
@@ -2451,44 +2500,45 @@ var file_sluice_v1_stream_proto_depIdxs = []int32{
 	27, // 23: sluice.v1.ConsumeResponse.started:type_name -> sluice.v1.ConsumeStarted
 	28, // 24: sluice.v1.ConsumeResponse.delivery:type_name -> sluice.v1.StreamDelivery
 	29, // 25: sluice.v1.ConsumeResponse.heartbeat:type_name -> sluice.v1.Heartbeat
-	17, // 26: sluice.v1.StreamDelivery.event:type_name -> sluice.v1.StreamEvent
-	41, // 27: sluice.v1.StreamDelivery.ack_within:type_name -> google.protobuf.Duration
-	40, // 28: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
-	36, // 29: sluice.v1.TailResponse.started:type_name -> sluice.v1.TailStarted
-	17, // 30: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
-	37, // 31: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
-	29, // 32: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
-	4,  // 33: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
-	6,  // 34: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
-	9,  // 35: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
-	11, // 36: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
-	13, // 37: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
-	15, // 38: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
-	19, // 39: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
-	21, // 40: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
-	23, // 41: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
-	25, // 42: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
-	30, // 43: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
-	32, // 44: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
-	34, // 45: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
-	5,  // 46: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
-	7,  // 47: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
-	10, // 48: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
-	12, // 49: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
-	14, // 50: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
-	16, // 51: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
-	20, // 52: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
-	22, // 53: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
-	24, // 54: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
-	26, // 55: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
-	31, // 56: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
-	33, // 57: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
-	35, // 58: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
-	46, // [46:59] is the sub-list for method output_type
-	33, // [33:46] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	41, // 26: sluice.v1.ConsumeStarted.heartbeat:type_name -> google.protobuf.Duration
+	17, // 27: sluice.v1.StreamDelivery.event:type_name -> sluice.v1.StreamEvent
+	41, // 28: sluice.v1.StreamDelivery.ack_within:type_name -> google.protobuf.Duration
+	40, // 29: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
+	36, // 30: sluice.v1.TailResponse.started:type_name -> sluice.v1.TailStarted
+	17, // 31: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
+	37, // 32: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
+	29, // 33: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
+	4,  // 34: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
+	6,  // 35: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
+	9,  // 36: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
+	11, // 37: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
+	13, // 38: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
+	15, // 39: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
+	19, // 40: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
+	21, // 41: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
+	23, // 42: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
+	25, // 43: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
+	30, // 44: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
+	32, // 45: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
+	34, // 46: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
+	5,  // 47: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
+	7,  // 48: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
+	10, // 49: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
+	12, // 50: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
+	14, // 51: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
+	16, // 52: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
+	20, // 53: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
+	22, // 54: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
+	24, // 55: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
+	26, // 56: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
+	31, // 57: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
+	33, // 58: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
+	35, // 59: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
+	47, // [47:60] is the sub-list for method output_type
+	34, // [34:47] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_stream_proto_init() }

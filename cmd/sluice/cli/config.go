@@ -29,6 +29,7 @@ type serveConfig struct {
 	Token            string        `json:"token"`
 	MaxRequestBytes  int           `json:"max_request_bytes"`
 	MaxReceiveWait   duration      `json:"max_receive_wait"`
+	MaxConsumers     int           `json:"max_consumers"`
 	LogLevel         string        `json:"log_level"`
 	LogFormat        string        `json:"log_format"`
 	SelfCheck        bool          `json:"self_check"`
@@ -46,6 +47,7 @@ type keyConfig struct {
 	Grants        []grantConfig `json:"grants"`
 	RatePerSecond float64       `json:"rate_per_second"`
 	Burst         int           `json:"burst"`
+	MaxStreams    int           `json:"max_streams"`
 }
 
 type grantConfig struct {
@@ -102,6 +104,14 @@ func configSettings(c *serveConfig) []setting {
 			c.MaxReceiveWait = duration(v)
 			return err
 		}},
+		{"max-consumers", "SLUICE_MAX_CONSUMERS", "most stream consumers that Consume streams run on this server at once", func(s string) error {
+			v, err := strconv.Atoi(s)
+			if err == nil && v < 1 {
+				err = errors.New("want at least 1")
+			}
+			c.MaxConsumers = v
+			return err
+		}},
 		{"stream-partitions", "SLUICE_STREAM_PARTITIONS", "stream partitions, as the database recorded them (default 16)", func(s string) error {
 			v, err := strconv.ParseInt(s, 10, 32)
 			c.StreamPartitions = int32(v)
@@ -120,7 +130,8 @@ func configSettings(c *serveConfig) []setting {
 func defaultServeConfig() serveConfig {
 	return serveConfig{DB: "sqlite://sluice-data/sluice.db", Addr: server.DefaultAddr, Service: "default", Provider: "default",
 		MaxRequestBytes: server.DefaultMaxRequestBytes, MaxReceiveWait: duration(server.DefaultMaxReceiveWait),
-		LogLevel: "info", LogFormat: "text", SelfCheck: true, ShutdownTimeout: 30 * time.Second}
+		MaxConsumers: server.DefaultMaxConsumers,
+		LogLevel:     "info", LogFormat: "text", SelfCheck: true, ShutdownTimeout: 30 * time.Second}
 }
 
 // loadServeConfig reads the configuration from args, the environment
@@ -179,7 +190,8 @@ func (c *serveConfig) keys() ([]server.Key, error) {
 			Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}})
 	}
 	for _, k := range c.Keys {
-		sk := server.Key{Name: k.Name, Token: k.Token, TokenSHA256: k.TokenSHA256, RatePerSecond: k.RatePerSecond, Burst: k.Burst}
+		sk := server.Key{Name: k.Name, Token: k.Token, TokenSHA256: k.TokenSHA256, RatePerSecond: k.RatePerSecond, Burst: k.Burst,
+			MaxStreams: k.MaxStreams}
 		for _, g := range k.Grants {
 			var sg server.Grant
 			for _, a := range g.Actions {

@@ -160,7 +160,11 @@ type StreamServiceClient interface {
 	// start position on.
 	Subscribe(context.Context, *v1.SubscribeRequest) (*v1.SubscribeResponse, error)
 	// Unsubscribe deletes a subscription with its progress and parked
-	// events.
+	// events. It needs manage on the consumer, as do ClearFault and
+	// ReplayParkedEvents; Subscribe needs receive on the consumer and the
+	// namespace, and the other subscription calls receive on the consumer
+	// (ListStreamSubscriptions leaves out the subscriptions of consumers
+	// the key may not receive for).
 	Unsubscribe(context.Context, *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error)
 	// GetStreamSubscription returns a subscription, with its fault if it
 	// stopped.
@@ -176,7 +180,7 @@ type StreamServiceClient interface {
 	// ReplayParkedEvents delivers parked events again, oldest first,
 	// through a Consume stream of the subscription's consumer open on this
 	// server (FAILED_PRECONDITION without one); it stops at the first that
-	// fails again.
+	// fails again, and reports why, and ends when the consumer stops.
 	ReplayParkedEvents(context.Context, *v1.ReplayParkedEventsRequest) (*v1.ReplayParkedEventsResponse, error)
 	// SetStreamRetention sets how long a namespace's consumed events stay.
 	SetStreamRetention(context.Context, *v1.SetStreamRetentionRequest) (*v1.SetStreamRetentionResponse, error)
@@ -257,7 +261,11 @@ type StreamServiceHandler interface {
 	// start position on.
 	Subscribe(context.Context, *v1.SubscribeRequest) (*v1.SubscribeResponse, error)
 	// Unsubscribe deletes a subscription with its progress and parked
-	// events.
+	// events. It needs manage on the consumer, as do ClearFault and
+	// ReplayParkedEvents; Subscribe needs receive on the consumer and the
+	// namespace, and the other subscription calls receive on the consumer
+	// (ListStreamSubscriptions leaves out the subscriptions of consumers
+	// the key may not receive for).
 	Unsubscribe(context.Context, *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error)
 	// GetStreamSubscription returns a subscription, with its fault if it
 	// stopped.
@@ -273,7 +281,7 @@ type StreamServiceHandler interface {
 	// ReplayParkedEvents delivers parked events again, oldest first,
 	// through a Consume stream of the subscription's consumer open on this
 	// server (FAILED_PRECONDITION without one); it stops at the first that
-	// fails again.
+	// fails again, and reports why, and ends when the consumer stops.
 	ReplayParkedEvents(context.Context, *v1.ReplayParkedEventsRequest) (*v1.ReplayParkedEventsResponse, error)
 	// SetStreamRetention sets how long a namespace's consumed events stay.
 	SetStreamRetention(context.Context, *v1.SetStreamRetentionRequest) (*v1.SetStreamRetentionResponse, error)

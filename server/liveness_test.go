@@ -1,0 +1,199 @@
+package server_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/server"
+)
+
+// stallingProxy forwards TCP connections to a server until stall: then
+// the connections open so far stay open and carry nothing more either
+// way, as a connection whose peer vanished does (a half-open connection,
+// a dead NAT entry). Connections made after it forward again.
+type stallingProxy struct {
+	l      net.Listener
+	target string
+
+	mu      sync.Mutex
+	stalled []chan struct{} // closed on stall, one per connection
+	conns   []net.Conn
+}
+
+func newStallingProxy(t *testing.T, target string) *stallingProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &stallingProxy{l: l, target: target}
+	go p.serve()
+	t.Cleanup(func() {
+		l.Close()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for _, c := range p.conns {
+			c.Close()
+		}
+	})
+	return p
+}
+
+func (p *stallingProxy) url() string { return "http://" + p.l.Addr().String() }
+
+func (p *stallingProxy) serve() {
+	for {
+		in, err := p.l.Accept()
+		if err != nil {
+			return
+		}
+		out, err := net.Dial("tcp", p.target)
+		if err != nil {
+			in.Close()
+			continue
+		}
+		stalled := make(chan struct{})
+		p.mu.Lock()
+		p.stalled = append(p.stalled, stalled)
+		p.conns = append(p.conns, in, out)
+		p.mu.Unlock()
+		go forward(out, in, stalled)
+		go forward(in, out, stalled)
+	}
+}
+
+// forward copies from src to dst until stalled, and then reads on
+// without passing anything along, like a peer that is gone.
+func forward(dst io.Writer, src io.Reader, stalled chan struct{}) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-stalled:
+			if err != nil {
+				return
+			}
+			continue
+		default:
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// stall stalls the connections open so far.
+func (p *stallingProxy) stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.stalled {
+		close(s)
+	}
+	p.stalled = nil
+}
+
+// A Consume stream whose connection goes silent, with no error on
+// either side, is found out by the client from the missing heartbeats:
+// the client opens another stream, which replaces the silent one on the
+// server, and the delivery in progress on the silent stream comes again
+// on the new one at once: not after its ack timeout, and not as a failed
+// attempt (with one attempt allowed, a failure would park it). Over
+// HTTP/1.1 each stream has a connection of its own; over gRPC (HTTP/2)
+// the streams and the acks share one.
+func TestConsumeSilentStreamReplaced(t *testing.T) {
+	for _, proto := range []struct {
+		name string
+		opts client.Options
+	}{{"connect", client.Options{}}, {"grpc", client.Options{GRPC: true}}} {
+		t.Run(proto.name, func(t *testing.T) {
+			t.Parallel()
+			testSilentStreamReplaced(t, &proto.opts)
+		})
+	}
+}
+
+func testSilentStreamReplaced(t *testing.T, opts *client.Options) {
+	const beat = 200 * time.Millisecond
+	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, Heartbeat: beat})
+	proxy := newStallingProxy(t, strings.TrimPrefix(e.url, "http://"))
+	c, err := client.New(proxy.url(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	type delivery struct {
+		body    string
+		attempt int
+	}
+	got := make(chan delivery, 16)
+	held := make(chan struct{})
+	var once sync.Once
+	startRemote(t, c, "", func(p *client.StreamProcessor) {
+		p.Handle("worker", func(ctx context.Context, ev *sluice.StreamEvent) error {
+			got <- delivery{string(ev.Body), ev.Attempt}
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				close(held)
+				<-ctx.Done() // in progress when the connection stalls
+				return ctx.Err()
+			}
+			return nil
+		}, &sluice.ConsumerOptions{Namespace: "jobs", MaxAttempts: 1, DeliveryTimeout: time.Minute})
+	})
+	next := func(what string, within time.Duration) delivery {
+		t.Helper()
+		select {
+		case d := <-got:
+			return d
+		case <-time.After(within):
+			t.Fatalf("%s: none after %v", what, within)
+			return delivery{}
+		}
+	}
+	lib := e.lib // publishes straight to the database, past the proxy
+	if _, err := lib.Publish(ctx, sluice.StreamID{Namespace: "jobs", Key: "j"}, sluice.Event{Body: []byte("one")}); err != nil {
+		t.Fatal(err)
+	}
+	if d := next("the first delivery", 20*time.Second); d != (delivery{"one", 1}) {
+		t.Fatalf("first delivery %+v", d)
+	}
+	<-held
+	stalledAt := time.Now()
+	proxy.stall()
+
+	// Three missed heartbeats and a reconnection later, well within the
+	// minute's ack timeout, the event comes again as the same attempt.
+	if d := next("the delivery again after the stall", 15*time.Second); d != (delivery{"one", 1}) {
+		t.Fatalf("delivered again as %+v, want the same attempt of one", d)
+	}
+	if took := time.Since(stalledAt); took > 20*time.Second {
+		t.Errorf("the stall was found out after %v", took)
+	}
+	if _, err := lib.Publish(ctx, sluice.StreamID{Namespace: "jobs", Key: "j"}, sluice.Event{Body: []byte("two")}); err != nil {
+		t.Fatal(err)
+	}
+	if d := next("a delivery on the new stream", 20*time.Second); d != (delivery{"two", 1}) {
+		t.Fatalf("next delivery %+v", d)
+	}
+	if parked, err := lib.ParkedEvents(ctx, "ns/jobs/worker", 10); err != nil || len(parked) != 0 {
+		t.Fatalf("parked: %+v, %v; want none", parked, err)
+	}
+	_, metrics := scrape(t, e, "")
+	if !strings.Contains(metrics, `sluice_stream_deliveries_total{consumer="worker",outcome="stream_closed"} 1`) ||
+		strings.Contains(metrics, `outcome="expired"`) {
+		t.Errorf("the silent stream's delivery is not counted as handed over:\n%s", grepLines(metrics, "sluice_stream_deliveries_total"))
+	}
+}
