@@ -23,7 +23,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "sluice.json")
 	os.WriteFile(file, []byte(`{"addr": "127.0.0.1:1001", "db": "sqlite://from-file.db", "max_receive_wait": "5s",
-		"keys": [{"name": "ops", "token": "ops-token-0123456789", "grants": [{"actions": ["send", "receive"], "entities": ["orders-*"]}]}]}`), 0o644)
+		"keys": [{"name": "ops", "token": "ops-token-0123456789", "max_streams": 8, "grants": [{"actions": ["send", "receive"], "entities": ["orders-*"]}]}]}`), 0o644)
 	load := func(env map[string]string, args ...string) serveConfig {
 		t.Helper()
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -34,7 +34,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 		}
 		return cfg
 	}
-	if c := load(nil); c.Addr != "127.0.0.1:7070" || c.DB != "sqlite://sluice-data/sluice.db" || !c.SelfCheck {
+	if c := load(nil); c.Addr != "127.0.0.1:7070" || c.DB != "sqlite://sluice-data/sluice.db" || !c.SelfCheck || c.MaxConsumers != 256 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	env := map[string]string{"SLUICE_CONFIG": file}
@@ -45,7 +45,8 @@ func TestServeConfigPrecedence(t *testing.T) {
 	if c := load(env); c.Addr != "127.0.0.1:1002" || c.DB != "sqlite://from-file.db" {
 		t.Fatalf("the environment over the file: %+v", c)
 	}
-	if c := load(env, "--addr", "127.0.0.1:1003", "--self-check=false", "--stream-partitions", "32"); c.Addr != "127.0.0.1:1003" || c.SelfCheck || c.StreamPartitions != 32 {
+	if c := load(env, "--addr", "127.0.0.1:1003", "--self-check=false", "--stream-partitions", "32", "--max-consumers", "9"); c.Addr != "127.0.0.1:1003" ||
+		c.SelfCheck || c.StreamPartitions != 32 || c.MaxConsumers != 9 {
 		t.Fatalf("a flag over the environment: %+v", c)
 	}
 	if c := load(nil, "--config", file, "--db", "sqlite://flag.db"); c.DB != "sqlite://flag.db" || c.Addr != "127.0.0.1:1001" {
@@ -53,7 +54,8 @@ func TestServeConfigPrecedence(t *testing.T) {
 	}
 	fromFile := load(env)
 	keys, err := fromFile.keys()
-	if err != nil || len(keys) != 1 || keys[0].Name != "ops" || len(keys[0].Grants) != 1 || keys[0].Grants[0].Actions.String() != "send+receive" {
+	if err != nil || len(keys) != 1 || keys[0].Name != "ops" || len(keys[0].Grants) != 1 || keys[0].Grants[0].Actions.String() != "send+receive" ||
+		keys[0].MaxStreams != 8 {
 		t.Fatalf("keys from the file: %+v, %v", keys, err)
 	}
 
@@ -65,6 +67,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 		{map[string]string{"SLUICE_SELF_CHECK": "perhaps"}, nil, "SLUICE_SELF_CHECK"},
 		{nil, []string{"--max-receive-wait", "soon"}, "--max-receive-wait"},
 		{nil, []string{"extra"}, "unexpected arguments"},
+		{map[string]string{"SLUICE_MAX_CONSUMERS": "0"}, nil, "SLUICE_MAX_CONSUMERS"},
 		{map[string]string{"SLUICE_CONFIG": filepath.Join(t.TempDir(), "missing.json")}, nil, "configuration file"},
 	} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
