@@ -493,6 +493,9 @@ func (c *Client) CreateRule(ctx context.Context, topic, subscription string, r R
 // DeleteRule removes a rule of a subscription. ErrEntityNotFound if it
 // has none of that name. A subscription without rules gets no messages.
 func (c *Client) DeleteRule(ctx context.Context, topic, subscription, rule string) error {
+	if err := store.ValidateName("rule", strings.TrimPrefix(rule, "$")); err != nil {
+		return fmt.Errorf("sluice: delete rule: %w", err)
+	}
 	return c.changeRules(ctx, topic, subscription, func(rules []Rule) ([]Rule, error) {
 		i := slices.IndexFunc(rules, func(x Rule) bool { return x.Name == rule })
 		if i < 0 {

@@ -61,8 +61,20 @@ func (h *entities) visible(ctx context.Context) func(string) bool {
 	return func(name string) bool { return h.s.permitted(ctx, name) }
 }
 
+// mayForward checks that the call's key may send to an entity's
+// forwarding target: forwarding sends every message on.
+func (h *entities) mayForward(ctx context.Context, to string) error {
+	if to == "" {
+		return nil
+	}
+	return h.s.authorize(ctx, Send, to)
+}
+
 func (h *entities) CreateQueue(ctx context.Context, req *sluicev1.CreateQueueRequest) (*sluicev1.CreateQueueResponse, error) {
 	if err := h.s.authorize(ctx, Manage, req.Name); err != nil {
+		return nil, err
+	}
+	if err := h.mayForward(ctx, req.ForwardTo); err != nil {
 		return nil, err
 	}
 	props := apiconv.FromQueueProperties(req.Properties)
@@ -94,6 +106,9 @@ func (h *entities) GetQueue(ctx context.Context, req *sluicev1.GetQueueRequest) 
 
 func (h *entities) UpdateQueue(ctx context.Context, req *sluicev1.UpdateQueueRequest) (*sluicev1.UpdateQueueResponse, error) {
 	if err := h.s.authorize(ctx, Manage, req.Name); err != nil {
+		return nil, err
+	}
+	if err := h.mayForward(ctx, req.ForwardTo); err != nil {
 		return nil, err
 	}
 	q, err := h.s.c.UpdateQueueForwarding(ctx, req.Name, apiconv.FromQueueProperties(req.Properties), req.ForwardTo)
@@ -197,6 +212,9 @@ func (h *entities) CreateSubscription(ctx context.Context, req *sluicev1.CreateS
 	if err := h.s.authorize(ctx, Manage, sluice.SubscriptionPath(req.Topic, req.Name)); err != nil {
 		return nil, err
 	}
+	if err := h.mayForward(ctx, req.Properties.GetForwardTo()); err != nil {
+		return nil, err
+	}
 	props := apiconv.FromSubscriptionProperties(req.Properties)
 	sub, err := h.s.c.CreateSubscription(ctx, req.Topic, req.Name, &props, apiconv.FromRules(req.Rules)...)
 	if err != nil {
@@ -226,6 +244,9 @@ func (h *entities) GetSubscription(ctx context.Context, req *sluicev1.GetSubscri
 
 func (h *entities) UpdateSubscription(ctx context.Context, req *sluicev1.UpdateSubscriptionRequest) (*sluicev1.UpdateSubscriptionResponse, error) {
 	if err := h.s.authorize(ctx, Manage, sluice.SubscriptionPath(req.Topic, req.Name)); err != nil {
+		return nil, err
+	}
+	if err := h.mayForward(ctx, req.Properties.GetForwardTo()); err != nil {
 		return nil, err
 	}
 	sub, err := h.s.c.UpdateSubscription(ctx, req.Topic, req.Name, apiconv.FromSubscriptionProperties(req.Properties))

@@ -350,3 +350,42 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("/metrics with the admin's token: %d", status)
 	}
 }
+
+// A server without keys answers only requests to a loopback host, so
+// that a web page cannot reach it through a name of its own pointed at
+// 127.0.0.1; with keys, any host. The dashboard may not be framed.
+func TestLoopbackHostsOnly(t *testing.T) {
+	t.Parallel()
+	get := func(e *env, host, path string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.url+path, nil)
+		req.Host = host
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		return res
+	}
+	open := start(t, "sqlite", server.Config{})
+	port := strings.TrimPrefix(open.url, "http://127.0.0.1")
+	for _, host := range []string{"127.0.0.1" + port, "localhost" + port, "app.localhost", "[::1]" + port, "LOCALHOST."} {
+		if res := get(open, host, "/healthz"); res.StatusCode != http.StatusOK {
+			t.Errorf("Host %s: %d, want 200", host, res.StatusCode)
+		}
+	}
+	for _, host := range []string{"evil.example" + port, "127.0.0.1.evil.example", "localhost.evil.example", "10.0.0.1" + port} {
+		if res := get(open, host, "/healthz"); res.StatusCode != http.StatusMisdirectedRequest {
+			t.Errorf("Host %s: %d, want 421", host, res.StatusCode)
+		}
+	}
+	res := get(open, "127.0.0.1"+port, "/")
+	if csp := res.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "frame-ancestors 'none'") || res.Header.Get("X-Frame-Options") != "DENY" {
+		t.Errorf("the dashboard may be framed: CSP %q, X-Frame-Options %q", csp, res.Header.Get("X-Frame-Options"))
+	}
+	keyed := start(t, "sqlite", server.Config{Keys: []server.Key{{Name: "k", Token: "k-token-0123456789",
+		Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}}}})
+	if res := get(keyed, "sluice.example", "/healthz"); res.StatusCode != http.StatusOK {
+		t.Errorf("a server with keys, Host sluice.example: %d, want 200", res.StatusCode)
+	}
+}

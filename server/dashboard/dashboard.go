@@ -25,7 +25,10 @@ func Mount(mux interface{ Handle(string, http.Handler) }) {
 	}
 	fileServer := http.FileServerFS(files)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:")
+		// No other site may frame it (its buttons move dead letters).
+		w.Header().Set("Content-Security-Policy",
+			"default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+		w.Header().Set("X-Frame-Options", "DENY")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("Referrer-Policy", "no-referrer")
 		w.Header().Set("Cache-Control", "no-cache")
