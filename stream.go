@@ -348,11 +348,22 @@ type ParkedEvent struct {
 }
 
 // ParkedEvents lists up to max of a subscription's parked events,
-// oldest first. StreamProcessor.Replay delivers them again.
+// oldest first (max from 1 to Limits.MaxBatch).
+// StreamProcessor.Replay delivers them again. ErrSubscriptionNotFound
+// if the subscription is absent.
 func (c *Client) ParkedEvents(ctx context.Context, subscription string, max int) ([]ParkedEvent, error) {
+	if max < 1 || max > store.DefaultMaxBatch {
+		return nil, fmt.Errorf("sluice: parked events: max %d: want 1 to %d: %w", max, store.DefaultMaxBatch, ErrInvalidArgument)
+	}
 	evs, err := c.st.Parked(ctx, &store.ParkedParams{Subscription: subscription, Max: max})
 	if err != nil {
 		return nil, err
+	}
+	if len(evs) == 0 {
+		// None parked, or no such subscription.
+		if _, err := c.GetStreamSubscription(ctx, subscription); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]ParkedEvent, len(evs))
 	for i, e := range evs {

@@ -547,11 +547,25 @@ func (c *Client) TailStream(ctx context.Context, namespace, key string, each fun
 		return apierr.ToLibrary(err)
 	}
 	defer stream.Close()
+	// A tail that hears nothing, not even a heartbeat, for silentBeats
+	// heartbeats is broken: it ends with ErrClosed, for the caller to
+	// follow again from where it stands.
+	silence := silentBeats * 15 * time.Second
+	var silent atomic.Bool
+	watchdog := time.AfterFunc(silence, func() {
+		silent.Store(true)
+		cancel()
+		c.hc.CloseIdleConnections()
+	})
+	defer watchdog.Stop()
 	for {
 		msg, err := stream.Receive()
+		watchdog.Reset(silence)
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
+		case silent.Load():
+			return fmt.Errorf("sluice: tail: the server sent nothing for %v: %w", silence, sluice.ErrClosed)
 		case errors.Is(err, io.EOF):
 			return fmt.Errorf("sluice: tail: the server ended the tail: %w", sluice.ErrClosed)
 		case err != nil:
@@ -559,6 +573,10 @@ func (c *Client) TailStream(ctx context.Context, namespace, key string, each fun
 		}
 		switch k := msg.Kind.(type) {
 		case *sluicev1.TailResponse_Started:
+			if h := k.Started.GetHeartbeat(); h != nil && h.AsDuration() > 0 {
+				silence = silentBeats * h.AsDuration()
+				watchdog.Reset(silence)
+			}
 			if o.Started != nil {
 				o.Started(int(k.Started.Partitions))
 			}

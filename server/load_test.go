@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -65,7 +67,17 @@ func TestManyLongPolls(t *testing.T) {
 		for waiting.Load() < receivers {
 			time.Sleep(10 * time.Millisecond)
 		}
-		time.Sleep(time.Second) // every receiver's call is waiting on the server
+		// Every receiver's call waits on the server at once.
+		waitFor(t, "1,000 receives in flight on the server", 30*time.Second, func() bool {
+			_, metrics := scrape(t, e, "")
+			var n float64
+			for line := range strings.Lines(metrics) {
+				if v, ok := strings.CutPrefix(line, "sluice_api_calls_in_flight "); ok {
+					n, _ = strconv.ParseFloat(strings.TrimSpace(v), 64)
+				}
+			}
+			return n >= receivers
+		})
 		snd, _ := c.NewSender("busy")
 		began := time.Now()
 		for b := range receivers / 100 {

@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -219,6 +220,27 @@ func (s *Server) routes() *http.ServeMux {
 	return mux
 }
 
+// loopbackHostsOnly refuses requests whose Host is not a loopback name
+// or address. A server without keys listens on loopback only, and a web
+// page must not reach it by pointing a name of its own at 127.0.0.1
+// (DNS rebinding): the page's requests carry that name.
+func loopbackHostsOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
+		ip := net.ParseIP(host)
+		if !(ip != nil && ip.IsLoopback() || strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost")) {
+			http.Error(w, "sluice: this server has no API keys and answers only requests to a loopback host "+
+				"(localhost, 127.0.0.1, [::1]); configure keys, or --insecure, to serve other names", http.StatusMisdirectedRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
 // readyz answers 200 once the server listens and its database answers.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -250,11 +272,16 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.http != nil {
 		return fmt.Errorf("sluice: server: started already")
 	}
-	var lc net.ListenConfig
+	// A peer that vanished is found out within about half a minute:
+	// keepalives on an idle connection, a bound on unacknowledged data
+	// on a busy one (Linux).
+	lc := net.ListenConfig{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second,
+		Interval: 5 * time.Second, Count: 3}}
 	l, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("sluice: server: %w", err)
 	}
+	l = &timeoutListener{Listener: l, userTimeout: max(3*s.cfg.Heartbeat, 30*time.Second)}
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	if s.cfg.TLS != nil {
@@ -269,8 +296,12 @@ func (s *Server) Start(ctx context.Context) error {
 	} else {
 		protocols.SetUnencryptedHTTP2(true)
 	}
+	var handler http.Handler = s.mux
+	if s.keys == nil && !s.cfg.Insecure {
+		handler = loopbackHostsOnly(handler)
+	}
 	s.http = &http.Server{
-		Handler:           s.mux,
+		Handler:           handler,
 		Protocols:         protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -341,6 +372,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	default:
 	}
 	return err
+}
+
+// timeoutListener sets the TCP user timeout of each connection it
+// accepts.
+type timeoutListener struct {
+	net.Listener
+	userTimeout time.Duration
+}
+
+func (l *timeoutListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		setUserTimeout(c, l.userTimeout)
+	}
+	return c, err
 }
 
 // waitContext bounds a receive's or an accept's wait: by the call's

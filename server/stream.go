@@ -140,7 +140,11 @@ type remoteConsumer struct {
 
 // consumeStream is one Consume call's stream.
 type consumeStream struct {
-	id      string
+	id string
+	// key is the call's API key (nil without keys); release gives back
+	// the stream's place in its bound, once.
+	key     *authKey
+	release func()
 	out     chan *sluicev1.ConsumeResponse
 	pending int           // deliveries awaiting settlement
 	done    chan struct{} // closed when the call ends
@@ -220,7 +224,7 @@ func (h *streams) subscription(ctx context.Context, a Action, op, id string) (sl
 }
 
 func (h *streams) Unsubscribe(ctx context.Context, req *sluicev1.UnsubscribeRequest) (*sluicev1.UnsubscribeResponse, error) {
-	if _, err := h.subscription(ctx, Manage, "unsubscribe", req.Subscription); err != nil {
+	if _, err := h.subscription(ctx, Receive, "unsubscribe", req.Subscription); err != nil {
 		return nil, err
 	}
 	if err := h.s.c.Unsubscribe(ctx, req.Subscription); err != nil {
@@ -421,10 +425,16 @@ func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, str
 	if err != nil {
 		return h.s.fail("consume", err)
 	}
+	key, _ := ctx.Value(keyCtx{}).(*authKey)
 	release, err := h.s.holdStream(ctx)
+	if err != nil && req.Replaces != "" && h.freeReplaced(key, req.Consumer, req.Replaces) {
+		// The stream it replaces gives up its place to it.
+		release, err = h.s.holdStream(ctx)
+	}
 	if err != nil {
 		return err
 	}
+	release = sync.OnceFunc(release)
 	defer release()
 	defer h.enter()()
 	// The call ends when the client goes or the server shuts down.
@@ -433,7 +443,8 @@ func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, str
 	stopAfter := context.AfterFunc(h.s.stopping, cancel)
 	defer stopAfter()
 
-	rc, cs, err := h.attach(ctx, req.Consumer, group, opts, req.Replaces)
+	rc, cs, err := h.attach(ctx, &consumeStream{id: newID(), key: key, release: release,
+		out: make(chan *sluicev1.ConsumeResponse), done: make(chan struct{})}, req.Consumer, group, opts, req.Replaces)
 	if err != nil {
 		return err
 	}
@@ -467,8 +478,7 @@ func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, str
 // attach attaches a new stream to the consumer's node on this server,
 // starting the node first if it is not running, and detaches the stream
 // it replaces.
-func (h *streams) attach(ctx context.Context, name, group string, opts sluice.ConsumerOptions, replaces string) (*remoteConsumer, *consumeStream, error) {
-	cs := &consumeStream{id: newID(), out: make(chan *sluicev1.ConsumeResponse), done: make(chan struct{})}
+func (h *streams) attach(ctx context.Context, cs *consumeStream, name, group string, opts sluice.ConsumerOptions, replaces string) (*remoteConsumer, *consumeStream, error) {
 	for {
 		h.mu.Lock()
 		rc := h.consumers[name]
@@ -541,6 +551,25 @@ func (h *streams) attach(ctx context.Context, name, group string, opts sluice.Co
 		h.s.log.Info("sluice: server: consumer runs", "consumer", name, "group", group, "node", rc.proc.NodeID())
 		return rc, cs, nil
 	}
+}
+
+// freeReplaced gives back the place, in its key's bound, of the stream
+// of consumer named replaces, if the same key opened it; it reports
+// whether it did.
+func (h *streams) freeReplaced(key *authKey, consumer, replaces string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	rc := h.consumers[consumer]
+	if rc == nil {
+		return false
+	}
+	for cs := range rc.streams {
+		if cs.id == replaces && cs.key == key {
+			cs.release()
+			return true
+		}
+	}
+	return false
 }
 
 // newConsumer returns the node of a consumer on this server, not started.
@@ -877,7 +906,8 @@ func (h *streams) Tail(ctx context.Context, req *sluicev1.TailRequest, stream sl
 	defer func() { cancel(); <-beats }()
 	opts := &sluice.TailOptions{
 		Started: func(n int) {
-			_ = send(&sluicev1.TailResponse{Kind: &sluicev1.TailResponse_Started{Started: &sluicev1.TailStarted{Partitions: int32(n)}}})
+			_ = send(&sluicev1.TailResponse{Kind: &sluicev1.TailResponse_Started{Started: &sluicev1.TailStarted{Partitions: int32(n),
+				Heartbeat: durationpb.New(beat)}}})
 		},
 		Trimmed: func(partition int32, from, to int64) {
 			_ = send(&sluicev1.TailResponse{Kind: &sluicev1.TailResponse_Trimmed{

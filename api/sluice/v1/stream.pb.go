@@ -2136,7 +2136,11 @@ func (*TailResponse_Heartbeat) isTailResponse_Kind() {}
 type TailStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How many partitions the tail follows.
-	Partitions    int32 `protobuf:"varint,1,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	Partitions int32 `protobuf:"varint,1,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	// The server sends a heartbeat after this long without other
+	// messages: a client that hears nothing for a few of them should take
+	// the tail as broken.
+	Heartbeat     *durationpb.Duration `protobuf:"bytes,2,opt,name=heartbeat,proto3" json:"heartbeat,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2176,6 +2180,13 @@ func (x *TailStarted) GetPartitions() int32 {
 		return x.Partitions
 	}
 	return 0
+}
+
+func (x *TailStarted) GetHeartbeat() *durationpb.Duration {
+	if x != nil {
+		return x.Heartbeat
+	}
+	return nil
 }
 
 // TailTrimmed reports events retention deleted before the tail read
@@ -2379,11 +2390,12 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\x05event\x18\x02 \x01(\v2\x16.sluice.v1.StreamEventH\x00R\x05event\x122\n" +
 	"\atrimmed\x18\x03 \x01(\v2\x16.sluice.v1.TailTrimmedH\x00R\atrimmed\x124\n" +
 	"\theartbeat\x18\x04 \x01(\v2\x14.sluice.v1.HeartbeatH\x00R\theartbeatB\x06\n" +
-	"\x04kind\"-\n" +
+	"\x04kind\"f\n" +
 	"\vTailStarted\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x01 \x01(\x05R\n" +
-	"partitions\"O\n" +
+	"partitions\x127\n" +
+	"\theartbeat\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\theartbeat\"O\n" +
 	"\vTailTrimmed\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x12\n" +
 	"\x04from\x18\x02 \x01(\x03R\x04from\x12\x0e\n" +
@@ -2508,37 +2520,38 @@ var file_sluice_v1_stream_proto_depIdxs = []int32{
 	17, // 31: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
 	37, // 32: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
 	29, // 33: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
-	4,  // 34: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
-	6,  // 35: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
-	9,  // 36: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
-	11, // 37: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
-	13, // 38: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
-	15, // 39: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
-	19, // 40: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
-	21, // 41: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
-	23, // 42: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
-	25, // 43: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
-	30, // 44: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
-	32, // 45: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
-	34, // 46: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
-	5,  // 47: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
-	7,  // 48: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
-	10, // 49: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
-	12, // 50: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
-	14, // 51: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
-	16, // 52: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
-	20, // 53: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
-	22, // 54: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
-	24, // 55: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
-	26, // 56: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
-	31, // 57: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
-	33, // 58: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
-	35, // 59: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
-	47, // [47:60] is the sub-list for method output_type
-	34, // [34:47] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	41, // 34: sluice.v1.TailStarted.heartbeat:type_name -> google.protobuf.Duration
+	4,  // 35: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
+	6,  // 36: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
+	9,  // 37: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
+	11, // 38: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
+	13, // 39: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
+	15, // 40: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
+	19, // 41: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
+	21, // 42: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
+	23, // 43: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
+	25, // 44: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
+	30, // 45: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
+	32, // 46: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
+	34, // 47: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
+	5,  // 48: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
+	7,  // 49: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
+	10, // 50: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
+	12, // 51: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
+	14, // 52: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
+	16, // 53: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
+	20, // 54: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
+	22, // 55: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
+	24, // 56: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
+	26, // 57: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
+	31, // 58: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
+	33, // 59: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
+	35, // 60: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
+	48, // [48:61] is the sub-list for method output_type
+	35, // [35:48] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_stream_proto_init() }

@@ -47,6 +47,12 @@ type sluiceAPI interface {
 	// their positions.
 	publish(ctx context.Context, id sluice.StreamID, events ...sluice.Event) (int32, []int64, error)
 	TailStream(ctx context.Context, namespace, key string, each func(*sluice.StreamEvent) error, opts *sluice.TailOptions) error
+	Subscribe(ctx context.Context, id sluice.StreamID, consumer string, from sluice.StartPosition) (sluice.StreamSubscription, error)
+	StreamSubscriptions(ctx context.Context, id sluice.StreamID) ([]sluice.StreamSubscription, error)
+	GetStreamSubscription(ctx context.Context, subscription string) (sluice.StreamSubscription, error)
+	Unsubscribe(ctx context.Context, subscription string) error
+	ClearFault(ctx context.Context, subscription string) error
+	ParkedEvents(ctx context.Context, subscription string, max int) ([]sluice.ParkedEvent, error)
 
 	// allStats lists every queue and subscription with its counts, in
 	// the order of their paths.

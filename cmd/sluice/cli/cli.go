@@ -15,7 +15,8 @@ const (
 	ExitOK    = 0
 	ExitError = 1
 	ExitUsage = 2
-	// ExitNotFound reports an entity or a message that does not exist.
+	// ExitNotFound reports an entity, a message or a stream subscription
+	// that does not exist.
 	ExitNotFound = 3
 	// ExitNothing reports a receive that found no message (in time).
 	ExitNothing = 4

@@ -51,6 +51,8 @@ func operatorOps() []*op {
 		opSend(), opReceive(), opPeek(),
 		opDLQList(), opDLQResubmit(), opDLQPurge(),
 		opStreamPublish(), opStreamTail(),
+		opStreamSubscribe(), opStreamSubscriptions(), opStreamSubscription(), opStreamUnsubscribe(),
+		opStreamClearFault(), opStreamParked(),
 		opClusterStatus(), opStats(),
 	}
 }
@@ -184,7 +186,7 @@ func exitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, errNothing):
 		return ExitNothing
-	case errors.Is(err, sluice.ErrEntityNotFound), errors.Is(err, sluice.ErrMessageNotFound):
+	case errors.Is(err, sluice.ErrEntityNotFound), errors.Is(err, sluice.ErrMessageNotFound), errors.Is(err, sluice.ErrSubscriptionNotFound):
 		return ExitNotFound
 	case code == connect.CodeUnauthenticated, code == connect.CodePermissionDenied:
 		return ExitRefused

@@ -160,11 +160,7 @@ type StreamServiceClient interface {
 	// start position on.
 	Subscribe(context.Context, *v1.SubscribeRequest) (*v1.SubscribeResponse, error)
 	// Unsubscribe deletes a subscription with its progress and parked
-	// events. It needs manage on the consumer, as do ClearFault and
-	// ReplayParkedEvents; Subscribe needs receive on the consumer and the
-	// namespace, and the other subscription calls receive on the consumer
-	// (ListStreamSubscriptions leaves out the subscriptions of consumers
-	// the key may not receive for).
+	// events.
 	Unsubscribe(context.Context, *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error)
 	// GetStreamSubscription returns a subscription, with its fault if it
 	// stopped.
@@ -261,11 +257,7 @@ type StreamServiceHandler interface {
 	// start position on.
 	Subscribe(context.Context, *v1.SubscribeRequest) (*v1.SubscribeResponse, error)
 	// Unsubscribe deletes a subscription with its progress and parked
-	// events. It needs manage on the consumer, as do ClearFault and
-	// ReplayParkedEvents; Subscribe needs receive on the consumer and the
-	// namespace, and the other subscription calls receive on the consumer
-	// (ListStreamSubscriptions leaves out the subscriptions of consumers
-	// the key may not receive for).
+	// events.
 	Unsubscribe(context.Context, *v1.UnsubscribeRequest) (*v1.UnsubscribeResponse, error)
 	// GetStreamSubscription returns a subscription, with its fault if it
 	// stopped.
