@@ -397,3 +397,10 @@ type QueueStats = store.QueueStats
 func (c *Client) GetQueueStats(ctx context.Context, name string) (QueueStats, error) {
 	return c.st.QueueStats(ctx, name)
 }
+
+// DeadLetterReasons counts the dead letters of a queue or subscription
+// (SubscriptionPath) by reason: MaxDeliveryCountExceeded,
+// TTLExpiredException, or the reason a receiver gave.
+func (c *Client) DeadLetterReasons(ctx context.Context, name string) (map[string]int64, error) {
+	return c.st.DeadLetterReasons(ctx, name)
+}

@@ -307,6 +307,19 @@ func TestMetrics(t *testing.T) {
 	r.Complete(ctx, ms[0])
 	r.Complete(ctx, ms[0]) // lock lost
 	r.DeadLetter(ctx, ms[1], &sluice.DeadLetterOptions{Reason: "broken"})
+	// A message the queue dead-lettered, in another process (the library
+	// here), shows by reason.
+	if _, err := e.lib.CreateQueue(ctx, "poison", &sluice.QueueProperties{MaxDeliveryCount: 1}); err != nil {
+		t.Fatal(err)
+	}
+	psnd, _ := e.lib.NewSender("poison")
+	if _, err := psnd.SendBatch(ctx, []*sluice.Message{{Body: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	pr, _ := e.lib.NewReceiver("poison", nil)
+	if pm, err := pr.Receive(ctx, 1); err != nil || len(pm) != 1 || pr.Abandon(ctx, pm[0], nil) != nil {
+		t.Fatalf("poison: %v, %v", pm, err)
+	}
 	c.GetQueue(ctx, "missing")
 	post(t, e, "EntityService/NoSuchCall", "", `{}`)
 	status, body := scrape(t, e, "")
@@ -329,6 +342,8 @@ func TestMetrics(t *testing.T) {
 		`sluice_message_wait_seconds_count{entity="metered"} 2`,
 		`sluice_entity_messages{entity="metered",state="active"} 1`,
 		`sluice_entity_messages{entity="metered",state="dead_lettered"} 1`,
+		`sluice_entity_dead_letters{entity="metered",reason="broken"} 1`,
+		`sluice_entity_dead_letters{entity="poison",reason="MaxDeliveryCountExceeded"} 1`,
 		`sluice_api_call_duration_seconds_count{procedure="/sluice.v1.MessagingService/Receive"} 1`,
 		`sluice_scrape_errors 0`,
 		`go_goroutines`,

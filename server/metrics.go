@@ -178,6 +178,9 @@ var (
 	entityMessagesDesc = prometheus.NewDesc("sluice_entity_messages",
 		"Messages of a queue or subscription by state (active, scheduled, in_flight, deferred, dead_lettered).",
 		[]string{"entity", "state"}, nil)
+	entityDeadLettersDesc = prometheus.NewDesc("sluice_entity_dead_letters",
+		"Dead letters of a queue or subscription by reason (MaxDeliveryCountExceeded, TTLExpiredException, "+
+			"or a receiver's), however they were dead-lettered.", []string{"entity", "reason"}, nil)
 	entityOldestDesc = prometheus.NewDesc("sluice_entity_oldest_message_age_seconds",
 		"How long the oldest message of a queue or subscription has been in it.", []string{"entity"}, nil)
 	partitionLagDesc = prometheus.NewDesc("sluice_stream_partition_lag",
@@ -191,7 +194,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{entityMessagesDesc, entityOldestDesc, partitionLagDesc, subscriptionLagDesc, nodesDesc, scrapeErrorsDesc} {
+	for _, d := range []*prometheus.Desc{entityMessagesDesc, entityDeadLettersDesc, entityOldestDesc, partitionLagDesc, subscriptionLagDesc, nodesDesc, scrapeErrorsDesc} {
 		ch <- d
 	}
 }
@@ -214,6 +217,21 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(entityMessagesDesc, prometheus.GaugeValue, float64(v.n), entity, v.state)
 		}
 		ch <- prometheus.MustNewConstMetric(entityOldestDesc, prometheus.GaugeValue, st.OldestAge.Seconds(), entity)
+		if st.DeadLettered > 0 {
+			reasons, err := c.s.c.DeadLetterReasons(ctx, entity)
+			if err != nil {
+				failed++
+				continue
+			}
+			// Reasons past the label bound add up under "_other".
+			byLabel := make(map[string]int64, len(reasons))
+			for r, n := range reasons {
+				byLabel[c.s.m.reasons.label(r)] += n
+			}
+			for r, n := range byLabel {
+				ch <- prometheus.MustNewConstMetric(entityDeadLettersDesc, prometheus.GaugeValue, float64(n), entity, r)
+			}
+		}
 	}
 	cs, err := c.s.c.ClusterStatus(ctx)
 	if err != nil {

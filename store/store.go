@@ -128,6 +128,8 @@ type QueueStore interface {
 	Evict(ctx context.Context, queue string) (EvictResult, error)
 	// QueueStats counts a queue's messages by state.
 	QueueStats(ctx context.Context, queue string) (QueueStats, error)
+	// DeadLetterReasons counts a queue's dead letters by reason.
+	DeadLetterReasons(ctx context.Context, queue string) (map[string]int64, error)
 
 	SessionStore
 

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -232,6 +233,14 @@ func testEvictCounts(t *testing.T, h *harness) {
 	}
 	wantSeqs(t, "messages after Evict", messageSeqs(peekAll(t, ctx, st, q)), []int64{7})
 	wantCounts(t, ctx, st, q, store.QueueStats{Active: 1, DeadLettered: 5})
+	byReason, err := st.DeadLetterReasons(ctx, q)
+	if wantBy := map[string]int64{sluicetype.ReasonMaxDeliveryCountExceeded: 2, sluicetype.ReasonTTLExpired: 3}; err != nil ||
+		fmt.Sprint(byReason) != fmt.Sprint(wantBy) {
+		t.Fatalf("DeadLetterReasons = %v, %v; want %v", byReason, err, wantBy)
+	}
+	if _, err := st.DeadLetterReasons(ctx, "missing-queue"); !errors.Is(err, sluicetype.ErrEntityNotFound) {
+		t.Fatalf("DeadLetterReasons of a missing queue: %v, want ErrEntityNotFound", err)
+	}
 }
 
 func testEvictBatchBound(t *testing.T, h *harness) {

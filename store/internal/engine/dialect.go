@@ -66,7 +66,7 @@ var queryNames = []string{
 	"MoveToDeadLetters", "DeleteMessages", "SelectReady", "LeaseMessages", "SelectHeld",
 	"ClaimEviction", "SelectExpired", "SelectRemovableDeadLetters", "SelectDeadLetterSeqs",
 	"LockDeadLetters", "DeleteDeadLetters", "ResubmitDeadLetters", "PeekMessages",
-	"PeekDeadLetters", "QueueStats", "CountDeadLetters",
+	"PeekDeadLetters", "QueueStats", "CountDeadLetters", "CountDeadLettersByReason",
 	"GetQueueAttributes", "UpdateQueue", "ListQueues", "MakeDeferred", "SetProperties",
 	"SelectDeferred", "SelectScheduled",
 	"DeleteQueueSessions", "ActivateSessions", "SelectSessionCandidates", "HasReadySessionMessage",

@@ -1238,6 +1238,33 @@ func (s *tenantStore) PurgeDeadLetters(ctx context.Context, queue string) (int64
 	}
 }
 
+func (s *tenantStore) DeadLetterReasons(ctx context.Context, queue string) (map[string]int64, error) {
+	if err := store.ValidateName("queue", queue); err != nil {
+		return nil, fmt.Errorf("sluice: dead letter reasons: %w", err)
+	}
+	if _, err := s.e.getQueue(ctx, s.e.r, s.t, queue); err != nil {
+		return nil, fmt.Errorf("sluice: dead letter reasons: %w", err)
+	}
+	rows, err := s.e.query(ctx, s.e.r, "CountDeadLettersByReason", s.t.Service, s.t.Provider, queue)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: dead letter reasons: %w", err)
+	}
+	defer rows.Close()
+	out := make(map[string]int64)
+	for rows.Next() {
+		var reason string
+		var n int64
+		if err := rows.Scan(&reason, &n); err != nil {
+			return nil, fmt.Errorf("sluice: dead letter reasons: %w", err)
+		}
+		out[reason] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sluice: dead letter reasons: %w", err)
+	}
+	return out, nil
+}
+
 func (s *tenantStore) QueueStats(ctx context.Context, queue string) (store.QueueStats, error) {
 	var st store.QueueStats
 	if err := store.ValidateName("queue", queue); err != nil {

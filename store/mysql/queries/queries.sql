@@ -877,6 +877,12 @@ WHERE service = ? AND provider = ? AND queue = ?;
 SELECT COUNT(*) FROM sluice_dead_letters
 WHERE service = ? AND provider = ? AND queue = ?;
 
+-- name: CountDeadLettersByReason
+-- args: service, provider, queue
+SELECT reason, COUNT(*) FROM sluice_dead_letters
+WHERE service = ? AND provider = ? AND queue = ?
+GROUP BY reason;
+
 -- name: BumpHead
 -- args: n, service, provider, partition
 UPDATE sluice_partitions SET head = head + ?

@@ -594,6 +594,12 @@ WHERE service = ?5 AND provider = ?6 AND queue = ?7;
 SELECT COUNT(*) FROM sluice_dead_letters
 WHERE service = ?1 AND provider = ?2 AND queue = ?3;
 
+-- name: CountDeadLettersByReason
+-- args: service, provider, queue
+SELECT reason, COUNT(*) FROM sluice_dead_letters
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+GROUP BY reason;
+
 -- name: BumpHead
 -- args: n, service, provider, partition
 UPDATE sluice_partitions SET head = head + ?1
