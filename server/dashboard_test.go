@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,42 @@ func artifact(t *testing.T, name string) string {
 	return filepath.Join(dir, name)
 }
 
+// newBrowser starts headless Chromium for the test, for at most 90 s.
+func newBrowser(t *testing.T, path string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.WindowSize(1280, 900),
+		chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
+	t.Cleanup(cancelAlloc)
+	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelBrowser)
+	bctx, cancelTimeout := context.WithTimeout(bctx, 90*time.Second)
+	t.Cleanup(cancelTimeout)
+	return bctx
+}
+
+// On a server with keys the dashboard asks for a token, and shows the
+// entities once given one.
+func TestDashboardToken(t *testing.T) {
+	path := chromium(t)
+	const token = "dashboard-token-0123456789"
+	e := start(t, "sqlite", server.Config{Keys: []server.Key{{Name: "ops", Token: token,
+		Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}}}})
+	if _, err := e.lib.CreateQueue(t.Context(), "orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	bctx := newBrowser(t, path)
+	if err := chromedp.Do(bctx, chromedp.Navigate(e.url+"/"), chromedp.WaitVisible(chromedp.CSS(`#login`))); err != nil {
+		t.Fatalf("dashboard: the token form: %v", err)
+	}
+	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.CSS(`#token`), token), chromedp.Submit(chromedp.CSS(`#token`)),
+		chromedp.WaitVisible(chromedp.CSS(`#entities-table tr[data-entity="orders"]`))); err != nil {
+		t.Fatalf("dashboard: the entities after the token: %v", err)
+	}
+}
+
 // The dashboard, end to end in headless Chromium: it lists the entities
 // with their counts, the topics and subscriptions, the stream cluster's
 // nodes and partitions and the server's throughput, and resubmits a dead
@@ -85,12 +123,23 @@ func TestDashboard(t *testing.T) {
 	}
 	r.DeadLetter(ctx, got[0], &sluice.DeadLetterOptions{Reason: "OutOfStock", Description: "no pizza left"})
 	r.Complete(ctx, got[1])
+	// h holds the events of shop/stuck, so that their partition lags.
+	stuck := make(chan struct{})
 	p := lib.NewStreamProcessor(&sluice.StreamProcessorOptions{Name: "dash"})
-	p.Handle("h", func(context.Context, *sluice.StreamEvent) error { return nil }, &sluice.ConsumerOptions{Namespace: "shop"})
+	p.Handle("h", func(ctx context.Context, ev *sluice.StreamEvent) error {
+		if ev.Key == "stuck" {
+			select {
+			case <-stuck:
+			case <-ctx.Done():
+			}
+		}
+		return nil
+	}, &sluice.ConsumerOptions{Namespace: "shop"})
 	if err := p.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
 	defer p.Stop(context.Background())
+	defer close(stuck) // before Stop, which waits for the handler
 	// Another group, for another consumer, pulls the partitions too.
 	mail := lib.NewStreamProcessor(&sluice.StreamProcessorOptions{Name: "mailer", Group: "mailers"})
 	mail.Handle("mail", func(context.Context, *sluice.StreamEvent) error { return nil }, &sluice.ConsumerOptions{Namespace: "shop"})
@@ -108,16 +157,26 @@ func TestDashboard(t *testing.T) {
 		}
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-quic", true), chromedp.WindowSize(1280, 900),
-		chromedp.UserDataDir(t.TempDir()))
-	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
-	defer cancelAlloc()
-	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
-	bctx, cancelTimeout := context.WithTimeout(bctx, 90*time.Second)
-	defer cancelTimeout()
+	stuckID := sluice.StreamID{Namespace: "shop", Key: "stuck"}
+	if _, err := lib.Publish(ctx, stuckID, sluice.Event{Body: []byte("1")}, sluice.Event{Body: []byte("2")}); err != nil {
+		t.Fatal(err)
+	}
+	stuckPart := sluice.PartitionOf(stuckID, 16)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := lib.ClusterStatus(ctx)
+		if err == nil && slices.ContainsFunc(st.Partitions, func(ps sluice.PartitionStatus) bool {
+			return ps.Partition == stuckPart && ps.Head == 2 && ps.Checkpoint == 0 && ps.Lag == 2
+		}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("partition %d does not lag by 2: %+v, %v", stuckPart, st.Partitions, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	bctx := newBrowser(t, path)
 
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -173,8 +232,15 @@ func TestDashboard(t *testing.T) {
 	}
 	progress := text(`#dlq-progress`)
 	// orders: 5 sent, 1 completed, 1 dead-lettered: 3 active, 1 dead letter.
-	if !strings.Contains(entities, "orders\tqueue\t3\t0\t0\t0\t1") || !strings.Contains(entities, "events/Subscriptions/audit\tsubscription") {
-		t.Errorf("the entities view shows %q", entities)
+	if !regexp.MustCompile(`orders\tqueue\t3\t0\t0\t0\t1\t\d+\.\d s`).MatchString(entities) ||
+		!strings.Contains(entities, "events/Subscriptions/audit\tsubscription") {
+		t.Errorf("the entities view shows %q, want orders' counts and its oldest message's age", entities)
+	}
+	// The stuck partition: held, head 2, checkpoint 0, lag 2, and the
+	// lag of h's subscription.
+	stuckRow := regexp.MustCompile(fmt.Sprintf(`(?m)^%d\t[^\t]*%s[^\t]*\t\d+\tyes\t2\t0\t2\t.*ns/shop/h \(2\)`, stuckPart, p.NodeID()))
+	if !stuckRow.MatchString(partitions) {
+		t.Errorf("the streams view does not show partition %d lagging by 2:\n%s", stuckPart, partitions)
 	}
 	if !strings.Contains(topics, "audit: 1 rule(s)") {
 		t.Errorf("the topics view shows %q", topics)

@@ -62,6 +62,11 @@ type Config struct {
 	// server at once, each of which runs a stream node (default 256): a
 	// Consume for one more fails with RESOURCE_EXHAUSTED.
 	MaxConsumers int
+	// MaxStreams bounds the Consume and Tail streams open on the server at
+	// once, whatever their keys (default 4,096): one more fails with
+	// RESOURCE_EXHAUSTED. Each key has a bound of its own too
+	// (Key.MaxStreams).
+	MaxStreams int
 	// Heartbeat is how long a Consume or Tail stream stays silent before
 	// the server sends a heartbeat (default 15 s), so that proxies keep it
 	// open and clients can tell a silent stream from a broken one.
@@ -83,6 +88,7 @@ const (
 	DefaultMaxReceiveWait  = 60 * time.Second
 	DefaultMaxConsumers    = 256
 	DefaultHeartbeat       = 15 * time.Second
+	DefaultMaxStreams      = 4096
 	// DefaultKeyMaxStreams bounds the Consume and Tail streams open with
 	// one key at once, unless the key says otherwise.
 	DefaultKeyMaxStreams = 64
@@ -136,6 +142,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)

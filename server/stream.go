@@ -49,10 +49,15 @@ type streams struct {
 	drained chan struct{}
 }
 
-// enter counts a Consume or Tail call in; the returned func counts it
-// out.
-func (h *streams) enter() (leave func()) {
+// enter counts a Consume or Tail call in, unless MaxStreams are open;
+// the returned func counts it out.
+func (h *streams) enter() (leave func(), err error) {
 	h.mu.Lock()
+	if h.calls >= h.s.cfg.MaxStreams {
+		h.mu.Unlock()
+		return nil, apierr.New(connect.CodeResourceExhausted, "TOO_MANY_STREAMS",
+			fmt.Sprintf("%d Consume and Tail streams are open on this server, at most %d allowed", h.calls, h.s.cfg.MaxStreams))
+	}
 	h.calls++
 	h.mu.Unlock()
 	return func() {
@@ -63,7 +68,7 @@ func (h *streams) enter() (leave func()) {
 			close(h.drained)
 			h.drained = nil
 		}
-	}
+	}, nil
 }
 
 // wait waits until ctx ends for the Consume and Tail calls to end, and
@@ -436,7 +441,11 @@ func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, str
 	}
 	release = sync.OnceFunc(release)
 	defer release()
-	defer h.enter()()
+	leave, err := h.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
 	// The call ends when the client goes or the server shuts down.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -863,7 +872,11 @@ func (h *streams) Tail(ctx context.Context, req *sluicev1.TailRequest, stream sl
 		return err
 	}
 	defer release()
-	defer h.enter()()
+	leave, err := h.enter()
+	if err != nil {
+		return err
+	}
+	defer leave()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stopAfter := context.AfterFunc(h.s.stopping, cancel)

@@ -756,3 +756,22 @@ func TestReplayFailureAndStop(t *testing.T) {
 		t.Fatalf("parked after the replay was cut short: %+v, %v; want p2 as it was, and p3", parked, err)
 	}
 }
+
+// Without keys, the server's own bound holds: one more Consume or Tail
+// stream than MaxStreams fails with RESOURCE_EXHAUSTED.
+func TestStreamsPerServer(t *testing.T) {
+	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, MaxStreams: 1})
+	c := e.remote(t, nil)
+	ctx := t.Context()
+	tailCtx, stopTail := context.WithCancel(ctx)
+	defer stopTail()
+	started := make(chan struct{})
+	go c.TailStream(tailCtx, "orders", "", func(*sluice.StreamEvent) error { return nil },
+		&sluice.TailOptions{Started: func(int) { close(started) }})
+	<-started
+	p := c.NewStreamProcessor(nil)
+	p.Handle("billing", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+	if err := p.Start(ctx); connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "at most 1 allowed") {
+		t.Fatalf("a second stream on a server of one: %v, want RESOURCE_EXHAUSTED", err)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice/server"
 )
 
 // TestMain runs the node processes the cluster scenario starts from this
@@ -144,5 +146,35 @@ func TestBenchScenarios(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// bench --scenario api --server drives a running server with a token:
+// only the API's transports run, each a send line and two receive lines.
+func TestBenchAgainstServer(t *testing.T) {
+	t.Parallel()
+	const token = "bench-token-0123456789"
+	url := startServer(t, server.Key{Name: "bench", Token: token, Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}})
+	code, out, errOut := run(t, "bench", "--db", filepath.Join(t.TempDir(), "bench.db"), "--scenario", "api", "--server", url,
+		"--token", token, "--json", "--duration", "300ms")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	transports := []string{"connect-proto", "connect-json", "grpc"}
+	if len(lines) != 3*len(transports) {
+		t.Fatalf("%d result lines, want %d:\n%s", len(lines), 3*len(transports), out)
+	}
+	for i, line := range lines {
+		var r map[string]any
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		if r["transport"] != transports[i/3] {
+			t.Errorf("line %d transport = %v, want %s", i, r["transport"], transports[i/3])
+		}
+		if v, ok := r["msgs_per_sec"].(float64); !ok || v <= 0 {
+			t.Errorf("line %d msgs_per_sec = %v", i, r["msgs_per_sec"])
+		}
 	}
 }

@@ -116,7 +116,7 @@ func TestServe(t *testing.T) {
 	exited := make(chan int, 1)
 	go func() {
 		exited <- Run(ctx, []string{"serve", "--db", filepath.Join(t.TempDir(), "serve.db"), "--addr", "127.0.0.1:0",
-			"--token", "serve-test-token-0123456789"}, &out, &errOut)
+			"--token", "serve-test-token-0123456789", "--max-consumers", "1"}, &out, &errOut)
 	}()
 	serving := regexp.MustCompile(`on (http://127\.0\.0\.1:\d+)`)
 	var url string
@@ -149,6 +149,20 @@ func TestServe(t *testing.T) {
 	}
 	if qs, err := c.ListQueues(ctx, "", 10); err != nil || len(qs) != 1 {
 		t.Fatalf("the self-check left queues behind: %+v, %v", qs, err)
+	}
+	// --max-consumers bounds the consumers the server runs.
+	first := c.NewStreamProcessor(nil)
+	first.Handle("a", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+	if err := first.Start(ctx); err != nil {
+		t.Fatalf("the first consumer: %v", err)
+	}
+	second := c.NewStreamProcessor(nil)
+	second.Handle("b", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
+	if err := second.Start(ctx); err == nil || !strings.Contains(err.Error(), "at most 1 allowed") {
+		t.Fatalf("a second consumer with --max-consumers 1: %v", err)
+	}
+	if err := first.Stop(ctx); err != nil {
+		t.Fatal(err)
 	}
 	anonymous, _ := client.New(url, nil)
 	if _, err := anonymous.ListQueues(ctx, "", 10); err == nil {

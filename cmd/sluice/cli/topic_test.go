@@ -73,6 +73,10 @@ func TestTopicsAndSubscriptions(t *testing.T) {
 			!strings.HasPrefix(lines[2], "other ") {
 			t.Fatalf("topic list:\n%s", out)
 		}
+		if l := jsonLines(t, w.ok(t, "topic", "list", "--json")); len(l) != 2 || l[0]["name"] != "events" || l[1]["name"] != "other" ||
+			l[0]["default_ttl"] == nil {
+			t.Errorf("topic list --json: %v", l)
+		}
 
 		if out := w.ok(t, "subscription", "delete", "events", "red"); out != "deleted subscription events/Subscriptions/red\n" {
 			t.Errorf("subscription delete printed %q", out)
