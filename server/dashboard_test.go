@@ -82,7 +82,7 @@ func TestDashboardToken(t *testing.T) {
 	if err := chromedp.Do(bctx, chromedp.Navigate(e.url+"/"), chromedp.WaitVisible(chromedp.CSS(`#login`))); err != nil {
 		t.Fatalf("dashboard: the token form: %v", err)
 	}
-	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.CSS(`#token`), token), chromedp.Submit(chromedp.CSS(`#token`)),
+	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.CSS(`#token`), token), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#entities-table tr[data-entity="orders"]`))); err != nil {
 		t.Fatalf("dashboard: the entities after the token: %v", err)
 	}
