@@ -36,6 +36,20 @@ type connectError struct {
 // the error, if the call failed.
 func post(t *testing.T, e *env, procedure, token, body string) (int, connectError) {
 	t.Helper()
+	status, raw := postRaw(t, e, procedure, token, body)
+	var ce connectError
+	if status != http.StatusOK {
+		if err := json.Unmarshal([]byte(raw), &ce); err != nil {
+			t.Fatalf("%s: status %d with a body that is not a Connect error: %q", procedure, status, raw)
+		}
+	}
+	return status, ce
+}
+
+// postRaw sends a unary call as JSON, with a token when given, and
+// returns its status and response body.
+func postRaw(t *testing.T, e *env, procedure, token, body string) (int, string) {
+	t.Helper()
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url+"/sluice.v1."+procedure, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -49,14 +63,11 @@ func post(t *testing.T, e *env, procedure, token, body string) (int, connectErro
 		t.Fatal(err)
 	}
 	defer res.Body.Close()
-	raw, _ := io.ReadAll(res.Body)
-	var ce connectError
-	if res.StatusCode != http.StatusOK {
-		if err := json.Unmarshal(raw, &ce); err != nil {
-			t.Fatalf("%s: status %d with a body that is not a Connect error: %q", procedure, res.StatusCode, raw)
-		}
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return res.StatusCode, ce
+	return res.StatusCode, string(raw)
 }
 
 // wantStatus checks a failed call's status, code, reason and message.

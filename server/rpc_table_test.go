@@ -294,7 +294,7 @@ func TestEveryRPC(t *testing.T) {
 	}
 	// The delivery still awaits its ack (no refused Ack or Nack settled
 	// it), and the session s2 is free (no refused AcceptSession took it).
-	status, body := rpcPostOK(t, e, "StreamService/Ack", rpcAdmin, `{"deliveryIds":["`+fx.delivery+`"]}`)
+	status, body := postRaw(t, e, "StreamService/Ack", rpcAdmin, `{"deliveryIds":["`+fx.delivery+`"]}`)
 	if status != http.StatusOK || strings.Contains(body, fx.delivery) {
 		t.Errorf("the admin's Ack of the held delivery: %d %s; want it still awaiting settlement", status, body)
 	}
@@ -415,7 +415,7 @@ func checkSecondEntities(t *testing.T, e *env) {
 	}
 	// What the tenant sends to the queue it owns stays there: it may not
 	// send to vault.
-	if status, body := rpcPostOK(t, e, "MessagingService/Send", rpcTenant,
+	if status, body := postRaw(t, e, "MessagingService/Send", rpcTenant,
 		`{"entity":"orders-own","messages":[{"body":"aGk="}]}`); status != http.StatusOK {
 		t.Fatalf("the tenant's Send to its own queue: %d %s", status, body)
 	}
@@ -630,33 +630,11 @@ func rpcChanged(before, after map[string]string) string {
 	return strings.Join(out, "\n")
 }
 
-// rpcPostOK sends a unary call as JSON and returns its status and
-// response body.
-func rpcPostOK(t *testing.T, e *env, procedure, token, body string) (int, string) {
-	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url+"/sluice.v1."+procedure, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+token)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	raw, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return res.StatusCode, string(raw)
-}
-
 // rpcListed returns what a listing shows the key: the field named of
 // each item of the response's list, sorted.
 func rpcListed(t *testing.T, e *env, procedure, token, body, field string) []string {
 	t.Helper()
-	status, raw := rpcPostOK(t, e, procedure, token, body)
+	status, raw := postRaw(t, e, procedure, token, body)
 	if status != http.StatusOK {
 		t.Fatalf("%s: status %d %s", procedure, status, raw)
 	}
