@@ -352,8 +352,8 @@ type ParkedEvent struct {
 // StreamProcessor.Replay delivers them again. ErrSubscriptionNotFound
 // if the subscription is absent.
 func (c *Client) ParkedEvents(ctx context.Context, subscription string, max int) ([]ParkedEvent, error) {
-	if max < 1 || max > store.DefaultMaxBatch {
-		return nil, fmt.Errorf("sluice: parked events: max %d: want 1 to %d: %w", max, store.DefaultMaxBatch, ErrInvalidArgument)
+	if max < 1 || max > c.limits.MaxBatch {
+		return nil, fmt.Errorf("sluice: parked events: max %d: want 1 to %d: %w", max, c.limits.MaxBatch, ErrInvalidArgument)
 	}
 	evs, err := c.st.Parked(ctx, &store.ParkedParams{Subscription: subscription, Max: max})
 	if err != nil {

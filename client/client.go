@@ -37,9 +37,11 @@ import (
 type Options struct {
 	// Token is the API key sent as "Authorization: Bearer <token>".
 	Token string
-	// HTTPClient carries the calls (default: one like http.DefaultClient
-	// that pings HTTP/2 connections gone quiet, and closes those that do
-	// not answer). For gRPC without TLS it must speak HTTP/2 cleartext
+	// HTTPClient carries the calls (default: a client of its own, over a
+	// clone of http.DefaultTransport, that pings HTTP/2 connections gone
+	// quiet and closes those that do not answer; for gRPC without TLS it
+	// speaks HTTP/2 cleartext, straight to the server, with no proxy).
+	// One given here must speak HTTP/2 cleartext for gRPC without TLS
 	// (see GRPC).
 	HTTPClient *http.Client
 	// GRPC talks gRPC instead of the Connect protocol; JSON the Connect
@@ -76,6 +78,7 @@ func New(baseURL string, opts *Options) (*Client, error) {
 	if hc == nil {
 		hc, own = httpClient(o.GRPC && u.Scheme == "http"), true
 	}
+	hc = noteReads(hc)
 	var topts []connecthttp.Option
 	switch {
 	case o.GRPC:
@@ -115,6 +118,7 @@ func httpClient(h2c bool) *http.Client {
 		protocols := new(http.Protocols)
 		protocols.SetUnencryptedHTTP2(true)
 		t.Protocols = protocols
+		t.Proxy = nil // HTTP/2 with prior knowledge goes to the server itself
 	}
 	return &http.Client{Transport: t}
 }
@@ -134,7 +138,9 @@ func bearer(token string) connect.ClientInterceptor {
 }
 
 // Close closes the idle connections of the HTTP client New made (not
-// those of Options.HTTPClient). Calls in progress run on.
+// those of Options.HTTPClient). Calls in progress run on. (A stream
+// processor whose stream falls silent closes the idle connections of
+// whichever client carries its calls: they are likely broken too.)
 func (c *Client) Close() error {
 	if c.own {
 		c.hc.CloseIdleConnections()

@@ -236,6 +236,8 @@ type consumeStream struct {
 	id      string
 	silence time.Duration
 	conn    net.Conn // nil if unknown
+	// read is when the stream last read bytes (UnixNano).
+	read *atomic.Int64
 }
 
 // silentBeats is how many heartbeats a stream may miss before the
@@ -270,6 +272,8 @@ func (p *StreamProcessor) open(run, wait context.Context, rc *remoteConsumer, re
 	traced := httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
 		conn.Store(&info.Conn)
 	}})
+	read := new(atomic.Int64)
+	traced = withReads(traced, read)
 	stream, err := p.c.streams.Consume(traced, req)
 	if err != nil {
 		return nil, apierr.ToLibrary(err)
@@ -296,7 +300,7 @@ func (p *StreamProcessor) open(run, wait context.Context, rc *remoteConsumer, re
 		beat = h.AsDuration()
 	}
 	cs := &consumeStream{StreamServiceConsumeClientStream: stream, ctx: ctx, cancel: cancel,
-		id: first.GetStarted().GetStreamId(), silence: silentBeats * beat}
+		id: first.GetStarted().GetStreamId(), silence: silentBeats * beat, read: read}
 	if c := conn.Load(); c != nil {
 		cs.conn = *c
 	}
@@ -343,24 +347,29 @@ func (p *StreamProcessor) consume(ctx context.Context, rc *remoteConsumer, strea
 }
 
 // receive hands each delivery of stream to its handler until the stream
-// ends, or stays silent (no delivery, no heartbeat) for too long: its
-// connection is then taken as broken, and the stream is cancelled.
+// ends, or reads nothing (no delivery, no heartbeat, not a byte) for too
+// long: its connection is then taken as broken, and the stream is
+// cancelled.
 func (p *StreamProcessor) receive(rc *remoteConsumer, stream *consumeStream, handlers *sync.WaitGroup) {
-	watchdog := time.AfterFunc(stream.silence, func() {
-		p.log.Warn("sluice: client: consume stream silent; opening another", "consumer", rc.name, "silent", stream.silence)
-		stream.cancel()
-		// Its connection is taken as broken, with the calls it carries
-		// (HTTP/2 shares it); the idle ones to the server are likely
-		// broken as well. The next calls dial anew.
-		if stream.conn != nil {
-			stream.conn.Close()
-		}
-		p.c.hc.CloseIdleConnections()
-	})
-	defer watchdog.Stop()
+	watching := make(chan struct{})
+	defer func() { <-watching }()
+	defer stream.cancel()
+	go func() {
+		defer close(watching)
+		watch(stream.ctx, stream.read, nil, stream.silence, func() {
+			p.log.Warn("sluice: client: consume stream silent; opening another", "consumer", rc.name, "silent", stream.silence)
+			stream.cancel()
+			// Its connection is taken as broken, with the calls it carries
+			// (HTTP/2 shares it); the idle ones to the server are likely
+			// broken as well. The next calls dial anew.
+			if stream.conn != nil {
+				stream.conn.Close()
+			}
+			p.c.hc.CloseIdleConnections()
+		})
+	}()
 	for {
 		msg, err := stream.Receive()
-		watchdog.Reset(stream.silence)
 		if err != nil {
 			if stream.ctx.Err() == nil && !errors.Is(err, io.EOF) {
 				p.log.Warn("sluice: client: consume stream broke", "consumer", rc.name, "err", err)
@@ -542,25 +551,31 @@ func (c *Client) TailStream(ctx context.Context, namespace, key string, each fun
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	stream, err := c.streams.Tail(sctx, &sluicev1.TailRequest{Namespace: namespace, Key: key})
+	read := new(atomic.Int64)
+	read.Store(time.Now().UnixNano())
+	stream, err := c.streams.Tail(withReads(sctx, read), &sluicev1.TailRequest{Namespace: namespace, Key: key})
 	if err != nil {
 		return apierr.ToLibrary(err)
 	}
 	defer stream.Close()
-	// A tail that hears nothing, not even a heartbeat, for silentBeats
+	// A tail that reads nothing, not even a heartbeat, for silentBeats
 	// heartbeats is broken: it ends with ErrClosed, for the caller to
-	// follow again from where it stands.
+	// follow again from where it stands. The time spent in the callbacks
+	// does not count.
+	var silent, busy atomic.Bool
 	silence := silentBeats * 15 * time.Second
-	var silent atomic.Bool
-	watchdog := time.AfterFunc(silence, func() {
-		silent.Store(true)
-		cancel()
-		c.hc.CloseIdleConnections()
+	startWatch := sync.OnceFunc(func() {
+		go watch(sctx, read, &busy, silence, func() {
+			silent.Store(true)
+			cancel()
+			c.hc.CloseIdleConnections()
+		})
 	})
-	defer watchdog.Stop()
 	for {
+		busy.Store(false)
 		msg, err := stream.Receive()
-		watchdog.Reset(silence)
+		busy.Store(true)
+		read.Store(time.Now().UnixNano())
 		switch {
 		case ctx.Err() != nil:
 			return ctx.Err()
@@ -575,8 +590,8 @@ func (c *Client) TailStream(ctx context.Context, namespace, key string, each fun
 		case *sluicev1.TailResponse_Started:
 			if h := k.Started.GetHeartbeat(); h != nil && h.AsDuration() > 0 {
 				silence = silentBeats * h.AsDuration()
-				watchdog.Reset(silence)
 			}
+			startWatch()
 			if o.Started != nil {
 				o.Started(int(k.Started.Partitions))
 			}
@@ -588,6 +603,28 @@ func (c *Client) TailStream(ctx context.Context, namespace, key string, each fun
 			if err := each(apiconv.FromStreamEvent(k.Event)); err != nil {
 				return err
 			}
+		}
+	}
+}
+
+// watch calls fire once a stream has read nothing (read, UnixNano) for
+// silence while not busy, checking a few times a silence, until ctx ends.
+func watch(ctx context.Context, read *atomic.Int64, busy *atomic.Bool, silence time.Duration, fire func()) {
+	t := time.NewTicker(silence / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if busy != nil && busy.Load() {
+			read.Store(time.Now().UnixNano())
+			continue
+		}
+		if time.Since(time.Unix(0, read.Load())) >= silence {
+			fire()
+			return
 		}
 	}
 }

@@ -87,7 +87,8 @@ type Key struct {
 	RatePerSecond float64
 	Burst         int
 	// MaxStreams bounds the Consume and Tail streams open with the key at
-	// once (default DefaultKeyMaxStreams): one more fails with
+	// once (0: DefaultKeyMaxStreams; negative: no bound of the key's own,
+	// Config.MaxStreams still holds): one more fails with
 	// RESOURCE_EXHAUSTED.
 	MaxStreams int
 }
@@ -131,9 +132,6 @@ func (k *Key) validate() ([sha256.Size]byte, error) {
 	}
 	if k.RatePerSecond < 0 || k.Burst < 0 {
 		return digest, fmt.Errorf("key %q: negative rate limit", k.Name)
-	}
-	if k.MaxStreams < 0 {
-		return digest, fmt.Errorf("key %q: negative max streams", k.Name)
 	}
 	return digest, nil
 }
@@ -248,7 +246,7 @@ func (s *Server) authorize(ctx context.Context, a Action, entity string) error {
 // bound. Calls without a key are not counted: MaxConsumers bounds them.
 func (s *Server) holdStream(ctx context.Context) (release func(), err error) {
 	k, _ := ctx.Value(keyCtx{}).(*authKey)
-	if k == nil {
+	if k == nil || k.maxStreams < 0 {
 		return func() {}, nil
 	}
 	k.mu.Lock()

@@ -135,7 +135,9 @@ func TestConsumeSilentStreamReplaced(t *testing.T) {
 }
 
 func testSilentStreamReplaced(t *testing.T, opts *client.Options, keys []server.Key) {
-	const beat = 200 * time.Millisecond
+	// A heartbeat of a second: long enough that a loaded machine does not
+	// miss three, short enough for a test.
+	const beat = time.Second
 	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, Heartbeat: beat, Keys: keys})
 	proxy := newStallingProxy(t, strings.TrimPrefix(e.url, "http://"))
 	c, err := client.New(proxy.url(), opts)
@@ -184,11 +186,11 @@ func testSilentStreamReplaced(t *testing.T, opts *client.Options, keys []server.
 	stalledAt := time.Now()
 	proxy.stall()
 
-	// Three missed heartbeats (0.6 s) and a reconnection later, the event
+	// Three missed heartbeats (3 s) and a reconnection later, the event
 	// comes again as the same attempt: well within the minute's ack
-	// timeout, and before the server's own ping timeout (15 s) would
-	// close the stalled connection.
-	if d := next("the delivery again after the stall", 5*time.Second); d != (delivery{"one", 1}) {
+	// timeout, and before the server's own ping (2 s, then 15 s for the
+	// answer) would close the stalled connection.
+	if d := next("the delivery again after the stall", 12*time.Second); d != (delivery{"one", 1}) {
 		t.Fatalf("delivered again as %+v, want the same attempt of one", d)
 	}
 	t.Logf("delivered again %v after the stall", time.Since(stalledAt).Round(time.Millisecond))
@@ -211,7 +213,7 @@ func testSilentStreamReplaced(t *testing.T, opts *client.Options, keys []server.
 // A tail whose connection goes silent ends with ErrClosed once it misses
 // three heartbeats, rather than wait forever.
 func TestTailSilentEnds(t *testing.T) {
-	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, Heartbeat: 200 * time.Millisecond})
+	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, Heartbeat: time.Second})
 	proxy := newStallingProxy(t, strings.TrimPrefix(e.url, "http://"))
 	c, err := client.New(proxy.url(), nil)
 	if err != nil {
@@ -224,7 +226,7 @@ func TestTailSilentEnds(t *testing.T) {
 			&sluice.TailOptions{Started: func(int) { close(started) }})
 	}()
 	<-started
-	time.Sleep(time.Second) // heartbeats keep a quiet tail open
+	time.Sleep(4 * time.Second) // heartbeats keep a quiet tail open past three of them
 	select {
 	case err := <-ended:
 		t.Fatalf("the tail ended while heartbeats came: %v", err)
@@ -236,7 +238,51 @@ func TestTailSilentEnds(t *testing.T) {
 		if !errors.Is(err, sluice.ErrClosed) {
 			t.Fatalf("the silent tail ended with %v, want ErrClosed", err)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(12 * time.Second):
 		t.Fatal("the silent tail still waits")
+	}
+}
+
+// A tail whose callback takes longer than three heartbeats is not taken
+// for a silent one: the time in the callback does not count.
+func TestTailSlowCallbackLives(t *testing.T) {
+	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, Heartbeat: time.Second})
+	c := e.remote(t, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	started := make(chan struct{})
+	got := make(chan string, 2)
+	ended := make(chan error, 1)
+	go func() {
+		ended <- c.TailStream(ctx, "orders", "", func(ev *sluice.StreamEvent) error {
+			if string(ev.Body) == "slow" {
+				time.Sleep(4 * time.Second)
+			}
+			got <- string(ev.Body)
+			return nil
+		}, &sluice.TailOptions{Started: func(int) { close(started) }})
+	}()
+	<-started
+	id := sluice.StreamID{Namespace: "orders", Key: "o"}
+	for _, body := range []string{"slow", "after"} {
+		if _, err := e.lib.Publish(t.Context(), id, sluice.Event{Body: []byte(body)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{"slow", "after"} {
+		select {
+		case b := <-got:
+			if b != want {
+				t.Fatalf("tailed %q, want %q", b, want)
+			}
+		case err := <-ended:
+			t.Fatalf("the tail ended during a slow callback: %v", err)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("no %q", want)
+		}
+	}
+	cancel()
+	if err := <-ended; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the tail ended with %v", err)
 	}
 }

@@ -68,7 +68,8 @@ type Config struct {
 	// (Key.MaxStreams).
 	MaxStreams int
 	// Heartbeat is how long a Consume or Tail stream stays silent before
-	// the server sends a heartbeat (default 15 s), so that proxies keep it
+	// the server sends a heartbeat (default 15 s, at least 100 ms), so
+	// that proxies keep it
 	// open and clients can tell a silent stream from a broken one.
 	Heartbeat time.Duration
 	// Logger receives the server's logs (default: none).
@@ -89,6 +90,9 @@ const (
 	DefaultMaxConsumers    = 256
 	DefaultHeartbeat       = 15 * time.Second
 	DefaultMaxStreams      = 4096
+	// minHeartbeat bounds Heartbeat from below: shorter would be pings,
+	// not heartbeats.
+	minHeartbeat = 100 * time.Millisecond
 	// DefaultKeyMaxStreams bounds the Consume and Tail streams open with
 	// one key at once, unless the key says otherwise.
 	DefaultKeyMaxStreams = 64
@@ -143,6 +147,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
 	}
+	cfg.Heartbeat = max(cfg.Heartbeat, minHeartbeat)
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
@@ -230,10 +235,11 @@ func (s *Server) routes() *http.ServeMux {
 }
 
 // loopbackHostsOnly refuses requests whose Host is not a loopback name
-// or address. A server without keys listens on loopback only, and a web
-// page must not reach it by pointing a name of its own at 127.0.0.1
-// (DNS rebinding): the page's requests carry that name.
-func loopbackHostsOnly(next http.Handler) http.Handler {
+// or address, or the name the server listens on (which resolves only to
+// loopback addresses). A server without keys listens on loopback only,
+// and a web page must not reach it by pointing a name of its own at
+// 127.0.0.1 (DNS rebinding): the page's requests carry that name.
+func loopbackHostsOnly(next http.Handler, listenHost string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := r.Host
 		if h, _, err := net.SplitHostPort(host); err == nil {
@@ -241,9 +247,11 @@ func loopbackHostsOnly(next http.Handler) http.Handler {
 		}
 		host = strings.TrimSuffix(strings.Trim(host, "[]"), ".")
 		ip := net.ParseIP(host)
-		if !(ip != nil && ip.IsLoopback() || strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost")) {
+		if !(ip != nil && ip.IsLoopback() || strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") ||
+			listenHost != "" && strings.EqualFold(host, strings.TrimSuffix(listenHost, "."))) {
 			http.Error(w, "sluice: this server has no API keys and answers only requests to a loopback host "+
-				"(localhost, 127.0.0.1, [::1]); configure keys, or --insecure, to serve other names", http.StatusMisdirectedRequest)
+				"(localhost, 127.0.0.1, [::1], or the name it listens on); configure keys, or --insecure (behind a proxy, say), "+
+				"to serve other names", http.StatusMisdirectedRequest)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -307,17 +315,18 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	var handler http.Handler = s.mux
 	if s.keys == nil && !s.cfg.Insecure {
-		handler = loopbackHostsOnly(handler)
+		listenHost, _, _ := net.SplitHostPort(s.cfg.Addr)
+		handler = loopbackHostsOnly(handler, listenHost)
 	}
 	s.http = &http.Server{
 		Handler:           handler,
 		Protocols:         protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
-		// A connection that answers no ping, or takes no data, is closed:
-		// its streams end, and their deliveries go to other streams.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: 2 * s.cfg.Heartbeat, PingTimeout: 15 * time.Second,
-			WriteByteTimeout: 2 * s.cfg.Heartbeat},
+		// A connection that answers no ping is closed: its streams end,
+		// and their deliveries go to other streams. (No write timeout: a
+		// tail whose reader is slow would end.)
+		HTTP2:    &http.HTTP2Config{SendPingTimeout: 2 * s.cfg.Heartbeat, PingTimeout: 15 * time.Second},
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 	s.listener = l

@@ -49,11 +49,11 @@ type streams struct {
 	drained chan struct{}
 }
 
-// enter counts a Consume or Tail call in, unless MaxStreams are open;
-// the returned func counts it out.
-func (h *streams) enter() (leave func(), err error) {
+// enter counts a Consume or Tail call in, unless MaxStreams are open
+// and it does not replace one; the returned func counts it out.
+func (h *streams) enter(replacing bool) (leave func(), err error) {
 	h.mu.Lock()
-	if h.calls >= h.s.cfg.MaxStreams {
+	if h.calls >= h.s.cfg.MaxStreams && !replacing {
 		h.mu.Unlock()
 		return nil, apierr.New(connect.CodeResourceExhausted, "TOO_MANY_STREAMS",
 			fmt.Sprintf("%d Consume and Tail streams are open on this server, at most %d allowed", h.calls, h.s.cfg.MaxStreams))
@@ -147,7 +147,8 @@ type remoteConsumer struct {
 type consumeStream struct {
 	id string
 	// key is the call's API key (nil without keys); release gives back
-	// the stream's place in its bound, once.
+	// the stream's place in its key's bound (nil: it holds none). release
+	// is guarded by streams.mu once the stream attached.
 	key     *authKey
 	release func()
 	out     chan *sluicev1.ConsumeResponse
@@ -431,17 +432,19 @@ func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, str
 		return h.s.fail("consume", err)
 	}
 	key, _ := ctx.Value(keyCtx{}).(*authKey)
-	release, err := h.s.holdStream(ctx)
-	if err != nil && req.Replaces != "" && h.freeReplaced(key, req.Consumer, req.Replaces) {
-		// The stream it replaces gives up its place to it.
-		release, err = h.s.holdStream(ctx)
+	cs := &consumeStream{id: newID(), key: key, out: make(chan *sluicev1.ConsumeResponse), done: make(chan struct{})}
+	defer h.releaseSlot(cs)
+	// A stream that replaces one of its key's takes over that one's place
+	// in the bounds once it attaches (attach checks that it does).
+	replacing := req.Replaces != "" && h.has(req.Consumer, req.Replaces, key)
+	release, slotErr := h.s.holdStream(ctx)
+	switch {
+	case slotErr == nil:
+		cs.release = sync.OnceFunc(release)
+	case !replacing:
+		return slotErr
 	}
-	if err != nil {
-		return err
-	}
-	release = sync.OnceFunc(release)
-	defer release()
-	leave, err := h.enter()
+	leave, err := h.enter(replacing)
 	if err != nil {
 		return err
 	}
@@ -452,8 +455,7 @@ func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, str
 	stopAfter := context.AfterFunc(h.s.stopping, cancel)
 	defer stopAfter()
 
-	rc, cs, err := h.attach(ctx, &consumeStream{id: newID(), key: key, release: release,
-		out: make(chan *sluicev1.ConsumeResponse), done: make(chan struct{})}, req.Consumer, group, opts, req.Replaces)
+	rc, err := h.attach(ctx, cs, req.Consumer, group, opts, req.Replaces, slotErr)
 	if err != nil {
 		return err
 	}
@@ -486,8 +488,11 @@ func (h *streams) Consume(ctx context.Context, req *sluicev1.ConsumeRequest, str
 
 // attach attaches a new stream to the consumer's node on this server,
 // starting the node first if it is not running, and detaches the stream
-// it replaces.
-func (h *streams) attach(ctx context.Context, cs *consumeStream, name, group string, opts sluice.ConsumerOptions, replaces string) (*remoteConsumer, *consumeStream, error) {
+// it replaces, of the same key. A stream without a place in its key's
+// bound (cs.release nil, for slotErr) takes the replaced one's, or fails
+// with slotErr.
+func (h *streams) attach(ctx context.Context, cs *consumeStream, name, group string, opts sluice.ConsumerOptions, replaces string,
+	slotErr error) (*remoteConsumer, error) {
 	for {
 		h.mu.Lock()
 		rc := h.consumers[name]
@@ -498,23 +503,25 @@ func (h *streams) attach(ctx context.Context, cs *consumeStream, name, group str
 			case <-stopped:
 				continue
 			case <-ctx.Done():
-				return nil, nil, h.s.fail("consume", context.Cause(ctx))
+				return nil, h.s.fail("consume", context.Cause(ctx))
 			}
 		}
 		if rc != nil {
 			if rc.group != group || rc.opts != opts {
 				h.mu.Unlock()
-				return nil, nil, apierr.New(connect.CodeFailedPrecondition, "CONSUMER_CONFLICT", fmt.Sprintf(
-					"consume: consumer %q runs on this server in group %q with %s; a stream asking for other options waits until its streams here close",
-					name, rc.group, describe(rc.opts)))
+				return nil, apierr.New(connect.CodeFailedPrecondition, "CONSUMER_CONFLICT", fmt.Sprintf(
+					"consume: consumer %q runs on this server in group %q with %s; a stream asking for other options "+
+						"is refused until its streams here close", name, rc.group, describe(rc.opts)))
+			}
+			old := h.find(rc, replaces, cs.key)
+			if cs.release == nil {
+				if old == nil {
+					h.mu.Unlock()
+					return nil, slotErr
+				}
+				cs.release, old.release = old.release, nil
 			}
 			h.addStream(rc, cs)
-			var old *consumeStream
-			for o := range rc.streams {
-				if replaces != "" && o.id == replaces {
-					old = o
-				}
-			}
 			started := rc.started
 			h.mu.Unlock()
 			if old != nil {
@@ -525,17 +532,21 @@ func (h *streams) attach(ctx context.Context, cs *consumeStream, name, group str
 			case <-started:
 			case <-ctx.Done():
 				h.detach(rc, cs)
-				return nil, nil, h.s.fail("consume", context.Cause(ctx))
+				return nil, h.s.fail("consume", context.Cause(ctx))
 			}
 			if rc.startErr != nil {
 				h.detach(rc, cs)
-				return nil, nil, h.s.fail("consume", rc.startErr)
+				return nil, h.s.fail("consume", rc.startErr)
 			}
-			return rc, cs, nil
+			return rc, nil
+		}
+		if cs.release == nil {
+			h.mu.Unlock()
+			return nil, slotErr // the stream it would replace is gone
 		}
 		if len(h.consumers) >= h.s.cfg.MaxConsumers {
 			h.mu.Unlock()
-			return nil, nil, apierr.New(connect.CodeResourceExhausted, "TOO_MANY_CONSUMERS", fmt.Sprintf(
+			return nil, apierr.New(connect.CodeResourceExhausted, "TOO_MANY_CONSUMERS", fmt.Sprintf(
 				"consume: %d consumers run on this server, at most %d allowed", h.s.cfg.MaxConsumers, h.s.cfg.MaxConsumers))
 		}
 		rc = h.newConsumer(name, group, opts)
@@ -555,30 +566,46 @@ func (h *streams) attach(ctx context.Context, cs *consumeStream, name, group str
 		h.mu.Unlock()
 		if err != nil {
 			h.detach(rc, cs)
-			return nil, nil, h.s.fail("consume", err)
+			return nil, h.s.fail("consume", err)
 		}
 		h.s.log.Info("sluice: server: consumer runs", "consumer", name, "group", group, "node", rc.proc.NodeID())
-		return rc, cs, nil
+		return rc, nil
 	}
 }
 
-// freeReplaced gives back the place, in its key's bound, of the stream
-// of consumer named replaces, if the same key opened it; it reports
-// whether it did.
-func (h *streams) freeReplaced(key *authKey, consumer, replaces string) bool {
+// has reports whether consumer has a stream of id on this server,
+// opened with key.
+func (h *streams) has(consumer, id string, key *authKey) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	rc := h.consumers[consumer]
-	if rc == nil {
-		return false
+	return rc != nil && h.find(rc, id, key) != nil
+}
+
+// find returns the stream of rc of id opened with key, or nil. h.mu is
+// held.
+func (h *streams) find(rc *remoteConsumer, id string, key *authKey) *consumeStream {
+	if id == "" {
+		return nil
 	}
 	for cs := range rc.streams {
-		if cs.id == replaces && cs.key == key {
-			cs.release()
-			return true
+		if cs.id == id && cs.key == key {
+			return cs
 		}
 	}
-	return false
+	return nil
+}
+
+// releaseSlot gives back the place a stream holds in its key's bound,
+// if it holds one.
+func (h *streams) releaseSlot(cs *consumeStream) {
+	h.mu.Lock()
+	release := cs.release
+	cs.release = nil
+	h.mu.Unlock()
+	if release != nil {
+		release()
+	}
 }
 
 // newConsumer returns the node of a consumer on this server, not started.
@@ -872,7 +899,7 @@ func (h *streams) Tail(ctx context.Context, req *sluicev1.TailRequest, stream sl
 		return err
 	}
 	defer release()
-	leave, err := h.enter()
+	leave, err := h.enter(false)
 	if err != nil {
 		return err
 	}

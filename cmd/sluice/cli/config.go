@@ -186,7 +186,9 @@ func loadServeConfig(fs *flag.FlagSet, args []string, getenv func(string) string
 func (c *serveConfig) keys() ([]server.Key, error) {
 	var keys []server.Key
 	if c.Token != "" {
-		keys = append(keys, server.Key{Name: "token", Token: c.Token,
+		// One token often serves every client: only the server's stream
+		// bound applies to it.
+		keys = append(keys, server.Key{Name: "token", Token: c.Token, MaxStreams: -1,
 			Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}})
 	}
 	for _, k := range c.Keys {
