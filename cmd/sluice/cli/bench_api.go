@@ -49,15 +49,12 @@ type apiTransport struct {
 func benchAPI(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	url := e.cfg.server
 	if url == "" {
-		srv, err := server.New(server.Config{Client: e.client, Addr: "127.0.0.1:0"})
+		local, stop, err := e.localServer(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if err := srv.Start(ctx); err != nil {
-			return nil, err
-		}
-		defer srv.Shutdown(context.WithoutCancel(ctx))
-		url = "http://" + srv.Addr().String()
+		defer stop()
+		url = local
 	}
 	var transports []apiTransport
 	if e.cfg.server == "" {
@@ -66,21 +63,13 @@ func benchAPI(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 			sender:   func(q string) (apiSender, error) { return lib.NewSender(q) },
 			receiver: func(q string) (apiReceiver, error) { return lib.NewReceiver(q, nil) }})
 	}
-	for _, p := range []struct {
-		name string
-		opts client.Options
-	}{{"connect-proto", client.Options{}}, {"connect-json", client.Options{JSON: true}}, {"grpc", client.Options{GRPC: true}}} {
-		t := &http.Transport{MaxIdleConnsPerHost: 64}
-		if p.opts.GRPC {
-			t.Protocols = new(http.Protocols)
-			t.Protocols.SetUnencryptedHTTP2(true)
-		}
-		p.opts.HTTPClient, p.opts.Token = &http.Client{Transport: t}, e.cfg.token
-		c, err := client.New(url, &p.opts)
-		if err != nil {
-			return nil, err
-		}
-		transports = append(transports, apiTransport{name: p.name, queues: c, drop: c.DeleteQueue, transport: t,
+	clients, err := e.apiClients(url)
+	if err != nil {
+		return nil, err
+	}
+	for _, bc := range clients {
+		c := bc.c
+		transports = append(transports, apiTransport{name: bc.name, queues: c, drop: c.DeleteQueue, transport: bc.transport,
 			sender:   func(q string) (apiSender, error) { return c.NewSender(q) },
 			receiver: func(q string) (apiReceiver, error) { return c.NewReceiver(q, nil) }})
 	}
@@ -96,6 +85,49 @@ func benchAPI(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 		out = append(out, rs...)
 	}
 	return out, nil
+}
+
+// apiClient is a client of the server under test over one transport.
+type apiClient struct {
+	name      string // connect-proto, connect-json or grpc
+	c         *client.Client
+	transport *http.Transport
+}
+
+// apiClients returns a client of the server at url for each transport,
+// each with connections of its own.
+func (e *benchEnv) apiClients(url string) ([]apiClient, error) {
+	var out []apiClient
+	for _, p := range []struct {
+		name string
+		opts client.Options
+	}{{"connect-proto", client.Options{}}, {"connect-json", client.Options{JSON: true}}, {"grpc", client.Options{GRPC: true}}} {
+		t := &http.Transport{MaxIdleConnsPerHost: 64}
+		if p.opts.GRPC {
+			t.Protocols = new(http.Protocols)
+			t.Protocols.SetUnencryptedHTTP2(true)
+		}
+		p.opts.HTTPClient, p.opts.Token = &http.Client{Transport: t}, e.cfg.token
+		c, err := client.New(url, &p.opts)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, apiClient{name: p.name, c: c, transport: t})
+	}
+	return out, nil
+}
+
+// localServer starts a server in this process on the bench's client, on
+// a free loopback port, and returns its URL and what stops it.
+func (e *benchEnv) localServer(ctx context.Context) (string, func(), error) {
+	srv, err := server.New(server.Config{Client: e.client, Addr: "127.0.0.1:0"})
+	if err != nil {
+		return "", nil, err
+	}
+	if err := srv.Start(ctx); err != nil {
+		return "", nil, err
+	}
+	return "http://" + srv.Addr().String(), func() { srv.Shutdown(context.WithoutCancel(ctx)) }, nil
 }
 
 // apiSendReceive measures one transport in two rounds: each sends for

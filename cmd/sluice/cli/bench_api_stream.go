@@ -3,14 +3,11 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/server"
 )
 
 // benchAPIStream runs the stream-e2e measurement through the library's
@@ -22,15 +19,11 @@ import (
 // and publish-to-handler latency, for each transport. The server runs in
 // this process on the same database.
 func benchAPIStream(ctx context.Context, e *benchEnv) ([]benchResult, error) {
-	srv, err := server.New(server.Config{Client: e.client, Addr: "127.0.0.1:0"})
+	url, stop, err := e.localServer(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := srv.Start(ctx); err != nil {
-		return nil, err
-	}
-	defer srv.Shutdown(context.WithoutCancel(ctx))
-	url := "http://" + srv.Addr().String()
+	defer stop()
 
 	r, err := benchStreamE2E(ctx, e)
 	if err != nil {
@@ -38,20 +31,12 @@ func benchAPIStream(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	}
 	r[0].Transport = "library"
 	out := r
-	for _, p := range []struct {
-		name string
-		opts client.Options
-	}{{"connect-proto", client.Options{}}, {"connect-json", client.Options{JSON: true}}, {"grpc", client.Options{GRPC: true}}} {
-		t := &http.Transport{MaxIdleConnsPerHost: 64}
-		if p.opts.GRPC {
-			t.Protocols = new(http.Protocols)
-			t.Protocols.SetUnencryptedHTTP2(true)
-		}
-		p.opts.HTTPClient = &http.Client{Transport: t}
-		c, err := client.New(url, &p.opts)
-		if err != nil {
-			return nil, err
-		}
+	clients, err := e.apiClients(url)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range clients {
+		c := p.c
 		ns := "bench-" + p.name + "-" + randomHex(3)
 		r, err := e.streamE2E(ctx, ns, func(ns string, h sluice.StreamHandler) (func(), error) {
 			proc := c.NewStreamProcessor(nil)
@@ -73,7 +58,7 @@ func benchAPIStream(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 			}
 			return stop, nil
 		})
-		t.CloseIdleConnections()
+		p.transport.CloseIdleConnections()
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", p.name, err)
 		}
