@@ -17,21 +17,27 @@ func (s *tenantStore) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (
 	if err := p.Validate(); err != nil {
 		return nil, fmt.Errorf("sluice: heartbeat: %w", err)
 	}
-	var nodes []store.Node
-	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := s.e.exec(ctx, tx, "UpsertNode", s.t.Service, s.t.Provider, p.Node, p.Address, ms(p.Timeout),
-			p.Group, strings.Join(p.Consumers, ",")); err != nil {
-			return err
-		}
-		if _, err := s.e.exec(ctx, tx, "DeleteForgottenNodes", s.t.Service, s.t.Provider, ms(p.Forget)); err != nil {
-			return err
-		}
-		var err error
-		nodes, err = s.e.nodes(ctx, tx, s.t)
+	// Three statements, not one transaction: in one, the node's row would
+	// stay locked while the delete reads the other nodes' rows, and two
+	// nodes heartbeating at once would deadlock on each other's rows
+	// (InnoDB locks every row a DELETE reads).
+	err := s.e.retry(ctx, func() error {
+		_, err := s.e.exec(ctx, s.e.w, "UpsertNode", s.t.Service, s.t.Provider, p.Node, p.Address, ms(p.Timeout),
+			p.Group, strings.Join(p.Consumers, ","))
 		return err
 	})
+	if err == nil {
+		err = s.e.retry(ctx, func() error {
+			_, err := s.e.exec(ctx, s.e.w, "DeleteForgottenNodes", s.t.Service, s.t.Provider, ms(p.Forget))
+			return err
+		})
+	}
+	var nodes []store.Node
+	if err == nil {
+		nodes, err = s.e.nodes(ctx, s.e.w, s.t)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("sluice: heartbeat: %w", err)
+		return nil, fmt.Errorf("sluice: heartbeat: %w", s.e.wrap(err))
 	}
 	return nodes, nil
 }
