@@ -111,7 +111,9 @@ func readDeliveries(t *testing.T, node, path string) []clusterDelivery {
 type ownership struct {
 	at     time.Time
 	owners [16]string // "" when no live lease
+	leased [16]string // the lease's owner, alive or not ("" when none)
 	epochs [16]int64
+	nodes  []string // each node's id, liveness and heartbeat's age
 }
 
 // Three node processes share the partitions evenly, then four; a node
@@ -179,18 +181,22 @@ func TestClusterFailover(t *testing.T) {
 					}
 					return
 				}
+				o := ownership{at: at}
 				alive := map[string]bool{}
 				for _, n := range st.Nodes {
 					alive[n.ID] = n.Alive
+					o.nodes = append(o.nodes, fmt.Sprintf("%s alive=%v beat %v before", n.ID, n.Alive, at.Sub(n.HeartbeatAt).Round(time.Millisecond)))
 				}
-				o := ownership{at: at}
 				for _, ps := range st.Partitions {
 					if ps.Checkpoint < checkpoints[ps.Partition] {
 						t.Errorf("partition %d: checkpoint moved back from %d to %d", ps.Partition, checkpoints[ps.Partition], ps.Checkpoint)
 					}
 					checkpoints[ps.Partition] = ps.Checkpoint
-					if ps.Held && alive[ps.Owner] {
-						o.owners[ps.Partition] = ps.Owner
+					if ps.Held {
+						o.leased[ps.Partition] = ps.Owner
+						if alive[ps.Owner] {
+							o.owners[ps.Partition] = ps.Owner
+						}
 					}
 					o.epochs[ps.Partition] = ps.Epoch
 				}
@@ -232,7 +238,8 @@ func TestClusterFailover(t *testing.T) {
 					return o.at
 				}
 				if time.Now().After(deadline) {
-					t.Fatalf("partitions per node %v (%d held) after %v, want %v over %v", counts, held, within, want, names)
+					t.Fatalf("partitions per node %v (%d held) after %v, want %v over %v; the sample, taken %v ago, has leases %q and nodes %q",
+						counts, held, within, want, names, time.Since(o.at).Round(time.Millisecond), o.leased, o.nodes)
 				}
 				time.Sleep(10 * time.Millisecond)
 			}

@@ -784,3 +784,82 @@ func TestStreamProcessorsShare(t *testing.T) {
 		t.Logf("the first processor pulls all 16 partitions %v after the second stopped", time.Since(start))
 	})
 }
+
+// A handler that ignores its context holds up only its own partition: the
+// node that gives that partition back to a newcomer keeps heartbeating and
+// renewing the rest, and the partition, not given back while its agent
+// cannot stop, changes hands once its lease ends; its event is delivered
+// again there.
+func TestStreamStuckHandlerHoldsOnlyItsPartition(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		if kind == "sqlite" {
+			t.Skip("SQLite runs one stream node at a time")
+		}
+		// The newcomer takes the first node's highest partitions.
+		id := sluice.StreamID{Namespace: "stuck"}
+		for i := 0; sluice.PartitionOf(id, 16) != 15; i++ {
+			id.Key = fmt.Sprint("k", i)
+		}
+		release := make(chan struct{})
+		defer close(release) // before the processors stop
+		stuck := make(chan struct{}, 1)
+		p1 := startStreamProcessor(t, c, clusterOptions("one"), func(p *sluice.StreamProcessor) {
+			p.Handle("c", func(ctx context.Context, ev *sluice.StreamEvent) error {
+				select {
+				case stuck <- struct{}{}:
+				default:
+				}
+				<-release // ignores ctx
+				return nil
+			}, &sluice.ConsumerOptions{Namespace: "stuck"})
+		})
+		waitPulled(t, 10*time.Second, []int{16}, p1)
+		publish(t, c, id, "stuck")
+		select {
+		case <-stuck:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the event never reached the first processor")
+		}
+		col := newCollector()
+		p2 := startStreamProcessor(t, reopen(t, kind, service), clusterOptions("two"), func(p *sluice.StreamProcessor) {
+			p.Handle("c", col.handle, &sluice.ConsumerOptions{Namespace: "stuck"})
+		})
+		// Both alive, 8 partitions each, for three lease periods on end.
+		var steady time.Time
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Since(steady) < 3*time.Second || steady.IsZero() {
+			st, err := c.ClusterStatus(t.Context())
+			if err != nil {
+				t.Fatalf("ClusterStatus: %v", err)
+			}
+			held := map[string]int{}
+			for _, ps := range st.Partitions {
+				if ps.Held {
+					held[ps.Owner]++
+				}
+			}
+			ok := len(st.Nodes) == 2
+			for _, n := range st.Nodes {
+				ok = ok && n.Alive && held[n.ID] == 8
+			}
+			switch {
+			case !ok && time.Now().After(deadline):
+				t.Fatalf("nodes %+v, leases held %v, want both alive with 8 each", st.Nodes, held)
+			case !ok:
+				steady = time.Time{}
+			case steady.IsZero():
+				steady = time.Now()
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		if col.positions("ns/stuck/c", id.Key) == nil {
+			t.Fatalf("the newcomer did not deliver the stuck partition's event")
+		}
+		if got := pulled(p1); len(got) != 8 || slices.Contains(got, 15) {
+			t.Fatalf("the first processor pulls %v", got)
+		}
+		if got := pulled(p2); len(got) != 8 || !slices.Contains(got, 15) {
+			t.Fatalf("the newcomer pulls %v", got)
+		}
+	})
+}
