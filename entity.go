@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -229,6 +230,10 @@ func validateEntityName(kind, name string) error {
 // getEntity reads an entity of a kind; another kind is not found.
 func (c *Client) getEntity(ctx context.Context, name string, kind entityKind) (entity, error) {
 	s, err := c.st.GetQueue(ctx, name)
+	if errors.Is(err, ErrEntityNotFound) {
+		// The store's message calls every entity a queue.
+		return entity{}, fmt.Errorf("sluice: %s %q: %w", kind, name, ErrEntityNotFound)
+	}
 	if err != nil {
 		return entity{}, err
 	}
