@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -101,6 +102,23 @@ func (k *Key) allows(a Action, entity string) bool {
 		}
 		for _, p := range g.Entities {
 			if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(entity, prefix) || p == entity {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// reachesUnder reports whether the key has a permission on some entity
+// whose name starts with prefix.
+func (k *Key) reachesUnder(prefix string) bool {
+	for _, g := range k.Grants {
+		if g.Actions == 0 {
+			continue
+		}
+		for _, p := range g.Entities {
+			if pre, ok := strings.CutSuffix(p, "*"); ok && (strings.HasPrefix(prefix, pre) || strings.HasPrefix(pre, prefix)) ||
+				strings.HasPrefix(p, prefix) {
 				return true
 			}
 		}
@@ -241,6 +259,23 @@ func (s *Server) authorize(ctx context.Context, a Action, entity string) error {
 	return connect.NewError(connect.CodePermissionDenied, fmt.Sprintf("key %q may not %s %q", name, a, entity))
 }
 
+// authorizeAny fails with PERMISSION_DENIED unless the call's key may act
+// on one of entities; what names them in the message.
+func (s *Server) authorizeAny(ctx context.Context, a Action, entities []string, what string) error {
+	if s.keys == nil {
+		return nil
+	}
+	k, _ := ctx.Value(keyCtx{}).(*authKey)
+	if k != nil && slices.ContainsFunc(entities, func(e string) bool { return k.allows(a, e) }) {
+		return nil
+	}
+	name := "anonymous"
+	if k != nil {
+		name = k.Name
+	}
+	return connect.NewError(connect.CodePermissionDenied, fmt.Sprintf("key %q may not %s %s", name, a, what))
+}
+
 // holdStream counts a server stream against the call's key's bound, and
 // returns what gives it back; it fails with RESOURCE_EXHAUSTED past the
 // bound. Calls without a key are not counted: MaxConsumers bounds them.
@@ -261,6 +296,27 @@ func (s *Server) holdStream(ctx context.Context) (release func(), err error) {
 		k.streams--
 		k.mu.Unlock()
 	}, nil
+}
+
+// authorizeUnder fails with PERMISSION_DENIED unless the call's key has a
+// permission on parent or on an entity under it (a name starting with
+// prefix); what names the call gets in its message. A call that lists
+// what is under an entity asks first, so that a key with no permission
+// there cannot tell whether the entity exists.
+func (s *Server) authorizeUnder(ctx context.Context, what, parent, prefix string) error {
+	s.traceEntity(ctx, parent)
+	if s.keys == nil || s.permitted(ctx, parent) {
+		return nil
+	}
+	k, _ := ctx.Value(keyCtx{}).(*authKey)
+	if k != nil && k.reachesUnder(prefix) {
+		return nil
+	}
+	name := "anonymous"
+	if k != nil {
+		name = k.Name
+	}
+	return connect.NewError(connect.CodePermissionDenied, fmt.Sprintf("key %q may not %s %q", name, what, parent))
 }
 
 // permitted reports whether the call's key has any permission on entity:

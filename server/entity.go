@@ -271,6 +271,9 @@ func (h *entities) DeleteSubscription(ctx context.Context, req *sluicev1.DeleteS
 }
 
 func (h *entities) ListSubscriptions(ctx context.Context, req *sluicev1.ListSubscriptionsRequest) (*sluicev1.ListSubscriptionsResponse, error) {
+	if err := h.s.authorizeUnder(ctx, "list the subscriptions of", req.Topic, sluice.SubscriptionPath(req.Topic, "")); err != nil {
+		return nil, err
+	}
 	subs, err := h.s.c.ListSubscriptions(ctx, req.Topic)
 	if err != nil {
 		return nil, h.s.fail("list subscriptions", err)

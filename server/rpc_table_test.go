@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -92,7 +93,9 @@ func isKey(path string) rpcName {
 // and the entity it needs it on, and the names it carries. Placeholders
 // in the body ($LOCK...) stand for the fixtures' tokens and numbers.
 // A listing that shows only what a key may see says which field names
-// each item it lists, and what the narrow key sees.
+// each item it lists, and what the narrow key (or narrow, when set) sees;
+// one of what is under an entity (under) refuses a key with no
+// permission there, rather than list nothing.
 type rpcCase struct {
 	body   string
 	perm   server.Action // 0: none, the call filters instead
@@ -100,6 +103,8 @@ type rpcCase struct {
 	names  []rpcName
 	list   string
 	sees   []string
+	narrow string
+	under  string
 }
 
 // rpcTable has an entry for every RPC of the API, by "Service/Method".
@@ -125,7 +130,8 @@ var rpcTable = map[string]rpcCase{
 		perm: server.Manage, entity: "events/Subscriptions/audit", names: []rpcName{isName("topic"), isName("name")}},
 	"EntityService/DeleteSubscription": {body: `{"topic":"events","name":"audit"}`, perm: server.Manage, entity: "events/Subscriptions/audit",
 		names: []rpcName{isName("topic"), isName("name")}},
-	"EntityService/ListSubscriptions": {body: `{"topic":"events"}`, list: "name", sees: nil, names: []rpcName{isName("topic")}},
+	"EntityService/ListSubscriptions": {body: `{"topic":"events"}`, list: "name", narrow: rpcTenant, sees: []string{"orders-own"},
+		under: `may not list the subscriptions of "events"`, names: []rpcName{isName("topic")}},
 	"EntityService/CreateRule": {body: `{"topic":"events","subscription":"audit","rule":{"name":"more","trueFilter":{}}}`,
 		perm: server.Manage, entity: "events/Subscriptions/audit", names: []rpcName{isName("topic"), isName("subscription"), isName("rule.name")}},
 	"EntityService/DeleteRule": {body: `{"topic":"events","subscription":"audit","name":"all"}`, perm: server.Manage,
@@ -306,6 +312,30 @@ func TestEveryRPC(t *testing.T) {
 	}
 	// Last, as they may write when they should not.
 	t.Run("two entities", func(t *testing.T) { checkSecondEntities(t, e) })
+	t.Run("missing entities", func(t *testing.T) { checkNoProbing(t, e) })
+}
+
+// checkNoProbing checks that a key learns of an entity's existence only
+// where it has a permission: looking up one that is missing, under names
+// anyone can guess, it gets the refusal it gets for one that exists, and
+// only a key that may act there gets NOT_FOUND.
+func checkNoProbing(t *testing.T, e *env) {
+	for _, tc := range []struct {
+		procedure, body, inMessage string
+	}{
+		{"EntityService/ListSubscriptions", `{"topic":"no-such-topic"}`, `key "other" may not list the subscriptions of "no-such-topic"`},
+		{"StreamService/GetStreamSubscription", `{"subscription":"ns/ledger/no-such-consumer"}`,
+			`key "other" may not receive the consumer of "ns/ledger/no-such-consumer"`},
+		{"StreamService/ListParkedEvents", `{"subscription":"ns/ledger/billing"}`,
+			`key "other" may not receive the consumer of "ns/ledger/billing"`},
+	} {
+		t.Run(tc.procedure, func(t *testing.T) {
+			status, ce := post(t, e, tc.procedure, rpcOther, tc.body)
+			wantStatus(t, tc.procedure+" "+tc.body, status, ce, http.StatusForbidden, "permission_denied", "", tc.inMessage)
+			status, ce = post(t, e, tc.procedure, rpcAdmin, tc.body)
+			wantStatus(t, tc.procedure+" "+tc.body+" by the admin", status, ce, http.StatusNotFound, "not_found", "", "")
+		})
+	}
 }
 
 // checkRPC runs the checks of one RPC, each a subtest of its own.
@@ -356,10 +386,14 @@ func checkRPC(t *testing.T, e *env, m rpcMethod, c rpcCase) {
 			if len(all) <= len(c.sees) {
 				t.Fatalf("the admin lists %q: want more than the narrow key's %q, to show the filter", all, c.sees)
 			}
-			if got := rpcListed(t, e, m.name, rpcNarrow, c.body, c.list); !slices.Equal(got, c.sees) {
+			narrow := cmp.Or(c.narrow, rpcNarrow)
+			if got := rpcListed(t, e, m.name, narrow, c.body, c.list); !slices.Equal(got, c.sees) {
 				t.Errorf("the narrow key lists %q, want %q (of %q)", got, c.sees, all)
 			}
-			if c.perm == 0 {
+			switch {
+			case c.under != "":
+				want(t, "a key with grants on other entities only", rpcOther, c.body, "permission_denied", "", c.under)
+			case c.perm == 0:
 				if got := rpcListed(t, e, m.name, rpcOther, c.body, c.list); len(got) != 0 {
 					t.Errorf("a key with grants on other entities only lists %q, want nothing", got)
 				}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/api/sluice/v1/sluicev1connect"
 	"github.com/sluicehq/sluice/internal/apiconv"
 	"github.com/sluicehq/sluice/internal/apierr"
+	"github.com/sluicehq/sluice/internal/stream"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -218,6 +220,16 @@ func (h *streams) subscription(ctx context.Context, a Action, op, id string) (sl
 	}
 	if len(id) > store.MaxNameLen {
 		return sluice.StreamSubscription{}, apierr.Invalid(fmt.Sprintf("%s: a subscription id is at most %d characters", op, store.MaxNameLen))
+	}
+	// A consumer's subscription to a whole namespace has a handle anyone
+	// can guess: a key that may act on none of the consumers it could
+	// name is refused before the lookup, so that it cannot tell whether
+	// the subscription exists. (Other handles are random: nobody finds
+	// one by trying.)
+	if cs := stream.ImplicitConsumers(id); cs != nil {
+		if err := h.s.authorizeAny(ctx, a, cs, "the consumer of "+strconv.Quote(id)); err != nil {
+			return sluice.StreamSubscription{}, err
+		}
 	}
 	sub, err := h.s.c.GetStreamSubscription(ctx, id)
 	if err != nil {

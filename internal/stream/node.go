@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -174,6 +175,23 @@ func (n *Node) Register(c Consumer) error {
 // namespace.
 func ImplicitID(namespace, consumer string) string {
 	return "ns/" + namespace + "/" + consumer
+}
+
+// ImplicitConsumers returns the consumers whose implicit subscription id
+// could be (namespaces and consumers may both hold '/', so each split
+// names one), or nil when id is not of that form.
+func ImplicitConsumers(id string) []string {
+	rest, ok := strings.CutPrefix(id, "ns/")
+	if !ok {
+		return nil
+	}
+	var out []string
+	for i := 1; i < len(rest)-1; i++ {
+		if rest[i] == '/' {
+			out = append(out, rest[i+1:])
+		}
+	}
+	return out
 }
 
 // CheckPartitions records the configured partition count on first use
