@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ var expiryTests = []suiteTest{
 	{"TTLDeadLettered", testTTLDeadLettered},
 	{"DefaultTTLCapExpiry", testDefaultTTLCapExpiry},
 	{"EvictCounts", testEvictCounts},
+	{"DeadLetterReasonsLong", testDeadLetterReasonsLong},
 	{"EvictBatchBound", testEvictBatchBound},
 	{"LeaseRunsEviction", testLeaseRunsEviction},
 	{"DeadLetterRetention", testDeadLetterRetention},
@@ -439,4 +441,26 @@ func testPurge(t *testing.T, h *harness) {
 		t.Fatalf("second PurgeDeadLetters = %d, %v; want 0", n, err)
 	}
 	wantCounts(t, ctx, st, q, store.QueueStats{Active: 1})
+}
+
+// Reasons as long as allowed, alike but for their last byte, are counted
+// apart (MySQL and MariaDB compare only a prefix of TEXT values in some
+// sorts: max_sort_length, 1,024 bytes by default).
+func testDeadLetterReasonsLong(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{MaxDeliveryCount: 10})
+	enqueue(t, ctx, st, q, msgs("a", "b", "c")...)
+	prefix := strings.Repeat("r", store.MaxReasonLen-1)
+	ls := lease(t, ctx, st, q, 3, long)
+	for i, end := range []string{"x", "y", "y"} {
+		settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.DeadLetter, Reason: prefix + end}, ls[i])
+	}
+	got, err := st.DeadLetterReasons(ctx, q)
+	if err != nil || len(got) != 2 || got[prefix+"x"] != 1 || got[prefix+"y"] != 2 {
+		counts := map[string]int64{}
+		for r, n := range got {
+			counts["..."+r[max(0, len(r)-3):]] = n
+		}
+		t.Fatalf("DeadLetterReasons = %v (by each reason's end), %v; want ...rrx 1 and ...rry 2", counts, err)
+	}
 }
