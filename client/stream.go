@@ -219,7 +219,17 @@ func (p *StreamProcessor) Start(ctx context.Context) error {
 			<-p.acked
 			return err
 		}
+		// Under mu, as Stop closes draining: a loop counted here is
+		// counted before Stop waits for the loops.
+		p.mu.Lock()
+		if isClosed(p.draining) {
+			p.mu.Unlock()
+			s.Close()
+			s.cancel()
+			return fmt.Errorf("sluice: start stream processor: stopped while starting: %w", sluice.ErrClosed)
+		}
 		p.loops.Add(1)
+		p.mu.Unlock()
 		go p.consume(run, rc, s)
 	}
 	return nil
@@ -380,12 +390,15 @@ func (p *StreamProcessor) receive(rc *remoteConsumer, stream *consumeStream, han
 		if d == nil {
 			continue // a heartbeat
 		}
-		select {
-		case <-p.draining:
+		// Under mu, as Stop closes draining: a handler counted here is
+		// counted before Stop waits for the handlers.
+		p.mu.Lock()
+		if isClosed(p.draining) {
+			p.mu.Unlock()
 			continue // the server hands it to another stream once this one closes
-		default:
 		}
 		p.handlers.Add(1)
+		p.mu.Unlock()
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
