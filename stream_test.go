@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/store/storetest"
 	"go.uber.org/goleak"
 )
 
@@ -862,4 +864,100 @@ func TestStreamStuckHandlerHoldsOnlyItsPartition(t *testing.T) {
 			t.Fatalf("the newcomer pulls %v", got)
 		}
 	})
+}
+
+// A node whose progress saves hang (another transaction holds a
+// partition's checkpoint row) keeps heartbeating while it gives
+// partitions to a newcomer: the agents it stops cannot store their final
+// progress, yet it stays alive with its share, and the partitions it
+// could not give back change hands once their leases end. (The node is
+// the same on every backend; PostgreSQL holds the row here.)
+func TestStreamSlowFinalSaveKeepsNodeAlive(t *testing.T) {
+	const kind = "postgres"
+	b := shared.Backend(t, kind)
+	service := "t-" + randHex(6)
+	c, err := sluice.NewClient(b, sluice.Options{Service: service, Logger: storetest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, second := newCollector(), newCollector()
+	p1 := startStreamProcessor(t, c, clusterOptions("one"), func(p *sluice.StreamProcessor) {
+		p.Handle("c", first.handle, &sluice.ConsumerOptions{Namespace: "slow"})
+	})
+	waitPulled(t, 10*time.Second, []int{16}, p1)
+
+	// Hold partition 0's checkpoint row, and give the node progress of
+	// partition 0 to save: its saves wait from here.
+	db, err := sql.Open("pgx", shared.DSN(kind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tx, err := db.BeginTx(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(t.Context(), "SELECT 1 FROM sluice_partition_checkpoints WHERE service = $1 AND provider = $2 AND partition = 0 FOR UPDATE",
+		service, sluice.DefaultProvider); err != nil {
+		t.Fatal(err)
+	}
+	id := sluice.StreamID{Namespace: "slow"}
+	for i := 0; sluice.PartitionOf(id, 16) != 0; i++ {
+		id.Key = fmt.Sprint("k", i)
+	}
+	publish(t, c, id, "x")
+	deadline := time.Now().Add(10 * time.Second)
+	for first.n.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("partition 0's event never delivered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // a save of it starts, and waits
+
+	p2 := startStreamProcessor(t, reopen(t, kind, service), clusterOptions("two"), func(p *sluice.StreamProcessor) {
+		p.Handle("c", second.handle, &sluice.ConsumerOptions{Namespace: "slow"})
+	})
+	// Both alive, 8 partitions each, for three lease periods on end.
+	var steady time.Time
+	deadline = time.Now().Add(15 * time.Second)
+	for steady.IsZero() || time.Since(steady) < 3*time.Second {
+		st, err := c.ClusterStatus(t.Context())
+		if err != nil {
+			t.Fatalf("ClusterStatus: %v", err)
+		}
+		held := map[string]int{}
+		for _, ps := range st.Partitions {
+			if ps.Held {
+				held[ps.Owner]++
+			}
+		}
+		ok := len(st.Nodes) == 2
+		for _, n := range st.Nodes {
+			ok = ok && n.Alive && held[n.ID] == 8
+		}
+		switch {
+		case !ok && time.Now().After(deadline):
+			t.Fatalf("nodes %+v, leases held %v, want both alive with 8 each", st.Nodes, held)
+		case !ok:
+			steady = time.Time{}
+		case steady.IsZero():
+			steady = time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// Once the row is free, the first node's saves go through again.
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	waitPulled(t, 10*time.Second, []int{8, 8}, p1, p2)
+	publish(t, c, id, "y")
+	deadline = time.Now().Add(10 * time.Second)
+	for len(first.positions("ns/slow/c", id.Key)) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("partition 0 delivered %v after the row was free, want 2 events", first.positions("ns/slow/c", id.Key))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -23,7 +23,8 @@ import (
 // heartbeat interval a node renews what it holds, acquires free
 // partitions (released, or whose lease ended) up to its share, and gives
 // back what it holds beyond its share, after its agents stored their
-// final progress. Shares are even: with n live nodes, sorted by id, each
+// final progress (an agent slow to do so is left to finish, and its
+// lease to end: the heartbeats go on meanwhile). Shares are even: with n live nodes, sorted by id, each
 // pulls P/n partitions and the first P mod n one more. A node counts in
 // the others' shares only once it has been alive for two heartbeat
 // intervals, so that one that comes and goes does not make partitions
@@ -287,9 +288,20 @@ func (l *Leases) round(ctx context.Context, n int32, p Puller) time.Duration {
 	// half a lease, so that this round ends, and the next renews, well
 	// before the leases renewed now end (deliveries cut short are
 	// delivered again by the next owner).
+	// Pull waits for them at most three quarters of a lease: an agent
+	// whose final save is slow is left to finish, and its partition's
+	// lease, not given back, ends by itself.
 	pctx, cancelPull := context.WithTimeout(ctx, l.FailureTimeout/2)
 	defer cancelPull()
-	p.Pull(pctx, slices.Collect(maps.Values(held)), start.Add(l.FailureTimeout))
+	stopping := p.Pull(pctx, slices.Collect(maps.Values(held)), start.Add(l.FailureTimeout))
+	give = slices.DeleteFunc(give, func(g store.PartitionLease) bool {
+		if slices.Contains(stopping, g.Partition) {
+			l.Logger.Warn("sluice: stream agent slow to stop; its partition's lease will end rather than be given back",
+				"partition", g.Partition, "epoch", g.Epoch)
+			return true
+		}
+		return false
+	})
 	if len(give) > 0 {
 		if err := l.Store.ReleasePartitions(context.WithoutCancel(rctx), l.Node, give); err != nil {
 			l.Logger.Warn("sluice: stream node cannot give back partitions; their leases will end", "err", err)

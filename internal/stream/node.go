@@ -112,11 +112,18 @@ type Balancer interface {
 // Puller is a node as its balancer drives it.
 type Puller interface {
 	// Pull makes the node pull exactly the partitions of leases. It stops
-	// the agents of the others, which store their final progress first
-	// (waiting for their deliveries until ctx ends), and starts agents for
-	// new ones under the leases' epochs. Agents start deliveries only
-	// until the deadline; a later Pull extends it.
-	Pull(ctx context.Context, leases []store.PartitionLease, until time.Time)
+	// the agents of the others, which wait for their deliveries until ctx
+	// ends, cancel the rest and store their final progress, and starts
+	// agents for new ones under the leases' epochs. Agents start
+	// deliveries only until the deadline; a later Pull extends it.
+	//
+	// Pull waits for the agents it stops until ctx ends and half as long
+	// again (from its start) for their final saves, and returns the
+	// partitions whose agents were still stopping then, in order: their
+	// leases must not be given back yet. A slow save holds up no
+	// heartbeat: such an agent finishes on its own, and its partition
+	// gets a new agent only after that, on a later Pull.
+	Pull(ctx context.Context, leases []store.PartitionLease, until time.Time) (stopping []int32)
 }
 
 // Node runs the pulling agents of the partitions its balancer gives it,
@@ -131,8 +138,11 @@ type Node struct {
 	mu      sync.Mutex
 	started bool
 	agents  map[int32]*agent
-	cancel  context.CancelFunc
-	balWG   sync.WaitGroup
+	// stopping holds the agents a Pull stopped that had not finished when
+	// it returned, by partition.
+	stopping map[int32]*agent
+	cancel   context.CancelFunc
+	balWG    sync.WaitGroup
 	// watchers get a signal when subscriptions change in this process.
 	watchers map[chan struct{}]struct{}
 }
@@ -141,7 +151,7 @@ type Node struct {
 func NewNode(cfg Config) *Node {
 	cfg = cfg.withDefaults()
 	return &Node{born: time.Now(), cfg: cfg, st: cfg.Store, consumers: make(map[string]*Consumer),
-		agents: make(map[int32]*agent), watchers: make(map[chan struct{}]struct{})}
+		agents: make(map[int32]*agent), stopping: make(map[int32]*agent), watchers: make(map[chan struct{}]struct{})}
 }
 
 // Register adds a consumer. It fails once the node has started, or when
@@ -279,7 +289,7 @@ func (n *Node) ensureImplicit(ctx context.Context, c *Consumer) error {
 }
 
 // Pull implements Puller.
-func (n *Node) Pull(ctx context.Context, leases []store.PartitionLease, until time.Time) {
+func (n *Node) Pull(ctx context.Context, leases []store.PartitionLease, until time.Time) []int32 {
 	want := make(map[int32]store.PartitionLease, len(leases))
 	for _, l := range leases {
 		want[l.Partition] = l
@@ -290,22 +300,57 @@ func (n *Node) Pull(ctx context.Context, leases []store.PartitionLease, until ti
 		if l, ok := want[p]; !ok || l.Epoch != a.lease.Epoch {
 			gone = append(gone, a)
 			delete(n.agents, p)
+			n.stopping[p] = a
 		}
 	}
 	n.mu.Unlock()
-	stopAgents(ctx, gone)
+	for _, a := range gone {
+		a.stop <- ctx
+	}
+	if len(gone) > 0 {
+		wait := ctx
+		if d, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			wait, cancel = context.WithDeadline(context.WithoutCancel(ctx), d.Add(time.Until(d)/2))
+			defer cancel()
+		}
+		for _, a := range gone {
+			select {
+			case <-a.done:
+			case <-wait.Done():
+			}
+		}
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for p, a := range n.stopping {
+		if isDone(a) {
+			delete(n.stopping, p)
+		}
+	}
 	for _, l := range leases {
-		n.mu.Lock()
+		if _, old := n.stopping[l.Partition]; old {
+			continue // its agent starts once the one before it finished
+		}
 		a, running := n.agents[l.Partition]
 		if !running {
 			a = newAgent(n, l)
 			n.agents[l.Partition] = a
 		}
-		n.mu.Unlock()
 		a.extend(until)
 		if !running {
 			go a.run()
 		}
+	}
+	return slices.Sorted(maps.Keys(n.stopping))
+}
+
+func isDone(a *agent) bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -335,6 +380,8 @@ func (n *Node) Stop(ctx context.Context) error {
 	n.mu.Lock()
 	agents := slices.Collect(maps.Values(n.agents))
 	n.agents = make(map[int32]*agent)
+	stopping := slices.Collect(maps.Values(n.stopping))
+	n.stopping = make(map[int32]*agent)
 	n.mu.Unlock()
 	// No renewal runs from here: deliveries end (or are cut short, and
 	// delivered again by the next owner) before the first lease may end,
@@ -347,8 +394,14 @@ func (n *Node) Stop(ctx context.Context) error {
 		defer cancelDrain()
 	}
 	stopAgents(ctx, agents)
+	for _, a := range stopping { // stopped by a Pull already
+		<-a.done
+	}
 	close(n.saver.stop)
 	<-n.saver.done
+	// Those a Pull could not give back too: a release names the lease's
+	// epoch, so it changes nothing once another node acquired it.
+	agents = append(agents, stopping...)
 	held := make([]store.PartitionLease, 0, len(agents))
 	for _, a := range agents {
 		if !a.fenced.Load() {
