@@ -787,6 +787,40 @@ func TestStreamProcessorsShare(t *testing.T) {
 	})
 }
 
+// waitHalves waits up to 15 s until the tenant's two stream nodes are
+// alive and hold the leases of 8 partitions each, for three lease
+// periods (of clusterOptions) on end.
+func waitHalves(t *testing.T, c *sluice.Client) {
+	t.Helper()
+	var steady time.Time
+	deadline := time.Now().Add(15 * time.Second)
+	for steady.IsZero() || time.Since(steady) < 3*time.Second {
+		st, err := c.ClusterStatus(t.Context())
+		if err != nil {
+			t.Fatalf("ClusterStatus: %v", err)
+		}
+		held := map[string]int{}
+		for _, ps := range st.Partitions {
+			if ps.Held {
+				held[ps.Owner]++
+			}
+		}
+		ok := len(st.Nodes) == 2
+		for _, n := range st.Nodes {
+			ok = ok && n.Alive && held[n.ID] == 8
+		}
+		switch {
+		case !ok && time.Now().After(deadline):
+			t.Fatalf("nodes %+v, leases held %v, want both alive with 8 each", st.Nodes, held)
+		case !ok:
+			steady = time.Time{}
+		case steady.IsZero():
+			steady = time.Now()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // A handler that ignores its context holds up only its own partition: the
 // node that gives that partition back to a newcomer keeps heartbeating and
 // renewing the rest, and the partition, not given back while its agent
@@ -826,34 +860,7 @@ func TestStreamStuckHandlerHoldsOnlyItsPartition(t *testing.T) {
 		p2 := startStreamProcessor(t, reopen(t, kind, service), clusterOptions("two"), func(p *sluice.StreamProcessor) {
 			p.Handle("c", col.handle, &sluice.ConsumerOptions{Namespace: "stuck"})
 		})
-		// Both alive, 8 partitions each, for three lease periods on end.
-		var steady time.Time
-		deadline := time.Now().Add(15 * time.Second)
-		for time.Since(steady) < 3*time.Second || steady.IsZero() {
-			st, err := c.ClusterStatus(t.Context())
-			if err != nil {
-				t.Fatalf("ClusterStatus: %v", err)
-			}
-			held := map[string]int{}
-			for _, ps := range st.Partitions {
-				if ps.Held {
-					held[ps.Owner]++
-				}
-			}
-			ok := len(st.Nodes) == 2
-			for _, n := range st.Nodes {
-				ok = ok && n.Alive && held[n.ID] == 8
-			}
-			switch {
-			case !ok && time.Now().After(deadline):
-				t.Fatalf("nodes %+v, leases held %v, want both alive with 8 each", st.Nodes, held)
-			case !ok:
-				steady = time.Time{}
-			case steady.IsZero():
-				steady = time.Now()
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitHalves(t, c)
 		if col.positions("ns/stuck/c", id.Key) == nil {
 			t.Fatalf("the newcomer did not deliver the stuck partition's event")
 		}
@@ -919,34 +926,7 @@ func TestStreamSlowFinalSaveKeepsNodeAlive(t *testing.T) {
 	p2 := startStreamProcessor(t, reopen(t, kind, service), clusterOptions("two"), func(p *sluice.StreamProcessor) {
 		p.Handle("c", second.handle, &sluice.ConsumerOptions{Namespace: "slow"})
 	})
-	// Both alive, 8 partitions each, for three lease periods on end.
-	var steady time.Time
-	deadline = time.Now().Add(15 * time.Second)
-	for steady.IsZero() || time.Since(steady) < 3*time.Second {
-		st, err := c.ClusterStatus(t.Context())
-		if err != nil {
-			t.Fatalf("ClusterStatus: %v", err)
-		}
-		held := map[string]int{}
-		for _, ps := range st.Partitions {
-			if ps.Held {
-				held[ps.Owner]++
-			}
-		}
-		ok := len(st.Nodes) == 2
-		for _, n := range st.Nodes {
-			ok = ok && n.Alive && held[n.ID] == 8
-		}
-		switch {
-		case !ok && time.Now().After(deadline):
-			t.Fatalf("nodes %+v, leases held %v, want both alive with 8 each", st.Nodes, held)
-		case !ok:
-			steady = time.Time{}
-		case steady.IsZero():
-			steady = time.Now()
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitHalves(t, c)
 	// Once the row is free, the first node's saves go through again.
 	if err := tx.Rollback(); err != nil {
 		t.Fatal(err)
