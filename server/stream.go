@@ -226,7 +226,8 @@ func (h *streams) subscription(ctx context.Context, a Action, op, id string) (sl
 	// name is refused before the lookup, so that it cannot tell whether
 	// the subscription exists. (Other handles are random: nobody finds
 	// one by trying.)
-	if cs := stream.ImplicitConsumers(id); cs != nil {
+	cs := stream.ImplicitConsumers(id)
+	if cs != nil {
 		if err := h.s.authorizeAny(ctx, a, cs, "the consumer of "+strconv.Quote(id)); err != nil {
 			return sluice.StreamSubscription{}, err
 		}
@@ -236,6 +237,12 @@ func (h *streams) subscription(ctx context.Context, a Action, op, id string) (sl
 		return sluice.StreamSubscription{}, h.s.fail(op, err)
 	}
 	if err := h.s.authorize(ctx, a, sub.Consumer); err != nil {
+		if cs != nil {
+			// The key may act on another consumer the handle could name
+			// (ns/a/b/c: "c" of namespace "a/b", not "b/c" of "a"): for
+			// it, the subscription it could mean does not exist.
+			return sluice.StreamSubscription{}, h.s.fail(op, fmt.Errorf("sluice: subscription %q: %w", id, sluice.ErrSubscriptionNotFound))
+		}
 		return sluice.StreamSubscription{}, err
 	}
 	return sub, nil

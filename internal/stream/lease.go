@@ -57,6 +57,9 @@ type Leases struct {
 	Logger *slog.Logger
 
 	held map[int32]store.PartitionLease // owned by Run's goroutine
+	// stopping are the partitions whose agents the last Pull left still
+	// stopping: not acquired again until they finished.
+	stopping []int32
 	// conflict is the rival the last heartbeat found (nil: none);
 	// conflicted says the last round gave up its partitions for one.
 	conflict   *store.Node
@@ -293,9 +296,9 @@ func (l *Leases) round(ctx context.Context, n int32, p Puller) time.Duration {
 	// lease, not given back, ends by itself.
 	pctx, cancelPull := context.WithTimeout(ctx, l.FailureTimeout/2)
 	defer cancelPull()
-	stopping := p.Pull(pctx, slices.Collect(maps.Values(held)), start.Add(l.FailureTimeout))
+	l.stopping = p.Pull(pctx, slices.Collect(maps.Values(held)), start.Add(l.FailureTimeout))
 	give = slices.DeleteFunc(give, func(g store.PartitionLease) bool {
-		if slices.Contains(stopping, g.Partition) {
+		if slices.Contains(l.stopping, g.Partition) {
 			l.Logger.Warn("sluice: stream agent slow to stop; its partition's lease will end rather than be given back",
 				"partition", g.Partition, "epoch", g.Epoch)
 			return true
@@ -393,6 +396,9 @@ func (l *Leases) free(leases []store.PartitionLease, n int32, want int) []int32 
 	}
 	for part := range l.held {
 		held[part] = true // renewed, not acquired, even if its lease ended
+	}
+	for _, part := range l.stopping {
+		held[part] = true // its agent would not start before the old one finished
 	}
 	h := fnv.New64a()
 	h.Write([]byte(l.Node))

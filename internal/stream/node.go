@@ -301,6 +301,8 @@ func (n *Node) Pull(ctx context.Context, leases []store.PartitionLease, until ti
 			gone = append(gone, a)
 			delete(n.agents, p)
 			n.stopping[p] = a
+		} else {
+			a.extend(until) // now: the wait below may outlast the last extension
 		}
 	}
 	n.mu.Unlock()

@@ -27,10 +27,13 @@ func (s *tenantStore) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (
 		return err
 	})
 	if err == nil {
-		err = s.e.retry(ctx, func() error {
+		// Housekeeping: the heartbeat stands without it.
+		if derr := s.e.retry(ctx, func() error {
 			_, err := s.e.exec(ctx, s.e.w, "DeleteForgottenNodes", s.t.Service, s.t.Provider, ms(p.Forget))
 			return err
-		})
+		}); derr != nil {
+			s.e.log.Warn("sluice: heartbeat: cannot forget silent nodes", "err", derr)
+		}
 	}
 	var nodes []store.Node
 	if err == nil {
