@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -92,6 +93,11 @@ type Key struct {
 	// Config.MaxStreams still holds): one more fails with
 	// RESOURCE_EXHAUSTED.
 	MaxStreams int
+	// MaxWaits bounds the calls waiting with the key at once: receives
+	// and session accepts with a max_wait (0: DefaultKeyMaxWaits;
+	// negative: no bound). One more fails with RESOURCE_EXHAUSTED; a call
+	// that does not wait is not counted.
+	MaxWaits int
 }
 
 // allows reports whether the key may act on entity.
@@ -165,10 +171,11 @@ type authKey struct {
 	digest  [sha256.Size]byte
 	limiter *rate.Limiter // nil: unlimited
 
-	maxStreams int
+	maxStreams, maxWaits int
 
 	mu      sync.Mutex
 	streams int // Consume and Tail streams open with the key
+	waits   int // calls waiting with the key
 }
 
 func newKeyring(keys []Key) (*keyring, error) {
@@ -192,6 +199,7 @@ func newKeyring(keys []Key) (*keyring, error) {
 		if ak.maxStreams == 0 {
 			ak.maxStreams = DefaultKeyMaxStreams
 		}
+		ak.maxWaits = cmp.Or(k.MaxWaits, DefaultKeyMaxWaits)
 		if k.RatePerSecond > 0 {
 			ak.limiter = rate.NewLimiter(rate.Limit(k.RatePerSecond), max(k.Burst, 1))
 		}
@@ -317,6 +325,28 @@ func (s *Server) authorizeUnder(ctx context.Context, what, parent, prefix string
 		name = k.Name
 	}
 	return connect.NewError(connect.CodePermissionDenied, fmt.Sprintf("key %q may not %s %q", name, what, parent))
+}
+
+// holdWait counts a waiting call against the call's key's bound, and
+// returns what gives it back; it fails with RESOURCE_EXHAUSTED past the
+// bound.
+func (s *Server) holdWait(ctx context.Context) (release func(), err error) {
+	k, _ := ctx.Value(keyCtx{}).(*authKey)
+	if k == nil || k.maxWaits < 0 {
+		return func() {}, nil
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.waits >= k.maxWaits {
+		return nil, apierr.New(connect.CodeResourceExhausted, "TOO_MANY_WAITS",
+			fmt.Sprintf("key %q has %d calls waiting, at most %d allowed: call without max_wait, or wait for one to end", k.Name, k.waits, k.maxWaits))
+	}
+	k.waits++
+	return func() {
+		k.mu.Lock()
+		k.waits--
+		k.mu.Unlock()
+	}, nil
 }
 
 // permitted reports whether the call's key has any permission on entity:

@@ -121,7 +121,10 @@ func (h *messaging) Receive(ctx context.Context, req *sluicev1.ReceiveRequest) (
 	}
 	var msgs []*sluice.ReceivedMessage
 	if wait := apiconv.Duration(req.MaxWait); wait > 0 {
-		wctx, cancel := h.s.waitContext(ctx, wait)
+		wctx, cancel, werr := h.s.waitContext(ctx, wait)
+		if werr != nil {
+			return nil, werr
+		}
 		msgs, err = r.Receive(wctx, max)
 		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 			err = nil // the wait ended with nothing to receive
@@ -307,7 +310,10 @@ func (h *messaging) AcceptSession(ctx context.Context, req *sluicev1.AcceptSessi
 	if req.SessionId != "" {
 		r, err = h.s.c.AcceptSession(ctx, req.Entity, req.SessionId, nil)
 	} else {
-		wctx, cancel := h.s.waitContext(ctx, apiconv.Duration(req.MaxWait))
+		wctx, cancel, werr := h.s.waitContext(ctx, apiconv.Duration(req.MaxWait))
+		if werr != nil {
+			return nil, werr
+		}
 		r, err = h.s.c.AcceptNextSession(wctx, req.Entity, nil)
 		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
 			cancel()

@@ -96,6 +96,8 @@ const (
 	// DefaultKeyMaxStreams bounds the Consume and Tail streams open with
 	// one key at once, unless the key says otherwise.
 	DefaultKeyMaxStreams = 64
+	// DefaultKeyMaxWaits bounds the calls waiting with one key at once.
+	DefaultKeyMaxWaits = 1024
 )
 
 // Server serves the API for one library client.
@@ -409,12 +411,20 @@ func (l *timeoutListener) Accept() (net.Conn, error) {
 
 // waitContext bounds a receive's or an accept's wait: by the call's
 // context, the requested wait (capped by MaxReceiveWait; none: no wait),
-// and the server's shutdown.
-func (s *Server) waitContext(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
+// and the server's shutdown. A wait counts against the call's key's
+// MaxWaits until the returned cancel.
+func (s *Server) waitContext(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc, error) {
 	wait = min(max(wait, 0), s.cfg.MaxReceiveWait)
+	release := func() {}
+	if wait > 0 {
+		var err error
+		if release, err = s.holdWait(ctx); err != nil {
+			return nil, nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	stop := context.AfterFunc(s.stopping, cancel)
-	return ctx, func() { stop(); cancel() }
+	return ctx, func() { stop(); cancel(); release() }, nil
 }
 
 // recoverPanics turns a handler's panic into an internal error: a bug in

@@ -48,6 +48,7 @@ type keyConfig struct {
 	RatePerSecond float64       `json:"rate_per_second"`
 	Burst         int           `json:"burst"`
 	MaxStreams    int           `json:"max_streams"`
+	MaxWaits      int           `json:"max_waits"`
 }
 
 type grantConfig struct {
@@ -187,13 +188,13 @@ func (c *serveConfig) keys() ([]server.Key, error) {
 	var keys []server.Key
 	if c.Token != "" {
 		// One token often serves every client: only the server's stream
-		// bound applies to it.
-		keys = append(keys, server.Key{Name: "token", Token: c.Token, MaxStreams: -1,
+		// bound applies to it, and no bound on waits.
+		keys = append(keys, server.Key{Name: "token", Token: c.Token, MaxStreams: -1, MaxWaits: -1,
 			Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}})
 	}
 	for _, k := range c.Keys {
 		sk := server.Key{Name: k.Name, Token: k.Token, TokenSHA256: k.TokenSHA256, RatePerSecond: k.RatePerSecond, Burst: k.Burst,
-			MaxStreams: k.MaxStreams}
+			MaxStreams: k.MaxStreams, MaxWaits: k.MaxWaits}
 		for _, g := range k.Grants {
 			var sg server.Grant
 			for _, a := range g.Actions {

@@ -23,7 +23,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 	t.Parallel()
 	file := filepath.Join(t.TempDir(), "sluice.json")
 	os.WriteFile(file, []byte(`{"addr": "127.0.0.1:1001", "db": "sqlite://from-file.db", "max_receive_wait": "5s",
-		"keys": [{"name": "ops", "token": "ops-token-0123456789", "max_streams": 8, "grants": [{"actions": ["send", "receive"], "entities": ["orders-*"]}]}]}`), 0o644)
+		"keys": [{"name": "ops", "token": "ops-token-0123456789", "max_streams": 8, "max_waits": 5, "grants": [{"actions": ["send", "receive"], "entities": ["orders-*"]}]}]}`), 0o644)
 	load := func(env map[string]string, args ...string) serveConfig {
 		t.Helper()
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
@@ -55,7 +55,7 @@ func TestServeConfigPrecedence(t *testing.T) {
 	fromFile := load(env)
 	keys, err := fromFile.keys()
 	if err != nil || len(keys) != 1 || keys[0].Name != "ops" || len(keys[0].Grants) != 1 || keys[0].Grants[0].Actions.String() != "send+receive" ||
-		keys[0].MaxStreams != 8 {
+		keys[0].MaxStreams != 8 || keys[0].MaxWaits != 5 {
 		t.Fatalf("keys from the file: %+v, %v", keys, err)
 	}
 
