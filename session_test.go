@@ -112,10 +112,13 @@ func TestSessions(t *testing.T) {
 
 // A session lock that ends fails every operation under it with
 // ErrSessionLockLost, and the session's messages go to the next holder.
+// (The lock lasts 3 s: the renewal below must come, and the complete
+// after it, within one on a machine busy with other tests.)
 func TestSessionLockLost(t *testing.T) {
+	const lock = 3 * time.Second
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
 		ctx := t.Context()
-		q := createQueue(t, c, &sluice.QueueProperties{RequiresSession: true, LockDuration: time.Second})
+		q := createQueue(t, c, &sluice.QueueProperties{RequiresSession: true, LockDuration: lock})
 		send := newSender(t, c, q)
 		if _, err := send.Send(ctx, sessionMsg("s", "m")); err != nil {
 			t.Fatal(err)
@@ -128,7 +131,7 @@ func TestSessionLockLost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(1300 * time.Millisecond)
+		time.Sleep(lock + 300*time.Millisecond)
 		err = r.Complete(ctx, ms[0])
 		if !errors.Is(err, sluice.ErrSessionLockLost) || !errors.Is(err, sluice.ErrLockLost) {
 			t.Fatalf("Complete after the session lock ended: %v, want ErrSessionLockLost", err)
@@ -148,13 +151,13 @@ func TestSessionLockLost(t *testing.T) {
 			t.Fatalf("the next holder received %v, %v", again, err)
 		}
 		// Renewing keeps the lock past its duration, for the messages too.
-		time.Sleep(600 * time.Millisecond)
+		time.Sleep(lock * 6 / 10)
 		if err := next.RenewSessionLock(ctx); err != nil {
 			t.Fatalf("RenewSessionLock: %v", err)
 		}
-		time.Sleep(600 * time.Millisecond)
+		time.Sleep(lock * 6 / 10)
 		if err := next.Complete(ctx, again[0]); err != nil {
-			t.Fatalf("Complete 1.2 s into a renewed 1 s session lock: %v", err)
+			t.Fatalf("Complete %v into a renewed %v session lock: %v", lock*12/10, lock, err)
 		}
 	})
 }
