@@ -289,19 +289,41 @@ func (s *Server) authorizeAny(ctx context.Context, a Action, entities []string, 
 // bound. Calls without a key are not counted: MaxConsumers bounds them.
 func (s *Server) holdStream(ctx context.Context) (release func(), err error) {
 	k, _ := ctx.Value(keyCtx{}).(*authKey)
-	if k == nil || k.maxStreams < 0 {
+	if k == nil {
+		return func() {}, nil
+	}
+	return k.hold(&k.streams, k.maxStreams, "TOO_MANY_STREAMS", "Consume and Tail streams open", "")
+}
+
+// holdWait counts a waiting call against the call's key's bound, and
+// returns what gives it back; it fails with RESOURCE_EXHAUSTED past the
+// bound.
+func (s *Server) holdWait(ctx context.Context) (release func(), err error) {
+	k, _ := ctx.Value(keyCtx{}).(*authKey)
+	if k == nil {
+		return func() {}, nil
+	}
+	return k.hold(&k.waits, k.maxWaits, "TOO_MANY_WAITS", "calls waiting", ": call without max_wait, or wait for one to end")
+}
+
+// hold counts one more in count, one of the key's counters, unless it is
+// at bound (negative: none): then it fails with RESOURCE_EXHAUSTED and
+// reason, its message naming what is counted and ending with hint. The
+// returned func gives it back.
+func (k *authKey) hold(count *int, bound int, reason, what, hint string) (release func(), err error) {
+	if bound < 0 {
 		return func() {}, nil
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.streams >= k.maxStreams {
-		return nil, apierr.New(connect.CodeResourceExhausted, "TOO_MANY_STREAMS",
-			fmt.Sprintf("key %q holds %d Consume and Tail streams open, at most %d allowed", k.Name, k.streams, k.maxStreams))
+	if *count >= bound {
+		return nil, apierr.New(connect.CodeResourceExhausted, reason,
+			fmt.Sprintf("key %q holds %d %s, at most %d allowed%s", k.Name, *count, what, bound, hint))
 	}
-	k.streams++
+	*count++
 	return func() {
 		k.mu.Lock()
-		k.streams--
+		*count--
 		k.mu.Unlock()
 	}, nil
 }
@@ -325,28 +347,6 @@ func (s *Server) authorizeUnder(ctx context.Context, what, parent, prefix string
 		name = k.Name
 	}
 	return connect.NewError(connect.CodePermissionDenied, fmt.Sprintf("key %q may not %s %q", name, what, parent))
-}
-
-// holdWait counts a waiting call against the call's key's bound, and
-// returns what gives it back; it fails with RESOURCE_EXHAUSTED past the
-// bound.
-func (s *Server) holdWait(ctx context.Context) (release func(), err error) {
-	k, _ := ctx.Value(keyCtx{}).(*authKey)
-	if k == nil || k.maxWaits < 0 {
-		return func() {}, nil
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.waits >= k.maxWaits {
-		return nil, apierr.New(connect.CodeResourceExhausted, "TOO_MANY_WAITS",
-			fmt.Sprintf("key %q has %d calls waiting, at most %d allowed: call without max_wait, or wait for one to end", k.Name, k.waits, k.maxWaits))
-	}
-	k.waits++
-	return func() {
-		k.mu.Lock()
-		k.waits--
-		k.mu.Unlock()
-	}, nil
 }
 
 // permitted reports whether the call's key has any permission on entity:
