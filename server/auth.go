@@ -195,10 +195,7 @@ func newKeyring(keys []Key) (*keyring, error) {
 		}
 		seen[digest] = k.Name
 		ak := &authKey{Key: k, digest: digest}
-		ak.maxStreams = k.MaxStreams
-		if ak.maxStreams == 0 {
-			ak.maxStreams = DefaultKeyMaxStreams
-		}
+		ak.maxStreams = cmp.Or(k.MaxStreams, DefaultKeyMaxStreams)
 		ak.maxWaits = cmp.Or(k.MaxWaits, DefaultKeyMaxWaits)
 		if k.RatePerSecond > 0 {
 			ak.limiter = rate.NewLimiter(rate.Limit(k.RatePerSecond), max(k.Burst, 1))
@@ -260,11 +257,17 @@ func (s *Server) authorize(ctx context.Context, a Action, entity string) error {
 	if k != nil && k.allows(a, entity) {
 		return nil
 	}
+	return denied(k, fmt.Sprintf("%s %q", a, entity))
+}
+
+// denied is the PERMISSION_DENIED of a call whose key (nil: none) may not
+// do what says.
+func denied(k *authKey, what string) error {
 	name := "anonymous"
 	if k != nil {
 		name = k.Name
 	}
-	return connect.NewError(connect.CodePermissionDenied, fmt.Sprintf("key %q may not %s %q", name, a, entity))
+	return connect.NewError(connect.CodePermissionDenied, fmt.Sprintf("key %q may not %s", name, what))
 }
 
 // authorizeAny fails with PERMISSION_DENIED unless the call's key may act
@@ -277,11 +280,7 @@ func (s *Server) authorizeAny(ctx context.Context, a Action, entities []string, 
 	if k != nil && slices.ContainsFunc(entities, func(e string) bool { return k.allows(a, e) }) {
 		return nil
 	}
-	name := "anonymous"
-	if k != nil {
-		name = k.Name
-	}
-	return connect.NewError(connect.CodePermissionDenied, fmt.Sprintf("key %q may not %s %s", name, a, what))
+	return denied(k, fmt.Sprintf("%s %s", a, what))
 }
 
 // holdStream counts a server stream against the call's key's bound, and
@@ -342,11 +341,7 @@ func (s *Server) authorizeUnder(ctx context.Context, what, parent, prefix string
 	if k != nil && k.reachesUnder(prefix) {
 		return nil
 	}
-	name := "anonymous"
-	if k != nil {
-		name = k.Name
-	}
-	return connect.NewError(connect.CodePermissionDenied, fmt.Sprintf("key %q may not %s %q", name, what, parent))
+	return denied(k, fmt.Sprintf("%s %q", what, parent))
 }
 
 // permitted reports whether the call's key has any permission on entity:

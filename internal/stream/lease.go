@@ -24,8 +24,9 @@ import (
 // partitions (released, or whose lease ended) up to its share, and gives
 // back what it holds beyond its share, after its agents stored their
 // final progress (an agent slow to do so is left to finish, and its
-// lease to end: the heartbeats go on meanwhile). Shares are even: with n live nodes, sorted by id, each
-// pulls P/n partitions and the first P mod n one more. A node counts in
+// lease to end: the heartbeats go on meanwhile). Shares are even: with n
+// live nodes, sorted by id, each pulls P/n partitions and the first P mod
+// n one more. A node counts in
 // the others' shares only once it has been alive for two heartbeat
 // intervals, so that one that comes and goes does not make partitions
 // bounce.
