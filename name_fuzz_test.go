@@ -41,6 +41,9 @@ func FuzzEntityName(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, kind uint8, name string) {
 		ctx := t.Context()
+		if strings.EqualFold(name, "topic") || strings.EqualFold(name, "sub") {
+			return // taken by the entities every case shares
+		}
 		switch kind % 3 {
 		case 0:
 			checkEntityName(t, name, queueOps(ctx, c))
