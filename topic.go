@@ -340,6 +340,9 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 // subscriptions reads a topic's subscriptions, as they are now.
 func (c *Client) subscriptions(ctx context.Context, topic string) ([]entity, error) {
 	prefix := SubscriptionPath(topic, "")
+	if len(prefix) >= store.MaxNameLen {
+		return nil, nil // no subscription's path fits in a name
+	}
 	var out []entity
 	after := ""
 	for {

@@ -233,6 +233,16 @@ func (c *serveConfig) validate() error {
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return usageErr("log format %q: want text or json", c.LogFormat)
 	}
+	// A negative bound would silently take the default, as zero does.
+	for _, b := range []struct {
+		name  string
+		value int64
+	}{{"max_request_bytes", int64(c.MaxRequestBytes)}, {"max_receive_wait", int64(c.MaxReceiveWait)},
+		{"max_consumers", int64(c.MaxConsumers)}, {"stream_partitions", int64(c.StreamPartitions)}} {
+		if b.value < 0 {
+			return usageErr("%s must not be negative (0 takes the default)", b.name)
+		}
+	}
 	if c.OTLPEndpoint != "" {
 		if _, err := otlpTracesURL(c.OTLPEndpoint); err != nil {
 			return usageErr("OTLP endpoint %q: %v", c.OTLPEndpoint, err)
