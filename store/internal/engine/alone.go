@@ -61,6 +61,8 @@ func (r *writeReq) kind() int {
 		return 2
 	case r.lease != nil:
 		return 3
+	case r.all != nil:
+		return 5
 	}
 	return 4
 }
