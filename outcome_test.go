@@ -437,3 +437,64 @@ func submitting() int {
 		buf = make([]byte, 2*len(buf))
 	}
 }
+
+// A group of a publish and then a topic send (one EnqueueAll) commits
+// both: once the group read the EnqueueAll as an append, and the
+// committer died on it (PostgreSQL, where appends run as one statement).
+// The test holds the committers on other sends so that both wait, in
+// that order, and form one group.
+func TestGroupOfPublishAndTopicSend(t *testing.T) {
+	committers := map[string]int{"postgres": 1, "mysql": 2}
+	forEachServer(t, false, func(t *testing.T, lr *lostReply) {
+		ctx := t.Context()
+		topic := "t-" + randHex(4)
+		if _, err := lr.c.CreateTopic(ctx, topic, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, sub := range []string{"a", "b"} {
+			if _, err := lr.c.CreateSubscription(ctx, topic, sub, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		id := sluice.StreamID{Namespace: "ns", Key: "k"}
+		publish(t, lr.c, id, "first") // the partitions are known
+		ts := newSender(t, lr.c, topic)
+		if _, err := ts.Send(ctx, &sluice.Message{Body: []byte("first")}); err != nil {
+			t.Fatal(err) // the topic's settings are cached
+		}
+		var releases []func()
+		defer func() {
+			for _, release := range releases {
+				release()
+			}
+		}()
+		var wg sync.WaitGroup
+		for i := range committers[lr.kind] {
+			h, marker := createQueue(t, lr.c, nil), "hold-"+randHex(8)
+			releases = append(releases, lr.proxy.Hold(marker))
+			wg.Go(func() {
+				if _, err := newSender(t, lr.c, h).Send(ctx, &sluice.Message{MessageID: marker}); err != nil {
+					t.Errorf("held send: %v", err)
+				}
+			})
+			waitFor(t, fmt.Sprintf("%d sends held", i+1), func() bool { return lr.proxy.Held() == i+1 })
+		}
+		var pubErr, sendErr error
+		wg.Go(func() { _, pubErr = lr.c.Publish(ctx, id, sluice.Event{Body: []byte("grouped")}) })
+		waitFor(t, "the publish waiting", func() bool { return submitting() == committers[lr.kind]+1 })
+		wg.Go(func() { _, sendErr = ts.Send(ctx, &sluice.Message{Body: []byte("grouped")}) })
+		waitFor(t, "the topic send waiting", func() bool { return submitting() == committers[lr.kind]+2 })
+		for _, release := range releases {
+			release()
+		}
+		wg.Wait()
+		if pubErr != nil || sendErr != nil {
+			t.Fatalf("publish: %v; topic send: %v", pubErr, sendErr)
+		}
+		for _, sub := range []string{"a", "b"} {
+			if n := len(lr.peekAll(t, topic+"/Subscriptions/"+sub, false)); n != 2 {
+				t.Errorf("subscription %s holds %d messages, want 2", sub, n)
+			}
+		}
+	})
+}
