@@ -328,6 +328,11 @@ func classify(err error) error {
 // connection), one while reading a reply as ErrInvalidConn, and one in
 // the middle of a write as the network's error; a dial that failed sent
 // nothing, and a context that ended is reported as the context's error.
+// (A handshake cut short also reads as ErrInvalidConn: a statement that
+// needed a new connection is then reported as perhaps applied. Only
+// statements outside a transaction can be, and on MySQL those are the
+// idempotent ones: heartbeats, retention settings; a COMMIT runs on the
+// transaction's open connection.)
 func noReply(err error) bool {
 	var op *net.OpError
 	switch {
