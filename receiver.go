@@ -185,7 +185,9 @@ func (r *Receiver) deliver(ctx context.Context, op string, ls []sluicetype.Lease
 	defer cancel()
 	res, err := r.c.st.Settle(ctx, &store.SettleParams{Queue: r.queue, Action: store.Complete, Receipts: receipts})
 	if err != nil {
-		// Not deleted: the messages come back when their lock ends.
+		// Not deleted: the messages come back when their lock ends. Or,
+		// with ErrOutcomeUnknown, perhaps deleted: at most once, as this
+		// mode promises.
 		return nil, fmt.Errorf("sluice: %s: %w", op, err)
 	}
 	for i, l := range ls {

@@ -183,7 +183,21 @@ func (e *Engine) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err erro
 	if err := fn(tx); err != nil {
 		return e.wrap(err)
 	}
-	return e.wrap(tx.Commit())
+	return e.committed(tx.Commit())
+}
+
+// committed is the error of a statement that commits: a COMMIT, or a
+// write outside a transaction. If the connection broke after it was sent
+// (ErrNoReply), the write may or may not have been applied: it is
+// reported as sluicetype.ErrOutcomeUnknown, never retried here, since a
+// second run could apply it twice. (Inside a transaction a broken
+// connection applied nothing: the error stays what it is.)
+func (e *Engine) committed(err error) error {
+	err = e.wrap(err)
+	if errors.Is(err, ErrNoReply) && !errors.Is(err, sluicetype.ErrOutcomeUnknown) {
+		return fmt.Errorf("%w: %w", sluicetype.ErrOutcomeUnknown, err)
+	}
+	return err
 }
 
 // wrap marks a driver error with the kind Classify reports.

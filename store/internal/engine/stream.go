@@ -516,7 +516,7 @@ func (s *tenantStore) SetRetention(ctx context.Context, namespace string, r stor
 		_, err = s.e.exec(ctx, s.e.w, "UpsertRetention", s.t.Service, s.t.Provider, namespace, ms(r.MaxAge), r.MaxBytes)
 	}
 	if err != nil {
-		return fmt.Errorf("sluice: set retention: %w", s.e.wrap(err))
+		return fmt.Errorf("sluice: set retention: %w", s.e.committed(err))
 	}
 	return nil
 }
