@@ -167,7 +167,8 @@ type SessionStore interface {
 	// messages, to p.Duration from now, and returns the new end.
 	RenewSession(ctx context.Context, p *SessionParams) (time.Time, error)
 	// ReleaseSession unlocks a session; its leased messages are available
-	// again at once.
+	// again at once, and the release does not count as a delivery: their
+	// delivery counts go back to what they were before their lease.
 	ReleaseSession(ctx context.Context, p *SessionParams) error
 	// SessionState returns a held session's state (nil when none).
 	SessionState(ctx context.Context, p *SessionParams) ([]byte, error)

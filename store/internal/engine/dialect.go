@@ -70,7 +70,7 @@ var queryNames = []string{
 	"GetQueueAttributes", "UpdateQueue", "ListQueues", "MakeDeferred", "SetProperties",
 	"SelectDeferred", "SelectScheduled",
 	"DeleteQueueSessions", "ActivateSessions", "SelectSessionCandidates", "HasReadySessionMessage",
-	"DeactivateSession", "EnsureSession", "LockSession", "SelectSessionLock", "SelectSessionReady", "FirstSessionDue", "SelectExhaustedSessionMessages",
+	"DeactivateSession", "EnsureSession", "LockSession", "SelectSessionLock", "SelectSessionReady", "FirstSessionDue",
 	"SelectIdleSessions", "DeleteIdleSession",
 	"RenewSession", "ExtendSessionMessages", "ReleaseSession", "ReleaseSessionMessages",
 	"GetSessionState", "SetSessionState",

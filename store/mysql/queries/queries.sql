@@ -299,23 +299,14 @@ WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINA
 UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
 WHERE service = ? AND provider = ? AND queue = ? AND session_id = ? AND lock_token = ?;
 
--- name: SelectExhaustedSessionMessages
--- args: service, provider, queue, session_id, lock_token, max_delivery
--- The messages a releasing holder leased on their last allowed delivery;
--- found as in ExtendSessionMessages.
-SELECT seq
-FROM sluice_messages FORCE INDEX (sluice_messages_session)
-WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY) AND state = 1
-  AND lock_token = ? AND delivery_count >= ?
-ORDER BY seq
-FOR UPDATE;
-
 -- name: ReleaseSessionMessages
 -- args: service, provider, queue, session_id, lock_token
 -- The messages a releasing holder had leased become available (or
--- deferred) again; found as in ExtendSessionMessages.
+-- deferred) again, their delivery given back: a release is not a
+-- delivery; found as in ExtendSessionMessages.
 UPDATE sluice_messages FORCE INDEX (sluice_messages_session)
-SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
 WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY) AND state = 1
   AND lock_token = ?;
 
@@ -440,7 +431,7 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (
 -- if unchanged. (A locking range scan in index order would also lock the
 -- first row past the range, often another queue's, until commit, and make
 -- that queue's leasers skip it.)
-SELECT m.seq, m.state, m.delivery_count, m.expires_at
+SELECT m.seq, m.state, m.delivery_count, m.expires_at, m.deferred
 FROM (SELECT service, provider, queue, seq, visible_at
       FROM sluice_messages
       WHERE service = ? AND provider = ? AND queue = ?
@@ -486,21 +477,20 @@ STRAIGHT_JOIN sluice_messages AS m
 SET m.properties = k.properties;
 
 -- name: SelectDeferred
--- args: service, provider, queue, now, seqs
--- Of the given rows, the deferred ones whose time-to-live has not run out,
--- with all columns, locked until the lease commits. A row another
+-- args: service, provider, queue, seqs
+-- Of the given rows, the deferred ones, with all columns (a deferred
+-- message never expires), locked until the lease commits. A row another
 -- transaction holds is waited for, then read as committed.
 SELECT m.seq, m.state, m.visible_at, m.expires_at, m.delivery_count, m.enqueued_at,
        m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload,
        m.headers
 FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
              CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
-             CONVERT(? USING ascii) COLLATE ascii_bin AS queue,
-             CAST(? AS SIGNED) AS now) AS k
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
 STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
 STRAIGHT_JOIN sluice_messages AS m
     ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
-WHERE m.state = 3 AND (m.expires_at IS NULL OR m.expires_at > k.now)
+WHERE m.state = 3
 ORDER BY m.seq
 FOR UPDATE;
 
@@ -690,19 +680,21 @@ WHERE service = ? AND provider = ? AND name = ? AND evict_at = ?;
 -- name: SelectExpired
 -- args: service, provider, queue, now, now, limit
 -- Rows whose time-to-live ran out, except those under a lease that has not
--- ended (their holder may still complete them): candidates from a plain
+-- ended (their holder may still complete them) and deferred ones (which
+-- never expire: their owner holds their numbers): candidates from a plain
 -- read of the expiry index, then locked by primary key as in SelectDue.
 SELECT m.seq
 FROM (SELECT service, provider, queue, seq, state, visible_at, expires_at
       FROM sluice_messages
       WHERE service = ? AND provider = ? AND queue = ?
         AND expires_at IS NOT NULL AND expires_at <= ?
-        AND (state <> 1 OR visible_at <= ?)
+        AND (state <> 1 OR visible_at <= ?) AND deferred = 0
       ORDER BY expires_at
       LIMIT ?) AS c
 STRAIGHT_JOIN sluice_messages AS m
     ON m.service = c.service AND m.provider = c.provider AND m.queue = c.queue AND m.seq = c.seq
 WHERE m.state = c.state AND m.visible_at <=> c.visible_at AND m.expires_at = c.expires_at
+  AND m.deferred = 0
 FOR UPDATE SKIP LOCKED;
 
 -- name: SelectRemovableDeadLetters

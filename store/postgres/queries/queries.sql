@@ -290,23 +290,14 @@ UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
 WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
   AND lock_token = $5::bigint;
 
--- name: SelectExhaustedSessionMessages
--- args: service, provider, queue, session_id, lock_token, max_delivery
--- The messages a releasing holder leased on their last allowed delivery
--- (a range of sluice_messages_session).
-SELECT seq
-FROM sluice_messages
-WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = 1
-  AND lock_token = $5::bigint AND delivery_count >= $6::int
-ORDER BY seq
-FOR UPDATE;
-
 -- name: ReleaseSessionMessages
 -- args: service, provider, queue, session_id, lock_token
 -- The messages a releasing holder had leased become available (or
--- deferred) again.
+-- deferred) again, their delivery given back: a release is not a
+-- delivery.
 UPDATE sluice_messages
-SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
 WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = 1
   AND lock_token = $5::bigint;
 
@@ -411,7 +402,7 @@ FROM json_to_recordset($5::json) AS r(s bigint, st smallint, v bigint, e bigint,
 -- Leased and scheduled rows whose time has come, oldest first. Rows that
 -- another transaction holds (a settle in progress, another leaser
 -- promoting them) are skipped: they are that transaction's to resolve.
-SELECT seq, state, delivery_count, expires_at
+SELECT seq, state, delivery_count, expires_at, deferred
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3
   AND visible_at IS NOT NULL AND visible_at <= $4::bigint
@@ -440,16 +431,16 @@ WHERE (service, provider, queue, seq) IN (
     SELECT $2::text, $3::text, $4::text, unnest($5::bigint[]));
 
 -- name: SelectDeferred
--- args: service, provider, queue, now, seqs
--- Of the given rows, the deferred ones whose time-to-live has not run out,
--- with all columns. The rows are locked in sequence order, waiting for a
--- lease or settle in progress.
+-- args: service, provider, queue, seqs
+-- Of the given rows, the deferred ones, with all columns (a deferred
+-- message never expires). The rows are locked in sequence order, waiting
+-- for a lease or settle in progress.
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
        message_id, session_id, partition_key, content_type, properties, payload, headers
 FROM sluice_messages
-WHERE state = 3 AND (expires_at IS NULL OR expires_at > $4::bigint)
+WHERE state = 3
   AND (service, provider, queue, seq) IN (
-    SELECT $1::text, $2::text, $3::text, unnest($5::bigint[]))
+    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]))
 ORDER BY seq
 FOR UPDATE;
 
@@ -713,12 +704,13 @@ WHERE service = $2 AND provider = $3 AND name = $4 AND evict_at = $5::bigint;
 -- name: SelectExpired
 -- args: service, provider, queue, now, now, limit
 -- Rows whose time-to-live ran out, except those under a lease that has not
--- ended (their holder may still complete them).
+-- ended (their holder may still complete them) and deferred ones (which
+-- never expire: their owner holds their numbers).
 SELECT seq
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3
   AND expires_at IS NOT NULL AND expires_at <= $4::bigint
-  AND (state <> 1 OR visible_at <= $5::bigint)
+  AND (state <> 1 OR visible_at <= $5::bigint) AND deferred = 0
 ORDER BY expires_at
 LIMIT $6
 FOR UPDATE SKIP LOCKED;

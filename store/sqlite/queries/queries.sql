@@ -203,21 +203,14 @@ WHERE service = ?2 AND provider = ?3 AND queue = ?4 AND session_id = ?5 AND stat
 UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND lock_token = ?5;
 
--- name: SelectExhaustedSessionMessages
--- args: service, provider, queue, session_id, lock_token, max_delivery
--- The messages a releasing holder leased on their last allowed delivery.
-SELECT seq
-FROM sluice_messages
-WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND state = 1
-  AND lock_token = ?5 AND delivery_count >= ?6
-ORDER BY seq;
-
 -- name: ReleaseSessionMessages
 -- args: service, provider, queue, session_id, lock_token
 -- The messages a releasing holder had leased become available (or
--- deferred) again.
+-- deferred) again, their delivery given back: a release is not a
+-- delivery.
 UPDATE sluice_messages
-SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND state = 1
   AND lock_token = ?5;
 
@@ -300,7 +293,7 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, NULL, ?8,
 -- name: SelectDue
 -- args: service, provider, queue, now, limit
 -- Leased and scheduled rows whose time has come, oldest first.
-SELECT seq, state, delivery_count, expires_at
+SELECT seq, state, delivery_count, expires_at, deferred
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3
   AND visible_at IS NOT NULL AND visible_at <= ?4
@@ -328,15 +321,14 @@ WHERE service = ?2 AND provider = ?3 AND queue = ?4
   AND seq IN (SELECT value FROM json_each(?5));
 
 -- name: SelectDeferred
--- args: service, provider, queue, now, seqs
--- Of the given rows, the deferred ones whose time-to-live has not run out,
--- with all columns.
+-- args: service, provider, queue, seqs
+-- Of the given rows, the deferred ones, with all columns (a deferred
+-- message never expires).
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
        message_id, session_id, partition_key, content_type, properties, payload, headers
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND state = 3
-  AND (expires_at IS NULL OR expires_at > ?4)
-  AND seq IN (SELECT value FROM json_each(?5))
+  AND seq IN (SELECT value FROM json_each(?4))
 ORDER BY seq;
 
 -- name: SelectScheduled
@@ -465,12 +457,13 @@ WHERE service = ?2 AND provider = ?3 AND name = ?4 AND evict_at = ?5;
 -- name: SelectExpired
 -- args: service, provider, queue, now, now, limit
 -- Rows whose time-to-live ran out, except those under a lease that has not
--- ended (their holder may still complete them).
+-- ended (their holder may still complete them) and deferred ones (which
+-- never expire: their owner holds their numbers).
 SELECT seq
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3
   AND expires_at IS NOT NULL AND expires_at <= ?4
-  AND (state <> 1 OR visible_at <= ?5)
+  AND (state <> 1 OR visible_at <= ?5) AND deferred = 0
 ORDER BY expires_at
 LIMIT ?6;
 
