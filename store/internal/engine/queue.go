@@ -577,8 +577,8 @@ func leaseUnder(msgs []sluicetype.Message, token, until int64) ([]sluicetype.Lea
 
 // resolveDue handles leased and scheduled rows whose time has come: a
 // leased row on its last allowed delivery goes to dead letters, an expired
-// one expires, and the rest become ready again, in sequence order with
-// the others. Rows another transaction holds are skipped.
+// one expires (never a deferred one, which is deferred again), and the
+// rest become ready again, in sequence order with the others. Rows another transaction holds are skipped.
 func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, limit int) (store.EvictResult, error) {
 	var res store.EvictResult
 	rows, err := e.query(ctx, tx, "SelectDue", t.Service, t.Provider, qr.settings.Name, qr.now, limit)
@@ -588,18 +588,23 @@ func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr 
 	var ready, exhausted, expired []int64
 	for rows.Next() {
 		var (
-			seq     int64
-			state   int
-			count   int
-			expires sql.NullInt64
+			seq      int64
+			state    int
+			count    int
+			expires  sql.NullInt64
+			deferred int
 		)
-		if err := rows.Scan(&seq, &state, &count, &expires); err != nil {
+		if err := rows.Scan(&seq, &state, &count, &expires, &deferred); err != nil {
 			rows.Close()
 			return res, fmt.Errorf("SelectDue: %w", err)
 		}
 		switch {
 		case sluicetype.MessageState(state) == sluicetype.StateLeased && count >= qr.settings.MaxDeliveryCount:
 			exhausted = append(exhausted, seq)
+		case deferred != 0:
+			// A deferred message never expires: its lease ended, and it
+			// is deferred again (MakeReady).
+			ready = append(ready, seq)
 		case expires.Valid && expires.Int64 <= qr.now:
 			expired = append(expired, seq)
 		default:
@@ -1000,7 +1005,7 @@ func (s *tenantStore) LeaseDeferred(ctx context.Context, p *store.LeaseDeferredP
 				return err
 			}
 		}
-		rows, err := s.e.query(ctx, tx, "SelectDeferred", s.t.Service, s.t.Provider, p.Queue, qr.now, s.e.d.IntList(sorted))
+		rows, err := s.e.query(ctx, tx, "SelectDeferred", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted))
 		if err != nil {
 			return err
 		}
