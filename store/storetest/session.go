@@ -264,8 +264,9 @@ func testSessionScheduled(t *testing.T, h *harness) {
 	wantErr(t, "AcceptSession(next) with only a scheduled message", err, sluicetype.ErrNoSessionAvailable)
 	time.Sleep(400 * time.Millisecond)
 	l := accept(t, st, q, "", long)
-	if got := payloads(leaseIn(t, st, q, l, 10)); !slices.Equal(got, []string{"later"}) {
-		t.Fatalf("after the schedule, leased %v", got)
+	ls := leaseIn(t, st, q, l, 10)
+	if got := payloads(ls); !slices.Equal(got, []string{"later"}) || ls[0].Seq != 2 {
+		t.Fatalf("after the schedule, leased %v (seq %d, want 2: a new number)", got, ls[0].Seq)
 	}
 }
 

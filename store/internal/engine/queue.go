@@ -308,42 +308,52 @@ func (e *Engine) reserveSeqs(ctx context.Context, gt *groupTx, t store.Tenant, q
 	if err != nil {
 		return qr, err
 	}
+	if qr.lastSeq, err = e.takeSeqs(ctx, gt.tx, t, queue, n); err != nil {
+		return qr, err
+	}
+	gt.queues[queueID{t, queue}] = qr
+	return qr, nil
+}
+
+// takeSeqs takes n sequence numbers from a queue's counter row, locking it
+// until commit, and returns the new last number.
+func (e *Engine) takeSeqs(ctx context.Context, tx querier, t store.Tenant, queue string, n int) (int64, error) {
+	var last int64
 	if e.d.SeqsByLastInsertID {
-		st, err := e.stmt(ctx, gt.tx, "ReserveSeqs")
+		st, err := e.stmt(ctx, tx, "ReserveSeqs")
 		if err != nil {
-			return qr, err
+			return 0, err
 		}
 		res, err := st.ExecContext(ctx, n, t.Service, t.Provider, queue)
 		if err != nil {
-			return qr, fmt.Errorf("ReserveSeqs: %w", err)
+			return 0, fmt.Errorf("ReserveSeqs: %w", err)
 		}
 		affected, err := res.RowsAffected()
 		if err == nil && affected == 0 {
 			// Deleted since the group read it.
-			return qr, fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+			return 0, fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
 		}
 		if err == nil {
-			qr.lastSeq, err = res.LastInsertId()
+			last, err = res.LastInsertId()
 		}
 		if err != nil {
-			return qr, fmt.Errorf("ReserveSeqs: %w", err)
+			return 0, fmt.Errorf("ReserveSeqs: %w", err)
 		}
-	} else {
-		args := []any{n, t.Service, t.Provider, queue}
-		if e.d.NotifyOnReserve {
-			args = append(args, e.payload(gt.tx, QueueKey(t, queue)))
-		}
-		err := e.queryRow(ctx, gt.tx, "ReserveSeqs", args, &qr.lastSeq)
-		if errors.Is(err, sql.ErrNoRows) {
-			// Deleted since the group read it.
-			return qr, fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
-		}
-		if err != nil {
-			return qr, fmt.Errorf("ReserveSeqs: %w", err)
-		}
+		return last, nil
 	}
-	gt.queues[queueID{t, queue}] = qr
-	return qr, nil
+	args := []any{n, t.Service, t.Provider, queue}
+	if e.d.NotifyOnReserve {
+		args = append(args, e.payload(tx, QueueKey(t, queue)))
+	}
+	err := e.queryRow(ctx, tx, "ReserveSeqs", args, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Deleted since the group read it.
+		return 0, fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ReserveSeqs: %w", err)
+	}
+	return last, nil
 }
 
 func newMessageRow(m *store.NewMessage, seq int64, qr queueRow) (messageRow, error) {
@@ -353,12 +363,17 @@ func newMessageRow(m *store.NewMessage, seq int64, qr queueRow) (messageRow, err
 	if def := qr.settings.DefaultTTL; def > 0 && (ttl == 0 || ttl > def) {
 		ttl = def
 	}
-	if ttl > 0 {
-		row.ExpiresAt = ptr(qr.now + ms(ttl))
-	}
+	// The time-to-live counts from when the message becomes available:
+	// now, or its scheduled time (Service Bus enqueues a scheduled message
+	// then).
+	from := qr.now
 	if !m.VisibleAt.IsZero() && m.VisibleAt.UnixMilli() > qr.now {
+		from = m.VisibleAt.UnixMilli()
 		row.State = int(sluicetype.StateScheduled)
-		row.VisibleAt = ptr(m.VisibleAt.UnixMilli())
+		row.VisibleAt = ptr(from)
+	}
+	if ttl > 0 {
+		row.ExpiresAt = ptr(from + ms(ttl))
 	}
 	return row, err
 }
@@ -585,30 +600,39 @@ func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr 
 	if err != nil {
 		return res, err
 	}
-	var ready, exhausted, expired []int64
+	var (
+		ready, exhausted, expired []int64
+		scheduled                 []dueRow
+	)
 	for rows.Next() {
 		var (
-			seq      int64
+			d        dueRow
 			state    int
 			count    int
 			expires  sql.NullInt64
 			deferred int
+			mid, pk  sql.NullString
 		)
-		if err := rows.Scan(&seq, &state, &count, &expires, &deferred); err != nil {
+		if err := rows.Scan(&d.seq, &state, &count, &expires, &deferred, &d.visibleAt, &mid, &pk); err != nil {
 			rows.Close()
 			return res, fmt.Errorf("SelectDue: %w", err)
 		}
 		switch {
 		case sluicetype.MessageState(state) == sluicetype.StateLeased && count >= qr.settings.MaxDeliveryCount:
-			exhausted = append(exhausted, seq)
+			exhausted = append(exhausted, d.seq)
 		case deferred != 0:
 			// A deferred message never expires: its lease ended, and it
 			// is deferred again (MakeReady).
-			ready = append(ready, seq)
+			ready = append(ready, d.seq)
 		case expires.Valid && expires.Int64 <= qr.now:
-			expired = append(expired, seq)
+			expired = append(expired, d.seq)
+		case sluicetype.MessageState(state) == sluicetype.StateScheduled && count == 0:
+			if mid.Valid {
+				d.key = idKey(mid.String, pk.String)
+			}
+			scheduled = append(scheduled, d)
 		default:
-			ready = append(ready, seq)
+			ready = append(ready, d.seq)
 		}
 	}
 	rows.Close()
@@ -620,10 +644,15 @@ func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr 
 		if _, err := e.exec(ctx, tx, "MakeReady", t.Service, t.Provider, qr.settings.Name, e.d.IntList(ready)); err != nil {
 			return res, err
 		}
-		if qr.settings.RequiresSession {
-			if _, err := e.exec(ctx, tx, "ActivateSessions", t.Service, t.Provider, qr.settings.Name, e.d.IntList(ready)); err != nil {
-				return res, err
-			}
+	}
+	activated, err := e.activate(ctx, tx, t, qr, scheduled)
+	if err != nil {
+		return res, err
+	}
+	if available := append(ready, activated...); len(available) > 0 && qr.settings.RequiresSession {
+		slices.Sort(available)
+		if _, err := e.exec(ctx, tx, "ActivateSessions", t.Service, t.Provider, qr.settings.Name, e.d.IntList(available)); err != nil {
+			return res, err
 		}
 	}
 	desc := fmt.Sprintf("the lease ended after the last of %d allowed deliveries", qr.settings.MaxDeliveryCount)
@@ -635,6 +664,79 @@ func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr 
 	}
 	res.Exhausted, res.Expired = int64(len(exhausted)), int64(len(expired))
 	return res, nil
+}
+
+// dueRow is a scheduled message whose time has come.
+type dueRow struct {
+	seq       int64
+	visibleAt int64
+	// key is its duplicate-detection key ("" without a message id).
+	key string
+}
+
+// activate appends scheduled messages whose time has come as if they were
+// enqueued now, as Service Bus does: in order of their time, each takes a
+// new number from the queue's counter (gap-free and in commit order, as an
+// enqueue's), becomes ready and counts as enqueued now; the number it had
+// while scheduled names nothing any more. On a queue with duplicate
+// detection, their ids then name the new numbers. The counter row is
+// taken only if no other transaction holds it, so that a lease never
+// waits; otherwise the messages stay due for the next lease or eviction.
+// It returns the new numbers.
+func (e *Engine) activate(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, due []dueRow) ([]int64, error) {
+	if len(due) == 0 {
+		return nil, nil
+	}
+	queue := qr.settings.Name
+	var last int64
+	err := e.queryRow(ctx, tx, "TryLockQueue", []any{t.Service, t.Provider, queue}, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("TryLockQueue: %w", err)
+	}
+	if last, err = e.takeSeqs(ctx, tx, t, queue, len(due)); err != nil {
+		return nil, err
+	}
+	qr.lastSeq = last
+	slices.SortFunc(due, func(a, b dueRow) int {
+		return cmp.Or(cmp.Compare(a.visibleAt, b.visibleAt), cmp.Compare(a.seq, b.seq))
+	})
+	mapping := make([]seqMapping, len(due))
+	var keys []renumberRow
+	seqs := make([]int64, len(due))
+	for i, d := range due {
+		seqs[i] = last - int64(len(due)-1-i)
+		mapping[i] = seqMapping{Old: d.seq, New: seqs[i]}
+		if d.key != "" && qr.settings.DuplicateDetectionWindow > 0 {
+			keys = append(keys, renumberRow{Key: d.key, Old: d.seq, New: seqs[i]})
+		}
+	}
+	js, err := jsonText(mapping)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := e.exec(ctx, tx, "ActivateScheduled", t.Service, t.Provider, queue, js, qr.now); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return seqs, nil
+	}
+	if js, err = jsonText(keys); err != nil {
+		return nil, err
+	}
+	if _, err := e.exec(ctx, tx, "RenumberDedup", t.Service, t.Provider, queue, js); err != nil {
+		return nil, err
+	}
+	return seqs, nil
+}
+
+// renumberRow is one id of RenumberDedup.
+type renumberRow struct {
+	Key string `json:"k"`
+	Old int64  `json:"o"`
+	New int64  `json:"n"`
 }
 
 // deadLetter moves messages to dead letters.

@@ -265,10 +265,12 @@ FOR UPDATE;
 
 -- name: FirstSessionDue
 -- args: service, provider, queue, session_id, now
--- The first message of a session whose lease or schedule has ended and
--- that is not ready again yet (NULL when none): a lease of the session
+-- The first message of a session whose lease or delayed abandon has ended
+-- and that is not ready again yet (NULL when none): a lease of the session
 -- takes nothing after it, so the session's order holds while another
--- transaction resolving it holds the row. A plain read, the session id
+-- transaction resolving it holds the row. A message first scheduled takes
+-- a new number when it activates, after every other: it holds nothing
+-- back. A plain read, the session id
 -- compared as in HasReadySessionMessage. No index is forced: the
 -- optimizer weighs, by index dives, the session index's ranges for states
 -- 1 and 2 (the session's leased and scheduled messages) against the due
@@ -277,7 +279,7 @@ FOR UPDATE;
 SELECT MIN(seq)
 FROM sluice_messages
 WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY)
-  AND state IN (1, 2) AND visible_at <= ?;
+  AND (state = 1 OR state = 2 AND delivery_count > 0) AND visible_at <= ?;
 
 -- name: RenewSession
 -- args: lock_until, service, provider, queue, session_id, lock_token
@@ -431,7 +433,8 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (
 -- if unchanged. (A locking range scan in index order would also lock the
 -- first row past the range, often another queue's, until commit, and make
 -- that queue's leasers skip it.)
-SELECT m.seq, m.state, m.delivery_count, m.expires_at, m.deferred
+SELECT m.seq, m.state, m.delivery_count, m.expires_at, m.deferred, m.visible_at, m.message_id,
+       m.partition_key
 FROM (SELECT service, provider, queue, seq, visible_at
       FROM sluice_messages
       WHERE service = ? AND provider = ? AND queue = ?
@@ -620,6 +623,41 @@ STRAIGHT_JOIN sluice_routed_schedules AS r
 -- name: DeleteQueueRoutedSchedules
 -- args: service, provider, name
 DELETE FROM sluice_routed_schedules WHERE service = ? AND provider = ? AND queue = ?;
+
+-- name: TryLockQueue
+-- args: service, provider, name
+-- Locks the queue's counter row until commit, unless another transaction
+-- holds it (no row then): a lease that activates scheduled messages takes
+-- their new numbers under it, and never waits.
+SELECT last_seq FROM sluice_queues
+WHERE service = ? AND provider = ? AND name = ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: ActivateScheduled
+-- args: service, provider, queue, mapping, enqueued_at
+-- mapping: [{"o":old_seq,"n":new_seq}]. Scheduled messages whose time came
+-- are appended as if enqueued now: ready, under new numbers (each found by
+-- primary key, as in MakeReady).
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (o BIGINT PATH '$.o', n BIGINT PATH '$.n')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.o
+SET m.seq = l.n, m.state = 0, m.visible_at = NULL, m.lock_token = NULL, m.enqueued_at = ?;
+
+-- name: RenumberDedup
+-- args: service, provider, queue, rows
+-- rows: [{"k":dedup_key,"o":old_seq,"n":new_seq}]: the ids of activated
+-- messages name their new numbers.
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (dk VARBINARY(530) PATH '$.k', o BIGINT PATH '$.o', n BIGINT PATH '$.n')) AS r
+STRAIGHT_JOIN sluice_dedup AS d
+    ON d.service = k.service AND d.provider = k.provider AND d.queue = k.queue AND d.dedup_key = r.dk
+SET d.seq = r.n
+WHERE d.seq = r.o;
 
 -- name: SelectReady
 -- args: service, provider, queue, now, limit

@@ -242,15 +242,17 @@ FOR UPDATE;
 
 -- name: FirstSessionDue
 -- args: service, provider, queue, session_id, now
--- The first message of a session whose lease or schedule has ended and
--- that is not ready again yet (NULL when none): a lease of the session
+-- The first message of a session whose lease or delayed abandon has ended
+-- and that is not ready again yet (NULL when none): a lease of the session
 -- takes nothing after it, so the session's order holds while another
--- transaction resolving it holds the row. Ranges of
+-- transaction resolving it holds the row. A message first scheduled takes
+-- a new number when it activates, after every other: it holds nothing
+-- back. Ranges of
 -- sluice_messages_session for states 1 and 2.
 SELECT MIN(seq)
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
-  AND state IN (1, 2) AND visible_at <= $5::bigint;
+  AND (state = 1 OR state = 2 AND delivery_count > 0) AND visible_at <= $5::bigint;
 
 -- name: SelectSessionReady
 -- args: service, provider, queue, session_id, now, limit
@@ -402,7 +404,7 @@ FROM json_to_recordset($5::json) AS r(s bigint, st smallint, v bigint, e bigint,
 -- Leased and scheduled rows whose time has come, oldest first. Rows that
 -- another transaction holds (a settle in progress, another leaser
 -- promoting them) are skipped: they are that transaction's to resolve.
-SELECT seq, state, delivery_count, expires_at, deferred
+SELECT seq, state, delivery_count, expires_at, deferred, visible_at, message_id, partition_key
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3
   AND visible_at IS NOT NULL AND visible_at <= $4::bigint
@@ -532,6 +534,33 @@ WHERE service = $1 AND provider = $2 AND queue = $3 AND seq = ANY ($4::bigint[])
 -- args: service, provider, name
 DELETE FROM sluice_routed_schedules WHERE service = $1 AND provider = $2 AND queue = $3;
 
+-- name: TryLockQueue
+-- args: service, provider, name
+-- Locks the queue's counter row until commit, unless another transaction
+-- holds it (no row then): a lease that activates scheduled messages takes
+-- their new numbers under it, and never waits.
+SELECT last_seq FROM sluice_queues
+WHERE service = $1 AND provider = $2 AND name = $3
+FOR UPDATE SKIP LOCKED;
+
+-- name: ActivateScheduled
+-- args: service, provider, queue, mapping, enqueued_at
+-- mapping: [{"o":old_seq,"n":new_seq}]. Scheduled messages whose time came
+-- are appended as if enqueued now: ready, under new numbers.
+UPDATE sluice_messages AS s
+SET seq = m.n, state = 0, visible_at = NULL, lock_token = NULL, enqueued_at = $5::bigint
+FROM json_to_recordset($4::json) AS m(o bigint, n bigint)
+WHERE s.service = $1 AND s.provider = $2 AND s.queue = $3 AND s.seq = m.o;
+
+-- name: RenumberDedup
+-- args: service, provider, queue, rows
+-- rows: [{"k":dedup_key,"o":old_seq,"n":new_seq}]: the ids of activated
+-- messages name their new numbers.
+UPDATE sluice_dedup AS d
+SET seq = r.n
+FROM json_to_recordset($4::json) AS r(k text, o bigint, n bigint)
+WHERE d.service = $1 AND d.provider = $2 AND d.queue = $3 AND d.dedup_key = r.k AND d.seq = r.o;
+
 -- name: SelectReady
 -- args: service, provider, queue, now, limit
 -- The first ready, unexpired rows in sequence order, with all columns.
@@ -596,7 +625,8 @@ SELECT d.seq, d.lock_token FROM q LEFT JOIN d ON true;
 -- the queue's counter row (locked until commit), notifies, and inserts
 -- message o as last_seq - n + o. State and expiry follow the engine's
 -- newMessageRow: scheduled if visible_at is later than now, and the
--- time-to-live capped by the queue's default. Returns the new last_seq;
+-- time-to-live capped by the queue's default, counted from visible_at for
+-- a scheduled message. Returns the new last_seq;
 -- no row, and nothing written, if the queue does not exist, detects
 -- duplicates (dedup_window_ms > 0) or requires sessions (whose sessions
 -- the general path marks active): the engine then takes the general
@@ -616,7 +646,7 @@ WITH q AS (
     SELECT $1::text, $2::text, $3::text, q.last_seq - $4::bigint + r.o,
            CASE WHEN r.v > q.now THEN 2 ELSE 0 END,
            CASE WHEN r.v > q.now THEN r.v END,
-           q.now + CASE WHEN q.default_ttl_ms > 0 AND (r.t IS NULL OR r.t > q.default_ttl_ms)
+           greatest(q.now, r.v) + CASE WHEN q.default_ttl_ms > 0 AND (r.t IS NULL OR r.t > q.default_ttl_ms)
                         THEN q.default_ttl_ms ELSE r.t END,
            0, NULL, q.now, r.mid, r.sid, r.pk, r.ct, r.pr, decode(r.p, 'hex'), r.hd
     FROM q, json_to_recordset($6::json) AS r(o bigint, t bigint, v bigint,

@@ -177,13 +177,15 @@ LIMIT ?6;
 
 -- name: FirstSessionDue
 -- args: service, provider, queue, session_id, now
--- The first message of a session whose lease or schedule has ended and
--- that is not ready again yet (NULL when none): a lease of the session
--- takes nothing after it, so the session's order holds.
+-- The first message of a session whose lease or delayed abandon has ended
+-- and that is not ready again yet (NULL when none): a lease of the session
+-- takes nothing after it, so the session's order holds. A message first
+-- scheduled takes a new number when it activates, after every other: it
+-- holds nothing back.
 SELECT MIN(seq)
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4
-  AND state IN (1, 2) AND visible_at <= ?5;
+  AND (state = 1 OR state = 2 AND delivery_count > 0) AND visible_at <= ?5;
 
 -- name: RenewSession
 -- args: lock_until, service, provider, queue, session_id, lock_token
@@ -293,7 +295,7 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, NULL, ?8,
 -- name: SelectDue
 -- args: service, provider, queue, now, limit
 -- Leased and scheduled rows whose time has come, oldest first.
-SELECT seq, state, delivery_count, expires_at, deferred
+SELECT seq, state, delivery_count, expires_at, deferred, visible_at, message_id, partition_key
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3
   AND visible_at IS NOT NULL AND visible_at <= ?4
@@ -413,6 +415,35 @@ WHERE service = ?1 AND provider = ?2 AND queue = ?3
 -- name: DeleteQueueRoutedSchedules
 -- args: service, provider, name
 DELETE FROM sluice_routed_schedules WHERE service = ?1 AND provider = ?2 AND queue = ?3;
+
+-- name: TryLockQueue
+-- args: service, provider, name
+-- The queue's counter row, for a lease that activates scheduled messages
+-- (SQLite's write transaction holds everything): last_seq.
+SELECT last_seq FROM sluice_queues
+WHERE service = ?1 AND provider = ?2 AND name = ?3;
+
+-- name: ActivateScheduled
+-- args: service, provider, queue, mapping, enqueued_at
+-- mapping: [{"o":old_seq,"n":new_seq}]. Scheduled messages whose time came
+-- are appended as if enqueued now: ready, under new numbers.
+UPDATE sluice_messages
+SET seq = (SELECT m.value ->> 'n' FROM json_each(?4) AS m WHERE m.value ->> 'o' = sluice_messages.seq),
+    state = 0, visible_at = NULL, lock_token = NULL, enqueued_at = ?5
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value ->> 'o' FROM json_each(?4));
+
+-- name: RenumberDedup
+-- args: service, provider, queue, rows
+-- rows: [{"k":dedup_key,"o":old_seq,"n":new_seq}]: the ids of activated
+-- messages name their new numbers.
+UPDATE sluice_dedup
+SET seq = (SELECT r.value ->> 'n' FROM json_each(?4) AS r
+           WHERE r.value ->> 'k' = sluice_dedup.dedup_key AND r.value ->> 'o' = sluice_dedup.seq)
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND dedup_key IN (SELECT value ->> 'k' FROM json_each(?4))
+  AND EXISTS (SELECT 1 FROM json_each(?4) AS r
+              WHERE r.value ->> 'k' = sluice_dedup.dedup_key AND r.value ->> 'o' = sluice_dedup.seq);
 
 -- name: SelectReady
 -- args: service, provider, queue, now, limit
