@@ -21,7 +21,8 @@ type ProcessorOptions struct {
 	MaxConcurrent int
 	// MaxAutoLockRenewal is how long the processor keeps renewing the
 	// lock of a message whose handler is still running (default 5 min;
-	// negative: never).
+	// Forever: as long as the handler runs; negative: never, the one
+	// duration where negative has a meaning).
 	MaxAutoLockRenewal time.Duration
 	// OnError receives what the processor cannot return: failed receives
 	// (retried after a pause), handler errors, settles that failed and

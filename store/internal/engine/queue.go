@@ -43,13 +43,13 @@ func (r *queueRow) fill(name string) {
 	r.settings = store.QueueSettings{
 		Name:                name,
 		MaxDeliveryCount:    r.raw.maxDel,
-		DefaultTTL:          time.Duration(r.raw.ttl) * time.Millisecond,
+		DefaultTTL:          msDuration(r.raw.ttl),
 		DeadLetterOnExpiry:  r.raw.dlqExpd != 0,
-		DeadLetterRetention: time.Duration(r.raw.retention) * time.Millisecond,
-		EvictionInterval:    time.Duration(r.raw.interval) * time.Millisecond,
+		DeadLetterRetention: msDuration(r.raw.retention),
+		EvictionInterval:    msDuration(r.raw.interval),
 		EvictionBatch:       r.raw.evictBatch,
 
-		DuplicateDetectionWindow: time.Duration(r.raw.dedup) * time.Millisecond,
+		DuplicateDetectionWindow: msDuration(r.raw.dedup),
 		RequiresSession:          r.raw.session != 0,
 	}
 }
@@ -69,7 +69,7 @@ func (e *Engine) getQueue(ctx context.Context, q querier, t store.Tenant, name s
 
 // removeAt is when a dead letter made now is due for removal (NULL: never).
 func (r *queueRow) removeAt() sql.NullInt64 {
-	if r.settings.DeadLetterRetention <= 0 {
+	if r.settings.DeadLetterRetention <= 0 || r.settings.DeadLetterRetention >= store.Forever {
 		return sql.NullInt64{}
 	}
 	return sql.NullInt64{Int64: r.now + ms(r.settings.DeadLetterRetention), Valid: true}
@@ -360,6 +360,9 @@ func newMessageRow(m *store.NewMessage, seq int64, qr queueRow) (messageRow, err
 	body, err := newBody(m)
 	row := messageRow{Seq: seq, State: int(sluicetype.StateReady), messageBody: body}
 	ttl := m.TTL
+	if ttl >= store.Forever {
+		ttl = 0 // never, unless the queue's default caps it
+	}
 	if def := qr.settings.DefaultTTL; def > 0 && (ttl == 0 || ttl > def) {
 		ttl = def
 	}
@@ -367,12 +370,12 @@ func newMessageRow(m *store.NewMessage, seq int64, qr queueRow) (messageRow, err
 	// now, or its scheduled time (Service Bus enqueues a scheduled message
 	// then).
 	from := qr.now
-	if !m.VisibleAt.IsZero() && m.VisibleAt.UnixMilli() > qr.now {
-		from = m.VisibleAt.UnixMilli()
+	if at := timeMS(m.VisibleAt); !m.VisibleAt.IsZero() && at > qr.now {
+		from = at
 		row.State = int(sluicetype.StateScheduled)
 		row.VisibleAt = ptr(from)
 	}
-	if ttl > 0 {
+	if ttl > 0 && ttl < store.Forever {
 		row.ExpiresAt = ptr(from + ms(ttl))
 	}
 	return row, err
