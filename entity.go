@@ -143,11 +143,22 @@ func (p QueueProperties) withDefaults() QueueProperties {
 	return p
 }
 
-func (p QueueProperties) validate(l store.Limits) error {
-	if err := checkDurations(namedDuration{"default TTL", p.DefaultTTL}, namedDuration{"dead-letter retention", p.DeadLetterRetention},
+// checkDurations refuses, before defaults apply, a negative duration and
+// a duplicate detection window past its maximum, even with detection off
+// (where the window is otherwise ignored).
+func (p QueueProperties) checkDurations() error {
+	if err := checkDurations(namedDuration{"lock duration", p.LockDuration}, namedDuration{"default TTL", p.DefaultTTL},
+		namedDuration{"dead-letter retention", p.DeadLetterRetention},
 		namedDuration{"duplicate detection window", p.DuplicateDetectionWindow}); err != nil {
 		return err
 	}
+	if p.DuplicateDetectionWindow > MaxDuplicateDetectionWindow {
+		return fmt.Errorf("duplicate detection window %v: at most %v: %w", p.DuplicateDetectionWindow, MaxDuplicateDetectionWindow, ErrInvalidArgument)
+	}
+	return nil
+}
+
+func (p QueueProperties) validate(l store.Limits) error {
 	switch {
 	case p.LockDuration < time.Second || p.LockDuration > MaxLockDuration:
 		return fmt.Errorf("lock duration %v: must be between 1s and %v: %w", p.LockDuration, MaxLockDuration, ErrInvalidArgument)
@@ -160,6 +171,9 @@ func (p QueueProperties) validate(l store.Limits) error {
 
 // settings turns an entity into storage's settings.
 func (e *entity) settings(l store.Limits) (store.QueueSettings, error) {
+	if err := e.props.checkDurations(); err != nil {
+		return store.QueueSettings{}, err
+	}
 	p := e.props.withDefaults()
 	if err := p.validate(l); err != nil {
 		return store.QueueSettings{}, err
