@@ -104,8 +104,10 @@ func (p *Processor) Start(ctx context.Context) error {
 
 // Stop stops receiving and waits for running handlers to finish. If ctx
 // ends first, it ends the handlers' contexts, waits for them to return
-// and returns ctx's error; their messages are abandoned or, if settling
-// fails, delivered again when their locks end. Stop is idempotent.
+// and returns ctx's error; the messages of handlers that then fail go back
+// without counting a delivery (a shutdown is not a failed delivery) or,
+// if settling fails, are delivered again when their locks end. Stop is
+// idempotent.
 func (p *Processor) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	started := p.started
@@ -200,6 +202,14 @@ func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
 	}
 	sctx, done := context.WithTimeout(context.WithoutCancel(all), settleTimeout)
 	defer done()
+	if err != nil && all.Err() != nil {
+		// Stop ended the handler: a shutdown, not a failed delivery.
+		// The message goes back without counting one.
+		if serr := p.r.release(sctx, m); serr != nil && !lost {
+			p.opts.OnError(serr)
+		}
+		return
+	}
 	if err != nil {
 		p.opts.OnError(fmt.Errorf("sluice: handler of message %d: %w", m.SequenceNumber, err))
 		if serr := p.r.Abandon(sctx, m, nil); serr != nil && !lost {

@@ -394,6 +394,12 @@ const (
 	// Defer sets the messages aside: they are leased again only by
 	// sequence number (LeaseDeferred).
 	Defer
+	// Release hands the messages back without counting a delivery: they
+	// are available again at once (deferred ones deferred again) with the
+	// delivery count they had before their lease, and never
+	// dead-lettered for it. It is for a consumer that shuts down, not for
+	// one that failed (Abandon).
+	Release
 )
 
 // String names the action.
@@ -409,6 +415,8 @@ func (a SettleAction) String() string {
 		return "extend"
 	case Defer:
 		return "defer"
+	case Release:
+		return "release"
 	}
 	return "unknown"
 }

@@ -340,12 +340,12 @@ func (p *SettleParams) Validate(l Limits) error {
 		if p.Extension < time.Millisecond {
 			return invalid("lease extension %v: must be at least 1ms", p.Extension)
 		}
-	case Defer:
+	case Defer, Release:
 	default:
 		return invalid("unknown settle action %d", p.Action)
 	}
 	if p.Properties != nil {
-		if p.Action == Complete || p.Action == Extend {
+		if p.Action == Complete || p.Action == Extend || p.Action == Release {
 			return invalid("%s cannot change properties", p.Action)
 		}
 		if err := validateProperties(p.Properties); err != nil {

@@ -62,7 +62,7 @@ var queryNames = []string{
 	"CreateMigrationsTable", "MigrateLock", "MigrateUnlock", "MigrateAbort",
 	"AppliedMigrations", "RecordMigration", "Now",
 	"CreateQueue", "GetQueue", "DeleteQueue", "DeleteQueueMessages", "DeleteQueueDeadLetters",
-	"ReserveSeqs", "SelectDue", "MakeReady", "TryLockQueue", "ActivateScheduled", "RenumberDedup", "MakeScheduled", "ExtendLeases",
+	"ReserveSeqs", "SelectDue", "MakeReady", "TryLockQueue", "ActivateScheduled", "RenumberDedup", "ReleaseMessages", "MakeScheduled", "ExtendLeases",
 	"MoveToDeadLetters", "DeleteMessages", "SelectReady", "LeaseMessages", "SelectHeld",
 	"ClaimEviction", "SelectExpired", "SelectRemovableDeadLetters", "SelectDeadLetterSeqs",
 	"LockDeadLetters", "DeleteDeadLetters", "ResubmitDeadLetters", "PeekMessages",

@@ -1047,6 +1047,16 @@ func (e *Engine) settleOne(ctx context.Context, tx querier, t store.Tenant, qr *
 		}
 		_, err := e.exec(ctx, tx, "MakeDeferred", t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine))
 		return err
+	case store.Release:
+		if len(mine) == 0 {
+			return nil
+		}
+		if _, err := e.exec(ctx, tx, "ReleaseMessages", t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine)); err != nil {
+			return err
+		}
+		key := QueueKey(t, qr.settings.Name)
+		r.signals = append(r.signals, key)
+		return e.notify(ctx, tx, key)
 	case store.Extend:
 		if len(mine) == 0 {
 			return nil

@@ -457,6 +457,19 @@ STRAIGHT_JOIN sluice_messages AS m
     ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
 SET m.state = CASE WHEN m.deferred = 1 THEN 3 ELSE 0 END, m.visible_at = NULL, m.lock_token = NULL;
 
+-- name: ReleaseMessages
+-- args: service, provider, queue, seqs
+-- As MakeReady, giving back the delivery the lease counted: a release is
+-- not a delivery.
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+SET m.state = CASE WHEN m.deferred = 1 THEN 3 ELSE 0 END, m.visible_at = NULL, m.lock_token = NULL,
+    m.delivery_count = CASE WHEN m.delivery_count > 0 THEN m.delivery_count - 1 ELSE 0 END;
+
 -- name: MakeDeferred
 -- args: service, provider, queue, seqs
 UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,

@@ -420,6 +420,16 @@ SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_to
 WHERE (service, provider, queue, seq) IN (
     SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
 
+-- name: ReleaseMessages
+-- args: service, provider, queue, seqs
+-- As MakeReady, giving back the delivery the lease counted: a release is
+-- not a delivery.
+UPDATE sluice_messages
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
+WHERE (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
+
 -- name: MakeDeferred
 -- args: service, provider, queue, seqs
 UPDATE sluice_messages SET state = 3, deferred = 1, visible_at = NULL, lock_token = NULL
