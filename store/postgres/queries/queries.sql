@@ -556,11 +556,14 @@ FOR UPDATE SKIP LOCKED;
 -- name: ActivateScheduled
 -- args: service, provider, queue, mapping, enqueued_at
 -- mapping: [{"o":old_seq,"n":new_seq}]. Scheduled messages whose time came
--- are appended as if enqueued now: ready, under new numbers.
+-- are appended as if enqueued now: ready, under new numbers. Each row is
+-- looked up by the whole primary key, as in LeaseMessages.
 UPDATE sluice_messages AS s
 SET seq = m.n, state = 0, visible_at = NULL, lock_token = NULL, enqueued_at = $5::bigint
-FROM json_to_recordset($4::json) AS m(o bigint, n bigint)
-WHERE s.service = $1 AND s.provider = $2 AND s.queue = $3 AND s.seq = m.o;
+FROM (SELECT $1::text AS service, $2::text AS provider, $3::text AS queue, j.*
+      FROM json_to_recordset($4::json) AS j(o bigint, n bigint)
+      LIMIT json_array_length($4::json)) AS m
+WHERE (s.service, s.provider, s.queue, s.seq) = (m.service, m.provider, m.queue, m.o);
 
 -- name: RenumberDedup
 -- args: service, provider, queue, rows
@@ -568,8 +571,10 @@ WHERE s.service = $1 AND s.provider = $2 AND s.queue = $3 AND s.seq = m.o;
 -- messages name their new numbers.
 UPDATE sluice_dedup AS d
 SET seq = r.n
-FROM json_to_recordset($4::json) AS r(k text, o bigint, n bigint)
-WHERE d.service = $1 AND d.provider = $2 AND d.queue = $3 AND d.dedup_key = r.k AND d.seq = r.o;
+FROM (SELECT $1::text AS service, $2::text AS provider, $3::text AS queue, j.*
+      FROM json_to_recordset($4::json) AS j(k text, o bigint, n bigint)
+      LIMIT json_array_length($4::json)) AS r
+WHERE (d.service, d.provider, d.queue, d.dedup_key) = (r.service, r.provider, r.queue, r.k) AND d.seq = r.o;
 
 -- name: SelectReady
 -- args: service, provider, queue, now, limit
