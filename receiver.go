@@ -362,6 +362,16 @@ func (r *Receiver) Abandon(ctx context.Context, m *ReceivedMessage, opts *Abando
 	return r.settle(ctx, "abandon", m, store.SettleParams{Action: store.Abandon}, changes)
 }
 
+// release hands a message back without counting a delivery, for a
+// consumer that shuts down (a dead letter, which counts none, is
+// abandoned).
+func (r *Receiver) release(ctx context.Context, m *ReceivedMessage) error {
+	if r.dead {
+		return r.Abandon(ctx, m, nil)
+	}
+	return r.settle(ctx, "release", m, store.SettleParams{Action: store.Release}, nil)
+}
+
 // DeadLetterOptions say why a message is dead-lettered.
 type DeadLetterOptions struct {
 	Reason      string

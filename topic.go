@@ -42,7 +42,8 @@ const ReasonFilterEvaluation = "FilterEvaluationException"
 // TopicProperties are a topic's settings. Zero values take the defaults.
 type TopicProperties struct {
 	// DefaultTTL is the time-to-live of messages that set none, and caps
-	// those that set a longer one (0: unlimited).
+	// those that set a longer one (0 or Forever: unlimited; negative is
+	// refused).
 	DefaultTTL time.Duration
 	// MaxMessageSize bounds a message (default 1 MiB).
 	MaxMessageSize int
@@ -51,7 +52,8 @@ type TopicProperties struct {
 	// (default 10 min): each subscription keeps the ids it received for
 	// the topic's window, so a duplicate reaches none that had the first.
 	RequiresDuplicateDetection bool
-	DuplicateDetectionWindow   time.Duration
+	// DuplicateDetectionWindow is 20 s to 7 days (default 10 min).
+	DuplicateDetectionWindow time.Duration
 }
 
 // TopicInfo is a topic's name with its settings.
@@ -61,12 +63,17 @@ type TopicInfo struct {
 }
 
 // SubscriptionProperties are a subscription's settings. Zero values take
-// the defaults, which are a queue's.
+// the defaults, which are a queue's, and the durations follow a queue's
+// rules (see QueueProperties).
 type SubscriptionProperties struct {
-	LockDuration        time.Duration
-	MaxDeliveryCount    int
-	DefaultTTL          time.Duration
-	DeadLetterOnExpiry  bool
+	// LockDuration is 1 s to 5 min (default 60 s).
+	LockDuration     time.Duration
+	MaxDeliveryCount int
+	// DefaultTTL: 0 or Forever is unlimited; negative is refused.
+	DefaultTTL         time.Duration
+	DeadLetterOnExpiry bool
+	// DeadLetterRetention: 0 or Forever keeps dead letters until purged
+	// or received; negative is refused.
 	DeadLetterRetention time.Duration
 	// RequiresSession makes the subscription session-aware (fixed when it
 	// is created).

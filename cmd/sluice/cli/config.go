@@ -56,7 +56,8 @@ type grantConfig struct {
 	Entities []string `json:"entities"`
 }
 
-// duration is a time.Duration that JSON spells "90s".
+// duration is a time.Duration that JSON spells "90s", read by
+// parseDuration (negative refused, too long saturated).
 type duration time.Duration
 
 func (d *duration) UnmarshalJSON(b []byte) error {
@@ -64,7 +65,7 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("a duration is a string like \"60s\": %w", err)
 	}
-	v, err := time.ParseDuration(s)
+	v, err := parseDuration(s)
 	*d = duration(v)
 	return err
 }
@@ -101,7 +102,7 @@ func configSettings(c *serveConfig) []setting {
 			return err
 		}},
 		{"max-receive-wait", "SLUICE_MAX_RECEIVE_WAIT", "longest wait of a receive", func(s string) error {
-			v, err := time.ParseDuration(s)
+			v, err := parseDuration(s)
 			c.MaxReceiveWait = duration(v)
 			return err
 		}},

@@ -159,11 +159,11 @@ type newRow struct {
 func newMessage(m *store.NewMessage, offset int) (newRow, error) {
 	body, err := newBody(m)
 	row := newRow{Offset: offset, messageBody: body}
-	if m.TTL > 0 {
+	if m.TTL > 0 && m.TTL < store.Forever {
 		row.TTL = ptr(ms(m.TTL))
 	}
 	if !m.VisibleAt.IsZero() {
-		row.VisibleAt = ptr(m.VisibleAt.UnixMilli())
+		row.VisibleAt = ptr(timeMS(m.VisibleAt))
 	}
 	return row, err
 }

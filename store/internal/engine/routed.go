@@ -42,7 +42,7 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 	}
 	n := 0
 	for _, at := range rs.VisibleAt {
-		if at.UnixMilli() > qr.now {
+		if timeMS(at) > qr.now {
 			n++
 		}
 	}
@@ -58,12 +58,12 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 	seq := qr.lastSeq - int64(n)
 	var rows []routedRow
 	for i, at := range rs.VisibleAt {
-		if at.UnixMilli() <= qr.now {
+		if timeMS(at) <= qr.now {
 			continue
 		}
 		seq++
 		a.r.routed[i] = seq
-		rows = append(rows, routedRow{Seq: seq, VisibleAt: at.UnixMilli()})
+		rows = append(rows, routedRow{Seq: seq, VisibleAt: timeMS(at)})
 	}
 	type copyID struct {
 		seq   int64
@@ -83,7 +83,7 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 				continue
 			}
 			seen[id] = true
-			rows = append(rows, routedRow{Seq: sent, Queue: id.queue, CopySeq: id.copy, VisibleAt: rs.VisibleAt[origin].UnixMilli()})
+			rows = append(rows, routedRow{Seq: sent, Queue: id.queue, CopySeq: id.copy, VisibleAt: timeMS(rs.VisibleAt[origin])})
 		}
 	}
 	js, err := jsonText(rows)
