@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -200,11 +201,15 @@ type boundedStream struct {
 	many    bool // the client streams messages
 }
 
+// Receive reads a request message, then lifts the bound or, while the
+// client streams, renews it; a read that failed (one too slow, say)
+// keeps it, so that what follows of the body is not awaited forever.
 func (b *boundedStream) Receive(msg any) error {
 	err := b.ServerStream.Receive(msg)
-	if b.many && err == nil {
+	switch {
+	case b.many && err == nil:
 		_ = b.hc.rc.SetReadDeadline(time.Now().Add(b.timeout))
-	} else {
+	case err == nil || errors.Is(err, io.EOF):
 		_ = b.hc.rc.SetReadDeadline(time.Time{})
 	}
 	return err

@@ -9,11 +9,15 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testcert"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -119,4 +123,451 @@ func (l *logRecords) matching(msg string) []string {
 var hardeningKeys = []server.Key{
 	{Name: "admin", Token: "hard-admin-token-0123456789", Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}},
 	{Name: "nothing", Token: "hard-nothing-token-0123456789"},
+}
+
+// slowClients opens n connections that send a Send call's headers with
+// the admin's token and then its body one byte every 300 ms (30 bytes at
+// most: each stops by itself within 9 s), and returns them.
+func slowClients(t *testing.T, e *env, n int) []net.Conn {
+	t.Helper()
+	var conns []net.Conn
+	for range n {
+		c := rawCall(t, e, "MessagingService/Send", "hard-admin-token-0123456789", false, 1000)
+		go func() {
+			for range 30 {
+				if _, err := c.Write([]byte(" ")); err != nil {
+					return
+				}
+				time.Sleep(300 * time.Millisecond)
+			}
+		}()
+		conns = append(conns, c)
+	}
+	return conns
+}
+
+// connEnded reports, within d, whether the server closed c or answered on it.
+func connEnded(c net.Conn, d time.Duration) error {
+	_ = c.SetReadDeadline(time.Now().Add(d))
+	_, err := io.Copy(io.Discard, c)
+	return err // nil at EOF; a timeout if c stayed open
+}
+
+// A request must be read within ReadTimeout: clients that send a body (or
+// headers) a byte at a time have their connections closed once it
+// passes, and stop counting as calls in flight.
+func TestSlowRequestsCut(t *testing.T) {
+	t.Parallel()
+	const readTimeout = time.Second
+	e := start(t, "sqlite", server.Config{Keys: hardeningKeys, ReadTimeout: readTimeout})
+	began := time.Now()
+	conns := slowClients(t, e, 20)
+	for range 5 { // headers a byte at a time, never finished
+		c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		go func() {
+			for _, b := range []byte("POST /sluice.v1.MessagingService/Send HTTP/1.1\r\n") {
+				if _, err := c.Write([]byte{b}); err != nil {
+					return
+				}
+				time.Sleep(300 * time.Millisecond)
+			}
+		}()
+		conns = append(conns, c)
+	}
+	// The clients would go on for 9 s; the bound ends them after 1 s (with
+	// a margin for a loaded machine, far below 9 s).
+	for i, c := range conns {
+		if err := connEnded(c, 12*time.Second); err != nil {
+			t.Fatalf("slow client %d: not cut off after %v: %v", i, time.Since(began), err)
+		}
+	}
+	if d := time.Since(began); d > 8*time.Second {
+		t.Fatalf("the slow clients were cut off after %v, want about %v", d, readTimeout)
+	}
+	if !waitForMetric(t, e, "sluice_api_calls_in_flight", 0) {
+		t.Fatal("the cut calls still count as in flight")
+	}
+}
+
+// waitForMetric polls /metrics until the gauge named reads want (10 s
+// at most).
+func waitForMetric(t *testing.T, e *env, name string, want float64) bool {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequest(http.MethodGet, e.url+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer hard-admin-token-0123456789")
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		for _, line := range strings.Split(string(raw), "\n") {
+			var v float64
+			if rest, ok := strings.CutPrefix(line, name+" "); ok {
+				if _, err := fmt.Sscan(rest, &v); err == nil && v == want {
+					return true
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+// The read bound is on reading the request, not on the call: a receive
+// that waits, and a Tail stream, outlast it over HTTP/1.1.
+func TestReadBoundSparesLongCalls(t *testing.T) {
+	t.Parallel()
+	const readTimeout = 500 * time.Millisecond
+	e := start(t, "sqlite", server.Config{Keys: hardeningKeys, ReadTimeout: readTimeout, Heartbeat: 200 * time.Millisecond})
+	const admin = "hard-admin-token-0123456789"
+	if status, body := postRaw(t, e, "EntityService/CreateQueue", admin, `{"name":"q"}`); status != http.StatusOK {
+		t.Fatalf("CreateQueue: %d %s", status, body)
+	}
+	began := time.Now()
+	if status, body := postRaw(t, e, "MessagingService/Receive", admin, `{"entity":"q","maxWait":"2s"}`); status != http.StatusOK {
+		t.Fatalf("a receive waiting 2 s, with a read bound of %v: %d %s", readTimeout, status, body)
+	}
+	if d := time.Since(began); d < 2*time.Second {
+		t.Fatalf("the receive returned after %v, want its wait of 2 s", d)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	s := rpcOpenStream(t, ctx, e, "StreamService/Tail", admin, `{"namespace":"ns","key":"k"}`)
+	defer s.close()
+	began = time.Now()
+	for time.Since(began) < 4*readTimeout {
+		if _, end, err := s.next(); err != nil || end != nil {
+			t.Fatalf("Tail ended after %v (read bound %v): %v, %+v", time.Since(began), readTimeout, err, end)
+		}
+	}
+}
+
+// MaxConnections bounds the connections open at once: one more is
+// closed as soon as it is accepted, and logged; once one closes, another
+// is served.
+func TestMaxConnections(t *testing.T) {
+	t.Parallel()
+	logs := &logRecords{}
+	e := start(t, "sqlite", server.Config{MaxConnections: 3, Logger: slog.New(logs)})
+	addr := strings.TrimPrefix(e.url, "http://")
+	var open []net.Conn
+	for range 3 {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		open = append(open, c)
+	}
+	extra, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	if err := connEnded(extra, 10*time.Second); err != nil {
+		t.Fatalf("a fourth connection stays open: %v", err)
+	}
+	if got := logs.matching("connection refused"); len(got) == 0 || !strings.Contains(got[0], "peer=127.0.0.1:") {
+		t.Fatalf("the refused connection is not logged with its peer: %q", got)
+	}
+	open[0].Close()
+	if !waitForHealthz(e.url, 10*time.Second) {
+		t.Fatal("no connection is served after one of the three closed")
+	}
+}
+
+// waitForHealthz polls /healthz on fresh connections until one answers.
+func waitForHealthz(url string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		tr := &http.Transport{DisableKeepAlives: true}
+		res, err := (&http.Client{Transport: tr, Timeout: time.Second}).Get(url + "/healthz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return true
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+// Key.MaxConnections bounds the connections that carry a key's calls: a
+// call on one more fails with RESOURCE_EXHAUSTED and its connection
+// closes; calls on a connection already counted go on; once one
+// closes, another connection is served.
+func TestKeyMaxConnections(t *testing.T) {
+	t.Parallel()
+	const token = "hard-two-token-0123456789"
+	e := start(t, "sqlite", server.Config{Keys: append([]server.Key{{Name: "two", Token: token, MaxConnections: 2,
+		Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}}}, hardeningKeys...)})
+	call := func(tr *http.Transport) (int, connectError, bool) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, e.url+"/sluice.v1.EntityService/ListQueues", strings.NewReader(`{}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+token)
+		res, err := (&http.Client{Transport: tr}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		raw, _ := io.ReadAll(res.Body)
+		var ce connectError
+		if res.StatusCode != http.StatusOK {
+			_ = json.Unmarshal(raw, &ce)
+		}
+		return res.StatusCode, ce, res.Close
+	}
+	var trs []*http.Transport
+	for range 3 {
+		tr := &http.Transport{MaxConnsPerHost: 1}
+		t.Cleanup(tr.CloseIdleConnections)
+		trs = append(trs, tr)
+	}
+	for i := range 2 {
+		for range 3 {
+			if status, ce, _ := call(trs[i]); status != http.StatusOK {
+				t.Fatalf("a call on connection %d: %d %+v", i, status, ce)
+			}
+		}
+	}
+	status, ce, closes := call(trs[2])
+	wantStatus(t, "a call on a third connection", status, ce, http.StatusTooManyRequests, "resource_exhausted", "TOO_MANY_CONNECTIONS", `key "two"`)
+	if !closes {
+		t.Error("the refused connection stays open (no Connection: close)")
+	}
+	trs[0].CloseIdleConnections()
+	if !waitFor2(10*time.Second, func() bool { s, _, _ := call(trs[2]); return s == http.StatusOK }) {
+		t.Fatal("a new connection is still refused after one of the two closed")
+	}
+}
+
+// waitFor2 polls cond every 20 ms until it holds or d passes.
+func waitFor2(d time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return true
+}
+
+// Refused calls are logged, at a bounded rate: each record names the
+// peer, the procedure, the key when the call named a known one, never a
+// token; past the burst, the records dropped are counted in the next.
+func TestRefusalsLogged(t *testing.T) {
+	t.Parallel()
+	logs := &logRecords{}
+	const unknown, limited = "hard-unknown-token-0123456789", "hard-limited-token-0123456789"
+	e := start(t, "sqlite", server.Config{Logger: slog.New(logs), Keys: append([]server.Key{{Name: "limited", Token: limited,
+		RatePerSecond: 0.001, Burst: 1, Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}}}, hardeningKeys...)})
+	began := time.Now()
+	post(t, e, "EntityService/ListQueues", limited, `{}`) // its one call
+	for _, token := range []string{"", unknown, "hard-nothing-token-0123456789", limited} {
+		for range 2 {
+			if status, _ := post(t, e, "EntityService/GetQueue", token, `{"name":"q"}`); status == http.StatusOK {
+				t.Fatalf("a call with token %q was not refused", token)
+			}
+		}
+	}
+	for range 300 {
+		post(t, e, "EntityService/GetQueue", unknown, `{"name":"q"}`)
+	}
+	elapsed := time.Since(began)
+	got := logs.matching("call refused")
+	if limit := 10 + int(elapsed/time.Second) + 1; len(got) > limit || len(got) < 8 {
+		t.Fatalf("%d refusals logged in %v (308 refused calls), want 8 to %d:\n%s", len(got), elapsed, limit, strings.Join(got, "\n"))
+	}
+	for _, want := range []string{"code=unauthenticated", "key=nothing", "code=permission_denied", "key=limited", "code=resource_exhausted"} {
+		if !slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, want) }) {
+			t.Errorf("no refusal logged with %s:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	for _, l := range got {
+		if !strings.Contains(l, "peer=127.0.0.1:") || !strings.Contains(l, "procedure=/sluice.v1.EntityService/GetQueue") {
+			t.Errorf("a refusal without its peer or procedure: %s", l)
+		}
+		if strings.Contains(l, "token-0123456789") {
+			t.Errorf("a refusal logs a token: %s", l)
+		}
+	}
+	// The bucket refills one record a second: the next names how many
+	// were dropped.
+	if !waitFor2(5*time.Second, func() bool {
+		post(t, e, "EntityService/GetQueue", unknown, `{"name":"q"}`)
+		return len(logs.matching("call refused")) > len(got)
+	}) {
+		t.Fatal("no refusal logged after the burst refilled")
+	}
+	if last := logs.matching("call refused"); !strings.Contains(last[len(got)], "suppressed=") {
+		t.Errorf("the record after the dropped ones does not count them: %s", last[len(got)])
+	}
+}
+
+// The HTTP server's errors (here, TLS handshakes with peers that speak
+// no TLS) are logged at a bounded rate.
+func TestHandshakeErrorsBounded(t *testing.T) {
+	t.Parallel()
+	logs := &logRecords{}
+	cert := testcert.New(t)
+	e := start(t, "sqlite", server.Config{TLS: cert.ServerConfig(), Logger: slog.New(logs)})
+	began := time.Now()
+	for range 100 {
+		c, err := net.Dial("tcp", e.srv.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.WriteString(c, "\x16\x03\x01\x00\x05hello, not TLS")
+		_ = connEnded(c, 10*time.Second)
+		c.Close()
+	}
+	elapsed := time.Since(began)
+	if !waitFor2(10*time.Second, func() bool { return len(logs.matching("TLS handshake error")) > 0 }) {
+		t.Fatal("no handshake error logged")
+	}
+	got := logs.matching("TLS handshake error")
+	if limit := 10 + int(elapsed/time.Second) + 1; len(got) > limit {
+		t.Fatalf("%d handshake errors logged in %v (100 failed handshakes), want at most %d", len(got), elapsed, limit)
+	}
+}
+
+// A key's grant patterns and its name are checked at New: '*' ends a
+// pattern, a pattern is not empty, and no two keys share a name.
+func TestKeysChecked(t *testing.T) {
+	t.Parallel()
+	c, err := sluice.NewClient(shared.Backend(t, "sqlite"), sluice.Options{Service: "t-" + randHex(6)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(name string, patterns ...string) server.Key {
+		return server.Key{Name: name, Token: name + "-token-0123456789abcdef", Grants: []server.Grant{{Actions: server.Send, Entities: patterns}}}
+	}
+	for _, tc := range []struct {
+		keys []server.Key
+		want string // "" when the keys are valid
+	}{
+		{[]server.Key{key("a", "orders", "orders-*", "*", "billing/Subscriptions/*", server.ClusterEntity)}, ""},
+		{[]server.Key{key("a", "orders*eu")}, `"orders*eu": '*' stands only at the end`},
+		{[]server.Key{key("a", "*-eu")}, `"*-eu": '*' stands only at the end`},
+		{[]server.Key{key("a", "**")}, `"**"`},
+		{[]server.Key{key("a", "")}, "empty entity pattern"},
+		{[]server.Key{key("a", " orders")}, "spaces"},
+		{[]server.Key{key("a")}, "names no entity"},
+		{[]server.Key{{Name: "a", Token: "a-token-0123456789abcdef", Grants: []server.Grant{{Entities: []string{"*"}}}}}, "needs permissions"},
+		{[]server.Key{key("a", "x"), {Name: "a", Token: "other-token-0123456789", Grants: []server.Grant{{Actions: server.Send, Entities: []string{"y"}}}}},
+			`two keys are named "a"`},
+	} {
+		_, err := server.New(server.Config{Client: c, Keys: tc.keys})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%+v: %v", tc.keys, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: %v, want an error with %q", tc.keys, err, tc.want)
+		}
+	}
+}
+
+// Handler guards the Host as Start does: without keys it answers only
+// requests to a loopback host, unless Insecure.
+func TestHandlerHostGuard(t *testing.T) {
+	t.Parallel()
+	c, err := sluice.NewClient(shared.Backend(t, "sqlite"), sluice.Options{Service: "t-" + randHex(6)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cfg  server.Config
+		want int
+	}{
+		{server.Config{}, http.StatusMisdirectedRequest},
+		{server.Config{Insecure: true}, http.StatusOK},
+		{server.Config{Keys: hardeningKeys}, http.StatusOK},
+	} {
+		tc.cfg.Client = c
+		srv, err := server.New(tc.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for host, want := range map[string]int{"evil.example": tc.want, "localhost:7070": http.StatusOK, "127.0.0.1": http.StatusOK} {
+			req := httptest.NewRequest(http.MethodGet, "/healthz", nil)
+			req.Host = host
+			rec := httptest.NewRecorder()
+			srv.Handler().ServeHTTP(rec, req)
+			if rec.Code != want {
+				t.Errorf("keys %d, insecure %v: Handler answers Host %s with %d, want %d", len(tc.cfg.Keys), tc.cfg.Insecure, host, rec.Code, want)
+			}
+		}
+	}
+}
+
+// Keys over plain HTTP on a non-loopback address start with a warning:
+// their tokens travel in clear. On loopback, or over TLS, none.
+func TestPlainHTTPKeysWarn(t *testing.T) {
+	t.Parallel()
+	cert := testcert.New(t)
+	for _, tc := range []struct {
+		addr string
+		tls  bool
+		warn bool
+	}{{"0.0.0.0:0", false, true}, {"127.0.0.1:0", false, false}, {"0.0.0.0:0", true, false}} {
+		logs := &logRecords{}
+		cfg := server.Config{Addr: tc.addr, Keys: hardeningKeys, Logger: slog.New(logs)}
+		if tc.tls {
+			cfg.TLS = cert.ServerConfig()
+		}
+		start(t, "sqlite", cfg)
+		if got := len(logs.matching("tokens travel in clear")) > 0; got != tc.warn {
+			t.Errorf("keys on %s (TLS %v): warned %v, want %v", tc.addr, tc.tls, got, tc.warn)
+		}
+	}
+}
+
+// A key starts at most its share of the server's consumers (a quarter
+// of MaxConsumers by default, Key.MaxConsumers otherwise): one more
+// fails with RESOURCE_EXHAUSTED, while another key still starts one, and
+// joining a consumer already running is not counted.
+func TestKeyConsumerShare(t *testing.T) {
+	t.Parallel()
+	const a, b = "hard-a-token-0123456789", "hard-b-token-0123456789"
+	all := []server.Grant{{Actions: server.All, Entities: []string{"*"}}}
+	e := start(t, "sqlite", server.Config{MaxConsumers: 4, StreamNodes: rpcStreamNodes, Keys: []server.Key{
+		{Name: "a", Token: a, Grants: all}, {Name: "b", Token: b, Grants: all, MaxConsumers: 2}}})
+	consume := func(token, consumer string) (*rpcStream, json.RawMessage, *connectError) {
+		t.Helper()
+		ctx, cancel := context.WithCancel(context.Background())
+		s := rpcOpenStream(t, ctx, e, "StreamService/Consume", token, `{"consumer":"`+consumer+`"}`)
+		t.Cleanup(func() { cancel(); s.close() })
+		deadline := time.AfterFunc(30*time.Second, cancel)
+		defer deadline.Stop()
+		msg, end, err := s.next()
+		if err != nil {
+			t.Fatalf("Consume %s: %v", consumer, err)
+		}
+		return s, msg, end
+	}
+	if _, _, end := consume(a, "c1"); end != nil {
+		t.Fatalf("key a's first consumer: %+v", end)
+	}
+	_, _, end := consume(a, "c2")
+	if end == nil || end.Code != "resource_exhausted" || !strings.Contains(end.Message, `key "a"`) {
+		t.Fatalf("key a's second consumer: %+v, want RESOURCE_EXHAUSTED (its share of 4 is 1)", end)
+	}
+	for _, c := range []string{"c1", "c2", "c3"} { // c1 runs already: joining it counts nothing
+		if _, _, end := consume(b, c); end != nil {
+			t.Fatalf("key b's consumer %s: %+v", c, end)
+		}
+	}
+	if _, _, end := consume(b, "c4"); end == nil || end.Code != "resource_exhausted" {
+		t.Fatalf("key b's third consumer: %+v, want RESOURCE_EXHAUSTED (its share is 2)", end)
+	}
 }

@@ -138,7 +138,7 @@ type Server struct {
 	// no keys (and is not Insecure): what Start serves and Handler returns.
 	handler http.Handler
 	m       *metrics
-	tp   throughput
+	tp      throughput
 	// streams serves StreamService and runs the consumers of its
 	// Consume calls.
 	streams *streams
