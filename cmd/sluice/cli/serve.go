@@ -113,7 +113,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		scheme = "https"
 	}
 	url := scheme + "://" + srv.Addr().String()
-	fmt.Fprintf(stdout, "sluice serving %s on %s: Connect, gRPC and HTTP/JSON; /healthz, /readyz\n", cfg.DB, url)
+	fmt.Fprintf(stdout, "sluice serving %s on %s: Connect, gRPC and HTTP/JSON; /healthz, /readyz\n", sluice.RedactDSN(cfg.DB), url)
 	switch {
 	case !cfg.SelfCheck:
 	case len(keys) > 0 && cfg.Token == "":
