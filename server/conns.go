@@ -3,15 +3,11 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"io"
 	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
-	"time"
-
-	"connectrpc.com/connect/v2"
 )
 
 // The bounds on connections and on reading requests. Start's listener
@@ -24,9 +20,11 @@ import (
 // bound, and lasts no longer than its request's read bound
 // (Config.ReadTimeout) or, idle, the server's idle timeout.
 //
-// The read bound covers a request's headers and its messages, not the
-// call: each call clears it once its request message is read, so that a
-// long receive, a Consume or a Tail stream outlives it.
+// The read bound (http.Server.ReadTimeout) covers a request's headers
+// and its body, not the call: the HTTP server lifts it once the body is
+// read (HTTP/1.1 clears the connection's read deadline when the body
+// ends; HTTP/2 bounds each stream's body alone), so that a long receive,
+// a Consume or a Tail stream outlives it.
 
 // trackedConn is a connection Start's listener accepted: it holds a
 // place in the server's bound until it closes, and one in the bound of
@@ -118,7 +116,6 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 
 // httpCall is what a call's interceptors need of its HTTP exchange.
 type httpCall struct {
-	rc     *http.ResponseController
 	header http.Header // the response's
 	http1  bool
 	// unread is set when the call is refused before its request is read:
@@ -147,7 +144,7 @@ type httpCallCtx struct{}
 // interceptors.
 func withHTTPCall(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hc := &httpCall{rc: http.NewResponseController(w), header: w.Header(), http1: r.ProtoMajor == 1}
+		hc := &httpCall{header: w.Header(), http1: r.ProtoMajor == 1}
 		r = r.WithContext(context.WithValue(r.Context(), httpCallCtx{}, hc))
 		if hc.http1 && r.Body != nil {
 			r.Body = &requestBody{ReadCloser: r.Body, hc: hc}
@@ -176,41 +173,4 @@ func (s *Server) refusedUnread(ctx context.Context, k *authKey, err error) error
 		hc.unread.Store(true)
 	}
 	return s.refused(ctx, k, err)
-}
-
-// boundRead is an interceptor that ends the bound on reading a call's
-// request once it is read: a unary or server-streaming call's one
-// message, or, streaming from the client, the end of its messages, each
-// of which must come within ReadTimeout of the one before.
-func (s *Server) boundRead(next connect.ServerFunc) connect.ServerFunc {
-	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
-		hc, _ := ctx.Value(httpCallCtx{}).(*httpCall)
-		if hc == nil {
-			return next(ctx, spec, stream)
-		}
-		return next(ctx, spec, &boundedStream{ServerStream: stream, hc: hc, timeout: s.cfg.ReadTimeout,
-			many: spec.StreamType&connect.StreamTypeClient != 0})
-	}
-}
-
-// boundedStream is a call's stream whose request is read under a bound.
-type boundedStream struct {
-	connect.ServerStream
-	hc      *httpCall
-	timeout time.Duration
-	many    bool // the client streams messages
-}
-
-// Receive reads a request message, then lifts the bound or, while the
-// client streams, renews it; a read that failed (one too slow, say)
-// keeps it, so that what follows of the body is not awaited forever.
-func (b *boundedStream) Receive(msg any) error {
-	err := b.ServerStream.Receive(msg)
-	switch {
-	case b.many && err == nil:
-		_ = b.hc.rc.SetReadDeadline(time.Now().Add(b.timeout))
-	case err == nil || errors.Is(err, io.EOF):
-		_ = b.hc.rc.SetReadDeadline(time.Time{})
-	}
-	return err
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/internal/testcert"
 	"github.com/sluicehq/sluice/server"
 )
@@ -236,6 +237,25 @@ func TestReadBoundSparesLongCalls(t *testing.T) {
 	}
 	if d := time.Since(began); d < 2*time.Second {
 		t.Fatalf("the receive returned after %v, want its wait of 2 s", d)
+	}
+	// Over HTTP/2 (gRPC over h2c): a receive that waits, and a tail.
+	c := e.remote(t, &client.Options{Token: admin, GRPC: true})
+	r, err := c.NewReceiver("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, wcancel := context.WithTimeout(t.Context(), 2*time.Second)
+	began = time.Now()
+	ms, err := r.Receive(wctx, 1)
+	wcancel()
+	if d := time.Since(began); len(ms) != 0 || d < 1900*time.Millisecond {
+		t.Fatalf("a gRPC receive waiting 2 s: %d messages, %v after %v", len(ms), err, d)
+	}
+	tctx, tcancel := context.WithTimeout(t.Context(), 4*readTimeout)
+	err = c.TailStream(tctx, "ns", "k", func(*sluice.StreamEvent) error { return nil }, nil)
+	tcancel()
+	if tctx.Err() == nil {
+		t.Fatalf("a gRPC tail ended before its context, within %v (read bound %v): %v", 4*readTimeout, readTimeout, err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

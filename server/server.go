@@ -76,8 +76,7 @@ type Config struct {
 	// connection closed. It bounds reading the request, not the call: a
 	// receive that waits, a Consume or a Tail stream lasts as long as it
 	// needs once its request is read. Start applies it; a program that
-	// serves Handler itself sets its own http.Server's timeouts (the
-	// bound is lifted the same way once a request is read).
+	// serves Handler itself sets its own http.Server's timeouts.
 	ReadTimeout time.Duration
 	// MaxConnections bounds the connections open to Start's listener at
 	// once (default 8,192): one more is closed as soon as it is accepted.
@@ -220,7 +219,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.interceptors = append(s.interceptors, tracing)
 	}
-	s.interceptors = append(s.interceptors, s.m.observe, s.recoverPanics, s.boundRead, s.authenticate)
+	s.interceptors = append(s.interceptors, s.m.observe, s.recoverPanics, s.authenticate)
 	s.mux = s.routes()
 	s.handler = withHTTPCall(s.mux)
 	if s.keys == nil && !s.cfg.Insecure {
@@ -367,8 +366,8 @@ func (s *Server) Start(ctx context.Context) error {
 	s.http = &http.Server{
 		Handler:   s.handler,
 		Protocols: protocols,
-		// A request's headers and message must come within ReadTimeout;
-		// each call lifts the bound once its request is read (boundRead).
+		// A request's headers and body must come within ReadTimeout; the
+		// bound ends with the body, not with the call (see conns.go).
 		ReadTimeout:       s.cfg.ReadTimeout,
 		ReadHeaderTimeout: min(s.cfg.ReadTimeout, maxReadHeaderTimeout),
 		IdleTimeout:       2 * time.Minute,
