@@ -279,8 +279,9 @@ type keyCtx struct{}
 // authenticate is the server's first interceptor: with keys configured,
 // a call must carry a known bearer token, within its key's rate limit
 // and its bound on connections, and the key must hold the permission
-// the call needs on some entity, before any payload is read. A refusal
-// is logged (at a bounded rate).
+// the call needs on some entity, before any payload is read. Each
+// refusal, its own or the handler's PERMISSION_DENIED, is logged (at a
+// bounded rate).
 func (s *Server) authenticate(next connect.ServerFunc) connect.ServerFunc {
 	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
 		if s.keys == nil {
@@ -306,7 +307,12 @@ func (s *Server) authenticate(next connect.ServerFunc) connect.ServerFunc {
 		if a := procedureNeeds[spec.Procedure]; !k.holdsAny(a) {
 			return s.refusedUnread(ctx, k, denied(k, grantless(a)))
 		}
-		return next(context.WithValue(ctx, keyCtx{}, k), spec, stream)
+		err := next(context.WithValue(ctx, keyCtx{}, k), spec, stream)
+		if connect.CodeOf(err) == connect.CodePermissionDenied {
+			// The handler's refusal: the permission on the entity it names.
+			s.refused(ctx, k, err)
+		}
+		return err
 	}
 }
 
@@ -397,7 +403,7 @@ func (s *Server) authorize(ctx context.Context, a Action, entity string) error {
 	if k != nil && k.allows(a, entity) {
 		return nil
 	}
-	return s.refused(ctx, k, denied(k, fmt.Sprintf("%s %q", a, entity)))
+	return denied(k, fmt.Sprintf("%s %q", a, entity))
 }
 
 // denied is the PERMISSION_DENIED of a call whose key (nil: none) may not
@@ -420,7 +426,7 @@ func (s *Server) authorizeAny(ctx context.Context, a Action, entities []string, 
 	if k != nil && slices.ContainsFunc(entities, func(e string) bool { return k.allows(a, e) }) {
 		return nil
 	}
-	return s.refused(ctx, k, denied(k, fmt.Sprintf("%s %s", a, what)))
+	return denied(k, fmt.Sprintf("%s %s", a, what))
 }
 
 // holdStream counts a server stream against the call's key's bound, and
@@ -493,7 +499,7 @@ func (s *Server) authorizeUnder(ctx context.Context, what, parent, prefix string
 	if k != nil && k.reachesUnder(prefix) {
 		return nil
 	}
-	return s.refused(ctx, k, denied(k, fmt.Sprintf("%s %q", what, parent)))
+	return denied(k, fmt.Sprintf("%s %q", what, parent))
 }
 
 // permitted reports whether the call's key has any permission on entity:

@@ -389,11 +389,15 @@ func TestRefusalsLogged(t *testing.T) {
 	t.Parallel()
 	logs := &logRecords{}
 	const unknown, limited = "hard-unknown-token-0123456789", "hard-limited-token-0123456789"
+	const elsewhere = "hard-elsewhere-token-0123456789"
 	e := start(t, "sqlite", server.Config{Logger: slog.New(logs), Keys: append([]server.Key{{Name: "limited", Token: limited,
-		RatePerSecond: 0.001, Burst: 1, Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}}}, hardeningKeys...)})
+		RatePerSecond: 0.001, Burst: 1, Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}},
+		{Name: "elsewhere", Token: elsewhere, Grants: []server.Grant{{Actions: server.All, Entities: []string{"other-*"}}}}}, hardeningKeys...)})
 	began := time.Now()
 	post(t, e, "EntityService/ListQueues", limited, `{}`) // its one call
-	for _, token := range []string{"", unknown, "hard-nothing-token-0123456789", limited} {
+	// Refused before the handler (no token, an unknown one, no grant of
+	// the permission, the rate limit), and by it (no grant on "q").
+	for _, token := range []string{"", unknown, "hard-nothing-token-0123456789", limited, elsewhere} {
 		for range 2 {
 			if status, _ := post(t, e, "EntityService/GetQueue", token, `{"name":"q"}`); status == http.StatusOK {
 				t.Fatalf("a call with token %q was not refused", token)
@@ -406,9 +410,10 @@ func TestRefusalsLogged(t *testing.T) {
 	elapsed := time.Since(began)
 	got := logs.matching("call refused")
 	if limit := 10 + int(elapsed/time.Second) + 1; len(got) > limit || len(got) < 8 {
-		t.Fatalf("%d refusals logged in %v (308 refused calls), want 8 to %d:\n%s", len(got), elapsed, limit, strings.Join(got, "\n"))
+		t.Fatalf("%d refusals logged in %v (310 refused calls), want 8 to %d:\n%s", len(got), elapsed, limit, strings.Join(got, "\n"))
 	}
-	for _, want := range []string{"code=unauthenticated", "key=nothing", "code=permission_denied", "key=limited", "code=resource_exhausted"} {
+	for _, want := range []string{"code=unauthenticated", "key=nothing", "code=permission_denied", "key=limited", "code=resource_exhausted",
+		`key=elsewhere err=key "elsewhere" may not manage "q"`} {
 		if !slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, want) }) {
 			t.Errorf("no refusal logged with %s:\n%s", want, strings.Join(got, "\n"))
 		}
