@@ -105,7 +105,8 @@ type Key struct {
 	// own, Config.MaxConnections still holds). A connection counts from
 	// the first call with the key on it until it closes; a call that would
 	// be one connection too many fails with RESOURCE_EXHAUSTED
-	// TOO_MANY_CONNECTIONS and its connection is closed.
+	// TOO_MANY_CONNECTIONS, and an HTTP/1.1 connection is closed after it
+	// (an HTTP/2 one may carry other calls: they go on).
 	MaxConnections int
 	// MaxConsumers bounds the consumers whose stream nodes the key's
 	// Consume calls started on the server and that still run (0: a
