@@ -191,7 +191,8 @@ func (k *Key) validate() ([sha256.Size]byte, error) {
 }
 
 // checkPattern checks a grant's entity pattern: a name, or a prefix
-// ending in '*'.
+// ending in '*', of the characters names have ('$' only first, as in
+// "$cluster"), so that a pattern can match something.
 func checkPattern(p string) error {
 	switch i := strings.IndexByte(p, '*'); {
 	case p == "":
@@ -201,6 +202,12 @@ func checkPattern(p string) error {
 	case i >= 0 && i != len(p)-1:
 		return fmt.Errorf("entity pattern %q: '*' stands only at the end of a pattern, for every name starting with what comes "+
 			"before it (%q); list the names, or grant a prefix", p, p[:i]+"*")
+	}
+	for i, c := range []byte(strings.TrimSuffix(p, "*")) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(".-_/", c) >= 0 || c == '$' && i == 0) {
+			return fmt.Errorf("entity pattern %q holds %q, which no entity name has (names are letters, digits, '.', '-', '_' and '/'): "+
+				"name the entities, or a prefix ending in '*'", p, c)
+		}
 	}
 	return nil
 }

@@ -30,12 +30,15 @@ func TestKeysChecked(t *testing.T) {
 		keys []server.Key
 		want string // "" when the keys are valid
 	}{
-		{[]server.Key{key("a", "orders", "orders-*", "*", "billing/Subscriptions/*", server.ClusterEntity)}, ""},
+		{[]server.Key{key("a", "orders", "orders-*", "*", "billing/Subscriptions/*", "o.r_d-3*", server.ClusterEntity, server.MetricsEntity)}, ""},
 		{[]server.Key{key("a", "orders*eu")}, `"orders*eu": '*' stands only at the end`},
 		{[]server.Key{key("a", "*-eu")}, `"*-eu": '*' stands only at the end`},
 		{[]server.Key{key("a", "**")}, `"**"`},
 		{[]server.Key{key("a", "")}, "empty entity pattern"},
 		{[]server.Key{key("a", " orders")}, "spaces"},
+		{[]server.Key{key("a", "orders eu")}, `"orders eu" holds ' '`},
+		{[]server.Key{key("a", "orders?")}, `"orders?" holds '?'`},
+		{[]server.Key{key("a", "a$b")}, `"a$b" holds '$'`},
 		{[]server.Key{key("a")}, "names no entity"},
 		{[]server.Key{{Name: "a", Token: "a-token-0123456789abcdef", Grants: []server.Grant{{Entities: []string{"*"}}}}}, "needs permissions"},
 		{[]server.Key{key("a", "x"), {Name: "a", Token: "other-token-0123456789", Grants: []server.Grant{{Actions: server.Send, Entities: []string{"y"}}}}},
