@@ -38,6 +38,8 @@ const (
 	rpcOther     = "rpc-other-token-0123456789"
 	rpcNarrow    = "rpc-narrow-token-0123456789"
 	rpcTenant    = "rpc-tenant-token-0123456789"
+	// rpcNone is a valid key that grants nothing.
+	rpcNone = "rpc-none-token-0123456789"
 )
 
 var rpcKeys = []server.Key{
@@ -49,6 +51,7 @@ var rpcKeys = []server.Key{
 	{Name: "narrow", Token: rpcNarrow, Grants: []server.Grant{{Actions: server.Receive, Entities: []string{"orders", "ledger"}}}},
 	{Name: "tenant", Token: rpcTenant, Grants: []server.Grant{{Actions: server.All,
 		Entities: []string{"orders-*", "events/Subscriptions/orders-*", "payroll"}}}},
+	{Name: "none", Token: rpcNone},
 }
 
 // rpcLacking is, for each permission, the key that has every other one.
@@ -414,11 +417,18 @@ func checkRPC(t *testing.T, e *env, m rpcMethod, c rpcCase) {
 		t.Run("missing permission", func(t *testing.T) {
 			k := rpcLacking[c.perm]
 			want(t, "a key with every permission but "+c.perm.String(), k.token, c.body, "permission_denied", "",
-				fmt.Sprintf("key %q may not %s %q", k.name, c.perm, c.entity))
+				fmt.Sprintf("key %q may not %s anything: none of its grants gives %s", k.name, c.perm, c.perm))
 			want(t, "a key with grants on other entities only", rpcOther, c.body, "permission_denied", "",
 				fmt.Sprintf("key %q may not %s %q", "other", c.perm, c.entity))
 		})
 	}
+	t.Run("refused before the body", func(t *testing.T) {
+		checkRefusedUnread(t, e, m, rpcNone, `key "none" may not`)
+		if c.perm != 0 {
+			k := rpcLacking[c.perm]
+			checkRefusedUnread(t, e, m, k.token, fmt.Sprintf("key %q may not %s anything", k.name, c.perm))
+		}
+	})
 	if c.list != "" {
 		t.Run("listing filtered", func(t *testing.T) {
 			all := rpcListed(t, e, m.name, rpcAdmin, c.body, c.list)

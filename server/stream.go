@@ -131,6 +131,9 @@ type remoteConsumer struct {
 	name, group string
 	opts        sluice.ConsumerOptions
 	proc        *sluice.StreamProcessor
+	// unhold gives back the place the consumer takes in the bound of the
+	// key whose Consume started it (Key.MaxConsumers).
+	unhold func()
 
 	streams map[*consumeStream]struct{}
 	// attached is closed, and replaced, when a stream attaches.
@@ -568,7 +571,13 @@ func (h *streams) attach(ctx context.Context, cs *consumeStream, name, group str
 			return nil, apierr.New(connect.CodeResourceExhausted, "TOO_MANY_CONSUMERS", fmt.Sprintf(
 				"consume: %d consumers run on this server, at most %d allowed", h.s.cfg.MaxConsumers, h.s.cfg.MaxConsumers))
 		}
+		unhold, err := holdConsumer(cs.key)
+		if err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
 		rc = h.newConsumer(name, group, opts)
+		rc.unhold = unhold
 		h.consumers[name] = rc
 		h.addStream(rc, cs)
 		h.mu.Unlock()
@@ -576,7 +585,7 @@ func (h *streams) attach(ctx context.Context, cs *consumeStream, name, group str
 		// this call stays, until the server shuts down.
 		startCtx, cancelStart := context.WithCancel(context.WithoutCancel(ctx))
 		stopStart := context.AfterFunc(h.s.stopping, cancelStart)
-		err := rc.proc.Start(startCtx)
+		err = rc.proc.Start(startCtx)
 		stopStart()
 		cancelStart()
 		h.mu.Lock()
@@ -686,6 +695,7 @@ func (h *streams) detach(rc *remoteConsumer, cs *consumeStream) {
 	}
 	close(rc.stopped)
 	h.mu.Unlock()
+	rc.unhold()
 }
 
 func isClosed(c chan struct{}) bool {
