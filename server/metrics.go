@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -77,7 +78,7 @@ func (m *metrics) observe(next connect.ServerFunc) connect.ServerFunc {
 	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
 		began := time.Now()
 		m.inFlight.Inc()
-		err := next(ctx, spec, stream)
+		err := next(ctx, spec, requestStream{stream})
 		m.inFlight.Dec()
 		code := "ok"
 		if err != nil {
@@ -91,6 +92,29 @@ func (m *metrics) observe(next connect.ServerFunc) connect.ServerFunc {
 		m.duration.WithLabelValues(procedure).Observe(time.Since(began).Seconds())
 		return err
 	}
+}
+
+// requestStream is a call's stream whose request messages that cannot
+// be read are the client's error: a truncated envelope, or one flagged
+// compressed without an encoding, fails the call with INVALID_ARGUMENT,
+// not the INTERNAL that connect reports for a protocol error, and does
+// not count as the server's error.
+type requestStream struct{ connect.ServerStream }
+
+func (s requestStream) Receive(msg any) error {
+	err := s.ServerStream.Receive(msg)
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	if code := connect.CodeOf(err); code == connect.CodeInternal || code == connect.CodeUnknown {
+		msg := err.Error()
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			msg = ce.Message()
+		}
+		return connect.NewError(connect.CodeInvalidArgument, "reading the request: "+msg)
+	}
+	return err
 }
 
 // maxEntityLabels bounds the entity names the metrics label: beyond it,

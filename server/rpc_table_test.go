@@ -310,6 +310,7 @@ func TestEveryRPC(t *testing.T) {
 	} else if err := s2.Close(t.Context()); err != nil {
 		t.Error(err)
 	}
+	t.Run("bad values", func(t *testing.T) { checkBadValues(t, e, fx, fill) })
 	// Last, as they may write when they should not.
 	t.Run("two entities", func(t *testing.T) { checkSecondEntities(t, e) })
 	t.Run("missing entities", func(t *testing.T) { checkNoProbing(t, e) })

@@ -435,7 +435,7 @@ func (p *CancelParams) Validate(l Limits) error {
 }
 
 // validateSeqs checks a list of sequence numbers: 1 to MaxBatch of them,
-// distinct. A number that names no message is not invalid: it is not
+// distinct, each at least 1. A number that names no message is not invalid: it is not
 // found.
 func validateSeqs(what string, seqs []int64, l Limits) error {
 	if len(seqs) == 0 {
@@ -446,6 +446,9 @@ func validateSeqs(what string, seqs []int64, l Limits) error {
 	}
 	seen := make(map[int64]bool, len(seqs))
 	for _, s := range seqs {
+		if s < 1 {
+			return invalid("%s: sequence number %d: sequence numbers start at 1", what, s)
+		}
 		if seen[s] {
 			return invalid("%s: sequence number %d given twice", what, s)
 		}
