@@ -125,6 +125,7 @@ func (h *entities) DeleteQueue(ctx context.Context, req *sluicev1.DeleteQueueReq
 	if err := h.s.c.DeleteQueue(ctx, req.Name); err != nil {
 		return nil, h.s.fail("delete queue", err)
 	}
+	h.s.m.forgetEntity(req.Name, "")
 	return &sluicev1.DeleteQueueResponse{}, nil
 }
 
@@ -183,6 +184,7 @@ func (h *entities) DeleteTopic(ctx context.Context, req *sluicev1.DeleteTopicReq
 	if err := h.s.c.DeleteTopic(ctx, req.Name); err != nil {
 		return nil, h.s.fail("delete topic", err)
 	}
+	h.s.m.forgetEntity(req.Name, sluice.SubscriptionPath(req.Name, ""))
 	return &sluicev1.DeleteTopicResponse{}, nil
 }
 
@@ -267,6 +269,7 @@ func (h *entities) DeleteSubscription(ctx context.Context, req *sluicev1.DeleteS
 	if err := h.s.c.DeleteSubscription(ctx, req.Topic, req.Name); err != nil {
 		return nil, h.s.fail("delete subscription", err)
 	}
+	h.s.m.forgetEntity(sluice.SubscriptionPath(req.Topic, req.Name), "")
 	return &sluicev1.DeleteSubscriptionResponse{}, nil
 }
 

@@ -119,7 +119,12 @@ func (s requestStream) Receive(msg any) error {
 
 // maxEntityLabels bounds the entity names the metrics label: beyond it,
 // an entity counts as "_other", so that callers naming ever new entities
-// cannot grow the metrics without bound.
+// cannot grow the metrics without bound. Only entities that exist are
+// labelled: a call names its entity in a metric only once its outcome
+// shows that the entity exists (it succeeded, or lost a lock), and a
+// deleted entity's label goes with its series (forgetEntity), so that
+// calls on missing names, and throwaway queues such as the self-check's,
+// never fill the set.
 const maxEntityLabels = 10000
 
 // labelSet admits label values up to a bound.
@@ -142,6 +147,21 @@ func (l *labelSet) label(v string) string {
 	}
 	l.seen[v] = true
 	return v
+}
+
+// forget drops the values that are v or, with under set, start with
+// under, and returns them.
+func (l *labelSet) forget(v, under string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for s := range l.seen {
+		if s == v || under != "" && strings.HasPrefix(s, under) {
+			delete(l.seen, s)
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // entity is the label of an entity's name.
@@ -167,15 +187,28 @@ func (m *metrics) receivedMessages(entity string, mode sluice.ReceiveMode, msgs 
 	}
 }
 
-// settledMessage records a settlement's outcome.
+// settledMessage records a settlement's outcome. Only a success or a
+// lost lock names the entity: either shows that it exists (the library
+// looks the entity up before it settles).
 func (m *metrics) settledMessage(entity, action string, err error) {
-	entity = m.entity(entity)
 	switch {
 	case err == nil:
-		m.settled.WithLabelValues(entity, action).Inc()
+		m.settled.WithLabelValues(m.entity(entity), action).Inc()
 		m.tp.settled.Add(1)
 	case isLockLost(err):
-		m.lockLost.WithLabelValues(entity).Inc()
+		m.lockLost.WithLabelValues(m.entity(entity)).Inc()
+	}
+}
+
+// forgetEntity drops the series of a deleted entity, and of the
+// subscriptions under it when it is a topic (under: their prefix), with
+// their labels.
+func (m *metrics) forgetEntity(name, under string) {
+	for _, label := range m.entities.forget(name, under) {
+		match := prometheus.Labels{"entity": label}
+		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.sent, m.received, m.settled, m.lockLost, m.dead, m.waited} {
+			v.DeletePartialMatch(match)
+		}
 	}
 }
 
