@@ -406,7 +406,22 @@ func (p *ListParams) Validate(l Limits) error {
 	if p.Max < 1 || p.Max > l.MaxBatch {
 		return invalid("list of %d queues: must be between 1 and %d", p.Max, l.MaxBatch)
 	}
+	if len(p.Prefix) > MaxNameLen {
+		return invalid("list of the names starting with a prefix of %d bytes: at most %d", len(p.Prefix), MaxNameLen)
+	}
 	return nil
+}
+
+// PrefixRange returns the range [from, to) of the names that start with
+// prefix, in byte order: every name for "". Names are ASCII, so the
+// range ends before the first name past the prefix's last byte.
+func PrefixRange(prefix string) (from, to string) {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] < 0x7f {
+			return prefix, prefix[:i] + string(prefix[i]+1)
+		}
+	}
+	return prefix, "\x7f" // no name reaches DEL
 }
 
 // Validate checks a lease of deferred messages.
