@@ -49,6 +49,8 @@ var rpcKeys = []server.Key{
 	{Name: "narrow", Token: rpcNarrow, Grants: []server.Grant{{Actions: server.Receive, Entities: []string{"orders", "ledger"}}}},
 	{Name: "tenant", Token: rpcTenant, Grants: []server.Grant{{Actions: server.All,
 		Entities: []string{"orders-*", "events/Subscriptions/orders-*", "payroll"}}}},
+	{Name: "metered", Token: rpcMetered, RatePerSecond: 0.001, Burst: 1, Grants: []server.Grant{{Actions: server.Manage,
+		Entities: []string{server.MetricsEntity}}}},
 }
 
 // rpcLacking is, for each permission, the key that has every other one.
@@ -311,6 +313,7 @@ func TestEveryRPC(t *testing.T) {
 		t.Error(err)
 	}
 	t.Run("bad values", func(t *testing.T) { checkBadValues(t, e, fx, fill) })
+	t.Run("operational endpoints", func(t *testing.T) { checkOperational(t, e) })
 	// Last, as they may write when they should not.
 	t.Run("two entities", func(t *testing.T) { checkSecondEntities(t, e) })
 	t.Run("missing entities", func(t *testing.T) { checkNoProbing(t, e) })
