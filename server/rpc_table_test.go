@@ -51,6 +51,7 @@ var rpcKeys = []server.Key{
 		Entities: []string{"orders-*", "events/Subscriptions/orders-*", "payroll"}}}},
 	{Name: "metered", Token: rpcMetered, RatePerSecond: 0.001, Burst: 1, Grants: []server.Grant{{Actions: server.Manage,
 		Entities: []string{server.MetricsEntity}}}},
+	{Name: "biller", Token: rpcBiller, Grants: []server.Grant{{Actions: server.Receive, Entities: []string{"billing", "payments"}}}},
 }
 
 // rpcLacking is, for each permission, the key that has every other one.
@@ -317,6 +318,7 @@ func TestEveryRPC(t *testing.T) {
 	// Last, as they may write when they should not.
 	t.Run("two entities", func(t *testing.T) { checkSecondEntities(t, e) })
 	t.Run("missing entities", func(t *testing.T) { checkNoProbing(t, e) })
+	t.Run("namespace grants", func(t *testing.T) { checkNamespaceGrants(t, e, fx) })
 }
 
 // checkNoProbing checks that a key learns of an entity's existence only

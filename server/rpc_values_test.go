@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -62,6 +63,22 @@ func checkBadValues(t *testing.T, e *env, fx rpcFixtures, fill *strings.Replacer
 	if _, err := e.lib.CreateQueue(t.Context(), "sessions-b", &sluice.QueueProperties{RequiresSession: true}); err != nil {
 		t.Fatal(err)
 	}
+	// The admin acked the held delivery: its progress is stored soon,
+	// and must not pass for a change the refused calls made.
+	waitFor(t, "the held delivery's ack stored", 30*time.Second, func() bool {
+		cs, err := e.lib.ClusterStatus(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range cs.Partitions {
+			for _, s := range p.Subscriptions {
+				if s.ID == fx.sub {
+					return s.Position >= 1
+				}
+			}
+		}
+		return false
+	})
 	before := rpcSnapshot(t, e, fx)
 	for _, c := range rpcBadValues {
 		body := fill.Replace(c.body)
