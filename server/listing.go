@@ -16,14 +16,6 @@ type nameRange struct {
 	exact  bool
 }
 
-// holds reports whether the range holds name.
-func (r nameRange) holds(name string) bool {
-	if r.exact {
-		return name == r.prefix
-	}
-	return strings.HasPrefix(name, r.prefix)
-}
-
 // visibleRanges returns the ranges of names under within (a prefix, ""
 // for every name) that the call's key holds a permission of wanted on (0:
 // any permission), disjoint and in name order, so that a listing reads

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -102,6 +104,10 @@ func TestListingCostIgnoresHiddenEntities(t *testing.T) {
 				Entities: []string{"mine-*", "feed/Subscriptions/mine-*", "lone", "feed"}}}},
 			{Name: "blind", Token: "cost-blind-token-0123456789", Grants: []server.Grant{{Actions: server.All,
 				Entities: []string{"nothing-here-*"}}}},
+			{Name: "mixed", Token: "cost-mixed-token-0123456789", Grants: []server.Grant{
+				{Actions: server.Send, Entities: []string{"a-00*", "a-0100", "mind-01*", "mind-1*", "lone", "$metrics", "*x"}},
+				{Actions: server.Manage, Entities: []string{"a-0*", "mine-2", "mi*", "z*"}},
+				{Actions: 0, Entities: []string{"*"}}}},
 		}
 		e, b := startCounting(t, kind, server.Config{Keys: keys})
 		ctx := t.Context()
@@ -162,9 +168,53 @@ func TestListingCostIgnoresHiddenEntities(t *testing.T) {
 			}
 		}
 		t.Logf("reads per listing: %v", many)
-		// The admin sees them all, in pages.
-		if status, body := postRaw(t, e, "EntityService/ListQueues", "cost-admin-token-0123456789", `{"max":1000}`); status != http.StatusOK {
-			t.Fatalf("the admin's ListQueues: %d %s", status, body)
+		// Paged, a listing shows what the key may see, all of it, in order.
+		for _, token := range []string{"cost-mine-token-0123456789", "cost-mixed-token-0123456789", "cost-admin-token-0123456789"} {
+			var key server.Key
+			for _, k := range keys {
+				if k.Token == token {
+					key = k
+				}
+			}
+			all, err := e.lib.ListQueues(ctx, "", 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			more, err := e.lib.ListQueues(ctx, all[len(all)-1].Name, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, q := range append(all, more...) {
+				if sees(key, q.Name) {
+					want = append(want, q.Name)
+				}
+			}
+			var got []string
+			for after := ""; ; {
+				page := rpcListed(t, e, "EntityService/ListQueues", token, fmt.Sprintf(`{"max":7,"after":%q}`, after), "name")
+				got = append(got, page...)
+				if len(page) < 7 {
+					break
+				}
+				after = page[len(page)-1]
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s lists %d queues in pages of 7, want %d: %v", key.Name, len(got), len(want), got)
+			}
 		}
 	})
+}
+
+// sees reports whether the key has a permission on entity, as the
+// server's grants read.
+func sees(k server.Key, entity string) bool {
+	for _, g := range k.Grants {
+		for _, p := range g.Entities {
+			if prefix, ok := strings.CutSuffix(p, "*"); g.Actions != 0 && (ok && strings.HasPrefix(entity, prefix) || p == entity) {
+				return true
+			}
+		}
+	}
+	return false
 }
