@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -23,13 +24,17 @@ type readiness struct {
 }
 
 // check returns the outcome of the last check, checking again once it
-// is older than readyFresh.
-func (r *readiness) check(c *sluice.Client) error {
+// is older than readyFresh; a failed check is logged (once a check, not
+// once a probe).
+func (r *readiness) check(c *sluice.Client, log *slog.Logger) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.at.IsZero() || time.Since(r.at) >= readyFresh {
 		r.err = probe(c)
 		r.at = time.Now()
+		if r.err != nil {
+			log.Warn("sluice: server: not ready: the database does not answer", "err", r.err)
+		}
 	}
 	return r.err
 }

@@ -273,8 +273,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not listening yet", http.StatusServiceUnavailable)
 		return
 	}
-	if err := s.health.check(s.c); err != nil {
-		s.log.Warn("sluice: server: not ready: the database does not answer", "err", err)
+	if err := s.health.check(s.c, s.log); err != nil {
 		http.Error(w, "the database does not answer", http.StatusServiceUnavailable)
 		return
 	}
