@@ -52,6 +52,9 @@ var rpcKeys = []server.Key{
 	{Name: "tenant", Token: rpcTenant, Grants: []server.Grant{{Actions: server.All,
 		Entities: []string{"orders-*", "events/Subscriptions/orders-*", "payroll"}}}},
 	{Name: "none", Token: rpcNone},
+	{Name: "metered", Token: rpcMetered, RatePerSecond: 0.001, Burst: 1, Grants: []server.Grant{{Actions: server.Manage,
+		Entities: []string{server.MetricsEntity}}}},
+	{Name: "biller", Token: rpcBiller, Grants: []server.Grant{{Actions: server.Receive, Entities: []string{"billing", "payments"}}}},
 }
 
 // rpcLacking is, for each permission, the key that has every other one.
@@ -352,9 +355,12 @@ func TestEveryRPC(t *testing.T) {
 	} else if err := s2.Close(t.Context()); err != nil {
 		t.Error(err)
 	}
+	t.Run("bad values", func(t *testing.T) { checkBadValues(t, e, fx, fill) })
+	t.Run("operational endpoints", func(t *testing.T) { checkOperational(t, e) })
 	// Last, as they may write when they should not.
 	t.Run("two entities", func(t *testing.T) { checkSecondEntities(t, e) })
 	t.Run("missing entities", func(t *testing.T) { checkNoProbing(t, e) })
+	t.Run("namespace grants", func(t *testing.T) { checkNamespaceGrants(t, e, fx) })
 }
 
 // checkNoProbing checks that a key learns of an entity's existence only
