@@ -179,8 +179,16 @@ type ProgressParams struct {
 type ProgressResult struct {
 	// Err is ErrFenced when the partition's epoch moved on.
 	Err error
+	// Checkpoint is the checkpoint stored: the one proposed, capped by
+	// the lowest stored position of any subscription of the partition
+	// (and never moved back).
+	Checkpoint int64
 	// Trimmed counts the records trimmed.
 	Trimmed int64
+	// TrimmedThrough is the partition's retention watermark after the
+	// save's trim (valid when ProgressParams.Trim > 0): records at or
+	// below it are gone.
+	TrimmedThrough int64
 }
 
 // ParkParams parks events of a subscription.

@@ -31,13 +31,17 @@ type agent struct {
 	cache Cache
 	log   *slog.Logger
 
-	subs       map[string]*subState
-	checkpoint int64 // last checkpoint stored
-	// trimmedAt is the checkpoint retention last trimmed behind, at
-	// trimmedTime; trimMore: that trim stopped at its bound.
-	trimmedAt   int64
+	subs map[string]*subState
+	// proposed is the checkpoint the agent last proposed, and stored
+	// what the save stored: the proposal capped by every stored position
+	// of the partition's subscriptions, those of other groups included.
+	proposed, stored int64
+	// watermark is the partition's retention watermark after the last
+	// trim, at trimmedTime (-1: not trimmed yet). While it is below the
+	// stored checkpoint, records retention kept may age out: a trim is
+	// due every TrimInterval, new records or not.
+	watermark   int64
 	trimmedTime time.Time
-	trimMore    bool
 	submitted   time.Time // last progress handed to the saver
 	savedCh     chan saved
 	readWait    time.Duration
@@ -173,7 +177,7 @@ func newAgent(n *Node, lease store.PartitionLease) *agent {
 	partition := lease.Partition
 	return &agent{
 		leaseCtx: lctx, leaseCancel: lcancel,
-		n: n, partition: partition, lease: lease, epoch: lease.Epoch, checkpoint: lease.Checkpoint, trimmedAt: -1,
+		n: n, partition: partition, lease: lease, epoch: lease.Epoch, proposed: lease.Checkpoint, stored: lease.Checkpoint, watermark: -1,
 		cache: NewCache(n.cfg.CacheRecords, n.cfg.CacheBytes),
 		log:   n.cfg.Logger.With("partition", partition),
 		subs:  make(map[string]*subState), readWait: n.cfg.PollInterval,
@@ -183,7 +187,7 @@ func newAgent(n *Node, lease store.PartitionLease) *agent {
 		stop: make(chan context.Context, 1), done: make(chan struct{}),
 		// Stats name the partition and its epoch from the start, before
 		// the first step publishes the rest.
-		stats: PartitionStats{Partition: partition, Epoch: lease.Epoch, Checkpoint: lease.Checkpoint},
+		stats: PartitionStats{Partition: partition, Epoch: lease.Epoch, ProposedCheckpoint: lease.Checkpoint, StoredCheckpoint: lease.Checkpoint},
 	}
 }
 
@@ -405,7 +409,7 @@ func (a *agent) load() error {
 		return err
 	}
 	a.refreshed = time.Now()
-	from := a.checkpoint
+	from := a.stored
 	first := true
 	for _, s := range a.subs {
 		if s.active() && (first || s.cursor < from) {
@@ -767,8 +771,10 @@ const trimBatch = 1000
 
 // progress is what the agent would store now: changed positions, the
 // checkpoint (the lowest position of the subscriptions handled here, and
-// never past what the agent read), and a trim when the checkpoint passed
-// records since the last one. ok is false when there is nothing to
+// never past what the agent read), and a trim every TrimInterval while
+// the stored checkpoint is above the retention watermark: retention acts
+// on time, so records it kept for their age go once they are old enough,
+// whether or not new records came. ok is false when there is nothing to
 // store. The store keeps the checkpoint at or below every subscription's
 // stored position, so those handled elsewhere (by another group, whose
 // progress this agent does not follow) or nowhere hold it back there.
@@ -786,10 +792,10 @@ func (a *agent) progress() (p store.ProgressParams, ok bool) {
 		}
 	}
 	p = store.ProgressParams{Group: a.n.cfg.Group, Partition: a.partition, Epoch: a.epoch, Checkpoint: checkpoint, Positions: changed}
-	if (checkpoint > a.trimmedAt || a.trimMore) && time.Since(a.trimmedTime) >= a.n.cfg.TrimInterval {
+	if a.stored > a.watermark && time.Since(a.trimmedTime) >= a.n.cfg.TrimInterval {
 		p.Trim = trimBatch
 	}
-	return p, checkpoint != a.checkpoint || len(changed) > 0 || p.Trim > 0
+	return p, checkpoint != a.proposed || len(changed) > 0 || p.Trim > 0
 }
 
 // save hands the agent's progress to the node's saver, which stores the
@@ -823,7 +829,7 @@ func (a *agent) applySaved(o saved) {
 		a.stopFenced(o.res.Err)
 		return
 	}
-	a.checkpoint = o.p.Checkpoint
+	a.proposed, a.stored = o.p.Checkpoint, o.res.Checkpoint
 	for id, pos := range o.p.Positions {
 		if s, ok := a.subs[id]; ok {
 			s.saved = pos
@@ -832,9 +838,11 @@ func (a *agent) applySaved(o saved) {
 	a.statsMu.Lock()
 	a.stats.SavedAt = time.Now()
 	if o.p.Trim > 0 {
-		a.trimmedAt, a.trimmedTime = o.p.Checkpoint, time.Now()
-		a.trimMore = o.res.Trimmed == int64(o.p.Trim)
-		a.stats.TrimmedAt = a.trimmedTime
+		a.watermark, a.trimmedTime = o.res.TrimmedThrough, time.Now()
+		if o.res.Trimmed == int64(o.p.Trim) {
+			a.trimmedTime = time.Time{} // stopped at its bound: more at once
+		}
+		a.stats.TrimmedAt = time.Now()
 	}
 	a.statsMu.Unlock()
 }

@@ -443,9 +443,17 @@ func (n *Node) watchSubscriptions() (<-chan struct{}, func()) {
 type PartitionStats struct {
 	Partition int32
 	Epoch     int64
-	// Read is the last position read; Checkpoint the last one stored.
-	Read       int64
-	Checkpoint int64
+	// Read is the last position read.
+	Read int64
+	// ProposedCheckpoint is the checkpoint this node last proposed: the
+	// lowest position of the subscriptions it handles, never past Read.
+	// StoredCheckpoint is the partition's checkpoint as its last save
+	// stored it: the proposal capped by the lowest stored position of
+	// every subscription of the partition (those of consumers no node of
+	// this group handles, or of other groups, hold it back), and never
+	// moved back. Retention trims no further than the stored one.
+	ProposedCheckpoint int64
+	StoredCheckpoint   int64
 	// CachedRecords and CachedBytes are what the cache holds.
 	CachedRecords int
 	CachedBytes   int64
@@ -471,8 +479,8 @@ type SubscriptionStats struct {
 
 func (a *agent) publishStats() {
 	recs, bytes := a.cache.Size()
-	st := PartitionStats{Partition: a.partition, Epoch: a.epoch, Read: a.cache.Next() - 1, Checkpoint: a.checkpoint,
-		CachedRecords: recs, CachedBytes: bytes}
+	st := PartitionStats{Partition: a.partition, Epoch: a.epoch, Read: a.cache.Next() - 1,
+		ProposedCheckpoint: a.proposed, StoredCheckpoint: a.stored, CachedRecords: recs, CachedBytes: bytes}
 	for _, id := range slices.Sorted(maps.Keys(a.subs)) {
 		s := a.subs[id]
 		pos := s.cursor

@@ -345,16 +345,19 @@ func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p
 	if _, err := e.exec(ctx, tx, "SaveCheckpoint", checkpoint, t.Service, t.Provider, p.Partition); err != nil {
 		return store.ProgressResult{}, trimmedThrough{}, err
 	}
+	// The checkpoint just stored (it never moves back), which the save
+	// holds locked.
+	res := store.ProgressResult{Checkpoint: max(stored, checkpoint)}
 	if p.Trim == 0 {
-		return store.ProgressResult{}, trimmedThrough{}, nil
+		return res, trimmedThrough{}, nil
 	}
-	// The checkpoint just stored, which the save holds locked.
-	through := max(stored, checkpoint)
+	through := res.Checkpoint
 	if least.Valid {
 		through = min(through, least.Int64)
 	}
 	n, tr, err := e.deleteThrough(ctx, tx, t, &store.TrimConsumedParams{Partition: p.Partition, Max: p.Trim}, through, now)
-	return store.ProgressResult{Trimmed: n}, tr, err
+	res.Trimmed, res.TrimmedThrough = n, max(tr.was, tr.through)
+	return res, tr, err
 }
 
 // parkedRow is one row of InsertParked.
@@ -578,10 +581,11 @@ func (e *Engine) trimConsumed(ctx context.Context, tx querier, t store.Tenant, p
 }
 
 // trimmedThrough is how far deleteThrough trimmed a partition (through 0:
-// not at all).
+// not at all), and its retention watermark before (was).
 type trimmedThrough struct {
 	partition int32
 	through   int64
+	was       int64
 }
 
 // deleteThrough deletes, under the retention lock its caller holds, the
@@ -598,22 +602,23 @@ func (e *Engine) deleteThrough(ctx context.Context, tx querier, t store.Tenant, 
 	if err != nil {
 		return 0, trimmedThrough{}, err
 	}
+	untouched := trimmedThrough{was: trimmed}
 	// At most p.Max records, and the trimmed position says how far they went.
 	through = min(through, head, trimmed+int64(p.Max))
 	if through <= trimmed {
-		return 0, trimmedThrough{}, nil
+		return 0, untouched, nil
 	}
 	if through, err = e.retentionHold(ctx, tx, t, p, trimmed, through, now); err != nil {
 		return 0, trimmedThrough{}, err
 	}
 	if through <= trimmed {
-		return 0, trimmedThrough{}, nil
+		return 0, untouched, nil
 	}
 	n, err := e.exec(ctx, tx, "DeleteRecordRange", t.Service, t.Provider, p.Partition, trimmed, through)
 	if err != nil {
 		return 0, trimmedThrough{}, err
 	}
-	return n, trimmedThrough{p.Partition, through}, nil
+	return n, trimmedThrough{p.Partition, through, trimmed}, nil
 }
 
 // setTrimmed marks partitions trimmed through their positions, in
