@@ -36,6 +36,9 @@ var (
 	// ErrConsumerConflict reports a processor started with a consumer
 	// that processors of another group handle.
 	ErrConsumerConflict = sluicetype.ErrConsumerConflict
+	// ErrPartitionNotPulled reports parked events a processor's Replay
+	// left parked: their partitions are pulled by another processor.
+	ErrPartitionNotPulled = sluicetype.ErrPartitionNotPulled
 )
 
 // StreamID names a stream: a namespace (a name like a queue's) and a key
@@ -556,9 +559,15 @@ func (p *StreamProcessor) Stop(ctx context.Context) error {
 
 // Replay delivers up to max of a subscription's parked events again,
 // oldest first, through its consumer on this processor; each delivered
-// one leaves the parked events. It stops at the first that fails again
-// (which stays parked, with its new error) and returns how many were
-// delivered.
+// one leaves the parked events. A replayed event goes through its
+// stream's ordered delivery on this processor: as the stream's next
+// event, once the stream's delivery in progress has ended and before its
+// live events still waiting, so that one event of a stream at a time
+// still holds. Replay stops at the first that fails again (which stays
+// parked, with its new error) and returns how many were delivered.
+// Events of partitions another processor pulls stay parked: Replay
+// delivers the others, then fails with ErrPartitionNotPulled (replay on
+// each processor of the group to deliver them all).
 func (p *StreamProcessor) Replay(ctx context.Context, subscription string, max int) (int, error) {
 	return p.node.Replay(ctx, subscription, max)
 }

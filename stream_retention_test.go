@@ -1,7 +1,12 @@
 package sluice_test
 
 import (
+	"context"
+	"errors"
+	"slices"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,3 +125,96 @@ func TestStreamStatsCheckpoints(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// overlapCheck is a handler wrapper that counts deliveries of a stream
+// that overlap another delivery of the same stream.
+type overlapCheck struct {
+	mu       sync.Mutex
+	active   map[string]int
+	overlaps int
+}
+
+func (o *overlapCheck) enter(key string) func() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.active == nil {
+		o.active = make(map[string]int)
+	}
+	o.active[key]++
+	if o.active[key] > 1 {
+		o.overlaps++
+	}
+	return func() {
+		o.mu.Lock()
+		o.active[key]--
+		o.mu.Unlock()
+	}
+}
+
+func (o *overlapCheck) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.overlaps
+}
+
+// A replay of parked events goes through the stream's ordered delivery:
+// replayed while the same stream's live events are delivered, no
+// delivery overlaps another of its stream, and the live events still
+// come in order, each once.
+func TestStreamReplayNeverOverlapsLiveDelivery(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		var healed atomic.Bool
+		var ov overlapCheck
+		col := newCollector()
+		handler := func(ctx context.Context, ev *sluice.StreamEvent) error {
+			defer ov.enter(ev.Key)()
+			if string(ev.Body) == "bad" && !healed.Load() {
+				return errors.New("bad")
+			}
+			time.Sleep(20 * time.Millisecond) // ignores ctx: a stream's deliveries must wait
+			return col.handle(ctx, ev)
+		}
+		p := startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
+			p.Handle("c", handler, &sluice.ConsumerOptions{Namespace: "rp", MaxAttempts: 1})
+		})
+		id := sluice.StreamID{Namespace: "rp", Key: "k"}
+		const sub = "ns/rp/c"
+		bad := publish(t, c, id, "bad", "bad", "bad", "bad", "bad")
+		waitFor(t, 30*time.Second, "the bad events are not parked", func() (bool, string) {
+			evs, err := c.ParkedEvents(ctx, sub, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(evs) == len(bad), itoa(int64(len(evs))) + " parked"
+		})
+		healed.Store(true)
+		bodies := make([]string, 60)
+		for i := range bodies {
+			bodies[i] = "live"
+		}
+		live := publish(t, c, id, bodies...)
+		// Replay while the live events are being delivered.
+		col.waitCount(t, 3, 30*time.Second)
+		n, err := p.Replay(ctx, sub, 10)
+		if err != nil || n != len(bad) {
+			t.Fatalf("Replay = %d, %v; want %d", n, err, len(bad))
+		}
+		col.waitCount(t, int64(len(live)+len(bad)), 60*time.Second)
+		if got := ov.count(); got > 0 {
+			t.Fatalf("%d deliveries overlapped another of the same stream", got)
+		}
+		var gotLive []int64
+		for _, pos := range col.positions(sub, "k") {
+			if pos > bad[len(bad)-1] {
+				gotLive = append(gotLive, pos)
+			}
+		}
+		if !slices.Equal(gotLive, live) {
+			t.Fatalf("the live events came as %v, want %v in order", head(gotLive), head(live))
+		}
+		if evs, err := c.ParkedEvents(ctx, sub, 10); err != nil || len(evs) != 0 {
+			t.Fatalf("parked events after the replay: %+v, %v", evs, err)
+		}
+	})
+}

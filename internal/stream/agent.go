@@ -52,6 +52,8 @@ type agent struct {
 	refreshed   time.Time
 
 	results chan result
+	// replays brings replays of parked events to the agent's goroutine.
+	replays chan *replayReq
 	wg      sync.WaitGroup
 	// deliveries carries the context of deliveries: cancelled when a
 	// stop's deadline passes.
@@ -102,6 +104,9 @@ type subState struct {
 	// faultPending is a fault the database has not recorded yet: the
 	// subscription stays halted until it has.
 	faultPending string
+	// replays are parked events to deliver again, in the order asked
+	// for: each as the next event of its stream (see startReplays).
+	replays []*replayReq
 }
 
 // streamQueue is one stream's events waiting for one subscription, in
@@ -126,6 +131,8 @@ type result struct {
 	stopped bool
 	// fault: the consumer's policy faults the subscription.
 	fault bool
+	// replay is the replay this delivery was (nil: a live event).
+	replay *replayReq
 }
 
 // safe is the subscription's position: every record at or below it is
@@ -182,6 +189,7 @@ func newAgent(n *Node, lease store.PartitionLease) *agent {
 		log:   n.cfg.Logger.With("partition", partition),
 		subs:  make(map[string]*subState), readWait: n.cfg.PollInterval,
 		results:    make(chan result, 64),
+		replays:    make(chan *replayReq),
 		savedCh:    make(chan saved, 1),
 		deliveries: dctx, cancel: cancel,
 		stop: make(chan context.Context, 1), done: make(chan struct{}),
@@ -306,6 +314,8 @@ func (a *agent) run() {
 			}
 		case <-refresh:
 			a.refreshed = time.Time{}
+		case r := <-a.replays:
+			a.queueReplay(r)
 		case o := <-a.savedCh:
 			a.applySaved(o)
 		case <-tick.C:
@@ -445,6 +455,7 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 			// Deleted and created again with the same id (a namespace
 			// subscription): a new subscription, with its own start.
 			s.cancel()
+			s.dropReplays(errSubscriptionGone)
 			delete(a.subs, sub.ID)
 			ok = false
 		}
@@ -495,6 +506,7 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 	for id, s := range a.subs {
 		if !seen[id] {
 			s.cancel() // unsubscribed: its deliveries stop at once
+			s.dropReplays(errSubscriptionGone)
 			delete(a.subs, id)
 		}
 	}
@@ -595,6 +607,9 @@ func (a *agent) dispatch() {
 	next := a.cache.Next()
 	owns := a.owns()
 	for _, s := range a.subs {
+		if s.c != nil && s.faulted && !s.draining() && owns {
+			a.startReplays(s) // parked events go again, faulted or not
+		}
 		if !s.active() {
 			continue
 		}
@@ -631,6 +646,7 @@ func (a *agent) dispatch() {
 		if !owns {
 			continue // the lease may have moved on: deliver nothing until renewed
 		}
+		a.startReplays(s)
 		for s.inflight < s.c.MaxConcurrency && len(s.ready) > 0 {
 			key := s.ready[0]
 			s.ready = s.ready[1:]
@@ -710,6 +726,10 @@ func (a *agent) park(ctx context.Context, sub string, r *sluicetype.Record, caus
 func (a *agent) resolve(r result) {
 	s := r.s
 	s.inflight--
+	if r.replay != nil {
+		a.resolveReplay(r)
+		return
+	}
 	q := s.streams[r.key]
 	if cur, ok := a.subs[s.sub.ID]; !ok || cur != s || r.gen != s.gen || q == nil {
 		return // unsubscribed or halted meanwhile
@@ -866,6 +886,9 @@ wait:
 	}()
 	for r := range a.results {
 		a.resolve(r)
+	}
+	for _, s := range a.subs {
+		s.dropReplays(errAgentStopped)
 	}
 	a.finalSave()
 }
