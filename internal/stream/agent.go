@@ -459,13 +459,31 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 			delete(a.subs, sub.ID)
 			ok = false
 		}
-		if !ok {
+		load := func() (map[string]int64, error) {
 			if positions == nil {
 				pp, err := a.n.st.Progress(ctx, a.partition)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				positions = pp.Positions
+			}
+			return positions, nil
+		}
+		if ok && s.sub.Repositions != sub.Repositions {
+			// Repositioned: from the stored position on, and nothing
+			// more from the old one.
+			positions, err := load()
+			if err != nil {
+				return err
+			}
+			if pos, found := positions[sub.ID]; found {
+				a.repositioned(s, pos)
+			}
+		}
+		if !ok {
+			positions, err := load()
+			if err != nil {
+				return err
 			}
 			pos, ok := positions[sub.ID]
 			if !ok {
@@ -511,6 +529,17 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// repositioned moves a subscription to the position a reposition stored:
+// what it queued is dropped and what it has in delivery cancelled (as a
+// halt does; nothing starts before those deliveries ended), and it reads
+// on from pos. Its fault, which the reposition cleared, goes with it.
+func (a *agent) repositioned(s *subState, pos int64) {
+	a.log.Info("sluice: stream subscription repositioned", "subscription", s.sub.ID, "from", s.safe(), "to", pos)
+	s.halt(a.deliveries)
+	s.cursor, s.saved = pos, pos
+	s.faulted, s.faultPending = false, ""
 }
 
 // follow adds records this process appended to the partition, as its
@@ -801,6 +830,7 @@ const trimBatch = 1000
 func (a *agent) progress() (p store.ProgressParams, ok bool) {
 	checkpoint := a.cache.Next() - 1
 	changed := make(map[string]int64)
+	var repositions map[string]int64
 	for id, s := range a.subs {
 		if s.c == nil {
 			continue
@@ -809,9 +839,16 @@ func (a *agent) progress() (p store.ProgressParams, ok bool) {
 		checkpoint = min(checkpoint, pos)
 		if pos != s.saved {
 			changed[id] = pos
+			if s.sub.Repositions > 0 {
+				if repositions == nil {
+					repositions = make(map[string]int64)
+				}
+				repositions[id] = s.sub.Repositions
+			}
 		}
 	}
-	p = store.ProgressParams{Group: a.n.cfg.Group, Partition: a.partition, Epoch: a.epoch, Checkpoint: checkpoint, Positions: changed}
+	p = store.ProgressParams{Group: a.n.cfg.Group, Partition: a.partition, Epoch: a.epoch, Checkpoint: checkpoint,
+		Positions: changed, Repositions: repositions}
 	if a.stored > a.watermark && time.Since(a.trimmedTime) >= a.n.cfg.TrimInterval {
 		p.Trim = trimBatch
 	}

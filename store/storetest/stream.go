@@ -23,6 +23,7 @@ var streamTests = []suiteTest{
 	{"SaveProgressBatch", testSaveProgressBatch},
 	{"RetentionByAge", testRetentionByAge},
 	{"RetentionBySize", testRetentionBySize},
+	{"Reposition", testReposition},
 }
 
 // The first count recorded is the tenant's, whatever is asked later.

@@ -155,15 +155,20 @@ func (s *tenantStore) Subscriptions(ctx context.Context, p *store.SubscriptionFi
 	var out []store.Subscription
 	for rows.Next() {
 		var (
-			sub     store.Subscription
-			fault   sql.NullString
-			faulted sql.NullInt64
-			created int64
+			sub          store.Subscription
+			fault        sql.NullString
+			faulted      sql.NullInt64
+			created      int64
+			repositioned sql.NullString
 		)
-		if err := rows.Scan(&sub.ID, &sub.Consumer, &sub.Namespace, &sub.Key, &sub.Partition, &fault, &faulted, &created); err != nil {
+		if err := rows.Scan(&sub.ID, &sub.Consumer, &sub.Namespace, &sub.Key, &sub.Partition, &fault, &faulted, &created,
+			&sub.Repositions, &repositioned); err != nil {
 			return nil, fmt.Errorf("sluice: subscriptions: %w", err)
 		}
 		sub.Fault, sub.FaultedAt, sub.CreatedAt = fault.String, fromMS(faulted.Int64), fromMS(created)
+		if sub.LastReposition, err = decodeReposition(repositioned); err != nil {
+			return nil, fmt.Errorf("sluice: subscriptions: %w", err)
+		}
 		out = append(out, sub)
 	}
 	if err := rows.Err(); err != nil {
@@ -232,10 +237,12 @@ func (e *Engine) positions(ctx context.Context, q querier, t store.Tenant, parti
 	return out, rows.Err()
 }
 
-// progressRow is one row of UpsertProgress.
+// progressRow is one row of UpsertProgress: V is the count of the
+// subscription's repositions its owner knows.
 type progressRow struct {
 	ID       string `json:"id"`
 	Position int64  `json:"p"`
+	V        int64  `json:"v"`
 }
 
 func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParams) ([]store.ProgressResult, error) {
@@ -253,7 +260,7 @@ func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParam
 		}
 		rows := make([]progressRow, 0, len(p.Positions))
 		for _, id := range slices.Sorted(maps.Keys(p.Positions)) {
-			rows = append(rows, progressRow{id, p.Positions[id]})
+			rows = append(rows, progressRow{id, p.Positions[id], p.Repositions[id]})
 		}
 		var err error
 		if js[i], err = jsonText(rows); err != nil {
