@@ -895,11 +895,10 @@ func (a *agent) applySaved(o saved) {
 	a.statsMu.Lock()
 	a.stats.SavedAt = time.Now()
 	if o.p.Trim > 0 {
+		// A trim that stopped at its bound leaves the watermark below
+		// the checkpoint: the next goes a TrimInterval later, as any.
 		a.watermark, a.trimmedTime = o.res.TrimmedThrough, time.Now()
-		if o.res.Trimmed == int64(o.p.Trim) {
-			a.trimmedTime = time.Time{} // stopped at its bound: more at once
-		}
-		a.stats.TrimmedAt = time.Now()
+		a.stats.TrimmedAt = a.trimmedTime
 	}
 	a.statsMu.Unlock()
 }
