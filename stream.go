@@ -36,6 +36,9 @@ var (
 	// ErrConsumerConflict reports a processor started with a consumer
 	// that processors of another group handle.
 	ErrConsumerConflict = sluicetype.ErrConsumerConflict
+	// ErrPartitionNotPulled reports parked events a processor's Replay
+	// left parked: their partitions are pulled by another processor.
+	ErrPartitionNotPulled = sluicetype.ErrPartitionNotPulled
 )
 
 // StreamID names a stream: a namespace (a name like a queue's) and a key
@@ -223,11 +226,40 @@ type StreamSubscription struct {
 	Fault     string
 	FaultedAt time.Time
 	CreatedAt time.Time
+	// Repositions counts the subscription's repositions
+	// (RepositionStreamSubscription); LastReposition is the last one
+	// (nil: never repositioned).
+	Repositions    int64
+	LastReposition *StreamReposition
+}
+
+// StreamReposition is a recorded reposition of a subscription.
+type StreamReposition struct {
+	// To is where it moved: "position", "oldest" (the oldest record
+	// retention kept) or "head" (past every record published then).
+	To string
+	// By names who repositioned it (RepositionOptions.By; the server
+	// records its API key's name); At is when, by the database's clock.
+	By string
+	At time.Time
+	// From and To hold, per partition moved, the subscription's position
+	// before and after: it is done with every record at or below it, so
+	// the next event it gets is the first of its streams after it.
+	FromPositions map[int32]int64
+	ToPositions   map[int32]int64
+}
+
+func repositionOf(r *store.Reposition) *StreamReposition {
+	if r == nil {
+		return nil
+	}
+	return &StreamReposition{To: r.Kind.String(), By: r.By, At: r.At, FromPositions: r.From, ToPositions: r.To}
 }
 
 func subscriptionOf(s store.Subscription) StreamSubscription {
 	return StreamSubscription{ID: s.ID, Consumer: s.Consumer, Stream: StreamID{s.Namespace, s.Key},
-		Partition: s.Partition, Fault: s.Fault, FaultedAt: s.FaultedAt, CreatedAt: s.CreatedAt}
+		Partition: s.Partition, Fault: s.Fault, FaultedAt: s.FaultedAt, CreatedAt: s.CreatedAt,
+		Repositions: s.Repositions, LastReposition: repositionOf(s.LastReposition)}
 }
 
 // Subscribe subscribes a consumer to one stream: processors that handle
@@ -336,6 +368,60 @@ func (c *Client) ClearFault(ctx context.Context, subscription string) error {
 	}
 	c.subscriptionsChanged()
 	return nil
+}
+
+// RepositionOptions qualify a reposition.
+type RepositionOptions struct {
+	// Partition is the partition a FromPosition reposition of a namespace
+	// subscription moves it on (the others stay); a subscription to one
+	// stream moves on its stream's partition, whatever this says.
+	Partition int32
+	// By names who repositions, for the record (at most 256 bytes).
+	By string
+}
+
+// RepositionStreamSubscription moves a subscription, explicit or a
+// consumer's to a whole namespace, to a new position and records it
+// (StreamSubscription.LastReposition): to the head (FromNow: past every
+// event published so far), to the oldest event retention kept
+// (FromBeginning), or to a position of its partition (FromPosition: the
+// next event it gets is the first of its streams at or after it). It
+// clears the subscription's fault: this is how a subscription leaves a
+// gap retention made. The processor pulling the partition picks the new
+// position up at its next listing of subscriptions (at once in this
+// process): it cancels the deliveries in progress of the subscription,
+// and delivers nothing from the old position afterwards. ErrTrimmed if
+// retention deleted events after the new position; ErrInvalidArgument
+// past the head or for a position below 1; ErrSubscriptionNotFound if
+// the subscription is absent.
+func (c *Client) RepositionStreamSubscription(ctx context.Context, subscription string, to StartPosition, opts *RepositionOptions) (StreamReposition, error) {
+	var o RepositionOptions
+	if opts != nil {
+		o = *opts
+	}
+	p := store.RepositionParams{ID: subscription, By: o.By}
+	switch to.kind {
+	case startNow:
+		p.Kind = store.RepositionToHead
+	case startBeginning:
+		p.Kind = store.RepositionToOldest
+	default:
+		p.Kind, p.Position = store.RepositionToPosition, to.at
+		sub, err := c.GetStreamSubscription(ctx, subscription)
+		if err != nil {
+			return StreamReposition{}, fmt.Errorf("sluice: reposition: %w", err)
+		}
+		p.Partition = sub.Partition
+		if sub.Stream.Key == "" {
+			p.Partition = o.Partition
+		}
+	}
+	r, err := c.st.RepositionSubscription(ctx, &p)
+	if err != nil {
+		return StreamReposition{}, err
+	}
+	c.subscriptionsChanged()
+	return *repositionOf(&r), nil
 }
 
 // ParkedEvent is an event a subscription gave up on.
@@ -561,9 +647,15 @@ func (p *StreamProcessor) Stop(ctx context.Context) error {
 
 // Replay delivers up to max of a subscription's parked events again,
 // oldest first, through its consumer on this processor; each delivered
-// one leaves the parked events. It stops at the first that fails again
-// (which stays parked, with its new error) and returns how many were
-// delivered.
+// one leaves the parked events. A replayed event goes through its
+// stream's ordered delivery on this processor: as the stream's next
+// event, once the stream's delivery in progress has ended and before its
+// live events still waiting, so that one event of a stream at a time
+// still holds. Replay stops at the first that fails again (which stays
+// parked, with its new error) and returns how many were delivered.
+// Events of partitions another processor pulls stay parked: Replay
+// delivers the others, then fails with ErrPartitionNotPulled (replay on
+// each processor of the group to deliver them all).
 func (p *StreamProcessor) Replay(ctx context.Context, subscription string, max int) (int, error) {
 	return p.node.Replay(ctx, subscription, max)
 }

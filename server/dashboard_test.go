@@ -231,6 +231,33 @@ func TestDashboard(t *testing.T) {
 		t.Fatalf("dashboard: waiting for the resubmit: %v", err)
 	}
 	progress := text(`#dlq-progress`)
+	// Reposition h's subscription to the head from the streams view: an
+	// empty position is refused, then the head is taken and recorded.
+	view("streams", `#partitions-table tbody tr:nth-child(16)`)
+	do("reposition to no position", chromedp.SendKeys(chromedp.CSS(`#reposition-sub`), "ns/shop/h"),
+		chromedp.SetValue(chromedp.CSS(`#reposition-to`), "REPOSITION_TARGET_POSITION"), chromedp.Click(chromedp.CSS(`#reposition button[type=submit]`)))
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById("reposition-result").textContent.startsWith("reposition failed")`)); err != nil {
+		t.Fatalf("dashboard: waiting for the refused reposition: %v", err)
+	}
+	refused := text(`#reposition-result`)
+	do("reposition to the head", chromedp.SetValue(chromedp.CSS(`#reposition-to`), "REPOSITION_TARGET_HEAD"),
+		chromedp.Click(chromedp.CSS(`#reposition button[type=submit]`)))
+	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById("reposition-status").textContent.includes("reposition(s)")`)); err != nil {
+		t.Fatalf("dashboard: waiting for the reposition: %v", err)
+	}
+	repositioned, status := text(`#reposition-result`), text(`#reposition-status`)
+	shot("reposition")
+	if !strings.Contains(refused, "position") {
+		t.Errorf("a reposition to no position shows %q", refused)
+	}
+	if !strings.HasPrefix(repositioned, "repositioned to the head") || !strings.Contains(repositioned, fmt.Sprintf("partition %d: 0 → 2", stuckPart)) ||
+		!strings.Contains(status, "ns/shop/h: 1 reposition(s)") {
+		t.Errorf("the reposition shows %q and %q", repositioned, status)
+	}
+	if sub, err := lib.GetStreamSubscription(ctx, "ns/shop/h"); err != nil || sub.Repositions != 1 || sub.LastReposition == nil ||
+		sub.LastReposition.To != "head" || sub.LastReposition.ToPositions[stuckPart] != 2 {
+		t.Errorf("after the dashboard repositioned it: %+v, %v", sub, err)
+	}
 	// orders: 5 sent, 1 completed, 1 dead-lettered: 3 active, 1 dead letter.
 	if !regexp.MustCompile(`orders\tqueue\t3\t0\t0\t0\t1\t\d+\.\d s`).MatchString(entities) ||
 		!strings.Contains(entities, "events/Subscriptions/audit\tsubscription") {

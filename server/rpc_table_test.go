@@ -209,6 +209,10 @@ var rpcTable = map[string]rpcCase{
 	"StreamService/Nack": {body: `{"deliveryId":"$DELIVERY","error":"refused"}`, perm: server.Receive, entity: "billing"},
 	"StreamService/Tail": {body: `{"namespace":"ledger","key":"k1"}`, perm: server.Receive, entity: "ledger",
 		names: []rpcName{isName("namespace"), isKey("key")}},
+	"StreamService/RepositionStreamSubscription": {body: `{"subscription":"$SUB","target":"REPOSITION_TARGET_HEAD"}`, perm: server.Manage,
+		entity: "ledger", names: []rpcName{isID("subscription")}},
+	"StreamService/GetConsumerStats": {body: `{"consumer":"billing"}`, perm: server.Manage, entity: "billing",
+		names: []rpcName{isName("consumer")}},
 }
 
 // isDuration is a duration field of a request: a negative duration is
@@ -376,6 +380,8 @@ func checkNoProbing(t *testing.T, e *env) {
 			`key "other" may not receive the consumer of "ns/ledger/no-such-consumer"`},
 		{"StreamService/ListParkedEvents", `{"subscription":"ns/ledger/billing"}`,
 			`key "other" may not receive the consumer of "ns/ledger/billing"`},
+		{"StreamService/RepositionStreamSubscription", `{"subscription":"ns/ledger/no-such-consumer","target":"REPOSITION_TARGET_HEAD"}`,
+			`key "other" may not manage the namespace of "ns/ledger/no-such-consumer"`},
 	} {
 		t.Run(tc.procedure, func(t *testing.T) {
 			status, ce := post(t, e, tc.procedure, rpcOther, tc.body)

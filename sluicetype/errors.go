@@ -113,6 +113,9 @@ var (
 	// ErrSingleNode reports a second stream node on a backend where one
 	// node at a time pulls a tenant's partitions (SQLite).
 	ErrSingleNode = errors.New("another stream node is running on this single-node backend")
+	// ErrPartitionNotPulled reports work on a stream partition that this
+	// node does not pull (another node holds its lease): do it there.
+	ErrPartitionNotPulled = errors.New("stream partition not pulled by this node")
 
 	// ErrInvalidFilter reports a subscription rule whose filter cannot be
 	// parsed.

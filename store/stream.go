@@ -37,6 +37,16 @@ type StreamStore interface {
 	// ErrFenced, and nothing written, if p.Fence names an epoch that has
 	// moved on.
 	FaultSubscription(ctx context.Context, p *FaultParams) error
+	// RepositionSubscription moves a subscription's stored position, on
+	// the partitions p names, to a position, the oldest record retention
+	// kept or the head, clears its fault, and records the reposition on
+	// the subscription (counted in Repositions, described in
+	// LastReposition), in one transaction under the partitions' retention
+	// locks. A save of progress that does not know of the reposition
+	// (ProgressParams.Repositions) no longer writes the subscription's
+	// position. ErrTrimmed (and nothing written) if retention deleted
+	// records after the new position; ErrSubscriptionNotFound if absent.
+	RepositionSubscription(ctx context.Context, p *RepositionParams) (Reposition, error)
 
 	// Progress returns a partition's checkpoint and the stored position
 	// of each subscription on it.
@@ -146,6 +156,88 @@ type Subscription struct {
 	Fault     string
 	FaultedAt time.Time
 	CreatedAt time.Time
+	// Repositions counts the repositions of the subscription; its last
+	// is LastReposition (nil: never repositioned).
+	Repositions    int64
+	LastReposition *Reposition
+}
+
+// RepositionKind says where a reposition moves a subscription.
+type RepositionKind int
+
+const (
+	// RepositionToPosition moves it to a position of one partition: the
+	// next record it gets is the first of its streams at or after it.
+	RepositionToPosition RepositionKind = iota + 1
+	// RepositionToOldest moves it to the oldest record retention kept.
+	RepositionToOldest
+	// RepositionToHead moves it past every record appended so far.
+	RepositionToHead
+)
+
+func (k RepositionKind) String() string {
+	switch k {
+	case RepositionToPosition:
+		return "position"
+	case RepositionToOldest:
+		return "oldest"
+	case RepositionToHead:
+		return "head"
+	}
+	return fmt.Sprintf("RepositionKind(%d)", int(k))
+}
+
+// RepositionParams repositions a subscription.
+type RepositionParams struct {
+	ID   string
+	Kind RepositionKind
+	// Partition and Position, for RepositionToPosition: the partition
+	// (the stream's, for a subscription to one stream) and the position
+	// of the next record to deliver (at least 1, at most the head + 1).
+	// A namespace subscription moves on that partition only; to the
+	// oldest record or the head, every subscription moves on every
+	// partition it covers.
+	Partition int32
+	Position  int64
+	// By names who repositions (an operator, an API key), for the record.
+	By string
+}
+
+// Reposition is a recorded reposition of a subscription.
+type Reposition struct {
+	Kind RepositionKind
+	By   string
+	At   time.Time
+	// From and To hold, per partition moved, the stored position before
+	// and after: the subscription is done with every record at or below.
+	From map[int32]int64
+	To   map[int32]int64
+}
+
+// MaxRepositionByLen bounds RepositionParams.By.
+const MaxRepositionByLen = 256
+
+// Validate checks a reposition.
+func (p *RepositionParams) Validate() error {
+	if err := ValidateName("subscription id", p.ID); err != nil {
+		return err
+	}
+	switch p.Kind {
+	case RepositionToPosition:
+		if err := ValidatePartition(p.Partition); err != nil {
+			return err
+		}
+		if p.Position < 1 {
+			return invalid("reposition to position %d: positions start at 1", p.Position)
+		}
+	case RepositionToOldest, RepositionToHead:
+	default:
+		return invalid("reposition of kind %d: want a position, the oldest record or the head", int(p.Kind))
+	}
+	if len(p.By) > MaxRepositionByLen || !utf8.ValidString(p.By) {
+		return invalid("reposition by a name of %d bytes: at most %d bytes of UTF-8", len(p.By), MaxRepositionByLen)
+	}
+	return nil
 }
 
 // SubscriptionFilter selects subscriptions. Zero fields select all.
@@ -171,6 +263,11 @@ type ProgressParams struct {
 	Checkpoint int64
 	// Positions holds subscriptions' new positions.
 	Positions map[string]int64
+	// Repositions holds, for subscriptions of Positions, the count of
+	// their repositions the owner knows of (missing: 0): a position is
+	// written only while the stored count is the same, so that a save
+	// computed before a reposition never moves the subscription back.
+	Repositions map[string]int64
 	// Trim bounds the consumed records trimmed after saving (0: none).
 	Trim int
 }
@@ -179,8 +276,16 @@ type ProgressParams struct {
 type ProgressResult struct {
 	// Err is ErrFenced when the partition's epoch moved on.
 	Err error
+	// Checkpoint is the checkpoint stored: the one proposed, capped by
+	// the lowest stored position of any subscription of the partition
+	// (and never moved back).
+	Checkpoint int64
 	// Trimmed counts the records trimmed.
 	Trimmed int64
+	// TrimmedThrough is the partition's retention watermark after the
+	// save's trim (valid when ProgressParams.Trim > 0): records at or
+	// below it are gone.
+	TrimmedThrough int64
 }
 
 // ParkParams parks events of a subscription.

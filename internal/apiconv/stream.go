@@ -52,13 +52,15 @@ func StartPosition(s sluicev1.StartPosition, position int64) (sluice.StartPositi
 // StreamSubscription converts a stream subscription to the wire.
 func StreamSubscription(s sluice.StreamSubscription) *sluicev1.StreamSubscription {
 	return &sluicev1.StreamSubscription{Id: s.ID, Consumer: s.Consumer, Stream: StreamID(s.Stream), Partition: s.Partition,
-		Fault: s.Fault, FaultedAt: ts(s.FaultedAt), CreatedAt: ts(s.CreatedAt)}
+		Fault: s.Fault, FaultedAt: ts(s.FaultedAt), CreatedAt: ts(s.CreatedAt),
+		Repositions: s.Repositions, LastReposition: StreamReposition(s.LastReposition)}
 }
 
 // FromStreamSubscription converts a stream subscription from the wire.
 func FromStreamSubscription(s *sluicev1.StreamSubscription) sluice.StreamSubscription {
 	return sluice.StreamSubscription{ID: s.GetId(), Consumer: s.GetConsumer(), Stream: FromStreamID(s.GetStream()),
-		Partition: s.GetPartition(), Fault: s.GetFault(), FaultedAt: tm(s.GetFaultedAt()), CreatedAt: tm(s.GetCreatedAt())}
+		Partition: s.GetPartition(), Fault: s.GetFault(), FaultedAt: tm(s.GetFaultedAt()), CreatedAt: tm(s.GetCreatedAt()),
+		Repositions: s.GetRepositions(), LastReposition: FromStreamReposition(s.GetLastReposition())}
 }
 
 // StreamEvent converts a delivered or parked event to the wire.

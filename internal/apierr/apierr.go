@@ -51,6 +51,7 @@ var conditions = []condition{
 	{sluicetype.ErrPartitionCount, connect.CodeFailedPrecondition, "PARTITION_COUNT"},
 	{sluicetype.ErrConsumerConflict, connect.CodeFailedPrecondition, "CONSUMER_CONFLICT"},
 	{sluicetype.ErrSingleNode, connect.CodeFailedPrecondition, "SINGLE_NODE"},
+	{sluicetype.ErrPartitionNotPulled, connect.CodeFailedPrecondition, "PARTITION_NOT_PULLED"},
 	{sluicetype.ErrContention, connect.CodeUnavailable, "CONTENTION"},
 	{sluicetype.ErrClosed, connect.CodeUnavailable, "CLOSED"},
 	{ErrRateLimited, connect.CodeResourceExhausted, "RATE_LIMITED"},

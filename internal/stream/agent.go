@@ -31,13 +31,17 @@ type agent struct {
 	cache Cache
 	log   *slog.Logger
 
-	subs       map[string]*subState
-	checkpoint int64 // last checkpoint stored
-	// trimmedAt is the checkpoint retention last trimmed behind, at
-	// trimmedTime; trimMore: that trim stopped at its bound.
-	trimmedAt   int64
+	subs map[string]*subState
+	// proposed is the checkpoint the agent last proposed, and stored
+	// what the save stored: the proposal capped by every stored position
+	// of the partition's subscriptions, those of other groups included.
+	proposed, stored int64
+	// watermark is the partition's retention watermark after the last
+	// trim, at trimmedTime (-1: not trimmed yet). While it is below the
+	// stored checkpoint, records retention kept may age out: a trim is
+	// due every TrimInterval, new records or not.
+	watermark   int64
 	trimmedTime time.Time
-	trimMore    bool
 	submitted   time.Time // last progress handed to the saver
 	savedCh     chan saved
 	readWait    time.Duration
@@ -48,6 +52,8 @@ type agent struct {
 	refreshed   time.Time
 
 	results chan result
+	// replays brings replays of parked events to the agent's goroutine.
+	replays chan *replayReq
 	wg      sync.WaitGroup
 	// deliveries carries the context of deliveries: cancelled when a
 	// stop's deadline passes.
@@ -98,6 +104,9 @@ type subState struct {
 	// faultPending is a fault the database has not recorded yet: the
 	// subscription stays halted until it has.
 	faultPending string
+	// replays are parked events to deliver again, in the order asked
+	// for: each as the next event of its stream (see startReplays).
+	replays []*replayReq
 }
 
 // streamQueue is one stream's events waiting for one subscription, in
@@ -122,6 +131,8 @@ type result struct {
 	stopped bool
 	// fault: the consumer's policy faults the subscription.
 	fault bool
+	// replay is the replay this delivery was (nil: a live event).
+	replay *replayReq
 }
 
 // safe is the subscription's position: every record at or below it is
@@ -173,17 +184,18 @@ func newAgent(n *Node, lease store.PartitionLease) *agent {
 	partition := lease.Partition
 	return &agent{
 		leaseCtx: lctx, leaseCancel: lcancel,
-		n: n, partition: partition, lease: lease, epoch: lease.Epoch, checkpoint: lease.Checkpoint, trimmedAt: -1,
+		n: n, partition: partition, lease: lease, epoch: lease.Epoch, proposed: lease.Checkpoint, stored: lease.Checkpoint, watermark: -1,
 		cache: NewCache(n.cfg.CacheRecords, n.cfg.CacheBytes),
 		log:   n.cfg.Logger.With("partition", partition),
 		subs:  make(map[string]*subState), readWait: n.cfg.PollInterval,
 		results:    make(chan result, 64),
+		replays:    make(chan *replayReq),
 		savedCh:    make(chan saved, 1),
 		deliveries: dctx, cancel: cancel,
 		stop: make(chan context.Context, 1), done: make(chan struct{}),
 		// Stats name the partition and its epoch from the start, before
 		// the first step publishes the rest.
-		stats: PartitionStats{Partition: partition, Epoch: lease.Epoch, Checkpoint: lease.Checkpoint},
+		stats: PartitionStats{Partition: partition, Epoch: lease.Epoch, ProposedCheckpoint: lease.Checkpoint, StoredCheckpoint: lease.Checkpoint},
 	}
 }
 
@@ -302,6 +314,8 @@ func (a *agent) run() {
 			}
 		case <-refresh:
 			a.refreshed = time.Time{}
+		case r := <-a.replays:
+			a.queueReplay(r)
 		case o := <-a.savedCh:
 			a.applySaved(o)
 		case <-tick.C:
@@ -405,7 +419,7 @@ func (a *agent) load() error {
 		return err
 	}
 	a.refreshed = time.Now()
-	from := a.checkpoint
+	from := a.stored
 	first := true
 	for _, s := range a.subs {
 		if s.active() && (first || s.cursor < from) {
@@ -441,16 +455,35 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 			// Deleted and created again with the same id (a namespace
 			// subscription): a new subscription, with its own start.
 			s.cancel()
+			s.dropReplays(errSubscriptionGone)
 			delete(a.subs, sub.ID)
 			ok = false
 		}
-		if !ok {
+		load := func() (map[string]int64, error) {
 			if positions == nil {
 				pp, err := a.n.st.Progress(ctx, a.partition)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				positions = pp.Positions
+			}
+			return positions, nil
+		}
+		if ok && s.sub.Repositions != sub.Repositions {
+			// Repositioned: from the stored position on, and nothing
+			// more from the old one.
+			positions, err := load()
+			if err != nil {
+				return err
+			}
+			if pos, found := positions[sub.ID]; found {
+				a.repositioned(s, pos)
+			}
+		}
+		if !ok {
+			positions, err := load()
+			if err != nil {
+				return err
 			}
 			pos, ok := positions[sub.ID]
 			if !ok {
@@ -491,10 +524,22 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 	for id, s := range a.subs {
 		if !seen[id] {
 			s.cancel() // unsubscribed: its deliveries stop at once
+			s.dropReplays(errSubscriptionGone)
 			delete(a.subs, id)
 		}
 	}
 	return nil
+}
+
+// repositioned moves a subscription to the position a reposition stored:
+// what it queued is dropped and what it has in delivery cancelled (as a
+// halt does; nothing starts before those deliveries ended), and it reads
+// on from pos. Its fault, which the reposition cleared, goes with it.
+func (a *agent) repositioned(s *subState, pos int64) {
+	a.log.Info("sluice: stream subscription repositioned", "subscription", s.sub.ID, "from", s.safe(), "to", pos)
+	s.halt(a.deliveries)
+	s.cursor, s.saved = pos, pos
+	s.faulted, s.faultPending = false, ""
 }
 
 // follow adds records this process appended to the partition, as its
@@ -591,6 +636,9 @@ func (a *agent) dispatch() {
 	next := a.cache.Next()
 	owns := a.owns()
 	for _, s := range a.subs {
+		if s.c != nil && s.faulted && !s.draining() && owns {
+			a.startReplays(s) // parked events go again, faulted or not
+		}
 		if !s.active() {
 			continue
 		}
@@ -627,6 +675,7 @@ func (a *agent) dispatch() {
 		if !owns {
 			continue // the lease may have moved on: deliver nothing until renewed
 		}
+		a.startReplays(s)
 		for s.inflight < s.c.MaxConcurrency && len(s.ready) > 0 {
 			key := s.ready[0]
 			s.ready = s.ready[1:]
@@ -706,6 +755,10 @@ func (a *agent) park(ctx context.Context, sub string, r *sluicetype.Record, caus
 func (a *agent) resolve(r result) {
 	s := r.s
 	s.inflight--
+	if r.replay != nil {
+		a.resolveReplay(r)
+		return
+	}
 	q := s.streams[r.key]
 	if cur, ok := a.subs[s.sub.ID]; !ok || cur != s || r.gen != s.gen || q == nil {
 		return // unsubscribed or halted meanwhile
@@ -767,14 +820,17 @@ const trimBatch = 1000
 
 // progress is what the agent would store now: changed positions, the
 // checkpoint (the lowest position of the subscriptions handled here, and
-// never past what the agent read), and a trim when the checkpoint passed
-// records since the last one. ok is false when there is nothing to
+// never past what the agent read), and a trim every TrimInterval while
+// the stored checkpoint is above the retention watermark: retention acts
+// on time, so records it kept for their age go once they are old enough,
+// whether or not new records came. ok is false when there is nothing to
 // store. The store keeps the checkpoint at or below every subscription's
 // stored position, so those handled elsewhere (by another group, whose
 // progress this agent does not follow) or nowhere hold it back there.
 func (a *agent) progress() (p store.ProgressParams, ok bool) {
 	checkpoint := a.cache.Next() - 1
 	changed := make(map[string]int64)
+	var repositions map[string]int64
 	for id, s := range a.subs {
 		if s.c == nil {
 			continue
@@ -783,13 +839,20 @@ func (a *agent) progress() (p store.ProgressParams, ok bool) {
 		checkpoint = min(checkpoint, pos)
 		if pos != s.saved {
 			changed[id] = pos
+			if s.sub.Repositions > 0 {
+				if repositions == nil {
+					repositions = make(map[string]int64)
+				}
+				repositions[id] = s.sub.Repositions
+			}
 		}
 	}
-	p = store.ProgressParams{Group: a.n.cfg.Group, Partition: a.partition, Epoch: a.epoch, Checkpoint: checkpoint, Positions: changed}
-	if (checkpoint > a.trimmedAt || a.trimMore) && time.Since(a.trimmedTime) >= a.n.cfg.TrimInterval {
+	p = store.ProgressParams{Group: a.n.cfg.Group, Partition: a.partition, Epoch: a.epoch, Checkpoint: checkpoint,
+		Positions: changed, Repositions: repositions}
+	if a.stored > a.watermark && time.Since(a.trimmedTime) >= a.n.cfg.TrimInterval {
 		p.Trim = trimBatch
 	}
-	return p, checkpoint != a.checkpoint || len(changed) > 0 || p.Trim > 0
+	return p, checkpoint != a.proposed || len(changed) > 0 || p.Trim > 0
 }
 
 // save hands the agent's progress to the node's saver, which stores the
@@ -823,7 +886,7 @@ func (a *agent) applySaved(o saved) {
 		a.stopFenced(o.res.Err)
 		return
 	}
-	a.checkpoint = o.p.Checkpoint
+	a.proposed, a.stored = o.p.Checkpoint, o.res.Checkpoint
 	for id, pos := range o.p.Positions {
 		if s, ok := a.subs[id]; ok {
 			s.saved = pos
@@ -832,8 +895,9 @@ func (a *agent) applySaved(o saved) {
 	a.statsMu.Lock()
 	a.stats.SavedAt = time.Now()
 	if o.p.Trim > 0 {
-		a.trimmedAt, a.trimmedTime = o.p.Checkpoint, time.Now()
-		a.trimMore = o.res.Trimmed == int64(o.p.Trim)
+		// A trim that stopped at its bound leaves the watermark below
+		// the checkpoint: the next goes a TrimInterval later, as any.
+		a.watermark, a.trimmedTime = o.res.TrimmedThrough, time.Now()
 		a.stats.TrimmedAt = a.trimmedTime
 	}
 	a.statsMu.Unlock()
@@ -858,6 +922,9 @@ wait:
 	}()
 	for r := range a.results {
 		a.resolve(r)
+	}
+	for _, s := range a.subs {
+		s.dropReplays(errAgentStopped)
 	}
 	a.finalSave()
 }

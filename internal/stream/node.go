@@ -443,9 +443,17 @@ func (n *Node) watchSubscriptions() (<-chan struct{}, func()) {
 type PartitionStats struct {
 	Partition int32
 	Epoch     int64
-	// Read is the last position read; Checkpoint the last one stored.
-	Read       int64
-	Checkpoint int64
+	// Read is the last position read.
+	Read int64
+	// ProposedCheckpoint is the checkpoint this node last proposed: the
+	// lowest position of the subscriptions it handles, never past Read.
+	// StoredCheckpoint is the partition's checkpoint as its last save
+	// stored it: the proposal capped by the lowest stored position of
+	// every subscription of the partition (those of consumers no node of
+	// this group handles, or of other groups, hold it back), and never
+	// moved back. Retention trims no further than the stored one.
+	ProposedCheckpoint int64
+	StoredCheckpoint   int64
 	// CachedRecords and CachedBytes are what the cache holds.
 	CachedRecords int
 	CachedBytes   int64
@@ -471,8 +479,8 @@ type SubscriptionStats struct {
 
 func (a *agent) publishStats() {
 	recs, bytes := a.cache.Size()
-	st := PartitionStats{Partition: a.partition, Epoch: a.epoch, Read: a.cache.Next() - 1, Checkpoint: a.checkpoint,
-		CachedRecords: recs, CachedBytes: bytes}
+	st := PartitionStats{Partition: a.partition, Epoch: a.epoch, Read: a.cache.Next() - 1,
+		ProposedCheckpoint: a.proposed, StoredCheckpoint: a.stored, CachedRecords: recs, CachedBytes: bytes}
 	for _, id := range slices.Sorted(maps.Keys(a.subs)) {
 		s := a.subs[id]
 		pos := s.cursor
@@ -501,53 +509,4 @@ func (n *Node) Stats() []PartitionStats {
 	}
 	slices.SortFunc(out, func(a, b PartitionStats) int { return int(a.Partition - b.Partition) })
 	return out
-}
-
-// Replay delivers a subscription's parked events again, oldest first, at
-// most max of them, through its consumer on this node with the
-// consumer's retries; each one delivered leaves the parked events, and
-// each one that fails again stays with its new error. It returns how many
-// were delivered, and stops at the first that fails, or when ctx ends
-// (the event in delivery then stays parked as it was).
-func (n *Node) Replay(ctx context.Context, subscription string, max int) (int, error) {
-	subs, err := n.st.Subscriptions(ctx, &store.SubscriptionFilter{ID: subscription})
-	if err != nil {
-		return 0, err
-	}
-	if len(subs) == 0 {
-		return 0, fmt.Errorf("sluice: replay: subscription %q: %w", subscription, sluicetype.ErrSubscriptionNotFound)
-	}
-	c, ok := n.consumers[subs[0].Consumer]
-	if !ok {
-		return 0, fmt.Errorf("sluice: replay: consumer %q is not registered on this node: %w", subs[0].Consumer, sluicetype.ErrInvalidArgument)
-	}
-	done := 0
-	for done < max {
-		parked, err := n.st.Parked(ctx, &store.ParkedParams{Subscription: subscription, Max: min(max-done, 100)})
-		if err != nil || len(parked) == 0 {
-			return done, err
-		}
-		for _, p := range parked {
-			ev := EventOf(&p.Record, p.Partition, subscription)
-			attempts, _, derr := c.deliver(ctx, ctx, ev, nil)
-			if derr != nil && ctx.Err() != nil {
-				// The replay was cut short, not the event failed: it
-				// stays parked as it was.
-				return done, fmt.Errorf("sluice: replay of position %d of partition %d: %w", p.Position, p.Partition, context.Cause(ctx))
-			}
-			if derr != nil {
-				p.Error, p.Attempts = store.Truncate(derr.Error(), store.MaxReasonLen), p.Attempts+attempts
-				if err := n.st.Park(ctx, &store.ParkParams{Subscription: subscription, Events: []store.ParkedEvent{p}}); err != nil {
-					return done, err
-				}
-				return done, fmt.Errorf("sluice: replay of position %d of partition %d: %w", p.Position, p.Partition, derr)
-			}
-			if err := n.st.Unpark(ctx, &store.UnparkParams{Subscription: subscription,
-				Events: []store.ParkedID{{Partition: p.Partition, Position: p.Position}}}); err != nil {
-				return done, err
-			}
-			done++
-		}
-	}
-	return done, nil
 }

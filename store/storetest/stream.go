@@ -23,6 +23,7 @@ var streamTests = []suiteTest{
 	{"SaveProgressBatch", testSaveProgressBatch},
 	{"RetentionByAge", testRetentionByAge},
 	{"RetentionBySize", testRetentionBySize},
+	{"Reposition", testReposition},
 }
 
 // The first count recorded is the tenant's, whatever is asked later.
@@ -523,6 +524,26 @@ func testSaveProgressBatch(t *testing.T, h *harness) {
 	wantProgress(t, st, 1, 7, map[string]int64{sub: 7})
 	wantProgress(t, st, 0, 10, map[string]int64{sub: 10})
 	wantInfo(t, st, 0, store.PartitionInfo{Head: 10, Trimmed: 4})
+	if res[1].Checkpoint != 7 || res[1].TrimmedThrough != 7 || res[2].Checkpoint != 10 || res[2].TrimmedThrough != 4 {
+		t.Fatalf("SaveProgress results = %+v; want checkpoints 7 and 10 stored, trimmed through 7 and 4", res)
+	}
+	// The checkpoint stored is the proposal capped by the lowest stored
+	// position (of a subscription on partition 3 that the owner does not
+	// handle), and the watermark is reported when nothing was trimmed.
+	appendRecs(t, st, 3, recs("r", 10)...)
+	e3 := acquire(t, st, "a", 3).Epoch
+	res, err = st.SaveProgress(ctx, []store.ProgressParams{{Partition: 3, Epoch: e3, Checkpoint: 9, Trim: 100}})
+	if err != nil || res[0].Err != nil || res[0].Checkpoint != 0 || res[0].TrimmedThrough != 0 || res[0].Trimmed != 0 {
+		t.Fatalf("SaveProgress of 9 beside a subscription at 0 = %+v, %v; want checkpoint 0 stored, nothing trimmed", res, err)
+	}
+	res, err = st.SaveProgress(ctx, []store.ProgressParams{{Partition: 0, Epoch: epochs[0], Checkpoint: 10, Trim: 100}})
+	if err != nil || res[0].Checkpoint != 10 || res[0].TrimmedThrough != 10 || res[0].Trimmed != 6 {
+		t.Fatalf("SaveProgress trimming the rest of partition 0 = %+v, %v", res, err)
+	}
+	res, err = st.SaveProgress(ctx, []store.ProgressParams{{Partition: 0, Epoch: epochs[0], Checkpoint: 10, Trim: 100}})
+	if err != nil || res[0].Checkpoint != 10 || res[0].TrimmedThrough != 10 || res[0].Trimmed != 0 {
+		t.Fatalf("SaveProgress with nothing left to trim = %+v, %v; want the watermark 10", res, err)
+	}
 	_, err = st.SaveProgress(ctx, []store.ProgressParams{{Partition: 0, Epoch: 1}, {Partition: 0, Epoch: 1}})
 	wantErr(t, "SaveProgress naming a partition twice", err, sluicetype.ErrInvalidArgument)
 }

@@ -79,6 +79,63 @@ func (StartPosition) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{0}
 }
 
+// RepositionTarget says where a reposition moves a subscription.
+type RepositionTarget int32
+
+const (
+	RepositionTarget_REPOSITION_TARGET_UNSPECIFIED RepositionTarget = 0
+	// To RepositionStreamSubscriptionRequest.position (of the stream's
+	// partition, or of partition for a namespace subscription).
+	RepositionTarget_REPOSITION_TARGET_POSITION RepositionTarget = 1
+	// To the oldest event retention kept, on every partition it reads.
+	RepositionTarget_REPOSITION_TARGET_OLDEST RepositionTarget = 2
+	// Past every event published so far, on every partition it reads.
+	RepositionTarget_REPOSITION_TARGET_HEAD RepositionTarget = 3
+)
+
+// Enum value maps for RepositionTarget.
+var (
+	RepositionTarget_name = map[int32]string{
+		0: "REPOSITION_TARGET_UNSPECIFIED",
+		1: "REPOSITION_TARGET_POSITION",
+		2: "REPOSITION_TARGET_OLDEST",
+		3: "REPOSITION_TARGET_HEAD",
+	}
+	RepositionTarget_value = map[string]int32{
+		"REPOSITION_TARGET_UNSPECIFIED": 0,
+		"REPOSITION_TARGET_POSITION":    1,
+		"REPOSITION_TARGET_OLDEST":      2,
+		"REPOSITION_TARGET_HEAD":        3,
+	}
+)
+
+func (x RepositionTarget) Enum() *RepositionTarget {
+	p := new(RepositionTarget)
+	*p = x
+	return p
+}
+
+func (x RepositionTarget) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RepositionTarget) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_stream_proto_enumTypes[1].Descriptor()
+}
+
+func (RepositionTarget) Type() protoreflect.EnumType {
+	return &file_sluice_v1_stream_proto_enumTypes[1]
+}
+
+func (x RepositionTarget) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RepositionTarget.Descriptor instead.
+func (RepositionTarget) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{1}
+}
+
 // FailurePolicy says what happens to an event whose deliveries all
 // failed.
 type FailurePolicy int32
@@ -117,11 +174,11 @@ func (x FailurePolicy) String() string {
 }
 
 func (FailurePolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_sluice_v1_stream_proto_enumTypes[1].Descriptor()
+	return file_sluice_v1_stream_proto_enumTypes[2].Descriptor()
 }
 
 func (FailurePolicy) Type() protoreflect.EnumType {
-	return &file_sluice_v1_stream_proto_enumTypes[1]
+	return &file_sluice_v1_stream_proto_enumTypes[2]
 }
 
 func (x FailurePolicy) Number() protoreflect.EnumNumber {
@@ -130,7 +187,7 @@ func (x FailurePolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use FailurePolicy.Descriptor instead.
 func (FailurePolicy) EnumDescriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{2}
 }
 
 // StreamId names a stream: a namespace (a name like a queue's) and a key
@@ -467,11 +524,15 @@ type StreamSubscription struct {
 	// The stream's partition (-1 for a whole namespace).
 	Partition int32 `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
 	// Why the subscription stopped ("" while it runs).
-	Fault         string                 `protobuf:"bytes,5,opt,name=fault,proto3" json:"fault,omitempty"`
-	FaultedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=faulted_at,json=faultedAt,proto3" json:"faulted_at,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Fault     string                 `protobuf:"bytes,5,opt,name=fault,proto3" json:"fault,omitempty"`
+	FaultedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=faulted_at,json=faultedAt,proto3" json:"faulted_at,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// How many times it was repositioned, and the last time (unset:
+	// never).
+	Repositions    int64             `protobuf:"varint,8,opt,name=repositions,proto3" json:"repositions,omitempty"`
+	LastReposition *StreamReposition `protobuf:"bytes,9,opt,name=last_reposition,json=lastReposition,proto3" json:"last_reposition,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StreamSubscription) Reset() {
@@ -553,6 +614,480 @@ func (x *StreamSubscription) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *StreamSubscription) GetRepositions() int64 {
+	if x != nil {
+		return x.Repositions
+	}
+	return 0
+}
+
+func (x *StreamSubscription) GetLastReposition() *StreamReposition {
+	if x != nil {
+		return x.LastReposition
+	}
+	return nil
+}
+
+// PartitionMove is a subscription's position on a partition before and
+// after a reposition: it is done with every event at or below it.
+type PartitionMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	From          int64                  `protobuf:"varint,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            int64                  `protobuf:"varint,3,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionMove) Reset() {
+	*x = PartitionMove{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionMove) ProtoMessage() {}
+
+func (x *PartitionMove) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionMove.ProtoReflect.Descriptor instead.
+func (*PartitionMove) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PartitionMove) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionMove) GetFrom() int64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *PartitionMove) GetTo() int64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+// StreamReposition is a recorded reposition.
+type StreamReposition struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Target RepositionTarget       `protobuf:"varint,1,opt,name=target,proto3,enum=sluice.v1.RepositionTarget" json:"target,omitempty"`
+	// Who repositioned it: the API key's name ("" without keys).
+	By            string                 `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	Moves         []*PartitionMove       `protobuf:"bytes,4,rep,name=moves,proto3" json:"moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamReposition) Reset() {
+	*x = StreamReposition{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamReposition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamReposition) ProtoMessage() {}
+
+func (x *StreamReposition) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamReposition.ProtoReflect.Descriptor instead.
+func (*StreamReposition) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *StreamReposition) GetTarget() RepositionTarget {
+	if x != nil {
+		return x.Target
+	}
+	return RepositionTarget_REPOSITION_TARGET_UNSPECIFIED
+}
+
+func (x *StreamReposition) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *StreamReposition) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *StreamReposition) GetMoves() []*PartitionMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+type RepositionStreamSubscriptionRequest struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Subscription string                 `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	Target       RepositionTarget       `protobuf:"varint,2,opt,name=target,proto3,enum=sluice.v1.RepositionTarget" json:"target,omitempty"`
+	// For REPOSITION_TARGET_POSITION: the position of the next event to
+	// deliver (at least 1, at most the head + 1), and, for a namespace
+	// subscription, the partition it moves on (the others stay).
+	Position      int64 `protobuf:"varint,3,opt,name=position,proto3" json:"position,omitempty"`
+	Partition     int32 `protobuf:"varint,4,opt,name=partition,proto3" json:"partition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepositionStreamSubscriptionRequest) Reset() {
+	*x = RepositionStreamSubscriptionRequest{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepositionStreamSubscriptionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepositionStreamSubscriptionRequest) ProtoMessage() {}
+
+func (x *RepositionStreamSubscriptionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepositionStreamSubscriptionRequest.ProtoReflect.Descriptor instead.
+func (*RepositionStreamSubscriptionRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *RepositionStreamSubscriptionRequest) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
+}
+
+func (x *RepositionStreamSubscriptionRequest) GetTarget() RepositionTarget {
+	if x != nil {
+		return x.Target
+	}
+	return RepositionTarget_REPOSITION_TARGET_UNSPECIFIED
+}
+
+func (x *RepositionStreamSubscriptionRequest) GetPosition() int64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *RepositionStreamSubscriptionRequest) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+type RepositionStreamSubscriptionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reposition    *StreamReposition      `protobuf:"bytes,1,opt,name=reposition,proto3" json:"reposition,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepositionStreamSubscriptionResponse) Reset() {
+	*x = RepositionStreamSubscriptionResponse{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepositionStreamSubscriptionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepositionStreamSubscriptionResponse) ProtoMessage() {}
+
+func (x *RepositionStreamSubscriptionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepositionStreamSubscriptionResponse.ProtoReflect.Descriptor instead.
+func (*RepositionStreamSubscriptionResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RepositionStreamSubscriptionResponse) GetReposition() *StreamReposition {
+	if x != nil {
+		return x.Reposition
+	}
+	return nil
+}
+
+type GetConsumerStatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Consumer      string                 `protobuf:"bytes,1,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsumerStatsRequest) Reset() {
+	*x = GetConsumerStatsRequest{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsumerStatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsumerStatsRequest) ProtoMessage() {}
+
+func (x *GetConsumerStatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsumerStatsRequest.ProtoReflect.Descriptor instead.
+func (*GetConsumerStatsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *GetConsumerStatsRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+type GetConsumerStatsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// This server's node of the consumer, as the cluster status lists it.
+	Node          string                    `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Partitions    []*ConsumerPartitionStats `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConsumerStatsResponse) Reset() {
+	*x = GetConsumerStatsResponse{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConsumerStatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConsumerStatsResponse) ProtoMessage() {}
+
+func (x *GetConsumerStatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConsumerStatsResponse.ProtoReflect.Descriptor instead.
+func (*GetConsumerStatsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *GetConsumerStatsResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GetConsumerStatsResponse) GetPartitions() []*ConsumerPartitionStats {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+// ConsumerPartitionStats describes a partition a consumer's node pulls.
+type ConsumerPartitionStats struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Epoch     int64                  `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The last position read.
+	Read int64 `protobuf:"varint,3,opt,name=read,proto3" json:"read,omitempty"`
+	// The checkpoint the node proposes: the lowest position of the
+	// subscriptions it handles, never past read.
+	ProposedCheckpoint int64 `protobuf:"varint,4,opt,name=proposed_checkpoint,json=proposedCheckpoint,proto3" json:"proposed_checkpoint,omitempty"`
+	// The partition's checkpoint as the node's last save stored it: the
+	// proposal capped by every stored position of the partition's
+	// subscriptions (those no node of the group handles, or of other
+	// groups, hold it back). Retention trims no further.
+	StoredCheckpoint int64                  `protobuf:"varint,5,opt,name=stored_checkpoint,json=storedCheckpoint,proto3" json:"stored_checkpoint,omitempty"`
+	CachedRecords    int32                  `protobuf:"varint,6,opt,name=cached_records,json=cachedRecords,proto3" json:"cached_records,omitempty"`
+	CachedBytes      int64                  `protobuf:"varint,7,opt,name=cached_bytes,json=cachedBytes,proto3" json:"cached_bytes,omitempty"`
+	SavedAt          *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=saved_at,json=savedAt,proto3" json:"saved_at,omitempty"`
+	TrimmedAt        *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=trimmed_at,json=trimmedAt,proto3" json:"trimmed_at,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *ConsumerPartitionStats) Reset() {
+	*x = ConsumerPartitionStats{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerPartitionStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerPartitionStats) ProtoMessage() {}
+
+func (x *ConsumerPartitionStats) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerPartitionStats.ProtoReflect.Descriptor instead.
+func (*ConsumerPartitionStats) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ConsumerPartitionStats) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetEpoch() int64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetRead() int64 {
+	if x != nil {
+		return x.Read
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetProposedCheckpoint() int64 {
+	if x != nil {
+		return x.ProposedCheckpoint
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetStoredCheckpoint() int64 {
+	if x != nil {
+		return x.StoredCheckpoint
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetCachedRecords() int32 {
+	if x != nil {
+		return x.CachedRecords
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetCachedBytes() int64 {
+	if x != nil {
+		return x.CachedBytes
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetSavedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SavedAt
+	}
+	return nil
+}
+
+func (x *ConsumerPartitionStats) GetTrimmedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TrimmedAt
+	}
+	return nil
+}
+
 type UnsubscribeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Subscription  string                 `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
@@ -562,7 +1097,7 @@ type UnsubscribeRequest struct {
 
 func (x *UnsubscribeRequest) Reset() {
 	*x = UnsubscribeRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[7]
+	mi := &file_sluice_v1_stream_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +1109,7 @@ func (x *UnsubscribeRequest) String() string {
 func (*UnsubscribeRequest) ProtoMessage() {}
 
 func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[7]
+	mi := &file_sluice_v1_stream_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +1122,7 @@ func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeRequest.ProtoReflect.Descriptor instead.
 func (*UnsubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UnsubscribeRequest) GetSubscription() string {
@@ -605,7 +1140,7 @@ type UnsubscribeResponse struct {
 
 func (x *UnsubscribeResponse) Reset() {
 	*x = UnsubscribeResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[8]
+	mi := &file_sluice_v1_stream_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +1152,7 @@ func (x *UnsubscribeResponse) String() string {
 func (*UnsubscribeResponse) ProtoMessage() {}
 
 func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[8]
+	mi := &file_sluice_v1_stream_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +1165,7 @@ func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeResponse.ProtoReflect.Descriptor instead.
 func (*UnsubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{15}
 }
 
 type GetStreamSubscriptionRequest struct {
@@ -642,7 +1177,7 @@ type GetStreamSubscriptionRequest struct {
 
 func (x *GetStreamSubscriptionRequest) Reset() {
 	*x = GetStreamSubscriptionRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[9]
+	mi := &file_sluice_v1_stream_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +1189,7 @@ func (x *GetStreamSubscriptionRequest) String() string {
 func (*GetStreamSubscriptionRequest) ProtoMessage() {}
 
 func (x *GetStreamSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[9]
+	mi := &file_sluice_v1_stream_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +1202,7 @@ func (x *GetStreamSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStreamSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*GetStreamSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetStreamSubscriptionRequest) GetSubscription() string {
@@ -686,7 +1221,7 @@ type GetStreamSubscriptionResponse struct {
 
 func (x *GetStreamSubscriptionResponse) Reset() {
 	*x = GetStreamSubscriptionResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[10]
+	mi := &file_sluice_v1_stream_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -698,7 +1233,7 @@ func (x *GetStreamSubscriptionResponse) String() string {
 func (*GetStreamSubscriptionResponse) ProtoMessage() {}
 
 func (x *GetStreamSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[10]
+	mi := &file_sluice_v1_stream_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -711,7 +1246,7 @@ func (x *GetStreamSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStreamSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*GetStreamSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetStreamSubscriptionResponse) GetSubscription() *StreamSubscription {
@@ -730,7 +1265,7 @@ type ListStreamSubscriptionsRequest struct {
 
 func (x *ListStreamSubscriptionsRequest) Reset() {
 	*x = ListStreamSubscriptionsRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[11]
+	mi := &file_sluice_v1_stream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +1277,7 @@ func (x *ListStreamSubscriptionsRequest) String() string {
 func (*ListStreamSubscriptionsRequest) ProtoMessage() {}
 
 func (x *ListStreamSubscriptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[11]
+	mi := &file_sluice_v1_stream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +1290,7 @@ func (x *ListStreamSubscriptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamSubscriptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListStreamSubscriptionsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListStreamSubscriptionsRequest) GetStream() *StreamId {
@@ -774,7 +1309,7 @@ type ListStreamSubscriptionsResponse struct {
 
 func (x *ListStreamSubscriptionsResponse) Reset() {
 	*x = ListStreamSubscriptionsResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[12]
+	mi := &file_sluice_v1_stream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -786,7 +1321,7 @@ func (x *ListStreamSubscriptionsResponse) String() string {
 func (*ListStreamSubscriptionsResponse) ProtoMessage() {}
 
 func (x *ListStreamSubscriptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[12]
+	mi := &file_sluice_v1_stream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -799,7 +1334,7 @@ func (x *ListStreamSubscriptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamSubscriptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListStreamSubscriptionsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListStreamSubscriptionsResponse) GetSubscriptions() []*StreamSubscription {
@@ -818,7 +1353,7 @@ type ClearFaultRequest struct {
 
 func (x *ClearFaultRequest) Reset() {
 	*x = ClearFaultRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[13]
+	mi := &file_sluice_v1_stream_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +1365,7 @@ func (x *ClearFaultRequest) String() string {
 func (*ClearFaultRequest) ProtoMessage() {}
 
 func (x *ClearFaultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[13]
+	mi := &file_sluice_v1_stream_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +1378,7 @@ func (x *ClearFaultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearFaultRequest.ProtoReflect.Descriptor instead.
 func (*ClearFaultRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClearFaultRequest) GetSubscription() string {
@@ -861,7 +1396,7 @@ type ClearFaultResponse struct {
 
 func (x *ClearFaultResponse) Reset() {
 	*x = ClearFaultResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[14]
+	mi := &file_sluice_v1_stream_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +1408,7 @@ func (x *ClearFaultResponse) String() string {
 func (*ClearFaultResponse) ProtoMessage() {}
 
 func (x *ClearFaultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[14]
+	mi := &file_sluice_v1_stream_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +1421,7 @@ func (x *ClearFaultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearFaultResponse.ProtoReflect.Descriptor instead.
 func (*ClearFaultResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{21}
 }
 
 // StreamEvent is an event as delivered or parked.
@@ -908,7 +1443,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[15]
+	mi := &file_sluice_v1_stream_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1455,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[15]
+	mi := &file_sluice_v1_stream_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1468,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StreamEvent) GetStream() *StreamId {
@@ -1006,7 +1541,7 @@ type ParkedEvent struct {
 
 func (x *ParkedEvent) Reset() {
 	*x = ParkedEvent{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[16]
+	mi := &file_sluice_v1_stream_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1553,7 @@ func (x *ParkedEvent) String() string {
 func (*ParkedEvent) ProtoMessage() {}
 
 func (x *ParkedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[16]
+	mi := &file_sluice_v1_stream_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1566,7 @@ func (x *ParkedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkedEvent.ProtoReflect.Descriptor instead.
 func (*ParkedEvent) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ParkedEvent) GetEvent() *StreamEvent {
@@ -1073,7 +1608,7 @@ type ListParkedEventsRequest struct {
 
 func (x *ListParkedEventsRequest) Reset() {
 	*x = ListParkedEventsRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[17]
+	mi := &file_sluice_v1_stream_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1085,7 +1620,7 @@ func (x *ListParkedEventsRequest) String() string {
 func (*ListParkedEventsRequest) ProtoMessage() {}
 
 func (x *ListParkedEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[17]
+	mi := &file_sluice_v1_stream_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1098,7 +1633,7 @@ func (x *ListParkedEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListParkedEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListParkedEventsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListParkedEventsRequest) GetSubscription() string {
@@ -1124,7 +1659,7 @@ type ListParkedEventsResponse struct {
 
 func (x *ListParkedEventsResponse) Reset() {
 	*x = ListParkedEventsResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[18]
+	mi := &file_sluice_v1_stream_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1671,7 @@ func (x *ListParkedEventsResponse) String() string {
 func (*ListParkedEventsResponse) ProtoMessage() {}
 
 func (x *ListParkedEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[18]
+	mi := &file_sluice_v1_stream_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1684,7 @@ func (x *ListParkedEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListParkedEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListParkedEventsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListParkedEventsResponse) GetEvents() []*ParkedEvent {
@@ -1170,7 +1705,7 @@ type ReplayParkedEventsRequest struct {
 
 func (x *ReplayParkedEventsRequest) Reset() {
 	*x = ReplayParkedEventsRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[19]
+	mi := &file_sluice_v1_stream_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1182,7 +1717,7 @@ func (x *ReplayParkedEventsRequest) String() string {
 func (*ReplayParkedEventsRequest) ProtoMessage() {}
 
 func (x *ReplayParkedEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[19]
+	mi := &file_sluice_v1_stream_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1195,7 +1730,7 @@ func (x *ReplayParkedEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayParkedEventsRequest.ProtoReflect.Descriptor instead.
 func (*ReplayParkedEventsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReplayParkedEventsRequest) GetSubscription() string {
@@ -1226,7 +1761,7 @@ type ReplayParkedEventsResponse struct {
 
 func (x *ReplayParkedEventsResponse) Reset() {
 	*x = ReplayParkedEventsResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[20]
+	mi := &file_sluice_v1_stream_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1773,7 @@ func (x *ReplayParkedEventsResponse) String() string {
 func (*ReplayParkedEventsResponse) ProtoMessage() {}
 
 func (x *ReplayParkedEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[20]
+	mi := &file_sluice_v1_stream_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1786,7 @@ func (x *ReplayParkedEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayParkedEventsResponse.ProtoReflect.Descriptor instead.
 func (*ReplayParkedEventsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReplayParkedEventsResponse) GetDelivered() int32 {
@@ -1281,7 +1816,7 @@ type SetStreamRetentionRequest struct {
 
 func (x *SetStreamRetentionRequest) Reset() {
 	*x = SetStreamRetentionRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[21]
+	mi := &file_sluice_v1_stream_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1828,7 @@ func (x *SetStreamRetentionRequest) String() string {
 func (*SetStreamRetentionRequest) ProtoMessage() {}
 
 func (x *SetStreamRetentionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[21]
+	mi := &file_sluice_v1_stream_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1841,7 @@ func (x *SetStreamRetentionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStreamRetentionRequest.ProtoReflect.Descriptor instead.
 func (*SetStreamRetentionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SetStreamRetentionRequest) GetNamespace() string {
@@ -1338,7 +1873,7 @@ type SetStreamRetentionResponse struct {
 
 func (x *SetStreamRetentionResponse) Reset() {
 	*x = SetStreamRetentionResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[22]
+	mi := &file_sluice_v1_stream_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1885,7 @@ func (x *SetStreamRetentionResponse) String() string {
 func (*SetStreamRetentionResponse) ProtoMessage() {}
 
 func (x *SetStreamRetentionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[22]
+	mi := &file_sluice_v1_stream_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1898,7 @@ func (x *SetStreamRetentionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStreamRetentionResponse.ProtoReflect.Descriptor instead.
 func (*SetStreamRetentionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{29}
 }
 
 type ConsumeRequest struct {
@@ -1400,7 +1935,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[23]
+	mi := &file_sluice_v1_stream_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1412,7 +1947,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[23]
+	mi := &file_sluice_v1_stream_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1425,7 +1960,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConsumeRequest) GetConsumer() string {
@@ -1512,7 +2047,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[24]
+	mi := &file_sluice_v1_stream_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1524,7 +2059,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[24]
+	mi := &file_sluice_v1_stream_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1537,7 +2072,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -1615,7 +2150,7 @@ type ConsumeStarted struct {
 
 func (x *ConsumeStarted) Reset() {
 	*x = ConsumeStarted{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[25]
+	mi := &file_sluice_v1_stream_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +2162,7 @@ func (x *ConsumeStarted) String() string {
 func (*ConsumeStarted) ProtoMessage() {}
 
 func (x *ConsumeStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[25]
+	mi := &file_sluice_v1_stream_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +2175,7 @@ func (x *ConsumeStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeStarted.ProtoReflect.Descriptor instead.
 func (*ConsumeStarted) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConsumeStarted) GetNode() string {
@@ -1690,7 +2225,7 @@ type StreamDelivery struct {
 
 func (x *StreamDelivery) Reset() {
 	*x = StreamDelivery{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[26]
+	mi := &file_sluice_v1_stream_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +2237,7 @@ func (x *StreamDelivery) String() string {
 func (*StreamDelivery) ProtoMessage() {}
 
 func (x *StreamDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[26]
+	mi := &file_sluice_v1_stream_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +2250,7 @@ func (x *StreamDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDelivery.ProtoReflect.Descriptor instead.
 func (*StreamDelivery) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StreamDelivery) GetDeliveryId() string {
@@ -1755,7 +2290,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[27]
+	mi := &file_sluice_v1_stream_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +2302,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[27]
+	mi := &file_sluice_v1_stream_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +2315,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{34}
 }
 
 type AckRequest struct {
@@ -1795,7 +2330,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[28]
+	mi := &file_sluice_v1_stream_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +2342,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[28]
+	mi := &file_sluice_v1_stream_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +2355,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{28}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AckRequest) GetDeliveryIds() []string {
@@ -1840,7 +2375,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[29]
+	mi := &file_sluice_v1_stream_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +2387,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[29]
+	mi := &file_sluice_v1_stream_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +2400,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{29}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AckResponse) GetUnknown() []string {
@@ -1886,7 +2421,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[30]
+	mi := &file_sluice_v1_stream_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2433,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[30]
+	mi := &file_sluice_v1_stream_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2446,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{30}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *NackRequest) GetDeliveryId() string {
@@ -1936,7 +2471,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[31]
+	mi := &file_sluice_v1_stream_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1948,7 +2483,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[31]
+	mi := &file_sluice_v1_stream_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1961,7 +2496,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{31}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{38}
 }
 
 type TailRequest struct {
@@ -1975,7 +2510,7 @@ type TailRequest struct {
 
 func (x *TailRequest) Reset() {
 	*x = TailRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[32]
+	mi := &file_sluice_v1_stream_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2522,7 @@ func (x *TailRequest) String() string {
 func (*TailRequest) ProtoMessage() {}
 
 func (x *TailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[32]
+	mi := &file_sluice_v1_stream_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2535,7 @@ func (x *TailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailRequest.ProtoReflect.Descriptor instead.
 func (*TailRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{32}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TailRequest) GetNamespace() string {
@@ -2032,7 +2567,7 @@ type TailResponse struct {
 
 func (x *TailResponse) Reset() {
 	*x = TailResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[33]
+	mi := &file_sluice_v1_stream_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2044,7 +2579,7 @@ func (x *TailResponse) String() string {
 func (*TailResponse) ProtoMessage() {}
 
 func (x *TailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[33]
+	mi := &file_sluice_v1_stream_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2057,7 +2592,7 @@ func (x *TailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailResponse.ProtoReflect.Descriptor instead.
 func (*TailResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{33}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TailResponse) GetKind() isTailResponse_Kind {
@@ -2147,7 +2682,7 @@ type TailStarted struct {
 
 func (x *TailStarted) Reset() {
 	*x = TailStarted{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[34]
+	mi := &file_sluice_v1_stream_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2694,7 @@ func (x *TailStarted) String() string {
 func (*TailStarted) ProtoMessage() {}
 
 func (x *TailStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[34]
+	mi := &file_sluice_v1_stream_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2707,7 @@ func (x *TailStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailStarted.ProtoReflect.Descriptor instead.
 func (*TailStarted) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{34}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TailStarted) GetPartitions() int32 {
@@ -2202,7 +2737,7 @@ type TailTrimmed struct {
 
 func (x *TailTrimmed) Reset() {
 	*x = TailTrimmed{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[35]
+	mi := &file_sluice_v1_stream_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2749,7 @@ func (x *TailTrimmed) String() string {
 func (*TailTrimmed) ProtoMessage() {}
 
 func (x *TailTrimmed) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[35]
+	mi := &file_sluice_v1_stream_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2762,7 @@ func (x *TailTrimmed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailTrimmed.ProtoReflect.Descriptor instead.
 func (*TailTrimmed) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{35}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TailTrimmed) GetPartition() int32 {
@@ -2279,7 +2814,7 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\x05start\x18\x03 \x01(\x0e2\x18.sluice.v1.StartPositionR\x05start\x12\x1a\n" +
 	"\bposition\x18\x04 \x01(\x03R\bposition\"V\n" +
 	"\x11SubscribeResponse\x12A\n" +
-	"\fsubscription\x18\x01 \x01(\v2\x1d.sluice.v1.StreamSubscriptionR\fsubscription\"\x97\x02\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x1d.sluice.v1.StreamSubscriptionR\fsubscription\"\xff\x02\n" +
 	"\x12StreamSubscription\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bconsumer\x18\x02 \x01(\tR\bconsumer\x12+\n" +
@@ -2289,7 +2824,45 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\n" +
 	"faulted_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tfaultedAt\x129\n" +
 	"\n" +
-	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"8\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12 \n" +
+	"\vrepositions\x18\b \x01(\x03R\vrepositions\x12D\n" +
+	"\x0flast_reposition\x18\t \x01(\v2\x1b.sluice.v1.StreamRepositionR\x0elastReposition\"Q\n" +
+	"\rPartitionMove\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\x03R\x04from\x12\x0e\n" +
+	"\x02to\x18\x03 \x01(\x03R\x02to\"\xb3\x01\n" +
+	"\x10StreamReposition\x123\n" +
+	"\x06target\x18\x01 \x01(\x0e2\x1b.sluice.v1.RepositionTargetR\x06target\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12.\n" +
+	"\x05moves\x18\x04 \x03(\v2\x18.sluice.v1.PartitionMoveR\x05moves\"\xb8\x01\n" +
+	"#RepositionStreamSubscriptionRequest\x12\"\n" +
+	"\fsubscription\x18\x01 \x01(\tR\fsubscription\x123\n" +
+	"\x06target\x18\x02 \x01(\x0e2\x1b.sluice.v1.RepositionTargetR\x06target\x12\x1a\n" +
+	"\bposition\x18\x03 \x01(\x03R\bposition\x12\x1c\n" +
+	"\tpartition\x18\x04 \x01(\x05R\tpartition\"c\n" +
+	"$RepositionStreamSubscriptionResponse\x12;\n" +
+	"\n" +
+	"reposition\x18\x01 \x01(\v2\x1b.sluice.v1.StreamRepositionR\n" +
+	"reposition\"5\n" +
+	"\x17GetConsumerStatsRequest\x12\x1a\n" +
+	"\bconsumer\x18\x01 \x01(\tR\bconsumer\"q\n" +
+	"\x18GetConsumerStatsResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12A\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2!.sluice.v1.ConsumerPartitionStatsR\n" +
+	"partitions\"\xfa\x02\n" +
+	"\x16ConsumerPartitionStats\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x12\n" +
+	"\x04read\x18\x03 \x01(\x03R\x04read\x12/\n" +
+	"\x13proposed_checkpoint\x18\x04 \x01(\x03R\x12proposedCheckpoint\x12+\n" +
+	"\x11stored_checkpoint\x18\x05 \x01(\x03R\x10storedCheckpoint\x12%\n" +
+	"\x0ecached_records\x18\x06 \x01(\x05R\rcachedRecords\x12!\n" +
+	"\fcached_bytes\x18\a \x01(\x03R\vcachedBytes\x125\n" +
+	"\bsaved_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\asavedAt\x129\n" +
+	"\n" +
+	"trimmed_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\ttrimmedAt\"8\n" +
 	"\x12UnsubscribeRequest\x12\"\n" +
 	"\fsubscription\x18\x01 \x01(\tR\fsubscription\"\x15\n" +
 	"\x13UnsubscribeResponse\"B\n" +
@@ -2404,11 +2977,16 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\x1aSTART_POSITION_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12START_POSITION_NOW\x10\x01\x12\x1c\n" +
 	"\x18START_POSITION_BEGINNING\x10\x02\x12\x15\n" +
-	"\x11START_POSITION_AT\x10\x03*b\n" +
+	"\x11START_POSITION_AT\x10\x03*\x8f\x01\n" +
+	"\x10RepositionTarget\x12!\n" +
+	"\x1dREPOSITION_TARGET_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aREPOSITION_TARGET_POSITION\x10\x01\x12\x1c\n" +
+	"\x18REPOSITION_TARGET_OLDEST\x10\x02\x12\x1a\n" +
+	"\x16REPOSITION_TARGET_HEAD\x10\x03*b\n" +
 	"\rFailurePolicy\x12\x1e\n" +
 	"\x1aFAILURE_POLICY_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13FAILURE_POLICY_PARK\x10\x01\x12\x18\n" +
-	"\x14FAILURE_POLICY_FAULT\x10\x022\xa1\b\n" +
+	"\x14FAILURE_POLICY_FAULT\x10\x022\xff\t\n" +
 	"\rStreamService\x12@\n" +
 	"\aPublish\x12\x19.sluice.v1.PublishRequest\x1a\x1a.sluice.v1.PublishResponse\x12F\n" +
 	"\tSubscribe\x12\x1b.sluice.v1.SubscribeRequest\x1a\x1c.sluice.v1.SubscribeResponse\x12L\n" +
@@ -2419,7 +2997,9 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"ClearFault\x12\x1c.sluice.v1.ClearFaultRequest\x1a\x1d.sluice.v1.ClearFaultResponse\x12[\n" +
 	"\x10ListParkedEvents\x12\".sluice.v1.ListParkedEventsRequest\x1a#.sluice.v1.ListParkedEventsResponse\x12a\n" +
 	"\x12ReplayParkedEvents\x12$.sluice.v1.ReplayParkedEventsRequest\x1a%.sluice.v1.ReplayParkedEventsResponse\x12a\n" +
-	"\x12SetStreamRetention\x12$.sluice.v1.SetStreamRetentionRequest\x1a%.sluice.v1.SetStreamRetentionResponse\x12B\n" +
+	"\x12SetStreamRetention\x12$.sluice.v1.SetStreamRetentionRequest\x1a%.sluice.v1.SetStreamRetentionResponse\x12\x7f\n" +
+	"\x1cRepositionStreamSubscription\x12..sluice.v1.RepositionStreamSubscriptionRequest\x1a/.sluice.v1.RepositionStreamSubscriptionResponse\x12[\n" +
+	"\x10GetConsumerStats\x12\".sluice.v1.GetConsumerStatsRequest\x1a#.sluice.v1.GetConsumerStatsResponse\x12B\n" +
 	"\aConsume\x12\x19.sluice.v1.ConsumeRequest\x1a\x1a.sluice.v1.ConsumeResponse0\x01\x124\n" +
 	"\x03Ack\x12\x15.sluice.v1.AckRequest\x1a\x16.sluice.v1.AckResponse\x127\n" +
 	"\x04Nack\x12\x16.sluice.v1.NackRequest\x1a\x17.sluice.v1.NackResponse\x129\n" +
@@ -2439,119 +3019,140 @@ func file_sluice_v1_stream_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_stream_proto_rawDescData
 }
 
-var file_sluice_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_sluice_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_sluice_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_sluice_v1_stream_proto_goTypes = []any{
-	(StartPosition)(0),                      // 0: sluice.v1.StartPosition
-	(FailurePolicy)(0),                      // 1: sluice.v1.FailurePolicy
-	(*StreamId)(nil),                        // 2: sluice.v1.StreamId
-	(*Event)(nil),                           // 3: sluice.v1.Event
-	(*PublishRequest)(nil),                  // 4: sluice.v1.PublishRequest
-	(*PublishResponse)(nil),                 // 5: sluice.v1.PublishResponse
-	(*SubscribeRequest)(nil),                // 6: sluice.v1.SubscribeRequest
-	(*SubscribeResponse)(nil),               // 7: sluice.v1.SubscribeResponse
-	(*StreamSubscription)(nil),              // 8: sluice.v1.StreamSubscription
-	(*UnsubscribeRequest)(nil),              // 9: sluice.v1.UnsubscribeRequest
-	(*UnsubscribeResponse)(nil),             // 10: sluice.v1.UnsubscribeResponse
-	(*GetStreamSubscriptionRequest)(nil),    // 11: sluice.v1.GetStreamSubscriptionRequest
-	(*GetStreamSubscriptionResponse)(nil),   // 12: sluice.v1.GetStreamSubscriptionResponse
-	(*ListStreamSubscriptionsRequest)(nil),  // 13: sluice.v1.ListStreamSubscriptionsRequest
-	(*ListStreamSubscriptionsResponse)(nil), // 14: sluice.v1.ListStreamSubscriptionsResponse
-	(*ClearFaultRequest)(nil),               // 15: sluice.v1.ClearFaultRequest
-	(*ClearFaultResponse)(nil),              // 16: sluice.v1.ClearFaultResponse
-	(*StreamEvent)(nil),                     // 17: sluice.v1.StreamEvent
-	(*ParkedEvent)(nil),                     // 18: sluice.v1.ParkedEvent
-	(*ListParkedEventsRequest)(nil),         // 19: sluice.v1.ListParkedEventsRequest
-	(*ListParkedEventsResponse)(nil),        // 20: sluice.v1.ListParkedEventsResponse
-	(*ReplayParkedEventsRequest)(nil),       // 21: sluice.v1.ReplayParkedEventsRequest
-	(*ReplayParkedEventsResponse)(nil),      // 22: sluice.v1.ReplayParkedEventsResponse
-	(*SetStreamRetentionRequest)(nil),       // 23: sluice.v1.SetStreamRetentionRequest
-	(*SetStreamRetentionResponse)(nil),      // 24: sluice.v1.SetStreamRetentionResponse
-	(*ConsumeRequest)(nil),                  // 25: sluice.v1.ConsumeRequest
-	(*ConsumeResponse)(nil),                 // 26: sluice.v1.ConsumeResponse
-	(*ConsumeStarted)(nil),                  // 27: sluice.v1.ConsumeStarted
-	(*StreamDelivery)(nil),                  // 28: sluice.v1.StreamDelivery
-	(*Heartbeat)(nil),                       // 29: sluice.v1.Heartbeat
-	(*AckRequest)(nil),                      // 30: sluice.v1.AckRequest
-	(*AckResponse)(nil),                     // 31: sluice.v1.AckResponse
-	(*NackRequest)(nil),                     // 32: sluice.v1.NackRequest
-	(*NackResponse)(nil),                    // 33: sluice.v1.NackResponse
-	(*TailRequest)(nil),                     // 34: sluice.v1.TailRequest
-	(*TailResponse)(nil),                    // 35: sluice.v1.TailResponse
-	(*TailStarted)(nil),                     // 36: sluice.v1.TailStarted
-	(*TailTrimmed)(nil),                     // 37: sluice.v1.TailTrimmed
-	nil,                                     // 38: sluice.v1.Event.PropertiesEntry
-	nil,                                     // 39: sluice.v1.StreamEvent.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),           // 40: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),             // 41: google.protobuf.Duration
+	(StartPosition)(0),                           // 0: sluice.v1.StartPosition
+	(RepositionTarget)(0),                        // 1: sluice.v1.RepositionTarget
+	(FailurePolicy)(0),                           // 2: sluice.v1.FailurePolicy
+	(*StreamId)(nil),                             // 3: sluice.v1.StreamId
+	(*Event)(nil),                                // 4: sluice.v1.Event
+	(*PublishRequest)(nil),                       // 5: sluice.v1.PublishRequest
+	(*PublishResponse)(nil),                      // 6: sluice.v1.PublishResponse
+	(*SubscribeRequest)(nil),                     // 7: sluice.v1.SubscribeRequest
+	(*SubscribeResponse)(nil),                    // 8: sluice.v1.SubscribeResponse
+	(*StreamSubscription)(nil),                   // 9: sluice.v1.StreamSubscription
+	(*PartitionMove)(nil),                        // 10: sluice.v1.PartitionMove
+	(*StreamReposition)(nil),                     // 11: sluice.v1.StreamReposition
+	(*RepositionStreamSubscriptionRequest)(nil),  // 12: sluice.v1.RepositionStreamSubscriptionRequest
+	(*RepositionStreamSubscriptionResponse)(nil), // 13: sluice.v1.RepositionStreamSubscriptionResponse
+	(*GetConsumerStatsRequest)(nil),              // 14: sluice.v1.GetConsumerStatsRequest
+	(*GetConsumerStatsResponse)(nil),             // 15: sluice.v1.GetConsumerStatsResponse
+	(*ConsumerPartitionStats)(nil),               // 16: sluice.v1.ConsumerPartitionStats
+	(*UnsubscribeRequest)(nil),                   // 17: sluice.v1.UnsubscribeRequest
+	(*UnsubscribeResponse)(nil),                  // 18: sluice.v1.UnsubscribeResponse
+	(*GetStreamSubscriptionRequest)(nil),         // 19: sluice.v1.GetStreamSubscriptionRequest
+	(*GetStreamSubscriptionResponse)(nil),        // 20: sluice.v1.GetStreamSubscriptionResponse
+	(*ListStreamSubscriptionsRequest)(nil),       // 21: sluice.v1.ListStreamSubscriptionsRequest
+	(*ListStreamSubscriptionsResponse)(nil),      // 22: sluice.v1.ListStreamSubscriptionsResponse
+	(*ClearFaultRequest)(nil),                    // 23: sluice.v1.ClearFaultRequest
+	(*ClearFaultResponse)(nil),                   // 24: sluice.v1.ClearFaultResponse
+	(*StreamEvent)(nil),                          // 25: sluice.v1.StreamEvent
+	(*ParkedEvent)(nil),                          // 26: sluice.v1.ParkedEvent
+	(*ListParkedEventsRequest)(nil),              // 27: sluice.v1.ListParkedEventsRequest
+	(*ListParkedEventsResponse)(nil),             // 28: sluice.v1.ListParkedEventsResponse
+	(*ReplayParkedEventsRequest)(nil),            // 29: sluice.v1.ReplayParkedEventsRequest
+	(*ReplayParkedEventsResponse)(nil),           // 30: sluice.v1.ReplayParkedEventsResponse
+	(*SetStreamRetentionRequest)(nil),            // 31: sluice.v1.SetStreamRetentionRequest
+	(*SetStreamRetentionResponse)(nil),           // 32: sluice.v1.SetStreamRetentionResponse
+	(*ConsumeRequest)(nil),                       // 33: sluice.v1.ConsumeRequest
+	(*ConsumeResponse)(nil),                      // 34: sluice.v1.ConsumeResponse
+	(*ConsumeStarted)(nil),                       // 35: sluice.v1.ConsumeStarted
+	(*StreamDelivery)(nil),                       // 36: sluice.v1.StreamDelivery
+	(*Heartbeat)(nil),                            // 37: sluice.v1.Heartbeat
+	(*AckRequest)(nil),                           // 38: sluice.v1.AckRequest
+	(*AckResponse)(nil),                          // 39: sluice.v1.AckResponse
+	(*NackRequest)(nil),                          // 40: sluice.v1.NackRequest
+	(*NackResponse)(nil),                         // 41: sluice.v1.NackResponse
+	(*TailRequest)(nil),                          // 42: sluice.v1.TailRequest
+	(*TailResponse)(nil),                         // 43: sluice.v1.TailResponse
+	(*TailStarted)(nil),                          // 44: sluice.v1.TailStarted
+	(*TailTrimmed)(nil),                          // 45: sluice.v1.TailTrimmed
+	nil,                                          // 46: sluice.v1.Event.PropertiesEntry
+	nil,                                          // 47: sluice.v1.StreamEvent.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),                // 48: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),                  // 49: google.protobuf.Duration
 }
 var file_sluice_v1_stream_proto_depIdxs = []int32{
-	38, // 0: sluice.v1.Event.properties:type_name -> sluice.v1.Event.PropertiesEntry
-	2,  // 1: sluice.v1.PublishRequest.stream:type_name -> sluice.v1.StreamId
-	3,  // 2: sluice.v1.PublishRequest.events:type_name -> sluice.v1.Event
-	2,  // 3: sluice.v1.SubscribeRequest.stream:type_name -> sluice.v1.StreamId
+	46, // 0: sluice.v1.Event.properties:type_name -> sluice.v1.Event.PropertiesEntry
+	3,  // 1: sluice.v1.PublishRequest.stream:type_name -> sluice.v1.StreamId
+	4,  // 2: sluice.v1.PublishRequest.events:type_name -> sluice.v1.Event
+	3,  // 3: sluice.v1.SubscribeRequest.stream:type_name -> sluice.v1.StreamId
 	0,  // 4: sluice.v1.SubscribeRequest.start:type_name -> sluice.v1.StartPosition
-	8,  // 5: sluice.v1.SubscribeResponse.subscription:type_name -> sluice.v1.StreamSubscription
-	2,  // 6: sluice.v1.StreamSubscription.stream:type_name -> sluice.v1.StreamId
-	40, // 7: sluice.v1.StreamSubscription.faulted_at:type_name -> google.protobuf.Timestamp
-	40, // 8: sluice.v1.StreamSubscription.created_at:type_name -> google.protobuf.Timestamp
-	8,  // 9: sluice.v1.GetStreamSubscriptionResponse.subscription:type_name -> sluice.v1.StreamSubscription
-	2,  // 10: sluice.v1.ListStreamSubscriptionsRequest.stream:type_name -> sluice.v1.StreamId
-	8,  // 11: sluice.v1.ListStreamSubscriptionsResponse.subscriptions:type_name -> sluice.v1.StreamSubscription
-	2,  // 12: sluice.v1.StreamEvent.stream:type_name -> sluice.v1.StreamId
-	39, // 13: sluice.v1.StreamEvent.properties:type_name -> sluice.v1.StreamEvent.PropertiesEntry
-	40, // 14: sluice.v1.StreamEvent.appended_at:type_name -> google.protobuf.Timestamp
-	17, // 15: sluice.v1.ParkedEvent.event:type_name -> sluice.v1.StreamEvent
-	40, // 16: sluice.v1.ParkedEvent.parked_at:type_name -> google.protobuf.Timestamp
-	18, // 17: sluice.v1.ListParkedEventsResponse.events:type_name -> sluice.v1.ParkedEvent
-	41, // 18: sluice.v1.SetStreamRetentionRequest.max_age:type_name -> google.protobuf.Duration
-	41, // 19: sluice.v1.ConsumeRequest.ack_timeout:type_name -> google.protobuf.Duration
-	41, // 20: sluice.v1.ConsumeRequest.retry_backoff:type_name -> google.protobuf.Duration
-	41, // 21: sluice.v1.ConsumeRequest.max_retry_backoff:type_name -> google.protobuf.Duration
-	1,  // 22: sluice.v1.ConsumeRequest.on_failure:type_name -> sluice.v1.FailurePolicy
-	27, // 23: sluice.v1.ConsumeResponse.started:type_name -> sluice.v1.ConsumeStarted
-	28, // 24: sluice.v1.ConsumeResponse.delivery:type_name -> sluice.v1.StreamDelivery
-	29, // 25: sluice.v1.ConsumeResponse.heartbeat:type_name -> sluice.v1.Heartbeat
-	41, // 26: sluice.v1.ConsumeStarted.heartbeat:type_name -> google.protobuf.Duration
-	17, // 27: sluice.v1.StreamDelivery.event:type_name -> sluice.v1.StreamEvent
-	41, // 28: sluice.v1.StreamDelivery.ack_within:type_name -> google.protobuf.Duration
-	40, // 29: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
-	36, // 30: sluice.v1.TailResponse.started:type_name -> sluice.v1.TailStarted
-	17, // 31: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
-	37, // 32: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
-	29, // 33: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
-	41, // 34: sluice.v1.TailStarted.heartbeat:type_name -> google.protobuf.Duration
-	4,  // 35: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
-	6,  // 36: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
-	9,  // 37: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
-	11, // 38: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
-	13, // 39: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
-	15, // 40: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
-	19, // 41: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
-	21, // 42: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
-	23, // 43: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
-	25, // 44: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
-	30, // 45: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
-	32, // 46: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
-	34, // 47: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
-	5,  // 48: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
-	7,  // 49: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
-	10, // 50: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
-	12, // 51: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
-	14, // 52: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
-	16, // 53: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
-	20, // 54: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
-	22, // 55: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
-	24, // 56: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
-	26, // 57: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
-	31, // 58: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
-	33, // 59: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
-	35, // 60: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
-	48, // [48:61] is the sub-list for method output_type
-	35, // [35:48] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	9,  // 5: sluice.v1.SubscribeResponse.subscription:type_name -> sluice.v1.StreamSubscription
+	3,  // 6: sluice.v1.StreamSubscription.stream:type_name -> sluice.v1.StreamId
+	48, // 7: sluice.v1.StreamSubscription.faulted_at:type_name -> google.protobuf.Timestamp
+	48, // 8: sluice.v1.StreamSubscription.created_at:type_name -> google.protobuf.Timestamp
+	11, // 9: sluice.v1.StreamSubscription.last_reposition:type_name -> sluice.v1.StreamReposition
+	1,  // 10: sluice.v1.StreamReposition.target:type_name -> sluice.v1.RepositionTarget
+	48, // 11: sluice.v1.StreamReposition.at:type_name -> google.protobuf.Timestamp
+	10, // 12: sluice.v1.StreamReposition.moves:type_name -> sluice.v1.PartitionMove
+	1,  // 13: sluice.v1.RepositionStreamSubscriptionRequest.target:type_name -> sluice.v1.RepositionTarget
+	11, // 14: sluice.v1.RepositionStreamSubscriptionResponse.reposition:type_name -> sluice.v1.StreamReposition
+	16, // 15: sluice.v1.GetConsumerStatsResponse.partitions:type_name -> sluice.v1.ConsumerPartitionStats
+	48, // 16: sluice.v1.ConsumerPartitionStats.saved_at:type_name -> google.protobuf.Timestamp
+	48, // 17: sluice.v1.ConsumerPartitionStats.trimmed_at:type_name -> google.protobuf.Timestamp
+	9,  // 18: sluice.v1.GetStreamSubscriptionResponse.subscription:type_name -> sluice.v1.StreamSubscription
+	3,  // 19: sluice.v1.ListStreamSubscriptionsRequest.stream:type_name -> sluice.v1.StreamId
+	9,  // 20: sluice.v1.ListStreamSubscriptionsResponse.subscriptions:type_name -> sluice.v1.StreamSubscription
+	3,  // 21: sluice.v1.StreamEvent.stream:type_name -> sluice.v1.StreamId
+	47, // 22: sluice.v1.StreamEvent.properties:type_name -> sluice.v1.StreamEvent.PropertiesEntry
+	48, // 23: sluice.v1.StreamEvent.appended_at:type_name -> google.protobuf.Timestamp
+	25, // 24: sluice.v1.ParkedEvent.event:type_name -> sluice.v1.StreamEvent
+	48, // 25: sluice.v1.ParkedEvent.parked_at:type_name -> google.protobuf.Timestamp
+	26, // 26: sluice.v1.ListParkedEventsResponse.events:type_name -> sluice.v1.ParkedEvent
+	49, // 27: sluice.v1.SetStreamRetentionRequest.max_age:type_name -> google.protobuf.Duration
+	49, // 28: sluice.v1.ConsumeRequest.ack_timeout:type_name -> google.protobuf.Duration
+	49, // 29: sluice.v1.ConsumeRequest.retry_backoff:type_name -> google.protobuf.Duration
+	49, // 30: sluice.v1.ConsumeRequest.max_retry_backoff:type_name -> google.protobuf.Duration
+	2,  // 31: sluice.v1.ConsumeRequest.on_failure:type_name -> sluice.v1.FailurePolicy
+	35, // 32: sluice.v1.ConsumeResponse.started:type_name -> sluice.v1.ConsumeStarted
+	36, // 33: sluice.v1.ConsumeResponse.delivery:type_name -> sluice.v1.StreamDelivery
+	37, // 34: sluice.v1.ConsumeResponse.heartbeat:type_name -> sluice.v1.Heartbeat
+	49, // 35: sluice.v1.ConsumeStarted.heartbeat:type_name -> google.protobuf.Duration
+	25, // 36: sluice.v1.StreamDelivery.event:type_name -> sluice.v1.StreamEvent
+	49, // 37: sluice.v1.StreamDelivery.ack_within:type_name -> google.protobuf.Duration
+	48, // 38: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
+	44, // 39: sluice.v1.TailResponse.started:type_name -> sluice.v1.TailStarted
+	25, // 40: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
+	45, // 41: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
+	37, // 42: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
+	49, // 43: sluice.v1.TailStarted.heartbeat:type_name -> google.protobuf.Duration
+	5,  // 44: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
+	7,  // 45: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
+	17, // 46: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
+	19, // 47: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
+	21, // 48: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
+	23, // 49: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
+	27, // 50: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
+	29, // 51: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
+	31, // 52: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
+	12, // 53: sluice.v1.StreamService.RepositionStreamSubscription:input_type -> sluice.v1.RepositionStreamSubscriptionRequest
+	14, // 54: sluice.v1.StreamService.GetConsumerStats:input_type -> sluice.v1.GetConsumerStatsRequest
+	33, // 55: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
+	38, // 56: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
+	40, // 57: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
+	42, // 58: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
+	6,  // 59: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
+	8,  // 60: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
+	18, // 61: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
+	20, // 62: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
+	22, // 63: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
+	24, // 64: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
+	28, // 65: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
+	30, // 66: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
+	32, // 67: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
+	13, // 68: sluice.v1.StreamService.RepositionStreamSubscription:output_type -> sluice.v1.RepositionStreamSubscriptionResponse
+	15, // 69: sluice.v1.StreamService.GetConsumerStats:output_type -> sluice.v1.GetConsumerStatsResponse
+	34, // 70: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
+	39, // 71: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
+	41, // 72: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
+	43, // 73: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
+	59, // [59:74] is the sub-list for method output_type
+	44, // [44:59] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_stream_proto_init() }
@@ -2559,12 +3160,12 @@ func file_sluice_v1_stream_proto_init() {
 	if File_sluice_v1_stream_proto != nil {
 		return
 	}
-	file_sluice_v1_stream_proto_msgTypes[24].OneofWrappers = []any{
+	file_sluice_v1_stream_proto_msgTypes[31].OneofWrappers = []any{
 		(*ConsumeResponse_Started)(nil),
 		(*ConsumeResponse_Delivery)(nil),
 		(*ConsumeResponse_Heartbeat)(nil),
 	}
-	file_sluice_v1_stream_proto_msgTypes[33].OneofWrappers = []any{
+	file_sluice_v1_stream_proto_msgTypes[40].OneofWrappers = []any{
 		(*TailResponse_Started)(nil),
 		(*TailResponse_Event)(nil),
 		(*TailResponse_Trimmed)(nil),
@@ -2575,8 +3176,8 @@ func file_sluice_v1_stream_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_stream_proto_rawDesc), len(file_sluice_v1_stream_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   38,
+			NumEnums:      3,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

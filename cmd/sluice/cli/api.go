@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -53,6 +54,10 @@ type sluiceAPI interface {
 	Unsubscribe(ctx context.Context, subscription string) error
 	ClearFault(ctx context.Context, subscription string) error
 	ParkedEvents(ctx context.Context, subscription string, max int) ([]sluice.ParkedEvent, error)
+	RepositionStreamSubscription(ctx context.Context, subscription string, to sluice.StartPosition, opts *sluice.RepositionOptions) (sluice.StreamReposition, error)
+	// consumerStats describes the partitions a server's node of a
+	// consumer pulls (only through a server).
+	consumerStats(ctx context.Context, consumer string) (string, []sluice.StreamPartitionStats, error)
 
 	// allStats lists every queue and subscription with its counts, in
 	// the order of their paths.
@@ -178,8 +183,17 @@ func (l *library) publish(ctx context.Context, id sluice.StreamID, events ...slu
 	return sluice.PartitionOf(id, l.partitions), pos, err
 }
 
+// consumerStats is the server's: a library has no node of its own.
+func (l *library) consumerStats(context.Context, string) (string, []sluice.StreamPartitionStats, error) {
+	return "", nil, fmt.Errorf("a consumer's stats are those of a server's node of it: use --server: %w", sluice.ErrInvalidArgument)
+}
+
 // remote is a server, through package client.
 type remote struct{ *client.Client }
+
+func (r remote) consumerStats(ctx context.Context, consumer string) (string, []sluice.StreamPartitionStats, error) {
+	return r.ConsumerStats(ctx, consumer)
+}
 
 func (r remote) publish(ctx context.Context, id sluice.StreamID, events ...sluice.Event) (int32, []int64, error) {
 	return r.PublishPartition(ctx, id, events...)

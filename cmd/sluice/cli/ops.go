@@ -52,7 +52,7 @@ func operatorOps() []*op {
 		opDLQList(), opDLQResubmit(), opDLQPurge(),
 		opStreamPublish(), opStreamTail(),
 		opStreamSubscribe(), opStreamSubscriptions(), opStreamSubscription(), opStreamUnsubscribe(),
-		opStreamClearFault(), opStreamParked(),
+		opStreamClearFault(), opStreamParked(), opStreamReposition(), opStreamStats(),
 		opClusterStatus(), opStats(),
 	}
 }

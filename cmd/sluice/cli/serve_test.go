@@ -203,7 +203,7 @@ func TestMigrate(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "migrate.db")
 	code, out, errOut := run(t, "migrate", "--db", db)
-	if code != ExitOK || !strings.Contains(out, "schema at version 0010") || !strings.Contains(errOut, "applied migration") {
+	if code != ExitOK || !strings.Contains(out, "schema at version 0011") || !strings.Contains(errOut, "applied migration") {
 		t.Fatalf("migrate: exit %d, %s %s", code, out, errOut)
 	}
 	if c, err := sluice.Open(t.Context(), db, sluice.Options{}); err != nil {
@@ -213,7 +213,7 @@ func TestMigrate(t *testing.T) {
 	}
 	code, out, _ = run(t, "migrate", "--db", "postgres://db.example/sluice", "--print")
 	if code != ExitOK || !strings.Contains(out, "-- ==== 0001_init.sql ====") || !strings.Contains(out, "PostgreSQL dialect") ||
-		!strings.Contains(out, "0010_stream_groups.sql") {
+		!strings.Contains(out, "0011_stream_repositions.sql") {
 		t.Fatalf("migrate --print: exit %d, %.300s", code, out)
 	}
 	if code, _, errOut := run(t, "migrate", "--db", "oracle://x"); code != ExitUsage || !strings.Contains(errOut, "unknown database scheme") {

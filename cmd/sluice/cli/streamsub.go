@@ -20,6 +20,9 @@ type streamSubscriptionView struct {
 	CreatedAt time.Time `json:"created_at,omitzero"`
 	Fault     string    `json:"fault,omitempty"`
 	FaultedAt time.Time `json:"faulted_at,omitzero"`
+	// Repositions counts its repositions; LastReposition is the last.
+	Repositions    int64           `json:"repositions,omitempty"`
+	LastReposition *repositionView `json:"last_reposition,omitempty"`
 }
 
 // parkedView is a parked event as --json prints it.
@@ -158,7 +161,11 @@ func (e *env) printSubscriptions(subs []sluice.StreamSubscription) error {
 	if e.json {
 		for _, s := range subs {
 			v := streamSubscriptionView{ID: s.ID, Consumer: s.Consumer, Namespace: s.Stream.Namespace, Key: s.Stream.Key,
-				Partition: s.Partition, CreatedAt: s.CreatedAt.UTC(), Fault: s.Fault, FaultedAt: s.FaultedAt.UTC()}
+				Partition: s.Partition, CreatedAt: s.CreatedAt.UTC(), Fault: s.Fault, FaultedAt: s.FaultedAt.UTC(), Repositions: s.Repositions}
+			if s.LastReposition != nil {
+				r := viewReposition("", s.LastReposition)
+				v.LastReposition = &r
+			}
 			if err := e.emit(v); err != nil {
 				return err
 			}
@@ -166,7 +173,7 @@ func (e *env) printSubscriptions(subs []sluice.StreamSubscription) error {
 		return nil
 	}
 	tw := table(e.stdout)
-	fmt.Fprintln(tw, "ID\tCONSUMER\tSTREAM\tPARTITION\tCREATED\tFAULT")
+	fmt.Fprintln(tw, "ID\tCONSUMER\tSTREAM\tPARTITION\tCREATED\tFAULT\tLAST REPOSITION")
 	for _, s := range subs {
 		stream, partition := s.Stream.Namespace+"/*", "all"
 		if s.Stream.Key != "" {
@@ -176,7 +183,11 @@ func (e *env) printSubscriptions(subs []sluice.StreamSubscription) error {
 		if s.Fault != "" {
 			fault = when(s.FaultedAt) + " " + s.Fault
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Consumer, stream, partition, when(s.CreatedAt), fault)
+		last := "-"
+		if s.LastReposition != nil {
+			last = describeReposition(s.LastReposition)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Consumer, stream, partition, when(s.CreatedAt), fault, last)
 	}
 	return tw.Flush()
 }

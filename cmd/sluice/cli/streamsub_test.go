@@ -121,6 +121,28 @@ func testStreamSubscriptionCommands(t *testing.T, w where) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
+	// Reposition ledger to the head, then to a position: recorded, and
+	// shown with the subscription.
+	moved := jsonLines(t, w.ok(t, "stream", "reposition", ledger, "--to", "head", "--json"))
+	if len(moved) != 1 || moved[0]["to"] != "head" || moved[0]["subscription"] != ledger || len(moved[0]["moves"].([]any)) != 1 {
+		t.Fatalf("reposition --json: %v", moved)
+	}
+	// Position 2 follows the one event published: the stream's next one.
+	wantContains(t, "reposition", w.ok(t, "stream", "reposition", ledger, "--to", "2"), "repositioned "+ledger+" to position", ": 1 -> 1")
+	sub := jsonLines(t, w.ok(t, "stream", "subscription", ledger, "--json"))
+	if last, _ := sub[0]["last_reposition"].(map[string]any); sub[0]["repositions"] != 2.0 || last == nil || last["to"] != "position" {
+		t.Fatalf("subscription --json after two repositions: %v", sub)
+	}
+	wantContains(t, "subscription", w.ok(t, "stream", "subscription", ledger), "LAST REPOSITION", "to position")
+	w.fails(t, ExitUsage, "--to", "stream", "reposition", ledger, "--to", "later")
+	w.fails(t, ExitUsage, "--partition", "stream", "reposition", ledger, "--to", "head", "--partition", "3")
+	w.fails(t, ExitError, "head", "stream", "reposition", ledger, "--to", "99")
+	w.fails(t, ExitNotFound, "not found", "stream", "reposition", "no-such-subscription", "--to", "head")
+	w.fails(t, ExitError, "", "stream", "stats", "nobody")
+	if w.flags[0] != "--db" { // a server runs ledger's node
+		wantContains(t, "stats", w.ok(t, "stream", "stats", "ledger"), "node ", "PROPOSED CHECKPOINT", "STORED CHECKPOINT")
+	}
+
 	if out := w.ok(t, "stream", "unsubscribe", audit, "--json"); !strings.Contains(out, `"deleted":"stream subscription"`) {
 		t.Fatalf("unsubscribe --json printed %q", out)
 	}

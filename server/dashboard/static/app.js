@@ -127,6 +127,23 @@ const views = {
         num(p.epoch), el("td", {}, p.held ? "yes" : "no"),
         num(p.head), num(p.checkpoint), num(p.lag),
         el("td", {}, (p.subscriptions || []).map((s) => `${s.id} (${int(s.lag)})`).join(", ")))));
+    const ids = new Set((st.partitions || []).flatMap((p) => (p.subscriptions || []).map((s) => s.id)));
+    document.getElementById("reposition-subs").replaceChildren(...[...ids].sort().map((id) => el("option", { value: id })));
+    const consumers = [...new Set((st.nodes || []).flatMap((n) => n.consumers || []))].sort();
+    const rows = [];
+    for (const consumer of consumers) {
+      let stats;
+      try {
+        stats = await call("StreamService", "GetConsumerStats", { consumer });
+      } catch {
+        continue; // run by another server or by an application, or not ours to see
+      }
+      for (const p of stats.partitions || []) {
+        rows.push(el("tr", { "data-consumer": consumer }, el("td", {}, consumer), num(p.partition), num(p.epoch), num(p.read),
+          num(p.proposedCheckpoint), num(p.storedCheckpoint), num(p.cachedRecords)));
+      }
+    }
+    fill(document.querySelector("#consumers-table tbody"), rows);
   },
 
   async throughput() {
@@ -145,6 +162,36 @@ const views = {
     await showDeadLetters();
   },
 };
+
+// describeReposition is a recorded reposition on one line.
+function describeReposition(r) {
+  const to = { REPOSITION_TARGET_POSITION: "a position", REPOSITION_TARGET_OLDEST: "the oldest event kept", REPOSITION_TARGET_HEAD: "the head" }[r.target] || r.target;
+  const moves = (r.moves || []).map((m) => `partition ${int(m.partition)}: ${int(m.from)} → ${int(m.to)}`).join(", ");
+  return `to ${to}${r.by ? " by " + r.by : ""} at ${when(r.at)}; ${moves}`;
+}
+
+async function reposition() {
+  const subscription = document.getElementById("reposition-sub").value.trim();
+  const target = document.getElementById("reposition-to").value;
+  const out = document.getElementById("reposition-result");
+  const body = { subscription, target };
+  if (target === "REPOSITION_TARGET_POSITION") {
+    body.position = document.getElementById("reposition-position").value;
+    const part = document.getElementById("reposition-partition").value;
+    if (part !== "") body.partition = Number(part);
+  }
+  out.textContent = "repositioning…";
+  try {
+    const res = await call("StreamService", "RepositionStreamSubscription", body);
+    out.textContent = "repositioned " + describeReposition(res.reposition || {});
+    const sub = (await call("StreamService", "GetStreamSubscription", { subscription })).subscription || {};
+    document.getElementById("reposition-status").textContent =
+      `${sub.id}: ${int(sub.repositions)} reposition(s), the last ${sub.lastReposition ? describeReposition(sub.lastReposition) : "none"}; ` +
+      (sub.fault ? "faulted: " + sub.fault : "running");
+  } catch (e) {
+    out.textContent = "reposition failed: " + e.message;
+  }
+}
 
 async function showDeadLetters() {
   const entity = document.getElementById("dlq-entity").value;
@@ -243,6 +290,7 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("dlq-entity").addEventListener("change", showDeadLetters);
   document.getElementById("dlq-resubmit-selected").addEventListener("click", () => resubmit(false));
   document.getElementById("dlq-resubmit-all").addEventListener("click", () => resubmit(true));
+  document.getElementById("reposition").addEventListener("submit", (ev) => { ev.preventDefault(); reposition(); });
   const hash = location.hash.slice(1);
   show(views[hash] ? hash : "entities");
   state.timer = setInterval(() => { if (state.view !== "deadletters") refresh(); }, 5000);

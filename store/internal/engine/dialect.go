@@ -99,6 +99,7 @@ var queryNames = []string{
 	"SelectRetentions", "NamespaceBytes", "TrimCandidates",
 	"UpsertNode", "DeleteForgottenNodes", "SelectNodes", "DeleteNode",
 	"SelectLeases", "EnsurePartitionLease", "RenewLease", "AcquireLease", "ReleaseLease", "LockLeaseNoWait", "LockLeaseEpoch",
+	"SelectSubscriptionProgress", "SetSubscriptionProgress", "RecordReposition", "GetReposition",
 }
 
 // optionalQueries may be absent; the engine skips what needs them.

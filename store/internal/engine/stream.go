@@ -154,15 +154,20 @@ func (s *tenantStore) Subscriptions(ctx context.Context, p *store.SubscriptionFi
 	var out []store.Subscription
 	for rows.Next() {
 		var (
-			sub     store.Subscription
-			fault   sql.NullString
-			faulted sql.NullInt64
-			created int64
+			sub          store.Subscription
+			fault        sql.NullString
+			faulted      sql.NullInt64
+			created      int64
+			repositioned sql.NullString
 		)
-		if err := rows.Scan(&sub.ID, &sub.Consumer, &sub.Namespace, &sub.Key, &sub.Partition, &fault, &faulted, &created); err != nil {
+		if err := rows.Scan(&sub.ID, &sub.Consumer, &sub.Namespace, &sub.Key, &sub.Partition, &fault, &faulted, &created,
+			&sub.Repositions, &repositioned); err != nil {
 			return nil, fmt.Errorf("sluice: subscriptions: %w", err)
 		}
 		sub.Fault, sub.FaultedAt, sub.CreatedAt = fault.String, fromMS(faulted.Int64), fromMS(created)
+		if sub.LastReposition, err = decodeReposition(repositioned); err != nil {
+			return nil, fmt.Errorf("sluice: subscriptions: %w", err)
+		}
 		out = append(out, sub)
 	}
 	if err := rows.Err(); err != nil {
@@ -231,10 +236,12 @@ func (e *Engine) positions(ctx context.Context, q querier, t store.Tenant, parti
 	return out, rows.Err()
 }
 
-// progressRow is one row of UpsertProgress.
+// progressRow is one row of UpsertProgress: V is the count of the
+// subscription's repositions its owner knows.
 type progressRow struct {
 	ID       string `json:"id"`
 	Position int64  `json:"p"`
+	V        int64  `json:"v"`
 }
 
 func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParams) ([]store.ProgressResult, error) {
@@ -252,7 +259,7 @@ func (s *tenantStore) SaveProgress(ctx context.Context, ps []store.ProgressParam
 		}
 		rows := make([]progressRow, 0, len(p.Positions))
 		for _, id := range slices.Sorted(maps.Keys(p.Positions)) {
-			rows = append(rows, progressRow{id, p.Positions[id]})
+			rows = append(rows, progressRow{id, p.Positions[id], p.Repositions[id]})
 		}
 		var err error
 		if js[i], err = jsonText(rows); err != nil {
@@ -344,16 +351,19 @@ func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p
 	if _, err := e.exec(ctx, tx, "SaveCheckpoint", checkpoint, t.Service, t.Provider, p.Partition); err != nil {
 		return store.ProgressResult{}, trimmedThrough{}, err
 	}
+	// The checkpoint just stored (it never moves back), which the save
+	// holds locked.
+	res := store.ProgressResult{Checkpoint: max(stored, checkpoint)}
 	if p.Trim == 0 {
-		return store.ProgressResult{}, trimmedThrough{}, nil
+		return res, trimmedThrough{}, nil
 	}
-	// The checkpoint just stored, which the save holds locked.
-	through := max(stored, checkpoint)
+	through := res.Checkpoint
 	if least.Valid {
 		through = min(through, least.Int64)
 	}
 	n, tr, err := e.deleteThrough(ctx, tx, t, &store.TrimConsumedParams{Partition: p.Partition, Max: p.Trim}, through, now)
-	return store.ProgressResult{Trimmed: n}, tr, err
+	res.Trimmed, res.TrimmedThrough = n, max(tr.was, tr.through)
+	return res, tr, err
 }
 
 // parkedRow is one row of InsertParked.
@@ -577,10 +587,11 @@ func (e *Engine) trimConsumed(ctx context.Context, tx querier, t store.Tenant, p
 }
 
 // trimmedThrough is how far deleteThrough trimmed a partition (through 0:
-// not at all).
+// not at all), and its retention watermark before (was).
 type trimmedThrough struct {
 	partition int32
 	through   int64
+	was       int64
 }
 
 // deleteThrough deletes, under the retention lock its caller holds, the
@@ -597,22 +608,23 @@ func (e *Engine) deleteThrough(ctx context.Context, tx querier, t store.Tenant, 
 	if err != nil {
 		return 0, trimmedThrough{}, err
 	}
+	untouched := trimmedThrough{was: trimmed}
 	// At most p.Max records, and the trimmed position says how far they went.
 	through = min(through, head, trimmed+int64(p.Max))
 	if through <= trimmed {
-		return 0, trimmedThrough{}, nil
+		return 0, untouched, nil
 	}
 	if through, err = e.retentionHold(ctx, tx, t, p, trimmed, through, now); err != nil {
 		return 0, trimmedThrough{}, err
 	}
 	if through <= trimmed {
-		return 0, trimmedThrough{}, nil
+		return 0, untouched, nil
 	}
 	n, err := e.exec(ctx, tx, "DeleteRecordRange", t.Service, t.Provider, p.Partition, trimmed, through)
 	if err != nil {
 		return 0, trimmedThrough{}, err
 	}
-	return n, trimmedThrough{p.Partition, through}, nil
+	return n, trimmedThrough{p.Partition, through, trimmed}, nil
 }
 
 // setTrimmed marks partitions trimmed through their positions, in

@@ -1104,7 +1104,8 @@ DELETE FROM sluice_stream_parked WHERE service = ? AND provider = ? AND subscrip
 -- is compared byte for byte: utf8mb4_bin pads with spaces (PAD SPACE), so
 -- "=" alone would take 'k' and 'k ' for one key, and ' ' for the empty
 -- one; equal lengths rule both out.
-SELECT s.id, s.consumer, s.namespace, s.stream_key, s.`partition`, s.fault, s.faulted_at, s.created_at
+SELECT s.id, s.consumer, s.namespace, s.stream_key, s.`partition`, s.fault, s.faulted_at, s.created_at,
+       s.repositions, s.repositioned
 FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
              CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
              CONVERT(? USING ascii) COLLATE ascii_bin AS id,
@@ -1163,9 +1164,10 @@ FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
              CAST(? AS SIGNED) AS part) AS k
 STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (
     id VARCHAR(260) CHARACTER SET ascii PATH '$.id',
-    p  BIGINT PATH '$.p')) AS r
+    p  BIGINT PATH '$.p',
+    v  BIGINT PATH '$.v')) AS r
 STRAIGHT_JOIN sluice_stream_subscriptions AS s
-    ON s.service = k.service AND s.provider = k.provider AND s.id = r.id
+    ON s.service = k.service AND s.provider = k.provider AND s.id = r.id AND s.repositions = r.v
 LOCK IN SHARE MODE
 ON DUPLICATE KEY UPDATE position = VALUES(position), updated_at = VALUES(updated_at);
 
@@ -1376,3 +1378,33 @@ FOR UPDATE NOWAIT;
 SELECT epoch FROM sluice_partition_leases
 WHERE service = ? AND provider = ? AND `partition` = ? AND node_group = ?
 FOR UPDATE;
+
+-- name: SelectSubscriptionProgress
+-- args: service, provider, subscription_id
+-- A subscription's stored position on each partition it covers.
+SELECT `partition`, position
+FROM sluice_stream_progress
+WHERE service = ? AND provider = ? AND subscription_id = ?
+ORDER BY `partition`;
+
+-- name: SetSubscriptionProgress
+-- args: position, service, provider, partition, subscription_id
+UPDATE sluice_stream_progress SET position = ?, updated_at = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+WHERE service = ? AND provider = ? AND `partition` = ? AND subscription_id = ?;
+
+-- name: RecordReposition
+-- args: reposition_json, service, provider, id
+-- Counts and records a reposition, and clears the subscription's fault
+-- (the count always changes: 1 when the subscription exists). The
+-- reposition's time is the database's.
+UPDATE sluice_stream_subscriptions
+SET repositions = repositions + 1,
+    repositioned = JSON_SET(?, '$.at', CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)),
+    fault = NULL, faulted_at = NULL,
+    updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+WHERE service = ? AND provider = ? AND id = ?;
+
+-- name: GetReposition
+-- args: service, provider, id
+SELECT repositions, repositioned FROM sluice_stream_subscriptions
+WHERE service = ? AND provider = ? AND id = ?;

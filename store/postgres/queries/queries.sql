@@ -1101,7 +1101,7 @@ DELETE FROM sluice_stream_parked WHERE service = $1 AND provider = $2 AND subscr
 -- id, namespace and stream_key select when not empty; by_partition (0 or
 -- 1) selects the subscriptions that read a partition. Ids are listed in
 -- byte order, as the other dialects list them, whatever the collation.
-SELECT id, consumer, namespace, stream_key, partition, fault, faulted_at, created_at
+SELECT id, consumer, namespace, stream_key, partition, fault, faulted_at, created_at, repositions, repositioned
 FROM sluice_stream_subscriptions
 WHERE service = $1 AND provider = $2
   AND ($3::text = '' OR id = $3::text)
@@ -1127,17 +1127,20 @@ WHERE service = $1 AND provider = $2 AND partition = $3::integer;
 
 -- name: UpsertProgress
 -- args: service, provider, partition, rows
--- rows: [{"id":subscription_id,"p":position}], ids distinct. A
--- subscription deleted meanwhile gets no row back: the subscription's row
+-- rows: [{"id":subscription_id,"p":position,"v":repositions}], ids
+-- distinct. A subscription repositioned since its owner computed the
+-- position (its count is no longer v) gets no row back; nor does one
+-- deleted meanwhile: the subscription's row
 -- is locked FOR KEY SHARE while its progress is written, so a concurrent
 -- DeleteSubscription either waits for this transaction (and its
 -- DeleteSubscriptionProgress, a later statement, then deletes the row
 -- written here) or commits first (and the row is not found).
 INSERT INTO sluice_stream_progress (service, provider, partition, subscription_id, position, updated_at)
 SELECT $1::text, $2::text, $3::integer, r.id, r.p, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
-FROM json_to_recordset($4::json) AS r(id text, p bigint)
+FROM json_to_recordset($4::json) AS r(id text, p bigint, v bigint)
 WHERE EXISTS (SELECT 1 FROM sluice_stream_subscriptions s
               WHERE s.service = $1::text AND s.provider = $2::text AND s.id = r.id
+                AND s.repositions = r.v
               FOR KEY SHARE)
 ON CONFLICT (service, provider, partition, subscription_id) DO UPDATE
 SET position = excluded.position, updated_at = excluded.updated_at;
@@ -1331,3 +1334,31 @@ FOR UPDATE NOWAIT;
 SELECT epoch FROM sluice_partition_leases
 WHERE service = $1 AND provider = $2 AND node_group = $4 AND partition = $3::integer
 FOR UPDATE;
+
+-- name: SelectSubscriptionProgress
+-- args: service, provider, subscription_id
+-- A subscription's stored position on each partition it covers.
+SELECT partition, position
+FROM sluice_stream_progress
+WHERE service = $1 AND provider = $2 AND subscription_id = $3
+ORDER BY partition;
+
+-- name: SetSubscriptionProgress
+-- args: position, service, provider, partition, subscription_id
+UPDATE sluice_stream_progress SET position = $1::bigint, updated_at = floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint
+WHERE service = $2 AND provider = $3 AND partition = $4::integer AND subscription_id = $5;
+
+-- name: RecordReposition
+-- args: reposition_json, service, provider, id
+-- Counts and records a reposition, and clears the subscription's fault.
+-- The reposition's time is the database's.
+UPDATE sluice_stream_subscriptions
+SET repositions = repositions + 1,
+    repositioned = jsonb_set($1::jsonb, '{at}', to_jsonb(floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint))::text,
+    fault = NULL, faulted_at = NULL
+WHERE service = $2 AND provider = $3 AND id = $4;
+
+-- name: GetReposition
+-- args: service, provider, id
+SELECT repositions, repositioned FROM sluice_stream_subscriptions
+WHERE service = $1 AND provider = $2 AND id = $3;

@@ -778,7 +778,7 @@ DELETE FROM sluice_stream_parked WHERE service = ?1 AND provider = ?2 AND subscr
 -- args: service, provider, id, namespace, stream_key, by_partition, partition
 -- id, namespace and stream_key select when not empty; by_partition (0 or
 -- 1) selects the subscriptions that read a partition.
-SELECT id, consumer, namespace, stream_key, partition, fault, faulted_at, created_at
+SELECT id, consumer, namespace, stream_key, partition, fault, faulted_at, created_at, repositions, repositioned
 FROM sluice_stream_subscriptions
 WHERE service = ?1 AND provider = ?2
   AND (?3 = '' OR id = ?3)
@@ -801,13 +801,15 @@ WHERE service = ?1 AND provider = ?2 AND partition = ?3;
 
 -- name: UpsertProgress
 -- args: service, provider, partition, rows
--- rows: [{"id":subscription_id,"p":position}]. A subscription deleted
--- meanwhile gets no row back.
+-- rows: [{"id":subscription_id,"p":position,"v":repositions}]. A
+-- subscription deleted meanwhile gets no row back, nor one repositioned
+-- since its owner computed the position (its count is no longer v).
 INSERT INTO sluice_stream_progress (service, provider, partition, subscription_id, position, updated_at)
 SELECT ?1, ?2, ?3, r.value ->> 'id', r.value ->> 'p', CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 FROM json_each(?4) AS r
 WHERE EXISTS (SELECT 1 FROM sluice_stream_subscriptions s
-              WHERE s.service = ?1 AND s.provider = ?2 AND s.id = r.value ->> 'id')
+              WHERE s.service = ?1 AND s.provider = ?2 AND s.id = r.value ->> 'id'
+                AND s.repositions = r.value ->> 'v')
 ON CONFLICT (service, provider, partition, subscription_id) DO UPDATE
 SET position = excluded.position, updated_at = excluded.updated_at;
 
@@ -989,3 +991,31 @@ WHERE service = ?1 AND provider = ?2 AND node_group = ?4 AND partition = ?3;
 -- A partition's epoch (SQLite's write transaction holds everything).
 SELECT epoch FROM sluice_partition_leases
 WHERE service = ?1 AND provider = ?2 AND node_group = ?4 AND partition = ?3;
+
+-- name: SelectSubscriptionProgress
+-- args: service, provider, subscription_id
+-- A subscription's stored position on each partition it covers.
+SELECT partition, position
+FROM sluice_stream_progress
+WHERE service = ?1 AND provider = ?2 AND subscription_id = ?3
+ORDER BY partition;
+
+-- name: SetSubscriptionProgress
+-- args: position, service, provider, partition, subscription_id
+UPDATE sluice_stream_progress SET position = ?1, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+WHERE service = ?2 AND provider = ?3 AND partition = ?4 AND subscription_id = ?5;
+
+-- name: RecordReposition
+-- args: reposition_json, service, provider, id
+-- Counts and records a reposition, and clears the subscription's fault.
+-- The reposition's time is the database's.
+UPDATE sluice_stream_subscriptions
+SET repositions = repositions + 1,
+    repositioned = json_set(?1, '$.at', CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)),
+    fault = NULL, faulted_at = NULL
+WHERE service = ?2 AND provider = ?3 AND id = ?4;
+
+-- name: GetReposition
+-- args: service, provider, id
+SELECT repositions, repositioned FROM sluice_stream_subscriptions
+WHERE service = ?1 AND provider = ?2 AND id = ?3;

@@ -47,6 +47,12 @@ const (
 	// StreamServiceSetStreamRetentionProcedure is the procedure name of the StreamService's
 	// SetStreamRetention RPC.
 	StreamServiceSetStreamRetentionProcedure = "/sluice.v1.StreamService/SetStreamRetention"
+	// StreamServiceRepositionStreamSubscriptionProcedure is the procedure name of the StreamService's
+	// RepositionStreamSubscription RPC.
+	StreamServiceRepositionStreamSubscriptionProcedure = "/sluice.v1.StreamService/RepositionStreamSubscription"
+	// StreamServiceGetConsumerStatsProcedure is the procedure name of the StreamService's
+	// GetConsumerStats RPC.
+	StreamServiceGetConsumerStatsProcedure = "/sluice.v1.StreamService/GetConsumerStats"
 	// StreamServiceConsumeProcedure is the procedure name of the StreamService's Consume RPC.
 	StreamServiceConsumeProcedure = "/sluice.v1.StreamService/Consume"
 	// StreamServiceAckProcedure is the procedure name of the StreamService's Ack RPC.
@@ -121,6 +127,20 @@ var (
 			Procedure:  StreamServiceSetStreamRetentionProcedure,
 		}
 	})
+	streamServiceRepositionStreamSubscriptionSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_sluice_v1_stream_proto.Services().ByName("StreamService").Methods().ByName("RepositionStreamSubscription"),
+			Procedure:  StreamServiceRepositionStreamSubscriptionProcedure,
+		}
+	})
+	streamServiceGetConsumerStatsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_sluice_v1_stream_proto.Services().ByName("StreamService").Methods().ByName("GetConsumerStats"),
+			Procedure:  StreamServiceGetConsumerStatsProcedure,
+		}
+	})
 	streamServiceConsumeSpec = sync.OnceValue(func() connect.Spec {
 		return connect.Spec{
 			StreamType: connect.StreamTypeServer,
@@ -180,6 +200,19 @@ type StreamServiceClient interface {
 	ReplayParkedEvents(context.Context, *v1.ReplayParkedEventsRequest) (*v1.ReplayParkedEventsResponse, error)
 	// SetStreamRetention sets how long a namespace's consumed events stay.
 	SetStreamRetention(context.Context, *v1.SetStreamRetentionRequest) (*v1.SetStreamRetentionResponse, error)
+	// RepositionStreamSubscription moves a subscription (to one stream, or
+	// a consumer's to a whole namespace) to a position, to the oldest event
+	// retention kept, or to the head, clears its fault, and records the
+	// move on the subscription: how a subscription leaves a gap retention
+	// made. The node pulling the partition picks the new position up and
+	// delivers nothing from the old one afterwards. OUT_OF_RANGE (TRIMMED)
+	// for a position retention deleted; INVALID_ARGUMENT past the head.
+	RepositionStreamSubscription(context.Context, *v1.RepositionStreamSubscriptionRequest) (*v1.RepositionStreamSubscriptionResponse, error)
+	// GetConsumerStats describes the partitions this server's stream node
+	// of a consumer pulls, while a Consume stream of it is open here
+	// (FAILED_PRECONDITION NO_CONSUMER otherwise): for each, the
+	// checkpoint the node proposes and the one stored.
+	GetConsumerStats(context.Context, *v1.GetConsumerStatsRequest) (*v1.GetConsumerStatsResponse, error)
 	// Consume joins the server, for a consumer, to the consumer's group of
 	// stream nodes and streams the events of the consumer's subscriptions
 	// to the caller: first a ConsumeStarted, then deliveries (and a
@@ -277,6 +310,19 @@ type StreamServiceHandler interface {
 	ReplayParkedEvents(context.Context, *v1.ReplayParkedEventsRequest) (*v1.ReplayParkedEventsResponse, error)
 	// SetStreamRetention sets how long a namespace's consumed events stay.
 	SetStreamRetention(context.Context, *v1.SetStreamRetentionRequest) (*v1.SetStreamRetentionResponse, error)
+	// RepositionStreamSubscription moves a subscription (to one stream, or
+	// a consumer's to a whole namespace) to a position, to the oldest event
+	// retention kept, or to the head, clears its fault, and records the
+	// move on the subscription: how a subscription leaves a gap retention
+	// made. The node pulling the partition picks the new position up and
+	// delivers nothing from the old one afterwards. OUT_OF_RANGE (TRIMMED)
+	// for a position retention deleted; INVALID_ARGUMENT past the head.
+	RepositionStreamSubscription(context.Context, *v1.RepositionStreamSubscriptionRequest) (*v1.RepositionStreamSubscriptionResponse, error)
+	// GetConsumerStats describes the partitions this server's stream node
+	// of a consumer pulls, while a Consume stream of it is open here
+	// (FAILED_PRECONDITION NO_CONSUMER otherwise): for each, the
+	// checkpoint the node proposes and the one stored.
+	GetConsumerStats(context.Context, *v1.GetConsumerStatsRequest) (*v1.GetConsumerStatsResponse, error)
 	// Consume joins the server, for a consumer, to the consumer's group of
 	// stream nodes and streams the events of the consumer's subscriptions
 	// to the caller: first a ConsumeStarted, then deliveries (and a
@@ -313,6 +359,8 @@ func RegisterStreamServiceHandler(server *connect.Server, svc StreamServiceHandl
 		connect.Method{Spec: streamServiceListParkedEventsSpec(), Handler: adapter.listParkedEvents},
 		connect.Method{Spec: streamServiceReplayParkedEventsSpec(), Handler: adapter.replayParkedEvents},
 		connect.Method{Spec: streamServiceSetStreamRetentionSpec(), Handler: adapter.setStreamRetention},
+		connect.Method{Spec: streamServiceRepositionStreamSubscriptionSpec(), Handler: adapter.repositionStreamSubscription},
+		connect.Method{Spec: streamServiceGetConsumerStatsSpec(), Handler: adapter.getConsumerStats},
 		connect.Method{Spec: streamServiceConsumeSpec(), Handler: adapter.consume},
 		connect.Method{Spec: streamServiceAckSpec(), Handler: adapter.ack},
 		connect.Method{Spec: streamServiceNackSpec(), Handler: adapter.nack},
@@ -387,6 +435,14 @@ func (UnimplementedStreamServiceHandler) ReplayParkedEvents(context.Context, *v1
 
 func (UnimplementedStreamServiceHandler) SetStreamRetention(context.Context, *v1.SetStreamRetentionRequest) (*v1.SetStreamRetentionResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.StreamService.SetStreamRetention is not implemented")
+}
+
+func (UnimplementedStreamServiceHandler) RepositionStreamSubscription(context.Context, *v1.RepositionStreamSubscriptionRequest) (*v1.RepositionStreamSubscriptionResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.StreamService.RepositionStreamSubscription is not implemented")
+}
+
+func (UnimplementedStreamServiceHandler) GetConsumerStats(context.Context, *v1.GetConsumerStatsRequest) (*v1.GetConsumerStatsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.StreamService.GetConsumerStats is not implemented")
 }
 
 func (UnimplementedStreamServiceHandler) Consume(context.Context, *v1.ConsumeRequest, StreamServiceConsumeServerStream) error {
@@ -476,6 +532,22 @@ func (c *streamServiceClient) ReplayParkedEvents(ctx context.Context, req *v1.Re
 func (c *streamServiceClient) SetStreamRetention(ctx context.Context, req *v1.SetStreamRetentionRequest) (*v1.SetStreamRetentionResponse, error) {
 	var res v1.SetStreamRetentionResponse
 	if err := c.client.CallUnary(ctx, streamServiceSetStreamRetentionSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *streamServiceClient) RepositionStreamSubscription(ctx context.Context, req *v1.RepositionStreamSubscriptionRequest) (*v1.RepositionStreamSubscriptionResponse, error) {
+	var res v1.RepositionStreamSubscriptionResponse
+	if err := c.client.CallUnary(ctx, streamServiceRepositionStreamSubscriptionSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *streamServiceClient) GetConsumerStats(ctx context.Context, req *v1.GetConsumerStatsRequest) (*v1.GetConsumerStatsResponse, error) {
+	var res v1.GetConsumerStatsResponse
+	if err := c.client.CallUnary(ctx, streamServiceGetConsumerStatsSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -617,6 +689,30 @@ func (h streamServiceHandler) setStreamRetention(ctx context.Context, _ connect.
 		return err
 	}
 	res, err := h.svc.SetStreamRetention(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h streamServiceHandler) repositionStreamSubscription(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.RepositionStreamSubscriptionRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.RepositionStreamSubscription(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h streamServiceHandler) getConsumerStats(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.GetConsumerStatsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.GetConsumerStats(ctx, &req)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,93 @@
+package apiconv
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/sluicehq/sluice"
+	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+)
+
+var repositionTargets = map[string]sluicev1.RepositionTarget{
+	"position": sluicev1.RepositionTarget_REPOSITION_TARGET_POSITION,
+	"oldest":   sluicev1.RepositionTarget_REPOSITION_TARGET_OLDEST,
+	"head":     sluicev1.RepositionTarget_REPOSITION_TARGET_HEAD,
+}
+
+// StreamReposition converts a recorded reposition to the wire (nil:
+// none).
+func StreamReposition(r *sluice.StreamReposition) *sluicev1.StreamReposition {
+	if r == nil {
+		return nil
+	}
+	out := &sluicev1.StreamReposition{Target: repositionTargets[r.To], By: r.By, At: ts(r.At)}
+	for _, p := range slices.Sorted(maps.Keys(r.ToPositions)) {
+		out.Moves = append(out.Moves, &sluicev1.PartitionMove{Partition: p, From: r.FromPositions[p], To: r.ToPositions[p]})
+	}
+	return out
+}
+
+// FromStreamReposition converts a recorded reposition from the wire.
+func FromStreamReposition(r *sluicev1.StreamReposition) *sluice.StreamReposition {
+	if r == nil {
+		return nil
+	}
+	out := &sluice.StreamReposition{By: r.GetBy(), At: tm(r.GetAt()), FromPositions: map[int32]int64{}, ToPositions: map[int32]int64{}}
+	for name, t := range repositionTargets {
+		if t == r.GetTarget() {
+			out.To = name
+		}
+	}
+	for _, m := range r.GetMoves() {
+		out.FromPositions[m.GetPartition()], out.ToPositions[m.GetPartition()] = m.GetFrom(), m.GetTo()
+	}
+	return out
+}
+
+// RepositionTarget converts where a reposition moves a subscription
+// from the wire; INVALID_ARGUMENT for no target, or a position with
+// another.
+func RepositionTarget(t sluicev1.RepositionTarget, position int64) (sluice.StartPosition, error) {
+	switch t {
+	case sluicev1.RepositionTarget_REPOSITION_TARGET_POSITION:
+		return sluice.FromPosition(position), nil
+	case sluicev1.RepositionTarget_REPOSITION_TARGET_OLDEST, sluicev1.RepositionTarget_REPOSITION_TARGET_HEAD:
+		if position != 0 {
+			return sluice.StartPosition{}, fmt.Errorf("a position needs REPOSITION_TARGET_POSITION: %w", sluice.ErrInvalidArgument)
+		}
+		if t == sluicev1.RepositionTarget_REPOSITION_TARGET_OLDEST {
+			return sluice.FromBeginning(), nil
+		}
+		return sluice.FromNow(), nil
+	}
+	return sluice.StartPosition{}, fmt.Errorf("reposition target %v: want a position, the oldest event or the head: %w", t, sluice.ErrInvalidArgument)
+}
+
+// ToRepositionTarget converts where a reposition moves a subscription to
+// the wire.
+func ToRepositionTarget(to sluice.StartPosition) (sluicev1.RepositionTarget, int64) {
+	switch to.Kind() {
+	case "beginning":
+		return sluicev1.RepositionTarget_REPOSITION_TARGET_OLDEST, 0
+	case "at":
+		return sluicev1.RepositionTarget_REPOSITION_TARGET_POSITION, to.Position()
+	}
+	return sluicev1.RepositionTarget_REPOSITION_TARGET_HEAD, 0
+}
+
+// ConsumerPartitionStats converts a partition's stats on a node to the
+// wire.
+func ConsumerPartitionStats(ps sluice.StreamPartitionStats) *sluicev1.ConsumerPartitionStats {
+	return &sluicev1.ConsumerPartitionStats{Partition: ps.Partition, Epoch: ps.Epoch, Read: ps.Read,
+		ProposedCheckpoint: ps.ProposedCheckpoint, StoredCheckpoint: ps.StoredCheckpoint,
+		CachedRecords: int32(ps.CachedRecords), CachedBytes: ps.CachedBytes, SavedAt: ts(ps.SavedAt), TrimmedAt: ts(ps.TrimmedAt)}
+}
+
+// FromConsumerPartitionStats converts a partition's stats on a node from
+// the wire.
+func FromConsumerPartitionStats(ps *sluicev1.ConsumerPartitionStats) sluice.StreamPartitionStats {
+	return sluice.StreamPartitionStats{Partition: ps.GetPartition(), Epoch: ps.GetEpoch(), Read: ps.GetRead(),
+		ProposedCheckpoint: ps.GetProposedCheckpoint(), StoredCheckpoint: ps.GetStoredCheckpoint(),
+		CachedRecords: int(ps.GetCachedRecords()), CachedBytes: ps.GetCachedBytes(), SavedAt: tm(ps.GetSavedAt()), TrimmedAt: tm(ps.GetTrimmedAt())}
+}
