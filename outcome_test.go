@@ -337,7 +337,7 @@ func TestLostReplyGroup(t *testing.T) {
 				defer wg.Done()
 				_, holdErrs[i] = newSender(t, lr.c, h).Send(ctx, &sluice.Message{MessageID: id})
 			}()
-			waitFor(t, fmt.Sprintf("%d sends held", i+1), func() bool { return lr.proxy.Held() == i+1 })
+			waitUntil(t, fmt.Sprintf("%d sends held", i+1), func() bool { return lr.proxy.Held() == i+1 })
 		}
 		ids := []string{"group-" + randHex(8), "group-" + randHex(8)}
 		lr.proxy.LoseReply(ids...)
@@ -349,11 +349,11 @@ func TestLostReplyGroup(t *testing.T) {
 				_, errs[i] = newSender(t, lr.c, q).Send(ctx, &sluice.Message{MessageID: id})
 			}()
 		}
-		waitFor(t, "both sends waiting for a committer", func() bool {
+		waitUntil(t, "both sends waiting for a committer", func() bool {
 			return submitting() == committers[lr.kind]+len(ids)
 		})
 		releases[0]()
-		waitFor(t, "the group's reply lost", func() bool { return lr.proxy.Lost() == 1 })
+		waitUntil(t, "the group's reply lost", func() bool { return lr.proxy.Lost() == 1 })
 		for _, release := range releases {
 			release()
 		}
@@ -412,19 +412,6 @@ func TestOutcomeKnownWhenRefused(t *testing.T) {
 	})
 }
 
-// waitFor polls cond until it holds, for 60 s at most.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 60 s for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-
-	}
-}
-
 // submitting counts the goroutines in the engine's group commit: waiting
 // for a committer to take their request, or for its outcome.
 func submitting() int {
@@ -477,13 +464,13 @@ func TestGroupOfPublishAndTopicSend(t *testing.T) {
 					t.Errorf("held send: %v", err)
 				}
 			})
-			waitFor(t, fmt.Sprintf("%d sends held", i+1), func() bool { return lr.proxy.Held() == i+1 })
+			waitUntil(t, fmt.Sprintf("%d sends held", i+1), func() bool { return lr.proxy.Held() == i+1 })
 		}
 		var pubErr, sendErr error
 		wg.Go(func() { _, pubErr = lr.c.Publish(ctx, id, sluice.Event{Body: []byte("grouped")}) })
-		waitFor(t, "the publish waiting", func() bool { return submitting() == committers[lr.kind]+1 })
+		waitUntil(t, "the publish waiting", func() bool { return submitting() == committers[lr.kind]+1 })
 		wg.Go(func() { _, sendErr = ts.Send(ctx, &sluice.Message{Body: []byte("grouped")}) })
-		waitFor(t, "the topic send waiting", func() bool { return submitting() == committers[lr.kind]+2 })
+		waitUntil(t, "the topic send waiting", func() bool { return submitting() == committers[lr.kind]+2 })
 		for _, release := range releases {
 			release()
 		}

@@ -60,10 +60,10 @@ func stop(t *testing.T, p *sluice.Processor) {
 	}
 }
 
-// waitUntil polls cond for up to 20 s.
+// waitUntil polls cond for up to 60 s (a loaded machine is slow).
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
