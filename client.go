@@ -174,6 +174,13 @@ func (c *Client) forget(name string) {
 	c.mu.Unlock()
 }
 
+// forgetAll empties the cache of entity settings.
+func (c *Client) forgetAll() {
+	c.mu.Lock()
+	clear(c.entities)
+	c.mu.Unlock()
+}
+
 // settleErr turns a settle's per-message result into the call's error.
 func settleErr(op string, res []store.SettleResult, err error) error {
 	if err != nil {

@@ -3,9 +3,11 @@ package sluice
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -54,13 +56,29 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error
 	if err != nil {
 		return nil, err
 	}
-	seqs := make([]int64, len(msgs))
+	seqs, err := s.enqueue(ctx, e, &p, len(msgs))
+	if errors.Is(err, ErrEntityNotFound) && routed(e) {
+		// An entity the send was routed through, as this client's cache
+		// knew it, is gone: route again from fresh settings, once, so that
+		// its copies are dead-lettered rather than the send failing.
+		s.c.forgetAll()
+		if e, p, err = s.prepare(ctx, msgs); err != nil {
+			return nil, err
+		}
+		seqs, err = s.enqueue(ctx, e, &p, len(msgs))
+	}
+	return seqs, err
+}
+
+// enqueue writes what prepare worked out for a send of n messages.
+func (s *Sender) enqueue(ctx context.Context, e entity, p *store.EnqueueAllParams, n int) ([]int64, error) {
+	seqs := make([]int64, n)
 	switch {
 	case len(p.Batches) == 0 && p.Routed == nil:
 		// No subscription took the messages: accepted and dropped, as in
 		// Service Bus.
 		return seqs, nil
-	case p.Routed == nil && len(p.Batches) == 1 && len(p.Batches[0].Messages) == len(msgs) && !deadLettered(p.Batches[0]):
+	case p.Routed == nil && len(p.Batches) == 1 && len(p.Batches[0].Messages) == n && !deadLettered(p.Batches[0]):
 		// All to one queue: group-committed like any send.
 		got, err := s.c.st.Enqueue(ctx, &p.Batches[0])
 		if err != nil || routed(e) {
@@ -68,7 +86,7 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error
 		}
 		return got, nil
 	}
-	got, err := s.c.st.EnqueueAll(ctx, &p)
+	got, err := s.c.st.EnqueueAll(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -119,24 +137,19 @@ func (s *Sender) prepare(ctx context.Context, msgs []*Message) (entity, store.En
 	if len(msgs) == 0 {
 		return e, p, errInvalid("send", "no messages")
 	}
-	batch := make([]store.NewMessage, len(msgs))
+	batch, err := s.checkBatch(e, msgs)
+	if err != nil {
+		return e, p, err
+	}
 	scheduled := false
-	for i, m := range msgs {
-		if m == nil {
-			return e, p, errInvalid("send", "message %d is nil", i)
-		}
-		batch[i] = m.newMessage()
-		if size := batch[i].MessageSize(); size > e.props.MaxMessageSize {
-			return e, p, fmt.Errorf("sluice: send: message %d is %d bytes, %s %q allows %d: %w",
-				i, size, e.kind, s.queue, e.props.MaxMessageSize, ErrMessageTooLarge)
-		}
+	for i := range batch {
 		scheduled = scheduled || !batch[i].VisibleAt.IsZero()
 	}
 	if !routed(e) {
-		p.Batches = []store.EnqueueParams{{Queue: s.queue, Messages: batch}}
+		p.Batches = []store.EnqueueParams{{Queue: e.name, Messages: batch}}
 		return e, p, nil
 	}
-	batches, origins, err := s.c.route(ctx, s.queue, batch, msgs)
+	batches, origins, err := s.c.route(ctx, &e, batch, msgs)
 	if err != nil {
 		return e, p, fmt.Errorf("sluice: send: %w", err)
 	}
@@ -149,6 +162,36 @@ func (s *Sender) prepare(ctx context.Context, msgs []*Message) (entity, store.En
 		p.Routed = &store.RoutedSend{Queue: s.queue, VisibleAt: at, Origins: origins}
 	}
 	return e, p, nil
+}
+
+// checkBatch turns a send's messages into storage's and checks them
+// against the entity sent to and the send's limits: these apply to what
+// the sender sent, not to the copies a topic or forwarding makes of it.
+func (s *Sender) checkBatch(e entity, msgs []*Message) ([]store.NewMessage, error) {
+	if len(msgs) > s.c.limits.MaxBatch {
+		return nil, fmt.Errorf("sluice: send: %d messages in one batch, at most %d allowed: %w", len(msgs), s.c.limits.MaxBatch, sluicetype.ErrBatchTooLarge)
+	}
+	batch := make([]store.NewMessage, len(msgs))
+	total := 0
+	for i, m := range msgs {
+		if m == nil {
+			return nil, errInvalid("send", "message %d is nil", i)
+		}
+		batch[i] = m.newMessage()
+		size := batch[i].MessageSize()
+		if size > e.props.MaxMessageSize {
+			return nil, fmt.Errorf("sluice: send: message %d is %d bytes, %s %q allows %d: %w",
+				i, size, e.kind, s.queue, e.props.MaxMessageSize, ErrMessageTooLarge)
+		}
+		if err := batch[i].Validate(); err != nil {
+			return nil, fmt.Errorf("sluice: send: message %d: %w", i, err)
+		}
+		total += size
+	}
+	if total > s.c.limits.MaxBatchBytes {
+		return nil, fmt.Errorf("sluice: send: batch is %d bytes, at most %d allowed: %w", total, s.c.limits.MaxBatchBytes, sluicetype.ErrBatchTooLarge)
+	}
+	return batch, nil
 }
 
 // routed reports whether messages sent to e are stored elsewhere.

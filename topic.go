@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -269,29 +268,13 @@ func topicInfo(e entity) TopicInfo {
 	}}
 }
 
-// inheritDedup gives a subscription its topic's duplicate detection.
-func inheritDedup(sub *entity, topic QueueProperties) {
-	sub.props.RequiresDuplicateDetection = topic.RequiresDuplicateDetection
-	sub.props.DuplicateDetectionWindow = topic.DuplicateDetectionWindow
-}
-
-// UpdateTopic replaces a topic's settings, and its subscriptions' duplicate
-// detection with the topic's.
+// UpdateTopic changes a topic's settings, merged with the current ones
+// as UpdateQueue merges them (duplicate detection is fixed at creation;
+// its window may change).
 func (c *Client) UpdateTopic(ctx context.Context, name string, props TopicProperties) (TopicInfo, error) {
 	e := topicEntity(name, &props)
-	if err := c.updateEntity(ctx, &e); err != nil {
+	if err := c.updateEntity(ctx, &e, false); err != nil {
 		return TopicInfo{}, err
-	}
-	subs, err := c.subscriptions(ctx, name)
-	if err != nil {
-		return TopicInfo{}, err
-	}
-	p := e.props.withDefaults()
-	for i := range subs {
-		inheritDedup(&subs[i], p)
-		if err := c.updateEntity(ctx, &subs[i]); err != nil {
-			return TopicInfo{}, err
-		}
 	}
 	return topicInfo(e), nil
 }
@@ -358,8 +341,7 @@ func (c *Client) subscriptions(ctx context.Context, topic string) ([]entity, err
 // CreateSubscription creates a subscription of a topic with the given
 // rules, or with the rule $Default (a TrueFilter) when none is given.
 func (c *Client) CreateSubscription(ctx context.Context, topic, name string, props *SubscriptionProperties, rules ...Rule) (SubscriptionInfo, error) {
-	t, err := c.getEntity(ctx, topic, kindTopic)
-	if err != nil {
+	if _, err := c.getEntity(ctx, topic, kindTopic); err != nil {
 		return SubscriptionInfo{}, err
 	}
 	if err := validateSubscriptionName(name); err != nil {
@@ -376,7 +358,6 @@ func (c *Client) CreateSubscription(ctx context.Context, topic, name string, pro
 		p = *props
 	}
 	e := subscriptionEntity(topic, name, p, rules)
-	inheritDedup(&e, t.props)
 	if err := c.createEntity(ctx, &e); err != nil {
 		return SubscriptionInfo{}, err
 	}
@@ -455,15 +436,23 @@ func (c *Client) ListSubscriptions(ctx context.Context, topic string) ([]Subscri
 	return out, nil
 }
 
-// UpdateSubscription replaces a subscription's settings; its rules stay.
+// UpdateSubscription changes a subscription's settings, merged with the
+// current ones as UpdateQueue merges them; its rules stay, and so does
+// its forwarding unless props.ForwardTo names a new target
+// (UpdateSubscriptionForwarding also stops it).
 func (c *Client) UpdateSubscription(ctx context.Context, topic, name string, props SubscriptionProperties) (SubscriptionInfo, error) {
-	cur, err := c.getEntity(ctx, SubscriptionPath(topic, name), kindSubscription)
-	if err != nil {
-		return SubscriptionInfo{}, err
-	}
-	e := subscriptionEntity(topic, name, props, cur.rules)
-	inheritDedup(&e, cur.props)
-	if err := c.updateEntity(ctx, &e); err != nil {
+	return c.updateSubscription(ctx, topic, name, props, props.ForwardTo != "")
+}
+
+// UpdateSubscriptionForwarding is UpdateSubscription that sets where the
+// subscription forwards its messages to props.ForwardTo, "" for nowhere.
+func (c *Client) UpdateSubscriptionForwarding(ctx context.Context, topic, name string, props SubscriptionProperties) (SubscriptionInfo, error) {
+	return c.updateSubscription(ctx, topic, name, props, true)
+}
+
+func (c *Client) updateSubscription(ctx context.Context, topic, name string, props SubscriptionProperties, setForward bool) (SubscriptionInfo, error) {
+	e := subscriptionEntity(topic, name, props, nil)
+	if err := c.updateEntity(ctx, &e, setForward); err != nil {
 		return SubscriptionInfo{}, err
 	}
 	return subscriptionInfo(topic, name, e), nil
@@ -524,108 +513,4 @@ func (c *Client) changeRules(ctx context.Context, topic, subscription string, ch
 	}
 	c.forget(cur.name)
 	return nil
-}
-
-// MaxForwardHops bounds how many times a message is forwarded; past it,
-// the message is dead-lettered where it stands with reason
-// ReasonMaxTransferHops.
-const MaxForwardHops = 4
-
-// ReasonMaxTransferHops is the dead-letter reason of a message forwarded
-// more than MaxForwardHops times.
-const ReasonMaxTransferHops = "MaxTransferHopCountExceeded"
-
-// route works out where the messages of a send to an entity go: queues
-// and subscriptions, following forwarding and topic rules. It returns
-// one batch per target, in the order targets were reached, and for each
-// message of each batch the index of the sent message it copies.
-func (c *Client) route(ctx context.Context, target string, msgs []store.NewMessage, sent []*Message) ([]store.EnqueueParams, [][]int, error) {
-	r := router{c: c, batches: map[string]int{}}
-	for i := range msgs {
-		r.origin = i
-		if err := r.send(ctx, target, msgs[i], sent[i], 0); err != nil {
-			return nil, nil, err
-		}
-	}
-	return r.out, r.origins, nil
-}
-
-type router struct {
-	c       *Client
-	out     []store.EnqueueParams
-	origins [][]int
-	batches map[string]int
-	subs    map[string][]entity
-	// origin is the index of the message being routed.
-	origin int
-}
-
-func (r *router) add(queue string, m store.NewMessage) {
-	i, ok := r.batches[queue]
-	if !ok {
-		i = len(r.out)
-		r.batches[queue] = i
-		r.out = append(r.out, store.EnqueueParams{Queue: queue})
-		r.origins = append(r.origins, nil)
-	}
-	r.out[i].Messages = append(r.out[i].Messages, m)
-	r.origins[i] = append(r.origins[i], r.origin)
-}
-
-func (r *router) send(ctx context.Context, name string, m store.NewMessage, sent *Message, hops int) error {
-	e, err := r.c.entity(ctx, name)
-	if err != nil {
-		return err
-	}
-	switch {
-	case e.kind == kindTopic:
-		subs, ok := r.subs[name]
-		if !ok {
-			// Read once per send, as they are now: a subscription
-			// created a moment ago gets its copy.
-			if subs, err = r.c.subscriptions(ctx, name); err != nil {
-				return err
-			}
-			if r.subs == nil {
-				r.subs = make(map[string][]entity)
-			}
-			r.subs[name] = subs
-		}
-		if def := e.props.DefaultTTL; def > 0 && (m.TTL == 0 || m.TTL > def) {
-			m.TTL = def
-		}
-		for i := range subs {
-			s := &subs[i]
-			ok, err := s.matches(sent)
-			switch {
-			case err != nil && !ok && !s.ignoreFilterErrors:
-				cp := m
-				cp.Properties = maps.Clone(m.Properties)
-				cp.DeadLetterReason, cp.DeadLetterDescription = ReasonFilterEvaluation, err.Error()
-				r.add(s.name, cp)
-			case ok:
-				if err := r.deliver(ctx, s, m, sent, hops); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	default:
-		return r.deliver(ctx, &e, m, sent, hops)
-	}
-}
-
-// deliver stores m in a queue or subscription, or forwards it.
-func (r *router) deliver(ctx context.Context, e *entity, m store.NewMessage, sent *Message, hops int) error {
-	if e.forwardTo == "" {
-		r.add(e.name, m)
-		return nil
-	}
-	if hops >= MaxForwardHops {
-		m.DeadLetterReason = ReasonMaxTransferHops
-		m.DeadLetterDescription = fmt.Sprintf("forwarded %d times; %s %q forwards to %q", hops, e.kind, e.name, e.forwardTo)
-		r.add(e.name, m)
-		return nil
-	}
-	return r.send(ctx, e.forwardTo, m, sent, hops+1)
 }

@@ -162,6 +162,44 @@ func (m *NewMessage) MessageSize() int {
 	return n
 }
 
+// MaxIDLen bounds a message's MessageID, SessionID and PartitionKey, as
+// Service Bus does (128 characters).
+const MaxIDLen = 128
+
+// Validate checks a message's fields, whatever the limits: its
+// identifiers (at most MaxIDLen bytes of UTF-8; a SessionID and a
+// PartitionKey both set must be equal, as Service Bus requires), its
+// TTL, properties and dead-letter reason.
+func (m *NewMessage) Validate() error {
+	if m.TTL < 0 {
+		return invalid("negative TTL %v", m.TTL)
+	}
+	for _, s := range []struct{ what, v string }{
+		{"message id", m.MessageID}, {"session id", m.SessionID}, {"partition key", m.PartitionKey},
+	} {
+		if len(s.v) > MaxIDLen || !utf8.ValidString(s.v) {
+			return invalid("%s must be valid UTF-8 of at most %d bytes (it is %d)", s.what, MaxIDLen, len(s.v))
+		}
+	}
+	if m.SessionID != "" && m.PartitionKey != "" && m.SessionID != m.PartitionKey {
+		return invalid("session id %q and partition key %q differ: when both are set they must be equal", m.SessionID, m.PartitionKey)
+	}
+	if len(m.ContentType) > MaxNameLen || !utf8.ValidString(m.ContentType) {
+		return invalid("content type must be valid UTF-8 of at most %d bytes", MaxNameLen)
+	}
+	if err := validateProperties(m.Properties); err != nil {
+		return err
+	}
+	if err := validateProperties(m.Headers); err != nil {
+		return fmt.Errorf("headers: %w", err)
+	}
+	if len(m.DeadLetterReason) > MaxReasonLen || len(m.DeadLetterDescription) > MaxReasonLen ||
+		!utf8.ValidString(m.DeadLetterReason) || !utf8.ValidString(m.DeadLetterDescription) {
+		return invalid("dead-letter reason and description must be valid UTF-8 of at most %d bytes", MaxReasonLen)
+	}
+	return nil
+}
+
 // Validate checks an enqueue against the limits.
 func (p *EnqueueParams) Validate(l Limits) error {
 	if err := ValidateName("queue", p.Queue); err != nil {
@@ -181,26 +219,8 @@ func (p *EnqueueParams) Validate(l Limits) error {
 			return fmt.Errorf("message %d is %d bytes, at most %d allowed: %w", i, size, l.MaxMessageBytes, sluicetype.ErrMessageTooLarge)
 		}
 		total += size
-		if m.TTL < 0 {
-			return invalid("message %d: negative TTL %v", i, m.TTL)
-		}
-		for _, s := range []struct{ what, v string }{
-			{"message id", m.MessageID}, {"session id", m.SessionID},
-			{"partition key", m.PartitionKey}, {"content type", m.ContentType},
-		} {
-			if len(s.v) > MaxNameLen || !utf8.ValidString(s.v) {
-				return invalid("message %d: %s must be valid UTF-8 of at most %d bytes", i, s.what, MaxNameLen)
-			}
-		}
-		if err := validateProperties(m.Properties); err != nil {
+		if err := m.Validate(); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
-		}
-		if err := validateProperties(m.Headers); err != nil {
-			return fmt.Errorf("message %d headers: %w", i, err)
-		}
-		if len(m.DeadLetterReason) > MaxReasonLen || len(m.DeadLetterDescription) > MaxReasonLen ||
-			!utf8.ValidString(m.DeadLetterReason) || !utf8.ValidString(m.DeadLetterDescription) {
-			return invalid("message %d: dead-letter reason and description must be valid UTF-8 of at most %d bytes", i, MaxReasonLen)
 		}
 	}
 	if total > l.MaxBatchBytes {
@@ -218,36 +238,49 @@ func validateProperties(props map[string]string) error {
 	return nil
 }
 
-// Validate checks an EnqueueAll: each batch as an enqueue, each queue
-// once, and at most 10 × MaxBatch messages and MaxBatchBytes in all.
+// Validate checks an EnqueueAll: each queue once, and each message as an
+// enqueue checks it. The batch limits (MaxBatch, MaxBatchBytes) do not
+// apply: an EnqueueAll carries the copies of a send (a topic's fan-out),
+// and the layer above applies the limits to what its caller sent; the
+// engine writes the copies in bounded pieces, in one transaction.
 func (p *EnqueueAllParams) Validate(l Limits) error {
 	if len(p.Batches) == 0 && p.Routed == nil {
 		return invalid("enqueue to no queue")
 	}
 	seen := make(map[string]bool, len(p.Batches))
-	n, bytes := 0, 0
 	for i := range p.Batches {
 		b := &p.Batches[i]
-		if err := b.Validate(l); err != nil {
+		if err := b.validateCopies(l); err != nil {
 			return fmt.Errorf("queue %q: %w", b.Queue, err)
 		}
 		if seen[b.Queue] {
 			return invalid("queue %q named twice", b.Queue)
 		}
 		seen[b.Queue] = true
-		n += len(b.Messages)
-		for j := range b.Messages {
-			bytes += b.Messages[j].MessageSize()
-		}
-	}
-	if n > 10*l.MaxBatch {
-		return fmt.Errorf("%d messages in one enqueue, at most %d allowed: %w", n, 10*l.MaxBatch, sluicetype.ErrBatchTooLarge)
-	}
-	if bytes > l.MaxBatchBytes {
-		return fmt.Errorf("enqueue of %d bytes, at most %d allowed: %w", bytes, l.MaxBatchBytes, sluicetype.ErrBatchTooLarge)
 	}
 	if p.Routed != nil {
 		return p.Routed.validate(p.Batches, l)
+	}
+	return nil
+}
+
+// validateCopies checks a batch of an EnqueueAll: an enqueue's checks
+// but the batch limits.
+func (p *EnqueueParams) validateCopies(l Limits) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if len(p.Messages) == 0 {
+		return invalid("enqueue of no messages")
+	}
+	for i := range p.Messages {
+		m := &p.Messages[i]
+		if size := m.MessageSize(); size > l.MaxMessageBytes {
+			return fmt.Errorf("message %d is %d bytes, at most %d allowed: %w", i, size, l.MaxMessageBytes, sluicetype.ErrMessageTooLarge)
+		}
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
 	}
 	return nil
 }
@@ -350,8 +383,8 @@ func (p *AcceptSessionParams) Validate() error {
 }
 
 func validateSessionID(id string) error {
-	if len(id) > MaxNameLen || !utf8.ValidString(id) {
-		return invalid("session id must be valid UTF-8 of at most %d bytes", MaxNameLen)
+	if len(id) > MaxIDLen || !utf8.ValidString(id) {
+		return invalid("session id must be valid UTF-8 of at most %d bytes", MaxIDLen)
 	}
 	return nil
 }
