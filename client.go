@@ -30,6 +30,9 @@ var (
 	// ErrMessageTooLarge reports a message larger than its entity's
 	// maximum message size.
 	ErrMessageTooLarge = sluicetype.ErrMessageTooLarge
+	// ErrBatchTooLarge reports a send of more messages or bytes than one
+	// batch may hold (the copies a topic makes do not count).
+	ErrBatchTooLarge = sluicetype.ErrBatchTooLarge
 	// ErrInvalidName reports an entity name outside the allowed set.
 	ErrInvalidName = sluicetype.ErrInvalidName
 	// ErrInvalidArgument reports a parameter out of range, or an operation

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -169,7 +168,7 @@ func (s *Sender) prepare(ctx context.Context, msgs []*Message) (entity, store.En
 // the sender sent, not to the copies a topic or forwarding makes of it.
 func (s *Sender) checkBatch(e entity, msgs []*Message) ([]store.NewMessage, error) {
 	if len(msgs) > s.c.limits.MaxBatch {
-		return nil, fmt.Errorf("sluice: send: %d messages in one batch, at most %d allowed: %w", len(msgs), s.c.limits.MaxBatch, sluicetype.ErrBatchTooLarge)
+		return nil, fmt.Errorf("sluice: send: %d messages in one batch, at most %d allowed: %w", len(msgs), s.c.limits.MaxBatch, ErrBatchTooLarge)
 	}
 	batch := make([]store.NewMessage, len(msgs))
 	total := 0
@@ -189,7 +188,7 @@ func (s *Sender) checkBatch(e entity, msgs []*Message) ([]store.NewMessage, erro
 		total += size
 	}
 	if total > s.c.limits.MaxBatchBytes {
-		return nil, fmt.Errorf("sluice: send: batch is %d bytes, at most %d allowed: %w", total, s.c.limits.MaxBatchBytes, sluicetype.ErrBatchTooLarge)
+		return nil, fmt.Errorf("sluice: send: batch is %d bytes, at most %d allowed: %w", total, s.c.limits.MaxBatchBytes, ErrBatchTooLarge)
 	}
 	return batch, nil
 }
