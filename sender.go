@@ -73,11 +73,11 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error
 func (s *Sender) enqueue(ctx context.Context, e entity, p *store.EnqueueAllParams, n int) ([]int64, error) {
 	seqs := make([]int64, n)
 	switch {
-	case len(p.Batches) == 0 && p.Routed == nil:
+	case len(p.Batches) == 0 && p.Routed == nil && len(p.Arrivals) == 0:
 		// No subscription took the messages: accepted and dropped, as in
 		// Service Bus.
 		return seqs, nil
-	case p.Routed == nil && len(p.Batches) == 1 && len(p.Batches[0].Messages) == n && !deadLettered(p.Batches[0]):
+	case p.Routed == nil && p.Arrivals == nil && len(p.Batches) == 1 && len(p.Batches[0].Messages) == n && !deadLettered(p.Batches[0]):
 		// All to one queue: group-committed like any send.
 		got, err := s.c.st.Enqueue(ctx, &p.Batches[0])
 		if err != nil || routed(e) {
@@ -111,7 +111,7 @@ func (s *Sender) SendTx(ctx context.Context, tx *sql.Tx, msgs ...*Message) ([]in
 		return nil, err
 	}
 	seqs := make([]int64, len(msgs))
-	if len(p.Batches) == 0 && p.Routed == nil {
+	if len(p.Batches) == 0 && p.Routed == nil && len(p.Arrivals) == 0 {
 		return seqs, nil
 	}
 	got, err := txe.EnqueueTx(ctx, tx, &p)
@@ -148,17 +148,17 @@ func (s *Sender) prepare(ctx context.Context, msgs []*Message) (entity, store.En
 		p.Batches = []store.EnqueueParams{{Queue: e.name, Messages: batch}}
 		return e, p, nil
 	}
-	batches, origins, err := s.c.route(ctx, &e, batch, msgs)
+	r, err := s.c.route(ctx, &e, batch, msgs)
 	if err != nil {
 		return e, p, fmt.Errorf("sluice: send: %w", err)
 	}
-	p.Batches = batches
+	p = r.params()
 	if scheduled {
 		at := make([]time.Time, len(batch))
 		for i := range batch {
 			at[i] = batch[i].VisibleAt
 		}
-		p.Routed = &store.RoutedSend{Queue: s.queue, VisibleAt: at, Origins: origins}
+		p.Routed = &store.RoutedSend{Queue: e.name, VisibleAt: at, Origins: r.origins}
 	}
 	return e, p, nil
 }
@@ -175,6 +175,9 @@ func (s *Sender) checkBatch(e entity, msgs []*Message) ([]store.NewMessage, erro
 	for i, m := range msgs {
 		if m == nil {
 			return nil, errInvalid("send", "message %d is nil", i)
+		}
+		if err := validateIDs(m); err != nil {
+			return nil, fmt.Errorf("sluice: send: message %d: %w", i, err)
 		}
 		batch[i] = m.newMessage()
 		size := batch[i].MessageSize()

@@ -45,6 +45,9 @@ func (c *Client) AcceptSession(ctx context.Context, queue, sessionID string, opt
 	if sessionID == "" {
 		return nil, errInvalid("accept session", "empty session id (AcceptNextSession accepts any)")
 	}
+	if err := validateIDs(&Message{SessionID: sessionID}); err != nil {
+		return nil, fmt.Errorf("sluice: accept session: %w", err)
+	}
 	return c.acceptSession(ctx, queue, sessionID, opts, false)
 }
 

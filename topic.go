@@ -140,7 +140,7 @@ type storedRule struct {
 type compiledRule func(m *Message) (bool, error)
 
 func storeRule(r Rule) (storedRule, error) {
-	if err := store.ValidateName("rule", strings.TrimPrefix(r.Name, "$")); err != nil {
+	if err := validateRuleName(r.Name); err != nil {
 		return storedRule{}, err
 	}
 	sr := storedRule{Name: r.Name}
@@ -368,10 +368,22 @@ func validateSubscriptionName(name string) error {
 	if err := store.ValidateName("subscription", name); err != nil {
 		return err
 	}
+	if err := validateShortName("subscription", name, MaxSubscriptionNameLength); err != nil {
+		return err
+	}
 	if strings.Contains(name, "/") {
 		return fmt.Errorf("subscription name %q holds '/': %w", name, ErrInvalidName)
 	}
 	return nil
+}
+
+// validateRuleName checks a rule's name: a valid name (after a leading
+// '$', which $Default has) of at most MaxRuleNameLength characters.
+func validateRuleName(name string) error {
+	if err := store.ValidateName("rule", strings.TrimPrefix(name, "$")); err != nil {
+		return err
+	}
+	return validateShortName("rule", name, MaxRuleNameLength)
 }
 
 func uniqueRules(rules []Rule) error {
@@ -482,7 +494,7 @@ func (c *Client) CreateRule(ctx context.Context, topic, subscription string, r R
 // DeleteRule removes a rule of a subscription. ErrEntityNotFound if it
 // has none of that name. A subscription without rules gets no messages.
 func (c *Client) DeleteRule(ctx context.Context, topic, subscription, rule string) error {
-	if err := store.ValidateName("rule", strings.TrimPrefix(rule, "$")); err != nil {
+	if err := validateRuleName(rule); err != nil {
 		return fmt.Errorf("sluice: delete rule: %w", err)
 	}
 	return c.changeRules(ctx, topic, subscription, func(rules []Rule) ([]Rule, error) {

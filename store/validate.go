@@ -162,30 +162,20 @@ func (m *NewMessage) MessageSize() int {
 	return n
 }
 
-// MaxIDLen bounds a message's MessageID, SessionID and PartitionKey, as
-// Service Bus does (128 characters).
-const MaxIDLen = 128
-
-// Validate checks a message's fields, whatever the limits: its
-// identifiers (at most MaxIDLen bytes of UTF-8; a SessionID and a
-// PartitionKey both set must be equal, as Service Bus requires), its
-// TTL, properties and dead-letter reason.
+// Validate checks a message's fields, whatever the limits: identifiers
+// of at most MaxNameLen bytes of UTF-8, its TTL, properties and
+// dead-letter reason.
 func (m *NewMessage) Validate() error {
 	if m.TTL < 0 {
 		return invalid("negative TTL %v", m.TTL)
 	}
 	for _, s := range []struct{ what, v string }{
-		{"message id", m.MessageID}, {"session id", m.SessionID}, {"partition key", m.PartitionKey},
+		{"message id", m.MessageID}, {"session id", m.SessionID},
+		{"partition key", m.PartitionKey}, {"content type", m.ContentType},
 	} {
-		if len(s.v) > MaxIDLen || !utf8.ValidString(s.v) {
-			return invalid("%s must be valid UTF-8 of at most %d bytes (it is %d)", s.what, MaxIDLen, len(s.v))
+		if len(s.v) > MaxNameLen || !utf8.ValidString(s.v) {
+			return invalid("%s must be valid UTF-8 of at most %d bytes", s.what, MaxNameLen)
 		}
-	}
-	if m.SessionID != "" && m.PartitionKey != "" && m.SessionID != m.PartitionKey {
-		return invalid("session id %q and partition key %q differ: when both are set they must be equal", m.SessionID, m.PartitionKey)
-	}
-	if len(m.ContentType) > MaxNameLen || !utf8.ValidString(m.ContentType) {
-		return invalid("content type must be valid UTF-8 of at most %d bytes", MaxNameLen)
 	}
 	if err := validateProperties(m.Properties); err != nil {
 		return err
@@ -244,8 +234,11 @@ func validateProperties(props map[string]string) error {
 // and the layer above applies the limits to what its caller sent; the
 // engine writes the copies in bounded pieces, in one transaction.
 func (p *EnqueueAllParams) Validate(l Limits) error {
-	if len(p.Batches) == 0 && p.Routed == nil {
+	if len(p.Batches) == 0 && p.Routed == nil && len(p.Arrivals) == 0 {
 		return invalid("enqueue to no queue")
+	}
+	if err := p.validateArrivals(); err != nil {
+		return err
 	}
 	seen := make(map[string]bool, len(p.Batches))
 	for i := range p.Batches {
@@ -260,6 +253,42 @@ func (p *EnqueueAllParams) Validate(l Limits) error {
 	}
 	if p.Routed != nil {
 		return p.Routed.validate(p.Batches, l)
+	}
+	return nil
+}
+
+// validateArrivals checks that the arrivals name entities, come after
+// earlier ones, and account for every message of the batches.
+func (p *EnqueueAllParams) validateArrivals() error {
+	if len(p.Arrivals) == 0 {
+		if p.Through != nil {
+			return invalid("enqueue with Through and no arrivals")
+		}
+		return nil
+	}
+	for i, a := range p.Arrivals {
+		if err := ValidateName("queue", a.Queue); err != nil {
+			return fmt.Errorf("arrival %d: %w", i, err)
+		}
+		if a.After < -1 || a.After >= i || a.Message < 0 {
+			return invalid("arrival %d: after %d and message %d: must be an earlier arrival (or -1) and a message", i, a.After, a.Message)
+		}
+		if len(a.MessageID) > MaxNameLen || len(a.PartitionKey) > MaxNameLen {
+			return invalid("arrival %d: message id and partition key must be at most %d bytes", i, MaxNameLen)
+		}
+	}
+	if len(p.Through) != len(p.Batches) {
+		return invalid("enqueue with arrivals for %d batches, not %d", len(p.Through), len(p.Batches))
+	}
+	for i, th := range p.Through {
+		if len(th) != len(p.Batches[i].Messages) {
+			return invalid("enqueue with %d arrivals for the %d messages of queue %q", len(th), len(p.Batches[i].Messages), p.Batches[i].Queue)
+		}
+		for _, a := range th {
+			if a < -1 || a >= len(p.Arrivals) {
+				return invalid("arrival %d of queue %q is not one of the %d", a, p.Batches[i].Queue, len(p.Arrivals))
+			}
+		}
 	}
 	return nil
 }
@@ -383,8 +412,8 @@ func (p *AcceptSessionParams) Validate() error {
 }
 
 func validateSessionID(id string) error {
-	if len(id) > MaxIDLen || !utf8.ValidString(id) {
-		return invalid("session id must be valid UTF-8 of at most %d bytes", MaxIDLen)
+	if len(id) > MaxNameLen || !utf8.ValidString(id) {
+		return invalid("session id must be valid UTF-8 of at most %d bytes", MaxNameLen)
 	}
 	return nil
 }

@@ -1,0 +1,49 @@
+package sluice
+
+import (
+	"fmt"
+	"unicode/utf8"
+)
+
+// Name and identifier limits, as Service Bus has them. Queue and topic
+// names (paths) are at most 260 characters (store.MaxNameLen).
+const (
+	// MaxSubscriptionNameLength bounds a subscription's name.
+	MaxSubscriptionNameLength = 50
+	// MaxRuleNameLength bounds a rule's name.
+	MaxRuleNameLength = 50
+	// MaxIDLength bounds a message's MessageID, SessionID, PartitionKey
+	// and ReplyToSessionID.
+	MaxIDLength = 128
+)
+
+// validateIDs checks a message's identifiers as Service Bus does: each
+// at most MaxIDLength characters of UTF-8, and a SessionID and a
+// PartitionKey both set must be equal.
+func validateIDs(m *Message) error {
+	for _, id := range [...]struct{ what, v string }{
+		{"MessageID", m.MessageID}, {"SessionID", m.SessionID},
+		{"PartitionKey", m.PartitionKey}, {"ReplyToSessionID", m.ReplyToSessionID},
+	} {
+		if !utf8.ValidString(id.v) {
+			return fmt.Errorf("%s is not valid UTF-8: %w", id.what, ErrInvalidArgument)
+		}
+		if n := utf8.RuneCountInString(id.v); n > MaxIDLength {
+			return fmt.Errorf("%s is %d characters long, at most %d allowed: %w", id.what, n, MaxIDLength, ErrInvalidArgument)
+		}
+	}
+	if m.SessionID != "" && m.PartitionKey != "" && m.SessionID != m.PartitionKey {
+		return fmt.Errorf("SessionID %q and PartitionKey %q differ; when both are set they must be equal: %w",
+			m.SessionID, m.PartitionKey, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// validateShortName checks a subscription or rule name: a valid name of
+// at most max characters.
+func validateShortName(kind, name string, max int) error {
+	if len(name) > max {
+		return fmt.Errorf("%s name is %d characters long, at most %d allowed: %w", kind, len(name), max, ErrInvalidName)
+	}
+	return nil
+}
