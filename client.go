@@ -138,6 +138,7 @@ func (c *Client) Close() error {
 
 // entity returns an entity of any kind, from the cache when fresh.
 func (c *Client) entity(ctx context.Context, name string) (entity, error) {
+	name = canonical(name)
 	c.mu.Lock()
 	ce, ok := c.entities[name]
 	c.mu.Unlock()
@@ -173,7 +174,7 @@ func (c *Client) properties(ctx context.Context, name string) (QueueProperties, 
 
 func (c *Client) forget(name string) {
 	c.mu.Lock()
-	delete(c.entities, name)
+	delete(c.entities, canonical(name))
 	c.mu.Unlock()
 }
 

@@ -226,6 +226,7 @@ func validateEntityName(kind, name string) error {
 
 // getEntity reads an entity of a kind; another kind is not found.
 func (c *Client) getEntity(ctx context.Context, name string, kind entityKind) (entity, error) {
+	name = canonical(name)
 	s, err := c.st.GetQueue(ctx, name)
 	if errors.Is(err, ErrEntityNotFound) {
 		// The store's message calls every entity a queue.
@@ -246,6 +247,7 @@ func (c *Client) getEntity(ctx context.Context, name string, kind entityKind) (e
 
 // createEntity stores a new entity.
 func (c *Client) createEntity(ctx context.Context, e *entity) error {
+	e.name, e.forwardTo = canonical(e.name), canonical(e.forwardTo)
 	s, err := e.settings(c.limits)
 	if err != nil {
 		return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, err)
@@ -264,6 +266,7 @@ func (c *Client) createEntity(ctx context.Context, e *entity) error {
 // current ones (see merge); setForward says whether e.forwardTo is to be
 // set, or kept as it is.
 func (c *Client) updateEntity(ctx context.Context, e *entity, setForward bool) error {
+	e.name, e.forwardTo = canonical(e.name), canonical(e.forwardTo)
 	cur, err := c.getEntity(ctx, e.name, e.kind)
 	if err != nil {
 		return err
@@ -331,6 +334,7 @@ func (e *entity) merge(cur entity, setForward bool) error {
 // listEntities pages through entities of a kind whose names start with
 // prefix, after the name after.
 func (c *Client) listEntities(ctx context.Context, kind entityKind, prefix, after string, max int) ([]entity, error) {
+	prefix, after = canonical(prefix), canonical(after)
 	if max < 1 || max > c.limits.MaxBatch {
 		return nil, errInvalid("list", "max %d: must be between 1 and %d", max, c.limits.MaxBatch)
 	}
@@ -392,7 +396,7 @@ func (c *Client) CreateQueueForwarding(ctx context.Context, name string, props *
 	if err := c.createEntity(ctx, &e); err != nil {
 		return QueueInfo{}, err
 	}
-	return QueueInfo{Name: name, QueueProperties: e.props.withDefaults(), ForwardTo: forwardTo}, nil
+	return QueueInfo{Name: e.name, QueueProperties: e.props.withDefaults(), ForwardTo: e.forwardTo}, nil
 }
 
 // UpdateQueue changes a queue's settings: those props sets, merged with
@@ -419,7 +423,7 @@ func (c *Client) updateQueue(ctx context.Context, name string, props QueueProper
 	if err := c.updateEntity(ctx, &e, setForward); err != nil {
 		return QueueInfo{}, err
 	}
-	return QueueInfo{Name: name, QueueProperties: e.props.withDefaults(), ForwardTo: e.forwardTo}, nil
+	return QueueInfo{Name: e.name, QueueProperties: e.props.withDefaults(), ForwardTo: e.forwardTo}, nil
 }
 
 // GetQueue returns a queue's settings. ErrEntityNotFound if absent.
@@ -428,7 +432,7 @@ func (c *Client) GetQueue(ctx context.Context, name string) (QueueInfo, error) {
 	if err != nil {
 		return QueueInfo{}, err
 	}
-	return QueueInfo{Name: name, QueueProperties: e.props, ForwardTo: e.forwardTo}, nil
+	return QueueInfo{Name: e.name, QueueProperties: e.props, ForwardTo: e.forwardTo}, nil
 }
 
 // ListQueues returns up to max queues in name order, starting after the
@@ -450,6 +454,7 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 	if _, err := c.getEntity(ctx, name, kindQueue); err != nil {
 		return err
 	}
+	name = canonical(name)
 	c.forget(name)
 	return c.st.DeleteQueue(ctx, name)
 }
@@ -460,12 +465,12 @@ type QueueStats = store.QueueStats
 // GetQueueStats counts a queue's messages: active, scheduled, in flight,
 // deferred and dead-lettered, and the oldest one's age.
 func (c *Client) GetQueueStats(ctx context.Context, name string) (QueueStats, error) {
-	return c.st.QueueStats(ctx, name)
+	return c.st.QueueStats(ctx, canonical(name))
 }
 
 // DeadLetterReasons counts the dead letters of a queue or subscription
 // (SubscriptionPath) by reason: MaxDeliveryCountExceeded,
 // TTLExpiredException, or the reason a receiver gave.
 func (c *Client) DeadLetterReasons(ctx context.Context, name string) (map[string]int64, error) {
-	return c.st.DeadLetterReasons(ctx, name)
+	return c.st.DeadLetterReasons(ctx, canonical(name))
 }

@@ -103,7 +103,7 @@ func (c *Client) leadsTo(ctx context.Context, start, e *entity) (bool, error) {
 
 // freshEntity reads an entity of any kind from storage, not the cache.
 func (c *Client) freshEntity(ctx context.Context, name string) (entity, error) {
-	s, err := c.st.GetQueue(ctx, name)
+	s, err := c.st.GetQueue(ctx, canonical(name))
 	if err != nil {
 		return entity{}, err
 	}

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -46,4 +47,18 @@ func validateShortName(kind, name string, max int) error {
 		return fmt.Errorf("%s name is %d characters long, at most %d allowed: %w", kind, len(name), max, ErrInvalidName)
 	}
 	return nil
+}
+
+// Entity names are case-insensitive, as in Service Bus: "Orders" and
+// "orders" are one entity. Every name a caller gives goes through
+// canonical before it reaches storage, which thus holds, and shows, each
+// name in one form: lower case, with the "/Subscriptions/" segment of a
+// subscription's path as SubscriptionPath spells it. (Names are ASCII:
+// store.ValidateName refuses anything else.)
+func canonical(name string) string {
+	lower := strings.ToLower(name)
+	if i := strings.Index(lower, subscriptionsSegment); i >= 0 {
+		return lower[:i] + "/Subscriptions/" + lower[i+len(subscriptionsSegment):]
+	}
+	return lower
 }

@@ -20,6 +20,7 @@ type Sender struct {
 // NewSender returns a sender for a queue. The queue must exist when
 // messages are sent, not now.
 func (c *Client) NewSender(queue string) (*Sender, error) {
+	queue = canonical(queue)
 	if err := store.ValidateName("queue", queue); err != nil {
 		return nil, fmt.Errorf("sluice: new sender: %w", err)
 	}

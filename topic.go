@@ -316,13 +316,14 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 			return err
 		}
 	}
+	name = canonical(name)
 	c.forget(name)
 	return c.st.DeleteQueue(ctx, name)
 }
 
 // subscriptions reads a topic's subscriptions, as they are now.
 func (c *Client) subscriptions(ctx context.Context, topic string) ([]entity, error) {
-	prefix := SubscriptionPath(topic, "")
+	prefix := canonical(SubscriptionPath(topic, ""))
 	var out []entity
 	after := ""
 	for {
@@ -361,7 +362,7 @@ func (c *Client) CreateSubscription(ctx context.Context, topic, name string, pro
 	if err := c.createEntity(ctx, &e); err != nil {
 		return SubscriptionInfo{}, err
 	}
-	return subscriptionInfo(topic, name, e), nil
+	return subscriptionInfo(e), nil
 }
 
 func validateSubscriptionName(name string) error {
@@ -409,8 +410,9 @@ func subscriptionEntity(topic, name string, p SubscriptionProperties, rules []Ru
 	}
 }
 
-func subscriptionInfo(topic, name string, e entity) SubscriptionInfo {
+func subscriptionInfo(e entity) SubscriptionInfo {
 	p := e.props.withDefaults()
+	topic, name, _ := strings.Cut(e.name, "/Subscriptions/")
 	return SubscriptionInfo{
 		Topic: topic, Name: name,
 		SubscriptionProperties: SubscriptionProperties{
@@ -428,7 +430,7 @@ func (c *Client) GetSubscription(ctx context.Context, topic, name string) (Subsc
 	if err != nil {
 		return SubscriptionInfo{}, err
 	}
-	return subscriptionInfo(topic, name, e), nil
+	return subscriptionInfo(e), nil
 }
 
 // ListSubscriptions returns a topic's subscriptions in name order.
@@ -441,9 +443,8 @@ func (c *Client) ListSubscriptions(ctx context.Context, topic string) ([]Subscri
 		return nil, err
 	}
 	out := make([]SubscriptionInfo, len(es))
-	prefix := SubscriptionPath(topic, "")
 	for i, e := range es {
-		out[i] = subscriptionInfo(topic, strings.TrimPrefix(e.name, prefix), e)
+		out[i] = subscriptionInfo(e)
 	}
 	return out, nil
 }
@@ -467,12 +468,12 @@ func (c *Client) updateSubscription(ctx context.Context, topic, name string, pro
 	if err := c.updateEntity(ctx, &e, setForward); err != nil {
 		return SubscriptionInfo{}, err
 	}
-	return subscriptionInfo(topic, name, e), nil
+	return subscriptionInfo(e), nil
 }
 
 // DeleteSubscription deletes a subscription with its messages.
 func (c *Client) DeleteSubscription(ctx context.Context, topic, name string) error {
-	path := SubscriptionPath(topic, name)
+	path := canonical(SubscriptionPath(topic, name))
 	if _, err := c.getEntity(ctx, path, kindSubscription); err != nil {
 		return err
 	}
