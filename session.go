@@ -100,6 +100,9 @@ func (c *Client) ResumeSession(queue, sessionID, lockToken string, opts *Receive
 	if sessionID == "" {
 		return nil, errInvalid("resume session", "empty session id")
 	}
+	if err := validateIDs(&Message{SessionID: sessionID}); err != nil {
+		return nil, fmt.Errorf("sluice: resume session: %w", err)
+	}
 	if opts != nil && opts.SubQueue != SubQueueNone {
 		return nil, errInvalid("resume session", "sessions have no sub-queue")
 	}

@@ -184,14 +184,20 @@ func (c *Client) GetQueue(ctx context.Context, name string) (sluice.QueueInfo, e
 	return apiconv.FromQueue(res.Queue), nil
 }
 
-// UpdateQueue replaces a queue's settings and clears its forwarding.
+// UpdateQueue changes a queue's settings as the library's UpdateQueue
+// does, and keeps its forwarding.
 func (c *Client) UpdateQueue(ctx context.Context, name string, props sluice.QueueProperties) (sluice.QueueInfo, error) {
-	return c.UpdateQueueForwarding(ctx, name, props, "")
+	return c.updateQueue(ctx, &sluicev1.UpdateQueueRequest{Name: name, Properties: apiconv.QueueProperties(props)})
 }
 
-// UpdateQueueForwarding replaces a queue's settings and forwarding.
+// UpdateQueueForwarding is UpdateQueue that also sets the queue's
+// forwarding ("" for none).
 func (c *Client) UpdateQueueForwarding(ctx context.Context, name string, props sluice.QueueProperties, forwardTo string) (sluice.QueueInfo, error) {
-	res, err := call(ctx, c.entities.UpdateQueue, &sluicev1.UpdateQueueRequest{Name: name, Properties: apiconv.QueueProperties(props), ForwardTo: forwardTo})
+	return c.updateQueue(ctx, &sluicev1.UpdateQueueRequest{Name: name, Properties: apiconv.QueueProperties(props), ForwardTo: &forwardTo})
+}
+
+func (c *Client) updateQueue(ctx context.Context, req *sluicev1.UpdateQueueRequest) (sluice.QueueInfo, error) {
+	res, err := call(ctx, c.entities.UpdateQueue, req)
 	if err != nil {
 		return sluice.QueueInfo{}, err
 	}

@@ -56,6 +56,10 @@ func TestEntitiesAPI(t *testing.T) {
 		if lib, _ := e.lib.GetQueue(ctx, "orders"); lib.MaxDeliveryCount != 7 {
 			t.Fatalf("the library sees max delivery count %d after the update", lib.MaxDeliveryCount)
 		}
+		// An update that does not mention forwarding keeps it.
+		if got, err := c.UpdateQueue(ctx, "inbox", sluice.QueueProperties{MaxDeliveryCount: 4}); err != nil || got.ForwardTo != "orders" {
+			t.Fatalf("UpdateQueue of a forwarding queue = %+v, %v; want ForwardTo kept", got, err)
+		}
 		if got, err := c.UpdateQueueForwarding(ctx, "inbox", sluice.QueueProperties{}, ""); err != nil || got.ForwardTo != "" {
 			t.Fatalf("UpdateQueueForwarding = %+v, %v", got, err)
 		}

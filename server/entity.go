@@ -108,10 +108,18 @@ func (h *entities) UpdateQueue(ctx context.Context, req *sluicev1.UpdateQueueReq
 	if err := h.s.authorize(ctx, Manage, req.Name); err != nil {
 		return nil, err
 	}
-	if err := h.mayForward(ctx, req.ForwardTo); err != nil {
+	if err := h.mayForward(ctx, req.GetForwardTo()); err != nil {
 		return nil, err
 	}
-	q, err := h.s.c.UpdateQueueForwarding(ctx, req.Name, apiconv.FromQueueProperties(req.Properties), req.ForwardTo)
+	props := apiconv.FromQueueProperties(req.Properties)
+	// An update that does not mention forwarding keeps it.
+	update := h.s.c.UpdateQueue
+	if req.ForwardTo != nil {
+		update = func(ctx context.Context, name string, p sluice.QueueProperties) (sluice.QueueInfo, error) {
+			return h.s.c.UpdateQueueForwarding(ctx, name, p, *req.ForwardTo)
+		}
+	}
+	q, err := update(ctx, req.Name, props)
 	if err != nil {
 		return nil, h.s.fail("update queue", err)
 	}
