@@ -47,8 +47,10 @@ type TopicProperties struct {
 	MaxMessageSize int
 	// RequiresDuplicateDetection drops a message whose MessageID (with its
 	// PartitionKey) was sent to the topic within DuplicateDetectionWindow
-	// (default 10 min): each subscription keeps the ids it received for
-	// the topic's window, so a duplicate reaches none that had the first.
+	// (default 10 min), as Service Bus does: the topic checks it once,
+	// before its fan-out, so a duplicate reaches no subscription, not even
+	// one created since the first send. Fixed when the topic is created;
+	// the window may change.
 	RequiresDuplicateDetection bool
 	DuplicateDetectionWindow   time.Duration
 }

@@ -77,6 +77,10 @@ type QueueStore interface {
 	// EnqueueAll appends batches to several queues in one transaction, all
 	// or nothing, and returns each batch's sequence numbers. A message
 	// with a DeadLetterReason goes straight to its queue's dead letters.
+	// With p.Arrivals, the duplicate checks of entities the copies passed
+	// through run first, and a copy that came through a duplicate is not
+	// written (its number is 0). The batch limits do not apply to the
+	// copies (see EnqueueAllParams.Validate).
 	// With p.Routed, the scheduled messages of the send the batches copy
 	// are also numbered by the queue they were sent to, so that
 	// CancelScheduled on that queue can cancel all their copies.
