@@ -30,7 +30,7 @@ func wantDead(t *testing.T, c *sluice.Client, entity string, want map[string]int
 // the chain is too long) gets its copy dead-lettered with a reason; every
 // other subscription gets its copy, and the send succeeds.
 func TestBrokenSubscriptionDoesNotBlockTopic(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
 		ctx := t.Context()
 		mustQ := func(name string, props *sluice.QueueProperties, forward string) {
 			t.Helper()
@@ -99,6 +99,29 @@ func TestBrokenSubscriptionDoesNotBlockTopic(t *testing.T) {
 		if st, _ := c.GetQueueStats(ctx, "sessions"); st.Active != 1 {
 			t.Fatalf("session queue holds %d messages, want 1", st.Active)
 		}
+		// A target deleted by another client, while this one's cache
+		// still knows it: the send is routed again, and dead-letters.
+		if _, err := c.CreateQueue(ctx, "gone", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.UpdateSubscriptionForwarding(ctx, "t", "to-gone", sluice.SubscriptionProperties{ForwardTo: "gone"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newSender(t, c, "t").Send(ctx, &sluice.Message{Body: []byte("cached"), SessionID: "a"}); err != nil {
+			t.Fatal(err)
+		}
+		if st, _ := c.GetQueueStats(ctx, "gone"); st.Active != 1 {
+			t.Fatalf("the recreated target holds %d messages, want 1", st.Active)
+		}
+		if err := reopen(t, kind, service).DeleteQueue(ctx, "gone"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newSender(t, c, "t").Send(ctx, &sluice.Message{Body: []byte("stale"), SessionID: "a"}); err != nil {
+			t.Fatalf("Send with a stale cache of a deleted target: %v", err)
+		}
+		// The first send, the one with a session id, and this one.
+		wantDead(t, c, path("to-gone"), map[string]int64{sluice.ReasonForwardTargetNotFound: 3})
+
 		// The topic's own limits still apply to what was sent.
 		_, err = newSender(t, c, "t").Send(ctx, &sluice.Message{Body: make([]byte, sluice.DefaultMaxMessageSize+1)})
 		wantErr(t, "a message larger than the topic allows", err, sluice.ErrMessageTooLarge)
