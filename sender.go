@@ -50,7 +50,15 @@ func (s *Sender) Send(ctx context.Context, m *Message) (int64, error) {
 // each scheduled message, a number of the topic or queue sent to, which
 // cancels all of the message's copies while they wait; the other
 // messages get 0, since each queue and subscription numbers its own
-// copies.
+// copies. A topic or forwarding queue with duplicate detection checks
+// each message once, before it is copied or forwarded: a duplicate is
+// accepted, stored nowhere, and gets 0.
+//
+// The batch limits (MaxBatch messages, MaxBatchBytes) apply to msgs, not
+// to the copies a topic makes of them. A copy that one subscription or
+// forward target cannot take (its target is gone or too small, it needs
+// a SessionID, the chain is too long) is dead-lettered there with a
+// reason, and the send succeeds for the others.
 func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error) {
 	e, p, err := s.prepare(ctx, msgs)
 	if err != nil {

@@ -278,7 +278,7 @@ func TestTopicDuplicateDetection(t *testing.T) {
 // through a topic with it and a forwarding subscription, deliver once;
 // and a scheduled message counts as sent.
 func TestForwardingDuplicateDetection(t *testing.T) {
-	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+	forEachBackendKind(t, func(t *testing.T, kind, _ string, c *sluice.Client) {
 		ctx := t.Context()
 		dedup := &sluice.QueueProperties{RequiresDuplicateDetection: true}
 		for _, q := range []string{"dest", "dest2"} {
@@ -303,9 +303,23 @@ func TestForwardingDuplicateDetection(t *testing.T) {
 				}
 			}
 		}
-		for _, q := range []string{"dest", "dest2"} {
-			if got := drain(t, c, q); !slices.Equal(got, []string{"one"}) {
-				t.Fatalf("%s received %v, want the first send only", q, got)
+		// In the caller's transaction too.
+		for _, body := range []string{"tx one", "tx two"} {
+			tx, err := rawDB(t, kind).BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := newSender(t, c, "t").SendTx(ctx, tx, &sluice.Message{Body: []byte(body), MessageID: "TX"}); err != nil {
+				tx.Rollback()
+				t.Fatalf("SendTx: %v", err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for q, want := range map[string][]string{"dest": {"one"}, "dest2": {"one", "tx one"}} {
+			if got := drain(t, c, q); !slices.Equal(got, want) {
+				t.Fatalf("%s received %v, want %v", q, got, want)
 			}
 		}
 
