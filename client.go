@@ -40,6 +40,13 @@ var (
 	ErrInvalidArgument = sluicetype.ErrInvalidArgument
 	// ErrClosed reports a call on a closed client.
 	ErrClosed = sluicetype.ErrClosed
+	// ErrOutcomeUnknown reports a write that may or may not have been
+	// applied: the database connection broke before its reply was read.
+	// A send retried with the same MessageID to an entity with duplicate
+	// detection is stored once, a settle retried applies or fails with
+	// ErrLockLost; a send without duplicate detection, or a publish, may
+	// be stored twice (see sluicetype.ErrOutcomeUnknown).
+	ErrOutcomeUnknown = sluicetype.ErrOutcomeUnknown
 )
 
 // Client is the entry point of the queue API: it manages entities and

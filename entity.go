@@ -30,20 +30,22 @@ const (
 // QueueProperties are a queue's settings. Zero values take the defaults.
 type QueueProperties struct {
 	// LockDuration is how long a peek-lock receive holds a message before
-	// it is delivered again (default 60 s, at most 5 min).
+	// it is delivered again (default 60 s, 1 s to 5 min: anything else is
+	// refused with ErrInvalidArgument).
 	LockDuration time.Duration
 	// MaxDeliveryCount is how many deliveries a message gets; a lock that
 	// ends after the last one dead-letters it with reason
 	// MaxDeliveryCountExceeded (default 10).
 	MaxDeliveryCount int
 	// DefaultTTL is the time-to-live of messages that set none, and caps
-	// those that set a longer one (0: unlimited).
+	// those that set a longer one (0 or Forever: unlimited, read back as
+	// 0; negative is refused).
 	DefaultTTL time.Duration
 	// DeadLetterOnExpiry moves expired messages to the dead-letter queue
 	// with reason TTLExpiredException; otherwise they are dropped.
 	DeadLetterOnExpiry bool
-	// DeadLetterRetention is how long dead letters are kept (0: until
-	// purged or received).
+	// DeadLetterRetention is how long dead letters are kept (0 or Forever:
+	// until purged or received, read back as 0; negative is refused).
 	DeadLetterRetention time.Duration
 	// MaxMessageSize bounds a message's body, properties and identifiers,
 	// in bytes (default 1 MiB, at least 1 KiB, at most the backend's
@@ -56,7 +58,8 @@ type QueueProperties struct {
 	// number. Messages without a MessageID are never duplicates.
 	RequiresDuplicateDetection bool
 	// DuplicateDetectionWindow is how long a message id is remembered
-	// (default 10 min, 20 s to 7 days; 0 when detection is off).
+	// (default 10 min, 20 s to 7 days: anything else is refused; 0 when
+	// detection is off).
 	DuplicateDetectionWindow time.Duration
 	// RequiresSession makes the queue session-aware: every message needs
 	// a SessionID, and messages are received only through a
@@ -115,6 +118,13 @@ type entity struct {
 }
 
 func (p QueueProperties) withDefaults() QueueProperties {
+	// Forever means never, which storage stores as 0.
+	if p.DefaultTTL == Forever {
+		p.DefaultTTL = 0
+	}
+	if p.DeadLetterRetention == Forever {
+		p.DeadLetterRetention = 0
+	}
 	if p.LockDuration == 0 {
 		p.LockDuration = DefaultLockDuration
 	}
@@ -133,6 +143,21 @@ func (p QueueProperties) withDefaults() QueueProperties {
 	return p
 }
 
+// checkDurations refuses, before defaults apply, a negative duration and
+// a duplicate detection window past its maximum, even with detection off
+// (where the window is otherwise ignored).
+func (p QueueProperties) checkDurations() error {
+	if err := checkDurations(namedDuration{"lock duration", p.LockDuration}, namedDuration{"default TTL", p.DefaultTTL},
+		namedDuration{"dead-letter retention", p.DeadLetterRetention},
+		namedDuration{"duplicate detection window", p.DuplicateDetectionWindow}); err != nil {
+		return err
+	}
+	if p.DuplicateDetectionWindow > MaxDuplicateDetectionWindow {
+		return fmt.Errorf("duplicate detection window %v: at most %v: %w", p.DuplicateDetectionWindow, MaxDuplicateDetectionWindow, ErrInvalidArgument)
+	}
+	return nil
+}
+
 func (p QueueProperties) validate(l store.Limits) error {
 	switch {
 	case p.LockDuration < time.Second || p.LockDuration > MaxLockDuration:
@@ -146,6 +171,9 @@ func (p QueueProperties) validate(l store.Limits) error {
 
 // settings turns an entity into storage's settings.
 func (e *entity) settings(l store.Limits) (store.QueueSettings, error) {
+	if err := e.props.checkDurations(); err != nil {
+		return store.QueueSettings{}, err
+	}
 	p := e.props.withDefaults()
 	if err := p.validate(l); err != nil {
 		return store.QueueSettings{}, err

@@ -1,6 +1,6 @@
 module github.com/sluicehq/sluice
 
-go 1.26.8
+go 1.26.0
 
 require (
 	connectrpc.com/connect/v2 v2.0.2

@@ -33,11 +33,17 @@ type Message struct {
 	To               string
 	// ApplicationProperties are the application's own properties.
 	ApplicationProperties map[string]string
-	// TimeToLive is how long the message lives from its send (0: the
-	// queue's default, which also caps it).
+	// TimeToLive is how long the message lives from its send, or for a
+	// scheduled message from its ScheduledEnqueueTime (0: the queue's
+	// default, which also caps it). Negative is refused
+	// (ErrInvalidArgument); Forever, or longer from the network API, means
+	// it never expires.
 	TimeToLive time.Duration
 	// ScheduledEnqueueTime, when set in the future, keeps the message from
-	// being received before then.
+	// being received before then. At that time it is enqueued, as in
+	// Service Bus: it gets a new SequenceNumber and EnqueuedTime, and its
+	// TimeToLive starts; the number Send returned names it (Peek,
+	// CancelScheduled) only until then.
 	ScheduledEnqueueTime time.Time
 }
 
@@ -85,14 +91,16 @@ const (
 // ReceivedMessage is a message as a receive or a peek returns it.
 type ReceivedMessage struct {
 	Message
-	// SequenceNumber is the message's number in its queue: unique,
-	// gap-free and in the order of sends.
+	// SequenceNumber is the message's number in its queue: unique, and in
+	// the order messages were enqueued (a scheduled message is enqueued at
+	// its time, under a new number).
 	SequenceNumber int64
 	// DeliveryCount is how many times the message was received, this
 	// time included.
 	DeliveryCount int
-	// EnqueuedTime is when it was sent; ExpiresAt when its time-to-live
-	// runs out (zero: never).
+	// EnqueuedTime is when it was sent (for a scheduled message, when its
+	// time came); ExpiresAt when its time-to-live runs out (zero: never;
+	// a deferred message never expires, whatever it says).
 	EnqueuedTime time.Time
 	ExpiresAt    time.Time
 	// LockedUntil is when the lock of a peek-lock receive ends unless it

@@ -21,7 +21,8 @@ type ProcessorOptions struct {
 	MaxConcurrent int
 	// MaxAutoLockRenewal is how long the processor keeps renewing the
 	// lock of a message whose handler is still running (default 5 min;
-	// negative: never).
+	// Forever: as long as the handler runs; negative: never, the one
+	// duration where negative has a meaning).
 	MaxAutoLockRenewal time.Duration
 	// OnError receives what the processor cannot return: failed receives
 	// (retried after a pause), handler errors, settles that failed and
@@ -103,8 +104,10 @@ func (p *Processor) Start(ctx context.Context) error {
 
 // Stop stops receiving and waits for running handlers to finish. If ctx
 // ends first, it ends the handlers' contexts, waits for them to return
-// and returns ctx's error; their messages are abandoned or, if settling
-// fails, delivered again when their locks end. Stop is idempotent.
+// and returns ctx's error; the messages of handlers that then fail go back
+// without counting a delivery (a shutdown is not a failed delivery) or,
+// if settling fails, are delivered again when their locks end. Stop is
+// idempotent.
 func (p *Processor) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	started := p.started
@@ -199,6 +202,14 @@ func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
 	}
 	sctx, done := context.WithTimeout(context.WithoutCancel(all), settleTimeout)
 	defer done()
+	if err != nil && all.Err() != nil {
+		// Stop ended the handler: a shutdown, not a failed delivery.
+		// The message goes back without counting one.
+		if serr := p.r.release(sctx, m); serr != nil && !lost {
+			p.opts.OnError(serr)
+		}
+		return
+	}
 	if err != nil {
 		p.opts.OnError(fmt.Errorf("sluice: handler of message %d: %w", m.SequenceNumber, err))
 		if serr := p.r.Abandon(sctx, m, nil); serr != nil && !lost {

@@ -236,7 +236,9 @@ func TestProcessorLockLost(t *testing.T) {
 func TestProcessorStop(t *testing.T) {
 	noProcessorLeft(t)
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
-		q := createQueue(t, c, nil)
+		// With one delivery allowed: a stop that cuts the handler short
+		// must not use it up.
+		q := createQueue(t, c, &sluice.QueueProperties{MaxDeliveryCount: 1})
 		send(t, newSender(t, c, q), "stuck")
 		started := make(chan struct{})
 		var ended atomic.Bool
@@ -255,8 +257,11 @@ func TestProcessorStop(t *testing.T) {
 			t.Fatal("Stop returned before the handler's context ended and it returned")
 		}
 		r := newReceiver(t, c, q, sluice.PeekLock)
-		if ms := receive(t, r, 1); ms[0].DeliveryCount != 2 {
-			t.Fatalf("message after a forced stop came with delivery count %d, want 2 (abandoned)", ms[0].DeliveryCount)
+		if ms := receive(t, r, 1); ms[0].DeliveryCount != 1 {
+			t.Fatalf("message after a forced stop came with delivery count %d, want 1 (released, not abandoned)", ms[0].DeliveryCount)
+		}
+		if reasons, err := c.DeadLetterReasons(t.Context(), q); err != nil || len(reasons) != 0 {
+			t.Fatalf("dead letters after a forced stop: %v, %v", reasons, err)
 		}
 	})
 }

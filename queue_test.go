@@ -360,6 +360,39 @@ func TestScheduled(t *testing.T) {
 	})
 }
 
+// A scheduled message whose TTL is shorter than its delay is delivered:
+// its TTL counts from its time, when it is enqueued under a new number
+// (Service Bus). The lease that activates it must come within the TTL of
+// its time: 1.5 s of margin.
+func TestScheduledTTLFromActivation(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		q := createQueue(t, c, &sluice.QueueProperties{DeadLetterOnExpiry: true})
+		s := newSender(t, c, q)
+		at := time.Now().Add(2 * time.Second)
+		seq, err := s.Send(ctx, &sluice.Message{Body: []byte("later"), TimeToLive: 1500 * time.Millisecond, ScheduledEnqueueTime: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := newReceiver(t, c, q, sluice.PeekLock)
+		rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		ms, err := r.Receive(rctx, 1)
+		if err != nil || len(ms) != 1 {
+			reasons, _ := c.DeadLetterReasons(ctx, q)
+			t.Fatalf("Receive = %d messages, %v; dead letters %v", len(ms), err, reasons)
+		}
+		m := ms[0]
+		if m.SequenceNumber == seq || m.EnqueuedTime.Before(at.Add(-time.Second)) {
+			t.Fatalf("received seq %d enqueued %v; want a number other than the scheduled %d, enqueued at its time %v",
+				m.SequenceNumber, m.EnqueuedTime, seq, at)
+		}
+		if err := r.Complete(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 func TestPeek(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
 		ctx := t.Context()

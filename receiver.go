@@ -186,7 +186,9 @@ func (r *Receiver) deliver(ctx context.Context, op string, ls []sluicetype.Lease
 	defer cancel()
 	res, err := r.c.st.Settle(ctx, &store.SettleParams{Queue: r.queue, Action: store.Complete, Receipts: receipts})
 	if err != nil {
-		// Not deleted: the messages come back when their lock ends.
+		// Not deleted: the messages come back when their lock ends. Or,
+		// with ErrOutcomeUnknown, perhaps deleted: at most once, as this
+		// mode promises.
 		return nil, fmt.Errorf("sluice: %s: %w", op, err)
 	}
 	for i, l := range ls {
@@ -359,6 +361,16 @@ func (r *Receiver) Abandon(ctx context.Context, m *ReceivedMessage, opts *Abando
 		changes = opts.PropertiesToModify
 	}
 	return r.settle(ctx, "abandon", m, store.SettleParams{Action: store.Abandon}, changes)
+}
+
+// release hands a message back without counting a delivery, for a
+// consumer that shuts down (a dead letter, which counts none, is
+// abandoned).
+func (r *Receiver) release(ctx context.Context, m *ReceivedMessage) error {
+	if r.dead {
+		return r.Abandon(ctx, m, nil)
+	}
+	return r.settle(ctx, "release", m, store.SettleParams{Action: store.Release}, nil)
 }
 
 // DeadLetterOptions say why a message is dead-lettered.

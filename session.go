@@ -275,7 +275,9 @@ func (s *SessionReceiver) SetSessionState(ctx context.Context, state []byte) err
 }
 
 // Close releases the session: messages received and not settled are
-// available again at once, to whoever accepts the session next.
+// available again at once, to whoever accepts the session next, and their
+// delivery counts are not incremented (as in Service Bus, closing a
+// session is not a failed delivery; a session lock that expires is).
 func (s *SessionReceiver) Close(ctx context.Context) error {
 	p := s.params()
 	err := s.r.c.st.ReleaseSession(ctx, &p)

@@ -107,7 +107,8 @@ func TestSessions(t *testing.T) {
 		}
 		got.Close(ctx)
 		got, _ = c.AcceptSession(ctx, q, "b", nil)
-		if ms, _ := got.Receive(ctx, 5); len(ms) != 1 || ms[0].DeliveryCount != 2 {
+		// Closing was not a delivery: the count is 1 again.
+		if ms, _ := got.Receive(ctx, 5); len(ms) != 1 || ms[0].DeliveryCount != 1 {
 			t.Fatalf("session b after Close: %v", bodies(ms))
 		}
 	})
@@ -392,5 +393,34 @@ func TestSessionFIFOWithLockLoss(t *testing.T) {
 			t.Fatal("no receiver stalled past its lock: the test tested nothing")
 		}
 		t.Logf("%d stalls past the session lock", stalls.Load())
+	})
+}
+
+// Closing a session receiver hands its unsettled messages back without
+// counting a delivery (Service Bus: a close is not a failed delivery), so
+// with MaxDeliveryCount 1 the message survives any number of closes.
+func TestSessionCloseIsNotADelivery(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		q := createQueue(t, c, &sluice.QueueProperties{RequiresSession: true, MaxDeliveryCount: 1})
+		if _, err := newSender(t, c, q).Send(ctx, sessionMsg("s", "m")); err != nil {
+			t.Fatal(err)
+		}
+		for round := 1; round <= 3; round++ {
+			r, err := c.AcceptSession(ctx, q, "s", nil)
+			if err != nil {
+				t.Fatalf("round %d: AcceptSession: %v", round, err)
+			}
+			ms, err := r.Receive(ctx, 1)
+			if err != nil || len(ms) != 1 || ms[0].DeliveryCount != 1 {
+				t.Fatalf("round %d: received %v, %v; want the message on its first delivery", round, ms, err)
+			}
+			if err := r.Close(ctx); err != nil {
+				t.Fatalf("round %d: Close: %v", round, err)
+			}
+		}
+		if reasons, err := c.DeadLetterReasons(ctx, q); err != nil || len(reasons) != 0 {
+			t.Fatalf("dead letters after closing sessions: %v, %v; want none", reasons, err)
+		}
 	})
 }

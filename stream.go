@@ -393,7 +393,8 @@ type ConsumerOptions struct {
 	// and partition (default 8). One stream's events are handled one at a
 	// time, in order.
 	MaxConcurrency int
-	// DeliveryTimeout bounds one delivery (default 1 min).
+	// DeliveryTimeout bounds one delivery (default 1 min). It and the
+	// backoffs below refuse negative values (ErrInvalidArgument).
 	DeliveryTimeout time.Duration
 	// MaxAttempts bounds the deliveries of one event (default 5).
 	MaxAttempts int
@@ -524,6 +525,10 @@ func (p *StreamProcessor) Handle(consumer string, h StreamHandler, opts *Consume
 	var o ConsumerOptions
 	if opts != nil {
 		o = *opts
+	}
+	if err := checkDurations(namedDuration{"delivery timeout", o.DeliveryTimeout}, namedDuration{"retry backoff", o.RetryBackoff},
+		namedDuration{"max retry backoff", o.MaxRetryBackoff}); err != nil {
+		return fmt.Errorf("sluice: handle %q: %w", consumer, err)
 	}
 	err := p.node.Register(stream.Consumer{Name: consumer, Handler: h, Namespace: o.Namespace,
 		MaxConcurrency: o.MaxConcurrency, DeliveryTimeout: o.DeliveryTimeout, MaxAttempts: o.MaxAttempts,

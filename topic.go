@@ -41,7 +41,8 @@ const ReasonFilterEvaluation = "FilterEvaluationException"
 // TopicProperties are a topic's settings. Zero values take the defaults.
 type TopicProperties struct {
 	// DefaultTTL is the time-to-live of messages that set none, and caps
-	// those that set a longer one (0: unlimited).
+	// those that set a longer one (0 or Forever: unlimited; negative is
+	// refused).
 	DefaultTTL time.Duration
 	// MaxMessageSize bounds a message (default 1 MiB).
 	MaxMessageSize int
@@ -52,7 +53,8 @@ type TopicProperties struct {
 	// one created since the first send. Fixed when the topic is created;
 	// the window may change.
 	RequiresDuplicateDetection bool
-	DuplicateDetectionWindow   time.Duration
+	// DuplicateDetectionWindow is 20 s to 7 days (default 10 min).
+	DuplicateDetectionWindow time.Duration
 }
 
 // TopicInfo is a topic's name with its settings.
@@ -62,12 +64,17 @@ type TopicInfo struct {
 }
 
 // SubscriptionProperties are a subscription's settings. Zero values take
-// the defaults, which are a queue's.
+// the defaults, which are a queue's, and the durations follow a queue's
+// rules (see QueueProperties).
 type SubscriptionProperties struct {
-	LockDuration        time.Duration
-	MaxDeliveryCount    int
-	DefaultTTL          time.Duration
-	DeadLetterOnExpiry  bool
+	// LockDuration is 1 s to 5 min (default 60 s).
+	LockDuration     time.Duration
+	MaxDeliveryCount int
+	// DefaultTTL: 0 or Forever is unlimited; negative is refused.
+	DefaultTTL         time.Duration
+	DeadLetterOnExpiry bool
+	// DeadLetterRetention: 0 or Forever keeps dead letters until purged
+	// or received; negative is refused.
 	DeadLetterRetention time.Duration
 	// RequiresSession makes the subscription session-aware (fixed when it
 	// is created).
@@ -326,6 +333,9 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 // subscriptions reads a topic's subscriptions, as they are now.
 func (c *Client) subscriptions(ctx context.Context, topic string) ([]entity, error) {
 	prefix := canonical(SubscriptionPath(topic, ""))
+	if len(prefix) >= store.MaxNameLen {
+		return nil, nil // no subscription's path fits in a name
+	}
 	var out []entity
 	after := ""
 	for {

@@ -3,6 +3,9 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice"
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
@@ -109,6 +112,9 @@ func (h *messaging) CancelScheduled(ctx context.Context, req *sluicev1.CancelSch
 
 func (h *messaging) Receive(ctx context.Context, req *sluicev1.ReceiveRequest) (*sluicev1.ReceiveResponse, error) {
 	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
+		return nil, err
+	}
+	if err := checkWait("receive", req.MaxWait); err != nil {
 		return nil, err
 	}
 	r, err := h.receiver(req.Entity, req.Mode, req.SubQueue, req.Session)
@@ -303,6 +309,9 @@ func (h *messaging) AcceptSession(ctx context.Context, req *sluicev1.AcceptSessi
 	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
 		return nil, err
 	}
+	if err := checkWait("accept session", req.MaxWait); err != nil {
+		return nil, err
+	}
 	var (
 		r   *sluice.SessionReceiver
 		err error
@@ -433,4 +442,14 @@ func (h *cluster) GetClusterStatus(ctx context.Context, _ *sluicev1.GetClusterSt
 		return nil, h.s.fail("cluster status", err)
 	}
 	return apiconv.ClusterStatus(st), nil
+}
+
+// checkWait refuses a negative max_wait (the duration rule, see
+// sluice.Forever); a longer one than MaxReceiveWait is capped, not
+// refused: it is the most a caller is willing to wait.
+func checkWait(op string, d *durationpb.Duration) error {
+	if wait := apiconv.Duration(d); wait < 0 {
+		return apierr.Invalid(fmt.Sprintf("%s: max wait %v: must not be negative", op, wait))
+	}
+	return nil
 }

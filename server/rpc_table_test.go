@@ -211,6 +211,45 @@ var rpcTable = map[string]rpcCase{
 		names: []rpcName{isName("namespace"), isKey("key")}},
 }
 
+// isDuration is a duration field of a request: a negative duration is
+// refused (the duration rule, see sluice.Forever), as is the most
+// negative protobuf holds.
+func isDuration(path string) rpcName {
+	return rpcName{path, []rpcBad{
+		{"-1s", "INVALID_ARGUMENT", "negative"},
+		{"-315576000000s", "INVALID_ARGUMENT", "negative"},
+	}}
+}
+
+// isCapped is a duration with a Service Bus maximum: also refused past
+// it, and beyond time.Duration's range.
+func isCapped(path, over, inMessage string) rpcName {
+	n := isDuration(path)
+	n.bad = append(n.bad, rpcBad{over, "INVALID_ARGUMENT", inMessage}, rpcBad{"315576000000s", "INVALID_ARGUMENT", inMessage})
+	return n
+}
+
+// rpcDurations are the duration fields of the requests, by RPC (beside
+// rpcTable's names).
+var rpcDurations = map[string][]rpcName{
+	"EntityService/CreateQueue": {isCapped("properties.lockDuration", "301s", "lock duration"), isDuration("properties.defaultTtl"),
+		isDuration("properties.deadLetterRetention"), isCapped("properties.duplicateDetectionWindow", "604801s", "duplicate detection window")},
+	"EntityService/UpdateQueue": {isCapped("properties.lockDuration", "301s", "lock duration"), isDuration("properties.defaultTtl"),
+		isDuration("properties.deadLetterRetention")},
+	"EntityService/CreateTopic": {isDuration("properties.defaultTtl"),
+		isCapped("properties.duplicateDetectionWindow", "604801s", "duplicate detection window")},
+	"EntityService/UpdateTopic": {isDuration("properties.defaultTtl")},
+	"EntityService/CreateSubscription": {isCapped("properties.lockDuration", "301s", "lock duration"), isDuration("properties.defaultTtl"),
+		isDuration("properties.deadLetterRetention")},
+	"EntityService/UpdateSubscription": {isCapped("properties.lockDuration", "301s", "lock duration"), isDuration("properties.defaultTtl"),
+		isDuration("properties.deadLetterRetention")},
+	"MessagingService/Send":            {isDuration("messages.0.timeToLive")},
+	"MessagingService/Receive":         {isDuration("maxWait")},
+	"MessagingService/AcceptSession":   {isDuration("maxWait")},
+	"StreamService/SetStreamRetention": {isDuration("maxAge")},
+	"StreamService/Consume":            {isDuration("ackTimeout"), isDuration("retryBackoff"), isDuration("maxRetryBackoff")},
+}
+
 // rpcMethod is an RPC of the API, from its descriptor.
 type rpcMethod struct {
 	name      string // "Service/Method", as post takes it
@@ -406,7 +445,7 @@ func checkRPC(t *testing.T, e *env, m rpcMethod, c rpcCase) {
 			}
 		})
 	}
-	for _, n := range c.names {
+	for _, n := range append(slices.Clone(c.names), rpcDurations[m.name]...) {
 		for _, bad := range n.bad {
 			body := rpcSetJSON(t, c.body, n.path, bad.value)
 			t.Run("invalid "+n.path+" "+rpcShort(bad.value), func(t *testing.T) {
@@ -709,6 +748,9 @@ func rpcSetJSON(t *testing.T, body, path, value string) string {
 			if last {
 				node[p] = value
 			} else {
+				if node[p] == nil {
+					node[p] = map[string]any{} // a message the body leaves out
+				}
 				at = node[p]
 			}
 		case []any:

@@ -61,6 +61,20 @@ var (
 
 	// ErrClosed reports a call on a store that has been closed.
 	ErrClosed = errors.New("store closed")
+
+	// ErrOutcomeUnknown reports a write that may or may not have been
+	// applied: the connection to the database broke after the write's
+	// statement (or its COMMIT) was sent and before the reply was read.
+	// It wraps the cause. Nothing the write did is undone or redone: look
+	// before writing again, or retry where a retry is safe. A send retried
+	// with the same MessageID to an entity with duplicate detection is
+	// stored once; a settle retried either applies or fails with
+	// ErrLockLost (the first one applied: the lock it named is gone); a
+	// session state or checkpoint write retried writes the same value. A
+	// send without duplicate detection, or a stream publish, retried may
+	// be stored twice. (A call whose context ends before it returns may
+	// also have been applied; it reports the context's error.)
+	ErrOutcomeUnknown = errors.New("outcome unknown")
 )
 
 // ErrEntityExists reports a create of a queue, topic or subscription

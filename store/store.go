@@ -171,7 +171,8 @@ type SessionStore interface {
 	// messages, to p.Duration from now, and returns the new end.
 	RenewSession(ctx context.Context, p *SessionParams) (time.Time, error)
 	// ReleaseSession unlocks a session; its leased messages are available
-	// again at once.
+	// again at once, and the release does not count as a delivery: their
+	// delivery counts go back to what they were before their lease.
 	ReleaseSession(ctx context.Context, p *SessionParams) error
 	// SessionState returns a held session's state (nil when none).
 	SessionState(ctx context.Context, p *SessionParams) ([]byte, error)
@@ -272,13 +273,14 @@ type QueueSettings struct {
 	// MaxDeliveryCount is how many leases a message gets before a lease
 	// that ends dead-letters it (default 10).
 	MaxDeliveryCount int
-	// DefaultTTL caps every message's time-to-live (0: unlimited).
+	// DefaultTTL caps every message's time-to-live (0 or Forever:
+	// unlimited, stored as 0; negative is refused).
 	DefaultTTL time.Duration
 	// DeadLetterOnExpiry moves expired messages to dead letters with reason
 	// TTLExpiredException instead of dropping them.
 	DeadLetterOnExpiry bool
-	// DeadLetterRetention is how long dead letters are kept (0: until
-	// purged).
+	// DeadLetterRetention is how long dead letters are kept (0 or
+	// Forever: until purged, stored as 0; negative is refused).
 	DeadLetterRetention time.Duration
 	// EvictionInterval is how often a lease runs an eviction batch
 	// (default 5 s).
@@ -319,11 +321,15 @@ type NewMessage struct {
 	// subject, reply-to and the like), stored and returned as given.
 	Headers map[string]string
 	Payload []byte
-	// TTL is the message's time-to-live from enqueue (0: the queue's
-	// default). The queue's DefaultTTL caps it.
+	// TTL is the message's time-to-live from enqueue, or from VisibleAt
+	// for a scheduled message (0: the queue's default; Forever: never;
+	// negative is refused). The queue's DefaultTTL caps it.
 	TTL time.Duration
-	// VisibleAt schedules delivery: the message is not leased before then.
-	// Zero means now.
+	// VisibleAt schedules delivery: the message is not leased before then
+	// (a time past the year 9999 is that year's end). Zero means now.
+	// When it comes, the message is enqueued under a new sequence number,
+	// as enqueued then; the number Enqueue returned names it only until
+	// then.
 	VisibleAt time.Time
 	// DeadLetterReason, when set (EnqueueAll only), dead-letters the
 	// message on arrival with this reason and DeadLetterDescription: a
@@ -423,6 +429,12 @@ const (
 	// Defer sets the messages aside: they are leased again only by
 	// sequence number (LeaseDeferred).
 	Defer
+	// Release hands the messages back without counting a delivery: they
+	// are available again at once (deferred ones deferred again) with the
+	// delivery count they had before their lease, and never
+	// dead-lettered for it. It is for a consumer that shuts down, not for
+	// one that failed (Abandon).
+	Release
 )
 
 // String names the action.
@@ -438,6 +450,8 @@ func (a SettleAction) String() string {
 		return "extend"
 	case Defer:
 		return "defer"
+	case Release:
+		return "release"
 	}
 	return "unknown"
 }

@@ -227,7 +227,8 @@ type ParkedID struct {
 // Retention says how long a namespace's records stay once every
 // subscription is done with them. The zero value deletes them then.
 type Retention struct {
-	// MaxAge keeps consumed records until they are this old.
+	// MaxAge keeps consumed records until they are this old (Forever: for
+	// ever; negative is refused).
 	MaxAge time.Duration
 	// MaxBytes keeps the newest consumed records of the namespace on each
 	// partition while their payloads add up to at most this many bytes.

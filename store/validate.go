@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"math"
 	"time"
 	"unicode/utf8"
 
@@ -107,8 +108,30 @@ func invalid(format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, sluicetype.ErrInvalidArgument)...)
 }
 
-// WithDefaults returns s with zero fields set to their defaults.
+// Forever is the longest duration, time.Duration's maximum: what a Go
+// caller passes for "forever", and what a longer duration from the network
+// API (a protobuf Duration beyond time.Duration's range) saturates to.
+//
+// One rule holds for every duration sluice takes, at every edge (library,
+// network API, configuration, storage): a negative duration is refused
+// with ErrInvalidArgument and changes nothing; one that reaches Forever
+// saturates, and where "never" has a meaning (a message's time-to-live, a
+// queue's DefaultTTL and DeadLetterRetention, a stream retention's
+// MaxAge) it means never; a setting with a Service Bus maximum (lock
+// duration 5 min, duplicate detection window 7 days) refuses a value past
+// it. Storage converts durations to milliseconds saturating at Forever,
+// so no stored time is ever negative or wrapped.
+const Forever = time.Duration(math.MaxInt64)
+
+// WithDefaults returns s with zero fields set to their defaults, and
+// DefaultTTL and DeadLetterRetention of Forever to 0, which means never.
 func (s QueueSettings) WithDefaults() QueueSettings {
+	if s.DefaultTTL == Forever {
+		s.DefaultTTL = 0
+	}
+	if s.DeadLetterRetention == Forever {
+		s.DeadLetterRetention = 0
+	}
 	if s.MaxDeliveryCount == 0 {
 		s.MaxDeliveryCount = DefaultMaxDeliveryCount
 	}
@@ -379,12 +402,12 @@ func (p *SettleParams) Validate(l Limits) error {
 		if p.Extension < time.Millisecond {
 			return invalid("lease extension %v: must be at least 1ms", p.Extension)
 		}
-	case Defer:
+	case Defer, Release:
 	default:
 		return invalid("unknown settle action %d", p.Action)
 	}
 	if p.Properties != nil {
-		if p.Action == Complete || p.Action == Extend {
+		if p.Action == Complete || p.Action == Extend || p.Action == Release {
 			return invalid("%s cannot change properties", p.Action)
 		}
 		if err := validateProperties(p.Properties); err != nil {

@@ -22,7 +22,11 @@ func dur(d time.Duration) *durationpb.Duration {
 	return durationpb.New(d)
 }
 
-// Duration is d as a time.Duration, 0 when unset.
+// Duration is d as a time.Duration, 0 when unset. A duration beyond
+// time.Duration's range (protobuf's go to 10,000 years) saturates: to
+// sluice.Forever, which means never where never has a meaning, or to the
+// most negative duration, which is refused as every negative one is (see
+// sluice.Forever).
 func Duration(d *durationpb.Duration) time.Duration {
 	if d == nil {
 		return 0

@@ -29,8 +29,10 @@ type condition struct {
 }
 
 // conditions are tried in order: the more specific first (a lost session
-// lock wraps a lost message lock).
+// lock wraps a lost message lock; an unknown outcome wraps whatever broke
+// the connection).
 var conditions = []condition{
+	{sluicetype.ErrOutcomeUnknown, connect.CodeUnavailable, "OUTCOME_UNKNOWN"},
 	{sluicetype.ErrSessionLockLost, connect.CodeFailedPrecondition, "SESSION_LOCK_LOST"},
 	{sluicetype.ErrLockLost, connect.CodeFailedPrecondition, "LOCK_LOST"},
 	{sluicetype.ErrSessionCannotBeLocked, connect.CodeAborted, "SESSION_CANNOT_BE_LOCKED"},

@@ -49,6 +49,8 @@ func TestLeaseCost(t *testing.T) {
 		{"LeaseMessages", []any{tenant.Service, tenant.Provider, "q", "[" + strings.Join(rows, ",") + "]"}},
 		{"SelectHeld", []any{tenant.Service, tenant.Provider, "q", now, "[1,2]"}},
 		{"DeleteMessages", []any{tenant.Service, tenant.Provider, "q", "[1,2]"}},
+		{"ActivateScheduled", []any{tenant.Service, tenant.Provider, "q", `[{"o":1,"n":90001},{"o":2,"n":90002}]`, now}},
+		{"ReleaseMessages", []any{tenant.Service, tenant.Provider, "q", "[1,2]"}},
 	} {
 		read := rowsRead(t, db, q[c.name], c.args)
 		t.Logf("%s read %d rows", c.name, read)

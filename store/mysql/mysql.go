@@ -25,9 +25,11 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net"
@@ -300,11 +302,15 @@ const (
 	errDeadlock        = 1213
 )
 
-// classify reports deadlocks and lock wait timeouts as retryable and
-// unique-key violations as duplicates.
+// classify reports deadlocks and lock wait timeouts as retryable,
+// unique-key violations as duplicates, and a connection lost once a
+// request may have gone out as engine.ErrNoReply.
 func classify(err error) error {
 	var me *driver.MySQLError
 	if !errors.As(err, &me) {
+		if noReply(err) {
+			return engine.ErrNoReply
+		}
 		return nil
 	}
 	switch me.Number {
@@ -314,4 +320,30 @@ func classify(err error) error {
 		return engine.ErrDuplicate
 	}
 	return nil
+}
+
+// noReply reports whether err is a connection that broke once a request
+// may have gone out. The driver reports a failure before anything was
+// written as driver.ErrBadConn (database/sql retries those on another
+// connection), one while reading a reply as ErrInvalidConn, and one in
+// the middle of a write as the network's error; a dial that failed sent
+// nothing, and a context that ended is reported as the context's error.
+// (A handshake cut short also reads as ErrInvalidConn: a statement that
+// needed a new connection is then reported as perhaps applied. Only
+// statements outside a transaction can be, and on MySQL those are the
+// idempotent ones: heartbeats, retention settings; a COMMIT runs on the
+// transaction's open connection.)
+func noReply(err error) bool {
+	var op *net.OpError
+	switch {
+	case errors.Is(err, sqldriver.ErrBadConn), errors.As(err, &op) && op.Op == "dial",
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.Is(err, driver.ErrInvalidConn), errors.Is(err, driver.ErrPktSync),
+		errors.Is(err, driver.ErrPktSyncMul), errors.Is(err, driver.ErrMalformPkt),
+		errors.Is(err, io.ErrShortWrite), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
 }

@@ -5,11 +5,15 @@ import (
 	"context"
 	"crypto/rand"
 	"database/sql"
+	sqldriver "database/sql/driver"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,6 +219,23 @@ func TestClassify(t *testing.T) {
 	}
 	if got := classify(sql.ErrNoRows); got != nil {
 		t.Errorf("classify(ErrNoRows) = %v, want nil", got)
+	}
+	// A connection lost once a request may have gone out, and the
+	// failures that prove nothing was sent.
+	for _, c := range []struct {
+		err  error
+		want error
+	}{
+		{driver.ErrInvalidConn, engine.ErrNoReply},
+		{fmt.Errorf("x: %w", driver.ErrPktSync), engine.ErrNoReply},
+		{&net.OpError{Op: "write", Err: syscall.ECONNRESET}, engine.ErrNoReply},
+		{sqldriver.ErrBadConn, nil},
+		{&net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, nil},
+		{context.Canceled, nil},
+	} {
+		if got := classify(c.err); got != c.want {
+			t.Errorf("classify(%v) = %v, want %v", c.err, got, c.want)
+		}
 	}
 }
 

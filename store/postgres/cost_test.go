@@ -67,6 +67,8 @@ func TestLeaseCost(t *testing.T) {
 		{"DeleteMessages", []any{tenant.Service, tenant.Provider, "q", []int64{1, 2}}},
 		{"CompleteMessages", []any{tenant.Service, tenant.Provider, "q", `[{"s":1,"t":7},{"s":2,"t":7}]`}},
 		{"LeaseMessages", []any{tenant.Service, tenant.Provider, "q", `[{"s":6001,"t":7,"u":1},{"s":6002,"t":7,"u":1}]`}},
+		{"ActivateScheduled", []any{tenant.Service, tenant.Provider, "q", `[{"o":1,"n":90001},{"o":2,"n":90002}]`, now}},
+		{"ReleaseMessages", []any{tenant.Service, tenant.Provider, "q", []int64{1, 2}}},
 	} {
 		read := rowsRead(t, conn, q[c.name], c.args)
 		t.Logf("%s read %d rows", c.name, read)

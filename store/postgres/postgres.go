@@ -16,11 +16,14 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -204,10 +207,14 @@ func createSchema(ctx context.Context, cc *pgx.ConnConfig, name string) error {
 func intList(v []int64) any { return v }
 
 // classify reports serialization failures, deadlocks and lock timeouts as
-// retryable and unique-key violations as duplicates.
+// retryable, unique-key violations as duplicates, and a connection lost
+// once a request may have gone out as engine.ErrNoReply.
 func classify(err error) error {
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) {
+		if noReply(err) {
+			return engine.ErrNoReply
+		}
 		return nil
 	}
 	switch pe.Code {
@@ -217,4 +224,38 @@ func classify(err error) error {
 		return engine.ErrDuplicate
 	}
 	return nil
+}
+
+// noReply reports whether err is a connection that broke, or timed out,
+// once a request may have gone out. pgx marks the failures that happen
+// before anything was sent as safe to retry (its database/sql driver
+// turns them into driver.ErrBadConn, which database/sql retries on
+// another connection); a failed connect sent nothing; a deadline that
+// passed after sending is a pgconn timeout. A context's error otherwise
+// (database/sql's, before sending) proves nothing went out.
+//
+// One exception: pgx reports a reply lost to a simple-protocol statement
+// (the COMMIT of a transaction) as "conn closed" (pgconn.ErrConnClosed),
+// marked safe to retry although the COMMIT went out: it peeks at the
+// reply, which closes the connection on the error, then reads it from
+// the closed connection. A statement about to be sent on a closed
+// connection is refused as driver.ErrBadConn instead, so ErrConnClosed
+// from a COMMIT, or from reading a statement's rows, means a request
+// that may have run.
+func noReply(err error) bool {
+	var ce *pgconn.ConnectError
+	switch {
+	case errors.Is(err, pgconn.ErrConnClosed):
+		return true
+	case pgconn.SafeToRetry(err), errors.Is(err, driver.ErrBadConn), errors.As(err, &ce):
+		return false
+	case pgconn.Timeout(err):
+		return true
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return false
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne)
 }

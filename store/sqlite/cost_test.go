@@ -61,6 +61,8 @@ func TestLeaseCost(t *testing.T) {
 		{"MakeReady", []any{"svc", "cost", "q", "[1,2]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
 		{"ExtendLeases", []any{now + 60000, "svc", "cost", "q", "[1,2]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
 		{"MoveToDeadLetters", []any{"r", "d", now, nil, "svc", "cost", "q", "[1,2]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
+		{"ActivateScheduled", []any{"svc", "cost", "q", `[{"o":1,"n":9001},{"o":2,"n":9002}]`, now}, "(service=? AND provider=? AND queue=? AND seq=?)"},
+		{"ReleaseMessages", []any{"svc", "cost", "q", "[1,2]"}, "(service=? AND provider=? AND queue=? AND seq=?)"},
 	} {
 		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q[c.name], c.args...)
 		if err != nil {

@@ -22,6 +22,7 @@ var entityTests = []suiteTest{
 	{"Defer", testDefer},
 	{"DeferredLeaseEnds", testDeferredLeaseEnds},
 	{"DeferredExhausted", testDeferredExhausted},
+	{"DeferredNeverExpires", testDeferredNeverExpires},
 	{"LeaseDeferredAtomic", testLeaseDeferredAtomic},
 	{"CancelScheduled", testCancelScheduled},
 	{"SettleProperties", testSettleProperties},
@@ -226,6 +227,41 @@ func testDeferredExhausted(t *testing.T, h *harness) {
 	if len(dead) != 1 || dead[0].Reason != sluicetype.ReasonMaxDeliveryCountExceeded {
 		t.Fatalf("dead letters after abandoning a deferred message on its last delivery: %+v", dead)
 	}
+}
+
+// A deferred message never expires (Service Bus: its owner holds its
+// number): not by eviction, not when a lease by number ends or is
+// abandoned, and it can still be received by number and completed.
+func testDeferredNeverExpires(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{DeadLetterOnExpiry: true, DefaultTTL: time.Hour})
+	ttl := 300 * time.Millisecond
+	enqueue(t, ctx, st, q, store.NewMessage{Payload: []byte("d"), TTL: ttl}, store.NewMessage{Payload: []byte("e"), TTL: ttl})
+	start := time.Now()
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer}, lease(t, ctx, st, q, 2, long)...)
+	sleepUntil(t, start.Add(ttl+200*time.Millisecond))
+	if _, err := st.Evict(ctx, q); err != nil {
+		t.Fatal(err)
+	}
+	wantCounts(t, ctx, st, q, store.QueueStats{Deferred: 2})
+	// Abandoned after its TTL: deferred again, not expired.
+	d := leaseDeferred(t, st, q, long, 1)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Abandon}, d...)
+	// A lease by number that ends after the TTL: deferred again too.
+	leaseDeferred(t, st, q, 100*time.Millisecond, 2)
+	eventually(t, "the ended lease resolved", func() bool {
+		if _, err := st.Evict(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		return stats(t, ctx, st, q).Deferred == 2
+	})
+	wantCounts(t, ctx, st, q, store.QueueStats{Deferred: 2})
+	if got := lease(t, ctx, st, q, 10, long); len(got) != 0 {
+		t.Fatalf("Lease took deferred messages %v", leasedSeqs(got))
+	}
+	both := leaseDeferred(t, st, q, long, 1, 2)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, both...)
+	wantEmpty(t, ctx, st, q)
 }
 
 func testLeaseDeferredAtomic(t *testing.T, h *harness) {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,8 @@ var queueTests = []suiteTest{
 	{"EnqueueRoundTrip", testEnqueueRoundTrip},
 	{"EnqueueDefaultTTL", testEnqueueDefaultTTL},
 	{"Scheduled", testScheduled},
+	{"ScheduledActivation", testScheduledActivation},
+	{"ScheduledActivationOrder", testScheduledActivationOrder},
 	{"LeaseOrderAndMax", testLeaseOrderAndMax},
 	{"LeaseDeliveryCount", testLeaseDeliveryCount},
 	{"Peek", testPeek},
@@ -307,7 +310,77 @@ func testScheduled(t *testing.T, h *harness) {
 		}
 		return len(got) > 0
 	})
-	wantSeqs(t, "scheduled lease", leasedSeqs(got), []int64{1})
+	// Activated, it was appended as if enqueued then: a new number.
+	wantSeqs(t, "scheduled lease", leasedSeqs(got), []int64{3})
+}
+
+// A scheduled message is appended when its time comes, as Service Bus
+// does: it takes a new number, counts as enqueued then, and its
+// time-to-live counts from then, so a TTL shorter than the delay does not
+// expire it unseen. Its scheduled number names it (peek, cancel) only
+// until then; its id, under duplicate detection, names the new number.
+func testScheduledActivation(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{DeadLetterOnExpiry: true, DuplicateDetectionWindow: time.Minute})
+	// The TTL is shorter than the delay; the lease that activates the
+	// message must come within the TTL after its time: 1.5 s of margin.
+	delay, ttl := 2*time.Second, 1500*time.Millisecond
+	at := time.Now().Add(delay)
+	seqs := enqueue(t, ctx, st, q,
+		store.NewMessage{Payload: []byte("later"), MessageID: "a", VisibleAt: at, TTL: ttl},
+		msg("now"))
+	wantSeqs(t, "enqueue", seqs, []int64{1, 2})
+	if p := peekAll(t, ctx, st, q); len(p) != 2 || p[0].Seq != 1 || p[0].State != sluicetype.StateScheduled {
+		t.Fatalf("peek before the schedule: %+v", p)
+	}
+	hold := lease(t, ctx, st, q, 10, long)
+	wantSeqs(t, "lease before the schedule", leasedSeqs(hold), []int64{2})
+	var got []sluicetype.Leased
+	eventually(t, "scheduled message leased", func() bool {
+		got = lease(t, ctx, st, q, 10, long)
+		return len(got) > 0
+	})
+	m := got[0]
+	if len(got) != 1 || m.Seq != 3 || string(m.Payload) != "later" || m.DeliveryCount != 1 {
+		t.Fatalf("activated: %d messages, first seq %d %q delivery %d; want seq 3 \"later\" on its first delivery", len(got), m.Seq, m.Payload, m.DeliveryCount)
+	}
+	if m.EnqueuedAt.Before(at.Add(-clockSkew)) {
+		t.Fatalf("EnqueuedAt %v, before the scheduled time %v", m.EnqueuedAt, at)
+	}
+	near(t, "ExpiresAt", m.ExpiresAt, at.Add(ttl), clockSkew)
+	if p := peekAll(t, ctx, st, q); len(p) != 2 || p[0].Seq != 2 || p[1].Seq != 3 {
+		t.Fatalf("peek after activation: seqs %v, want [2 3]", messageSeqs(p))
+	}
+	err := st.CancelScheduled(ctx, &store.CancelParams{Queue: q, Seqs: []int64{1}})
+	wantErr(t, "CancelScheduled of the scheduled number after activation", err, sluicetype.ErrMessageNotFound)
+	again := enqueue(t, ctx, st, q, store.NewMessage{Payload: []byte("dup"), MessageID: "a"})
+	wantSeqs(t, "duplicate of the activated message", again, []int64{3})
+	if d := deadAll(t, ctx, st, q); len(d) != 0 {
+		t.Fatalf("dead letters: %+v", d)
+	}
+}
+
+// Scheduled messages take their new numbers in the order of their times,
+// after what was enqueued before they came due.
+func testScheduledActivationOrder(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	now := time.Now()
+	enqueue(t, ctx, st, q,
+		store.NewMessage{Payload: []byte("x"), VisibleAt: now.Add(600 * time.Millisecond)},
+		store.NewMessage{Payload: []byte("y"), VisibleAt: now.Add(300 * time.Millisecond)},
+		store.NewMessage{Payload: []byte("y2"), VisibleAt: now.Add(300 * time.Millisecond)},
+		msg("z"))
+	sleepUntil(t, now.Add(700*time.Millisecond))
+	got := lease(t, ctx, st, q, 10, long)
+	wantSeqs(t, "lease after both schedules", leasedSeqs(got), []int64{4, 5, 6, 7})
+	var order []string
+	for _, l := range got {
+		order = append(order, string(l.Payload))
+	}
+	if !slices.Equal(order, []string{"z", "y", "y2", "x"}) {
+		t.Fatalf("leased %v, want [z y y2 x]", order)
+	}
 }
 
 func testLeaseOrderAndMax(t *testing.T, h *harness) {

@@ -24,7 +24,7 @@ var sessionTests = []suiteTest{
 	{"ScheduledBecomesAvailable", testSessionScheduled},
 	{"NextSkipsLocked", testSessionNextSkipsLocked},
 	{"NextBehindEmpty", testSessionNextBehindEmpty},
-	{"ReleaseExhausted", testSessionReleaseExhausted},
+	{"ReleaseNotDelivery", testSessionReleaseNotDelivery},
 	{"Deferred", testSessionDeferred},
 	{"Trim", testSessionTrim},
 }
@@ -216,7 +216,8 @@ func testSessionRelease(t *testing.T, h *harness) {
 	settleLost(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, ls[0].Receipt)
 	wantErr(t, "a second release", st.ReleaseSession(ctx, &p), sluicetype.ErrSessionLockLost)
 	again := leaseIn(t, st, q, accept(t, st, q, "", long), 10)
-	if got := payloads(again); !slices.Equal(got, []string{"1", "2"}) || again[0].DeliveryCount != 2 {
+	// The release gave their deliveries back.
+	if got := payloads(again); !slices.Equal(got, []string{"1", "2"}) || again[0].DeliveryCount != 1 {
 		t.Fatalf("after release, leased %v", got)
 	}
 }
@@ -263,8 +264,9 @@ func testSessionScheduled(t *testing.T, h *harness) {
 	wantErr(t, "AcceptSession(next) with only a scheduled message", err, sluicetype.ErrNoSessionAvailable)
 	time.Sleep(400 * time.Millisecond)
 	l := accept(t, st, q, "", long)
-	if got := payloads(leaseIn(t, st, q, l, 10)); !slices.Equal(got, []string{"later"}) {
-		t.Fatalf("after the schedule, leased %v", got)
+	ls := leaseIn(t, st, q, l, 10)
+	if got := payloads(ls); !slices.Equal(got, []string{"later"}) || ls[0].Seq != 2 {
+		t.Fatalf("after the schedule, leased %v (seq %d, want 2: a new number)", got, ls[0].Seq)
 	}
 }
 
@@ -323,25 +325,42 @@ func testSessionNextBehindEmpty(t *testing.T, h *harness) {
 	}
 }
 
-// Releasing a session on a message's last delivery dead-letters it, as
-// the end of its lock would.
-func testSessionReleaseExhausted(t *testing.T, h *harness) {
+// Releasing a session is not a delivery (Service Bus: closing a session
+// does not increment the delivery count; a session lock that expires
+// does). With MaxDeliveryCount 1, a message survives any number of
+// releases, and the end of a lock then dead-letters it.
+func testSessionReleaseNotDelivery(t *testing.T, h *harness) {
 	ctx, st := h.setup(t)
-	q := createQueue(t, ctx, st, store.QueueSettings{RequiresSession: true, MaxDeliveryCount: 2})
-	enqueue(t, ctx, st, q, inSession("s", "poison"))
-	for delivery := 1; delivery <= 2; delivery++ {
+	q := createQueue(t, ctx, st, store.QueueSettings{RequiresSession: true, MaxDeliveryCount: 1})
+	enqueue(t, ctx, st, q, inSession("s", "m"))
+	for release := 1; release <= 3; release++ {
 		l := accept(t, st, q, "s", long)
-		if got := leaseIn(t, st, q, l, 1); len(got) != 1 || got[0].DeliveryCount != delivery {
-			t.Fatalf("delivery %d: leased %v", delivery, payloads(got))
+		if got := leaseIn(t, st, q, l, 1); len(got) != 1 || got[0].DeliveryCount != 1 {
+			t.Fatalf("lease after %d releases: %d messages, delivery count %v", release-1, len(got), got)
 		}
 		p := sessionParams(q, l)
 		if err := st.ReleaseSession(ctx, &p); err != nil {
 			t.Fatal(err)
 		}
+		if d := deadAll(t, ctx, st, q); len(d) != 0 {
+			t.Fatalf("dead letters after release %d: %+v", release, d)
+		}
 	}
-	if d := deadAll(t, ctx, st, q); len(d) != 1 || d[0].Reason != sluicetype.ReasonMaxDeliveryCountExceeded {
-		t.Fatalf("dead letters after releasing on the last delivery: %+v", d)
+	wantCounts(t, ctx, st, q, store.QueueStats{Active: 1})
+	l := accept(t, st, q, "s", 200*time.Millisecond)
+	if got := leaseIn(t, st, q, l, 1); len(got) != 1 || got[0].DeliveryCount != 1 {
+		t.Fatalf("lease before the lock ends: %v", got)
 	}
+	eventually(t, "the session lock's end dead-letters the message", func() bool {
+		if _, err := st.Evict(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+		d := deadAll(t, ctx, st, q)
+		if len(d) == 1 && d[0].Reason != sluicetype.ReasonMaxDeliveryCountExceeded {
+			t.Fatalf("dead letter with reason %q", d[0].Reason)
+		}
+		return len(d) == 1
+	})
 	wantCounts(t, ctx, st, q, store.QueueStats{DeadLettered: 1})
 }
 

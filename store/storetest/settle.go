@@ -16,6 +16,7 @@ var settleTests = []suiteTest{
 	{"Complete", testComplete},
 	{"Abandon", testAbandon},
 	{"AbandonDelay", testAbandonDelay},
+	{"ReleaseNotDelivery", testReleaseNotDelivery},
 	{"DeadLetter", testDeadLetter},
 	{"Extend", testExtend},
 	{"StaleAfterExpiry", testStaleAfterExpiry},
@@ -351,4 +352,34 @@ func testCompleteRace(t *testing.T, h *harness) {
 		}
 	}
 	wantEmpty(t, ctx, st, q)
+}
+
+// Release hands messages back without counting a delivery (a consumer
+// shutting down): with MaxDeliveryCount 1 a message survives releases,
+// a deferred one is deferred again, and an abandon still counts.
+func testReleaseNotDelivery(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{MaxDeliveryCount: 1})
+	enqueue(t, ctx, st, q, msgs("m", "d")...)
+	both := lease(t, ctx, st, q, 2, long)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer}, both[1])
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Release}, both[0])
+	for round := 1; round <= 3; round++ {
+		ls := lease(t, ctx, st, q, 1, long)
+		if len(ls) != 1 || ls[0].Seq != 1 || ls[0].DeliveryCount != 1 {
+			t.Fatalf("round %d: leased %v, want message 1 on its first delivery", round, ls)
+		}
+		settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Release}, ls...)
+		// Deferred after one delivery; each receive by number is the second.
+		d := leaseDeferred(t, st, q, long, 2)
+		if d[0].DeliveryCount != 2 {
+			t.Fatalf("round %d: deferred message on delivery %d, want 2", round, d[0].DeliveryCount)
+		}
+		settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Release}, d...)
+	}
+	wantCounts(t, ctx, st, q, store.QueueStats{Active: 1, Deferred: 1})
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Abandon}, lease(t, ctx, st, q, 1, long)...)
+	if d := deadAll(t, ctx, st, q); len(d) != 1 || d[0].Seq != 1 || d[0].Reason != sluicetype.ReasonMaxDeliveryCountExceeded {
+		t.Fatalf("an abandon after releases: dead letters %+v, want message 1 (abandon counts)", d)
+	}
 }

@@ -56,6 +56,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Concurrency", concurrencyTests},
 		{"Isolation", isolationTests},
 		{"Validation", validationTests},
+		{"Duration", durationTests},
 		{"Model", modelTests},
 	}
 	for _, g := range groups {

@@ -56,7 +56,8 @@ type grantConfig struct {
 	Entities []string `json:"entities"`
 }
 
-// duration is a time.Duration that JSON spells "90s".
+// duration is a time.Duration that JSON spells "90s", read by
+// parseDuration (negative refused, too long saturated).
 type duration time.Duration
 
 func (d *duration) UnmarshalJSON(b []byte) error {
@@ -64,7 +65,7 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("a duration is a string like \"60s\": %w", err)
 	}
-	v, err := time.ParseDuration(s)
+	v, err := parseDuration(s)
 	*d = duration(v)
 	return err
 }
@@ -101,7 +102,7 @@ func configSettings(c *serveConfig) []setting {
 			return err
 		}},
 		{"max-receive-wait", "SLUICE_MAX_RECEIVE_WAIT", "longest wait of a receive", func(s string) error {
-			v, err := time.ParseDuration(s)
+			v, err := parseDuration(s)
 			c.MaxReceiveWait = duration(v)
 			return err
 		}},
@@ -232,6 +233,16 @@ func (c *serveConfig) validate() error {
 		return usageErr("log level %q: want debug, info, warn or error", c.LogLevel)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return usageErr("log format %q: want text or json", c.LogFormat)
+	}
+	// A negative bound would silently take the default, as zero does.
+	for _, b := range []struct {
+		name  string
+		value int64
+	}{{"max_request_bytes", int64(c.MaxRequestBytes)}, {"max_receive_wait", int64(c.MaxReceiveWait)},
+		{"max_consumers", int64(c.MaxConsumers)}, {"stream_partitions", int64(c.StreamPartitions)}} {
+		if b.value < 0 {
+			return usageErr("%s must not be negative (0 takes the default)", b.name)
+		}
 	}
 	if c.OTLPEndpoint != "" {
 		if _, err := otlpTracesURL(c.OTLPEndpoint); err != nil {

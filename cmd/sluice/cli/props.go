@@ -22,19 +22,19 @@ type propFlags struct {
 func (f *propFlags) register(fs *flag.FlagSet, names ...string) {
 	defs := map[string]func(){
 		"lock-duration": func() {
-			fs.DurationVar(&f.lock, "lock-duration", 0, "how long a peek-lock receive holds a message (default 1m, at most 5m)")
+			fs.Var((*durationValue)(&f.lock), "lock-duration", "how long a peek-lock receive holds a message (default 1m, at most 5m)")
 		},
 		"max-delivery-count": func() {
 			fs.IntVar(&f.maxDelivery, "max-delivery-count", 0, "deliveries before a message is dead-lettered (default 10)")
 		},
 		"default-ttl": func() {
-			fs.DurationVar(&f.ttl, "default-ttl", 0, "time-to-live of messages that set none, and the cap of those that do (default unlimited)")
+			fs.Var((*durationValue)(&f.ttl), "default-ttl", "time-to-live of messages that set none, and the cap of those that do (default unlimited)")
 		},
 		"dead-letter-on-expiry": func() {
 			fs.BoolVar(&f.deadLetterOnExpiry, "dead-letter-on-expiry", false, "dead-letter expired messages instead of dropping them")
 		},
 		"dead-letter-retention": func() {
-			fs.DurationVar(&f.deadLetterRetention, "dead-letter-retention", 0, "how long dead letters are kept (default until purged)")
+			fs.Var((*durationValue)(&f.deadLetterRetention), "dead-letter-retention", "how long dead letters are kept (default until purged)")
 		},
 		"max-message-size": func() {
 			fs.IntVar(&f.maxSize, "max-message-size", 0, "largest message, in bytes (default 1 MiB, at least 1 KiB)")
@@ -43,7 +43,7 @@ func (f *propFlags) register(fs *flag.FlagSet, names ...string) {
 			fs.BoolVar(&f.duplicates, "duplicate-detection", false, "drop a message whose message id was sent within the --duplicate-window")
 		},
 		"duplicate-window": func() {
-			fs.DurationVar(&f.duplicateWindow, "duplicate-window", 0, "how long message ids are remembered, with --duplicate-detection (default 10m, 20s to 168h)")
+			fs.Var((*durationValue)(&f.duplicateWindow), "duplicate-window", "how long message ids are remembered, with --duplicate-detection (default 10m, 20s to 168h)")
 		},
 		"requires-session": func() {
 			fs.BoolVar(&f.sessions, "requires-session", false, "messages need a session id and are received by session, in order")

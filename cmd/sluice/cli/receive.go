@@ -90,7 +90,7 @@ func opReceive() *op {
 			"Exits with 4 when there is no message (within --wait).",
 		flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&limit, "max", 1, "receive up to this many messages")
-			fs.DurationVar(&wait, "wait", 0, "wait this long for messages (0: take what is there now)")
+			fs.Var((*durationValue)(&wait), "wait", "wait this long for messages (0: take what is there now)")
 			fs.StringVar(&mode, "mode", "peek-lock", "peek-lock or receive-and-delete")
 			fs.BoolVar(&dlq, "dlq", false, "receive from the entity's dead-letter queue")
 			fs.StringVar(&session, "session", "", `accept this session of a queue with sessions ("next": the next one with messages)`)

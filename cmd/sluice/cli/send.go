@@ -66,8 +66,8 @@ func (f *messageFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.m.ReplyToSessionID, "reply-to-session-id", "", "reply-to session id")
 	fs.StringVar(&f.m.To, "to", "", "to")
 	fs.Var(&f.properties, "property", "application property key=value (repeatable)")
-	fs.DurationVar(&f.m.TimeToLive, "ttl", 0, "time-to-live (default the entity's)")
-	fs.DurationVar(&f.scheduleIn, "schedule-in", 0, "schedule the messages this long from now")
+	fs.Var((*durationValue)(&f.m.TimeToLive), "ttl", "time-to-live (default the entity's)")
+	fs.Var((*durationValue)(&f.scheduleIn), "schedule-in", "schedule the messages this long from now")
 	fs.StringVar(&f.scheduleAt, "schedule-at", "", "schedule the messages at this time (RFC 3339, e.g. 2030-01-02T15:04:05Z)")
 }
 

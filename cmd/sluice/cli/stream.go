@@ -79,7 +79,7 @@ func opStreamTail() *op {
 			"--count events or --for a while. It only reads: no subscription is stored.",
 		flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&count, "count", 0, "stop after this many events (0: no limit)")
-			fs.DurationVar(&forD, "for", 0, "stop after this long (0: no limit)")
+			fs.Var((*durationValue)(&forD), "for", "stop after this long (0: no limit)")
 		},
 		check: func([]string) error {
 			if count < 0 || forD < 0 {

@@ -24,7 +24,9 @@ import (
 // runAlone commits batch with one statement if it can, reporting whether
 // it did. A lease finds out only in the statement that a lease or schedule
 // of the queue has ended; it then takes nothing and reports false, and the
-// group runs in a transaction that resolves those rows first.
+// group runs in a transaction that resolves those rows first. The
+// statement commits by itself: a connection lost before its reply leaves
+// its outcome unknown (see committed).
 func (e *Engine) runAlone(ctx context.Context, batch []*writeReq) (bool, error) {
 	first := batch[0]
 	for _, r := range batch[1:] {
@@ -41,13 +43,14 @@ func (e *Engine) runAlone(ctx context.Context, batch []*writeReq) (bool, error) 
 			}
 			return false, nil
 		}
-		return true, err
+		return true, e.committed(err)
 	case first.settle != nil && e.has("CompleteMessages") && allComplete(batch):
-		return true, e.completeGroup(ctx, e.w, batch)
+		return true, e.committed(e.completeGroup(ctx, e.w, batch))
 	case first.lease != nil && e.has("LeaseAlone"):
-		return e.leaseAlone(ctx, batch)
+		done, err := e.leaseAlone(ctx, batch)
+		return done, e.committed(err)
 	case first.app != nil && e.appendInOne(batch):
-		return true, e.appendRecords(ctx, e.w, batch)
+		return true, e.committed(e.appendRecords(ctx, e.w, batch))
 	}
 	return false, nil
 }
@@ -61,6 +64,8 @@ func (r *writeReq) kind() int {
 		return 2
 	case r.lease != nil:
 		return 3
+	case r.all != nil:
+		return 5
 	}
 	return 4
 }
@@ -154,11 +159,11 @@ type newRow struct {
 func newMessage(m *store.NewMessage, offset int) (newRow, error) {
 	body, err := newBody(m)
 	row := newRow{Offset: offset, messageBody: body}
-	if m.TTL > 0 {
+	if m.TTL > 0 && m.TTL < store.Forever {
 		row.TTL = ptr(ms(m.TTL))
 	}
 	if !m.VisibleAt.IsZero() {
-		row.VisibleAt = ptr(m.VisibleAt.UnixMilli())
+		row.VisibleAt = ptr(timeMS(m.VisibleAt))
 	}
 	return row, err
 }

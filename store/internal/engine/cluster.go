@@ -24,7 +24,7 @@ func (s *tenantStore) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (
 	err := s.e.retry(ctx, func() error {
 		_, err := s.e.exec(ctx, s.e.w, "UpsertNode", s.t.Service, s.t.Provider, p.Node, p.Address, ms(p.Timeout),
 			p.Group, strings.Join(p.Consumers, ","))
-		return err
+		return s.e.committed(err)
 	})
 	if err == nil {
 		// Housekeeping: the heartbeat stands without it.
@@ -85,7 +85,7 @@ func (s *tenantStore) LeaveCluster(ctx context.Context, node string) error {
 		return fmt.Errorf("sluice: leave cluster: %w", err)
 	}
 	if _, err := s.e.exec(ctx, s.e.w, "DeleteNode", s.t.Service, s.t.Provider, node); err != nil {
-		return fmt.Errorf("sluice: leave cluster: %w", s.e.wrap(err))
+		return fmt.Errorf("sluice: leave cluster: %w", s.e.committed(err))
 	}
 	return nil
 }

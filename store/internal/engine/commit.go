@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"runtime"
 	"slices"
 	"sync"
@@ -165,8 +166,11 @@ func (c *committer) loop() {
 	}
 }
 
-// run commits a group. If the group as a whole fails, each request is
-// retried alone, so that one request's failure is not every request's.
+// run commits a group. If the group as a whole fails, and so applied
+// nothing, each request is retried alone, so that one request's failure
+// is not every request's. If the group may have been applied all the
+// same (ErrOutcomeUnknown), running its requests again could apply them
+// twice: see unknown.
 func (c *committer) run(batch []*writeReq) {
 	live := batch[:0]
 	for _, r := range batch {
@@ -181,13 +185,38 @@ func (c *committer) run(batch []*writeReq) {
 		return
 	}
 	err := c.commit(live)
-	if err != nil && len(live) > 1 {
+	switch {
+	case errors.Is(err, sluicetype.ErrOutcomeUnknown):
+		c.unknown(live, err)
+	case err != nil && len(live) > 1:
 		for _, r := range live {
 			c.finish([]*writeReq{r}, c.commit([]*writeReq{r}))
 		}
-		return
+	default:
+		c.finish(live, err)
 	}
-	c.finish(live, err)
+}
+
+// unknown finishes the requests of a group whose commit may or may not
+// have been applied: each write reports err, and none runs again (a send
+// run again would be stored twice). Leases are the exception: they run
+// again alone. A lease whose reply was lost locked its messages under a
+// token no caller holds; they come back when that lock ends, their
+// delivery counted, as after a receiver that crashed. Running it again
+// cannot apply anything twice: it takes what is available now, or fails
+// as the connection fails.
+func (c *committer) unknown(batch []*writeReq, err error) {
+	var leases []*writeReq
+	for _, r := range batch {
+		if r.lease != nil {
+			leases = append(leases, r)
+			continue
+		}
+		c.finish([]*writeReq{r}, err)
+	}
+	for _, r := range leases {
+		c.finish([]*writeReq{r}, c.commit([]*writeReq{r}))
+	}
 }
 
 func (c *committer) finish(batch []*writeReq, err error) {
@@ -201,7 +230,8 @@ func (c *committer) finish(batch []*writeReq, err error) {
 		case r.app != nil:
 			// It may have committed all the same: followers read.
 			c.e.hub.Signal(PartitionKey(r.t, r.app.Partition))
-		case r.err == nil:
+		case r.err == nil, errors.Is(r.err, sluicetype.ErrOutcomeUnknown):
+			// (Perhaps committed: a leaser woken for nothing looks again.)
 			for _, key := range r.signals {
 				c.e.hub.Signal(key)
 			}

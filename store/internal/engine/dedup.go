@@ -30,9 +30,14 @@ func dedupKey(m *store.NewMessage) string {
 		// duplicate it would carry, and dead-letter, the first one's number.
 		return ""
 	}
+	return idKey(m.MessageID, m.PartitionKey)
+}
+
+// idKey is the duplicate-detection key of a message id and partition key.
+func idKey(messageID, partitionKey string) string {
 	// The partition key's length (0 when none) keeps pairs apart whatever
 	// they hold.
-	return strconv.Itoa(len(m.PartitionKey)) + ":" + m.PartitionKey + m.MessageID
+	return strconv.Itoa(len(partitionKey)) + ":" + partitionKey + messageID
 }
 
 // dedupRow is one accepted id as UpsertDedup takes it.

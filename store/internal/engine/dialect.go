@@ -43,8 +43,8 @@ type Dialect struct {
 	LeasePerRequest bool
 	// IntList encodes a list of int64 for a list parameter.
 	IntList func([]int64) any
-	// Classify maps a driver error to ErrRetry, ErrDuplicate, or nil for
-	// any other error.
+	// Classify maps a driver error to ErrRetry, ErrDuplicate, ErrNoReply,
+	// or nil for any other error.
 	Classify func(error) error
 }
 
@@ -55,6 +55,17 @@ var (
 	ErrRetry = fmt.Errorf("retryable")
 	// ErrDuplicate marks a unique-key violation.
 	ErrDuplicate = fmt.Errorf("duplicate key")
+	// ErrNoReply marks a connection that broke (or timed out) after a
+	// request was sent, or may have been, and before its reply was read:
+	// the server may have run it. Errors that prove nothing ran are not
+	// marked: a reply of the server (an error it reported), a connection
+	// that was never opened (a connect failure) or broke before the
+	// request went out (driver.ErrBadConn and the like), a context that
+	// ended first. Inside a transaction a broken connection applies
+	// nothing (the server rolls back what it never saw committed); after
+	// a COMMIT, or a statement outside a transaction, the engine reports
+	// it as sluicetype.ErrOutcomeUnknown.
+	ErrNoReply = fmt.Errorf("no reply")
 )
 
 // queryNames lists every query a dialect must define.
@@ -62,7 +73,7 @@ var queryNames = []string{
 	"CreateMigrationsTable", "MigrateLock", "MigrateUnlock", "MigrateAbort",
 	"AppliedMigrations", "RecordMigration", "Now",
 	"CreateQueue", "GetQueue", "DeleteQueue", "DeleteQueueMessages", "DeleteQueueDeadLetters",
-	"ReserveSeqs", "SelectDue", "MakeReady", "MakeScheduled", "ExtendLeases",
+	"ReserveSeqs", "SelectDue", "MakeReady", "TryLockQueue", "ActivateScheduled", "RenumberDedup", "ReleaseMessages", "MakeScheduled", "ExtendLeases",
 	"MoveToDeadLetters", "DeleteMessages", "SelectReady", "LeaseMessages", "SelectHeld",
 	"ClaimEviction", "SelectExpired", "SelectRemovableDeadLetters", "SelectDeadLetterSeqs",
 	"LockDeadLetters", "DeleteDeadLetters", "ResubmitDeadLetters", "PeekMessages",
@@ -70,7 +81,7 @@ var queryNames = []string{
 	"GetQueueAttributes", "UpdateQueue", "ListQueues", "MakeDeferred", "SetProperties",
 	"SelectDeferred", "SelectScheduled",
 	"DeleteQueueSessions", "ActivateSessions", "SelectSessionCandidates", "HasReadySessionMessage",
-	"DeactivateSession", "EnsureSession", "LockSession", "SelectSessionLock", "SelectSessionReady", "FirstSessionDue", "SelectExhaustedSessionMessages",
+	"DeactivateSession", "EnsureSession", "LockSession", "SelectSessionLock", "SelectSessionReady", "FirstSessionDue",
 	"SelectIdleSessions", "DeleteIdleSession",
 	"RenewSession", "ExtendSessionMessages", "ReleaseSession", "ReleaseSessionMessages",
 	"GetSessionState", "SetSessionState",

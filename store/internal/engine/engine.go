@@ -183,7 +183,21 @@ func (e *Engine) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err erro
 	if err := fn(tx); err != nil {
 		return e.wrap(err)
 	}
-	return e.wrap(tx.Commit())
+	return e.committed(tx.Commit())
+}
+
+// committed is the error of a statement that commits: a COMMIT, or a
+// write outside a transaction. If the connection broke after it was sent
+// (ErrNoReply), the write may or may not have been applied: it is
+// reported as sluicetype.ErrOutcomeUnknown, never retried here, since a
+// second run could apply it twice. (Inside a transaction a broken
+// connection applied nothing: the error stays what it is.)
+func (e *Engine) committed(err error) error {
+	err = e.wrap(err)
+	if errors.Is(err, ErrNoReply) && !errors.Is(err, sluicetype.ErrOutcomeUnknown) {
+		return fmt.Errorf("%w: %w", sluicetype.ErrOutcomeUnknown, err)
+	}
+	return err
 }
 
 // wrap marks a driver error with the kind Classify reports.
@@ -481,10 +495,45 @@ type tenantStore struct {
 
 var _ store.Store = (*tenantStore)(nil)
 
+// maxMS is the most milliseconds a time.Duration holds: store.Forever,
+// stored.
+const maxMS = int64(store.Forever / time.Millisecond)
+
 // ms converts a duration to whole milliseconds, rounding up so that a
-// positive duration never becomes zero.
+// positive duration never becomes zero, and saturating: store.Forever
+// (and anything within a millisecond of it) is maxMS, a negative
+// duration 0. So a stored time now + ms(d) is never negative or wrapped:
+// at most about 292 years from now.
 func ms(d time.Duration) int64 {
+	switch {
+	case d <= 0:
+		return 0
+	case d > store.Forever-time.Millisecond:
+		return maxMS
+	}
 	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// msDuration converts stored milliseconds back to a duration: maxMS (or
+// more) is store.Forever again.
+func msDuration(v int64) time.Duration {
+	if v >= maxMS {
+		return store.Forever
+	}
+	return time.Duration(v) * time.Millisecond
+}
+
+// maxTimeMS is the latest time stored: the end of the year 9999, the last
+// a protobuf Timestamp holds.
+const maxTimeMS = 253402300799999
+
+// timeMS converts a time to milliseconds since the epoch, saturating at
+// maxTimeMS (time.Time.UnixMilli is undefined far from the epoch).
+func timeMS(t time.Time) int64 {
+	if t.After(time.UnixMilli(maxTimeMS)) {
+		return maxTimeMS
+	}
+	return t.UnixMilli()
 }
 
 // fromMS converts milliseconds since the epoch to a time; 0 to zero time.

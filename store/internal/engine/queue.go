@@ -43,13 +43,13 @@ func (r *queueRow) fill(name string) {
 	r.settings = store.QueueSettings{
 		Name:                name,
 		MaxDeliveryCount:    r.raw.maxDel,
-		DefaultTTL:          time.Duration(r.raw.ttl) * time.Millisecond,
+		DefaultTTL:          msDuration(r.raw.ttl),
 		DeadLetterOnExpiry:  r.raw.dlqExpd != 0,
-		DeadLetterRetention: time.Duration(r.raw.retention) * time.Millisecond,
-		EvictionInterval:    time.Duration(r.raw.interval) * time.Millisecond,
+		DeadLetterRetention: msDuration(r.raw.retention),
+		EvictionInterval:    msDuration(r.raw.interval),
 		EvictionBatch:       r.raw.evictBatch,
 
-		DuplicateDetectionWindow: time.Duration(r.raw.dedup) * time.Millisecond,
+		DuplicateDetectionWindow: msDuration(r.raw.dedup),
 		RequiresSession:          r.raw.session != 0,
 	}
 }
@@ -69,7 +69,7 @@ func (e *Engine) getQueue(ctx context.Context, q querier, t store.Tenant, name s
 
 // removeAt is when a dead letter made now is due for removal (NULL: never).
 func (r *queueRow) removeAt() sql.NullInt64 {
-	if r.settings.DeadLetterRetention <= 0 {
+	if r.settings.DeadLetterRetention <= 0 || r.settings.DeadLetterRetention >= store.Forever {
 		return sql.NullInt64{}
 	}
 	return sql.NullInt64{Int64: r.now + ms(r.settings.DeadLetterRetention), Valid: true}
@@ -308,57 +308,75 @@ func (e *Engine) reserveSeqs(ctx context.Context, gt *groupTx, t store.Tenant, q
 	if err != nil {
 		return qr, err
 	}
+	if qr.lastSeq, err = e.takeSeqs(ctx, gt.tx, t, queue, n); err != nil {
+		return qr, err
+	}
+	gt.queues[queueID{t, queue}] = qr
+	return qr, nil
+}
+
+// takeSeqs takes n sequence numbers from a queue's counter row, locking it
+// until commit, and returns the new last number.
+func (e *Engine) takeSeqs(ctx context.Context, tx querier, t store.Tenant, queue string, n int) (int64, error) {
+	var last int64
 	if e.d.SeqsByLastInsertID {
-		st, err := e.stmt(ctx, gt.tx, "ReserveSeqs")
+		st, err := e.stmt(ctx, tx, "ReserveSeqs")
 		if err != nil {
-			return qr, err
+			return 0, err
 		}
 		res, err := st.ExecContext(ctx, n, t.Service, t.Provider, queue)
 		if err != nil {
-			return qr, fmt.Errorf("ReserveSeqs: %w", err)
+			return 0, fmt.Errorf("ReserveSeqs: %w", err)
 		}
 		affected, err := res.RowsAffected()
 		if err == nil && affected == 0 {
 			// Deleted since the group read it.
-			return qr, fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+			return 0, fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
 		}
 		if err == nil {
-			qr.lastSeq, err = res.LastInsertId()
+			last, err = res.LastInsertId()
 		}
 		if err != nil {
-			return qr, fmt.Errorf("ReserveSeqs: %w", err)
+			return 0, fmt.Errorf("ReserveSeqs: %w", err)
 		}
-	} else {
-		args := []any{n, t.Service, t.Provider, queue}
-		if e.d.NotifyOnReserve {
-			args = append(args, e.payload(gt.tx, QueueKey(t, queue)))
-		}
-		err := e.queryRow(ctx, gt.tx, "ReserveSeqs", args, &qr.lastSeq)
-		if errors.Is(err, sql.ErrNoRows) {
-			// Deleted since the group read it.
-			return qr, fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
-		}
-		if err != nil {
-			return qr, fmt.Errorf("ReserveSeqs: %w", err)
-		}
+		return last, nil
 	}
-	gt.queues[queueID{t, queue}] = qr
-	return qr, nil
+	args := []any{n, t.Service, t.Provider, queue}
+	if e.d.NotifyOnReserve {
+		args = append(args, e.payload(tx, QueueKey(t, queue)))
+	}
+	err := e.queryRow(ctx, tx, "ReserveSeqs", args, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Deleted since the group read it.
+		return 0, fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("ReserveSeqs: %w", err)
+	}
+	return last, nil
 }
 
 func newMessageRow(m *store.NewMessage, seq int64, qr queueRow) (messageRow, error) {
 	body, err := newBody(m)
 	row := messageRow{Seq: seq, State: int(sluicetype.StateReady), messageBody: body}
 	ttl := m.TTL
+	if ttl >= store.Forever {
+		ttl = 0 // never, unless the queue's default caps it
+	}
 	if def := qr.settings.DefaultTTL; def > 0 && (ttl == 0 || ttl > def) {
 		ttl = def
 	}
-	if ttl > 0 {
-		row.ExpiresAt = ptr(qr.now + ms(ttl))
-	}
-	if !m.VisibleAt.IsZero() && m.VisibleAt.UnixMilli() > qr.now {
+	// The time-to-live counts from when the message becomes available:
+	// now, or its scheduled time (Service Bus enqueues a scheduled message
+	// then).
+	from := qr.now
+	if at := timeMS(m.VisibleAt); !m.VisibleAt.IsZero() && at > qr.now {
+		from = at
 		row.State = int(sluicetype.StateScheduled)
-		row.VisibleAt = ptr(m.VisibleAt.UnixMilli())
+		row.VisibleAt = ptr(from)
+	}
+	if ttl > 0 && ttl < store.Forever {
+		row.ExpiresAt = ptr(from + ms(ttl))
 	}
 	return row, err
 }
@@ -577,33 +595,47 @@ func leaseUnder(msgs []sluicetype.Message, token, until int64) ([]sluicetype.Lea
 
 // resolveDue handles leased and scheduled rows whose time has come: a
 // leased row on its last allowed delivery goes to dead letters, an expired
-// one expires, and the rest become ready again, in sequence order with
-// the others. Rows another transaction holds are skipped.
+// one expires (never a deferred one, which is deferred again), and the
+// rest become ready again, in sequence order with the others. Rows another transaction holds are skipped.
 func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, limit int) (store.EvictResult, error) {
 	var res store.EvictResult
 	rows, err := e.query(ctx, tx, "SelectDue", t.Service, t.Provider, qr.settings.Name, qr.now, limit)
 	if err != nil {
 		return res, err
 	}
-	var ready, exhausted, expired []int64
+	var (
+		ready, exhausted, expired []int64
+		scheduled                 []dueRow
+	)
 	for rows.Next() {
 		var (
-			seq     int64
-			state   int
-			count   int
-			expires sql.NullInt64
+			d        dueRow
+			state    int
+			count    int
+			expires  sql.NullInt64
+			deferred int
+			mid, pk  sql.NullString
 		)
-		if err := rows.Scan(&seq, &state, &count, &expires); err != nil {
+		if err := rows.Scan(&d.seq, &state, &count, &expires, &deferred, &d.visibleAt, &mid, &pk); err != nil {
 			rows.Close()
 			return res, fmt.Errorf("SelectDue: %w", err)
 		}
 		switch {
 		case sluicetype.MessageState(state) == sluicetype.StateLeased && count >= qr.settings.MaxDeliveryCount:
-			exhausted = append(exhausted, seq)
+			exhausted = append(exhausted, d.seq)
+		case deferred != 0:
+			// A deferred message never expires: its lease ended, and it
+			// is deferred again (MakeReady).
+			ready = append(ready, d.seq)
 		case expires.Valid && expires.Int64 <= qr.now:
-			expired = append(expired, seq)
+			expired = append(expired, d.seq)
+		case sluicetype.MessageState(state) == sluicetype.StateScheduled && count == 0:
+			if mid.Valid {
+				d.key = idKey(mid.String, pk.String)
+			}
+			scheduled = append(scheduled, d)
 		default:
-			ready = append(ready, seq)
+			ready = append(ready, d.seq)
 		}
 	}
 	rows.Close()
@@ -615,10 +647,15 @@ func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr 
 		if _, err := e.exec(ctx, tx, "MakeReady", t.Service, t.Provider, qr.settings.Name, e.d.IntList(ready)); err != nil {
 			return res, err
 		}
-		if qr.settings.RequiresSession {
-			if _, err := e.exec(ctx, tx, "ActivateSessions", t.Service, t.Provider, qr.settings.Name, e.d.IntList(ready)); err != nil {
-				return res, err
-			}
+	}
+	activated, err := e.activate(ctx, tx, t, qr, scheduled)
+	if err != nil {
+		return res, err
+	}
+	if available := append(ready, activated...); len(available) > 0 && qr.settings.RequiresSession {
+		slices.Sort(available)
+		if _, err := e.exec(ctx, tx, "ActivateSessions", t.Service, t.Provider, qr.settings.Name, e.d.IntList(available)); err != nil {
+			return res, err
 		}
 	}
 	desc := fmt.Sprintf("the lease ended after the last of %d allowed deliveries", qr.settings.MaxDeliveryCount)
@@ -630,6 +667,79 @@ func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr 
 	}
 	res.Exhausted, res.Expired = int64(len(exhausted)), int64(len(expired))
 	return res, nil
+}
+
+// dueRow is a scheduled message whose time has come.
+type dueRow struct {
+	seq       int64
+	visibleAt int64
+	// key is its duplicate-detection key ("" without a message id).
+	key string
+}
+
+// activate appends scheduled messages whose time has come as if they were
+// enqueued now, as Service Bus does: in order of their time, each takes a
+// new number from the queue's counter (gap-free and in commit order, as an
+// enqueue's), becomes ready and counts as enqueued now; the number it had
+// while scheduled names nothing any more. On a queue with duplicate
+// detection, their ids then name the new numbers. The counter row is
+// taken only if no other transaction holds it, so that a lease never
+// waits; otherwise the messages stay due for the next lease or eviction.
+// It returns the new numbers.
+func (e *Engine) activate(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, due []dueRow) ([]int64, error) {
+	if len(due) == 0 {
+		return nil, nil
+	}
+	queue := qr.settings.Name
+	var last int64
+	err := e.queryRow(ctx, tx, "TryLockQueue", []any{t.Service, t.Provider, queue}, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("TryLockQueue: %w", err)
+	}
+	if last, err = e.takeSeqs(ctx, tx, t, queue, len(due)); err != nil {
+		return nil, err
+	}
+	qr.lastSeq = last
+	slices.SortFunc(due, func(a, b dueRow) int {
+		return cmp.Or(cmp.Compare(a.visibleAt, b.visibleAt), cmp.Compare(a.seq, b.seq))
+	})
+	mapping := make([]seqMapping, len(due))
+	var keys []renumberRow
+	seqs := make([]int64, len(due))
+	for i, d := range due {
+		seqs[i] = last - int64(len(due)-1-i)
+		mapping[i] = seqMapping{Old: d.seq, New: seqs[i]}
+		if d.key != "" && qr.settings.DuplicateDetectionWindow > 0 {
+			keys = append(keys, renumberRow{Key: d.key, Old: d.seq, New: seqs[i]})
+		}
+	}
+	js, err := jsonText(mapping)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := e.exec(ctx, tx, "ActivateScheduled", t.Service, t.Provider, queue, js, qr.now); err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return seqs, nil
+	}
+	if js, err = jsonText(keys); err != nil {
+		return nil, err
+	}
+	if _, err := e.exec(ctx, tx, "RenumberDedup", t.Service, t.Provider, queue, js); err != nil {
+		return nil, err
+	}
+	return seqs, nil
+}
+
+// renumberRow is one id of RenumberDedup.
+type renumberRow struct {
+	Key string `json:"k"`
+	Old int64  `json:"o"`
+	New int64  `json:"n"`
 }
 
 // deadLetter moves messages to dead letters.
@@ -937,6 +1047,16 @@ func (e *Engine) settleOne(ctx context.Context, tx querier, t store.Tenant, qr *
 		}
 		_, err := e.exec(ctx, tx, "MakeDeferred", t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine))
 		return err
+	case store.Release:
+		if len(mine) == 0 {
+			return nil
+		}
+		if _, err := e.exec(ctx, tx, "ReleaseMessages", t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine)); err != nil {
+			return err
+		}
+		key := QueueKey(t, qr.settings.Name)
+		r.signals = append(r.signals, key)
+		return e.notify(ctx, tx, key)
 	case store.Extend:
 		if len(mine) == 0 {
 			return nil
@@ -1000,7 +1120,7 @@ func (s *tenantStore) LeaseDeferred(ctx context.Context, p *store.LeaseDeferredP
 				return err
 			}
 		}
-		rows, err := s.e.query(ctx, tx, "SelectDeferred", s.t.Service, s.t.Provider, p.Queue, qr.now, s.e.d.IntList(sorted))
+		rows, err := s.e.query(ctx, tx, "SelectDeferred", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted))
 		if err != nil {
 			return err
 		}

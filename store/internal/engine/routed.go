@@ -42,7 +42,7 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 	}
 	// A message its first duplicate check dropped takes no number.
 	later := func(i int) bool {
-		return rs.VisibleAt[i].UnixMilli() > qr.now && (a.dup == nil || !a.dup[i])
+		return timeMS(rs.VisibleAt[i]) > qr.now && (a.dup == nil || !a.dup[i])
 	}
 	n := 0
 	for i := range rs.VisibleAt {
@@ -67,7 +67,7 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 		}
 		seq++
 		a.r.routed[i] = seq
-		rows = append(rows, routedRow{Seq: seq, VisibleAt: at.UnixMilli()})
+		rows = append(rows, routedRow{Seq: seq, VisibleAt: timeMS(at)})
 	}
 	type copyID struct {
 		seq   int64
@@ -89,7 +89,7 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 				continue
 			}
 			seen[id] = true
-			rows = append(rows, routedRow{Seq: sent, Queue: id.queue, CopySeq: id.copy, VisibleAt: rs.VisibleAt[origin].UnixMilli()})
+			rows = append(rows, routedRow{Seq: sent, Queue: id.queue, CopySeq: id.copy, VisibleAt: timeMS(rs.VisibleAt[origin])})
 		}
 	}
 	js, err := jsonText(rows)

@@ -322,17 +322,10 @@ func (s *tenantStore) ReleaseSession(ctx context.Context, p *store.SessionParams
 		if _, err := s.heldSession(ctx, tx, &qr, p); err != nil {
 			return err
 		}
-		// A message on its last delivery is dead-lettered, as when its
-		// lock ends, rather than made available for ever.
-		exhausted, err := s.e.int64s(ctx, tx, "SelectExhaustedSessionMessages",
-			s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token, qr.settings.MaxDeliveryCount)
-		if err != nil {
-			return err
-		}
-		desc := fmt.Sprintf("the session was released after the last of %d allowed deliveries", qr.settings.MaxDeliveryCount)
-		if err := s.e.deadLetter(ctx, tx, s.t, &qr, exhausted, sluicetype.ReasonMaxDeliveryCountExceeded, desc); err != nil {
-			return err
-		}
+		// A release is not a delivery (Service Bus counts a session lock
+		// that expires, not a close): the messages go back with the
+		// delivery their lease counted given back, and none is
+		// dead-lettered for it.
 		if _, err := s.e.exec(ctx, tx, "ReleaseSessionMessages", s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token); err != nil {
 			return err
 		}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
@@ -516,7 +515,7 @@ func (s *tenantStore) SetRetention(ctx context.Context, namespace string, r stor
 		_, err = s.e.exec(ctx, s.e.w, "UpsertRetention", s.t.Service, s.t.Provider, namespace, ms(r.MaxAge), r.MaxBytes)
 	}
 	if err != nil {
-		return fmt.Errorf("sluice: set retention: %w", s.e.wrap(err))
+		return fmt.Errorf("sluice: set retention: %w", s.e.committed(err))
 	}
 	return nil
 }
@@ -534,7 +533,7 @@ func (s *tenantStore) GetRetention(ctx context.Context, namespace string) (store
 	if err != nil {
 		return r, fmt.Errorf("sluice: get retention: %w", err)
 	}
-	r.MaxAge = time.Duration(age) * time.Millisecond
+	r.MaxAge = msDuration(age)
 	return r, nil
 }
 
@@ -720,7 +719,7 @@ func (e *Engine) retentions(ctx context.Context, q querier, t store.Tenant) (map
 		if err := rows.Scan(&ns, &age, &r.MaxBytes); err != nil {
 			return nil, err
 		}
-		r.MaxAge = time.Duration(age) * time.Millisecond
+		r.MaxAge = msDuration(age)
 		out[ns] = r
 	}
 	return out, rows.Err()

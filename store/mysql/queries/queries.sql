@@ -265,10 +265,12 @@ FOR UPDATE;
 
 -- name: FirstSessionDue
 -- args: service, provider, queue, session_id, now
--- The first message of a session whose lease or schedule has ended and
--- that is not ready again yet (NULL when none): a lease of the session
+-- The first message of a session whose lease or delayed abandon has ended
+-- and that is not ready again yet (NULL when none): a lease of the session
 -- takes nothing after it, so the session's order holds while another
--- transaction resolving it holds the row. A plain read, the session id
+-- transaction resolving it holds the row. A message first scheduled takes
+-- a new number when it activates, after every other: it holds nothing
+-- back. A plain read, the session id
 -- compared as in HasReadySessionMessage. No index is forced: the
 -- optimizer weighs, by index dives, the session index's ranges for states
 -- 1 and 2 (the session's leased and scheduled messages) against the due
@@ -277,7 +279,7 @@ FOR UPDATE;
 SELECT MIN(seq)
 FROM sluice_messages
 WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY)
-  AND state IN (1, 2) AND visible_at <= ?;
+  AND (state = 1 OR state = 2 AND delivery_count > 0) AND visible_at <= ?;
 
 -- name: RenewSession
 -- args: lock_until, service, provider, queue, session_id, lock_token
@@ -299,23 +301,14 @@ WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINA
 UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
 WHERE service = ? AND provider = ? AND queue = ? AND session_id = ? AND lock_token = ?;
 
--- name: SelectExhaustedSessionMessages
--- args: service, provider, queue, session_id, lock_token, max_delivery
--- The messages a releasing holder leased on their last allowed delivery;
--- found as in ExtendSessionMessages.
-SELECT seq
-FROM sluice_messages FORCE INDEX (sluice_messages_session)
-WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY) AND state = 1
-  AND lock_token = ? AND delivery_count >= ?
-ORDER BY seq
-FOR UPDATE;
-
 -- name: ReleaseSessionMessages
 -- args: service, provider, queue, session_id, lock_token
 -- The messages a releasing holder had leased become available (or
--- deferred) again; found as in ExtendSessionMessages.
+-- deferred) again, their delivery given back: a release is not a
+-- delivery; found as in ExtendSessionMessages.
 UPDATE sluice_messages FORCE INDEX (sluice_messages_session)
-SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
 WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY) AND state = 1
   AND lock_token = ?;
 
@@ -440,7 +433,8 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (
 -- if unchanged. (A locking range scan in index order would also lock the
 -- first row past the range, often another queue's, until commit, and make
 -- that queue's leasers skip it.)
-SELECT m.seq, m.state, m.delivery_count, m.expires_at
+SELECT m.seq, m.state, m.delivery_count, m.expires_at, m.deferred, m.visible_at, m.message_id,
+       m.partition_key
 FROM (SELECT service, provider, queue, seq, visible_at
       FROM sluice_messages
       WHERE service = ? AND provider = ? AND queue = ?
@@ -462,6 +456,19 @@ STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
 STRAIGHT_JOIN sluice_messages AS m
     ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
 SET m.state = CASE WHEN m.deferred = 1 THEN 3 ELSE 0 END, m.visible_at = NULL, m.lock_token = NULL;
+
+-- name: ReleaseMessages
+-- args: service, provider, queue, seqs
+-- As MakeReady, giving back the delivery the lease counted: a release is
+-- not a delivery.
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+SET m.state = CASE WHEN m.deferred = 1 THEN 3 ELSE 0 END, m.visible_at = NULL, m.lock_token = NULL,
+    m.delivery_count = CASE WHEN m.delivery_count > 0 THEN m.delivery_count - 1 ELSE 0 END;
 
 -- name: MakeDeferred
 -- args: service, provider, queue, seqs
@@ -486,21 +493,20 @@ STRAIGHT_JOIN sluice_messages AS m
 SET m.properties = k.properties;
 
 -- name: SelectDeferred
--- args: service, provider, queue, now, seqs
--- Of the given rows, the deferred ones whose time-to-live has not run out,
--- with all columns, locked until the lease commits. A row another
+-- args: service, provider, queue, seqs
+-- Of the given rows, the deferred ones, with all columns (a deferred
+-- message never expires), locked until the lease commits. A row another
 -- transaction holds is waited for, then read as committed.
 SELECT m.seq, m.state, m.visible_at, m.expires_at, m.delivery_count, m.enqueued_at,
        m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload,
        m.headers
 FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
              CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
-             CONVERT(? USING ascii) COLLATE ascii_bin AS queue,
-             CAST(? AS SIGNED) AS now) AS k
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
 STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
 STRAIGHT_JOIN sluice_messages AS m
     ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
-WHERE m.state = 3 AND (m.expires_at IS NULL OR m.expires_at > k.now)
+WHERE m.state = 3
 ORDER BY m.seq
 FOR UPDATE;
 
@@ -631,6 +637,41 @@ STRAIGHT_JOIN sluice_routed_schedules AS r
 -- args: service, provider, name
 DELETE FROM sluice_routed_schedules WHERE service = ? AND provider = ? AND queue = ?;
 
+-- name: TryLockQueue
+-- args: service, provider, name
+-- Locks the queue's counter row until commit, unless another transaction
+-- holds it (no row then): a lease that activates scheduled messages takes
+-- their new numbers under it, and never waits.
+SELECT last_seq FROM sluice_queues
+WHERE service = ? AND provider = ? AND name = ?
+FOR UPDATE SKIP LOCKED;
+
+-- name: ActivateScheduled
+-- args: service, provider, queue, mapping, enqueued_at
+-- mapping: [{"o":old_seq,"n":new_seq}]. Scheduled messages whose time came
+-- are appended as if enqueued now: ready, under new numbers (each found by
+-- primary key, as in MakeReady).
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (o BIGINT PATH '$.o', n BIGINT PATH '$.n')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.o
+SET m.seq = l.n, m.state = 0, m.visible_at = NULL, m.lock_token = NULL, m.enqueued_at = ?;
+
+-- name: RenumberDedup
+-- args: service, provider, queue, rows
+-- rows: [{"k":dedup_key,"o":old_seq,"n":new_seq}]: the ids of activated
+-- messages name their new numbers.
+UPDATE (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (dk VARBINARY(530) PATH '$.k', o BIGINT PATH '$.o', n BIGINT PATH '$.n')) AS r
+STRAIGHT_JOIN sluice_dedup AS d
+    ON d.service = k.service AND d.provider = k.provider AND d.queue = k.queue AND d.dedup_key = r.dk
+SET d.seq = r.n
+WHERE d.seq = r.o;
+
 -- name: SelectReady
 -- args: service, provider, queue, now, limit
 -- The first ready, unexpired rows in sequence order, with all columns: a
@@ -690,19 +731,21 @@ WHERE service = ? AND provider = ? AND name = ? AND evict_at = ?;
 -- name: SelectExpired
 -- args: service, provider, queue, now, now, limit
 -- Rows whose time-to-live ran out, except those under a lease that has not
--- ended (their holder may still complete them): candidates from a plain
+-- ended (their holder may still complete them) and deferred ones (which
+-- never expire: their owner holds their numbers): candidates from a plain
 -- read of the expiry index, then locked by primary key as in SelectDue.
 SELECT m.seq
 FROM (SELECT service, provider, queue, seq, state, visible_at, expires_at
       FROM sluice_messages
       WHERE service = ? AND provider = ? AND queue = ?
         AND expires_at IS NOT NULL AND expires_at <= ?
-        AND (state <> 1 OR visible_at <= ?)
+        AND (state <> 1 OR visible_at <= ?) AND deferred = 0
       ORDER BY expires_at
       LIMIT ?) AS c
 STRAIGHT_JOIN sluice_messages AS m
     ON m.service = c.service AND m.provider = c.provider AND m.queue = c.queue AND m.seq = c.seq
 WHERE m.state = c.state AND m.visible_at <=> c.visible_at AND m.expires_at = c.expires_at
+  AND m.deferred = 0
 FOR UPDATE SKIP LOCKED;
 
 -- name: SelectRemovableDeadLetters

@@ -242,15 +242,17 @@ FOR UPDATE;
 
 -- name: FirstSessionDue
 -- args: service, provider, queue, session_id, now
--- The first message of a session whose lease or schedule has ended and
--- that is not ready again yet (NULL when none): a lease of the session
+-- The first message of a session whose lease or delayed abandon has ended
+-- and that is not ready again yet (NULL when none): a lease of the session
 -- takes nothing after it, so the session's order holds while another
--- transaction resolving it holds the row. Ranges of
+-- transaction resolving it holds the row. A message first scheduled takes
+-- a new number when it activates, after every other: it holds nothing
+-- back. Ranges of
 -- sluice_messages_session for states 1 and 2.
 SELECT MIN(seq)
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
-  AND state IN (1, 2) AND visible_at <= $5::bigint;
+  AND (state = 1 OR state = 2 AND delivery_count > 0) AND visible_at <= $5::bigint;
 
 -- name: SelectSessionReady
 -- args: service, provider, queue, session_id, now, limit
@@ -290,23 +292,14 @@ UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
 WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
   AND lock_token = $5::bigint;
 
--- name: SelectExhaustedSessionMessages
--- args: service, provider, queue, session_id, lock_token, max_delivery
--- The messages a releasing holder leased on their last allowed delivery
--- (a range of sluice_messages_session).
-SELECT seq
-FROM sluice_messages
-WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = 1
-  AND lock_token = $5::bigint AND delivery_count >= $6::int
-ORDER BY seq
-FOR UPDATE;
-
 -- name: ReleaseSessionMessages
 -- args: service, provider, queue, session_id, lock_token
 -- The messages a releasing holder had leased become available (or
--- deferred) again.
+-- deferred) again, their delivery given back: a release is not a
+-- delivery.
 UPDATE sluice_messages
-SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
 WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = 1
   AND lock_token = $5::bigint;
 
@@ -411,7 +404,7 @@ FROM json_to_recordset($5::json) AS r(s bigint, st smallint, v bigint, e bigint,
 -- Leased and scheduled rows whose time has come, oldest first. Rows that
 -- another transaction holds (a settle in progress, another leaser
 -- promoting them) are skipped: they are that transaction's to resolve.
-SELECT seq, state, delivery_count, expires_at
+SELECT seq, state, delivery_count, expires_at, deferred, visible_at, message_id, partition_key
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3
   AND visible_at IS NOT NULL AND visible_at <= $4::bigint
@@ -424,6 +417,16 @@ FOR UPDATE SKIP LOCKED;
 -- Ready again, or deferred again for a message that was deferred.
 UPDATE sluice_messages
 SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+WHERE (service, provider, queue, seq) IN (
+    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
+
+-- name: ReleaseMessages
+-- args: service, provider, queue, seqs
+-- As MakeReady, giving back the delivery the lease counted: a release is
+-- not a delivery.
+UPDATE sluice_messages
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
 WHERE (service, provider, queue, seq) IN (
     SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
 
@@ -440,16 +443,16 @@ WHERE (service, provider, queue, seq) IN (
     SELECT $2::text, $3::text, $4::text, unnest($5::bigint[]));
 
 -- name: SelectDeferred
--- args: service, provider, queue, now, seqs
--- Of the given rows, the deferred ones whose time-to-live has not run out,
--- with all columns. The rows are locked in sequence order, waiting for a
--- lease or settle in progress.
+-- args: service, provider, queue, seqs
+-- Of the given rows, the deferred ones, with all columns (a deferred
+-- message never expires). The rows are locked in sequence order, waiting
+-- for a lease or settle in progress.
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
        message_id, session_id, partition_key, content_type, properties, payload, headers
 FROM sluice_messages
-WHERE state = 3 AND (expires_at IS NULL OR expires_at > $4::bigint)
+WHERE state = 3
   AND (service, provider, queue, seq) IN (
-    SELECT $1::text, $2::text, $3::text, unnest($5::bigint[]))
+    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]))
 ORDER BY seq
 FOR UPDATE;
 
@@ -541,6 +544,38 @@ WHERE service = $1 AND provider = $2 AND queue = $3 AND seq = ANY ($4::bigint[])
 -- args: service, provider, name
 DELETE FROM sluice_routed_schedules WHERE service = $1 AND provider = $2 AND queue = $3;
 
+-- name: TryLockQueue
+-- args: service, provider, name
+-- Locks the queue's counter row until commit, unless another transaction
+-- holds it (no row then): a lease that activates scheduled messages takes
+-- their new numbers under it, and never waits.
+SELECT last_seq FROM sluice_queues
+WHERE service = $1 AND provider = $2 AND name = $3
+FOR UPDATE SKIP LOCKED;
+
+-- name: ActivateScheduled
+-- args: service, provider, queue, mapping, enqueued_at
+-- mapping: [{"o":old_seq,"n":new_seq}]. Scheduled messages whose time came
+-- are appended as if enqueued now: ready, under new numbers. Each row is
+-- looked up by the whole primary key, as in LeaseMessages.
+UPDATE sluice_messages AS s
+SET seq = m.n, state = 0, visible_at = NULL, lock_token = NULL, enqueued_at = $5::bigint
+FROM (SELECT $1::text AS service, $2::text AS provider, $3::text AS queue, j.*
+      FROM json_to_recordset($4::json) AS j(o bigint, n bigint)
+      LIMIT json_array_length($4::json)) AS m
+WHERE (s.service, s.provider, s.queue, s.seq) = (m.service, m.provider, m.queue, m.o);
+
+-- name: RenumberDedup
+-- args: service, provider, queue, rows
+-- rows: [{"k":dedup_key,"o":old_seq,"n":new_seq}]: the ids of activated
+-- messages name their new numbers.
+UPDATE sluice_dedup AS d
+SET seq = r.n
+FROM (SELECT $1::text AS service, $2::text AS provider, $3::text AS queue, j.*
+      FROM json_to_recordset($4::json) AS j(k text, o bigint, n bigint)
+      LIMIT json_array_length($4::json)) AS r
+WHERE (d.service, d.provider, d.queue, d.dedup_key) = (r.service, r.provider, r.queue, r.k) AND d.seq = r.o;
+
 -- name: SelectReady
 -- args: service, provider, queue, now, limit
 -- The first ready, unexpired rows in sequence order, with all columns.
@@ -605,7 +640,8 @@ SELECT d.seq, d.lock_token FROM q LEFT JOIN d ON true;
 -- the queue's counter row (locked until commit), notifies, and inserts
 -- message o as last_seq - n + o. State and expiry follow the engine's
 -- newMessageRow: scheduled if visible_at is later than now, and the
--- time-to-live capped by the queue's default. Returns the new last_seq;
+-- time-to-live capped by the queue's default, counted from visible_at for
+-- a scheduled message. Returns the new last_seq;
 -- no row, and nothing written, if the queue does not exist, detects
 -- duplicates (dedup_window_ms > 0) or requires sessions (whose sessions
 -- the general path marks active): the engine then takes the general
@@ -625,7 +661,7 @@ WITH q AS (
     SELECT $1::text, $2::text, $3::text, q.last_seq - $4::bigint + r.o,
            CASE WHEN r.v > q.now THEN 2 ELSE 0 END,
            CASE WHEN r.v > q.now THEN r.v END,
-           q.now + CASE WHEN q.default_ttl_ms > 0 AND (r.t IS NULL OR r.t > q.default_ttl_ms)
+           greatest(q.now, r.v) + CASE WHEN q.default_ttl_ms > 0 AND (r.t IS NULL OR r.t > q.default_ttl_ms)
                         THEN q.default_ttl_ms ELSE r.t END,
            0, NULL, q.now, r.mid, r.sid, r.pk, r.ct, r.pr, decode(r.p, 'hex'), r.hd
     FROM q, json_to_recordset($6::json) AS r(o bigint, t bigint, v bigint,
@@ -713,12 +749,13 @@ WHERE service = $2 AND provider = $3 AND name = $4 AND evict_at = $5::bigint;
 -- name: SelectExpired
 -- args: service, provider, queue, now, now, limit
 -- Rows whose time-to-live ran out, except those under a lease that has not
--- ended (their holder may still complete them).
+-- ended (their holder may still complete them) and deferred ones (which
+-- never expire: their owner holds their numbers).
 SELECT seq
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3
   AND expires_at IS NOT NULL AND expires_at <= $4::bigint
-  AND (state <> 1 OR visible_at <= $5::bigint)
+  AND (state <> 1 OR visible_at <= $5::bigint) AND deferred = 0
 ORDER BY expires_at
 LIMIT $6
 FOR UPDATE SKIP LOCKED;

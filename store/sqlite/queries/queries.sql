@@ -177,13 +177,15 @@ LIMIT ?6;
 
 -- name: FirstSessionDue
 -- args: service, provider, queue, session_id, now
--- The first message of a session whose lease or schedule has ended and
--- that is not ready again yet (NULL when none): a lease of the session
--- takes nothing after it, so the session's order holds.
+-- The first message of a session whose lease or delayed abandon has ended
+-- and that is not ready again yet (NULL when none): a lease of the session
+-- takes nothing after it, so the session's order holds. A message first
+-- scheduled takes a new number when it activates, after every other: it
+-- holds nothing back.
 SELECT MIN(seq)
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4
-  AND state IN (1, 2) AND visible_at <= ?5;
+  AND (state = 1 OR state = 2 AND delivery_count > 0) AND visible_at <= ?5;
 
 -- name: RenewSession
 -- args: lock_until, service, provider, queue, session_id, lock_token
@@ -203,21 +205,14 @@ WHERE service = ?2 AND provider = ?3 AND queue = ?4 AND session_id = ?5 AND stat
 UPDATE sluice_sessions SET lock_token = NULL, lock_until = 0, active = 1
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND lock_token = ?5;
 
--- name: SelectExhaustedSessionMessages
--- args: service, provider, queue, session_id, lock_token, max_delivery
--- The messages a releasing holder leased on their last allowed delivery.
-SELECT seq
-FROM sluice_messages
-WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND state = 1
-  AND lock_token = ?5 AND delivery_count >= ?6
-ORDER BY seq;
-
 -- name: ReleaseSessionMessages
 -- args: service, provider, queue, session_id, lock_token
 -- The messages a releasing holder had leased become available (or
--- deferred) again.
+-- deferred) again, their delivery given back: a release is not a
+-- delivery.
 UPDATE sluice_messages
-SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND session_id = ?4 AND state = 1
   AND lock_token = ?5;
 
@@ -300,7 +295,7 @@ VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 0, NULL, ?8,
 -- name: SelectDue
 -- args: service, provider, queue, now, limit
 -- Leased and scheduled rows whose time has come, oldest first.
-SELECT seq, state, delivery_count, expires_at
+SELECT seq, state, delivery_count, expires_at, deferred, visible_at, message_id, partition_key
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3
   AND visible_at IS NOT NULL AND visible_at <= ?4
@@ -312,6 +307,16 @@ LIMIT ?5;
 -- Ready again, or deferred again for a message that was deferred.
 UPDATE sluice_messages
 SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4));
+
+-- name: ReleaseMessages
+-- args: service, provider, queue, seqs
+-- As MakeReady, giving back the delivery the lease counted: a release is
+-- not a delivery.
+UPDATE sluice_messages
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
 WHERE service = ?1 AND provider = ?2 AND queue = ?3
   AND seq IN (SELECT value FROM json_each(?4));
 
@@ -328,15 +333,14 @@ WHERE service = ?2 AND provider = ?3 AND queue = ?4
   AND seq IN (SELECT value FROM json_each(?5));
 
 -- name: SelectDeferred
--- args: service, provider, queue, now, seqs
--- Of the given rows, the deferred ones whose time-to-live has not run out,
--- with all columns.
+-- args: service, provider, queue, seqs
+-- Of the given rows, the deferred ones, with all columns (a deferred
+-- message never expires).
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
        message_id, session_id, partition_key, content_type, properties, payload, headers
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND state = 3
-  AND (expires_at IS NULL OR expires_at > ?4)
-  AND seq IN (SELECT value FROM json_each(?5))
+  AND seq IN (SELECT value FROM json_each(?4))
 ORDER BY seq;
 
 -- name: SelectScheduled
@@ -422,6 +426,35 @@ WHERE service = ?1 AND provider = ?2 AND queue = ?3
 -- args: service, provider, name
 DELETE FROM sluice_routed_schedules WHERE service = ?1 AND provider = ?2 AND queue = ?3;
 
+-- name: TryLockQueue
+-- args: service, provider, name
+-- The queue's counter row, for a lease that activates scheduled messages
+-- (SQLite's write transaction holds everything): last_seq.
+SELECT last_seq FROM sluice_queues
+WHERE service = ?1 AND provider = ?2 AND name = ?3;
+
+-- name: ActivateScheduled
+-- args: service, provider, queue, mapping, enqueued_at
+-- mapping: [{"o":old_seq,"n":new_seq}]. Scheduled messages whose time came
+-- are appended as if enqueued now: ready, under new numbers.
+UPDATE sluice_messages
+SET seq = (SELECT m.value ->> 'n' FROM json_each(?4) AS m WHERE m.value ->> 'o' = sluice_messages.seq),
+    state = 0, visible_at = NULL, lock_token = NULL, enqueued_at = ?5
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value ->> 'o' FROM json_each(?4));
+
+-- name: RenumberDedup
+-- args: service, provider, queue, rows
+-- rows: [{"k":dedup_key,"o":old_seq,"n":new_seq}]: the ids of activated
+-- messages name their new numbers.
+UPDATE sluice_dedup
+SET seq = (SELECT r.value ->> 'n' FROM json_each(?4) AS r
+           WHERE r.value ->> 'k' = sluice_dedup.dedup_key AND r.value ->> 'o' = sluice_dedup.seq)
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND dedup_key IN (SELECT value ->> 'k' FROM json_each(?4))
+  AND EXISTS (SELECT 1 FROM json_each(?4) AS r
+              WHERE r.value ->> 'k' = sluice_dedup.dedup_key AND r.value ->> 'o' = sluice_dedup.seq);
+
 -- name: SelectReady
 -- args: service, provider, queue, now, limit
 -- The first ready, unexpired rows in sequence order, with all columns.
@@ -465,12 +498,13 @@ WHERE service = ?2 AND provider = ?3 AND name = ?4 AND evict_at = ?5;
 -- name: SelectExpired
 -- args: service, provider, queue, now, now, limit
 -- Rows whose time-to-live ran out, except those under a lease that has not
--- ended (their holder may still complete them).
+-- ended (their holder may still complete them) and deferred ones (which
+-- never expire: their owner holds their numbers).
 SELECT seq
 FROM sluice_messages
 WHERE service = ?1 AND provider = ?2 AND queue = ?3
   AND expires_at IS NOT NULL AND expires_at <= ?4
-  AND (state <> 1 OR visible_at <= ?5)
+  AND (state <> 1 OR visible_at <= ?5) AND deferred = 0
 ORDER BY expires_at
 LIMIT ?6;
 
