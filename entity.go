@@ -86,6 +86,9 @@ const (
 	kindSubscription entityKind = "subscription"
 )
 
+// is reports whether k is other: a kind's filter for listEntities.
+func (k entityKind) is(other entityKind) bool { return k == other }
+
 func (k entityKind) String() string {
 	if k == kindQueue {
 		return "queue"
@@ -359,34 +362,26 @@ func (e *entity) merge(cur entity, setForward bool) error {
 	return nil
 }
 
-// listEntities pages through entities of a kind whose names start with
-// prefix, after the name after.
-func (c *Client) listEntities(ctx context.Context, kind entityKind, prefix, after string, max int) ([]entity, error) {
+// listEntities pages through entities of the kinds wanted whose names
+// start with prefix, after the name after: it reads the prefix's range
+// of names only.
+func (c *Client) listEntities(ctx context.Context, wanted func(entityKind) bool, prefix, after string, max int) ([]entity, error) {
 	prefix, after = canonical(prefix), canonical(after)
 	if max < 1 || max > c.limits.MaxBatch {
 		return nil, errInvalid("list", "max %d: must be between 1 and %d", max, c.limits.MaxBatch)
 	}
-	if after == "" && prefix != "" {
-		after = prefix[:len(prefix)-1] // every name with the prefix sorts after it
-	}
 	var out []entity
 	for len(out) < max {
-		page, err := c.st.ListQueues(ctx, &store.ListParams{After: after, Max: c.limits.MaxBatch})
+		page, err := c.st.ListQueues(ctx, &store.ListParams{After: after, Max: c.limits.MaxBatch, Prefix: prefix})
 		if err != nil {
 			return nil, err
 		}
 		for _, s := range page {
-			if s.Name < prefix {
-				continue // sorts between the start and the prefix ("orders/Subscriptions-x")
-			}
-			if !strings.HasPrefix(s.Name, prefix) {
-				return out, nil
-			}
 			e, err := decodeEntity(s)
 			if err != nil {
 				return nil, err
 			}
-			if e.kind == kind {
+			if wanted(e.kind) {
 				if out = append(out, e); len(out) == max {
 					return out, nil
 				}
@@ -466,7 +461,14 @@ func (c *Client) GetQueue(ctx context.Context, name string) (QueueInfo, error) {
 // ListQueues returns up to max queues in name order, starting after the
 // name after ("" for the first page).
 func (c *Client) ListQueues(ctx context.Context, after string, max int) ([]QueueInfo, error) {
-	es, err := c.listEntities(ctx, kindQueue, "", after, max)
+	return c.ListQueuesWithPrefix(ctx, "", after, max)
+}
+
+// ListQueuesWithPrefix returns up to max queues whose names start with
+// prefix, in name order, starting after the name after; it reads only
+// the names with the prefix.
+func (c *Client) ListQueuesWithPrefix(ctx context.Context, prefix, after string, max int) ([]QueueInfo, error) {
+	es, err := c.listEntities(ctx, kindQueue.is, prefix, after, max)
 	if err != nil {
 		return nil, err
 	}

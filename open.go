@@ -2,11 +2,15 @@ package sluice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
+	dsnpkg "github.com/sluicehq/sluice/internal/dsn"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/mysql"
 	"github.com/sluicehq/sluice/store/postgres"
@@ -35,6 +39,14 @@ type Options struct {
 	StreamPartitions int32
 }
 
+// RedactDSN returns dsn with its credentials masked, for a message or a
+// log: the password of a URL (postgres://, mysql://) and its password
+// query parameters, the password settings of a keyword/value DSN
+// (password=...), and the password of go-sql-driver/mysql's form
+// (user:pass@tcp(host)/db); a SQLite path is returned unchanged. sluice
+// shows a DSN nowhere else.
+func RedactDSN(dsn string) string { return dsnpkg.Redact(dsn) }
+
 // Migrations returns the schema's migrations for the database a DSN names
 // (any scheme OpenBackend takes), one SQL file a version in the order
 // they apply, without connecting to it: for a DBA to review. OpenBackend
@@ -60,7 +72,17 @@ func Migrations(dsn string) (fs.FS, error) {
 //   - sqlite://PATH, file:PATH or a bare PATH: an embedded SQLite file;
 //   - postgres://... or postgresql://...: PostgreSQL (pgx DSN);
 //   - mysql://user:pass@host:port/db: MariaDB or MySQL.
+//
+// Its errors show the DSN with its credentials masked (RedactDSN).
 func OpenBackend(ctx context.Context, dsn string, opts Options) (store.Backend, error) {
+	b, err := openBackend(ctx, dsn, opts)
+	if err != nil {
+		return nil, redactError(err, dsn)
+	}
+	return b, nil
+}
+
+func openBackend(ctx context.Context, dsn string, opts Options) (store.Backend, error) {
 	scheme, rest, found := strings.Cut(dsn, "://")
 	if !found {
 		scheme, rest = "sqlite", strings.TrimPrefix(dsn, "file:")
@@ -75,3 +97,29 @@ func OpenBackend(ctx context.Context, dsn string, opts Options) (store.Backend, 
 	}
 	return nil, fmt.Errorf("sluice: unknown database scheme %q (try sqlite://path, postgres://... or mysql://...)", scheme)
 }
+
+// redactError masks dsn's credentials in err's message wherever it
+// quotes dsn (a DSN misread as a SQLite path, say), and in pgx's parse
+// error, whose message masks them already but whose ConnString, which a
+// caller may print, holds them. errors.Is and errors.As still see err.
+func redactError(err error, dsn string) error {
+	var pe *pgconn.ParseConfigError
+	if errors.As(err, &pe) {
+		red := *pe
+		red.ConnString = dsnpkg.Redact(pe.ConnString)
+		err = fmt.Errorf("sluice: postgres: DSN: %w", &red)
+	}
+	if red := dsnpkg.Redact(dsn); red != dsn && strings.Contains(err.Error(), dsn) {
+		return &redactedError{msg: strings.ReplaceAll(err.Error(), dsn, red), err: err}
+	}
+	return err
+}
+
+// redactedError is an error whose message was masked.
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }

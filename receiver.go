@@ -523,6 +523,9 @@ func (r *Receiver) Peek(ctx context.Context, max int, opts *PeekOptions) ([]*Rec
 	if max < 1 || max > MaxPeek {
 		return nil, errInvalid("peek", "max %d: must be between 1 and %d", max, MaxPeek)
 	}
+	if opts != nil && opts.FromSequenceNumber < 0 {
+		return nil, errInvalid("peek", "from sequence number %d: sequence numbers start at 1 (0: where the last peek ended)", opts.FromSequenceNumber)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	from := r.nextPeek

@@ -73,6 +73,9 @@ func (c *Client) acceptSession(ctx context.Context, queue, id string, opts *Rece
 	if err != nil {
 		return nil, fmt.Errorf("sluice: accept session: %w", err)
 	}
+	if !props.RequiresSession {
+		return nil, errInvalid("accept session", "queue %q does not require sessions: receive with NewReceiver", queue)
+	}
 	var lock store.SessionLock
 	err = c.waitFor(ctx, "accept next session", queue, func() (bool, error) {
 		lctx, cancel := detached(ctx)
@@ -195,6 +198,18 @@ func (s *SessionReceiver) sessionErr(ctx context.Context, err error) error {
 		return s.lockLost(err)
 	}
 	return err
+}
+
+// Held reports whether the session lock still holds the session: false
+// once the lock ended (expired, released, or taken over after it
+// expired), and for a lock token that never held the session.
+func (s *SessionReceiver) Held(ctx context.Context) (bool, error) {
+	p := s.params()
+	held, err := s.r.c.st.SessionHeld(ctx, &p)
+	if err != nil {
+		return false, fmt.Errorf("sluice: session %q: %w", s.lock.SessionID, err)
+	}
+	return held, nil
 }
 
 // lockEnded reports whether the session is known to be no longer held.

@@ -299,7 +299,14 @@ func (c *Client) GetTopic(ctx context.Context, name string) (TopicInfo, error) {
 
 // ListTopics returns up to max topics in name order after the name after.
 func (c *Client) ListTopics(ctx context.Context, after string, max int) ([]TopicInfo, error) {
-	es, err := c.listEntities(ctx, kindTopic, "", after, max)
+	return c.ListTopicsWithPrefix(ctx, "", after, max)
+}
+
+// ListTopicsWithPrefix returns up to max topics whose names start with
+// prefix, in name order after the name after; it reads only the names
+// with the prefix.
+func (c *Client) ListTopicsWithPrefix(ctx context.Context, prefix, after string, max int) ([]TopicInfo, error) {
+	es, err := c.listEntities(ctx, kindTopic.is, prefix, after, max)
 	if err != nil {
 		return nil, err
 	}
@@ -339,7 +346,7 @@ func (c *Client) subscriptions(ctx context.Context, topic string) ([]entity, err
 	var out []entity
 	after := ""
 	for {
-		page, err := c.listEntities(ctx, kindSubscription, prefix, after, c.limits.MaxBatch)
+		page, err := c.listEntities(ctx, kindSubscription.is, prefix, after, c.limits.MaxBatch)
 		if err != nil {
 			return nil, err
 		}
@@ -457,6 +464,54 @@ func (c *Client) ListSubscriptions(ctx context.Context, topic string) ([]Subscri
 	out := make([]SubscriptionInfo, len(es))
 	for i, e := range es {
 		out[i] = subscriptionInfo(e)
+	}
+	return out, nil
+}
+
+// ListSubscriptionsWithPrefix returns up to max subscriptions of a topic
+// whose names start with prefix, in name order after the name after
+// ("" for the first page); it reads only the names with the prefix, and
+// does not check that the topic exists (it has none, then).
+func (c *Client) ListSubscriptionsWithPrefix(ctx context.Context, topic, prefix, after string, max int) ([]SubscriptionInfo, error) {
+	under := canonical(SubscriptionPath(topic, ""))
+	if after != "" {
+		after = under + after
+	}
+	es, err := c.listEntities(ctx, kindSubscription.is, under+prefix, after, max)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]SubscriptionInfo, len(es))
+	for i, e := range es {
+		out[i] = subscriptionInfo(e)
+	}
+	return out, nil
+}
+
+// MessageEntity is a queue or a subscription: an entity that holds
+// messages, whose statistics GetQueueStats reads.
+type MessageEntity struct {
+	// Path is the queue's name or the subscription's path
+	// (SubscriptionPath).
+	Path string
+	// Topic is the subscription's topic, "" for a queue.
+	Topic string
+}
+
+// ListMessageEntities returns up to max queues and subscriptions whose
+// names (paths, for subscriptions) start with prefix, in name order
+// after the name after, in one walk of the names with the prefix.
+func (c *Client) ListMessageEntities(ctx context.Context, prefix, after string, max int) ([]MessageEntity, error) {
+	es, err := c.listEntities(ctx, func(k entityKind) bool { return k != kindTopic }, prefix, after, max)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]MessageEntity, len(es))
+	for i, e := range es {
+		out[i] = MessageEntity{Path: e.name}
+		if e.kind == kindSubscription {
+			out[i].Topic = e.name[:strings.LastIndex(e.name, SubscriptionPath("", ""))]
+		}
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -427,8 +428,12 @@ func (s *SessionReceiver) SetSessionState(ctx context.Context, state []byte) err
 	return err
 }
 
-// Close releases the session.
+// Close releases the session. As the library's, it succeeds when the
+// lock had ended already: nothing is held.
 func (s *SessionReceiver) Close(ctx context.Context) error {
 	_, err := call(ctx, s.r.c.messaging.CloseSession, &sluicev1.CloseSessionRequest{Entity: s.r.entity, Session: s.r.session})
+	if errors.Is(err, sluice.ErrSessionLockLost) {
+		return nil
+	}
 	return err
 }

@@ -68,6 +68,8 @@ const ClusterEntity = "$cluster"
 // Grant gives permissions on entities: each pattern is an entity's name
 // (a queue, a topic, a subscription's path "topic/Subscriptions/name"),
 // or a prefix ending in '*' ("orders-*", "billing/Subscriptions/*", "*").
+// '*' stands only at a pattern's end: New refuses "orders*eu", which
+// would otherwise be a name nobody has.
 type Grant struct {
 	Actions  Action
 	Entities []string
@@ -98,6 +100,21 @@ type Key struct {
 	// negative: no bound). One more fails with RESOURCE_EXHAUSTED; a call
 	// that does not wait is not counted.
 	MaxWaits int
+	// MaxConnections bounds the connections that carry the key's calls at
+	// once (0: DefaultKeyMaxConnections; negative: no bound of the key's
+	// own, Config.MaxConnections still holds). A connection counts from
+	// the first call with the key on it until it closes; a call that would
+	// be one connection too many fails with RESOURCE_EXHAUSTED
+	// TOO_MANY_CONNECTIONS, and an HTTP/1.1 connection is closed after it
+	// (an HTTP/2 one may carry other calls: they go on).
+	MaxConnections int
+	// MaxConsumers bounds the consumers whose stream nodes the key's
+	// Consume calls started on the server and that still run (0: a
+	// quarter of Config.MaxConsumers, at least 1; negative: no bound of
+	// the key's own). A Consume that would start one more fails with
+	// RESOURCE_EXHAUSTED TOO_MANY_CONSUMERS; joining a consumer already
+	// running is not counted.
+	MaxConsumers int
 }
 
 // allows reports whether the key may act on entity.
@@ -157,7 +174,42 @@ func (k *Key) validate() ([sha256.Size]byte, error) {
 	if k.RatePerSecond < 0 || k.Burst < 0 {
 		return digest, fmt.Errorf("key %q: negative rate limit", k.Name)
 	}
+	for _, g := range k.Grants {
+		if g.Actions == 0 || g.Actions&^All != 0 {
+			return digest, fmt.Errorf("key %q: a grant needs permissions: send, receive, manage or all", k.Name)
+		}
+		if len(g.Entities) == 0 {
+			return digest, fmt.Errorf("key %q: a grant of %s names no entity (name one, a prefix ending in '*', or \"*\" for all)", k.Name, g.Actions)
+		}
+		for _, p := range g.Entities {
+			if err := checkPattern(p); err != nil {
+				return digest, fmt.Errorf("key %q: %w", k.Name, err)
+			}
+		}
+	}
 	return digest, nil
+}
+
+// checkPattern checks a grant's entity pattern: a name, or a prefix
+// ending in '*', of the characters names have ('$' only first, as in
+// "$cluster"), so that a pattern can match something.
+func checkPattern(p string) error {
+	switch i := strings.IndexByte(p, '*'); {
+	case p == "":
+		return fmt.Errorf("an empty entity pattern in a grant (name an entity, a prefix ending in '*', or \"*\" for all)")
+	case strings.TrimSpace(p) != p:
+		return fmt.Errorf("entity pattern %q has spaces at its ends, which no name has: remove them", p)
+	case i >= 0 && i != len(p)-1:
+		return fmt.Errorf("entity pattern %q: '*' stands only at the end of a pattern, for every name starting with what comes "+
+			"before it (%q); list the names, or grant a prefix", p, p[:i]+"*")
+	}
+	for i, c := range []byte(strings.TrimSuffix(p, "*")) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte(".-_/", c) >= 0 || c == '$' && i == 0) {
+			return fmt.Errorf("entity pattern %q holds %q, which no entity name has (names are letters, digits, '.', '-', '_' and '/'): "+
+				"name the entities, or a prefix ending in '*'", p, c)
+		}
+	}
+	return nil
 }
 
 // keyring holds the configured keys; nil when the server runs without
@@ -171,25 +223,34 @@ type authKey struct {
 	digest  [sha256.Size]byte
 	limiter *rate.Limiter // nil: unlimited
 
-	maxStreams, maxWaits int
+	maxStreams, maxWaits, maxConns, maxConsumers int
 
-	mu      sync.Mutex
-	streams int // Consume and Tail streams open with the key
-	waits   int // calls waiting with the key
+	mu        sync.Mutex
+	streams   int // Consume and Tail streams open with the key
+	waits     int // calls waiting with the key
+	conns     int // connections that carried the key's calls, open
+	consumers int // consumers the key's Consume calls started, running
 }
 
-func newKeyring(keys []Key) (*keyring, error) {
+// newKeyring checks the keys and returns their ring; maxConsumers is the
+// server's bound, of which a key takes a quarter by default.
+func newKeyring(keys []Key, maxConsumers int) (*keyring, error) {
 	if len(keys) == 0 {
 		return nil, nil
 	}
 	kr := &keyring{}
 	seen := make(map[[sha256.Size]byte]string)
+	names := make(map[string]bool)
 	for i := range keys {
 		k := &keys[i]
 		digest, err := k.validate()
 		if err != nil {
 			return nil, err
 		}
+		if names[k.Name] {
+			return nil, fmt.Errorf("two keys are named %q: give each key a name of its own (logs and errors name keys)", k.Name)
+		}
+		names[k.Name] = true
 		if other, ok := seen[digest]; ok {
 			return nil, fmt.Errorf("keys %q and %q have the same token", other, k.Name)
 		}
@@ -197,6 +258,8 @@ func newKeyring(keys []Key) (*keyring, error) {
 		ak := &authKey{Key: k, digest: digest}
 		ak.maxStreams = cmp.Or(k.MaxStreams, DefaultKeyMaxStreams)
 		ak.maxWaits = cmp.Or(k.MaxWaits, DefaultKeyMaxWaits)
+		ak.maxConns = cmp.Or(k.MaxConnections, DefaultKeyMaxConnections)
+		ak.maxConsumers = cmp.Or(k.MaxConsumers, max(maxConsumers/4, 1))
 		if k.RatePerSecond > 0 {
 			ak.limiter = rate.NewLimiter(rate.Limit(k.RatePerSecond), max(k.Burst, 1))
 		}
@@ -221,8 +284,11 @@ func (kr *keyring) find(token string) *authKey {
 type keyCtx struct{}
 
 // authenticate is the server's first interceptor: with keys configured,
-// a call must carry a known bearer token, within its key's rate limit,
-// before any payload is read.
+// a call must carry a known bearer token, within its key's rate limit
+// and its bound on connections, and the key must hold the permission
+// the call needs on some entity, before any payload is read. Each
+// refusal, its own or the handler's PERMISSION_DENIED, is logged (at a
+// bounded rate).
 func (s *Server) authenticate(next connect.ServerFunc) connect.ServerFunc {
 	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
 		if s.keys == nil {
@@ -231,17 +297,29 @@ func (s *Server) authenticate(next connect.ServerFunc) connect.ServerFunc {
 		info, _ := connect.CallInfoForServerContext(ctx)
 		token, ok := strings.CutPrefix(info.RequestHeader().Get("Authorization"), "Bearer ")
 		if !ok || token == "" {
-			return connect.NewError(connect.CodeUnauthenticated, `missing credentials: send "Authorization: Bearer <token>"`)
+			return s.refusedUnread(ctx, nil, connect.NewError(connect.CodeUnauthenticated,
+				`missing credentials: send "Authorization: Bearer <token>"`))
 		}
 		k := s.keys.find(token)
 		if k == nil {
-			return connect.NewError(connect.CodeUnauthenticated, "unknown token")
+			return s.refusedUnread(ctx, nil, connect.NewError(connect.CodeUnauthenticated, "unknown token"))
 		}
 		if k.limiter != nil && !k.limiter.Allow() {
-			return apierr.New(connect.CodeResourceExhausted, "RATE_LIMITED",
-				fmt.Sprintf("key %q is over its rate limit of %g calls a second", k.Name, k.RatePerSecond))
+			return s.refusedUnread(ctx, k, apierr.New(connect.CodeResourceExhausted, "RATE_LIMITED",
+				fmt.Sprintf("key %q is over its rate limit of %g calls a second", k.Name, k.RatePerSecond)))
 		}
-		return next(context.WithValue(ctx, keyCtx{}, k), spec, stream)
+		if err := holdConnection(ctx, k); err != nil {
+			return s.refusedUnread(ctx, k, err)
+		}
+		if a := procedureNeeds[spec.Procedure]; !k.holdsAny(a) {
+			return s.refusedUnread(ctx, k, denied(k, grantless(a)))
+		}
+		err := next(context.WithValue(ctx, keyCtx{}, k), spec, stream)
+		if connect.CodeOf(err) == connect.CodePermissionDenied {
+			// The handler's refusal: the permission on the entity it names.
+			s.refused(ctx, k, err)
+		}
+		return err
 	}
 }
 
@@ -305,6 +383,18 @@ func (s *Server) holdWait(ctx context.Context) (release func(), err error) {
 	return k.hold(&k.waits, k.maxWaits, "TOO_MANY_WAITS", "calls waiting", ": call without max_wait, or wait for one to end")
 }
 
+// holdConsumer counts a consumer that a Consume with key (nil: none)
+// starts against the key's share of the server's consumers, and returns
+// what gives its place back; it fails with RESOURCE_EXHAUSTED past the
+// share.
+func holdConsumer(k *authKey) (release func(), err error) {
+	if k == nil {
+		return func() {}, nil
+	}
+	return k.hold(&k.consumers, k.maxConsumers, "TOO_MANY_CONSUMERS", "consumers running on this server, started by its Consume calls",
+		": stop one (its last stream closes), or raise the key's max_consumers")
+}
+
 // hold counts one more in count, one of the key's counters, unless it is
 // at bound (negative: none): then it fails with RESOURCE_EXHAUSTED and
 // reason, its message naming what is counted and ending with hint. The
@@ -352,4 +442,10 @@ func (s *Server) permitted(ctx context.Context, entity string) bool {
 	}
 	k, _ := ctx.Value(keyCtx{}).(*authKey)
 	return k != nil && (k.allows(Send, entity) || k.allows(Receive, entity) || k.allows(Manage, entity))
+}
+
+// keyAllows reports whether k (nil: a call without a key) may act on
+// entity: any call may, without keys.
+func (s *Server) keyAllows(k *authKey, a Action, entity string) bool {
+	return s.keys == nil || k != nil && k.allows(a, entity)
 }

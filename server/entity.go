@@ -3,7 +3,7 @@ package server
 import (
 	"context"
 	"errors"
-	"slices"
+	"math"
 	"strings"
 
 	"github.com/sluicehq/sluice"
@@ -29,36 +29,6 @@ func listMax(n int32) (int, error) {
 		return 0, apierr.Invalid("max must be between 1 and 1000")
 	}
 	return int(n), nil
-}
-
-// pages lists up to n entities after a name that keep keeps, reading
-// pages of the library's listing until it has them or the listing ends:
-// a page of the entities a key may see is full unless it is the last.
-func pages[E any](ctx context.Context, after string, n int, list func(context.Context, string, int) ([]E, error),
-	name func(E) string, keep func(string) bool, add func(E)) error {
-	page := min(n, maxList)
-	for added := 0; added < n; {
-		es, err := list(ctx, after, page)
-		if err != nil {
-			return err
-		}
-		for _, e := range es {
-			if added < n && keep(name(e)) {
-				add(e)
-				added++
-			}
-		}
-		if len(es) < page {
-			return nil
-		}
-		after = name(es[len(es)-1])
-	}
-	return nil
-}
-
-// visible keeps the entities the call's key may see.
-func (h *entities) visible(ctx context.Context) func(string) bool {
-	return func(name string) bool { return h.s.permitted(ctx, name) }
 }
 
 // mayForward checks that the call's key may send to an entity's
@@ -133,6 +103,7 @@ func (h *entities) DeleteQueue(ctx context.Context, req *sluicev1.DeleteQueueReq
 	if err := h.s.c.DeleteQueue(ctx, req.Name); err != nil {
 		return nil, h.s.fail("delete queue", err)
 	}
+	h.s.m.forgetEntity(req.Name, "")
 	return &sluicev1.DeleteQueueResponse{}, nil
 }
 
@@ -141,11 +112,17 @@ func (h *entities) ListQueues(ctx context.Context, req *sluicev1.ListQueuesReque
 	if err != nil {
 		return nil, err
 	}
-	out := &sluicev1.ListQueuesResponse{}
-	err = pages(ctx, req.After, n, h.s.c.ListQueues, func(q sluice.QueueInfo) string { return q.Name }, h.visible(ctx),
-		func(q sluice.QueueInfo) { out.Queues = append(out.Queues, apiconv.Queue(q)) })
+	qs, err := listRanges(ctx, h.s.visibleRanges(ctx, 0, ""), req.After, n, h.s.c.ListQueuesWithPrefix,
+		func(ctx context.Context, name string) (sluice.QueueInfo, bool, error) {
+			return absent(h.s.c.GetQueue(ctx, name))
+		},
+		func(q sluice.QueueInfo) string { return q.Name })
 	if err != nil {
 		return nil, h.s.fail("list queues", err)
+	}
+	out := &sluicev1.ListQueuesResponse{}
+	for _, q := range qs {
+		out.Queues = append(out.Queues, apiconv.Queue(q))
 	}
 	return out, nil
 }
@@ -191,6 +168,7 @@ func (h *entities) DeleteTopic(ctx context.Context, req *sluicev1.DeleteTopicReq
 	if err := h.s.c.DeleteTopic(ctx, req.Name); err != nil {
 		return nil, h.s.fail("delete topic", err)
 	}
+	h.s.m.forgetEntity(req.Name, sluice.SubscriptionPath(req.Name, ""))
 	return &sluicev1.DeleteTopicResponse{}, nil
 }
 
@@ -199,11 +177,17 @@ func (h *entities) ListTopics(ctx context.Context, req *sluicev1.ListTopicsReque
 	if err != nil {
 		return nil, err
 	}
-	out := &sluicev1.ListTopicsResponse{}
-	err = pages(ctx, req.After, n, h.s.c.ListTopics, func(t sluice.TopicInfo) string { return t.Name }, h.visible(ctx),
-		func(t sluice.TopicInfo) { out.Topics = append(out.Topics, apiconv.Topic(t)) })
+	ts, err := listRanges(ctx, h.s.visibleRanges(ctx, 0, ""), req.After, n, h.s.c.ListTopicsWithPrefix,
+		func(ctx context.Context, name string) (sluice.TopicInfo, bool, error) {
+			return absent(h.s.c.GetTopic(ctx, name))
+		},
+		func(t sluice.TopicInfo) string { return t.Name })
 	if err != nil {
 		return nil, h.s.fail("list topics", err)
+	}
+	out := &sluicev1.ListTopicsResponse{}
+	for _, t := range ts {
+		out.Topics = append(out.Topics, apiconv.Topic(t))
 	}
 	return out, nil
 }
@@ -275,6 +259,7 @@ func (h *entities) DeleteSubscription(ctx context.Context, req *sluicev1.DeleteS
 	if err := h.s.c.DeleteSubscription(ctx, req.Topic, req.Name); err != nil {
 		return nil, h.s.fail("delete subscription", err)
 	}
+	h.s.m.forgetEntity(sluice.SubscriptionPath(req.Topic, req.Name), "")
 	return &sluicev1.DeleteSubscriptionResponse{}, nil
 }
 
@@ -282,15 +267,23 @@ func (h *entities) ListSubscriptions(ctx context.Context, req *sluicev1.ListSubs
 	if err := h.s.authorizeUnder(ctx, "list the subscriptions of", req.Topic, sluice.SubscriptionPath(req.Topic, "")); err != nil {
 		return nil, err
 	}
-	subs, err := h.s.c.ListSubscriptions(ctx, req.Topic)
+	if _, err := h.s.c.GetTopic(ctx, req.Topic); err != nil {
+		return nil, h.s.fail("list subscriptions", err)
+	}
+	under := sluice.SubscriptionPath(req.Topic, "")
+	path := func(sub sluice.SubscriptionInfo) string { return sluice.SubscriptionPath(sub.Topic, sub.Name) }
+	list := func(ctx context.Context, prefix, after string, max int) ([]sluice.SubscriptionInfo, error) {
+		return h.s.c.ListSubscriptionsWithPrefix(ctx, req.Topic, strings.TrimPrefix(prefix, under), strings.TrimPrefix(after, under), max)
+	}
+	get := func(ctx context.Context, p string) (sluice.SubscriptionInfo, bool, error) {
+		return absent(h.s.c.GetSubscription(ctx, req.Topic, strings.TrimPrefix(p, under)))
+	}
+	subs, err := listRanges(ctx, h.s.visibleRanges(ctx, 0, under), "", math.MaxInt, list, get, path)
 	if err != nil {
 		return nil, h.s.fail("list subscriptions", err)
 	}
 	out := &sluicev1.ListSubscriptionsResponse{}
 	for _, sub := range subs {
-		if !h.s.permitted(ctx, sluice.SubscriptionPath(sub.Topic, sub.Name)) {
-			continue
-		}
 		ps, err := h.subscription(sub)
 		if err != nil {
 			return nil, err
@@ -334,56 +327,42 @@ func (h *entities) GetEntityStats(ctx context.Context, req *sluicev1.GetEntitySt
 	return &sluicev1.GetEntityStatsResponse{Stats: apiconv.Stats(st)}, nil
 }
 
-// maxStatsEntities bounds the entities ListEntityStats sorts through.
-const maxStatsEntities = 10000
-
 func (h *entities) ListEntityStats(ctx context.Context, req *sluicev1.ListEntityStatsRequest) (*sluicev1.ListEntityStatsResponse, error) {
 	n, err := listMax(req.Max)
 	if err != nil {
 		return nil, err
 	}
-	type entry struct{ path, topic string }
-	var all []entry
-	err = pages(ctx, "", maxStatsEntities, h.s.c.ListQueues, func(q sluice.QueueInfo) string { return q.Name }, h.visible(ctx),
-		func(q sluice.QueueInfo) { all = append(all, entry{path: q.Name}) })
+	ranges := h.s.visibleRanges(ctx, 0, "")
+	if len(ranges) == 0 {
+		k, _ := ctx.Value(keyCtx{}).(*authKey)
+		return nil, denied(k, "list the statistics of any entity (it has no grant)")
+	}
+	es, err := listRanges(ctx, ranges, req.After, n, h.s.c.ListMessageEntities, h.messageEntity,
+		func(e sluice.MessageEntity) string { return e.Path })
 	if err != nil {
 		return nil, h.s.fail("list entity stats", err)
 	}
-	var topics []sluice.TopicInfo
-	every := func(string) bool { return true } // each subscription is checked on its own
-	err = pages(ctx, "", maxStatsEntities, h.s.c.ListTopics, func(t sluice.TopicInfo) string { return t.Name }, every,
-		func(t sluice.TopicInfo) { topics = append(topics, t) })
-	if err != nil {
-		return nil, h.s.fail("list entity stats", err)
-	}
-	for _, t := range topics {
-		subs, err := h.s.c.ListSubscriptions(ctx, t.Name)
-		if err != nil {
-			return nil, h.s.fail("list entity stats", err)
-		}
-		for _, sub := range subs {
-			if p := sluice.SubscriptionPath(t.Name, sub.Name); h.s.permitted(ctx, p) {
-				all = append(all, entry{path: p, topic: t.Name})
-			}
-		}
-	}
-	slices.SortFunc(all, func(a, b entry) int { return strings.Compare(a.path, b.path) })
 	out := &sluicev1.ListEntityStatsResponse{}
-	for _, e := range all {
-		if e.path <= req.After {
-			continue
-		}
-		if len(out.Entities) == n {
-			break
-		}
-		st, err := h.s.c.GetQueueStats(ctx, e.path)
+	for _, e := range es {
+		st, err := h.s.c.GetQueueStats(ctx, e.Path)
 		if errors.Is(err, sluice.ErrEntityNotFound) {
 			continue // deleted meanwhile
 		}
 		if err != nil {
 			return nil, h.s.fail("list entity stats", err)
 		}
-		out.Entities = append(out.Entities, &sluicev1.EntityStatsEntry{Entity: e.path, Topic: e.topic, Stats: apiconv.Stats(st)})
+		out.Entities = append(out.Entities, &sluicev1.EntityStatsEntry{Entity: e.Path, Topic: e.Topic, Stats: apiconv.Stats(st)})
 	}
 	return out, nil
+}
+
+// messageEntity looks up the queue or subscription of a path.
+func (h *entities) messageEntity(ctx context.Context, path string) (sluice.MessageEntity, bool, error) {
+	if i := strings.LastIndex(path, sluice.SubscriptionPath("", "")); i >= 0 {
+		topic := path[:i]
+		_, ok, err := absent(h.s.c.GetSubscription(ctx, topic, path[i+len(sluice.SubscriptionPath("", "")):]))
+		return sluice.MessageEntity{Path: path, Topic: topic}, ok, err
+	}
+	_, ok, err := absent(h.s.c.GetQueue(ctx, path))
+	return sluice.MessageEntity{Path: path}, ok, err
 }

@@ -72,6 +72,14 @@ func (h *messaging) session(entity string, session *sluicev1.SessionLock) (*slui
 	return r, nil
 }
 
+// waitEnded reports whether err is only the end of a wait (wctx, of the
+// call's ctx), not a failure of its own: an invalid call that the wait
+// cut short is still refused.
+func waitEnded(ctx, wctx context.Context, err error) bool {
+	return err != nil && wctx.Err() != nil && ctx.Err() == nil &&
+		(errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled))
+}
+
 func (h *messaging) Send(ctx context.Context, req *sluicev1.SendRequest) (*sluicev1.SendResponse, error) {
 	if err := h.s.authorize(ctx, Send, req.Entity); err != nil {
 		return nil, err
@@ -132,7 +140,7 @@ func (h *messaging) Receive(ctx context.Context, req *sluicev1.ReceiveRequest) (
 			return nil, werr
 		}
 		msgs, err = r.Receive(wctx, max)
-		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		if waitEnded(ctx, wctx, err) {
 			err = nil // the wait ended with nothing to receive
 		}
 		cancel()
@@ -324,7 +332,7 @@ func (h *messaging) AcceptSession(ctx context.Context, req *sluicev1.AcceptSessi
 			return nil, werr
 		}
 		r, err = h.s.c.AcceptNextSession(wctx, req.Entity, nil)
-		if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		if waitEnded(ctx, wctx, err) {
 			cancel()
 			return &sluicev1.AcceptSessionResponse{}, nil // no session free within the wait
 		}
@@ -390,6 +398,16 @@ func (h *messaging) CloseSession(ctx context.Context, req *sluicev1.CloseSession
 	r, err := h.session(req.Entity, req.Session)
 	if err != nil {
 		return nil, err
+	}
+	// A lock token that holds nothing (another queue's, one that ended)
+	// is refused rather than closed for nothing, as every other session
+	// call refuses it.
+	held, err := r.Held(ctx)
+	if err == nil && !held {
+		err = fmt.Errorf("sluice: close session %q of %q: %w", req.Session.SessionId, req.Entity, sluice.ErrSessionLockLost)
+	}
+	if err != nil {
+		return nil, h.s.fail("close session", err)
 	}
 	if err := r.Close(ctx); err != nil {
 		return nil, h.s.fail("close session", err)

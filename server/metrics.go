@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -77,7 +79,7 @@ func (m *metrics) observe(next connect.ServerFunc) connect.ServerFunc {
 	return func(ctx context.Context, spec connect.Spec, stream connect.ServerStream) error {
 		began := time.Now()
 		m.inFlight.Inc()
-		err := next(ctx, spec, stream)
+		err := next(ctx, spec, requestStream{stream})
 		m.inFlight.Dec()
 		code := "ok"
 		if err != nil {
@@ -93,9 +95,37 @@ func (m *metrics) observe(next connect.ServerFunc) connect.ServerFunc {
 	}
 }
 
+// requestStream is a call's stream whose request messages that cannot
+// be read are the client's error: a truncated envelope, or one flagged
+// compressed without an encoding, fails the call with INVALID_ARGUMENT,
+// not the INTERNAL that connect reports for a protocol error, and does
+// not count as the server's error.
+type requestStream struct{ connect.ServerStream }
+
+func (s requestStream) Receive(msg any) error {
+	err := s.ServerStream.Receive(msg)
+	if err == nil || errors.Is(err, io.EOF) {
+		return err
+	}
+	if code := connect.CodeOf(err); code == connect.CodeInternal || code == connect.CodeUnknown {
+		msg := err.Error()
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			msg = ce.Message()
+		}
+		return connect.NewError(connect.CodeInvalidArgument, "reading the request: "+msg)
+	}
+	return err
+}
+
 // maxEntityLabels bounds the entity names the metrics label: beyond it,
 // an entity counts as "_other", so that callers naming ever new entities
-// cannot grow the metrics without bound.
+// cannot grow the metrics without bound. Only entities that exist are
+// labelled: a call names its entity in a metric only once its outcome
+// shows that the entity exists (it succeeded, or lost a lock), and a
+// deleted entity's label goes with its series (forgetEntity), so that
+// calls on missing names, and throwaway queues such as the self-check's,
+// never fill the set.
 const maxEntityLabels = 10000
 
 // labelSet admits label values up to a bound.
@@ -118,6 +148,21 @@ func (l *labelSet) label(v string) string {
 	}
 	l.seen[v] = true
 	return v
+}
+
+// forget drops the values that are v or, with under set, start with
+// under, and returns them.
+func (l *labelSet) forget(v, under string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for s := range l.seen {
+		if s == v || under != "" && strings.HasPrefix(s, under) {
+			delete(l.seen, s)
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // entity is the label of an entity's name.
@@ -143,15 +188,28 @@ func (m *metrics) receivedMessages(entity string, mode sluice.ReceiveMode, msgs 
 	}
 }
 
-// settledMessage records a settlement's outcome.
+// settledMessage records a settlement's outcome. Only a success or a
+// lost lock names the entity: either shows that it exists (the library
+// looks the entity up before it settles).
 func (m *metrics) settledMessage(entity, action string, err error) {
-	entity = m.entity(entity)
 	switch {
 	case err == nil:
-		m.settled.WithLabelValues(entity, action).Inc()
+		m.settled.WithLabelValues(m.entity(entity), action).Inc()
 		m.tp.settled.Add(1)
 	case isLockLost(err):
-		m.lockLost.WithLabelValues(entity).Inc()
+		m.lockLost.WithLabelValues(m.entity(entity)).Inc()
+	}
+}
+
+// forgetEntity drops the series of a deleted entity, and of the
+// subscriptions under it when it is a topic (under: their prefix), with
+// their labels.
+func (m *metrics) forgetEntity(name, under string) {
+	for _, label := range m.entities.forget(name, under) {
+		match := prometheus.Labels{"entity": label}
+		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.sent, m.received, m.settled, m.lockLost, m.dead, m.waited} {
+			v.DeletePartialMatch(match)
+		}
 	}
 }
 
@@ -166,13 +224,26 @@ func (m *metrics) settledBatch(entity, action string, n, failed int) {
 	}
 }
 
-// stateCollector reads, at each scrape, the depth of every entity (up to
+// stateCollector reads the depth of every entity (up to
 // maxScrapeEntities) and the lag of every stream partition and
-// subscription, from the database.
-type stateCollector struct{ s *Server }
+// subscription from the database, at most once per stateFresh: scrapes
+// within it, and scrapes that come while it reads, get the figures of
+// the last read, so that a scrape costs at most one read of the database
+// however many ask.
+type stateCollector struct {
+	s *Server
 
-// maxScrapeEntities bounds the entities a scrape reads.
-const maxScrapeEntities = 1000
+	mu   sync.Mutex // held while reading
+	at   time.Time  // when last read
+	last []prometheus.Metric
+}
+
+// maxScrapeEntities bounds the entities a scrape reads; stateFresh is
+// how long the figures read serve scrapes.
+const (
+	maxScrapeEntities = 1000
+	stateFresh        = 5 * time.Second
+)
 
 var (
 	entityMessagesDesc = prometheus.NewDesc("sluice_entity_messages",
@@ -200,8 +271,29 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range c.figures() {
+		ch <- m
+	}
+}
+
+// figures returns the last figures read, reading them again once they
+// are older than stateFresh.
+func (c *stateCollector) figures() []prometheus.Metric {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last == nil || time.Since(c.at) >= stateFresh {
+		c.last = c.read()
+		c.at = time.Now()
+	}
+	return c.last
+}
+
+// read reads the figures from the database.
+func (c *stateCollector) read() []prometheus.Metric {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	var out []prometheus.Metric
+	emit := func(m prometheus.Metric) { out = append(out, m) }
 	failed := 0
 	for _, entity := range c.entities(ctx, &failed) {
 		st, err := c.s.c.GetQueueStats(ctx, entity)
@@ -214,9 +306,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			n     int64
 		}{{"active", st.Active}, {"scheduled", st.Scheduled}, {"in_flight", st.InFlight}, {"deferred", st.Deferred},
 			{"dead_lettered", st.DeadLettered}} {
-			ch <- prometheus.MustNewConstMetric(entityMessagesDesc, prometheus.GaugeValue, float64(v.n), entity, v.state)
+			emit(prometheus.MustNewConstMetric(entityMessagesDesc, prometheus.GaugeValue, float64(v.n), entity, v.state))
 		}
-		ch <- prometheus.MustNewConstMetric(entityOldestDesc, prometheus.GaugeValue, st.OldestAge.Seconds(), entity)
+		emit(prometheus.MustNewConstMetric(entityOldestDesc, prometheus.GaugeValue, st.OldestAge.Seconds(), entity))
 		if st.DeadLettered > 0 {
 			reasons, err := c.s.c.DeadLetterReasons(ctx, entity)
 			if err != nil {
@@ -229,7 +321,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 				byLabel[c.s.m.reasons.label(r)] += n
 			}
 			for r, n := range byLabel {
-				ch <- prometheus.MustNewConstMetric(entityDeadLettersDesc, prometheus.GaugeValue, float64(n), entity, r)
+				emit(prometheus.MustNewConstMetric(entityDeadLettersDesc, prometheus.GaugeValue, float64(n), entity, r))
 			}
 		}
 	}
@@ -242,47 +334,31 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		alive[n.Alive]++
 	}
 	for _, a := range []bool{true, false} {
-		ch <- prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(alive[a]), strconv.FormatBool(a))
+		emit(prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(alive[a]), strconv.FormatBool(a)))
 	}
 	for _, p := range cs.Partitions {
 		part := strconv.Itoa(int(p.Partition))
-		ch <- prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(p.Lag), part)
+		emit(prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(p.Lag), part))
 		for _, s := range p.Subscriptions {
-			ch <- prometheus.MustNewConstMetric(subscriptionLagDesc, prometheus.GaugeValue, float64(s.Lag), s.ID, part)
+			emit(prometheus.MustNewConstMetric(subscriptionLagDesc, prometheus.GaugeValue, float64(s.Lag), s.ID, part))
 		}
 	}
-	ch <- prometheus.MustNewConstMetric(scrapeErrorsDesc, prometheus.GaugeValue, float64(failed))
+	emit(prometheus.MustNewConstMetric(scrapeErrorsDesc, prometheus.GaugeValue, float64(failed)))
+	return out
 }
 
 // entities lists the queues and the topics' subscriptions, up to
-// maxScrapeEntities of them.
+// maxScrapeEntities of them, in one walk of the entities' names.
 func (c *stateCollector) entities(ctx context.Context, failed *int) []string {
-	var out []string
-	qs, err := c.s.c.ListQueues(ctx, "", maxScrapeEntities)
+	es, err := c.s.c.ListMessageEntities(ctx, "", "", maxScrapeEntities)
 	if err != nil {
 		*failed++
 	}
-	for _, q := range qs {
-		out = append(out, q.Name)
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.Path
 	}
-	ts, err := c.s.c.ListTopics(ctx, "", maxScrapeEntities)
-	if err != nil {
-		*failed++
-	}
-	for _, t := range ts {
-		if len(out) >= maxScrapeEntities {
-			break
-		}
-		subs, err := c.s.c.ListSubscriptions(ctx, t.Name)
-		if err != nil {
-			*failed++
-			continue
-		}
-		for _, sub := range subs {
-			out = append(out, sluice.SubscriptionPath(t.Name, sub.Name))
-		}
-	}
-	return out[:min(len(out), maxScrapeEntities)]
+	return out
 }
 
 // MetricsEntity is the name a grant names to let a key read /metrics
@@ -290,15 +366,22 @@ func (c *stateCollector) entities(ctx context.Context, failed *int) []string {
 const MetricsEntity = "$metrics"
 
 // handler serves the metrics: to anyone without keys, else to a key that
-// may manage MetricsEntity (Prometheus sends it as a bearer token).
+// may manage MetricsEntity, authenticated as an API call is (Prometheus
+// sends the token as "Authorization: Bearer <token>") and within the
+// key's rate limit.
 func (m *metrics) handler(s *Server) http.Handler {
 	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.keys != nil {
-			token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			k := s.keys.find(token)
-			if k == nil {
+			if !ok || token == "" || k == nil {
 				http.Error(w, "unauthenticated: send a key's token as \"Authorization: Bearer <token>\"", http.StatusUnauthorized)
+				return
+			}
+			if k.limiter != nil && !k.limiter.Allow() {
+				http.Error(w, fmt.Sprintf("key %q is over its rate limit of %g calls a second", k.Name, k.RatePerSecond),
+					http.StatusTooManyRequests)
 				return
 			}
 			if !k.allows(Manage, MetricsEntity) {

@@ -38,6 +38,8 @@ const (
 	rpcOther     = "rpc-other-token-0123456789"
 	rpcNarrow    = "rpc-narrow-token-0123456789"
 	rpcTenant    = "rpc-tenant-token-0123456789"
+	// rpcNone is a valid key that grants nothing.
+	rpcNone = "rpc-none-token-0123456789"
 )
 
 var rpcKeys = []server.Key{
@@ -49,6 +51,10 @@ var rpcKeys = []server.Key{
 	{Name: "narrow", Token: rpcNarrow, Grants: []server.Grant{{Actions: server.Receive, Entities: []string{"orders", "ledger"}}}},
 	{Name: "tenant", Token: rpcTenant, Grants: []server.Grant{{Actions: server.All,
 		Entities: []string{"orders-*", "events/Subscriptions/orders-*", "payroll"}}}},
+	{Name: "none", Token: rpcNone},
+	{Name: "metered", Token: rpcMetered, RatePerSecond: 0.001, Burst: 1, Grants: []server.Grant{{Actions: server.Manage,
+		Entities: []string{server.MetricsEntity}}}},
+	{Name: "biller", Token: rpcBiller, Grants: []server.Grant{{Actions: server.Receive, Entities: []string{"billing", "payments"}}}},
 }
 
 // rpcLacking is, for each permission, the key that has every other one.
@@ -355,9 +361,12 @@ func TestEveryRPC(t *testing.T) {
 	} else if err := s2.Close(t.Context()); err != nil {
 		t.Error(err)
 	}
+	t.Run("bad values", func(t *testing.T) { checkBadValues(t, e, fx, fill) })
+	t.Run("operational endpoints", func(t *testing.T) { checkOperational(t, e) })
 	// Last, as they may write when they should not.
 	t.Run("two entities", func(t *testing.T) { checkSecondEntities(t, e) })
 	t.Run("missing entities", func(t *testing.T) { checkNoProbing(t, e) })
+	t.Run("namespace grants", func(t *testing.T) { checkNamespaceGrants(t, e, fx) })
 }
 
 // checkNoProbing checks that a key learns of an entity's existence only
@@ -420,11 +429,18 @@ func checkRPC(t *testing.T, e *env, m rpcMethod, c rpcCase) {
 		t.Run("missing permission", func(t *testing.T) {
 			k := rpcLacking[c.perm]
 			want(t, "a key with every permission but "+c.perm.String(), k.token, c.body, "permission_denied", "",
-				fmt.Sprintf("key %q may not %s %q", k.name, c.perm, c.entity))
+				fmt.Sprintf("key %q may not %s anything: none of its grants gives %s", k.name, c.perm, c.perm))
 			want(t, "a key with grants on other entities only", rpcOther, c.body, "permission_denied", "",
 				fmt.Sprintf("key %q may not %s %q", "other", c.perm, c.entity))
 		})
 	}
+	t.Run("refused before the body", func(t *testing.T) {
+		checkRefusedUnread(t, e, m, rpcNone, `key "none" may not`)
+		if c.perm != 0 {
+			k := rpcLacking[c.perm]
+			checkRefusedUnread(t, e, m, k.token, fmt.Sprintf("key %q may not %s anything", k.name, c.perm))
+		}
+	})
 	if c.list != "" {
 		t.Run("listing filtered", func(t *testing.T) {
 			all := rpcListed(t, e, m.name, rpcAdmin, c.body, c.list)

@@ -16,6 +16,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log"
 	"log/slog"
 	"net"
 	"net/http"
@@ -42,7 +43,10 @@ type Config struct {
 	// Addr is the address to listen on (default 127.0.0.1:7070).
 	Addr string
 	// Keys authenticate calls; without keys every call is allowed, which
-	// New refuses on a non-loopback address unless Insecure is set.
+	// New refuses on a non-loopback address unless Insecure is set, and
+	// the server answers only requests to a loopback host (Start's and
+	// Handler's alike) unless Insecure is set. Keys on a non-loopback
+	// address without TLS start with a warning: tokens travel in clear.
 	Keys     []Key
 	Insecure bool
 	// TLS, when set, serves HTTPS (HTTP/2 through ALPN); otherwise plain
@@ -67,6 +71,18 @@ type Config struct {
 	// RESOURCE_EXHAUSTED. Each key has a bound of its own too
 	// (Key.MaxStreams).
 	MaxStreams int
+	// ReadTimeout bounds the time to read a request: its headers and its
+	// message (default 30 s). A client slower than that gets its
+	// connection closed. It bounds reading the request, not the call: a
+	// receive that waits, a Consume or a Tail stream lasts as long as it
+	// needs once its request is read. Start applies it; a program that
+	// serves Handler itself sets its own http.Server's timeouts.
+	ReadTimeout time.Duration
+	// MaxConnections bounds the connections open to Start's listener at
+	// once (default 8,192): one more is closed as soon as it is accepted.
+	// Each key has a bound of its own (Key.MaxConnections), counted from
+	// the key's first call on a connection.
+	MaxConnections int
 	// Heartbeat is how long a Consume or Tail stream stays silent before
 	// the server sends a heartbeat (default 15 s, at least 100 ms), so
 	// that proxies keep it
@@ -98,6 +114,16 @@ const (
 	DefaultKeyMaxStreams = 64
 	// DefaultKeyMaxWaits bounds the calls waiting with one key at once.
 	DefaultKeyMaxWaits = 1024
+	// DefaultReadTimeout bounds the time to read a request.
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultMaxConnections bounds the connections open at once.
+	DefaultMaxConnections = 8192
+	// DefaultKeyMaxConnections bounds the connections open with one key's
+	// calls at once, unless the key says otherwise.
+	DefaultKeyMaxConnections = 512
+	// maxReadHeaderTimeout bounds the time to read a request's headers
+	// when ReadTimeout is longer.
+	maxReadHeaderTimeout = 10 * time.Second
 )
 
 // Server serves the API for one library client.
@@ -107,14 +133,23 @@ type Server struct {
 	keys *keyring
 	log  *slog.Logger
 	mux  *http.ServeMux
-	m    *metrics
-	tp   throughput
+	// handler is mux behind the loopback Host guard when the server has
+	// no keys (and is not Insecure): what Start serves and Handler returns.
+	handler http.Handler
+	m       *metrics
+	tp      throughput
+	// health checks the database for /readyz.
+	health readiness
 	// streams serves StreamService and runs the consumers of its
 	// Consume calls.
 	streams *streams
 
 	// interceptors wrap every call of the API, the first outermost.
 	interceptors []connect.ServerInterceptor
+
+	// refusals and netErrors bound the rate of the logs of refused calls
+	// and connections, and of the HTTP server's errors.
+	refusals, netErrors *logLimiter
 
 	// stopping ends when Shutdown begins: waiting receives and accepts
 	// return at once, while other calls in progress run to their end.
@@ -153,10 +188,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
+	if cfg.MaxConnections <= 0 {
+		cfg.MaxConnections = DefaultMaxConnections
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	keys, err := newKeyring(cfg.Keys)
+	keys, err := newKeyring(cfg.Keys, cfg.MaxConsumers)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: server: %w", err)
 	}
@@ -170,7 +211,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	stopping, stop := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, c: cfg.Client, keys: keys, log: cfg.Logger, stopping: stopping, stop: stop,
-		ready: make(chan struct{}), done: make(chan error, 1)}
+		ready: make(chan struct{}), done: make(chan error, 1), refusals: newLogLimiter(), netErrors: newLogLimiter()}
 	s.m = newMetrics(s)
 	s.streams = newStreams(s)
 	if cfg.TracerProvider != nil {
@@ -182,6 +223,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.interceptors = append(s.interceptors, s.m.observe, s.recoverPanics, s.authenticate)
 	s.mux = s.routes()
+	s.handler = withHTTPCall(s.mux)
+	if s.keys == nil && !s.cfg.Insecure {
+		listenHost, _, _ := net.SplitHostPort(s.cfg.Addr)
+		s.handler = loopbackHostsOnly(s.handler, listenHost)
+	}
 	return s, nil
 }
 
@@ -260,7 +306,9 @@ func loopbackHostsOnly(next http.Handler, listenHost string) http.Handler {
 	})
 }
 
-// readyz answers 200 once the server listens and its database answers.
+// readyz answers 200 once the server listens and its database answers
+// (checked at most once a second, however many probes ask). It asks for
+// no credentials, so that orchestrators' probes need none.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	select {
@@ -269,10 +317,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "not listening yet", http.StatusServiceUnavailable)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-	defer cancel()
-	if _, err := s.c.ListQueues(ctx, "", 1); err != nil {
-		s.log.Warn("sluice: server: not ready: the database does not answer", "err", err)
+	if err := s.health.check(s.c, s.log); err != nil {
 		http.Error(w, "the database does not answer", http.StatusServiceUnavailable)
 		return
 	}
@@ -281,7 +326,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 // Handler returns the server's HTTP handler: the API, /healthz, /readyz,
 // /metrics and the dashboard at /, for a program that serves it itself.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Without keys (and without Insecure) it answers only requests to a
+// loopback host, as Start's server does. The bounds on connections and
+// the read timeout are Start's: such a program sets its own.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // Start listens on the configured address and serves in the background
 // until Shutdown. Ready is closed once it listens.
@@ -301,6 +349,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("sluice: server: %w", err)
 	}
 	l = &timeoutListener{Listener: l, userTimeout: max(3*s.cfg.Heartbeat, 30*time.Second)}
+	l = &limitListener{Listener: l, max: int64(s.cfg.MaxConnections), refused: s.refusedConn}
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	if s.cfg.TLS != nil {
@@ -315,21 +364,20 @@ func (s *Server) Start(ctx context.Context) error {
 	} else {
 		protocols.SetUnencryptedHTTP2(true)
 	}
-	var handler http.Handler = s.mux
-	if s.keys == nil && !s.cfg.Insecure {
-		listenHost, _, _ := net.SplitHostPort(s.cfg.Addr)
-		handler = loopbackHostsOnly(handler, listenHost)
-	}
 	s.http = &http.Server{
-		Handler:           handler,
-		Protocols:         protocols,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler:   s.handler,
+		Protocols: protocols,
+		// A request's headers and body must come within ReadTimeout; the
+		// bound ends with the body, not with the call (see conns.go).
+		ReadTimeout:       s.cfg.ReadTimeout,
+		ReadHeaderTimeout: min(s.cfg.ReadTimeout, maxReadHeaderTimeout),
 		IdleTimeout:       2 * time.Minute,
+		ConnContext:       withConn,
 		// A connection that answers no ping is closed: its streams end,
 		// and their deliveries go to other streams. (No write timeout: a
 		// tail whose reader is slow would end.)
 		HTTP2:    &http.HTTP2Config{SendPingTimeout: 2 * s.cfg.Heartbeat, PingTimeout: 15 * time.Second},
-		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorLog: log.New(errorLog{s}, "", 0),
 	}
 	s.listener = l
 	s.sampled = make(chan struct{})
@@ -346,6 +394,12 @@ func (s *Server) Start(ctx context.Context) error {
 		s.done <- err
 	}()
 	s.log.Info("sluice: server listening", "addr", l.Addr().String(), "tls", s.cfg.TLS != nil, "auth", s.keys != nil)
+	if s.keys != nil && s.cfg.TLS == nil {
+		if loopback, err := isLoopback(s.cfg.Addr); err == nil && !loopback {
+			s.log.Warn("sluice: server: API keys over plain HTTP on a non-loopback address: tokens travel in clear; "+
+				"serve TLS (--tls-cert and --tls-key) or terminate TLS in a proxy in front", "addr", l.Addr().String())
+		}
+	}
 	return nil
 }
 

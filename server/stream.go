@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,6 +132,9 @@ type remoteConsumer struct {
 	name, group string
 	opts        sluice.ConsumerOptions
 	proc        *sluice.StreamProcessor
+	// unhold gives back the place the consumer takes in the bound of the
+	// key whose Consume started it (Key.MaxConsumers).
+	unhold func()
 
 	streams map[*consumeStream]struct{}
 	// attached is closed, and replaced, when a stream attaches.
@@ -231,6 +235,10 @@ func (h *streams) subscription(ctx context.Context, a Action, op, id string) (sl
 		if err := h.s.authorizeAny(ctx, a, cs, "the consumer of "+strconv.Quote(id)); err != nil {
 			return sluice.StreamSubscription{}, err
 		}
+		if !h.mayNameBoth(ctx, a, id) {
+			k, _ := ctx.Value(keyCtx{}).(*authKey)
+			return sluice.StreamSubscription{}, denied(k, "receive the namespace of "+strconv.Quote(id))
+		}
 	}
 	sub, err := h.s.c.GetStreamSubscription(ctx, id)
 	if err != nil {
@@ -245,7 +253,30 @@ func (h *streams) subscription(ctx context.Context, a Action, op, id string) (sl
 		}
 		return sluice.StreamSubscription{}, err
 	}
+	// Its events (parked, replayed) and its place in them are the
+	// namespace's: a key sees them only with receive there too.
+	if err := h.s.authorize(ctx, Receive, sub.Stream.Namespace); err != nil {
+		if cs != nil {
+			return sluice.StreamSubscription{}, h.s.fail(op, fmt.Errorf("sluice: subscription %q: %w", id, sluice.ErrSubscriptionNotFound))
+		}
+		return sluice.StreamSubscription{}, err
+	}
 	return sub, nil
+}
+
+// mayNameBoth reports whether the call's key may act (a) on the consumer
+// and receive the namespace of one of the readings of a namespace
+// subscription's handle "ns/<namespace>/<consumer>" (a namespace may
+// hold '/').
+func (h *streams) mayNameBoth(ctx context.Context, a Action, id string) bool {
+	k, _ := ctx.Value(keyCtx{}).(*authKey)
+	rest, _ := strings.CutPrefix(id, "ns/")
+	for i := 1; i < len(rest)-1; i++ {
+		if rest[i] == '/' && h.s.keyAllows(k, a, rest[i+1:]) && h.s.keyAllows(k, Receive, rest[:i]) {
+			return true
+		}
+	}
+	return false
 }
 
 func (h *streams) Unsubscribe(ctx context.Context, req *sluicev1.UnsubscribeRequest) (*sluicev1.UnsubscribeResponse, error) {
@@ -568,7 +599,13 @@ func (h *streams) attach(ctx context.Context, cs *consumeStream, name, group str
 			return nil, apierr.New(connect.CodeResourceExhausted, "TOO_MANY_CONSUMERS", fmt.Sprintf(
 				"consume: %d consumers run on this server, at most %d allowed", h.s.cfg.MaxConsumers, h.s.cfg.MaxConsumers))
 		}
+		unhold, err := holdConsumer(cs.key)
+		if err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
 		rc = h.newConsumer(name, group, opts)
+		rc.unhold = unhold
 		h.consumers[name] = rc
 		h.addStream(rc, cs)
 		h.mu.Unlock()
@@ -576,7 +613,7 @@ func (h *streams) attach(ctx context.Context, cs *consumeStream, name, group str
 		// this call stays, until the server shuts down.
 		startCtx, cancelStart := context.WithCancel(context.WithoutCancel(ctx))
 		stopStart := context.AfterFunc(h.s.stopping, cancelStart)
-		err := rc.proc.Start(startCtx)
+		err = rc.proc.Start(startCtx)
 		stopStart()
 		cancelStart()
 		h.mu.Lock()
@@ -686,6 +723,7 @@ func (h *streams) detach(rc *remoteConsumer, cs *consumeStream) {
 	}
 	close(rc.stopped)
 	h.mu.Unlock()
+	rc.unhold()
 }
 
 func isClosed(c chan struct{}) bool {
@@ -709,7 +747,7 @@ func (h *streams) deliver(ctx context.Context, rc *remoteConsumer, ev *sluice.St
 		deadline = apiconv.Timestamp(end)
 	}
 	for {
-		cs, err := h.pick(ctx, rc)
+		cs, err := h.pick(ctx, rc, ev.Namespace)
 		if err != nil {
 			return h.gaveUp(ctx, rc)
 		}
@@ -770,10 +808,13 @@ func (h *streams) outcome(rc *remoteConsumer, err error) error {
 }
 
 // pick returns the attached stream of rc with the fewest deliveries
-// awaiting settlement, waiting for one to attach while none is. Once rc
-// is stopping it waits for the delivery to be cut short: failing it
+// awaiting settlement among those whose keys may receive the event's
+// namespace (a delivery needs receive on its namespace as well as on the
+// consumer), waiting for one to attach while none is: an event no stream
+// may see waits as it would with no stream, until its ack timeout. Once
+// rc is stopping it waits for the delivery to be cut short: failing it
 // would count as a failed attempt.
-func (h *streams) pick(ctx context.Context, rc *remoteConsumer) (*consumeStream, error) {
+func (h *streams) pick(ctx context.Context, rc *remoteConsumer, namespace string) (*consumeStream, error) {
 	for {
 		h.mu.Lock()
 		if rc.stopping {
@@ -783,7 +824,7 @@ func (h *streams) pick(ctx context.Context, rc *remoteConsumer) (*consumeStream,
 		}
 		var best *consumeStream
 		for cs := range rc.streams {
-			if best == nil || cs.pending < best.pending {
+			if (best == nil || cs.pending < best.pending) && h.s.keyAllows(cs.key, Receive, namespace) {
 				best = cs
 			}
 		}

@@ -577,9 +577,9 @@ func TestStreamsAPIPermissions(t *testing.T) {
 		id = msg.GetDelivery().GetDeliveryId()
 	}
 	status, ce := post(t, e, "StreamService/Ack", producer, `{"deliveryIds": ["`+id+`"]}`)
-	wantStatus(t, "the producer's Ack", status, ce, http.StatusForbidden, "permission_denied", "", "billing")
+	wantStatus(t, "the producer's Ack", status, ce, http.StatusForbidden, "permission_denied", "", `"producer" may not receive anything`)
 	status, ce = post(t, e, "StreamService/Nack", producer, `{"deliveryId": "`+id+`", "error": "no"}`)
-	wantStatus(t, "the producer's Nack", status, ce, http.StatusForbidden, "permission_denied", "", "billing")
+	wantStatus(t, "the producer's Nack", status, ce, http.StatusForbidden, "permission_denied", "", `"producer" may not receive anything`)
 	if status, ce := post(t, e, "StreamService/Ack", consumer, `{"deliveryIds": ["`+id+`"]}`); status != http.StatusOK {
 		t.Fatalf("the consumer's Ack: %d %+v", status, ce)
 	}

@@ -308,6 +308,9 @@ type ListParams struct {
 	After string
 	// Max is how many to return at most.
 	Max int
+	// Prefix, when set, lists only the names that start with it: the
+	// listing reads that range of names, not the others.
+	Prefix string
 }
 
 // NewMessage is a message to enqueue.

@@ -491,7 +491,22 @@ func (p *ListParams) Validate(l Limits) error {
 	if p.Max < 1 || p.Max > l.MaxBatch {
 		return invalid("list of %d queues: must be between 1 and %d", p.Max, l.MaxBatch)
 	}
+	if len(p.Prefix) > MaxNameLen {
+		return invalid("list of the names starting with a prefix of %d bytes: at most %d", len(p.Prefix), MaxNameLen)
+	}
 	return nil
+}
+
+// PrefixRange returns the range [from, to) of the names that start with
+// prefix, in byte order: every name for "". Names are ASCII, so the
+// range ends before the first name past the prefix's last byte.
+func PrefixRange(prefix string) (from, to string) {
+	for i := len(prefix) - 1; i >= 0; i-- {
+		if prefix[i] < 0x7f {
+			return prefix, prefix[:i] + string(prefix[i]+1)
+		}
+	}
+	return prefix, "\x7f" // no name reaches DEL
 }
 
 // Validate checks a lease of deferred messages.
@@ -520,7 +535,7 @@ func (p *CancelParams) Validate(l Limits) error {
 }
 
 // validateSeqs checks a list of sequence numbers: 1 to MaxBatch of them,
-// distinct. A number that names no message is not invalid: it is not
+// distinct, each at least 1. A number that names no message is not invalid: it is not
 // found.
 func validateSeqs(what string, seqs []int64, l Limits) error {
 	if len(seqs) == 0 {
@@ -531,6 +546,9 @@ func validateSeqs(what string, seqs []int64, l Limits) error {
 	}
 	seen := make(map[int64]bool, len(seqs))
 	for _, s := range seqs {
+		if s < 1 {
+			return invalid("%s: sequence number %d: sequence numbers start at 1", what, s)
+		}
 		if seen[s] {
 			return invalid("%s: sequence number %d given twice", what, s)
 		}

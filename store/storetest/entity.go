@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -105,6 +107,40 @@ func testList(t *testing.T, h *harness) {
 	}
 	_, err := st.ListQueues(ctx, &store.ListParams{Max: 0})
 	wantErr(t, "ListQueues of 0", err, sluicetype.ErrInvalidArgument)
+	testListPrefix(t, ctx, st)
+}
+
+// testListPrefix checks ListQueues of the names with a prefix, from the
+// queues testList created.
+func testListPrefix(t *testing.T, ctx context.Context, st store.Store) {
+	for _, c := range []struct {
+		prefix, after string
+		want          []string
+	}{
+		{"a", "", []string{"a", "a/x"}},
+		{"a/", "", []string{"a/x"}},
+		{"a", "a", []string{"a/x"}},
+		{"b-", "", []string{"b-2"}},
+		{"b", "", []string{"b", "b-2"}},
+		{"c.1", "", []string{"c.1"}},
+		{"", "b", []string{"b-2", "c.1"}},
+		{"z", "", nil},
+		{"a", "b", nil},
+	} {
+		qs, err := st.ListQueues(ctx, &store.ListParams{Prefix: c.prefix, After: c.after, Max: 10})
+		if err != nil {
+			t.Fatalf("ListQueues(prefix %q, after %q): %v", c.prefix, c.after, err)
+		}
+		var got []string
+		for _, q := range qs {
+			got = append(got, q.Name)
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("ListQueues(prefix %q, after %q) = %v, want %v", c.prefix, c.after, got, c.want)
+		}
+	}
+	_, err := st.ListQueues(ctx, &store.ListParams{Prefix: strings.Repeat("p", store.MaxNameLen+1), Max: 1})
+	wantErr(t, "ListQueues with a prefix too long", err, sluicetype.ErrInvalidArgument)
 }
 
 func testHeaders(t *testing.T, h *harness) {

@@ -40,12 +40,15 @@ const (
 func benchNode(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet(benchNodeCommand, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	db := fs.String("db", "", "database DSN")
+	db := fs.String("db", "", "database DSN (env SLUICE_DB)")
 	service := fs.String("service", "", "tenant service")
 	provider := fs.String("provider", "", "tenant provider")
 	ns := fs.String("namespace", "", "stream namespace")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
+	}
+	if *db == "" {
+		*db = os.Getenv("SLUICE_DB")
 	}
 	c, err := sluice.Open(ctx, *db, sluice.Options{Service: *service, Provider: *provider, StreamPartitions: benchPartitions})
 	if err != nil {
@@ -117,9 +120,11 @@ func benchCluster(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	)
 	start := func() (*clusterNode, error) {
 		n := &clusterNode{id: make(chan string, 1), done: make(chan struct{})}
-		n.cmd = exec.Command(exe, benchNodeCommand, "--db", e.cfg.db, "--service", e.tenant.Service,
+		// The DSN goes in the environment: a command line, password
+		// and all, is there for any process listing to show.
+		n.cmd = exec.Command(exe, benchNodeCommand, "--service", e.tenant.Service,
 			"--provider", e.tenant.Provider, "--namespace", ns)
-		n.cmd.Env = append(os.Environ(), benchNodeEnv+"=1")
+		n.cmd.Env = append(os.Environ(), benchNodeEnv+"=1", "SLUICE_DB="+e.cfg.db)
 		n.cmd.Stderr = os.Stderr
 		out, err := n.cmd.StdoutPipe()
 		if err != nil {

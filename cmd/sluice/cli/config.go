@@ -30,6 +30,8 @@ type serveConfig struct {
 	MaxRequestBytes  int           `json:"max_request_bytes"`
 	MaxReceiveWait   duration      `json:"max_receive_wait"`
 	MaxConsumers     int           `json:"max_consumers"`
+	MaxConnections   int           `json:"max_connections"`
+	ReadTimeout      duration      `json:"read_timeout"`
 	LogLevel         string        `json:"log_level"`
 	LogFormat        string        `json:"log_format"`
 	SelfCheck        bool          `json:"self_check"`
@@ -49,6 +51,10 @@ type keyConfig struct {
 	Burst         int           `json:"burst"`
 	MaxStreams    int           `json:"max_streams"`
 	MaxWaits      int           `json:"max_waits"`
+	// MaxConnections and MaxConsumers: 0 takes the server's default, a
+	// negative number lifts the key's own bound.
+	MaxConnections int `json:"max_connections"`
+	MaxConsumers   int `json:"max_consumers"`
 }
 
 type grantConfig struct {
@@ -114,6 +120,22 @@ func configSettings(c *serveConfig) []setting {
 			c.MaxConsumers = v
 			return err
 		}},
+		{"max-connections", "SLUICE_MAX_CONNECTIONS", "most connections open to the server at once", func(s string) error {
+			v, err := strconv.Atoi(s)
+			if err == nil && v < 1 {
+				err = errors.New("want at least 1")
+			}
+			c.MaxConnections = v
+			return err
+		}},
+		{"read-timeout", "SLUICE_READ_TIMEOUT", "longest time to read a request's headers and message (not the call: waits and streams last longer)", func(s string) error {
+			v, err := time.ParseDuration(s)
+			if err == nil && v <= 0 {
+				err = errors.New("want a positive duration")
+			}
+			c.ReadTimeout = duration(v)
+			return err
+		}},
 		{"stream-partitions", "SLUICE_STREAM_PARTITIONS", "stream partitions, as the database recorded them (default 16)", func(s string) error {
 			v, err := strconv.ParseInt(s, 10, 32)
 			c.StreamPartitions = int32(v)
@@ -132,8 +154,9 @@ func configSettings(c *serveConfig) []setting {
 func defaultServeConfig() serveConfig {
 	return serveConfig{DB: "sqlite://sluice-data/sluice.db", Addr: server.DefaultAddr, Service: "default", Provider: "default",
 		MaxRequestBytes: server.DefaultMaxRequestBytes, MaxReceiveWait: duration(server.DefaultMaxReceiveWait),
-		MaxConsumers: server.DefaultMaxConsumers,
-		LogLevel:     "info", LogFormat: "text", SelfCheck: true, ShutdownTimeout: 30 * time.Second}
+		MaxConsumers: server.DefaultMaxConsumers, MaxConnections: server.DefaultMaxConnections,
+		ReadTimeout: duration(server.DefaultReadTimeout),
+		LogLevel:    "info", LogFormat: "text", SelfCheck: true, ShutdownTimeout: 30 * time.Second}
 }
 
 // loadServeConfig reads the configuration from args, the environment
@@ -188,14 +211,15 @@ func loadServeConfig(fs *flag.FlagSet, args []string, getenv func(string) string
 func (c *serveConfig) keys() ([]server.Key, error) {
 	var keys []server.Key
 	if c.Token != "" {
-		// One token often serves every client: only the server's stream
-		// bound applies to it, and no bound on waits.
-		keys = append(keys, server.Key{Name: "token", Token: c.Token, MaxStreams: -1, MaxWaits: -1,
+		// One token often serves every client: only the server's bounds
+		// on streams, connections and consumers apply to it, and none on
+		// waits.
+		keys = append(keys, server.Key{Name: "token", Token: c.Token, MaxStreams: -1, MaxWaits: -1, MaxConnections: -1, MaxConsumers: -1,
 			Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}})
 	}
 	for _, k := range c.Keys {
 		sk := server.Key{Name: k.Name, Token: k.Token, TokenSHA256: k.TokenSHA256, RatePerSecond: k.RatePerSecond, Burst: k.Burst,
-			MaxStreams: k.MaxStreams, MaxWaits: k.MaxWaits}
+			MaxStreams: k.MaxStreams, MaxWaits: k.MaxWaits, MaxConnections: k.MaxConnections, MaxConsumers: k.MaxConsumers}
 		for _, g := range k.Grants {
 			var sg server.Grant
 			for _, a := range g.Actions {

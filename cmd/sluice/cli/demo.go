@@ -45,7 +45,7 @@ func runDemo(ctx context.Context, dsn string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	say("sluice demo on %s (%s backend), tenant %s/%s, host %s", dsn, b.Features().Name, tenant.Service, tenant.Provider, host)
+	say("sluice demo on %s (%s backend), tenant %s/%s, host %s", sluice.RedactDSN(dsn), b.Features().Name, tenant.Service, tenant.Provider, host)
 
 	const q = "orders"
 	if err := s.CreateQueue(ctx, &store.QueueSettings{Name: q, MaxDeliveryCount: 2}); err != nil {

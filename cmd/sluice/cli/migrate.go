@@ -61,6 +61,6 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	defer b.Close()
 	last := names[len(names)-1]
-	fmt.Fprintf(stdout, "%s: schema at version %s (%s)\n", dsn, strings.SplitN(last, "_", 2)[0], last)
+	fmt.Fprintf(stdout, "%s: schema at version %s (%s)\n", sluice.RedactDSN(dsn), strings.SplitN(last, "_", 2)[0], last)
 	return ExitOK
 }

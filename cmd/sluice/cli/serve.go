@@ -85,7 +85,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	defer c.Close()
 	scfg := server.Config{Client: c, Addr: cfg.Addr, Keys: keys, Insecure: cfg.Insecure, TLS: tlsCfg,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReceiveWait: time.Duration(cfg.MaxReceiveWait), MaxConsumers: cfg.MaxConsumers,
-		Logger: log}
+		MaxConnections: cfg.MaxConnections, ReadTimeout: time.Duration(cfg.ReadTimeout), Logger: log}
 	tp, err := newTracerProvider(ctx, cfg.OTLPEndpoint, os.Getenv, log)
 	if err != nil {
 		return err
@@ -113,7 +113,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		scheme = "https"
 	}
 	url := scheme + "://" + srv.Addr().String()
-	fmt.Fprintf(stdout, "sluice serving %s on %s: Connect, gRPC and HTTP/JSON; /healthz, /readyz\n", cfg.DB, url)
+	fmt.Fprintf(stdout, "sluice serving %s on %s: Connect, gRPC and HTTP/JSON; /healthz, /readyz\n", sluice.RedactDSN(cfg.DB), url)
 	switch {
 	case !cfg.SelfCheck:
 	case len(keys) > 0 && cfg.Token == "":

@@ -100,7 +100,7 @@ func TestExitRefused(t *testing.T) {
 	w := where{name: "server", flags: []string{"--server", url}}
 	w.fails(t, ExitRefused, "missing credentials", "queue", "list")
 	w.fails(t, ExitRefused, "unknown token", "queue", "list", "--token", "wrong-token-0123456789")
-	w.fails(t, ExitRefused, `may not manage "q"`, "queue", "create", "q", "--token", reader)
+	w.fails(t, ExitRefused, `key "reader" may not manage`, "queue", "create", "q", "--token", reader)
 	w.ok(t, "queue", "create", "q", "--token", admin)
 	w.fails(t, ExitRefused, "may not send", "send", "q", "x", "--token", reader)
 	w.fails(t, ExitNothing, "no message", "receive", "q", "--token", reader)

@@ -159,7 +159,8 @@ func (s *tenantStore) ListQueues(ctx context.Context, p *store.ListParams) ([]st
 	if err := p.Validate(s.e.limits); err != nil {
 		return nil, fmt.Errorf("sluice: list queues: %w", err)
 	}
-	rows, err := s.e.query(ctx, s.e.r, "ListQueues", s.t.Service, s.t.Provider, p.After, p.Max)
+	from, to := store.PrefixRange(p.Prefix)
+	rows, err := s.e.query(ctx, s.e.r, "ListQueues", s.t.Service, s.t.Provider, p.After, from, to, p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: list queues: %w", err)
 	}

@@ -114,12 +114,13 @@ SET max_delivery = ?, default_ttl_ms = ?, dead_letter_expired = ?, dead_retentio
 WHERE service = ? AND provider = ? AND name = ?;
 
 -- name: ListQueues
--- args: service, provider, after, limit
--- A range of the primary key, in name order (ascii_bin: byte order).
+-- args: service, provider, after, from, to, limit
+-- A range of the primary key, in name order (ascii_bin: byte order):
+-- names after "after" in [from, to), a prefix's range.
 SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        evict_interval_ms, evict_batch, attributes, dedup_window_ms, requires_session
 FROM sluice_queues
-WHERE service = ? AND provider = ? AND name > ?
+WHERE service = ? AND provider = ? AND name > ? AND name >= ? AND name < ?
 ORDER BY name
 LIMIT ?;
 

@@ -109,15 +109,17 @@ SET max_delivery = $1, default_ttl_ms = $2, dead_letter_expired = $3, dead_reten
 WHERE service = $9 AND provider = $10 AND name = $11;
 
 -- name: ListQueues
--- args: service, provider, after, limit
+-- args: service, provider, after, from, to, limit
 -- In byte order of the names, whatever the database's collation, as the
--- other dialects list them: a walk of the index sluice_queues_list.
+-- other dialects list them: a walk of the index sluice_queues_list, over
+-- the names after "after" in [from, to) (a prefix's range).
 SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        evict_interval_ms, evict_batch, attributes, dedup_window_ms, requires_session
 FROM sluice_queues
 WHERE service = $1 AND provider = $2 AND name COLLATE "C" > $3::text
+  AND name COLLATE "C" >= $4::text AND name COLLATE "C" < $5::text
 ORDER BY name COLLATE "C"
-LIMIT $4;
+LIMIT $6;
 
 -- name: DeleteQueue
 -- args: service, provider, name

@@ -74,13 +74,14 @@ SET max_delivery = ?1, default_ttl_ms = ?2, dead_letter_expired = ?3, dead_reten
 WHERE service = ?9 AND provider = ?10 AND name = ?11;
 
 -- name: ListQueues
--- args: service, provider, after, limit
+-- args: service, provider, after, from, to, limit
+-- Names after "after" in [from, to): a prefix's range of the primary key.
 SELECT name, max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
        evict_interval_ms, evict_batch, attributes, dedup_window_ms, requires_session
 FROM sluice_queues
-WHERE service = ?1 AND provider = ?2 AND name > ?3
+WHERE service = ?1 AND provider = ?2 AND name > ?3 AND name >= ?4 AND name < ?5
 ORDER BY name
-LIMIT ?4;
+LIMIT ?6;
 
 -- name: DeleteQueue
 -- args: service, provider, name

@@ -1,0 +1,220 @@
+package server_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
+)
+
+// countingBackend counts the reads of entities its stores make (the
+// listings, lookups and counts a listing of the API costs), and the rows
+// of entities they return.
+type countingBackend struct {
+	store.Backend
+	reads, rows atomic.Int64
+}
+
+func (b *countingBackend) Store(t store.Tenant) (store.Store, error) {
+	st, err := b.Backend.Store(t)
+	if err != nil {
+		return nil, err
+	}
+	return &countingStore{Store: st, reads: &b.reads, rows: &b.rows}, nil
+}
+
+type countingStore struct {
+	store.Store
+	reads, rows *atomic.Int64
+}
+
+func (s *countingStore) ListQueues(ctx context.Context, p *store.ListParams) ([]store.QueueSettings, error) {
+	s.reads.Add(1)
+	qs, err := s.Store.ListQueues(ctx, p)
+	s.rows.Add(int64(len(qs)))
+	return qs, err
+}
+
+func (s *countingStore) GetQueue(ctx context.Context, name string) (store.QueueSettings, error) {
+	s.reads.Add(1)
+	return s.Store.GetQueue(ctx, name)
+}
+
+func (s *countingStore) QueueStats(ctx context.Context, queue string) (store.QueueStats, error) {
+	s.reads.Add(1)
+	return s.Store.QueueStats(ctx, queue)
+}
+
+func (s *countingStore) DeadLetterReasons(ctx context.Context, queue string) (map[string]int64, error) {
+	s.reads.Add(1)
+	return s.Store.DeadLetterReasons(ctx, queue)
+}
+
+func (s *countingStore) Subscriptions(ctx context.Context, p *store.SubscriptionFilter) ([]store.Subscription, error) {
+	s.reads.Add(1)
+	return s.Store.Subscriptions(ctx, p)
+}
+
+// startCounting starts a server as start does, over a backend that
+// counts its reads.
+func startCounting(t *testing.T, kind string, cfg server.Config) (*env, *countingBackend) {
+	t.Helper()
+	b := &countingBackend{Backend: shared.Backend(t, kind)}
+	c, err := sluice.NewClient(b, sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Client, cfg.Addr, cfg.Logger = c, "127.0.0.1:0", storetest.Logger(t)
+	srv, err := server.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return &env{url: "http://" + srv.Addr().String(), lib: c, srv: srv}, b
+}
+
+// Listings cost what the key may see, not what is in the database: the
+// reads each listing makes for a key with a few grants, and for one that
+// sees nothing, stay the same when more than a page of entities it may
+// not see (queues, topics and subscriptions, before and after its names)
+// are added.
+func TestListingCostIgnoresHiddenEntities(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		keys := []server.Key{
+			{Name: "admin", Token: "cost-admin-token-0123456789", Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}},
+			{Name: "mine", Token: "cost-mine-token-0123456789", Grants: []server.Grant{{Actions: server.Receive,
+				Entities: []string{"mine-*", "feed/Subscriptions/mine-*", "lone", "feed"}}}},
+			{Name: "blind", Token: "cost-blind-token-0123456789", Grants: []server.Grant{{Actions: server.All,
+				Entities: []string{"nothing-here-*"}}}},
+			{Name: "mixed", Token: "cost-mixed-token-0123456789", Grants: []server.Grant{
+				{Actions: server.Send, Entities: []string{"a-00*", "a-0100", "mind-01*", "mind-1*", "lone", "$metrics", "*x"}},
+				{Actions: server.Manage, Entities: []string{"a-0*", "mine-2", "mi*", "z*"}},
+				{Actions: 0, Entities: []string{"*"}}}},
+		}
+		e, b := startCounting(t, kind, server.Config{Keys: keys})
+		ctx := t.Context()
+		must := func(_ any, err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, q := range []string{"mine-1", "mine-2", "lone"} {
+			must(e.lib.CreateQueue(ctx, q, nil))
+		}
+		must(e.lib.CreateTopic(ctx, "feed", nil))
+		must(e.lib.CreateTopic(ctx, "mine-topic", nil))
+		must(e.lib.CreateSubscription(ctx, "feed", "mine-sub", nil))
+		calls := []struct{ procedure, token, body string }{
+			{"EntityService/ListQueues", "cost-mine-token-0123456789", `{"max":1}`},
+			{"EntityService/ListQueues", "cost-mine-token-0123456789", `{}`},
+			{"EntityService/ListQueues", "cost-blind-token-0123456789", `{"max":1}`},
+			{"EntityService/ListTopics", "cost-mine-token-0123456789", `{}`},
+			{"EntityService/ListTopics", "cost-blind-token-0123456789", `{"max":1}`},
+			{"EntityService/ListSubscriptions", "cost-mine-token-0123456789", `{"topic":"feed"}`},
+			{"EntityService/ListEntityStats", "cost-mine-token-0123456789", `{}`},
+			{"EntityService/ListEntityStats", "cost-blind-token-0123456789", `{"max":1}`},
+		}
+		type reads struct{ calls, rows int64 }
+		cost := func() []reads {
+			var out []reads
+			for _, c := range calls {
+				calls, rows := b.reads.Load(), b.rows.Load()
+				if status, body := postRaw(t, e, c.procedure, c.token, c.body); status != http.StatusOK {
+					t.Fatalf("%s %s: %d %s", c.procedure, c.body, status, body)
+				}
+				out = append(out, reads{b.reads.Load() - calls, b.rows.Load() - rows})
+			}
+			return out
+		}
+		few := cost()
+		// More than a page of what the keys may not see, around their names.
+		const hidden = 1100
+		for i := range hidden {
+			switch i % 4 {
+			case 0:
+				must(e.lib.CreateQueue(ctx, fmt.Sprintf("a-%04d", i), nil))
+			case 1:
+				must(e.lib.CreateQueue(ctx, fmt.Sprintf("mind-%04d", i), nil))
+			case 2:
+				must(e.lib.CreateTopic(ctx, fmt.Sprintf("t-%04d", i), nil))
+			case 3:
+				must(e.lib.CreateSubscription(ctx, "feed", fmt.Sprintf("other-%04d", i), nil))
+			}
+		}
+		many := cost()
+		for i, c := range calls {
+			if many[i] != few[i] {
+				t.Errorf("%s %s by %s: %+v reads with few entities, %+v with %d more it may not see",
+					c.procedure, c.body, c.token[:10], few[i], many[i], hidden)
+			}
+		}
+		t.Logf("reads per listing: %v", many)
+		// Paged, a listing shows what the key may see, all of it, in order.
+		for _, token := range []string{"cost-mine-token-0123456789", "cost-mixed-token-0123456789", "cost-admin-token-0123456789"} {
+			var key server.Key
+			for _, k := range keys {
+				if k.Token == token {
+					key = k
+				}
+			}
+			all, err := e.lib.ListQueues(ctx, "", 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			more, err := e.lib.ListQueues(ctx, all[len(all)-1].Name, 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []string
+			for _, q := range append(all, more...) {
+				if sees(key, q.Name) {
+					want = append(want, q.Name)
+				}
+			}
+			var got []string
+			for after := ""; ; {
+				page := rpcListed(t, e, "EntityService/ListQueues", token, fmt.Sprintf(`{"max":7,"after":%q}`, after), "name")
+				got = append(got, page...)
+				if len(page) < 7 {
+					break
+				}
+				after = page[len(page)-1]
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("%s lists %d queues in pages of 7, want %d: %v", key.Name, len(got), len(want), got)
+			}
+		}
+	})
+}
+
+// sees reports whether the key has a permission on entity, as the
+// server's grants read.
+func sees(k server.Key, entity string) bool {
+	for _, g := range k.Grants {
+		for _, p := range g.Entities {
+			if prefix, ok := strings.CutSuffix(p, "*"); g.Actions != 0 && (ok && strings.HasPrefix(entity, prefix) || p == entity) {
+				return true
+			}
+		}
+	}
+	return false
+}
