@@ -312,10 +312,22 @@ func (c *Client) GetSubscription(ctx context.Context, topic, name string) (sluic
 	return apiconv.FromSubscription(res.Subscription), nil
 }
 
-// UpdateSubscription replaces a subscription's settings.
+// UpdateSubscription changes a subscription's settings as the library's
+// UpdateSubscription does: forwarding is kept unless props.ForwardTo is set.
 func (c *Client) UpdateSubscription(ctx context.Context, topic, name string, props sluice.SubscriptionProperties) (sluice.SubscriptionInfo, error) {
-	res, err := call(ctx, c.entities.UpdateSubscription, &sluicev1.UpdateSubscriptionRequest{Topic: topic, Name: name,
+	return c.updateSubscription(ctx, &sluicev1.UpdateSubscriptionRequest{Topic: topic, Name: name,
 		Properties: apiconv.SubscriptionProperties(props)})
+}
+
+// UpdateSubscriptionForwarding is UpdateSubscription that sets where the
+// subscription forwards to props.ForwardTo, "" for nowhere.
+func (c *Client) UpdateSubscriptionForwarding(ctx context.Context, topic, name string, props sluice.SubscriptionProperties) (sluice.SubscriptionInfo, error) {
+	return c.updateSubscription(ctx, &sluicev1.UpdateSubscriptionRequest{Topic: topic, Name: name,
+		Properties: apiconv.SubscriptionProperties(props), ForwardTo: &props.ForwardTo})
+}
+
+func (c *Client) updateSubscription(ctx context.Context, req *sluicev1.UpdateSubscriptionRequest) (sluice.SubscriptionInfo, error) {
+	res, err := call(ctx, c.entities.UpdateSubscription, req)
 	if err != nil {
 		return sluice.SubscriptionInfo{}, err
 	}

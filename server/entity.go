@@ -238,10 +238,15 @@ func (h *entities) UpdateSubscription(ctx context.Context, req *sluicev1.UpdateS
 	if err := h.s.authorize(ctx, Manage, sluice.SubscriptionPath(req.Topic, req.Name)); err != nil {
 		return nil, err
 	}
-	if err := h.mayForward(ctx, req.Properties.GetForwardTo()); err != nil {
+	props := apiconv.FromSubscriptionProperties(req.Properties)
+	update := h.s.c.UpdateSubscription
+	if req.ForwardTo != nil {
+		props.ForwardTo, update = *req.ForwardTo, h.s.c.UpdateSubscriptionForwarding
+	}
+	if err := h.mayForward(ctx, props.ForwardTo); err != nil {
 		return nil, err
 	}
-	sub, err := h.s.c.UpdateSubscription(ctx, req.Topic, req.Name, apiconv.FromSubscriptionProperties(req.Properties))
+	sub, err := update(ctx, req.Topic, req.Name, props)
 	if err != nil {
 		return nil, h.s.fail("update subscription", err)
 	}

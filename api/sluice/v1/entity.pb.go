@@ -1994,10 +1994,15 @@ func (x *GetSubscriptionResponse) GetSubscription() *Subscription {
 }
 
 type UpdateSubscriptionRequest struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Topic         string                  `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Name          string                  `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Properties    *SubscriptionProperties `protobuf:"bytes,3,opt,name=properties,proto3" json:"properties,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// properties.forward_to, when not empty, sets where the subscription
+	// forwards; empty keeps it (see forward_to).
+	Properties *SubscriptionProperties `protobuf:"bytes,3,opt,name=properties,proto3" json:"properties,omitempty"`
+	// When set, where the subscription forwards ("": nowhere), whatever
+	// properties.forward_to says.
+	ForwardTo     *string `protobuf:"bytes,4,opt,name=forward_to,json=forwardTo,proto3,oneof" json:"forward_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2051,6 +2056,13 @@ func (x *UpdateSubscriptionRequest) GetProperties() *SubscriptionProperties {
 		return x.Properties
 	}
 	return nil
+}
+
+func (x *UpdateSubscriptionRequest) GetForwardTo() string {
+	if x != nil && x.ForwardTo != nil {
+		return *x.ForwardTo
+	}
+	return ""
 }
 
 type UpdateSubscriptionResponse struct {
@@ -2961,13 +2973,16 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"V\n" +
 	"\x17GetSubscriptionResponse\x12;\n" +
-	"\fsubscription\x18\x01 \x01(\v2\x17.sluice.v1.SubscriptionR\fsubscription\"\x88\x01\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x17.sluice.v1.SubscriptionR\fsubscription\"\xbb\x01\n" +
 	"\x19UpdateSubscriptionRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12A\n" +
 	"\n" +
 	"properties\x18\x03 \x01(\v2!.sluice.v1.SubscriptionPropertiesR\n" +
-	"properties\"Y\n" +
+	"properties\x12\"\n" +
+	"\n" +
+	"forward_to\x18\x04 \x01(\tH\x00R\tforwardTo\x88\x01\x01B\r\n" +
+	"\v_forward_to\"Y\n" +
 	"\x1aUpdateSubscriptionResponse\x12;\n" +
 	"\fsubscription\x18\x01 \x01(\v2\x17.sluice.v1.SubscriptionR\fsubscription\"E\n" +
 	"\x19DeleteSubscriptionRequest\x12\x14\n" +
@@ -3204,6 +3219,7 @@ func file_sluice_v1_entity_proto_init() {
 		(*Rule_CorrelationFilter)(nil),
 		(*Rule_SqlFilter)(nil),
 	}
+	file_sluice_v1_entity_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
