@@ -30,6 +30,9 @@ var (
 	// ErrMessageTooLarge reports a message larger than its entity's
 	// maximum message size.
 	ErrMessageTooLarge = sluicetype.ErrMessageTooLarge
+	// ErrBatchTooLarge reports a send of more messages or bytes than one
+	// batch may hold (the copies a topic makes do not count).
+	ErrBatchTooLarge = sluicetype.ErrBatchTooLarge
 	// ErrInvalidName reports an entity name outside the allowed set.
 	ErrInvalidName = sluicetype.ErrInvalidName
 	// ErrInvalidArgument reports a parameter out of range, or an operation
@@ -142,6 +145,7 @@ func (c *Client) Close() error {
 
 // entity returns an entity of any kind, from the cache when fresh.
 func (c *Client) entity(ctx context.Context, name string) (entity, error) {
+	name = canonical(name)
 	c.mu.Lock()
 	ce, ok := c.entities[name]
 	c.mu.Unlock()
@@ -177,7 +181,14 @@ func (c *Client) properties(ctx context.Context, name string) (QueueProperties, 
 
 func (c *Client) forget(name string) {
 	c.mu.Lock()
-	delete(c.entities, name)
+	delete(c.entities, canonical(name))
+	c.mu.Unlock()
+}
+
+// forgetAll empties the cache of entity settings.
+func (c *Client) forgetAll() {
+	c.mu.Lock()
+	clear(c.entities)
 	c.mu.Unlock()
 }
 

@@ -62,6 +62,7 @@ type ResubmitOptions struct {
 // ErrMessageNotFound (that batch unmoved) if a sequence number names no
 // dead letter.
 func (c *Client) ResubmitDeadLetters(ctx context.Context, entity string, opts *ResubmitOptions) (int, error) {
+	entity = canonical(entity)
 	if opts == nil {
 		opts = &ResubmitOptions{}
 	}
@@ -116,5 +117,5 @@ func (c *Client) ResubmitDeadLetters(ctx context.Context, entity string, opts *R
 // PurgeDeadLetters deletes all dead letters of an entity and returns how
 // many it deleted.
 func (c *Client) PurgeDeadLetters(ctx context.Context, entity string) (int64, error) {
-	return c.st.PurgeDeadLetters(ctx, entity)
+	return c.st.PurgeDeadLetters(ctx, canonical(entity))
 }

@@ -185,9 +185,6 @@ func (e *entity) settings(l store.Limits) (store.QueueSettings, error) {
 		if err := validateEntityName("forward-to entity", e.forwardTo); err != nil {
 			return store.QueueSettings{}, err
 		}
-		if e.forwardTo == e.name {
-			return store.QueueSettings{}, fmt.Errorf("%s %q forwards to itself: %w", e.kind, e.name, ErrInvalidArgument)
-		}
 	}
 	a := attributes{
 		Kind: e.kind, LockDurationMS: p.LockDuration.Milliseconds(), MaxMessageSize: p.MaxMessageSize,
@@ -260,6 +257,7 @@ func validateEntityName(kind, name string) error {
 
 // getEntity reads an entity of a kind; another kind is not found.
 func (c *Client) getEntity(ctx context.Context, name string, kind entityKind) (entity, error) {
+	name = canonical(name)
 	s, err := c.st.GetQueue(ctx, name)
 	if errors.Is(err, ErrEntityNotFound) {
 		// The store's message calls every entity a queue.
@@ -280,8 +278,12 @@ func (c *Client) getEntity(ctx context.Context, name string, kind entityKind) (e
 
 // createEntity stores a new entity.
 func (c *Client) createEntity(ctx context.Context, e *entity) error {
+	e.name, e.forwardTo = canonical(e.name), canonical(e.forwardTo)
 	s, err := e.settings(c.limits)
 	if err != nil {
+		return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, err)
+	}
+	if err := c.checkForward(ctx, e); err != nil {
 		return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, err)
 	}
 	if err := c.st.CreateQueue(ctx, &s); err != nil {
@@ -291,19 +293,26 @@ func (c *Client) createEntity(ctx context.Context, e *entity) error {
 	return nil
 }
 
-// updateEntity replaces an entity's settings; its kind and whether it
-// requires sessions stay as they are.
-func (c *Client) updateEntity(ctx context.Context, e *entity) error {
+// updateEntity changes an entity's settings to e's, merged with the
+// current ones (see merge); setForward says whether e.forwardTo is to be
+// set, or kept as it is.
+func (c *Client) updateEntity(ctx context.Context, e *entity, setForward bool) error {
+	e.name, e.forwardTo = canonical(e.name), canonical(e.forwardTo)
 	cur, err := c.getEntity(ctx, e.name, e.kind)
 	if err != nil {
 		return err
 	}
-	if cur.props.RequiresSession != e.props.RequiresSession {
-		return errInvalid("update "+e.kind.String(), "%q: RequiresSession is fixed when it is created", e.name)
+	if err := e.merge(cur, setForward); err != nil {
+		return fmt.Errorf("sluice: update %s %q: %w", e.kind, e.name, err)
 	}
 	s, err := e.settings(c.limits)
 	if err != nil {
 		return fmt.Errorf("sluice: update %s %q: %w", e.kind, e.name, err)
+	}
+	if setForward {
+		if err := c.checkForward(ctx, e); err != nil {
+			return fmt.Errorf("sluice: update %s %q: %w", e.kind, e.name, err)
+		}
 	}
 	if err := c.st.UpdateQueue(ctx, &s); err != nil {
 		return err
@@ -312,10 +321,52 @@ func (c *Client) updateEntity(ctx context.Context, e *entity) error {
 	return nil
 }
 
+// merge completes an update e of the entity cur, so that an update
+// changes what it says and nothing else: a zero LockDuration,
+// MaxDeliveryCount, MaxMessageSize or DuplicateDetectionWindow (whose
+// zero only means "the default") keeps the current value; DefaultTTL,
+// DeadLetterRetention and the flags DeadLetterOnExpiry and
+// IgnoreFilterErrors are set as given (their zero is a setting: no TTL,
+// kept until received, off); RequiresSession and
+// RequiresDuplicateDetection are fixed at creation, as in Service Bus (an
+// update that leaves them off keeps them; one that turns them on is
+// refused); forwarding is kept unless setForward; rules are kept.
+func (e *entity) merge(cur entity, setForward bool) error {
+	p, was := &e.props, cur.props
+	if p.RequiresSession && !was.RequiresSession {
+		return fmt.Errorf("RequiresSession is fixed when the entity is created: %w", ErrInvalidArgument)
+	}
+	if p.RequiresDuplicateDetection && !was.RequiresDuplicateDetection {
+		return fmt.Errorf("RequiresDuplicateDetection is fixed when the entity is created: %w", ErrInvalidArgument)
+	}
+	p.RequiresSession, p.RequiresDuplicateDetection = was.RequiresSession, was.RequiresDuplicateDetection
+	keep := func(v *time.Duration, old time.Duration) {
+		if *v == 0 {
+			*v = old
+		}
+	}
+	keep(&p.LockDuration, was.LockDuration)
+	keep(&p.DuplicateDetectionWindow, was.DuplicateDetectionWindow)
+	if p.MaxDeliveryCount == 0 {
+		p.MaxDeliveryCount = was.MaxDeliveryCount
+	}
+	if p.MaxMessageSize == 0 {
+		p.MaxMessageSize = was.MaxMessageSize
+	}
+	if !setForward {
+		e.forwardTo = cur.forwardTo
+	}
+	if e.kind == kindSubscription {
+		e.rules = cur.rules
+	}
+	return nil
+}
+
 // listEntities pages through entities of the kinds wanted whose names
 // start with prefix, after the name after: it reads the prefix's range
 // of names only.
 func (c *Client) listEntities(ctx context.Context, wanted func(entityKind) bool, prefix, after string, max int) ([]entity, error) {
+	prefix, after = canonical(prefix), canonical(after)
 	if max < 1 || max > c.limits.MaxBatch {
 		return nil, errInvalid("list", "max %d: must be between 1 and %d", max, c.limits.MaxBatch)
 	}
@@ -352,8 +403,11 @@ func (c *Client) CreateQueue(ctx context.Context, name string, props *QueuePrope
 
 // CreateQueueForwarding creates a queue that forwards every message sent
 // to it to the entity forwardTo (a queue or topic), as Service Bus
-// auto-forwarding does; "" forwards nothing. A message forwarded more than
-// MaxForwardHops times is dead-lettered where it stands.
+// auto-forwarding does; "" forwards nothing. The target must exist, and
+// may not lead back to the queue; a queue that requires sessions cannot
+// forward (ErrInvalidArgument). A message that cannot be forwarded (too
+// many hops, a target deleted since, or too large for it) is
+// dead-lettered at the entity that could not forward it, with a reason.
 func (c *Client) CreateQueueForwarding(ctx context.Context, name string, props *QueueProperties, forwardTo string) (QueueInfo, error) {
 	if err := validateEntityName("queue", name); err != nil {
 		return QueueInfo{}, fmt.Errorf("sluice: create queue: %w", err)
@@ -365,24 +419,34 @@ func (c *Client) CreateQueueForwarding(ctx context.Context, name string, props *
 	if err := c.createEntity(ctx, &e); err != nil {
 		return QueueInfo{}, err
 	}
-	return QueueInfo{Name: name, QueueProperties: e.props.withDefaults(), ForwardTo: forwardTo}, nil
+	return QueueInfo{Name: e.name, QueueProperties: e.props.withDefaults(), ForwardTo: e.forwardTo}, nil
 }
 
-// UpdateQueue replaces a queue's settings (zero fields take defaults, and
-// forwarding stops); messages already sent keep their expiry. Other
-// clients see the change within a few seconds.
+// UpdateQueue changes a queue's settings: those props sets, merged with
+// the current ones (a zero LockDuration, MaxDeliveryCount, MaxMessageSize
+// or DuplicateDetectionWindow keeps the current value; DefaultTTL,
+// DeadLetterRetention and DeadLetterOnExpiry are set as given;
+// RequiresSession and RequiresDuplicateDetection are fixed at creation),
+// and keeps its forwarding (UpdateQueueForwarding changes it). Messages
+// already sent keep their expiry. Other clients see the change within a
+// few seconds.
 func (c *Client) UpdateQueue(ctx context.Context, name string, props QueueProperties) (QueueInfo, error) {
-	return c.UpdateQueueForwarding(ctx, name, props, "")
+	return c.updateQueue(ctx, name, props, "", false)
 }
 
 // UpdateQueueForwarding is UpdateQueue that also sets where the queue
-// forwards its messages ("" for nowhere).
+// forwards its messages ("" for nowhere), checked as
+// CreateQueueForwarding checks it.
 func (c *Client) UpdateQueueForwarding(ctx context.Context, name string, props QueueProperties, forwardTo string) (QueueInfo, error) {
+	return c.updateQueue(ctx, name, props, forwardTo, true)
+}
+
+func (c *Client) updateQueue(ctx context.Context, name string, props QueueProperties, forwardTo string, setForward bool) (QueueInfo, error) {
 	e := entity{name: name, kind: kindQueue, props: props, forwardTo: forwardTo}
-	if err := c.updateEntity(ctx, &e); err != nil {
+	if err := c.updateEntity(ctx, &e, setForward); err != nil {
 		return QueueInfo{}, err
 	}
-	return QueueInfo{Name: name, QueueProperties: props.withDefaults(), ForwardTo: forwardTo}, nil
+	return QueueInfo{Name: e.name, QueueProperties: e.props.withDefaults(), ForwardTo: e.forwardTo}, nil
 }
 
 // GetQueue returns a queue's settings. ErrEntityNotFound if absent.
@@ -391,7 +455,7 @@ func (c *Client) GetQueue(ctx context.Context, name string) (QueueInfo, error) {
 	if err != nil {
 		return QueueInfo{}, err
 	}
-	return QueueInfo{Name: name, QueueProperties: e.props, ForwardTo: e.forwardTo}, nil
+	return QueueInfo{Name: e.name, QueueProperties: e.props, ForwardTo: e.forwardTo}, nil
 }
 
 // ListQueues returns up to max queues in name order, starting after the
@@ -420,6 +484,7 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 	if _, err := c.getEntity(ctx, name, kindQueue); err != nil {
 		return err
 	}
+	name = canonical(name)
 	c.forget(name)
 	return c.st.DeleteQueue(ctx, name)
 }
@@ -430,12 +495,12 @@ type QueueStats = store.QueueStats
 // GetQueueStats counts a queue's messages: active, scheduled, in flight,
 // deferred and dead-lettered, and the oldest one's age.
 func (c *Client) GetQueueStats(ctx context.Context, name string) (QueueStats, error) {
-	return c.st.QueueStats(ctx, name)
+	return c.st.QueueStats(ctx, canonical(name))
 }
 
 // DeadLetterReasons counts the dead letters of a queue or subscription
 // (SubscriptionPath) by reason: MaxDeliveryCountExceeded,
 // TTLExpiredException, or the reason a receiver gave.
 func (c *Client) DeadLetterReasons(ctx context.Context, name string) (map[string]int64, error) {
-	return c.st.DeadLetterReasons(ctx, name)
+	return c.st.DeadLetterReasons(ctx, canonical(name))
 }

@@ -173,7 +173,7 @@ func TestSendReceiveAllFields(t *testing.T) {
 		ctx := t.Context()
 		q := createQueue(t, c, nil)
 		sent := sluice.Message{
-			Body: []byte("body"), MessageID: "m-1", SessionID: "s-1", PartitionKey: "pk",
+			Body: []byte("body"), MessageID: "m-1", SessionID: "s-1", PartitionKey: "s-1",
 			CorrelationID: "corr", Subject: "subj", ContentType: "text/plain", ReplyTo: "replies",
 			ReplyToSessionID: "rs", To: "someone",
 			ApplicationProperties: map[string]string{"color": "red", "n": "7"},

@@ -61,6 +61,7 @@ type Receiver struct {
 // NewReceiver returns a receiver for a queue; nil opts receive in
 // PeekLock mode.
 func (c *Client) NewReceiver(queue string, opts *ReceiverOptions) (*Receiver, error) {
+	queue = canonical(queue)
 	if err := store.ValidateName("queue", queue); err != nil {
 		return nil, fmt.Errorf("sluice: new receiver: %w", err)
 	}

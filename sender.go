@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,7 @@ type Sender struct {
 // NewSender returns a sender for a queue. The queue must exist when
 // messages are sent, not now.
 func (c *Client) NewSender(queue string) (*Sender, error) {
+	queue = canonical(queue)
 	if err := store.ValidateName("queue", queue); err != nil {
 		return nil, fmt.Errorf("sluice: new sender: %w", err)
 	}
@@ -48,19 +50,43 @@ func (s *Sender) Send(ctx context.Context, m *Message) (int64, error) {
 // each scheduled message, a number of the topic or queue sent to, which
 // cancels all of the message's copies while they wait; the other
 // messages get 0, since each queue and subscription numbers its own
-// copies.
+// copies. A topic or forwarding queue with duplicate detection checks
+// each message once, before it is copied or forwarded: a duplicate is
+// accepted, stored nowhere, and gets 0.
+//
+// The batch limits (MaxBatch messages, MaxBatchBytes) apply to msgs, not
+// to the copies a topic makes of them. A copy that one subscription or
+// forward target cannot take (its target is gone or too small, it needs
+// a SessionID, the chain is too long) is dead-lettered there with a
+// reason, and the send succeeds for the others.
 func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error) {
 	e, p, err := s.prepare(ctx, msgs)
 	if err != nil {
 		return nil, err
 	}
-	seqs := make([]int64, len(msgs))
+	seqs, err := s.enqueue(ctx, e, &p, len(msgs))
+	if errors.Is(err, ErrEntityNotFound) && routed(e) {
+		// An entity the send was routed through, as this client's cache
+		// knew it, is gone: route again from fresh settings, once, so that
+		// its copies are dead-lettered rather than the send failing.
+		s.c.forgetAll()
+		if e, p, err = s.prepare(ctx, msgs); err != nil {
+			return nil, err
+		}
+		seqs, err = s.enqueue(ctx, e, &p, len(msgs))
+	}
+	return seqs, err
+}
+
+// enqueue writes what prepare worked out for a send of n messages.
+func (s *Sender) enqueue(ctx context.Context, e entity, p *store.EnqueueAllParams, n int) ([]int64, error) {
+	seqs := make([]int64, n)
 	switch {
-	case len(p.Batches) == 0 && p.Routed == nil:
+	case len(p.Batches) == 0 && p.Routed == nil && len(p.Arrivals) == 0:
 		// No subscription took the messages: accepted and dropped, as in
 		// Service Bus.
 		return seqs, nil
-	case p.Routed == nil && len(p.Batches) == 1 && len(p.Batches[0].Messages) == len(msgs) && !deadLettered(p.Batches[0]):
+	case p.Routed == nil && p.Arrivals == nil && len(p.Batches) == 1 && len(p.Batches[0].Messages) == n && !deadLettered(p.Batches[0]):
 		// All to one queue: group-committed like any send.
 		got, err := s.c.st.Enqueue(ctx, &p.Batches[0])
 		if err != nil || routed(e) {
@@ -68,7 +94,7 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error
 		}
 		return got, nil
 	}
-	got, err := s.c.st.EnqueueAll(ctx, &p)
+	got, err := s.c.st.EnqueueAll(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +120,7 @@ func (s *Sender) SendTx(ctx context.Context, tx *sql.Tx, msgs ...*Message) ([]in
 		return nil, err
 	}
 	seqs := make([]int64, len(msgs))
-	if len(p.Batches) == 0 && p.Routed == nil {
+	if len(p.Batches) == 0 && p.Routed == nil && len(p.Arrivals) == 0 {
 		return seqs, nil
 	}
 	got, err := txe.EnqueueTx(ctx, tx, &p)
@@ -119,36 +145,64 @@ func (s *Sender) prepare(ctx context.Context, msgs []*Message) (entity, store.En
 	if len(msgs) == 0 {
 		return e, p, errInvalid("send", "no messages")
 	}
-	batch := make([]store.NewMessage, len(msgs))
+	batch, err := s.checkBatch(e, msgs)
+	if err != nil {
+		return e, p, err
+	}
 	scheduled := false
-	for i, m := range msgs {
-		if m == nil {
-			return e, p, errInvalid("send", "message %d is nil", i)
-		}
-		batch[i] = m.newMessage()
-		if size := batch[i].MessageSize(); size > e.props.MaxMessageSize {
-			return e, p, fmt.Errorf("sluice: send: message %d is %d bytes, %s %q allows %d: %w",
-				i, size, e.kind, s.queue, e.props.MaxMessageSize, ErrMessageTooLarge)
-		}
+	for i := range batch {
 		scheduled = scheduled || !batch[i].VisibleAt.IsZero()
 	}
 	if !routed(e) {
-		p.Batches = []store.EnqueueParams{{Queue: s.queue, Messages: batch}}
+		p.Batches = []store.EnqueueParams{{Queue: e.name, Messages: batch}}
 		return e, p, nil
 	}
-	batches, origins, err := s.c.route(ctx, s.queue, batch, msgs)
+	r, err := s.c.route(ctx, &e, batch, msgs)
 	if err != nil {
 		return e, p, fmt.Errorf("sluice: send: %w", err)
 	}
-	p.Batches = batches
+	p = r.params()
 	if scheduled {
 		at := make([]time.Time, len(batch))
 		for i := range batch {
 			at[i] = batch[i].VisibleAt
 		}
-		p.Routed = &store.RoutedSend{Queue: s.queue, VisibleAt: at, Origins: origins}
+		p.Routed = &store.RoutedSend{Queue: e.name, VisibleAt: at, Origins: r.origins}
 	}
 	return e, p, nil
+}
+
+// checkBatch turns a send's messages into storage's and checks them
+// against the entity sent to and the send's limits: these apply to what
+// the sender sent, not to the copies a topic or forwarding makes of it.
+func (s *Sender) checkBatch(e entity, msgs []*Message) ([]store.NewMessage, error) {
+	if len(msgs) > s.c.limits.MaxBatch {
+		return nil, fmt.Errorf("sluice: send: %d messages in one batch, at most %d allowed: %w", len(msgs), s.c.limits.MaxBatch, ErrBatchTooLarge)
+	}
+	batch := make([]store.NewMessage, len(msgs))
+	total := 0
+	for i, m := range msgs {
+		if m == nil {
+			return nil, errInvalid("send", "message %d is nil", i)
+		}
+		if err := validateIDs(m); err != nil {
+			return nil, fmt.Errorf("sluice: send: message %d: %w", i, err)
+		}
+		batch[i] = m.newMessage()
+		size := batch[i].MessageSize()
+		if size > e.props.MaxMessageSize {
+			return nil, fmt.Errorf("sluice: send: message %d is %d bytes, %s %q allows %d: %w",
+				i, size, e.kind, s.queue, e.props.MaxMessageSize, ErrMessageTooLarge)
+		}
+		if err := batch[i].Validate(); err != nil {
+			return nil, fmt.Errorf("sluice: send: message %d: %w", i, err)
+		}
+		total += size
+	}
+	if total > s.c.limits.MaxBatchBytes {
+		return nil, fmt.Errorf("sluice: send: batch is %d bytes, at most %d allowed: %w", total, s.c.limits.MaxBatchBytes, ErrBatchTooLarge)
+	}
+	return batch, nil
 }
 
 // routed reports whether messages sent to e are stored elsewhere.

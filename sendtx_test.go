@@ -16,7 +16,12 @@ import (
 // pool of the application's own, as an application would.
 func rawDB(t *testing.T, kind string) *sql.DB {
 	t.Helper()
-	dsn := shared.DSN(kind)
+	return rawDBFor(t, kind, shared.DSN(kind))
+}
+
+// rawDBFor is rawDB for the database of a DSN.
+func rawDBFor(t *testing.T, kind, dsn string) *sql.DB {
+	t.Helper()
 	var (
 		db  *sql.DB
 		err error

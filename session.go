@@ -45,6 +45,9 @@ func (c *Client) AcceptSession(ctx context.Context, queue, sessionID string, opt
 	if sessionID == "" {
 		return nil, errInvalid("accept session", "empty session id (AcceptNextSession accepts any)")
 	}
+	if err := validateIDs(&Message{SessionID: sessionID}); err != nil {
+		return nil, fmt.Errorf("sluice: accept session: %w", err)
+	}
 	return c.acceptSession(ctx, queue, sessionID, opts, false)
 }
 
@@ -99,6 +102,9 @@ func (c *Client) acceptSession(ctx context.Context, queue, id string, opts *Rece
 func (c *Client) ResumeSession(queue, sessionID, lockToken string, opts *ReceiverOptions) (*SessionReceiver, error) {
 	if sessionID == "" {
 		return nil, errInvalid("resume session", "empty session id")
+	}
+	if err := validateIDs(&Message{SessionID: sessionID}); err != nil {
+		return nil, fmt.Errorf("sluice: resume session: %w", err)
 	}
 	if opts != nil && opts.SubQueue != SubQueueNone {
 		return nil, errInvalid("resume session", "sessions have no sub-queue")

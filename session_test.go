@@ -32,8 +32,11 @@ func TestSessions(t *testing.T) {
 		}
 		_, err = newReceiver(t, c, q, sluice.PeekLock).Receive(ctx, 1)
 		wantErr(t, "Receive without a session", err, sluice.ErrSessionRequired)
-		_, err = c.UpdateQueue(ctx, q, sluice.QueueProperties{})
-		wantErr(t, "turning sessions off", err, sluice.ErrInvalidArgument)
+		// RequiresSession is fixed when the queue is created: an update
+		// that does not set it keeps it.
+		if info, err := c.UpdateQueue(ctx, q, sluice.QueueProperties{}); err != nil || !info.RequiresSession {
+			t.Fatalf("UpdateQueue of a session queue = %+v, %v; want sessions kept", info, err)
+		}
 
 		ra, err := c.AcceptSession(ctx, q, "a", nil)
 		if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -49,8 +48,10 @@ type TopicProperties struct {
 	MaxMessageSize int
 	// RequiresDuplicateDetection drops a message whose MessageID (with its
 	// PartitionKey) was sent to the topic within DuplicateDetectionWindow
-	// (default 10 min): each subscription keeps the ids it received for
-	// the topic's window, so a duplicate reaches none that had the first.
+	// (default 10 min), as Service Bus does: the topic checks it once,
+	// before its fan-out, so a duplicate reaches no subscription, not even
+	// one created since the first send. Fixed when the topic is created;
+	// the window may change.
 	RequiresDuplicateDetection bool
 	// DuplicateDetectionWindow is 20 s to 7 days (default 10 min).
 	DuplicateDetectionWindow time.Duration
@@ -148,7 +149,7 @@ type storedRule struct {
 type compiledRule func(m *Message) (bool, error)
 
 func storeRule(r Rule) (storedRule, error) {
-	if err := store.ValidateName("rule", strings.TrimPrefix(r.Name, "$")); err != nil {
+	if err := validateRuleName(r.Name); err != nil {
 		return storedRule{}, err
 	}
 	sr := storedRule{Name: r.Name}
@@ -276,29 +277,13 @@ func topicInfo(e entity) TopicInfo {
 	}}
 }
 
-// inheritDedup gives a subscription its topic's duplicate detection.
-func inheritDedup(sub *entity, topic QueueProperties) {
-	sub.props.RequiresDuplicateDetection = topic.RequiresDuplicateDetection
-	sub.props.DuplicateDetectionWindow = topic.DuplicateDetectionWindow
-}
-
-// UpdateTopic replaces a topic's settings, and its subscriptions' duplicate
-// detection with the topic's.
+// UpdateTopic changes a topic's settings, merged with the current ones
+// as UpdateQueue merges them (duplicate detection is fixed at creation;
+// its window may change).
 func (c *Client) UpdateTopic(ctx context.Context, name string, props TopicProperties) (TopicInfo, error) {
 	e := topicEntity(name, &props)
-	if err := c.updateEntity(ctx, &e); err != nil {
+	if err := c.updateEntity(ctx, &e, false); err != nil {
 		return TopicInfo{}, err
-	}
-	subs, err := c.subscriptions(ctx, name)
-	if err != nil {
-		return TopicInfo{}, err
-	}
-	p := e.props.withDefaults()
-	for i := range subs {
-		inheritDedup(&subs[i], p)
-		if err := c.updateEntity(ctx, &subs[i]); err != nil {
-			return TopicInfo{}, err
-		}
 	}
 	return topicInfo(e), nil
 }
@@ -347,13 +332,14 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 			return err
 		}
 	}
+	name = canonical(name)
 	c.forget(name)
 	return c.st.DeleteQueue(ctx, name)
 }
 
 // subscriptions reads a topic's subscriptions, as they are now.
 func (c *Client) subscriptions(ctx context.Context, topic string) ([]entity, error) {
-	prefix := SubscriptionPath(topic, "")
+	prefix := canonical(SubscriptionPath(topic, ""))
 	if len(prefix) >= store.MaxNameLen {
 		return nil, nil // no subscription's path fits in a name
 	}
@@ -375,8 +361,7 @@ func (c *Client) subscriptions(ctx context.Context, topic string) ([]entity, err
 // CreateSubscription creates a subscription of a topic with the given
 // rules, or with the rule $Default (a TrueFilter) when none is given.
 func (c *Client) CreateSubscription(ctx context.Context, topic, name string, props *SubscriptionProperties, rules ...Rule) (SubscriptionInfo, error) {
-	t, err := c.getEntity(ctx, topic, kindTopic)
-	if err != nil {
+	if _, err := c.getEntity(ctx, topic, kindTopic); err != nil {
 		return SubscriptionInfo{}, err
 	}
 	if err := validateSubscriptionName(name); err != nil {
@@ -393,21 +378,32 @@ func (c *Client) CreateSubscription(ctx context.Context, topic, name string, pro
 		p = *props
 	}
 	e := subscriptionEntity(topic, name, p, rules)
-	inheritDedup(&e, t.props)
 	if err := c.createEntity(ctx, &e); err != nil {
 		return SubscriptionInfo{}, err
 	}
-	return subscriptionInfo(topic, name, e), nil
+	return subscriptionInfo(e), nil
 }
 
 func validateSubscriptionName(name string) error {
 	if err := store.ValidateName("subscription", name); err != nil {
 		return err
 	}
+	if err := validateShortName("subscription", name, MaxSubscriptionNameLength); err != nil {
+		return err
+	}
 	if strings.Contains(name, "/") {
 		return fmt.Errorf("subscription name %q holds '/': %w", name, ErrInvalidName)
 	}
 	return nil
+}
+
+// validateRuleName checks a rule's name: a valid name (after a leading
+// '$', which $Default has) of at most MaxRuleNameLength characters.
+func validateRuleName(name string) error {
+	if err := store.ValidateName("rule", strings.TrimPrefix(name, "$")); err != nil {
+		return err
+	}
+	return validateShortName("rule", name, MaxRuleNameLength)
 }
 
 func uniqueRules(rules []Rule) error {
@@ -433,8 +429,9 @@ func subscriptionEntity(topic, name string, p SubscriptionProperties, rules []Ru
 	}
 }
 
-func subscriptionInfo(topic, name string, e entity) SubscriptionInfo {
+func subscriptionInfo(e entity) SubscriptionInfo {
 	p := e.props.withDefaults()
+	topic, name, _ := strings.Cut(e.name, "/Subscriptions/")
 	return SubscriptionInfo{
 		Topic: topic, Name: name,
 		SubscriptionProperties: SubscriptionProperties{
@@ -452,7 +449,7 @@ func (c *Client) GetSubscription(ctx context.Context, topic, name string) (Subsc
 	if err != nil {
 		return SubscriptionInfo{}, err
 	}
-	return subscriptionInfo(topic, name, e), nil
+	return subscriptionInfo(e), nil
 }
 
 // ListSubscriptions returns a topic's subscriptions in name order.
@@ -465,9 +462,8 @@ func (c *Client) ListSubscriptions(ctx context.Context, topic string) ([]Subscri
 		return nil, err
 	}
 	out := make([]SubscriptionInfo, len(es))
-	prefix := SubscriptionPath(topic, "")
 	for i, e := range es {
-		out[i] = subscriptionInfo(topic, strings.TrimPrefix(e.name, prefix), e)
+		out[i] = subscriptionInfo(e)
 	}
 	return out, nil
 }
@@ -477,7 +473,7 @@ func (c *Client) ListSubscriptions(ctx context.Context, topic string) ([]Subscri
 // ("" for the first page); it reads only the names with the prefix, and
 // does not check that the topic exists (it has none, then).
 func (c *Client) ListSubscriptionsWithPrefix(ctx context.Context, topic, prefix, after string, max int) ([]SubscriptionInfo, error) {
-	under := SubscriptionPath(topic, "")
+	under := canonical(SubscriptionPath(topic, ""))
 	if after != "" {
 		after = under + after
 	}
@@ -487,7 +483,7 @@ func (c *Client) ListSubscriptionsWithPrefix(ctx context.Context, topic, prefix,
 	}
 	out := make([]SubscriptionInfo, len(es))
 	for i, e := range es {
-		out[i] = subscriptionInfo(topic, strings.TrimPrefix(e.name, under), e)
+		out[i] = subscriptionInfo(e)
 	}
 	return out, nil
 }
@@ -520,23 +516,31 @@ func (c *Client) ListMessageEntities(ctx context.Context, prefix, after string, 
 	return out, nil
 }
 
-// UpdateSubscription replaces a subscription's settings; its rules stay.
+// UpdateSubscription changes a subscription's settings, merged with the
+// current ones as UpdateQueue merges them; its rules stay, and so does
+// its forwarding unless props.ForwardTo names a new target
+// (UpdateSubscriptionForwarding also stops it).
 func (c *Client) UpdateSubscription(ctx context.Context, topic, name string, props SubscriptionProperties) (SubscriptionInfo, error) {
-	cur, err := c.getEntity(ctx, SubscriptionPath(topic, name), kindSubscription)
-	if err != nil {
+	return c.updateSubscription(ctx, topic, name, props, props.ForwardTo != "")
+}
+
+// UpdateSubscriptionForwarding is UpdateSubscription that sets where the
+// subscription forwards its messages to props.ForwardTo, "" for nowhere.
+func (c *Client) UpdateSubscriptionForwarding(ctx context.Context, topic, name string, props SubscriptionProperties) (SubscriptionInfo, error) {
+	return c.updateSubscription(ctx, topic, name, props, true)
+}
+
+func (c *Client) updateSubscription(ctx context.Context, topic, name string, props SubscriptionProperties, setForward bool) (SubscriptionInfo, error) {
+	e := subscriptionEntity(topic, name, props, nil)
+	if err := c.updateEntity(ctx, &e, setForward); err != nil {
 		return SubscriptionInfo{}, err
 	}
-	e := subscriptionEntity(topic, name, props, cur.rules)
-	inheritDedup(&e, cur.props)
-	if err := c.updateEntity(ctx, &e); err != nil {
-		return SubscriptionInfo{}, err
-	}
-	return subscriptionInfo(topic, name, e), nil
+	return subscriptionInfo(e), nil
 }
 
 // DeleteSubscription deletes a subscription with its messages.
 func (c *Client) DeleteSubscription(ctx context.Context, topic, name string) error {
-	path := SubscriptionPath(topic, name)
+	path := canonical(SubscriptionPath(topic, name))
 	if _, err := c.getEntity(ctx, path, kindSubscription); err != nil {
 		return err
 	}
@@ -558,7 +562,7 @@ func (c *Client) CreateRule(ctx context.Context, topic, subscription string, r R
 // DeleteRule removes a rule of a subscription. ErrEntityNotFound if it
 // has none of that name. A subscription without rules gets no messages.
 func (c *Client) DeleteRule(ctx context.Context, topic, subscription, rule string) error {
-	if err := store.ValidateName("rule", strings.TrimPrefix(rule, "$")); err != nil {
+	if err := validateRuleName(rule); err != nil {
 		return fmt.Errorf("sluice: delete rule: %w", err)
 	}
 	return c.changeRules(ctx, topic, subscription, func(rules []Rule) ([]Rule, error) {
@@ -589,108 +593,4 @@ func (c *Client) changeRules(ctx context.Context, topic, subscription string, ch
 	}
 	c.forget(cur.name)
 	return nil
-}
-
-// MaxForwardHops bounds how many times a message is forwarded; past it,
-// the message is dead-lettered where it stands with reason
-// ReasonMaxTransferHops.
-const MaxForwardHops = 4
-
-// ReasonMaxTransferHops is the dead-letter reason of a message forwarded
-// more than MaxForwardHops times.
-const ReasonMaxTransferHops = "MaxTransferHopCountExceeded"
-
-// route works out where the messages of a send to an entity go: queues
-// and subscriptions, following forwarding and topic rules. It returns
-// one batch per target, in the order targets were reached, and for each
-// message of each batch the index of the sent message it copies.
-func (c *Client) route(ctx context.Context, target string, msgs []store.NewMessage, sent []*Message) ([]store.EnqueueParams, [][]int, error) {
-	r := router{c: c, batches: map[string]int{}}
-	for i := range msgs {
-		r.origin = i
-		if err := r.send(ctx, target, msgs[i], sent[i], 0); err != nil {
-			return nil, nil, err
-		}
-	}
-	return r.out, r.origins, nil
-}
-
-type router struct {
-	c       *Client
-	out     []store.EnqueueParams
-	origins [][]int
-	batches map[string]int
-	subs    map[string][]entity
-	// origin is the index of the message being routed.
-	origin int
-}
-
-func (r *router) add(queue string, m store.NewMessage) {
-	i, ok := r.batches[queue]
-	if !ok {
-		i = len(r.out)
-		r.batches[queue] = i
-		r.out = append(r.out, store.EnqueueParams{Queue: queue})
-		r.origins = append(r.origins, nil)
-	}
-	r.out[i].Messages = append(r.out[i].Messages, m)
-	r.origins[i] = append(r.origins[i], r.origin)
-}
-
-func (r *router) send(ctx context.Context, name string, m store.NewMessage, sent *Message, hops int) error {
-	e, err := r.c.entity(ctx, name)
-	if err != nil {
-		return err
-	}
-	switch {
-	case e.kind == kindTopic:
-		subs, ok := r.subs[name]
-		if !ok {
-			// Read once per send, as they are now: a subscription
-			// created a moment ago gets its copy.
-			if subs, err = r.c.subscriptions(ctx, name); err != nil {
-				return err
-			}
-			if r.subs == nil {
-				r.subs = make(map[string][]entity)
-			}
-			r.subs[name] = subs
-		}
-		if def := e.props.DefaultTTL; def > 0 && (m.TTL == 0 || m.TTL > def) {
-			m.TTL = def
-		}
-		for i := range subs {
-			s := &subs[i]
-			ok, err := s.matches(sent)
-			switch {
-			case err != nil && !ok && !s.ignoreFilterErrors:
-				cp := m
-				cp.Properties = maps.Clone(m.Properties)
-				cp.DeadLetterReason, cp.DeadLetterDescription = ReasonFilterEvaluation, err.Error()
-				r.add(s.name, cp)
-			case ok:
-				if err := r.deliver(ctx, s, m, sent, hops); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	default:
-		return r.deliver(ctx, &e, m, sent, hops)
-	}
-}
-
-// deliver stores m in a queue or subscription, or forwards it.
-func (r *router) deliver(ctx context.Context, e *entity, m store.NewMessage, sent *Message, hops int) error {
-	if e.forwardTo == "" {
-		r.add(e.name, m)
-		return nil
-	}
-	if hops >= MaxForwardHops {
-		m.DeadLetterReason = ReasonMaxTransferHops
-		m.DeadLetterDescription = fmt.Sprintf("forwarded %d times; %s %q forwards to %q", hops, e.kind, e.name, e.forwardTo)
-		r.add(e.name, m)
-		return nil
-	}
-	return r.send(ctx, e.forwardTo, m, sent, hops+1)
 }

@@ -193,33 +193,29 @@ func TestForwarding(t *testing.T) {
 			t.Fatalf("the forwarding subscription kept %v", got)
 		}
 
-		// A forwarding loop: ping → pong → ping ...
-		mustQ("ping", "")
-		mustQ("pong", "ping")
-		if _, err := c.UpdateQueueForwarding(ctx, "ping", sluice.QueueProperties{}, "pong"); err != nil {
-			t.Fatal(err)
+		// A chain longer than MaxForwardHops ends in the dead-letter queue
+		// of the entity that would forward once too often.
+		mustQ("h5", "")
+		for _, q := range []string{"h4", "h3", "h2", "h1", "h0"} {
+			mustQ(q, "h"+string(q[1]+1))
 		}
-		if _, err := newSender(t, c, "ping").Send(ctx, &sluice.Message{Body: []byte("loop")}); err != nil {
-			t.Fatalf("Send into a loop: %v", err)
+		if _, err := newSender(t, c, "h0").Send(ctx, &sluice.Message{Body: []byte("far")}); err != nil {
+			t.Fatalf("Send along a long chain: %v", err)
 		}
-		var dead int64
-		for _, q := range []string{"ping", "pong"} {
+		for _, q := range []string{"h0", "h1", "h2", "h3", "h4", "h5"} {
 			st, _ := c.GetQueueStats(ctx, q)
-			dead += st.DeadLettered
-			if st.Active != 0 {
-				t.Fatalf("%s holds %d active messages", q, st.Active)
+			if want := int64(map[bool]int{true: 1}[q == "h4"]); st.DeadLettered != want || st.Active != 0 {
+				t.Fatalf("%s holds %d active messages and %d dead letters, want 0 and %d", q, st.Active, st.DeadLettered, want)
 			}
 		}
-		if dead != 1 {
-			t.Fatalf("%d dead letters after a forwarding loop, want 1", dead)
-		}
-		_, err = c.UpdateQueueForwarding(ctx, "ping", sluice.QueueProperties{}, "ping")
+		_, err = c.UpdateQueueForwarding(ctx, "h1", sluice.QueueProperties{}, "h1")
 		wantErr(t, "a queue forwarding to itself", err, sluice.ErrInvalidArgument)
 	})
 }
 
-// A topic with duplicate detection delivers a message id once to each
-// subscription within the window.
+// A topic with duplicate detection checks a message id once, at the
+// topic, before its fan-out: a duplicate reaches no subscription, not
+// even one created since the first send.
 func TestTopicDuplicateDetection(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
 		ctx := t.Context()
@@ -242,20 +238,111 @@ func TestTopicDuplicateDetection(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		if _, err := s.SendBatch(ctx, []*sluice.Message{
+			{Body: []byte("batch"), MessageID: "order-3"}, {Body: []byte("batch again"), MessageID: "order-3"},
+		}); err != nil {
+			t.Fatal(err)
+		}
 		for _, sub := range []string{"a", "b"} {
-			if got := drain(t, c, sluice.SubscriptionPath("dedup", sub)); !slices.Equal(got, []string{"first", "other"}) {
+			if got := drain(t, c, sluice.SubscriptionPath("dedup", sub)); !slices.Equal(got, []string{"first", "other", "batch"}) {
 				t.Fatalf("subscription %s received %v", sub, got)
 			}
 		}
-		// Turning it off on the topic turns it off on its subscriptions.
-		if _, err := c.UpdateTopic(ctx, "dedup", sluice.TopicProperties{}); err != nil {
+		if _, err := c.CreateSubscription(ctx, "dedup", "late", nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := newSender(t, c, "dedup").Send(ctx, &sluice.Message{Body: []byte("third"), MessageID: "order-1"}); err != nil {
+		for _, m := range []*sluice.Message{{Body: []byte("late dup"), MessageID: "order-1"}, {Body: []byte("new"), MessageID: "order-4"}} {
+			if _, err := s.Send(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := drain(t, c, sluice.SubscriptionPath("dedup", "late")); !slices.Equal(got, []string{"new"}) {
+			t.Fatalf("a subscription created after the first send received %v, want only the new id", got)
+		}
+		// Duplicate detection is fixed when the topic is created: an update
+		// that leaves it off keeps it.
+		if got, err := c.UpdateTopic(ctx, "dedup", sluice.TopicProperties{DefaultTTL: time.Hour}); err != nil || !got.RequiresDuplicateDetection {
+			t.Fatalf("UpdateTopic = %+v, %v; want duplicate detection kept", got, err)
+		}
+		if _, err := s.Send(ctx, &sluice.Message{Body: []byte("third"), MessageID: "order-1"}); err != nil {
 			t.Fatal(err)
 		}
-		if got := drain(t, c, sluice.SubscriptionPath("dedup", "a")); !slices.Equal(got, []string{"third"}) {
-			t.Fatalf("after turning duplicate detection off, received %v", got)
+		if got := drain(t, c, sluice.SubscriptionPath("dedup", "a")); len(got) != 1 || got[0] != "new" {
+			t.Fatalf("after UpdateTopic, received %v, want only the new id", got)
+		}
+	})
+}
+
+// An entity that forwards checks duplicates before it forwards: two
+// sends of one id, to a forwarding queue with duplicate detection or
+// through a topic with it and a forwarding subscription, deliver once;
+// and a scheduled message counts as sent.
+func TestForwardingDuplicateDetection(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, _ string, c *sluice.Client) {
+		ctx := t.Context()
+		dedup := &sluice.QueueProperties{RequiresDuplicateDetection: true}
+		for _, q := range []string{"dest", "dest2"} {
+			if _, err := c.CreateQueue(ctx, q, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.CreateQueueForwarding(ctx, "fwd", dedup, "dest"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CreateTopic(ctx, "t", &sluice.TopicProperties{RequiresDuplicateDetection: true}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CreateSubscription(ctx, "t", "fw", &sluice.SubscriptionProperties{ForwardTo: "dest2"}); err != nil {
+			t.Fatal(err)
+		}
+		for _, entity := range []string{"fwd", "t"} {
+			s := newSender(t, c, entity)
+			for _, body := range []string{"one", "two"} {
+				if _, err := s.Send(ctx, &sluice.Message{Body: []byte(body), MessageID: "X"}); err != nil {
+					t.Fatalf("Send to %s: %v", entity, err)
+				}
+			}
+		}
+		// In the caller's transaction too.
+		for _, body := range []string{"tx one", "tx two"} {
+			tx, err := rawDB(t, kind).BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := newSender(t, c, "t").SendTx(ctx, tx, &sluice.Message{Body: []byte(body), MessageID: "TX"}); err != nil {
+				tx.Rollback()
+				t.Fatalf("SendTx: %v", err)
+			}
+			if err := tx.Commit(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for q, want := range map[string][]string{"dest": {"one"}, "dest2": {"one", "tx one"}} {
+			if got := drain(t, c, q); !slices.Equal(got, want) {
+				t.Fatalf("%s received %v, want %v", q, got, want)
+			}
+		}
+
+		// A scheduled message takes part: the same id sent now is a
+		// duplicate, on a plain queue and on a forwarding one.
+		if _, err := c.CreateQueue(ctx, "plain", dedup); err != nil {
+			t.Fatal(err)
+		}
+		later := time.Now().Add(time.Hour)
+		for _, entity := range []string{"plain", "fwd", "t"} {
+			s := newSender(t, c, entity)
+			if _, err := s.Send(ctx, &sluice.Message{Body: []byte("later"), MessageID: "S", ScheduledEnqueueTime: later}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Send(ctx, &sluice.Message{Body: []byte("now"), MessageID: "S"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, q := range []string{"plain", "dest", "dest2"} {
+			st, err := c.GetQueueStats(ctx, q)
+			if err != nil || st.Scheduled != 1 || st.Active != 0 {
+				t.Fatalf("stats of %s = %+v, %v; want the scheduled message only", q, st, err)
+			}
 		}
 	})
 }

@@ -184,14 +184,20 @@ func (c *Client) GetQueue(ctx context.Context, name string) (sluice.QueueInfo, e
 	return apiconv.FromQueue(res.Queue), nil
 }
 
-// UpdateQueue replaces a queue's settings and clears its forwarding.
+// UpdateQueue changes a queue's settings as the library's UpdateQueue
+// does, and keeps its forwarding.
 func (c *Client) UpdateQueue(ctx context.Context, name string, props sluice.QueueProperties) (sluice.QueueInfo, error) {
-	return c.UpdateQueueForwarding(ctx, name, props, "")
+	return c.updateQueue(ctx, &sluicev1.UpdateQueueRequest{Name: name, Properties: apiconv.QueueProperties(props)})
 }
 
-// UpdateQueueForwarding replaces a queue's settings and forwarding.
+// UpdateQueueForwarding is UpdateQueue that also sets the queue's
+// forwarding ("" for none).
 func (c *Client) UpdateQueueForwarding(ctx context.Context, name string, props sluice.QueueProperties, forwardTo string) (sluice.QueueInfo, error) {
-	res, err := call(ctx, c.entities.UpdateQueue, &sluicev1.UpdateQueueRequest{Name: name, Properties: apiconv.QueueProperties(props), ForwardTo: forwardTo})
+	return c.updateQueue(ctx, &sluicev1.UpdateQueueRequest{Name: name, Properties: apiconv.QueueProperties(props), ForwardTo: &forwardTo})
+}
+
+func (c *Client) updateQueue(ctx context.Context, req *sluicev1.UpdateQueueRequest) (sluice.QueueInfo, error) {
+	res, err := call(ctx, c.entities.UpdateQueue, req)
 	if err != nil {
 		return sluice.QueueInfo{}, err
 	}
@@ -306,10 +312,22 @@ func (c *Client) GetSubscription(ctx context.Context, topic, name string) (sluic
 	return apiconv.FromSubscription(res.Subscription), nil
 }
 
-// UpdateSubscription replaces a subscription's settings.
+// UpdateSubscription changes a subscription's settings as the library's
+// UpdateSubscription does: forwarding is kept unless props.ForwardTo is set.
 func (c *Client) UpdateSubscription(ctx context.Context, topic, name string, props sluice.SubscriptionProperties) (sluice.SubscriptionInfo, error) {
-	res, err := call(ctx, c.entities.UpdateSubscription, &sluicev1.UpdateSubscriptionRequest{Topic: topic, Name: name,
+	return c.updateSubscription(ctx, &sluicev1.UpdateSubscriptionRequest{Topic: topic, Name: name,
 		Properties: apiconv.SubscriptionProperties(props)})
+}
+
+// UpdateSubscriptionForwarding is UpdateSubscription that sets where the
+// subscription forwards to props.ForwardTo, "" for nowhere.
+func (c *Client) UpdateSubscriptionForwarding(ctx context.Context, topic, name string, props sluice.SubscriptionProperties) (sluice.SubscriptionInfo, error) {
+	return c.updateSubscription(ctx, &sluicev1.UpdateSubscriptionRequest{Topic: topic, Name: name,
+		Properties: apiconv.SubscriptionProperties(props), ForwardTo: &props.ForwardTo})
+}
+
+func (c *Client) updateSubscription(ctx context.Context, req *sluicev1.UpdateSubscriptionRequest) (sluice.SubscriptionInfo, error) {
+	res, err := call(ctx, c.entities.UpdateSubscription, req)
 	if err != nil {
 		return sluice.SubscriptionInfo{}, err
 	}

@@ -56,6 +56,10 @@ func TestEntitiesAPI(t *testing.T) {
 		if lib, _ := e.lib.GetQueue(ctx, "orders"); lib.MaxDeliveryCount != 7 {
 			t.Fatalf("the library sees max delivery count %d after the update", lib.MaxDeliveryCount)
 		}
+		// An update that does not mention forwarding keeps it.
+		if got, err := c.UpdateQueue(ctx, "inbox", sluice.QueueProperties{MaxDeliveryCount: 4}); err != nil || got.ForwardTo != "orders" {
+			t.Fatalf("UpdateQueue of a forwarding queue = %+v, %v; want ForwardTo kept", got, err)
+		}
 		if got, err := c.UpdateQueueForwarding(ctx, "inbox", sluice.QueueProperties{}, ""); err != nil || got.ForwardTo != "" {
 			t.Fatalf("UpdateQueueForwarding = %+v, %v", got, err)
 		}
@@ -113,6 +117,20 @@ func TestEntitiesAPI(t *testing.T) {
 		if got, err := c.UpdateSubscription(ctx, "events", "reds", sluice.SubscriptionProperties{MaxDeliveryCount: 9}); err != nil ||
 			got.MaxDeliveryCount != 9 || len(got.Rules) != 1 {
 			t.Fatalf("UpdateSubscription = %+v, %v", got, err)
+		}
+		// Forwarding is kept by an update that does not set it, and
+		// stopped by one that does.
+		if _, err := c.CreateQueue(ctx, "red-archive", nil); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := c.UpdateSubscription(ctx, "events", "reds", sluice.SubscriptionProperties{ForwardTo: "red-archive"}); err != nil || got.ForwardTo != "red-archive" {
+			t.Fatalf("UpdateSubscription to forward = %+v, %v", got, err)
+		}
+		if got, err := c.UpdateSubscription(ctx, "events", "reds", sluice.SubscriptionProperties{MaxDeliveryCount: 8}); err != nil || got.ForwardTo != "red-archive" {
+			t.Fatalf("UpdateSubscription without forwarding = %+v, %v; want it kept", got, err)
+		}
+		if got, err := c.UpdateSubscriptionForwarding(ctx, "events", "reds", sluice.SubscriptionProperties{}); err != nil || got.ForwardTo != "" {
+			t.Fatalf("UpdateSubscriptionForwarding to nowhere = %+v, %v", got, err)
 		}
 		if subs, err := c.ListSubscriptions(ctx, "events"); err != nil || len(subs) != 1 || subs[0].Name != "reds" {
 			t.Fatalf("ListSubscriptions = %+v, %v", subs, err)

@@ -78,10 +78,18 @@ func (h *entities) UpdateQueue(ctx context.Context, req *sluicev1.UpdateQueueReq
 	if err := h.s.authorize(ctx, Manage, req.Name); err != nil {
 		return nil, err
 	}
-	if err := h.mayForward(ctx, req.ForwardTo); err != nil {
+	if err := h.mayForward(ctx, req.GetForwardTo()); err != nil {
 		return nil, err
 	}
-	q, err := h.s.c.UpdateQueueForwarding(ctx, req.Name, apiconv.FromQueueProperties(req.Properties), req.ForwardTo)
+	props := apiconv.FromQueueProperties(req.Properties)
+	// An update that does not mention forwarding keeps it.
+	update := h.s.c.UpdateQueue
+	if req.ForwardTo != nil {
+		update = func(ctx context.Context, name string, p sluice.QueueProperties) (sluice.QueueInfo, error) {
+			return h.s.c.UpdateQueueForwarding(ctx, name, p, *req.ForwardTo)
+		}
+	}
+	q, err := update(ctx, req.Name, props)
 	if err != nil {
 		return nil, h.s.fail("update queue", err)
 	}
@@ -230,10 +238,15 @@ func (h *entities) UpdateSubscription(ctx context.Context, req *sluicev1.UpdateS
 	if err := h.s.authorize(ctx, Manage, sluice.SubscriptionPath(req.Topic, req.Name)); err != nil {
 		return nil, err
 	}
-	if err := h.mayForward(ctx, req.Properties.GetForwardTo()); err != nil {
+	props := apiconv.FromSubscriptionProperties(req.Properties)
+	update := h.s.c.UpdateSubscription
+	if req.ForwardTo != nil {
+		props.ForwardTo, update = *req.ForwardTo, h.s.c.UpdateSubscriptionForwarding
+	}
+	if err := h.mayForward(ctx, props.ForwardTo); err != nil {
 		return nil, err
 	}
-	sub, err := h.s.c.UpdateSubscription(ctx, req.Topic, req.Name, apiconv.FromSubscriptionProperties(req.Properties))
+	sub, err := update(ctx, req.Topic, req.Name, props)
 	if err != nil {
 		return nil, h.s.fail("update subscription", err)
 	}

@@ -84,10 +84,16 @@ func isName(path string) rpcName {
 	}}
 }
 
-// isID is a session id or a stream subscription's id: any text of at
+// isID is a stream subscription's id: any text of at
 // most 260 bytes.
 func isID(path string) rpcName {
 	return rpcName{path, []rpcBad{{strings.Repeat("i", 300), "INVALID_ARGUMENT", "at most 260"}}}
+}
+
+// isSessionID is a session id: any text of at most 128 characters, as
+// Service Bus bounds it.
+func isSessionID(path string) rpcName {
+	return rpcName{path, []rpcBad{{strings.Repeat("i", 300), "INVALID_ARGUMENT", "at most 128"}}}
 }
 
 // isKey is a stream's key: 1 to 1024 bytes.
@@ -146,7 +152,7 @@ var rpcTable = map[string]rpcCase{
 	"EntityService/ListEntityStats": {body: `{}`, list: "entity", sees: []string{"orders"}},
 
 	"MessagingService/Send": {body: `{"entity":"sessions","messages":[{"body":"aGk=","sessionId":"s1"}]}`, perm: server.Send,
-		entity: "sessions", names: []rpcName{isName("entity"), isID("messages.0.sessionId")}},
+		entity: "sessions", names: []rpcName{isName("entity"), isSessionID("messages.0.sessionId")}},
 	"MessagingService/CancelScheduled": {body: `{"entity":"orders","sequenceNumbers":["$SCHEDULED"]}`, perm: server.Send, entity: "orders",
 		names: []rpcName{isName("entity")}},
 	"MessagingService/Receive": {body: `{"entity":"orders","maxMessages":10}`, perm: server.Receive, entity: "orders",
@@ -168,15 +174,15 @@ var rpcTable = map[string]rpcCase{
 	"MessagingService/RenewLock": {body: `{"entity":"orders","lockToken":"$LOCK"}`, perm: server.Receive, entity: "orders",
 		names: []rpcName{isName("entity")}},
 	"MessagingService/AcceptSession": {body: `{"entity":"sessions","sessionId":"s2"}`, perm: server.Receive, entity: "sessions",
-		names: []rpcName{isName("entity"), isID("sessionId")}},
+		names: []rpcName{isName("entity"), isSessionID("sessionId")}},
 	"MessagingService/RenewSessionLock": {body: `{"entity":"sessions","session":{"sessionId":"s1","lockToken":"$SESSION"}}`,
-		perm: server.Receive, entity: "sessions", names: []rpcName{isName("entity"), isID("session.sessionId")}},
+		perm: server.Receive, entity: "sessions", names: []rpcName{isName("entity"), isSessionID("session.sessionId")}},
 	"MessagingService/GetSessionState": {body: `{"entity":"sessions","session":{"sessionId":"s1","lockToken":"$SESSION"}}`,
-		perm: server.Receive, entity: "sessions", names: []rpcName{isName("entity"), isID("session.sessionId")}},
+		perm: server.Receive, entity: "sessions", names: []rpcName{isName("entity"), isSessionID("session.sessionId")}},
 	"MessagingService/SetSessionState": {body: `{"entity":"sessions","session":{"sessionId":"s1","lockToken":"$SESSION"},"state":"bmV3"}`,
-		perm: server.Receive, entity: "sessions", names: []rpcName{isName("entity"), isID("session.sessionId")}},
+		perm: server.Receive, entity: "sessions", names: []rpcName{isName("entity"), isSessionID("session.sessionId")}},
 	"MessagingService/CloseSession": {body: `{"entity":"sessions","session":{"sessionId":"s1","lockToken":"$SESSION"}}`,
-		perm: server.Receive, entity: "sessions", names: []rpcName{isName("entity"), isID("session.sessionId")}},
+		perm: server.Receive, entity: "sessions", names: []rpcName{isName("entity"), isSessionID("session.sessionId")}},
 	"MessagingService/ResubmitDeadLetters": {body: `{"entity":"orders","sequenceNumbers":["$DEAD"]}`, perm: server.Manage, entity: "orders",
 		names: []rpcName{isName("entity")}},
 	"MessagingService/PurgeDeadLetters": {body: `{"entity":"orders"}`, perm: server.Manage, entity: "orders",

@@ -77,6 +77,10 @@ type QueueStore interface {
 	// EnqueueAll appends batches to several queues in one transaction, all
 	// or nothing, and returns each batch's sequence numbers. A message
 	// with a DeadLetterReason goes straight to its queue's dead letters.
+	// With p.Arrivals, the duplicate checks of entities the copies passed
+	// through run first, and a copy that came through a duplicate is not
+	// written (its number is 0). The batch limits do not apply to the
+	// copies (see EnqueueAllParams.Validate).
 	// With p.Routed, the scheduled messages of the send the batches copy
 	// are also numbered by the queue they were sent to, so that
 	// CancelScheduled on that queue can cancel all their copies.
@@ -349,6 +353,32 @@ type EnqueueAllParams struct {
 	Batches []EnqueueParams
 	// Routed, when set, says which send the batches copy.
 	Routed *RoutedSend
+	// Arrivals are the duplicate checks of the send: its messages'
+	// arrivals at entities with duplicate detection that they pass
+	// through (a topic before its fan-out, a queue that forwards).
+	Arrivals []Arrival
+	// Through holds, with Arrivals, for each message of each batch the
+	// index of the last arrival it came through (-1: none). A copy is
+	// written only if that arrival, and every arrival it came after, was
+	// not a duplicate.
+	Through [][]int
+}
+
+// Arrival is a message's arrival at an entity with duplicate detection
+// on its way. The entity records the message's id (with its partition
+// key) for its window, as an enqueue to it would; an id it has already
+// recorded makes the arrival, and every copy after it, a duplicate.
+type Arrival struct {
+	// Queue is the entity (a topic, a forwarding queue).
+	Queue string
+	// MessageID and PartitionKey are the message's (an empty MessageID is
+	// never a duplicate).
+	MessageID, PartitionKey string
+	// Message is the index of the sent message that arrives.
+	Message int
+	// After is the index of the arrival this one came through, which
+	// comes before it (-1: none).
+	After int
 }
 
 // RoutedSend is a send to a queue whose messages land elsewhere (copies

@@ -185,6 +185,34 @@ func (m *NewMessage) MessageSize() int {
 	return n
 }
 
+// Validate checks a message's fields, whatever the limits: identifiers
+// of at most MaxNameLen bytes of UTF-8, its TTL, properties and
+// dead-letter reason.
+func (m *NewMessage) Validate() error {
+	if m.TTL < 0 {
+		return invalid("negative TTL %v", m.TTL)
+	}
+	for _, s := range []struct{ what, v string }{
+		{"message id", m.MessageID}, {"session id", m.SessionID},
+		{"partition key", m.PartitionKey}, {"content type", m.ContentType},
+	} {
+		if len(s.v) > MaxNameLen || !utf8.ValidString(s.v) {
+			return invalid("%s must be valid UTF-8 of at most %d bytes", s.what, MaxNameLen)
+		}
+	}
+	if err := validateProperties(m.Properties); err != nil {
+		return err
+	}
+	if err := validateProperties(m.Headers); err != nil {
+		return fmt.Errorf("headers: %w", err)
+	}
+	if len(m.DeadLetterReason) > MaxReasonLen || len(m.DeadLetterDescription) > MaxReasonLen ||
+		!utf8.ValidString(m.DeadLetterReason) || !utf8.ValidString(m.DeadLetterDescription) {
+		return invalid("dead-letter reason and description must be valid UTF-8 of at most %d bytes", MaxReasonLen)
+	}
+	return nil
+}
+
 // Validate checks an enqueue against the limits.
 func (p *EnqueueParams) Validate(l Limits) error {
 	if err := ValidateName("queue", p.Queue); err != nil {
@@ -204,26 +232,8 @@ func (p *EnqueueParams) Validate(l Limits) error {
 			return fmt.Errorf("message %d is %d bytes, at most %d allowed: %w", i, size, l.MaxMessageBytes, sluicetype.ErrMessageTooLarge)
 		}
 		total += size
-		if m.TTL < 0 {
-			return invalid("message %d: negative TTL %v", i, m.TTL)
-		}
-		for _, s := range []struct{ what, v string }{
-			{"message id", m.MessageID}, {"session id", m.SessionID},
-			{"partition key", m.PartitionKey}, {"content type", m.ContentType},
-		} {
-			if len(s.v) > MaxNameLen || !utf8.ValidString(s.v) {
-				return invalid("message %d: %s must be valid UTF-8 of at most %d bytes", i, s.what, MaxNameLen)
-			}
-		}
-		if err := validateProperties(m.Properties); err != nil {
+		if err := m.Validate(); err != nil {
 			return fmt.Errorf("message %d: %w", i, err)
-		}
-		if err := validateProperties(m.Headers); err != nil {
-			return fmt.Errorf("message %d headers: %w", i, err)
-		}
-		if len(m.DeadLetterReason) > MaxReasonLen || len(m.DeadLetterDescription) > MaxReasonLen ||
-			!utf8.ValidString(m.DeadLetterReason) || !utf8.ValidString(m.DeadLetterDescription) {
-			return invalid("message %d: dead-letter reason and description must be valid UTF-8 of at most %d bytes", i, MaxReasonLen)
 		}
 	}
 	if total > l.MaxBatchBytes {
@@ -241,36 +251,88 @@ func validateProperties(props map[string]string) error {
 	return nil
 }
 
-// Validate checks an EnqueueAll: each batch as an enqueue, each queue
-// once, and at most 10 × MaxBatch messages and MaxBatchBytes in all.
+// Validate checks an EnqueueAll: each queue once, and each message as an
+// enqueue checks it. The batch limits (MaxBatch, MaxBatchBytes) do not
+// apply: an EnqueueAll carries the copies of a send (a topic's fan-out),
+// and the layer above applies the limits to what its caller sent; the
+// engine writes the copies in bounded pieces, in one transaction.
 func (p *EnqueueAllParams) Validate(l Limits) error {
-	if len(p.Batches) == 0 && p.Routed == nil {
+	if len(p.Batches) == 0 && p.Routed == nil && len(p.Arrivals) == 0 {
 		return invalid("enqueue to no queue")
 	}
+	if err := p.validateArrivals(); err != nil {
+		return err
+	}
 	seen := make(map[string]bool, len(p.Batches))
-	n, bytes := 0, 0
 	for i := range p.Batches {
 		b := &p.Batches[i]
-		if err := b.Validate(l); err != nil {
+		if err := b.validateCopies(l); err != nil {
 			return fmt.Errorf("queue %q: %w", b.Queue, err)
 		}
 		if seen[b.Queue] {
 			return invalid("queue %q named twice", b.Queue)
 		}
 		seen[b.Queue] = true
-		n += len(b.Messages)
-		for j := range b.Messages {
-			bytes += b.Messages[j].MessageSize()
-		}
-	}
-	if n > 10*l.MaxBatch {
-		return fmt.Errorf("%d messages in one enqueue, at most %d allowed: %w", n, 10*l.MaxBatch, sluicetype.ErrBatchTooLarge)
-	}
-	if bytes > l.MaxBatchBytes {
-		return fmt.Errorf("enqueue of %d bytes, at most %d allowed: %w", bytes, l.MaxBatchBytes, sluicetype.ErrBatchTooLarge)
 	}
 	if p.Routed != nil {
 		return p.Routed.validate(p.Batches, l)
+	}
+	return nil
+}
+
+// validateArrivals checks that the arrivals name entities, come after
+// earlier ones, and account for every message of the batches.
+func (p *EnqueueAllParams) validateArrivals() error {
+	if len(p.Arrivals) == 0 {
+		if p.Through != nil {
+			return invalid("enqueue with Through and no arrivals")
+		}
+		return nil
+	}
+	for i, a := range p.Arrivals {
+		if err := ValidateName("queue", a.Queue); err != nil {
+			return fmt.Errorf("arrival %d: %w", i, err)
+		}
+		if a.After < -1 || a.After >= i || a.Message < 0 {
+			return invalid("arrival %d: after %d and message %d: must be an earlier arrival (or -1) and a message", i, a.After, a.Message)
+		}
+		if len(a.MessageID) > MaxNameLen || len(a.PartitionKey) > MaxNameLen {
+			return invalid("arrival %d: message id and partition key must be at most %d bytes", i, MaxNameLen)
+		}
+	}
+	if len(p.Through) != len(p.Batches) {
+		return invalid("enqueue with arrivals for %d batches, not %d", len(p.Through), len(p.Batches))
+	}
+	for i, th := range p.Through {
+		if len(th) != len(p.Batches[i].Messages) {
+			return invalid("enqueue with %d arrivals for the %d messages of queue %q", len(th), len(p.Batches[i].Messages), p.Batches[i].Queue)
+		}
+		for _, a := range th {
+			if a < -1 || a >= len(p.Arrivals) {
+				return invalid("arrival %d of queue %q is not one of the %d", a, p.Batches[i].Queue, len(p.Arrivals))
+			}
+		}
+	}
+	return nil
+}
+
+// validateCopies checks a batch of an EnqueueAll: an enqueue's checks
+// but the batch limits.
+func (p *EnqueueParams) validateCopies(l Limits) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if len(p.Messages) == 0 {
+		return invalid("enqueue of no messages")
+	}
+	for i := range p.Messages {
+		m := &p.Messages[i]
+		if size := m.MessageSize(); size > l.MaxMessageBytes {
+			return fmt.Errorf("message %d is %d bytes, at most %d allowed: %w", i, size, l.MaxMessageBytes, sluicetype.ErrMessageTooLarge)
+		}
+		if err := m.Validate(); err != nil {
+			return fmt.Errorf("message %d: %w", i, err)
+		}
 	}
 	return nil
 }

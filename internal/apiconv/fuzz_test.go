@@ -97,7 +97,7 @@ func fuzzSeeds() []proto.Message {
 		Subscription: "sub", Attempt: 2, Body: []byte("e"), Properties: map[string]string{"p": "q"}, AppendedAt: at}
 	return []proto.Message{
 		&sluicev1.CreateQueueRequest{Name: "orders", Properties: props},
-		&sluicev1.UpdateQueueRequest{Name: "orders", Properties: props, ForwardTo: "other"},
+		&sluicev1.UpdateQueueRequest{Name: "orders", Properties: props, ForwardTo: proto.String("other")},
 		&sluicev1.CreateQueueRequest{Name: "huge", Properties: &sluicev1.QueueProperties{
 			DefaultTtl: &durationpb.Duration{Seconds: 315576000000}, LockDuration: &durationpb.Duration{Seconds: -1}}},
 		&sluicev1.CreateTopicRequest{Name: "t", Properties: &sluicev1.TopicProperties{DefaultTtl: sec(time.Hour), MaxMessageSize: 10}},

@@ -31,6 +31,7 @@ var entityTests = []suiteTest{
 	{"EnqueueAll", testEnqueueAll},
 	{"RoutedSchedules", testRoutedSchedules},
 	{"LeaseDeadLetters", testLeaseDeadLetters},
+	{"EnqueueAllArrivals", testEnqueueAllArrivals},
 }
 
 func testUpdate(t *testing.T, h *harness) {

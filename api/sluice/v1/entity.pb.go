@@ -396,10 +396,11 @@ func (x *GetQueueResponse) GetQueue() *Queue {
 }
 
 type UpdateQueueRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Properties    *QueueProperties       `protobuf:"bytes,2,opt,name=properties,proto3" json:"properties,omitempty"`
-	ForwardTo     string                 `protobuf:"bytes,3,opt,name=forward_to,json=forwardTo,proto3" json:"forward_to,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Properties *QueueProperties       `protobuf:"bytes,2,opt,name=properties,proto3" json:"properties,omitempty"`
+	// Where the queue forwards its messages ("": nowhere); unset keeps it.
+	ForwardTo     *string `protobuf:"bytes,3,opt,name=forward_to,json=forwardTo,proto3,oneof" json:"forward_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -449,8 +450,8 @@ func (x *UpdateQueueRequest) GetProperties() *QueueProperties {
 }
 
 func (x *UpdateQueueRequest) GetForwardTo() string {
-	if x != nil {
-		return x.ForwardTo
+	if x != nil && x.ForwardTo != nil {
+		return *x.ForwardTo
 	}
 	return ""
 }
@@ -1993,10 +1994,15 @@ func (x *GetSubscriptionResponse) GetSubscription() *Subscription {
 }
 
 type UpdateSubscriptionRequest struct {
-	state         protoimpl.MessageState  `protogen:"open.v1"`
-	Topic         string                  `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Name          string                  `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Properties    *SubscriptionProperties `protobuf:"bytes,3,opt,name=properties,proto3" json:"properties,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// properties.forward_to, when not empty, sets where the subscription
+	// forwards; empty keeps it (see forward_to).
+	Properties *SubscriptionProperties `protobuf:"bytes,3,opt,name=properties,proto3" json:"properties,omitempty"`
+	// When set, where the subscription forwards ("": nowhere), whatever
+	// properties.forward_to says.
+	ForwardTo     *string `protobuf:"bytes,4,opt,name=forward_to,json=forwardTo,proto3,oneof" json:"forward_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2050,6 +2056,13 @@ func (x *UpdateSubscriptionRequest) GetProperties() *SubscriptionProperties {
 		return x.Properties
 	}
 	return nil
+}
+
+func (x *UpdateSubscriptionRequest) GetForwardTo() string {
+	if x != nil && x.ForwardTo != nil {
+		return *x.ForwardTo
+	}
+	return ""
 }
 
 type UpdateSubscriptionResponse struct {
@@ -2840,14 +2853,15 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\x0fGetQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\":\n" +
 	"\x10GetQueueResponse\x12&\n" +
-	"\x05queue\x18\x01 \x01(\v2\x10.sluice.v1.QueueR\x05queue\"\x83\x01\n" +
+	"\x05queue\x18\x01 \x01(\v2\x10.sluice.v1.QueueR\x05queue\"\x97\x01\n" +
 	"\x12UpdateQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
 	"\n" +
 	"properties\x18\x02 \x01(\v2\x1a.sluice.v1.QueuePropertiesR\n" +
-	"properties\x12\x1d\n" +
+	"properties\x12\"\n" +
 	"\n" +
-	"forward_to\x18\x03 \x01(\tR\tforwardTo\"=\n" +
+	"forward_to\x18\x03 \x01(\tH\x00R\tforwardTo\x88\x01\x01B\r\n" +
+	"\v_forward_to\"=\n" +
 	"\x13UpdateQueueResponse\x12&\n" +
 	"\x05queue\x18\x01 \x01(\v2\x10.sluice.v1.QueueR\x05queue\"(\n" +
 	"\x12DeleteQueueRequest\x12\x12\n" +
@@ -2959,13 +2973,16 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"V\n" +
 	"\x17GetSubscriptionResponse\x12;\n" +
-	"\fsubscription\x18\x01 \x01(\v2\x17.sluice.v1.SubscriptionR\fsubscription\"\x88\x01\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x17.sluice.v1.SubscriptionR\fsubscription\"\xbb\x01\n" +
 	"\x19UpdateSubscriptionRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12A\n" +
 	"\n" +
 	"properties\x18\x03 \x01(\v2!.sluice.v1.SubscriptionPropertiesR\n" +
-	"properties\"Y\n" +
+	"properties\x12\"\n" +
+	"\n" +
+	"forward_to\x18\x04 \x01(\tH\x00R\tforwardTo\x88\x01\x01B\r\n" +
+	"\v_forward_to\"Y\n" +
 	"\x1aUpdateSubscriptionResponse\x12;\n" +
 	"\fsubscription\x18\x01 \x01(\v2\x17.sluice.v1.SubscriptionR\fsubscription\"E\n" +
 	"\x19DeleteSubscriptionRequest\x12\x14\n" +
@@ -3195,12 +3212,14 @@ func file_sluice_v1_entity_proto_init() {
 	if File_sluice_v1_entity_proto != nil {
 		return
 	}
+	file_sluice_v1_entity_proto_msgTypes[6].OneofWrappers = []any{}
 	file_sluice_v1_entity_proto_msgTypes[25].OneofWrappers = []any{
 		(*Rule_TrueFilter)(nil),
 		(*Rule_FalseFilter)(nil),
 		(*Rule_CorrelationFilter)(nil),
 		(*Rule_SqlFilter)(nil),
 	}
+	file_sluice_v1_entity_proto_msgTypes[35].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

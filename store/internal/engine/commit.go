@@ -297,8 +297,10 @@ func (g *groupTx) queue(ctx context.Context, e *Engine, t store.Tenant, name str
 }
 
 // apply writes a group in one lock order: message rows of settles (by
-// tenant, queue, sequence number), then queue counter rows (by tenant,
-// queue), then the counter rows of the queues routed sends went to (by
+// tenant, queue, sequence number), then the counter rows of the entities
+// whose duplicate checks routed sends pass (by tenant, entity: see
+// checkArrivals), then queue counter rows (by tenant, queue), then the
+// counter rows of the queues routed sends went to (by
 // tenant, queue), then partition head rows (by tenant, partition). Leases come
 // last: they skip rows others hold, so they never wait, and they can take
 // messages enqueued or abandoned by the same group.
@@ -312,12 +314,7 @@ func (c *committer) apply(ctx context.Context, tx *groupTx, batch []*writeReq) e
 		case r.enq != nil:
 			enqueues = append(enqueues, r)
 		case r.all != nil:
-			children := make([]*writeReq, len(r.all.Batches))
-			for i := range r.all.Batches {
-				children[i] = &writeReq{t: r.t, enq: &r.all.Batches[i]}
-			}
-			alls = append(alls, allReq{r, children})
-			enqueues = append(enqueues, children...)
+			alls = append(alls, newAllReq(r))
 		case r.app != nil:
 			appends = append(appends, r)
 		case r.lease != nil:
@@ -328,6 +325,12 @@ func (c *committer) apply(ctx context.Context, tx *groupTx, batch []*writeReq) e
 		if err := c.e.settleGroup(ctx, tx, g); err != nil {
 			return err
 		}
+	}
+	if err := c.e.checkArrivals(ctx, tx, alls); err != nil {
+		return err
+	}
+	for _, a := range alls {
+		enqueues = append(enqueues, a.kept()...)
 	}
 	for _, g := range groupBy(enqueues, func(r *writeReq) string { return r.enq.Queue }) {
 		if err := c.e.enqueueGroup(ctx, tx, g); err != nil {

@@ -12,10 +12,72 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// allReq is an EnqueueAll request of a group with its children.
+// allReq is an EnqueueAll request of a group with its children: one
+// enqueue per batch, holding the copies its duplicate checks kept.
 type allReq struct {
 	r        *writeReq
 	children []*writeReq
+	// accepted says, for each arrival, that it was no duplicate; dup, for
+	// each sent message, that its first check found it a duplicate.
+	accepted []bool
+	dup      []bool
+	// index maps each child's messages to their index in its batch.
+	index [][]int
+}
+
+func newAllReq(r *writeReq) allReq {
+	a := allReq{r: r, children: make([]*writeReq, len(r.all.Batches))}
+	for i := range r.all.Batches {
+		a.children[i] = &writeReq{t: r.t, enq: &r.all.Batches[i]}
+	}
+	return a
+}
+
+// kept returns the children that hold copies to enqueue.
+func (a *allReq) kept() []*writeReq {
+	out := make([]*writeReq, 0, len(a.children))
+	for _, ch := range a.children {
+		if len(ch.enq.Messages) > 0 {
+			out = append(out, ch)
+		}
+	}
+	return out
+}
+
+// keep drops from the children the copies that came through an arrival
+// found a duplicate.
+func (a *allReq) keep() {
+	th := a.r.all.Through
+	if th == nil {
+		return
+	}
+	a.index = make([][]int, len(a.children))
+	for b, ch := range a.children {
+		batch := &a.r.all.Batches[b]
+		kept := &store.EnqueueParams{Queue: batch.Queue}
+		for j := range batch.Messages {
+			if at := th[b][j]; at >= 0 && !a.accepted[at] {
+				continue
+			}
+			kept.Messages = append(kept.Messages, batch.Messages[j])
+			a.index[b] = append(a.index[b], j)
+		}
+		ch.enq = kept
+	}
+}
+
+// seqs returns the numbers of batch b's messages, 0 for a copy dropped as
+// a duplicate.
+func (a *allReq) seqs(b int) []int64 {
+	ch := a.children[b]
+	if a.index == nil {
+		return ch.seqs
+	}
+	out := make([]int64, len(a.r.all.Batches[b].Messages))
+	for i, j := range a.index[b] {
+		out[j] = ch.seqs[i]
+	}
+	return out
 }
 
 // EnqueueAll writes batches to several queues atomically. It goes through
@@ -53,16 +115,16 @@ func (s *tenantStore) EnqueueTx(ctx context.Context, tx *sql.Tx, p *store.Enqueu
 	}
 	gt := newGroupTx(foreignTx{tx})
 	r := &writeReq{t: s.t, all: p}
-	children := make([]*writeReq, len(p.Batches))
-	for i := range p.Batches {
-		children[i] = &writeReq{t: s.t, enq: &p.Batches[i]}
+	alls := []allReq{newAllReq(r)}
+	if err := s.e.checkArrivals(ctx, gt, alls); err != nil {
+		return none, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	for _, ch := range sortedByQueue(children) {
+	a := alls[0]
+	for _, ch := range sortedByQueue(a.kept()) {
 		if err := s.e.enqueueGroup(ctx, gt, []*writeReq{ch}); err != nil {
 			return none, fmt.Errorf("sluice: enqueue: %w", err)
 		}
 	}
-	a := allReq{r, children}
 	if err := s.e.finishAll(ctx, gt, a); err != nil {
 		return none, fmt.Errorf("sluice: enqueue: %w", err)
 	}
@@ -98,7 +160,10 @@ func (e *Engine) finishAll(ctx context.Context, gt *groupTx, a allReq) error {
 		if ch.err != nil {
 			return fmt.Errorf("queue %q: %w", ch.enq.Queue, ch.err)
 		}
-		a.r.allSeqs[i] = ch.seqs
+		a.r.allSeqs[i] = a.seqs(i)
+		if len(ch.enq.Messages) == 0 {
+			continue
+		}
 		a.r.signals = append(a.r.signals, ch.signals...)
 		if err := e.deadLetterOnArrival(ctx, gt, a.r.t, ch.enq, ch.seqs); err != nil {
 			return err

@@ -40,9 +40,13 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 	if err != nil {
 		return err
 	}
+	// A message its first duplicate check dropped takes no number.
+	later := func(i int) bool {
+		return timeMS(rs.VisibleAt[i]) > qr.now && (a.dup == nil || !a.dup[i])
+	}
 	n := 0
-	for _, at := range rs.VisibleAt {
-		if timeMS(at) > qr.now {
+	for i := range rs.VisibleAt {
+		if later(i) {
 			n++
 		}
 	}
@@ -58,7 +62,7 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 	seq := qr.lastSeq - int64(n)
 	var rows []routedRow
 	for i, at := range rs.VisibleAt {
-		if timeMS(at) <= qr.now {
+		if !later(i) {
 			continue
 		}
 		seq++
@@ -71,14 +75,16 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 		copy  int64
 	}
 	seen := make(map[copyID]bool)
-	for b, ch := range a.children {
+	for b := range a.r.all.Batches {
+		batch := &a.r.all.Batches[b]
 		for j, origin := range rs.Origins[b] {
 			sent := a.r.routed[origin]
-			m := &ch.enq.Messages[j]
-			id := copyID{sent, ch.enq.Queue, ch.seqs[j]}
+			m := &batch.Messages[j]
+			id := copyID{sent, batch.Queue, a.r.allSeqs[b][j]}
 			// A copy dead-lettered on arrival is not scheduled; a
 			// duplicate, on a queue with duplicate detection, shares the
-			// first message's number, once.
+			// first message's number, once; one dropped by a duplicate
+			// check has none.
 			if sent == 0 || m.DeadLetterReason != "" || id.copy == 0 || seen[id] {
 				continue
 			}

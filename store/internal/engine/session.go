@@ -38,7 +38,8 @@ func withSessions(group []*writeReq) []*writeReq {
 	for _, r := range group {
 		ok := true
 		for i := range r.enq.Messages {
-			if r.enq.Messages[i].SessionID == "" {
+			// A copy dead-lettered on arrival needs no session.
+			if m := &r.enq.Messages[i]; m.SessionID == "" && m.DeadLetterReason == "" {
 				r.err = fmt.Errorf("message %d has no session id, and queue %q requires sessions: %w",
 					i, r.enq.Queue, sluicetype.ErrSessionRequired)
 				ok = false
