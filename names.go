@@ -56,6 +56,15 @@ func validateShortName(kind, name string, max int) error {
 // subscription's path as SubscriptionPath spells it. (Names are ASCII:
 // store.ValidateName refuses anything else.)
 func canonical(name string) string {
+	return CanonicalName(name)
+}
+
+// CanonicalName returns the one form in which sluice stores and shows an
+// entity's name: lower case, with a subscription path's
+// "/Subscriptions/" segment spelled so. Two names are one entity exactly
+// when their canonical forms are equal; a server matching names (grants,
+// labels) compares canonical forms.
+func CanonicalName(name string) string {
 	lower := strings.ToLower(name)
 	if i := strings.Index(lower, subscriptionsSegment); i >= 0 {
 		return lower[:i] + "/Subscriptions/" + lower[i+len(subscriptionsSegment):]

@@ -117,13 +117,17 @@ type Key struct {
 	MaxConsumers int
 }
 
-// allows reports whether the key may act on entity.
+// allows reports whether the key may act on entity. Names are
+// case-insensitive (sluice.CanonicalName), and so are grants: a name and
+// a pattern are compared in lower case.
 func (k *Key) allows(a Action, entity string) bool {
+	entity = strings.ToLower(entity)
 	for _, g := range k.Grants {
 		if g.Actions&a != a {
 			continue
 		}
 		for _, p := range g.Entities {
+			p = strings.ToLower(p)
 			if prefix, ok := strings.CutSuffix(p, "*"); ok && strings.HasPrefix(entity, prefix) || p == entity {
 				return true
 			}
@@ -135,11 +139,13 @@ func (k *Key) allows(a Action, entity string) bool {
 // reachesUnder reports whether the key has a permission on some entity
 // whose name starts with prefix.
 func (k *Key) reachesUnder(prefix string) bool {
+	prefix = strings.ToLower(prefix)
 	for _, g := range k.Grants {
 		if g.Actions == 0 {
 			continue
 		}
 		for _, p := range g.Entities {
+			p = strings.ToLower(p)
 			if pre, ok := strings.CutSuffix(p, "*"); ok && (strings.HasPrefix(prefix, pre) || strings.HasPrefix(pre, prefix)) ||
 				strings.HasPrefix(p, prefix) {
 				return true

@@ -275,13 +275,14 @@ func (h *entities) ListSubscriptions(ctx context.Context, req *sluicev1.ListSubs
 	if _, err := h.s.c.GetTopic(ctx, req.Topic); err != nil {
 		return nil, h.s.fail("list subscriptions", err)
 	}
-	under := sluice.SubscriptionPath(req.Topic, "")
+	topic := sluice.CanonicalName(req.Topic)
+	under := sluice.SubscriptionPath(topic, "")
 	path := func(sub sluice.SubscriptionInfo) string { return sluice.SubscriptionPath(sub.Topic, sub.Name) }
 	list := func(ctx context.Context, prefix, after string, max int) ([]sluice.SubscriptionInfo, error) {
-		return h.s.c.ListSubscriptionsWithPrefix(ctx, req.Topic, strings.TrimPrefix(prefix, under), strings.TrimPrefix(after, under), max)
+		return h.s.c.ListSubscriptionsWithPrefix(ctx, topic, strings.TrimPrefix(prefix, under), strings.TrimPrefix(after, under), max)
 	}
 	get := func(ctx context.Context, p string) (sluice.SubscriptionInfo, bool, error) {
-		return absent(h.s.c.GetSubscription(ctx, req.Topic, strings.TrimPrefix(p, under)))
+		return absent(h.s.c.GetSubscription(ctx, topic, strings.TrimPrefix(p, under)))
 	}
 	subs, err := listRanges(ctx, h.s.visibleRanges(ctx, 0, under), "", math.MaxInt, list, get, path)
 	if err != nil {

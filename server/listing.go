@@ -23,6 +23,7 @@ type nameRange struct {
 // single range of within itself for a key that sees everything there
 // (and without keys).
 func (s *Server) visibleRanges(ctx context.Context, wanted Action, within string) []nameRange {
+	within = sluice.CanonicalName(within)
 	if s.keys == nil {
 		return []nameRange{{prefix: within}}
 	}
@@ -37,6 +38,11 @@ func (s *Server) visibleRanges(ctx context.Context, wanted Action, within string
 		}
 		for _, p := range g.Entities {
 			prefix, wild := strings.CutSuffix(p, "*")
+			// Storage holds names in their canonical form. (A prefix
+			// cut inside a "/Subscriptions/" segment, such as
+			// "t/Subscr*", reads no subscription path: it lists less,
+			// never more.)
+			prefix = sluice.CanonicalName(prefix)
 			switch {
 			case wild && strings.HasPrefix(within, prefix):
 				return []nameRange{{prefix: within}} // covers all of within

@@ -1,0 +1,61 @@
+package server_test
+
+import (
+	"slices"
+	"testing"
+
+	"connectrpc.com/connect/v2"
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/server"
+)
+
+// Names are case-insensitive, and so are grants: a key granted "Orders*"
+// sends to "orders-1" however the caller spells it, lists it, and lists
+// the subscriptions of a topic it was granted in another case; a key
+// granted elsewhere is refused whatever the spelling.
+func TestGrantsIgnoreCase(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		const mixed, other = "grant-case-mixed-0123456789", "grant-case-other-0123456789"
+		e := start(t, kind, server.Config{Keys: []server.Key{
+			{Name: "mixed", Token: mixed, Grants: []server.Grant{{Actions: server.All,
+				Entities: []string{"Orders*", "FEED", "Feed/Subscriptions/*"}}}},
+			{Name: "other", Token: other, Grants: []server.Grant{{Actions: server.All, Entities: []string{"payroll"}}}},
+		}})
+		ctx := t.Context()
+		if _, err := e.lib.CreateQueue(ctx, "orders-1", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.lib.CreateTopic(ctx, "feed", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.lib.CreateSubscription(ctx, "feed", "audit", nil); err != nil {
+			t.Fatal(err)
+		}
+		c := e.remote(t, &client.Options{Token: mixed})
+		for _, name := range []string{"orders-1", "ORDERS-1", "Orders-1"} {
+			s, _ := c.NewSender(name)
+			if _, err := s.Send(ctx, &sluice.Message{Body: []byte(name)}); err != nil {
+				t.Fatalf("send to %q with a grant of Orders*: %v", name, err)
+			}
+		}
+		if st, err := e.lib.GetQueueStats(ctx, "orders-1"); err != nil || st.Active != 3 {
+			t.Fatalf("orders-1 after three sends: %+v, %v", st, err)
+		}
+		qs, err := c.ListQueues(ctx, "", 10)
+		if err != nil || len(qs) != 1 || qs[0].Name != "orders-1" {
+			t.Fatalf("ListQueues by a key granted Orders*: %+v, %v", qs, err)
+		}
+		subs, err := c.ListSubscriptions(ctx, "FEED")
+		if err != nil || !slices.ContainsFunc(subs, func(s sluice.SubscriptionInfo) bool { return s.Name == "audit" }) {
+			t.Fatalf("ListSubscriptions(FEED) by a key granted Feed/Subscriptions/*: %+v, %v", subs, err)
+		}
+		o := e.remote(t, &client.Options{Token: other})
+		for _, name := range []string{"orders-1", "ORDERS-1"} {
+			s, _ := o.NewSender(name)
+			if _, err := s.Send(ctx, &sluice.Message{Body: []byte("no")}); connect.CodeOf(err) != connect.CodePermissionDenied {
+				t.Fatalf("send to %q by a key granted payroll: %v, want PERMISSION_DENIED", name, err)
+			}
+		}
+	})
+}
