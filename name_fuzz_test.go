@@ -11,13 +11,18 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
+// maxSubscriptionNameLen is Service Bus's bound on subscription and rule
+// names.
+const maxSubscriptionNameLen = 50
+
 // FuzzEntityName creates queues, topics, subscriptions and rules named by
 // arbitrary text on a SQLite-backed client, as the API does with the
 // names clients send. A refused name fails with ErrInvalidName, and only
 // a name that storage's rule refuses is refused (or a queue or topic
-// name holding a subscription path, or a subscription name whose path is
-// too long). An accepted name round trips: the entity reads back under
-// it, is listed, and is deleted by it.
+// name holding a subscription path, or a subscription or rule name over
+// 50 characters). An accepted name round trips: the entity reads back
+// under it, is listed, is the same entity in any case (a create in
+// another case fails with ErrEntityExists), and is deleted by it.
 func FuzzEntityName(f *testing.F) {
 	for _, s := range []string{
 		"", "a", "orders", "orders/eu", "Orders.EU-1_x", "-a", "a-", "a b", "é", "a/Subscriptions/b", "A/SUBSCRIPTIONS/B",
@@ -108,7 +113,7 @@ func subscriptionOps(ctx context.Context, c *sluice.Client) entityOps {
 	return entityOps{kind: "subscription",
 		valid: func(name string) bool {
 			return store.ValidateName("subscription", name) == nil && !strings.Contains(name, "/") &&
-				len(sluice.SubscriptionPath("topic", name)) <= store.MaxNameLen
+				len(name) <= maxSubscriptionNameLen
 		},
 		create: func(name string) error { _, err := c.CreateSubscription(ctx, "topic", name, nil); return err },
 		get: func(name string) (string, error) {
@@ -155,20 +160,32 @@ func checkEntityName(t *testing.T, name string, ops entityOps) {
 	if listed, err := ops.list(); err != nil || !slices.Contains(listed, name) {
 		t.Fatalf("list %ss: %q, %v; want %q among them", ops.kind, listed, err, name)
 	}
+	for _, other := range []string{strings.ToUpper(name), strings.ToLower(name)} {
+		if other == name {
+			continue
+		}
+		if got, err := ops.get(other); err != nil || got != name {
+			t.Fatalf("get %s %q, created as %q: %q, %v", ops.kind, other, name, got, err)
+		}
+		if err := ops.create(other); !errors.Is(err, sluice.ErrEntityExists) {
+			t.Fatalf("create %s %q beside %q: %v, want ErrEntityExists", ops.kind, other, name, err)
+		}
+	}
 }
 
 // checkRuleName adds and deletes a rule of the name ("$" may start a
-// name): refused with ErrInvalidName unless storage's rule accepts it.
+// name): refused with ErrInvalidName unless storage's rule accepts it
+// and it is at most 50 characters.
 func checkRuleName(t *testing.T, ctx context.Context, c *sluice.Client, name string) {
 	t.Helper()
 	bare := strings.TrimPrefix(name, "$")
-	valid := store.ValidateName("rule", bare) == nil
+	valid := store.ValidateName("rule", bare) == nil && len(bare) <= maxSubscriptionNameLen
 	err := c.CreateRule(ctx, "topic", "sub", sluice.Rule{Name: name, Filter: sluice.TrueFilter{}})
 	switch {
 	case name == sluice.DefaultRuleName && errors.Is(err, sluice.ErrEntityExists):
 	case err != nil && !errors.Is(err, sluice.ErrInvalidName):
 		t.Fatalf("create rule %q: %v, want ErrInvalidName", name, err)
-	case err != nil && valid && !strings.HasPrefix(name, "$"):
+	case err != nil && valid && len(name) <= maxSubscriptionNameLen && !strings.HasPrefix(name, "$"):
 		t.Fatalf("create rule %q: %v", name, err)
 	case err == nil && !valid:
 		t.Fatalf("create rule %q: accepted", name)

@@ -26,6 +26,7 @@ import (
 type dashboardCall struct {
 	path   string
 	stream bool
+	raw    bool // the body is sent as is, not framed in an envelope
 	answer proto.Message
 }
 
@@ -42,6 +43,10 @@ var dashboardCalls = []dashboardCall{
 	{path: "/sluice.v1.StatsService/GetThroughput", answer: &sluicev1.GetThroughputResponse{}},
 	{path: "/sluice.v1.MessagingService/Peek", answer: &sluicev1.PeekResponse{}},
 	{path: "/sluice.v1.MessagingService/ResubmitDeadLetters", stream: true, answer: &sluicev1.ResubmitDeadLettersResponse{}},
+	// The same, with envelopes as a client may get them wrong (issue
+	// 15.11: truncated, or compressed without an encoding).
+	{path: "/sluice.v1.MessagingService/ResubmitDeadLetters", stream: true, raw: true,
+		answer: &sluicev1.ResubmitDeadLettersResponse{}},
 }
 
 // FuzzDashboard makes the dashboard's requests, with arbitrary query
@@ -53,6 +58,13 @@ var dashboardCalls = []dashboardCall{
 // with their security headers; the API's answer in its JSON form).
 func FuzzDashboard(f *testing.F) {
 	for i, c := range dashboardCalls {
+		if c.raw {
+			for _, body := range []string{"", "\x00", "\x00\x00\x00\x00\x10{}", "\x01\x00\x00\x00\x02{}",
+				"\x00\x00\x00\x00\x02{}\x00\x00", "\x02\x00\x00\x00\x02{}"} {
+				f.Add(uint8(i), "", []byte(body))
+			}
+			continue
+		}
 		for _, body := range dashboardBodies(c.path) {
 			f.Add(uint8(i), "", []byte(body))
 			f.Add(uint8(i), "connect=v1&encoding=json&message="+url.QueryEscape(body), []byte(body))
@@ -67,6 +79,8 @@ func FuzzDashboard(f *testing.F) {
 		switch {
 		case c.answer == nil:
 			method, ctype = http.MethodGet, ""
+		case c.stream && c.raw:
+			ctype = "application/connect+json"
 		case c.stream:
 			ctype, body = "application/connect+json", envelope(body)
 		}

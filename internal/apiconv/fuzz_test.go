@@ -3,6 +3,7 @@ package apiconv_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,6 +101,17 @@ func fuzzSeeds() []proto.Message {
 		&sluicev1.UpdateQueueRequest{Name: "orders", Properties: props, ForwardTo: proto.String("other")},
 		&sluicev1.CreateQueueRequest{Name: "huge", Properties: &sluicev1.QueueProperties{
 			DefaultTtl: &durationpb.Duration{Seconds: 315576000000}, LockDuration: &durationpb.Duration{Seconds: -1}}},
+		// protobuf's largest duration, as a queue's default TTL and a
+		// message's: stored negative, and expiring in 1734 (issue 15.1).
+		&sluicev1.CreateQueueRequest{Name: "forever", Properties: &sluicev1.QueueProperties{
+			DefaultTtl: &durationpb.Duration{Seconds: 315576000000}, DeadLetterRetention: &durationpb.Duration{Seconds: 315576000000}}},
+		&sluicev1.SendRequest{Entity: "forever", Messages: []*sluicev1.Message{{Body: []byte("x"),
+			TimeToLive: &durationpb.Duration{Seconds: 315576000000, Nanos: 999999999}}}},
+		// Ids over Service Bus's 128 characters; a session id and a
+		// different partition key (issue 15.10).
+		&sluicev1.SendRequest{Entity: "ids", Messages: []*sluicev1.Message{{MessageId: strings.Repeat("m", 129)}}},
+		&sluicev1.SendRequest{Entity: "ids", Messages: []*sluicev1.Message{{SessionId: strings.Repeat("s", 129)}}},
+		&sluicev1.SendRequest{Entity: "ids", Messages: []*sluicev1.Message{{SessionId: "a", PartitionKey: "b"}}},
 		&sluicev1.CreateTopicRequest{Name: "t", Properties: &sluicev1.TopicProperties{DefaultTtl: sec(time.Hour), MaxMessageSize: 10}},
 		&sluicev1.CreateSubscriptionRequest{Topic: "t", Name: "s", Properties: subProps, Rules: rules},
 		&sluicev1.CreateRuleRequest{Topic: "t", Subscription: "s", Rule: rules[3]},

@@ -222,8 +222,10 @@ func checkCreateSubscription(t *testing.T, c *sluice.Client, name string, r *slu
 }
 
 // checkSend sends the request's messages to a new queue and peeks them:
-// each is stored as sent, expires after it was enqueued, and is
-// scheduled when it was asked to be, years ahead.
+// ids over 128 characters, or a session id and a partition key that
+// differ, are refused; each message sent is stored as sent, expires
+// after it was enqueued, and is scheduled when it was asked to be, a
+// long way ahead.
 func checkSend(t *testing.T, c *sluice.Client, name string, r *sluicev1.SendRequest) {
 	ctx := t.Context()
 	if len(r.GetMessages()) == 0 || len(r.GetMessages()) > 20 {
@@ -246,6 +248,12 @@ func checkSend(t *testing.T, c *sluice.Client, name string, r *sluicev1.SendRequ
 		refused(t, "send", err)
 		return
 	}
+	for _, m := range msgs {
+		if len(m.MessageID) > maxIDLen || len(m.SessionID) > maxIDLen ||
+			m.SessionID != "" && m.PartitionKey != "" && m.SessionID != m.PartitionKey {
+			t.Fatalf("message id %q, session id %q and partition key %q accepted", m.MessageID, m.SessionID, m.PartitionKey)
+		}
+	}
 	rc, err := c.NewReceiver(name, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -261,6 +269,9 @@ func checkSend(t *testing.T, c *sluice.Client, name string, r *sluicev1.SendRequ
 		checkSent(t, start, msgs[i], m)
 	}
 }
+
+// maxIDLen is Service Bus's bound on a message's MessageId and SessionId.
+const maxIDLen = 128
 
 // aLongWay is how far ahead a message scheduled for that long must stay
 // scheduled for the whole test.

@@ -19,9 +19,9 @@ import (
 // FuzzServeConfig loads arbitrary bytes as sluice serve's configuration
 // file, with its keys and grants, and builds the server it describes on
 // a SQLite-backed client. Nothing panics, and a configuration that is
-// accepted is valid: no negative bound, every key named, every grant with
-// actions and entities, and every key's token authenticates while a
-// wrong one does not.
+// accepted is valid: no negative bound, key names distinct, every grant
+// pattern a name or a prefix ending in its only '*', and every key's
+// token authenticates while a wrong one does not.
 func FuzzServeConfig(f *testing.F) {
 	for _, s := range []string{
 		`{}`,
@@ -32,6 +32,9 @@ func FuzzServeConfig(f *testing.F) {
 		  "grants": [{"actions": ["send", "receive"], "entities": ["orders-*", "billing/Subscriptions/*"]}]},
 		 {"name": "ops", "token_sha256": "` + strings.Repeat("ab", 32) + `",
 		  "grants": [{"actions": ["all"], "entities": ["*"]}, {"actions": ["manage"], "entities": ["$cluster"]}]}]}`,
+		// A '*' inside a pattern, and two keys of one name (issue 15.19).
+		`{"keys": [{"name": "a", "token": "0123456789abcdef0123", "grants": [{"actions": ["send"], "entities": ["orders*eu"]}]}]}`,
+		`{"keys": [{"name": "a", "token": "0123456789abcdef0123"}, {"name": "a", "token": "0123456789abcdef0124"}]}`,
 		`{"keys": [{"name": "a", "token": "short"}]}`,
 		`{"max_receive_wait": "-1s", "max_request_bytes": -1, "max_consumers": -5}`,
 		`{"max_receive_wait": 30}`, `{"adress": "x"}`, `[]`, `null`, `{"keys": null}`, `{"keys": [{}]}`,
@@ -78,13 +81,20 @@ func checkAccepted(t *testing.T, cfg serveConfig, keys []server.Key) {
 		t.Fatalf("configuration with a negative bound accepted: max_request_bytes %d, max_receive_wait %v, "+
 			"max_consumers %d, stream_partitions %d", cfg.MaxRequestBytes, time.Duration(cfg.MaxReceiveWait), cfg.MaxConsumers, cfg.StreamPartitions)
 	}
+	names := make(map[string]bool)
 	for _, k := range keys {
-		if k.Name == "" {
-			t.Fatalf("a key without a name accepted")
+		if k.Name == "" || names[k.Name] {
+			t.Fatalf("keys named %q twice (or not at all) accepted", k.Name)
 		}
+		names[k.Name] = true
 		for _, g := range k.Grants {
 			if g.Actions == 0 || len(g.Entities) == 0 {
 				t.Fatalf("key %q: a grant of %v on %q accepted", k.Name, g.Actions, g.Entities)
+			}
+			for _, p := range g.Entities {
+				if i := strings.IndexByte(p, '*'); p == "" || i >= 0 && i != len(p)-1 {
+					t.Fatalf("key %q: grant pattern %q accepted ('*' only ends a prefix)", k.Name, p)
+				}
 			}
 		}
 	}
