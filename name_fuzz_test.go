@@ -154,17 +154,19 @@ func checkEntityName(t *testing.T, name string, ops entityOps) {
 			t.Fatalf("get %s %q once deleted: %v, want ErrEntityNotFound", ops.kind, name, err)
 		}
 	}()
-	if got, err := ops.get(name); err != nil || got != name {
-		t.Fatalf("get %s %q: %q, %v", ops.kind, name, got, err)
+	// Names are stored and shown in their canonical form.
+	stored := sluice.CanonicalName(name)
+	if got, err := ops.get(name); err != nil || got != stored {
+		t.Fatalf("get %s %q: %q, %v; want %q", ops.kind, name, got, err, stored)
 	}
-	if listed, err := ops.list(); err != nil || !slices.Contains(listed, name) {
-		t.Fatalf("list %ss: %q, %v; want %q among them", ops.kind, listed, err, name)
+	if listed, err := ops.list(); err != nil || !slices.Contains(listed, stored) {
+		t.Fatalf("list %ss: %q, %v; want %q among them", ops.kind, listed, err, stored)
 	}
 	for _, other := range []string{strings.ToUpper(name), strings.ToLower(name)} {
 		if other == name {
 			continue
 		}
-		if got, err := ops.get(other); err != nil || got != name {
+		if got, err := ops.get(other); err != nil || got != stored {
 			t.Fatalf("get %s %q, created as %q: %q, %v", ops.kind, other, name, got, err)
 		}
 		if err := ops.create(other); !errors.Is(err, sluice.ErrEntityExists) {

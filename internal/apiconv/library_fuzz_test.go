@@ -126,10 +126,14 @@ func refused(t *testing.T, what string, err error) {
 
 // checkStored checks one duration setting as stored: never negative;
 // zero takes a default; in range, the value asked rounded up to the
-// millisecond; beyond it, at least the range (clamped, never wrapped).
+// millisecond; beyond it, at least the range (clamped, never wrapped),
+// or, for a time-to-live or a retention, 0: never (sluice.Forever's
+// rule).
 func checkStored(t *testing.T, what string, asked, stored time.Duration) {
 	t.Helper()
+	never := what == "default TTL" || what == "dead-letter retention"
 	switch {
+	case never && asked >= sluice.Forever && stored == 0:
 	case asked < 0:
 		t.Fatalf("%s %v: a negative duration was accepted (stored %v)", what, asked, stored)
 	case stored < 0:

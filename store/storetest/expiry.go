@@ -407,9 +407,16 @@ func testResubmitUnknown(t *testing.T, h *harness) {
 	q := createQueue(t, ctx, st, store.QueueSettings{})
 	deadLetterAll(t, st, q, msgs("1", "2", "3")...)
 	enqueue(t, ctx, st, q, msg("live")) // seq 4, a message, not a dead letter
-	for _, seqs := range [][]int64{{1, 999}, {999}, {2, 4}, {4}, {3, 0}} {
-		_, err := st.ResubmitDeadLetters(ctx, &store.ResubmitParams{Queue: q, Seqs: seqs})
-		wantErr(t, fmt.Sprintf("ResubmitDeadLetters(%v)", seqs), err, sluicetype.ErrMessageNotFound)
+	for _, c := range []struct {
+		seqs []int64
+		want error
+	}{
+		{[]int64{1, 999}, sluicetype.ErrMessageNotFound}, {[]int64{999}, sluicetype.ErrMessageNotFound},
+		{[]int64{2, 4}, sluicetype.ErrMessageNotFound}, {[]int64{4}, sluicetype.ErrMessageNotFound},
+		{[]int64{3, 0}, sluicetype.ErrInvalidArgument}, // numbers start at 1
+	} {
+		_, err := st.ResubmitDeadLetters(ctx, &store.ResubmitParams{Queue: q, Seqs: c.seqs})
+		wantErr(t, fmt.Sprintf("ResubmitDeadLetters(%v)", c.seqs), err, c.want)
 		wantSeqs(t, "dead letters after a refused resubmit", deadSeqs(deadAll(t, ctx, st, q)), []int64{1, 2, 3})
 		wantSeqs(t, "messages after a refused resubmit", messageSeqs(peekAll(t, ctx, st, q)), []int64{4})
 	}

@@ -36,11 +36,15 @@ func TestServeConfigNegativeBounds(t *testing.T) {
 	} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
+		// A negative duration is refused as it is read (the file's names
+		// the value, "-1s"); other bounds when the configuration is
+		// checked.
 		cfg, err := loadServeConfig(fs, c.args, func(k string) string { return c.env[k] })
-		if err != nil {
-			t.Fatalf("%v %v: %v", c.env, c.args, err)
+		if err == nil {
+			err = cfg.validate()
+		} else if c.want != "" && strings.Contains(err.Error(), "must not be negative") {
+			continue
 		}
-		err = cfg.validate()
 		switch {
 		case c.want == "" && err != nil:
 			t.Errorf("%v %v: %v", c.env, c.args, err)
