@@ -301,18 +301,9 @@ func (s *Server) authenticate(next connect.ServerFunc) connect.ServerFunc {
 			return next(ctx, spec, stream)
 		}
 		info, _ := connect.CallInfoForServerContext(ctx)
-		token, ok := strings.CutPrefix(info.RequestHeader().Get("Authorization"), "Bearer ")
-		if !ok || token == "" {
-			return s.refusedUnread(ctx, nil, connect.NewError(connect.CodeUnauthenticated,
-				`missing credentials: send "Authorization: Bearer <token>"`))
-		}
-		k := s.keys.find(token)
-		if k == nil {
-			return s.refusedUnread(ctx, nil, connect.NewError(connect.CodeUnauthenticated, "unknown token"))
-		}
-		if k.limiter != nil && !k.limiter.Allow() {
-			return s.refusedUnread(ctx, k, apierr.New(connect.CodeResourceExhausted, "RATE_LIMITED",
-				fmt.Sprintf("key %q is over its rate limit of %g calls a second", k.Name, k.RatePerSecond)))
+		k, err := s.keys.admit(info.RequestHeader().Get("Authorization"))
+		if err != nil {
+			return s.refusedUnread(ctx, k, err)
 		}
 		if err := holdConnection(ctx, k); err != nil {
 			return s.refusedUnread(ctx, k, err)
@@ -320,13 +311,34 @@ func (s *Server) authenticate(next connect.ServerFunc) connect.ServerFunc {
 		if a := procedureNeeds[spec.Procedure]; !k.holdsAny(a) {
 			return s.refusedUnread(ctx, k, denied(k, grantless(a)))
 		}
-		err := next(context.WithValue(ctx, keyCtx{}, k), spec, stream)
+		err = next(context.WithValue(ctx, keyCtx{}, k), spec, stream)
 		if connect.CodeOf(err) == connect.CodePermissionDenied {
 			// The handler's refusal: the permission on the entity it names.
 			s.refused(ctx, k, err)
 		}
 		return err
 	}
+}
+
+// admit authenticates a request by its Authorization header, for API
+// calls and /metrics alike: the key its bearer token names, within the
+// key's rate limit. It fails with UNAUTHENTICATED (no bearer token, or
+// an unknown one: the key is nil then) or RESOURCE_EXHAUSTED
+// RATE_LIMITED (with the key).
+func (kr *keyring) admit(authorization string) (*authKey, error) {
+	token, ok := strings.CutPrefix(authorization, "Bearer ")
+	if !ok || token == "" {
+		return nil, connect.NewError(connect.CodeUnauthenticated, `missing credentials: send "Authorization: Bearer <token>"`)
+	}
+	k := kr.find(token)
+	if k == nil {
+		return nil, connect.NewError(connect.CodeUnauthenticated, "unknown token")
+	}
+	if k.limiter != nil && !k.limiter.Allow() {
+		return k, apierr.New(connect.CodeResourceExhausted, "RATE_LIMITED",
+			fmt.Sprintf("key %q is over its rate limit of %g calls a second", k.Name, k.RatePerSecond))
+	}
+	return k, nil
 }
 
 // authorize fails with PERMISSION_DENIED unless the call's key may act on

@@ -373,19 +373,15 @@ func (m *metrics) handler(s *Server) http.Handler {
 	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.keys != nil {
-			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			k := s.keys.find(token)
-			if !ok || token == "" || k == nil {
-				http.Error(w, "unauthenticated: send a key's token as \"Authorization: Bearer <token>\"", http.StatusUnauthorized)
-				return
+			k, err := s.keys.admit(r.Header.Get("Authorization"))
+			if err == nil && !k.allows(Manage, MetricsEntity) {
+				err = connect.NewError(connect.CodePermissionDenied,
+					fmt.Sprintf("key %q may not read the metrics (grant manage on %s)", k.Name, MetricsEntity))
 			}
-			if k.limiter != nil && !k.limiter.Allow() {
-				http.Error(w, fmt.Sprintf("key %q is over its rate limit of %g calls a second", k.Name, k.RatePerSecond),
-					http.StatusTooManyRequests)
-				return
-			}
-			if !k.allows(Manage, MetricsEntity) {
-				http.Error(w, "key "+strconv.Quote(k.Name)+" may not read the metrics (grant manage on $metrics)", http.StatusForbidden)
+			if err != nil {
+				s.refusedHTTP(r, k, err)
+				code := connect.CodeOf(err)
+				http.Error(w, code.String()+": "+errMessage(err), httpStatus(code))
 				return
 			}
 		}

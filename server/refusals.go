@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -67,6 +68,45 @@ func (s *Server) refused(ctx context.Context, k *authKey, err error) error {
 	}
 	s.log.Warn("sluice: server: call refused", attrs...)
 	return err
+}
+
+// refusedHTTP logs, as refused does, a refused request outside the API
+// (/metrics).
+func (s *Server) refusedHTTP(r *http.Request, k *authKey, err error) {
+	n, ok := s.refusals.allow()
+	if !ok {
+		return
+	}
+	attrs := []any{"code", connect.CodeOf(err).String(), "path", r.URL.Path, "peer", r.RemoteAddr}
+	if k != nil {
+		attrs = append(attrs, "key", k.Name)
+	}
+	attrs = append(attrs, "err", errMessage(err))
+	if n > 0 {
+		attrs = append(attrs, "suppressed", n)
+	}
+	s.log.Warn("sluice: server: request refused", attrs...)
+}
+
+// errMessage is a connect error's message without its code.
+func errMessage(err error) string {
+	if ce := (*connect.Error)(nil); errors.As(err, &ce) {
+		return ce.Message()
+	}
+	return err.Error()
+}
+
+// httpStatus is the HTTP status of a refusal's code.
+func httpStatus(c connect.Code) int {
+	switch c {
+	case connect.CodeUnauthenticated:
+		return http.StatusUnauthorized
+	case connect.CodePermissionDenied:
+		return http.StatusForbidden
+	case connect.CodeResourceExhausted:
+		return http.StatusTooManyRequests
+	}
+	return http.StatusBadRequest
 }
 
 // refusedConn logs, as refused does, a connection closed at once for

@@ -71,6 +71,35 @@ func TestRefusalsLogged(t *testing.T) {
 	}
 }
 
+// Refused scrapes of /metrics are logged as refused API calls are: with
+// the path, the peer and the key's name, never the token.
+func TestMetricsRefusalsLogged(t *testing.T) {
+	t.Parallel()
+	logs := &logRecords{}
+	const scraper = "hard-scraper-token-0123456789"
+	e := start(t, "sqlite", server.Config{Logger: slog.New(logs), Keys: append([]server.Key{{Name: "scraper", Token: scraper,
+		Grants: []server.Grant{{Actions: server.Receive, Entities: []string{"*"}}}}}, hardeningKeys...)})
+	for _, authorization := range []string{"", "Bearer hard-unknown-token-0123456789", "Bearer " + scraper} {
+		if status, _ := get(t, e, "/metrics", authorization); status == http.StatusOK {
+			t.Fatalf("/metrics with %q was not refused", authorization)
+		}
+	}
+	got := logs.matching("request refused")
+	if len(got) != 3 {
+		t.Fatalf("%d refusals of /metrics logged, want 3:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for _, want := range []string{"code=unauthenticated", "code=permission_denied", "key=scraper"} {
+		if !slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, want) }) {
+			t.Errorf("no refusal of /metrics logged with %s:\n%s", want, strings.Join(got, "\n"))
+		}
+	}
+	for _, l := range got {
+		if !strings.Contains(l, "path=/metrics") || !strings.Contains(l, "peer=127.0.0.1:") || strings.Contains(l, "token-0123456789") {
+			t.Errorf("a refusal of /metrics without its path or peer, or with a token: %s", l)
+		}
+	}
+}
+
 // The HTTP server's errors (here, TLS handshakes with peers that speak
 // no TLS) are logged at a bounded rate.
 func TestHandshakeErrorsBounded(t *testing.T) {
