@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +66,9 @@ func TestOutcomeUnknownAcrossTheNetwork(t *testing.T) {
 		_, err = s.Send(t.Context(), &sluice.Message{MessageID: id})
 		if proxy.Lost() != 1 || !errors.Is(err, sluice.ErrOutcomeUnknown) {
 			t.Fatalf("Send with its reply lost (%d lost): got %v, want an error wrapping %q", proxy.Lost(), err, sluice.ErrOutcomeUnknown)
+		}
+		if strings.Contains(err.Error(), "tcp") || strings.Contains(err.Error(), "127.0.0.1") {
+			t.Errorf("the client learns how the server reaches its database: %v", err)
 		}
 		if _, err := s.Send(t.Context(), &sluice.Message{MessageID: "after"}); err != nil {
 			t.Fatalf("Send after the lost reply: %v", err)

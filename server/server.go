@@ -499,8 +499,12 @@ func (s *Server) recoverPanics(next connect.ServerFunc) connect.ServerFunc {
 // client is not told about.
 func (s *Server) fail(op string, err error) error {
 	ce, internal := apierr.FromLibrary(err)
-	if internal {
+	switch {
+	case internal:
 		s.log.Error("sluice: server: "+op+" failed", "err", err)
+	case errors.Is(err, sluice.ErrOutcomeUnknown):
+		// The client gets no detail of the database's connection.
+		s.log.Warn("sluice: server: "+op+": outcome unknown", "err", err)
 	}
 	return ce
 }

@@ -6,6 +6,7 @@
 package apierr
 
 import (
+	"cmp"
 	"context"
 	"errors"
 
@@ -26,6 +27,15 @@ type condition struct {
 	err    error
 	code   connect.Code
 	reason string
+}
+
+// wireMessages replace, on the wire, the text of errors that wrap the
+// database driver's: it names the database's address, and tells a client
+// nothing the reason does not.
+var wireMessages = map[error]string{
+	sluicetype.ErrOutcomeUnknown: "outcome unknown: the connection to the database broke before the write's reply, " +
+		"so it may have been applied (a send retried with its MessageID to an entity with duplicate detection is stored once)",
+	sluicetype.ErrContention: "database contention persisted: nothing was written; retry",
 }
 
 // conditions are tried in order: the more specific first (a lost session
@@ -64,7 +74,7 @@ var conditions = []condition{
 // whose text stays on the server (internal is true: log it).
 func FromLibrary(err error) (_ *connect.Error, internal bool) {
 	if c, ok := conditionOf(err); ok {
-		return New(c.code, c.reason, err.Error()).WithCause(err), false
+		return New(c.code, c.reason, cmp.Or(wireMessages[c.err], err.Error())).WithCause(err), false
 	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
