@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -68,6 +69,31 @@ func TestDurationEdges(t *testing.T) {
 		}
 		p := c.NewStreamProcessor(nil)
 		err = p.Handle("c", func(context.Context, *sluice.StreamEvent) error { return nil }, &sluice.ConsumerOptions{DeliveryTimeout: -time.Second})
+		wantErr(t, "Handle with a negative delivery timeout", err, sluice.ErrInvalidArgument)
+	})
+}
+
+// A stream processor's durations follow the rule too: a negative one, or
+// a heartbeat or failure timeout too long for the balancer's sums, fails
+// Start with ErrInvalidArgument, and nothing runs.
+func TestStreamProcessorDurationEdges(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		for _, bad := range []sluice.StreamProcessorOptions{
+			{HeartbeatInterval: -time.Second}, {FailureTimeout: -1}, {PollInterval: -time.Millisecond},
+			{IdlePollInterval: -time.Second}, {ProgressInterval: -1}, {RefreshInterval: -time.Second},
+			{HeartbeatInterval: sluice.Forever}, {FailureTimeout: sluice.Forever},
+		} {
+			p := c.NewStreamProcessor(&bad)
+			if err := p.Handle("c-"+randHex(4), func(context.Context, *sluice.StreamEvent) error { return nil },
+				&sluice.ConsumerOptions{Namespace: "ns"}); err != nil {
+				t.Fatal(err)
+			}
+			err := p.Start(t.Context())
+			wantErr(t, fmt.Sprintf("Start with %+v", bad), err, sluice.ErrInvalidArgument)
+		}
+		p := c.NewStreamProcessor(nil)
+		err := p.Handle("c-"+randHex(4), func(context.Context, *sluice.StreamEvent) error { return nil },
+			&sluice.ConsumerOptions{Namespace: "ns", DeliveryTimeout: -time.Second})
 		wantErr(t, "Handle with a negative delivery timeout", err, sluice.ErrInvalidArgument)
 	})
 }

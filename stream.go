@@ -539,6 +539,10 @@ type StreamProcessorOptions struct {
 	ProgressInterval time.Duration
 	// RefreshInterval is how often subscriptions made by other processes
 	// are picked up (default 1 s).
+	//
+	// A negative duration among these options is refused, and so is a
+	// HeartbeatInterval or FailureTimeout over 24 hours: Start fails with
+	// ErrInvalidArgument.
 	RefreshInterval time.Duration
 }
 
@@ -550,6 +554,8 @@ type StreamProcessor struct {
 	node      *stream.Node
 	balancer  *stream.Leases
 	consumers []string
+	// invalid is why the options are refused: Start fails with it.
+	invalid error
 }
 
 // StreamPartitionStats describe a partition a processor pulls.
@@ -578,8 +584,23 @@ func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcess
 		CacheRecords: o.CacheRecords, CacheBytes: o.CacheBytes, ProgressInterval: o.ProgressInterval,
 		RefreshInterval: o.RefreshInterval,
 	})
-	return &StreamProcessor{c: c, id: id, node: node, balancer: bal}
+	p := &StreamProcessor{c: c, id: id, node: node, balancer: bal}
+	if err := checkDurations(namedDuration{"heartbeat interval", o.HeartbeatInterval}, namedDuration{"failure timeout", o.FailureTimeout},
+		namedDuration{"poll interval", o.PollInterval}, namedDuration{"idle poll interval", o.IdlePollInterval},
+		namedDuration{"progress interval", o.ProgressInterval}, namedDuration{"refresh interval", o.RefreshInterval}); err != nil {
+		p.invalid = fmt.Errorf("sluice: stream processor: %w", err)
+	}
+	if o.HeartbeatInterval > maxLeaseTiming || o.FailureTimeout > maxLeaseTiming {
+		p.invalid = fmt.Errorf("sluice: stream processor: heartbeat interval %v and failure timeout %v: at most %v each: %w",
+			o.HeartbeatInterval, o.FailureTimeout, maxLeaseTiming, ErrInvalidArgument)
+	}
+	return p
 }
+
+// maxLeaseTiming bounds HeartbeatInterval and FailureTimeout: the
+// balancer adds and multiplies them, and a node silent for longer is gone
+// whatever the setting.
+const maxLeaseTiming = 24 * time.Hour
 
 // NodeID is the processor's id in the cluster (its name and a random
 // suffix), as ClusterStatus lists it.
@@ -630,6 +651,9 @@ func (p *StreamProcessor) Handle(consumer string, h StreamHandler, opts *Consume
 // (ErrConsumerConflict), stores the consumers' namespace subscriptions,
 // and starts pulling.
 func (p *StreamProcessor) Start(ctx context.Context) error {
+	if p.invalid != nil {
+		return p.invalid
+	}
 	p.balancer.Consumers = slices.Sorted(slices.Values(p.consumers))
 	if err := p.node.Start(ctx); err != nil {
 		return err
