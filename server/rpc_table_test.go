@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sort"
@@ -333,7 +334,8 @@ func TestEveryRPC(t *testing.T) {
 		t.FailNow()
 	}
 
-	e := start(t, "sqlite", server.Config{Keys: rpcKeys, StreamNodes: rpcStreamNodes})
+	logs := &logRecords{}
+	e := start(t, "sqlite", server.Config{Keys: rpcKeys, StreamNodes: rpcStreamNodes, Logger: slog.New(logs)})
 	fx := setUpRPCFixtures(t, e)
 	fill := strings.NewReplacer("$LOCK", fx.lock, "$SESSION", fx.session, "$SUB", fx.sub, "$DELIVERY", fx.delivery,
 		"$DEFERRED", strconv.FormatInt(fx.deferred, 10), "$SCHEDULED", strconv.FormatInt(fx.scheduled, 10),
@@ -365,12 +367,32 @@ func TestEveryRPC(t *testing.T) {
 	} else if err := s2.Close(t.Context()); err != nil {
 		t.Error(err)
 	}
+	t.Run("refusals logged", func(t *testing.T) { checkRefusalsLogged(t, logs) })
 	t.Run("bad values", func(t *testing.T) { checkBadValues(t, e, fx, fill) })
 	t.Run("operational endpoints", func(t *testing.T) { checkOperational(t, e) })
 	// Last, as they may write when they should not.
 	t.Run("two entities", func(t *testing.T) { checkSecondEntities(t, e) })
 	t.Run("missing entities", func(t *testing.T) { checkNoProbing(t, e) })
 	t.Run("namespace grants", func(t *testing.T) { checkNamespaceGrants(t, e, fx) })
+}
+
+// checkRefusalsLogged checks what the refused calls of every RPC left in
+// the log: refusals of each kind, with the key's name, and never a token
+// in any record.
+func checkRefusalsLogged(t *testing.T, logs *logRecords) {
+	got := logs.matching("refused")
+	for _, want := range []string{"code=unauthenticated", "code=permission_denied", "key="} {
+		if !slices.ContainsFunc(got, func(l string) bool { return strings.Contains(l, want) }) {
+			t.Errorf("no refusal logged with %s among %d:\n%s", want, len(got), strings.Join(got, "\n"))
+		}
+	}
+	for _, l := range logs.matching("") {
+		for _, k := range rpcKeys {
+			if strings.Contains(l, k.Token) {
+				t.Errorf("a log record holds key %q's token: %s", k.Name, l)
+			}
+		}
+	}
 }
 
 // checkNoProbing checks that a key learns of an entity's existence only
