@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/server"
@@ -73,22 +72,7 @@ func startCounting(t *testing.T, kind string, cfg server.Config) (*env, *countin
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Client, cfg.Addr, cfg.Logger = c, "127.0.0.1:0", storetest.Logger(t)
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	return &env{url: "http://" + srv.Addr().String(), lib: c, srv: srv}, b
+	return serve(t, c, cfg), b
 }
 
 // Listings cost what the key may see, not what is in the database: the

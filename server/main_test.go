@@ -56,6 +56,13 @@ func start(t *testing.T, kind string, cfg server.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return serve(t, c, cfg)
+}
+
+// serve starts a server of the library client c, on a free loopback port
+// unless cfg names one, and stops it when the test ends.
+func serve(t *testing.T, c *sluice.Client, cfg server.Config) *env {
+	t.Helper()
 	cfg.Client = c
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"

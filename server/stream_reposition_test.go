@@ -23,22 +23,7 @@ func startTenant(t *testing.T, kind, service string, cfg server.Config) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.Client, cfg.Addr, cfg.Logger = c, "127.0.0.1:0", storetest.Logger(t)
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	return &env{url: "http://" + srv.Addr().String(), lib: c, srv: srv}
+	return serve(t, c, cfg)
 }
 
 // Through the API: a remote consumer's subscription that lost records to
