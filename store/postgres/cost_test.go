@@ -16,8 +16,8 @@ import (
 	"github.com/sluicehq/sluice/store/storetest"
 )
 
-// TestLeaseCost checks DESIGN invariant 6, that leasing B messages costs
-// O(log K + B) whatever the number of in-flight and scheduled rows: with
+// TestLeaseCost checks that leasing B messages costs
+// O(log K + B) (docs/architecture.md, "Leases cost") whatever the number of in-flight and scheduled rows: with
 // 4,000 messages leased and 2,000 scheduled ahead of 32 ready ones, each
 // query a lease or a settle runs reads a few rows of sluice_messages per message it
 // takes, not the rows it must pass over. Rows read are counted from

@@ -13,8 +13,8 @@ import (
 	"github.com/sluicehq/sluice/store/storetest"
 )
 
-// TestLeaseCost checks DESIGN invariant 6, that leasing B messages costs
-// O(log K + B) whatever the number of in-flight and scheduled rows, by the
+// TestLeaseCost checks that leasing B messages costs
+// O(log K + B) (docs/architecture.md, "Leases cost") whatever the number of in-flight and scheduled rows, by the
 // plans SQLite makes for the queries a lease (and a settle) runs, on a
 // queue loaded by storetest.LoadBacklog: each reaches sluice_messages
 // through an index whose range starts at the rows it wants (ready rows,

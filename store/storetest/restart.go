@@ -12,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// SurviveRestart checks DESIGN invariant 1 across a crash of the database:
+// SurviveRestart checks the no-loss promise (docs/architecture.md, "Durability") across a crash of the database:
 // eight producers enqueue to a new queue of st while restart crashes the
 // database and starts it again (it returns once the database accepts
 // connections). Every enqueue that returned nil must be there afterwards,
