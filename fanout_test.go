@@ -1,6 +1,8 @@
 package sluice_test
 
 import (
+	"bytes"
+	"crypto/rand"
 	"fmt"
 	"testing"
 	"time"
@@ -36,24 +38,34 @@ func TestTopicFanOutLimits(t *testing.T) {
 			}
 		}
 
-		// 900 KB to 20 subscriptions: 18 MB of copies, more than a batch.
+		// 900 KB to 200 subscriptions: 175 MB of copies, far more than a
+		// batch (the body is stored once).
 		if _, err := c.CreateTopic(ctx, "large", nil); err != nil {
 			t.Fatal(err)
 		}
-		for i := range 20 {
+		for i := range subs {
 			if _, err := c.CreateSubscription(ctx, "large", fmt.Sprintf("s%02d", i), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
+		body := make([]byte, 900<<10)
+		rand.Read(body)
 		start = time.Now()
-		if _, err := newSender(t, c, "large").Send(ctx, &sluice.Message{Body: make([]byte, 900<<10)}); err != nil {
-			t.Fatalf("Send of 900 KB to 20 subscriptions: %v", err)
+		if _, err := newSender(t, c, "large").Send(ctx, &sluice.Message{Body: body}); err != nil {
+			t.Fatalf("Send of 900 KB to %d subscriptions: %v", subs, err)
 		}
-		t.Logf("%s: a 900 KB send to 20 subscriptions took %v", kind, time.Since(start))
-		for i := range 20 {
+		t.Logf("%s: a 900 KB send to %d subscriptions took %v", kind, subs, time.Since(start))
+		for i := range subs {
 			st, err := c.GetQueueStats(ctx, sluice.SubscriptionPath("large", fmt.Sprintf("s%02d", i)))
 			if err != nil || st.Active != 1 {
 				t.Fatalf("subscription %d of large holds %+v, %v; want the message", i, st, err)
+			}
+		}
+		for _, i := range []int{0, subs - 1} {
+			r := newReceiver(t, c, sluice.SubscriptionPath("large", fmt.Sprintf("s%02d", i)), sluice.ReceiveAndDelete)
+			ms, err := r.Receive(ctx, 1)
+			if err != nil || len(ms) != 1 || !bytes.Equal(ms[0].Body, body) {
+				t.Fatalf("subscription %d of large: %d messages, %v; want the 900 KB sent", i, len(ms), err)
 			}
 		}
 

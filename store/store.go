@@ -527,6 +527,10 @@ type EvictResult struct {
 	Exhausted int64
 	// Removed counts dead letters deleted by retention.
 	Removed int64
+	// Bodies counts the tenant's shared bodies deleted because no message
+	// or dead letter refers to them any more (the copies of a large
+	// message sent to several queues share one stored body).
+	Bodies int64
 }
 
 // QueueStats counts a queue's messages by state.

@@ -113,14 +113,14 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	mfs, _ := fs.Sub(migrations, "migrations")
 	e, err := engine.New(ctx, engine.Config{
 		Dialect: &engine.Dialect{
-			Features:           store.Features{Name: "mysql", Driver: "github.com/go-sql-driver/mysql", SharedStreams: true},
-			Queries:            qfs,
-			Migrations:         mfs,
-			TxMigrations:       false,
-			LockResult:         true,
-			SeqsByLastInsertID: true,
-			IntList:            engine.JSONList,
-			Classify:           classify,
+			Features:     store.Features{Name: "mysql", Driver: "github.com/go-sql-driver/mysql", SharedStreams: true},
+			Queries:      qfs,
+			Migrations:   mfs,
+			TxMigrations: false,
+			LockResult:   true,
+			LastInsertID: true,
+			IntList:      engine.JSONList,
+			Classify:     classify,
 		},
 		Write:      db,
 		Limits:     cfg.Limits,

@@ -76,11 +76,7 @@ func (r *writeReq) size() int {
 			n += len(r.app.Records[i].Payload)
 		}
 	case r.all != nil:
-		for _, b := range r.all.Batches {
-			for i := range b.Messages {
-				n += b.Messages[i].MessageSize()
-			}
-		}
+		n = allSize(r.t, r.all)
 	}
 	return n
 }
@@ -273,6 +269,8 @@ func (c *committer) commit(batch []*writeReq) error {
 type groupTx struct {
 	tx     querier
 	queues map[queueID]queueRow
+	// bodies holds the shared bodies the transaction stored.
+	bodies map[bodyKey]int64
 }
 
 type queueID struct {
@@ -327,6 +325,9 @@ func (c *committer) apply(ctx context.Context, tx *groupTx, batch []*writeReq) e
 		}
 	}
 	if err := c.e.checkArrivals(ctx, tx, alls); err != nil {
+		return err
+	}
+	if err := c.e.shareBodies(ctx, tx, alls); err != nil {
 		return err
 	}
 	for _, a := range alls {

@@ -144,6 +144,7 @@ func (e *Engine) enqueueDedup(ctx context.Context, gt *groupTx, group []*writeRe
 		if err != nil {
 			return err
 		}
+		gt.share(p.r.t, &row, p.r.enq.Messages[p.i].Payload)
 		rows = append(rows, row)
 		if p.key != "" {
 			seen[p.key] = seq

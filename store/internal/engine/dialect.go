@@ -28,10 +28,11 @@ type Dialect struct {
 	// LockResult says MigrateLock returns one value, 1 when it took the
 	// lock (MySQL's GET_LOCK); otherwise it fails or blocks instead.
 	LockResult bool
-	// SeqsByLastInsertID says ReserveSeqs sets LAST_INSERT_ID to the
-	// queue's new last_seq (MySQL has no UPDATE ... RETURNING); otherwise
-	// ReserveSeqs returns the new last_seq as its one row.
-	SeqsByLastInsertID bool
+	// LastInsertID says ReserveSeqs sets LAST_INSERT_ID to the queue's new
+	// last_seq, and InsertBody to the new body's id (MySQL has no UPDATE
+	// ... RETURNING, nor INSERT ... RETURNING); otherwise each returns
+	// that number as its one row.
+	LastInsertID bool
 	// NotifyOnReserve says ReserveSeqs takes the queue's notify payload
 	// (Hub.NotifyPayload) as a fifth argument and notifies listeners of it itself, sparing the
 	// Notify round trip of every enqueue.
@@ -100,6 +101,7 @@ var queryNames = []string{
 	"UpsertNode", "DeleteForgottenNodes", "SelectNodes", "DeleteNode",
 	"SelectLeases", "EnsurePartitionLease", "RenewLease", "AcquireLease", "ReleaseLease", "LockLeaseNoWait", "LockLeaseEpoch",
 	"SelectSubscriptionProgress", "SetSubscriptionProgress", "RecordReposition", "GetReposition",
+	"InsertBody", "SelectBodies", "DeleteBodies",
 }
 
 // optionalQueries may be absent; the engine skips what needs them.

@@ -51,6 +51,7 @@ type Engine struct {
 	closeMu  sync.RWMutex
 	closed   bool
 	notifyOn bool
+	sweeps   bodySweeps
 }
 
 // maxRetries bounds how often a transaction is retried after a deadlock,

@@ -119,6 +119,9 @@ func (s *tenantStore) EnqueueTx(ctx context.Context, tx *sql.Tx, p *store.Enqueu
 	if err := s.e.checkArrivals(ctx, gt, alls); err != nil {
 		return none, fmt.Errorf("sluice: enqueue: %w", err)
 	}
+	if err := s.e.shareBodies(ctx, gt, alls); err != nil {
+		return none, fmt.Errorf("sluice: enqueue: %w", err)
+	}
 	a := alls[0]
 	for _, ch := range sortedByQueue(a.kept()) {
 		if err := s.e.enqueueGroup(ctx, gt, []*writeReq{ch}); err != nil {

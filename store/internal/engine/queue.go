@@ -213,7 +213,12 @@ func (s *tenantStore) DeleteQueue(ctx context.Context, name string) error {
 		if _, err := s.e.exec(ctx, tx, "DeleteQueueRoutedSchedules", s.t.Service, s.t.Provider, name); err != nil {
 			return err
 		}
-		_, err = s.e.exec(ctx, tx, "DeleteQueueDeadLetters", s.t.Service, s.t.Provider, name)
+		if _, err := s.e.exec(ctx, tx, "DeleteQueueDeadLetters", s.t.Service, s.t.Provider, name); err != nil {
+			return err
+		}
+		// Bodies only the queue's messages referred to go now, as far as
+		// one bounded sweep reaches; eviction passes find the rest.
+		_, err = s.e.sweepBodies(ctx, tx, s.t, maxChunkRows)
 		return err
 	})
 	if err != nil {
@@ -286,6 +291,7 @@ func (e *Engine) enqueueGroup(ctx context.Context, gt *groupTx, group []*writeRe
 			if err != nil {
 				return err
 			}
+			gt.share(t, &row, r.enq.Messages[i].Payload)
 			rows = append(rows, row)
 		}
 		r.signals = []string{QueueKey(t, queue)}
@@ -320,7 +326,7 @@ func (e *Engine) reserveSeqs(ctx context.Context, gt *groupTx, t store.Tenant, q
 // until commit, and returns the new last number.
 func (e *Engine) takeSeqs(ctx context.Context, tx querier, t store.Tenant, queue string, n int) (int64, error) {
 	var last int64
-	if e.d.SeqsByLastInsertID {
+	if e.d.LastInsertID {
 		st, err := e.stmt(ctx, tx, "ReserveSeqs")
 		if err != nil {
 			return 0, err
@@ -395,7 +401,7 @@ func (e *Engine) insertMessages(ctx context.Context, tx querier, t store.Tenant,
 			if _, err := e.exec(ctx, tx, "InsertMessage", t.Service, t.Provider, queue, r.Seq, r.State,
 				nullable(r.VisibleAt), nullable(r.ExpiresAt), now,
 				r.MessageID, r.SessionID, r.PartitionKey, r.ContentType, nullable(r.Properties), payload,
-				nullable(r.Headers)); err != nil {
+				nullable(r.Headers), nullable(r.BodyID)); err != nil {
 				return err
 			}
 		}
@@ -787,7 +793,7 @@ func (s *tenantStore) maybeEvict(ctx context.Context, queue string, qr queueRow)
 	if err != nil || !won {
 		return err
 	}
-	_, err = s.evict(ctx, queue)
+	_, err = s.evict(ctx, queue, s.e.sweeps.due(s.t, qr.settings.EvictionInterval))
 	return err
 }
 
@@ -795,7 +801,7 @@ func (s *tenantStore) Evict(ctx context.Context, queue string) (store.EvictResul
 	if err := store.ValidateName("queue", queue); err != nil {
 		return store.EvictResult{}, fmt.Errorf("sluice: evict: %w", err)
 	}
-	res, err := s.evict(ctx, queue)
+	res, err := s.evict(ctx, queue, true)
 	if err != nil {
 		return res, fmt.Errorf("sluice: evict: %w", err)
 	}
@@ -804,8 +810,10 @@ func (s *tenantStore) Evict(ctx context.Context, queue string) (store.EvictResul
 
 // evict runs one bounded eviction batch: ended leases and schedules are
 // resolved, expired messages expire, and dead letters past retention are
-// removed, each step at most the queue's eviction batch.
-func (s *tenantStore) evict(ctx context.Context, queue string) (store.EvictResult, error) {
+// removed, each step at most the queue's eviction batch; with sweep, as
+// many of the tenant's shared bodies that nothing refers to any more are
+// deleted.
+func (s *tenantStore) evict(ctx context.Context, queue string, sweep bool) (store.EvictResult, error) {
 	var res store.EvictResult
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		qr, err := s.e.getQueue(ctx, tx, s.t, queue)
@@ -833,11 +841,18 @@ func (s *tenantStore) evict(ctx context.Context, queue string) (store.EvictResul
 			}
 		}
 		removable, err := s.e.int64s(ctx, tx, "SelectRemovableDeadLetters", s.t.Service, s.t.Provider, queue, qr.now, batch)
-		if err != nil || len(removable) == 0 {
+		if err != nil {
 			return err
 		}
-		slices.Sort(removable)
-		res.Removed, err = s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, queue, s.e.d.IntList(removable))
+		if len(removable) > 0 {
+			slices.Sort(removable)
+			if res.Removed, err = s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, queue, s.e.d.IntList(removable)); err != nil {
+				return err
+			}
+		}
+		if sweep {
+			res.Bodies, err = s.e.sweepBodies(ctx, tx, s.t, batch)
+		}
 		return err
 	})
 	return res, err

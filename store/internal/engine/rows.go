@@ -27,6 +27,9 @@ type messageRow struct {
 	State     int    `json:"st"`
 	VisibleAt *int64 `json:"v,omitempty"`
 	ExpiresAt *int64 `json:"e,omitempty"`
+	// BodyID, when set, names the shared body the row's payload is in
+	// (see shareBodies); Payload is then empty.
+	BodyID *int64 `json:"b,omitempty"`
 	messageBody
 }
 

@@ -256,7 +256,7 @@ FOR UPDATE;
 -- use, makes MariaDB sort: it would read and lock every ready message of
 -- the session.)
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload, headers
+       message_id, session_id, partition_key, content_type, properties, CASE WHEN sluice_messages.body_id IS NULL THEN sluice_messages.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_messages.service AND b.provider = sluice_messages.provider AND b.id = sluice_messages.body_id) END AS payload, headers
 FROM sluice_messages FORCE INDEX (sluice_messages_session)
 WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY)
   AND state = 0 AND (expires_at IS NULL OR expires_at > ?)
@@ -405,13 +405,13 @@ WHERE service = ? AND provider = ? AND name = ?;
 -- name: InsertMessages
 -- args: service, provider, queue, enqueued_at, rows
 -- rows: [{"s":seq,"st":state,"v":visible_at,"e":expires_at,"mid":..,"sid":..,
---         "pk":..,"ct":..,"pr":properties_json,"hd":headers_json,"p":payload_hex}]
+--         "pk":..,"ct":..,"pr":properties_json,"hd":headers_json,"p":payload_hex,"b":body_id}]
 -- "pr" and "hd" are JSON strings holding the properties' and headers' JSON
 -- text, read as text.
 INSERT INTO sluice_messages (service, provider, queue, enqueued_at, seq, state, visible_at,
     expires_at, delivery_count, lock_token, message_id, session_id, partition_key,
-    content_type, properties, payload, headers)
-SELECT ?, ?, ?, ?, r.s, r.st, r.v, r.e, 0, NULL, r.mid, r.sid, r.pk, r.ct, r.pr, UNHEX(r.p), r.hd
+    content_type, properties, payload, body_id, headers)
+SELECT ?, ?, ?, ?, r.s, r.st, r.v, r.e, 0, NULL, r.mid, r.sid, r.pk, r.ct, r.pr, UNHEX(r.p), r.b, r.hd
 FROM JSON_TABLE(?, '$[*]' COLUMNS (
     s   BIGINT PATH '$.s',
     st  SMALLINT PATH '$.st',
@@ -423,7 +423,8 @@ FROM JSON_TABLE(?, '$[*]' COLUMNS (
     ct  VARCHAR(260) CHARACTER SET utf8mb4 PATH '$.ct',
     pr  MEDIUMTEXT CHARACTER SET utf8mb4 PATH '$.pr',
     hd  MEDIUMTEXT CHARACTER SET utf8mb4 PATH '$.hd',
-    p   LONGTEXT CHARACTER SET ascii PATH '$.p')) AS r;
+    p   LONGTEXT CHARACTER SET ascii PATH '$.p',
+    b   BIGINT PATH '$.b')) AS r;
 
 -- name: SelectDue
 -- args: service, provider, queue, now, limit
@@ -499,7 +500,7 @@ SET m.properties = k.properties;
 -- message never expires), locked until the lease commits. A row another
 -- transaction holds is waited for, then read as committed.
 SELECT m.seq, m.state, m.visible_at, m.expires_at, m.delivery_count, m.enqueued_at,
-       m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload,
+       m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, CASE WHEN m.body_id IS NULL THEN m.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = m.service AND b.provider = m.provider AND b.id = m.body_id) END AS payload,
        m.headers
 FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
              CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
@@ -553,10 +554,10 @@ SET m.visible_at = k.visible_at;
 -- args: reason, description, dead_at, remove_at, service, provider, queue, seqs
 INSERT INTO sluice_dead_letters (reason, description, dead_at, remove_at,
     service, provider, queue, seq, delivery_count, enqueued_at, expires_at, message_id,
-    session_id, partition_key, content_type, properties, payload, headers)
+    session_id, partition_key, content_type, properties, payload, body_id, headers)
 SELECT ?, ?, ?, ?,
        m.service, m.provider, m.queue, m.seq, m.delivery_count, m.enqueued_at, m.expires_at,
-       m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload,
+       m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload, m.body_id,
        m.headers
 FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
              CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
@@ -681,7 +682,7 @@ WHERE d.seq = r.o;
 -- skipped. The index is forced: with ORDER BY seq ... LIMIT, MariaDB
 -- otherwise prefers the primary key and walks every leased row first.
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload, headers
+       message_id, session_id, partition_key, content_type, properties, CASE WHEN sluice_messages.body_id IS NULL THEN sluice_messages.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_messages.service AND b.provider = sluice_messages.provider AND b.id = sluice_messages.body_id) END AS payload, headers
 FROM sluice_messages FORCE INDEX (sluice_messages_ready)
 WHERE service = ? AND provider = ? AND queue = ? AND state = 0
   AND (expires_at IS NULL OR expires_at > ?)
@@ -800,10 +801,10 @@ STRAIGHT_JOIN sluice_dead_letters AS d
 -- mapping: [{"o":old_seq,"n":new_seq}]
 INSERT INTO sluice_messages (enqueued_at, expires_at, service, provider, queue, seq, state,
     visible_at, delivery_count, lock_token, message_id, session_id, partition_key,
-    content_type, properties, payload, headers)
+    content_type, properties, payload, body_id, headers)
 SELECT ?, ?, d.service, d.provider, d.queue, m.n, 0,
        NULL, 0, NULL, d.message_id, d.session_id, d.partition_key,
-       d.content_type, d.properties, d.payload, d.headers
+       d.content_type, d.properties, d.payload, d.body_id, d.headers
 FROM JSON_TABLE(?, '$[*]' COLUMNS (o BIGINT PATH '$.o', n BIGINT PATH '$.n')) AS m
 JOIN sluice_dead_letters AS d ON d.seq = m.o
 WHERE d.service = ? AND d.provider = ? AND d.queue = ?;
@@ -811,7 +812,7 @@ WHERE d.service = ? AND d.provider = ? AND d.queue = ?;
 -- name: PeekMessages
 -- args: service, provider, queue, from_seq, limit
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload, headers
+       message_id, session_id, partition_key, content_type, properties, CASE WHEN sluice_messages.body_id IS NULL THEN sluice_messages.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_messages.service AND b.provider = sluice_messages.provider AND b.id = sluice_messages.body_id) END AS payload, headers
 FROM sluice_messages
 WHERE service = ? AND provider = ? AND queue = ? AND seq >= ?
 ORDER BY seq
@@ -820,7 +821,7 @@ LIMIT ?;
 -- name: PeekDeadLetters
 -- args: service, provider, queue, from_seq, limit
 SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
-       content_type, properties, payload, reason, description, dead_at, remove_at, headers
+       content_type, properties, CASE WHEN sluice_dead_letters.body_id IS NULL THEN sluice_dead_letters.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_dead_letters.service AND b.provider = sluice_dead_letters.provider AND b.id = sluice_dead_letters.body_id) END AS payload, reason, description, dead_at, remove_at, headers
 FROM sluice_dead_letters
 WHERE service = ? AND provider = ? AND queue = ? AND seq >= ?
 ORDER BY seq
@@ -838,7 +839,7 @@ LIMIT ?;
 -- row past its range, and a held row it passes over fails the filter and
 -- is unlocked at once.
 SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
-       content_type, properties, payload, reason, description, dead_at, remove_at, headers
+       content_type, properties, CASE WHEN sluice_dead_letters.body_id IS NULL THEN sluice_dead_letters.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_dead_letters.service AND b.provider = sluice_dead_letters.provider AND b.id = sluice_dead_letters.body_id) END AS payload, reason, description, dead_at, remove_at, headers
 FROM sluice_dead_letters FORCE INDEX (PRIMARY)
 WHERE service = ? AND provider = ? AND queue = ? AND locked_until <= ?
 ORDER BY seq
@@ -1408,3 +1409,34 @@ WHERE service = ? AND provider = ? AND id = ?;
 -- args: service, provider, id
 SELECT repositions, repositioned FROM sluice_stream_subscriptions
 WHERE service = ? AND provider = ? AND id = ?;
+
+-- name: InsertBody
+-- args: service, provider, payload
+-- Stores a body that the copies of one message share; its id is
+-- LAST_INSERT_ID.
+INSERT INTO sluice_bodies (service, provider, payload) VALUES (?, ?, ?);
+
+-- name: SelectBodies
+-- args: service, provider, after, limit
+-- The tenant's next bodies after id after, in id order, each with whether
+-- no message or dead letter refers to it (orphan): a consistent read,
+-- which locks nothing. Nothing refers to a body again once nothing does
+-- (a reference is written with its body, in one transaction, or moved
+-- between the two tables in one), so an orphan one read finds may be
+-- deleted later.
+SELECT x.id,
+       NOT EXISTS (SELECT 1 FROM sluice_messages AS m
+                   WHERE m.service = x.service AND m.provider = x.provider AND m.body_id = x.id)
+       AND NOT EXISTS (SELECT 1 FROM sluice_dead_letters AS d
+                       WHERE d.service = x.service AND d.provider = x.provider AND d.body_id = x.id)
+       AS orphan
+FROM sluice_bodies AS x
+WHERE x.service = ? AND x.provider = ? AND x.id > ?
+ORDER BY x.id
+LIMIT ?;
+
+-- name: DeleteBodies
+-- args: service, provider, ids
+DELETE FROM sluice_bodies
+WHERE service = ? AND provider = ?
+  AND id IN (SELECT l.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS l);

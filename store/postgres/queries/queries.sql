@@ -265,7 +265,7 @@ WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
 -- (rather than skipping, which would break the order) for an eviction in
 -- progress.
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload, headers
+       message_id, session_id, partition_key, content_type, properties, CASE WHEN sluice_messages.body_id IS NULL THEN sluice_messages.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_messages.service AND b.provider = sluice_messages.provider AND b.id = sluice_messages.body_id) END AS payload, headers
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = (SELECT 0)
   AND (expires_at IS NULL OR expires_at > $5::bigint)
@@ -391,15 +391,15 @@ RETURNING last_seq;
 -- name: InsertMessages
 -- args: service, provider, queue, enqueued_at, rows
 -- rows: [{"s":seq,"st":state,"v":visible_at,"e":expires_at,"mid":..,"sid":..,
---         "pk":..,"ct":..,"pr":properties_json,"hd":headers_json,"p":payload_hex}]
+--         "pk":..,"ct":..,"pr":properties_json,"hd":headers_json,"p":payload_hex,"b":body_id}]
 INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
     delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
-    content_type, properties, payload, headers)
+    content_type, properties, payload, body_id, headers)
 SELECT $1::text, $2::text, $3::text, r.s, r.st, r.v, r.e,
        0, NULL, $4::bigint, r.mid, r.sid, r.pk,
-       r.ct, r.pr, decode(r.p, 'hex'), r.hd
+       r.ct, r.pr, decode(r.p, 'hex'), r.b, r.hd
 FROM json_to_recordset($5::json) AS r(s bigint, st smallint, v bigint, e bigint,
-    mid text, sid text, pk text, ct text, pr text, hd text, p text);
+    mid text, sid text, pk text, ct text, pr text, hd text, p text, b bigint);
 
 -- name: SelectDue
 -- args: service, provider, queue, now, limit
@@ -450,7 +450,7 @@ WHERE (service, provider, queue, seq) IN (
 -- message never expires). The rows are locked in sequence order, waiting
 -- for a lease or settle in progress.
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload, headers
+       message_id, session_id, partition_key, content_type, properties, CASE WHEN sluice_messages.body_id IS NULL THEN sluice_messages.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_messages.service AND b.provider = sluice_messages.provider AND b.id = sluice_messages.body_id) END AS payload, headers
 FROM sluice_messages
 WHERE state = 3
   AND (service, provider, queue, seq) IN (
@@ -486,10 +486,10 @@ WHERE (service, provider, queue, seq) IN (
 -- name: MoveToDeadLetters
 -- args: reason, description, dead_at, remove_at, service, provider, queue, seqs
 INSERT INTO sluice_dead_letters (service, provider, queue, seq, delivery_count, enqueued_at,
-    expires_at, message_id, session_id, partition_key, content_type, properties, payload,
+    expires_at, message_id, session_id, partition_key, content_type, properties, payload, body_id,
     headers, reason, description, dead_at, remove_at)
 SELECT service, provider, queue, seq, delivery_count, enqueued_at,
-       expires_at, message_id, session_id, partition_key, content_type, properties, payload,
+       expires_at, message_id, session_id, partition_key, content_type, properties, payload, body_id,
        headers, $1::text, $2::text, $3::bigint, $4::bigint
 FROM sluice_messages
 WHERE (service, provider, queue, seq) IN (
@@ -584,7 +584,7 @@ WHERE (d.service, d.provider, d.queue, d.dedup_key) = (r.service, r.provider, r.
 -- "state = 0" matches the partial index sluice_messages_ready, which holds
 -- ready rows only. Rows another leaser is taking are skipped.
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload, headers
+       message_id, session_id, partition_key, content_type, properties, CASE WHEN sluice_messages.body_id IS NULL THEN sluice_messages.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_messages.service AND b.provider = sluice_messages.provider AND b.id = sluice_messages.body_id) END AS payload, headers
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3 AND state = 0
   AND (expires_at IS NULL OR expires_at > $4::bigint)
@@ -724,7 +724,7 @@ WITH q AS (
     WHERE (m.service, m.provider, m.queue, m.seq) = (c.service, c.provider, c.queue, c.seq)
       AND c.rn > r.lo AND c.rn <= r.hi
     RETURNING r.i, m.seq, m.state, m.visible_at, m.expires_at, m.delivery_count, m.enqueued_at,
-              m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, m.payload,
+              m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, CASE WHEN m.body_id IS NULL THEN m.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = m.service AND b.provider = m.provider AND b.id = m.body_id) END AS payload,
               m.headers
 )
 SELECT q.*, u.* FROM q LEFT JOIN u ON true ORDER BY u.seq;
@@ -802,10 +802,10 @@ WHERE (service, provider, queue, seq) IN (
 -- mapping: [{"o":old_seq,"n":new_seq}]
 INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
     delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
-    content_type, properties, payload, headers)
+    content_type, properties, payload, body_id, headers)
 SELECT d.service, d.provider, d.queue, m.n, 0, NULL, $2::bigint,
        0, NULL, $1::bigint, d.message_id, d.session_id, d.partition_key,
-       d.content_type, d.properties, d.payload, d.headers
+       d.content_type, d.properties, d.payload, d.body_id, d.headers
 FROM sluice_dead_letters AS d
 JOIN json_to_recordset($3::json) AS m(o bigint, n bigint) ON d.seq = m.o
 WHERE d.service = $4 AND d.provider = $5 AND d.queue = $6;
@@ -813,7 +813,7 @@ WHERE d.service = $4 AND d.provider = $5 AND d.queue = $6;
 -- name: PeekMessages
 -- args: service, provider, queue, from_seq, limit
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, payload, headers
+       message_id, session_id, partition_key, content_type, properties, CASE WHEN sluice_messages.body_id IS NULL THEN sluice_messages.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_messages.service AND b.provider = sluice_messages.provider AND b.id = sluice_messages.body_id) END AS payload, headers
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3 AND seq >= $4::bigint
 ORDER BY seq
@@ -822,7 +822,7 @@ LIMIT $5;
 -- name: PeekDeadLetters
 -- args: service, provider, queue, from_seq, limit
 SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
-       content_type, properties, payload, reason, description, dead_at, remove_at, headers
+       content_type, properties, CASE WHEN sluice_dead_letters.body_id IS NULL THEN sluice_dead_letters.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_dead_letters.service AND b.provider = sluice_dead_letters.provider AND b.id = sluice_dead_letters.body_id) END AS payload, reason, description, dead_at, remove_at, headers
 FROM sluice_dead_letters
 WHERE service = $1 AND provider = $2 AND queue = $3 AND seq >= $4::bigint
 ORDER BY seq
@@ -837,7 +837,7 @@ LIMIT $5;
 -- another receiver is taking skipped, so that two receivers never wait
 -- on each other nor take the same dead letter.
 SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
-       content_type, properties, payload, reason, description, dead_at, remove_at, headers
+       content_type, properties, CASE WHEN sluice_dead_letters.body_id IS NULL THEN sluice_dead_letters.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_dead_letters.service AND b.provider = sluice_dead_letters.provider AND b.id = sluice_dead_letters.body_id) END AS payload, reason, description, dead_at, remove_at, headers
 FROM sluice_dead_letters
 WHERE service = $1 AND provider = $2 AND queue = $3 AND locked_until <= $4::bigint
 ORDER BY seq
@@ -1362,3 +1362,32 @@ WHERE service = $2 AND provider = $3 AND id = $4;
 -- args: service, provider, id
 SELECT repositions, repositioned FROM sluice_stream_subscriptions
 WHERE service = $1 AND provider = $2 AND id = $3;
+
+-- name: InsertBody
+-- args: service, provider, payload
+-- Stores a body that the copies of one message share; returns its id.
+INSERT INTO sluice_bodies (service, provider, payload) VALUES ($1, $2, $3)
+RETURNING id;
+
+-- name: SelectBodies
+-- args: service, provider, after, limit
+-- The tenant's next bodies after id after, in id order, each with whether
+-- no message or dead letter refers to it (orphan). Nothing refers to a
+-- body again once nothing does (a reference is written with its body, in
+-- one transaction, or moved between the two tables in one), so an orphan
+-- one read finds may be deleted later.
+SELECT x.id,
+       NOT EXISTS (SELECT 1 FROM sluice_messages AS m
+                   WHERE m.service = x.service AND m.provider = x.provider AND m.body_id = x.id)
+       AND NOT EXISTS (SELECT 1 FROM sluice_dead_letters AS d
+                       WHERE d.service = x.service AND d.provider = x.provider AND d.body_id = x.id)
+       AS orphan
+FROM sluice_bodies AS x
+WHERE x.service = $1 AND x.provider = $2 AND x.id > $3
+ORDER BY x.id
+LIMIT $4;
+
+-- name: DeleteBodies
+-- args: service, provider, ids
+DELETE FROM sluice_bodies
+WHERE (service, provider, id) IN (SELECT $1::text, $2::text, unnest($3::bigint[]));
