@@ -23,7 +23,30 @@ type nameRange struct {
 // single range of within itself for a key that sees everything there
 // (and without keys).
 func (s *Server) visibleRanges(ctx context.Context, wanted Action, within string) []nameRange {
-	within = sluice.CanonicalName(within)
+	return s.grantRanges(ctx, wanted, sluice.CanonicalName(within), sluice.CanonicalName, grantPrefixes)
+}
+
+// consumerRanges is visibleRanges for consumer names, which are ranges
+// of names in lower case (grants compare names so; a stream listing
+// compares consumers so): of consumer, when set, or else under the
+// prefix within.
+func (s *Server) consumerRanges(ctx context.Context, wanted Action, consumer, within string) []nameRange {
+	if consumer != "" {
+		if k, _ := ctx.Value(keyCtx{}).(*authKey); !s.keyAllows(k, wanted, consumer) {
+			return nil
+		}
+		return []nameRange{{prefix: strings.ToLower(consumer), exact: true}}
+	}
+	lower := func(p string) []string { return []string{strings.ToLower(p)} }
+	return s.grantRanges(ctx, wanted, strings.ToLower(within), strings.ToLower, lower)
+}
+
+// grantRanges returns the ranges of names under within that the call's
+// key holds a permission of wanted on, as visibleRanges says; canon
+// turns a grant's name, and prefixes a grant's prefix, into the form the
+// names are listed in.
+func (s *Server) grantRanges(ctx context.Context, wanted Action, within string,
+	canon func(string) string, prefixes func(string) []string) []nameRange {
 	if s.keys == nil {
 		return []nameRange{{prefix: within}}
 	}
@@ -39,13 +62,12 @@ func (s *Server) visibleRanges(ctx context.Context, wanted Action, within string
 		for _, p := range g.Entities {
 			prefix, wild := strings.CutSuffix(p, "*")
 			if !wild {
-				// Storage holds names in their canonical form.
-				if prefix = sluice.CanonicalName(prefix); strings.HasPrefix(prefix, within) {
+				if prefix = canon(prefix); strings.HasPrefix(prefix, within) {
 					rs = append(rs, nameRange{prefix: prefix, exact: true})
 				}
 				continue
 			}
-			for _, prefix := range grantPrefixes(prefix) {
+			for _, prefix := range prefixes(prefix) {
 				switch {
 				case strings.HasPrefix(within, prefix):
 					return []nameRange{{prefix: within}} // covers all of within
