@@ -19,7 +19,9 @@ import (
 // duration that reaches Forever saturates, and means never where never has
 // a meaning; a setting with a Service Bus maximum (LockDuration 5 min,
 // DuplicateDetectionWindow 7 days) refuses a value past it. No stored time
-// is ever negative or wrapped. ProcessorOptions.MaxAutoLockRenewal keeps
+// is ever negative or wrapped. Never reads back as Forever (a queue's,
+// topic's or subscription's DefaultTTL and DeadLetterRetention, 0 or
+// Forever when set), as Service Bus reads back TimeSpan.MaxValue. ProcessorOptions.MaxAutoLockRenewal keeps
 // its documented exception: negative turns renewal off.
 const Forever = store.Forever
 

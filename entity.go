@@ -39,13 +39,15 @@ type QueueProperties struct {
 	MaxDeliveryCount int
 	// DefaultTTL is the time-to-live of messages that set none, and caps
 	// those that set a longer one (0 or Forever: unlimited, read back as
-	// 0; negative is refused).
+	// Forever, as Service Bus reads back TimeSpan.MaxValue; negative is
+	// refused).
 	DefaultTTL time.Duration
 	// DeadLetterOnExpiry moves expired messages to the dead-letter queue
 	// with reason TTLExpiredException; otherwise they are dropped.
 	DeadLetterOnExpiry bool
 	// DeadLetterRetention is how long dead letters are kept (0 or Forever:
-	// until purged or received, read back as 0; negative is refused).
+	// until purged or received, read back as Forever; negative is
+	// refused).
 	DeadLetterRetention time.Duration
 	// MaxMessageSize bounds a message's body, properties and identifiers,
 	// in bytes (default 1 MiB, at least 1 KiB, at most the backend's
@@ -121,12 +123,13 @@ type entity struct {
 }
 
 func (p QueueProperties) withDefaults() QueueProperties {
-	// Forever means never, which storage stores as 0.
-	if p.DefaultTTL == Forever {
-		p.DefaultTTL = 0
+	// 0 and Forever both mean never, whose one form is Forever (storage
+	// stores it as 0: see settings).
+	if p.DefaultTTL == 0 {
+		p.DefaultTTL = Forever
 	}
-	if p.DeadLetterRetention == Forever {
-		p.DeadLetterRetention = 0
+	if p.DeadLetterRetention == 0 {
+		p.DeadLetterRetention = Forever
 	}
 	if p.LockDuration == 0 {
 		p.LockDuration = DefaultLockDuration
@@ -202,11 +205,21 @@ func (e *entity) settings(l store.Limits) (store.QueueSettings, error) {
 		return store.QueueSettings{}, err
 	}
 	return store.QueueSettings{
-		Name: e.name, MaxDeliveryCount: p.MaxDeliveryCount, DefaultTTL: p.DefaultTTL,
-		DeadLetterOnExpiry: p.DeadLetterOnExpiry, DeadLetterRetention: p.DeadLetterRetention,
+		Name: e.name, MaxDeliveryCount: p.MaxDeliveryCount, DefaultTTL: storedNever(p.DefaultTTL),
+		DeadLetterOnExpiry: p.DeadLetterOnExpiry, DeadLetterRetention: storedNever(p.DeadLetterRetention),
 		DuplicateDetectionWindow: p.DuplicateDetectionWindow, RequiresSession: p.RequiresSession,
 		Attributes: attrs,
 	}, nil
+}
+
+// storedNever is a duration as storage stores it: Forever, never, is 0
+// (and storage reads a 0 back as never, which withDefaults makes
+// Forever again).
+func storedNever(d time.Duration) time.Duration {
+	if d >= Forever {
+		return 0
+	}
+	return d
 }
 
 // decodeEntity reads storage's settings back.

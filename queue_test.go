@@ -101,6 +101,7 @@ func TestQueueEntities(t *testing.T) {
 		}
 		want := sluice.QueueInfo{Name: "orders", QueueProperties: sluice.QueueProperties{
 			LockDuration: 60 * time.Second, MaxDeliveryCount: 10, MaxMessageSize: 1 << 20,
+			DefaultTTL: sluice.Forever, DeadLetterRetention: sluice.Forever, // never
 		}}
 		if info != want {
 			t.Fatalf("CreateQueue with no properties = %+v, want the Service Bus defaults %+v", info, want)

@@ -118,7 +118,7 @@ func (r *router) params() store.EnqueueAllParams {
 // subscriptions, a forwarding entity forwards it, and a queue or
 // subscription stores it.
 func (r *router) arrive(ctx context.Context, e *entity, m store.NewMessage, sent *Message, hops, via int) error {
-	if def := e.props.DefaultTTL; def > 0 && (m.TTL == 0 || m.TTL > def) {
+	if def := e.props.DefaultTTL; def > 0 && def < Forever && (m.TTL == 0 || m.TTL > def) {
 		m.TTL = def
 	}
 	via = r.check(e, &m, via)
@@ -140,7 +140,7 @@ func (r *router) arrive(ctx context.Context, e *entity, m store.NewMessage, sent
 			r.deadLetter(s.name, m, via, ReasonSessionIDNull, descSessionIDNull)
 		default:
 			cp := m
-			if def := s.props.DefaultTTL; def > 0 && (cp.TTL == 0 || cp.TTL > def) {
+			if def := s.props.DefaultTTL; def > 0 && def < Forever && (cp.TTL == 0 || cp.TTL > def) {
 				cp.TTL = def
 			}
 			if err := r.deliver(ctx, s, cp, sent, hops, via); err != nil {

@@ -1,6 +1,7 @@
 package sluice
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -327,22 +328,89 @@ func (c *Client) Unsubscribe(ctx context.Context, subscription string) error {
 }
 
 // StreamSubscriptions lists the subscriptions that receive a stream's
-// events: those to the stream and those to its whole namespace.
+// events: those to the stream and those to its whole namespace, in the
+// order ListStreamSubscriptions lists them, all of them (a page at a
+// time).
 func (c *Client) StreamSubscriptions(ctx context.Context, id StreamID) ([]StreamSubscription, error) {
-	if err := id.validate(); err != nil {
-		return nil, fmt.Errorf("sluice: stream subscriptions: %w", err)
-	}
 	var out []StreamSubscription
-	for _, key := range []string{id.Key, ""} {
-		subs, err := c.st.Subscriptions(ctx, &store.SubscriptionFilter{Namespace: id.Namespace, Key: key})
+	opts := StreamSubscriptionListOptions{Max: c.limits.MaxBatch}
+	for {
+		page, err := c.ListStreamSubscriptions(ctx, id, &opts)
 		if err != nil {
 			return nil, err
 		}
-		for _, s := range subs {
-			if s.Key == key {
-				out = append(out, subscriptionOf(s))
-			}
+		out = append(out, page...)
+		if len(page) < opts.Max {
+			return out, nil
 		}
+		opts.AfterConsumer, opts.AfterID = page[len(page)-1].Consumer, page[len(page)-1].ID
+	}
+}
+
+// DefaultStreamSubscriptionPage is the page ListStreamSubscriptions lists
+// when its options set no Max.
+const DefaultStreamSubscriptionPage = 100
+
+// StreamSubscriptionListOptions select a page of the subscriptions that
+// receive a stream's events (ListStreamSubscriptions). Consumer names are
+// compared case-insensitively here, as a server's grants compare them.
+type StreamSubscriptionListOptions struct {
+	// Consumer, when set, lists only the subscriptions of the consumer of
+	// that name; ConsumerPrefix, of the consumers whose names start with
+	// it. Set one or neither.
+	Consumer, ConsumerPrefix string
+	// AfterConsumer and AfterID are the consumer and id of the last
+	// subscription of the previous page ("" for the first page).
+	AfterConsumer, AfterID string
+	// Max bounds the page: 1 to the backend's largest batch (1,000 by
+	// default); 0 means DefaultStreamSubscriptionPage.
+	Max int
+}
+
+// ListStreamSubscriptions lists a page of the subscriptions that receive
+// a stream's events, those to the stream and those to its whole
+// namespace, in the order of their consumers' names in lower case, then
+// of their ids; a page shorter than Max is the last. It reads the
+// subscriptions of the page, not those of other consumers or other
+// streams. nil opts list the first page of every consumer's.
+func (c *Client) ListStreamSubscriptions(ctx context.Context, id StreamID, opts *StreamSubscriptionListOptions) ([]StreamSubscription, error) {
+	if err := id.validate(); err != nil {
+		return nil, fmt.Errorf("sluice: list stream subscriptions: %w", err)
+	}
+	var o StreamSubscriptionListOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.Consumer != "" && o.ConsumerPrefix != "" {
+		return nil, errInvalid("list stream subscriptions", "a consumer and a consumer prefix: set one or neither")
+	}
+	if o.Max == 0 {
+		o.Max = min(DefaultStreamSubscriptionPage, c.limits.MaxBatch)
+	}
+	p := store.ListSubscriptionsParams{Namespace: id.Namespace, Consumer: o.Consumer, AfterConsumer: o.AfterConsumer,
+		AfterID: o.AfterID, Max: o.Max}
+	if o.Consumer == "" {
+		p.Consumer, p.Prefix = o.ConsumerPrefix, true
+	}
+	// The stream's and the namespace's, each in order: their first Max,
+	// merged.
+	p.Key = id.Key
+	own, err := c.st.ListSubscriptions(ctx, &p)
+	if err != nil {
+		return nil, err
+	}
+	p.Key = ""
+	whole, err := c.st.ListSubscriptions(ctx, &p)
+	if err != nil {
+		return nil, err
+	}
+	merged := append(own, whole...)
+	slices.SortFunc(merged, func(a, b store.Subscription) int {
+		return cmp.Or(strings.Compare(strings.ToLower(a.Consumer), strings.ToLower(b.Consumer)), strings.Compare(a.ID, b.ID))
+	})
+	out := make([]StreamSubscription, 0, min(len(merged), o.Max))
+	for _, s := range merged[:min(len(merged), o.Max)] {
+		out = append(out, subscriptionOf(s))
 	}
 	return out, nil
 }

@@ -41,8 +41,8 @@ const ReasonFilterEvaluation = "FilterEvaluationException"
 // TopicProperties are a topic's settings. Zero values take the defaults.
 type TopicProperties struct {
 	// DefaultTTL is the time-to-live of messages that set none, and caps
-	// those that set a longer one (0 or Forever: unlimited; negative is
-	// refused).
+	// those that set a longer one (0 or Forever: unlimited, read back as
+	// Forever; negative is refused).
 	DefaultTTL time.Duration
 	// MaxMessageSize bounds a message (default 1 MiB).
 	MaxMessageSize int
@@ -70,11 +70,12 @@ type SubscriptionProperties struct {
 	// LockDuration is 1 s to 5 min (default 60 s).
 	LockDuration     time.Duration
 	MaxDeliveryCount int
-	// DefaultTTL: 0 or Forever is unlimited; negative is refused.
+	// DefaultTTL: 0 or Forever is unlimited, read back as Forever;
+	// negative is refused.
 	DefaultTTL         time.Duration
 	DeadLetterOnExpiry bool
 	// DeadLetterRetention: 0 or Forever keeps dead letters until purged
-	// or received; negative is refused.
+	// or received, read back as Forever; negative is refused.
 	DeadLetterRetention time.Duration
 	// RequiresSession makes the subscription session-aware (fixed when it
 	// is created).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/http/httptrace"
@@ -56,9 +57,49 @@ func (c *Client) Unsubscribe(ctx context.Context, subscription string) error {
 }
 
 // StreamSubscriptions lists the subscriptions that receive a stream's
-// events: those to the stream and those to its whole namespace.
+// events: those to the stream and those to its whole namespace, of the
+// consumers the key may receive, all of them (a page at a time).
 func (c *Client) StreamSubscriptions(ctx context.Context, id sluice.StreamID) ([]sluice.StreamSubscription, error) {
-	res, err := call(ctx, c.streams.ListStreamSubscriptions, &sluicev1.ListStreamSubscriptionsRequest{Stream: apiconv.StreamID(id)})
+	var out []sluice.StreamSubscription
+	seen := make(map[string]bool)
+	opts := sluice.StreamSubscriptionListOptions{Max: maxStreamSubscriptionPage}
+	for {
+		page, err := c.ListStreamSubscriptions(ctx, id, &opts)
+		if err != nil {
+			return nil, err
+		}
+		fresh := 0
+		for _, s := range page {
+			if !seen[s.ID] {
+				seen[s.ID] = true
+				out = append(out, s)
+				fresh++
+			}
+		}
+		// A page shorter than asked is the last; so is one longer, or
+		// one of subscriptions already seen: a server of an earlier
+		// release lists them all at once, whatever max and after say.
+		if len(page) != opts.Max || fresh < len(page) {
+			return out, nil
+		}
+		opts.AfterConsumer, opts.AfterID = page[len(page)-1].Consumer, page[len(page)-1].ID
+	}
+}
+
+// maxStreamSubscriptionPage is the largest page of subscriptions the API
+// lists.
+const maxStreamSubscriptionPage = 1000
+
+// ListStreamSubscriptions lists a page of the subscriptions that receive
+// a stream's events, of the consumers the key may receive, as
+// sluice.Client.ListStreamSubscriptions lists them.
+func (c *Client) ListStreamSubscriptions(ctx context.Context, id sluice.StreamID, opts *sluice.StreamSubscriptionListOptions) ([]sluice.StreamSubscription, error) {
+	req := &sluicev1.ListStreamSubscriptionsRequest{Stream: apiconv.StreamID(id)}
+	if opts != nil {
+		req.Max, req.AfterConsumer, req.AfterId = int32(min(opts.Max, math.MaxInt32)), opts.AfterConsumer, opts.AfterID
+		req.Consumer, req.ConsumerPrefix = opts.Consumer, opts.ConsumerPrefix
+	}
+	res, err := call(ctx, c.streams.ListStreamSubscriptions, req)
 	if err != nil {
 		return nil, err
 	}

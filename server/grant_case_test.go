@@ -1,7 +1,9 @@
 package server_test
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect/v2"
@@ -56,6 +58,77 @@ func TestGrantsIgnoreCase(t *testing.T) {
 			if _, err := s.Send(ctx, &sluice.Message{Body: []byte("no")}); connect.CodeOf(err) != connect.CodePermissionDenied {
 				t.Fatalf("send to %q by a key granted payroll: %v, want PERMISSION_DENIED", name, err)
 			}
+		}
+	})
+}
+
+// A grant's prefix cut inside a "/Subscriptions/" segment, in any case,
+// covers the subscriptions it names (grants compare names in lower case)
+// and the queues whose names start so: the listings show exactly those,
+// no more, no less.
+func TestGrantPrefixCutInSubscriptionsSegment(t *testing.T) {
+	forEachKind(t, func(t *testing.T, kind string) {
+		const token = "grant-cut-token-0123456789"
+		key := server.Key{Name: "cut", Token: token, Grants: []server.Grant{{Actions: server.Receive,
+			Entities: []string{"t/Subscr*", "u/subscriptions/s*", "V/SUBSCRIPTIONS*", "w/s*", "x/*"}}}}
+		e := start(t, kind, server.Config{Keys: []server.Key{key}})
+		ctx := t.Context()
+		subs := map[string][]string{"t": {"a", "b"}, "u": {"sa", "sb", "x"}, "v": {"p"}, "w": {"q", "stuff"}, "x": {"y"},
+			"y": {"z"}}
+		for topic, names := range subs {
+			if _, err := e.lib.CreateTopic(ctx, topic, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range names {
+				if _, err := e.lib.CreateSubscription(ctx, topic, n, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		queues := []string{"t/subscribers", "t/sub", "t/Sz", "u/subs", "v/subscriptions", "v/subscriptionsx", "v/sub",
+			"w/stock", "w/q", "x/q"}
+		for _, q := range queues {
+			if _, err := e.lib.CreateQueue(ctx, q, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		seesName := func(name string) bool {
+			name = strings.ToLower(name)
+			for _, p := range key.Grants[0].Entities {
+				if strings.HasPrefix(name, strings.ToLower(strings.TrimSuffix(p, "*"))) {
+					return true
+				}
+			}
+			return false
+		}
+		var wantQueues, wantAll []string
+		for _, q := range queues {
+			if q = sluice.CanonicalName(q); seesName(q) {
+				wantQueues, wantAll = append(wantQueues, q), append(wantAll, q)
+			}
+		}
+		for topic, names := range subs {
+			var want []string
+			for _, n := range names {
+				if path := sluice.SubscriptionPath(topic, n); seesName(path) {
+					want, wantAll = append(want, n), append(wantAll, path)
+				}
+			}
+			if len(want) == 0 {
+				continue
+			}
+			got := rpcListed(t, e, "EntityService/ListSubscriptions", token, fmt.Sprintf(`{"topic":%q}`, topic), "name")
+			if !slices.Equal(got, want) {
+				t.Errorf("ListSubscriptions(%s) = %v, want %v", topic, got, want)
+			}
+		}
+		slices.Sort(wantQueues)
+		slices.Sort(wantAll)
+		if got := rpcListed(t, e, "EntityService/ListQueues", token, `{}`, "name"); !slices.Equal(got, wantQueues) {
+			t.Errorf("ListQueues = %v, want %v", got, wantQueues)
+		}
+		if got := rpcListed(t, e, "EntityService/ListEntityStats", token, `{}`, "entity"); !slices.Equal(got, wantAll) {
+			t.Errorf("ListEntityStats = %v, want %v", got, wantAll)
 		}
 	})
 }

@@ -23,7 +23,30 @@ type nameRange struct {
 // single range of within itself for a key that sees everything there
 // (and without keys).
 func (s *Server) visibleRanges(ctx context.Context, wanted Action, within string) []nameRange {
-	within = sluice.CanonicalName(within)
+	return s.grantRanges(ctx, wanted, sluice.CanonicalName(within), sluice.CanonicalName, grantPrefixes)
+}
+
+// consumerRanges is visibleRanges for consumer names, which are ranges
+// of names in lower case (grants compare names so; a stream listing
+// compares consumers so): of consumer, when set, or else under the
+// prefix within.
+func (s *Server) consumerRanges(ctx context.Context, wanted Action, consumer, within string) []nameRange {
+	if consumer != "" {
+		if k, _ := ctx.Value(keyCtx{}).(*authKey); !s.keyAllows(k, wanted, consumer) {
+			return nil
+		}
+		return []nameRange{{prefix: strings.ToLower(consumer), exact: true}}
+	}
+	lower := func(p string) []string { return []string{strings.ToLower(p)} }
+	return s.grantRanges(ctx, wanted, strings.ToLower(within), strings.ToLower, lower)
+}
+
+// grantRanges returns the ranges of names under within that the call's
+// key holds a permission of wanted on, as visibleRanges says; canon
+// turns a grant's name, and prefixes a grant's prefix, into the form the
+// names are listed in.
+func (s *Server) grantRanges(ctx context.Context, wanted Action, within string,
+	canon func(string) string, prefixes func(string) []string) []nameRange {
 	if s.keys == nil {
 		return []nameRange{{prefix: within}}
 	}
@@ -38,16 +61,19 @@ func (s *Server) visibleRanges(ctx context.Context, wanted Action, within string
 		}
 		for _, p := range g.Entities {
 			prefix, wild := strings.CutSuffix(p, "*")
-			// Storage holds names in their canonical form. (A prefix
-			// cut inside a "/Subscriptions/" segment, such as
-			// "t/Subscr*", reads no subscription path: it lists less,
-			// never more.)
-			prefix = sluice.CanonicalName(prefix)
-			switch {
-			case wild && strings.HasPrefix(within, prefix):
-				return []nameRange{{prefix: within}} // covers all of within
-			case strings.HasPrefix(prefix, within):
-				rs = append(rs, nameRange{prefix: prefix, exact: !wild})
+			if !wild {
+				if prefix = canon(prefix); strings.HasPrefix(prefix, within) {
+					rs = append(rs, nameRange{prefix: prefix, exact: true})
+				}
+				continue
+			}
+			for _, prefix := range prefixes(prefix) {
+				switch {
+				case strings.HasPrefix(within, prefix):
+					return []nameRange{{prefix: within}} // covers all of within
+				case strings.HasPrefix(prefix, within):
+					rs = append(rs, nameRange{prefix: prefix})
+				}
 			}
 		}
 	}
@@ -74,6 +100,29 @@ func (s *Server) visibleRanges(ctx context.Context, wanted Action, within string
 	}
 	return out
 }
+
+// grantPrefixes returns the prefixes, in the canonical form storage
+// holds names in (sluice.CanonicalName), of the names a grant's prefix
+// covers. A grant compares names in lower case, so a prefix that ends
+// inside a "/Subscriptions/" segment, whatever its case ("t/Subscr",
+// "t/s"), covers the names that start so in lower case ("t/subscribers",
+// "t/stock") and every subscription of the topic before the segment:
+// those whose canonical paths start with "t/Subscriptions/".
+func grantPrefixes(prefix string) []string {
+	c := sluice.CanonicalName(prefix)
+	i := strings.LastIndexByte(c, '/')
+	if i < 0 || strings.Contains(c, subscriptionsSegment) {
+		return []string{c}
+	}
+	if cut := c[i:]; len(cut) > 1 && strings.HasPrefix(strings.ToLower(subscriptionsSegment), cut) {
+		return []string{c, c[:i] + subscriptionsSegment}
+	}
+	return []string{c}
+}
+
+// subscriptionsSegment is the segment of a subscription's path, as
+// canonical names spell it.
+var subscriptionsSegment = sluice.SubscriptionPath("", "")
 
 // listRanges lists up to n items after the name after, in name order,
 // from the ranges (visibleRanges), reading each with list (the items

@@ -52,6 +52,12 @@ var rpcBadValues = []rpcBadValue{
 	{procedure: "EntityService/ListQueues", body: `{"max":-1}`, code: "invalid_argument"},
 	{procedure: "EntityService/ListTopics", body: `{"max":1001}`, code: "invalid_argument"},
 	{procedure: "EntityService/ListEntityStats", body: `{"max":-1}`, code: "invalid_argument"},
+	{procedure: "StreamService/ListStreamSubscriptions", body: `{"stream":{"namespace":"ledger","key":"k1"},"max":-1}`,
+		code: "invalid_argument"},
+	{procedure: "StreamService/ListStreamSubscriptions", body: `{"stream":{"namespace":"ledger","key":"k1"},"max":1001}`,
+		code: "invalid_argument"},
+	{procedure: "StreamService/ListStreamSubscriptions",
+		body: `{"stream":{"namespace":"ledger","key":"k1"},"consumer":"billing","consumerPrefix":"b"}`, code: "invalid_argument"},
 }
 
 // checkBadValues checks that each of rpcBadValues is refused with its

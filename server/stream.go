@@ -297,22 +297,56 @@ func (h *streams) GetStreamSubscription(ctx context.Context, req *sluicev1.GetSt
 	return &sluicev1.GetStreamSubscriptionResponse{Subscription: apiconv.StreamSubscription(sub)}, nil
 }
 
+// ListStreamSubscriptions lists a page of a stream's subscriptions, of
+// the consumers the key may receive (and the request names): the key's
+// grants become ranges of consumer names, each read a page at a time, so
+// what other consumers subscribed costs nothing.
 func (h *streams) ListStreamSubscriptions(ctx context.Context, req *sluicev1.ListStreamSubscriptionsRequest) (*sluicev1.ListStreamSubscriptionsResponse, error) {
 	id := apiconv.FromStreamID(req.GetStream())
 	if err := h.s.authorize(ctx, Receive, id.Namespace); err != nil {
 		return nil, err
 	}
-	subs, err := h.s.c.StreamSubscriptions(ctx, id)
+	const op = "list stream subscriptions"
+	n, err := h.page(op, req.Max)
 	if err != nil {
-		return nil, h.s.fail("list stream subscriptions", err)
+		return nil, err
 	}
-	out := &sluicev1.ListStreamSubscriptionsResponse{}
-	for _, sub := range subs {
-		if h.s.authorize(ctx, Receive, sub.Consumer) == nil {
-			out.Subscriptions = append(out.Subscriptions, apiconv.StreamSubscription(sub))
+	if req.Consumer != "" && req.ConsumerPrefix != "" {
+		return nil, apierr.Invalid(op + ": a consumer and a consumer prefix: set one or neither")
+	}
+	if len(req.AfterConsumer) > store.MaxNameLen || len(req.AfterId) > store.MaxNameLen || len(req.ConsumerPrefix) > store.MaxNameLen {
+		return nil, apierr.Invalid(fmt.Sprintf("%s: a consumer, a prefix or an id is at most %d characters", op, store.MaxNameLen))
+	}
+	if req.Consumer != "" {
+		if err := store.ValidateName("consumer", req.Consumer); err != nil {
+			return nil, h.s.fail(op, err)
 		}
 	}
-	return out, nil
+	after := strings.ToLower(req.AfterConsumer)
+	var out []sluice.StreamSubscription
+	for _, r := range h.s.consumerRanges(ctx, Receive, req.Consumer, req.ConsumerPrefix) {
+		if len(out) == n {
+			break
+		}
+		if r.prefix != "" && !validPrefix(r.prefix) || after > r.prefix && (r.exact || !strings.HasPrefix(after, r.prefix)) {
+			continue // no consumer's name starts so, or the range sorts before the page
+		}
+		opts := sluice.StreamSubscriptionListOptions{ConsumerPrefix: r.prefix, AfterConsumer: req.AfterConsumer,
+			AfterID: req.AfterId, Max: n - len(out)}
+		if r.exact {
+			opts.Consumer, opts.ConsumerPrefix = r.prefix, ""
+		}
+		page, err := h.s.c.ListStreamSubscriptions(ctx, id, &opts)
+		if err != nil {
+			return nil, h.s.fail(op, err)
+		}
+		out = append(out, page...)
+	}
+	res := &sluicev1.ListStreamSubscriptionsResponse{}
+	for _, sub := range out {
+		res.Subscriptions = append(res.Subscriptions, apiconv.StreamSubscription(sub))
+	}
+	return res, nil
 }
 
 func (h *streams) ClearFault(ctx context.Context, req *sluicev1.ClearFaultRequest) (*sluicev1.ClearFaultResponse, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -32,6 +33,12 @@ type StreamStore interface {
 	DeleteSubscription(ctx context.Context, id string) error
 	// Subscriptions lists subscriptions in id order, as p selects them.
 	Subscriptions(ctx context.Context, p *SubscriptionFilter) ([]Subscription, error)
+	// ListSubscriptions lists a page of the subscriptions to one stream,
+	// or to a whole namespace, by consumer, in the order of their
+	// consumers' names in lower case, then of their ids (byte order). It
+	// reads the rows of the page (and of the consumer the page starts
+	// after), not those of other consumers.
+	ListSubscriptions(ctx context.Context, p *ListSubscriptionsParams) ([]Subscription, error)
 	// FaultSubscription records that a subscription stopped, and why; an
 	// empty reason clears the fault. ErrSubscriptionNotFound if absent;
 	// ErrFenced, and nothing written, if p.Fence names an epoch that has
@@ -251,6 +258,68 @@ type SubscriptionFilter struct {
 	// Partition, when set, selects the subscriptions that read it: those
 	// to its streams and those to whole namespaces.
 	Partition *int32
+}
+
+// ListSubscriptionsParams selects a page of the subscriptions to one
+// stream or to a whole namespace (StreamStore.ListSubscriptions). Consumer
+// names are compared in lower case here, as grants compare them.
+type ListSubscriptionsParams struct {
+	Namespace string
+	// Key names the stream; "" selects the subscriptions to the whole
+	// namespace (not those to its streams).
+	Key string
+	// Consumer selects the consumers named so or, with Prefix, whose
+	// names start so ("" with Prefix: every consumer).
+	Consumer string
+	Prefix   bool
+	// AfterConsumer and AfterID are the consumer and id of the
+	// subscription the page starts after ("" for the first page).
+	AfterConsumer, AfterID string
+	// Max bounds the page: 1 to Limits.MaxBatch.
+	Max int
+}
+
+// Validate checks a listing of subscriptions.
+func (p *ListSubscriptionsParams) Validate(l Limits) error {
+	if err := ValidateName("namespace", p.Namespace); err != nil {
+		return err
+	}
+	if p.Key != "" {
+		if err := ValidateKey(p.Key); err != nil {
+			return err
+		}
+	}
+	switch {
+	case !p.Prefix:
+		if err := ValidateName("consumer", p.Consumer); err != nil {
+			return err
+		}
+	case len(p.Consumer) > MaxNameLen:
+		return invalid("list of the consumers starting with a prefix of %d bytes: at most %d", len(p.Consumer), MaxNameLen)
+	}
+	if len(p.AfterConsumer) > MaxNameLen || len(p.AfterID) > MaxNameLen {
+		return invalid("list of subscriptions after a consumer of %d bytes and an id of %d: at most %d each",
+			len(p.AfterConsumer), len(p.AfterID), MaxNameLen)
+	}
+	if p.Max < 1 || p.Max > l.MaxBatch {
+		return invalid("list of %d subscriptions: want 1 to %d", p.Max, l.MaxBatch)
+	}
+	return nil
+}
+
+// ConsumerRange returns the range [from, to) of consumer names in lower
+// case that p selects, from at least p.AfterConsumer in lower case.
+// "!" sorts before every character a name holds (and after the space
+// that PAD SPACE collations pad with), so a name followed by it ends the
+// range of that one name.
+func (p *ListSubscriptionsParams) ConsumerRange() (from, to string) {
+	c := strings.ToLower(p.Consumer)
+	if p.Prefix {
+		from, to = PrefixRange(c)
+	} else {
+		from, to = c, c+"!"
+	}
+	return max(from, strings.ToLower(p.AfterConsumer)), to
 }
 
 // ProgressParams saves progress on a partition.

@@ -126,14 +126,17 @@ func refused(t *testing.T, what string, err error) {
 
 // checkStored checks one duration setting as stored: never negative;
 // zero takes a default; in range, the value asked rounded up to the
-// millisecond; beyond it, at least the range (clamped, never wrapped),
-// or, for a time-to-live or a retention, 0: never (sluice.Forever's
-// rule).
+// millisecond; beyond it, at least the range (clamped, never wrapped);
+// a time-to-live or a retention of 0 or Forever reads back as Forever:
+// never (sluice.Forever's rule).
 func checkStored(t *testing.T, what string, asked, stored time.Duration) {
 	t.Helper()
 	never := what == "default TTL" || what == "dead-letter retention"
 	switch {
-	case never && asked >= sluice.Forever && stored == 0:
+	case never && (asked == 0 || asked >= sluice.Forever):
+		if stored != sluice.Forever {
+			t.Fatalf("%s %v: reads back as %v, want Forever (never)", what, asked, stored)
+		}
 	case asked < 0:
 		t.Fatalf("%s %v: a negative duration was accepted (stored %v)", what, asked, stored)
 	case stored < 0:

@@ -129,3 +129,39 @@ func analyzedMariaDB(t *testing.T, dsn, tables string) *sql.DB {
 	}
 	return db
 }
+
+// TestSubscriptionListingCost checks that listing a stream's
+// subscriptions by consumer reads the page, whatever the other
+// consumers' subscriptions (storetest.LoadSubscriptions): each listing
+// reads at most its page and a row past it, by ANALYZE FORMAT=JSON.
+func TestSubscriptionListingCost(t *testing.T) {
+	dsn := freshDatabase(t)
+	b := openBackend(t, dsn)
+	tenant := store.Tenant{Service: "svc", Provider: "cost"}
+	st, err := b.Store(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.LoadSubscriptions(t, st, "ns", "k")
+	db := analyzedMariaDB(t, dsn, "sluice_stream_subscriptions")
+	q := namedQueries(t)
+	for _, c := range []struct {
+		p    store.ListSubscriptionsParams
+		page int
+	}{
+		{store.ListSubscriptionsParams{Namespace: "ns", Key: "k", Consumer: "mine", Max: 100}, storetest.SubscriptionsMine},
+		{store.ListSubscriptionsParams{Namespace: "ns", Key: "k", Consumer: "mi", Prefix: true, Max: 100}, storetest.SubscriptionsMine},
+		{store.ListSubscriptionsParams{Namespace: "ns", Key: "", Consumer: "mine", Max: 100}, 0},
+		{store.ListSubscriptionsParams{Namespace: "ns", Key: "k", Prefix: true, AfterConsumer: "a-0500", AfterID: "s00500", Max: 10}, 10},
+	} {
+		from, to := c.p.ConsumerRange()
+		read := rowsReadOf(t, db, q["ListSubscriptions"],
+			[]any{tenant.Service, tenant.Provider, c.p.Namespace, c.p.Key, len(c.p.Key), from, to, c.p.AfterConsumer, c.p.AfterID, c.p.Max},
+			"sluice_stream_subscriptions", "s")
+		t.Logf("%+v read %d rows", c.p, read)
+		if read > c.page+1 {
+			t.Errorf("ListSubscriptions(%+v) read %d rows of sluice_stream_subscriptions with %d of other consumers; want at most %d",
+				c.p, read, 2*storetest.SubscriptionsHidden, c.page+1)
+		}
+	}
+}

@@ -83,6 +83,12 @@ func TestLeaseCost(t *testing.T) {
 // and returns how many rows of sluice_messages its scans read.
 func rowsRead(t *testing.T, conn *pgx.Conn, query string, args []any) int {
 	t.Helper()
+	return rowsReadOf(t, conn, "sluice_messages", query, args)
+}
+
+// rowsReadOf is rowsRead for the rows of table.
+func rowsReadOf(t *testing.T, conn *pgx.Conn, table, query string, args []any) int {
+	t.Helper()
 	ctx := t.Context()
 	tx, err := conn.Begin(ctx)
 	if err != nil {
@@ -97,25 +103,75 @@ func rowsRead(t *testing.T, conn *pgx.Conn, query string, args []any) int {
 	if err := json.Unmarshal([]byte(plan), &doc); err != nil || len(doc) == 0 {
 		t.Fatalf("EXPLAIN output: %v", err)
 	}
-	return scanned(doc[0].Plan)
+	return scanned(doc[0].Plan, table)
 }
 
-// scanned sums, over the plan's nodes that scan sluice_messages, the rows
-// they returned (per loop, times the loops) and the rows their filters
+// scanned sums, over the plan's nodes that scan table, the rows they
+// returned (per loop, times the loops) and the rows their filters
 // removed.
-func scanned(node map[string]any) int {
+func scanned(node map[string]any, table string) int {
 	n := 0
-	if node["Relation Name"] == "sluice_messages" && strings.Contains(fmt.Sprint(node["Node Type"]), "Scan") {
+	if node["Relation Name"] == table && strings.Contains(fmt.Sprint(node["Node Type"]), "Scan") {
 		num := func(k string) float64 { f, _ := node[k].(float64); return f }
 		n += int(num("Actual Rows")*num("Actual Loops") + num("Rows Removed by Filter") + num("Rows Removed by Index Recheck"))
 	}
 	children, _ := node["Plans"].([]any)
 	for _, c := range children {
 		if m, ok := c.(map[string]any); ok {
-			n += scanned(m)
+			n += scanned(m, table)
 		}
 	}
 	return n
+}
+
+// TestSubscriptionListingCost checks that listing a stream's
+// subscriptions by consumer reads the page, whatever the other
+// consumers' subscriptions (storetest.LoadSubscriptions): each listing
+// reads at most its page and a row past it, by EXPLAIN ANALYZE.
+func TestSubscriptionListingCost(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	b := openSchema(t, dsn, schema)
+	ctx := t.Context()
+	tenant := store.Tenant{Service: "svc", Provider: "cost"}
+	st, err := b.Store(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.LoadSubscriptions(t, st, "ns", "k")
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "SET search_path = "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE sluice_stream_subscriptions"); err != nil {
+		t.Fatal(err)
+	}
+	q, err := engine.ParseQueries(os.DirFS("queries"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		p    store.ListSubscriptionsParams
+		page int
+	}{
+		{store.ListSubscriptionsParams{Namespace: "ns", Key: "k", Consumer: "mine", Max: 100}, storetest.SubscriptionsMine},
+		{store.ListSubscriptionsParams{Namespace: "ns", Key: "k", Consumer: "mi", Prefix: true, Max: 100}, storetest.SubscriptionsMine},
+		{store.ListSubscriptionsParams{Namespace: "ns", Key: "", Consumer: "mine", Max: 100}, 0},
+		{store.ListSubscriptionsParams{Namespace: "ns", Key: "k", Prefix: true, AfterConsumer: "a-0500", AfterID: "s00500", Max: 10}, 10},
+	} {
+		from, to := c.p.ConsumerRange()
+		read := rowsReadOf(t, conn, "sluice_stream_subscriptions", q["ListSubscriptions"],
+			[]any{tenant.Service, tenant.Provider, c.p.Namespace, c.p.Key, len(c.p.Key), from, to, c.p.AfterConsumer, c.p.AfterID, c.p.Max})
+		t.Logf("%+v read %d rows", c.p, read)
+		if read > c.page+1 {
+			t.Errorf("ListSubscriptions(%+v) read %d rows of sluice_stream_subscriptions with %d of other consumers; want at most %d",
+				c.p, read, 2*storetest.SubscriptionsHidden, c.page+1)
+		}
+	}
 }
 
 func firstLine(s string) string {

@@ -84,3 +84,66 @@ func TestLeaseCost(t *testing.T) {
 		}
 	}
 }
+
+// TestSubscriptionListingCost checks that listing a stream's
+// subscriptions by consumer reads the page, whatever the other
+// consumers' subscriptions (storetest.LoadSubscriptions): the query
+// reaches sluice_stream_subscriptions through a range of the index
+// sluice_stream_subscriptions_consumer, in its order, and never scans
+// the table or sorts.
+func TestSubscriptionListingCost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cost.db")
+	b, err := Open(t.Context(), Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	st, err := b.Store(store.Tenant{Service: "svc", Provider: "cost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.LoadSubscriptions(t, st, "ns", "k")
+	db, err := sql.Open(driverName, dsn(path, "FULL", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sub, err := fs.Sub(queries, "queries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := engine.ParseQueries(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []store.ListSubscriptionsParams{
+		{Namespace: "ns", Key: "k", Consumer: "mine", Max: 100},
+		{Namespace: "ns", Key: "k", Consumer: "mi", Prefix: true, Max: 100},
+		{Namespace: "ns", Key: "", Consumer: "mine", Max: 100},
+		{Namespace: "ns", Key: "k", Prefix: true, AfterConsumer: "a-0500", AfterID: "s00500", Max: 10},
+	} {
+		from, to := p.ConsumerRange()
+		rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q["ListSubscriptions"],
+			"svc", "cost", p.Namespace, p.Key, len(p.Key), from, to, p.AfterConsumer, p.AfterID, p.Max)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var plan []string
+		for rows.Next() {
+			var id, parent, unused int
+			var detail string
+			if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+				t.Fatal(err)
+			}
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		text := strings.Join(plan, "\n")
+		t.Logf("%+v:\n%s", p, text)
+		if strings.Contains(text, "SCAN") || strings.Contains(text, "TEMP B-TREE") ||
+			!strings.Contains(text, "sluice_stream_subscriptions_consumer (service=? AND provider=? AND namespace=? AND stream_key=? AND") {
+			t.Errorf("ListSubscriptions(%+v): plan\n%s\nwant a range of sluice_stream_subscriptions_consumer, in its order", p, text)
+		}
+	}
+}

@@ -3,7 +3,9 @@ package storetest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +19,7 @@ var streamTests = []suiteTest{
 	{"AcquireFences", testAcquireFences},
 	{"FencedWrites", testFencedWrites},
 	{"Subscriptions", testStreamSubscriptions},
+	{"ListSubscriptions", testListSubscriptions},
 	{"SubscriptionHoldsRetention", testSubscriptionHoldsRetention},
 	{"Parked", testParked},
 	{"TrimConsumed", testTrimConsumed},
@@ -178,6 +181,118 @@ func newStreamSub(t *testing.T, st store.Store, ns, key string, partition int32,
 		t.Fatalf("CreateSubscription(%+v): %v", p, err)
 	}
 	return p.ID
+}
+
+// testListSubscriptions checks the listing of a stream's subscriptions
+// by consumer: one stream's (not its namespace's, not another key's,
+// though it differ only by a trailing space) or the namespace's, the
+// consumers named (case-insensitively) or starting with a prefix, in
+// (consumer in lower case, id) order, paged after the last one listed.
+func testListSubscriptions(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	create := func(id, consumer, ns, key string) {
+		t.Helper()
+		p := store.NewSubscription{ID: id, Consumer: consumer, Namespace: ns, Key: key, Partition: 1, Start: map[int32]int64{1: 0}}
+		if key == "" {
+			p.Partition, p.Start = store.NoPartition, map[int32]int64{0: 0, 1: 0}
+		}
+		if err := st.CreateSubscription(ctx, &p); err != nil {
+			t.Fatalf("CreateSubscription(%+v): %v", p, err)
+		}
+	}
+	// In the order listed: by consumer in lower case, then id.
+	stream := [][2]string{{"s-03", "a"}, {"s-09", "a"}, {"s-01", "B"}, {"s-07", "b"}, {"s-02", "b-2"}, {"s-05", "c"}, {"s-04", "c.d"}}
+	for _, s := range stream {
+		create(s[1]+"-"+s[0], s[1], "orders", "o-1")
+	}
+	create("ns/orders/a", "a", "orders", "")
+	create("ns/orders/b", "b", "orders", "")
+	create("o2-a", "a", "orders", "o-2")
+	create("spaced-a", "a", "orders", "o-1 ")
+	create("users-a", "a", "users", "o-1")
+	list := func(p store.ListSubscriptionsParams) []string {
+		t.Helper()
+		if p.Max == 0 {
+			p.Max = 100
+		}
+		subs, err := st.ListSubscriptions(ctx, &p)
+		if err != nil {
+			t.Fatalf("ListSubscriptions(%+v): %v", p, err)
+		}
+		var out []string
+		for _, s := range subs {
+			if s.Namespace != p.Namespace || s.Key != p.Key {
+				t.Fatalf("ListSubscriptions(%+v) listed %+v", p, s)
+			}
+			out = append(out, s.ID)
+		}
+		return out
+	}
+	ids := func(which ...int) []string {
+		var out []string
+		for _, i := range which {
+			out = append(out, stream[i][1]+"-"+stream[i][0])
+		}
+		return out
+	}
+	for _, c := range []struct {
+		p    store.ListSubscriptionsParams
+		want []string
+	}{
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Prefix: true}, ids(0, 1, 2, 3, 4, 5, 6)},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Consumer: "b"}, ids(2, 3)},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Consumer: "B"}, ids(2, 3)},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Consumer: "b", Prefix: true}, ids(2, 3, 4)},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Consumer: "C", Prefix: true}, ids(5, 6)},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Consumer: "c"}, ids(5)},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Consumer: "d", Prefix: true}, nil},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Prefix: true, AfterConsumer: "B", AfterID: "B-s-01"}, ids(3, 4, 5, 6)},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Consumer: "b", AfterConsumer: "a", AfterID: "zzz"}, ids(2, 3)},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Consumer: "b", AfterConsumer: "b", AfterID: "zzz"}, nil},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Prefix: true, Max: 3}, ids(0, 1, 2)},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "", Prefix: true}, []string{"ns/orders/a", "ns/orders/b"}},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-2", Prefix: true}, []string{"o2-a"}},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1 ", Prefix: true}, []string{"spaced-a"}},
+		{store.ListSubscriptionsParams{Namespace: "users", Key: "o-1", Prefix: true}, []string{"users-a"}},
+		{store.ListSubscriptionsParams{Namespace: "nobody", Key: "o-1", Prefix: true}, nil},
+	} {
+		if got := list(c.p); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("ListSubscriptions(%+v) = %v, want %v", c.p, got, c.want)
+		}
+	}
+	// Pages of 2, each after the last one listed, list them all once.
+	var paged []string
+	p := store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Prefix: true, Max: 2}
+	for {
+		subs, err := st.ListSubscriptions(ctx, &p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range subs {
+			paged = append(paged, s.ID)
+		}
+		if len(subs) < p.Max {
+			break
+		}
+		p.AfterConsumer, p.AfterID = subs[len(subs)-1].Consumer, subs[len(subs)-1].ID
+	}
+	if want := ids(0, 1, 2, 3, 4, 5, 6); !reflect.DeepEqual(paged, want) {
+		t.Errorf("paged by 2: %v, want %v", paged, want)
+	}
+	for _, bad := range []struct {
+		p      store.ListSubscriptionsParams
+		target error
+	}{
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Prefix: true, Max: store.DefaultMaxBatch + 1}, sluicetype.ErrInvalidArgument},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Prefix: true, Max: -1}, sluicetype.ErrInvalidArgument},
+		{store.ListSubscriptionsParams{Namespace: "bad name!", Key: "o-1", Prefix: true, Max: 1}, sluicetype.ErrInvalidName},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Max: 1}, sluicetype.ErrInvalidName},
+		{store.ListSubscriptionsParams{Namespace: "orders", Key: "o-1", Prefix: true, AfterID: strings.Repeat("i", 300), Max: 1},
+			sluicetype.ErrInvalidArgument},
+	} {
+		_, err := st.ListSubscriptions(ctx, &bad.p)
+		wantErr(t, fmt.Sprintf("ListSubscriptions(%+v)", bad.p), err, bad.target)
+	}
 }
 
 func testStreamSubscriptions(t *testing.T, h *harness) {

@@ -31,11 +31,13 @@ type QueueProperties struct {
 	// Deliveries before a message is dead-lettered.
 	MaxDeliveryCount int32 `protobuf:"varint,2,opt,name=max_delivery_count,json=maxDeliveryCount,proto3" json:"max_delivery_count,omitempty"`
 	// Time-to-live of messages that set none; it caps the others (unset:
-	// unlimited).
+	// unlimited, which reads back as the longest duration,
+	// 9223372036.854775807s).
 	DefaultTtl *durationpb.Duration `protobuf:"bytes,3,opt,name=default_ttl,json=defaultTtl,proto3" json:"default_ttl,omitempty"`
 	// Expired messages go to the dead-letter queue instead of being dropped.
 	DeadLetterOnExpiry bool `protobuf:"varint,4,opt,name=dead_letter_on_expiry,json=deadLetterOnExpiry,proto3" json:"dead_letter_on_expiry,omitempty"`
-	// How long dead letters are kept (unset: until received or purged).
+	// How long dead letters are kept (unset: until received or purged,
+	// which reads back as the longest duration).
 	DeadLetterRetention *durationpb.Duration `protobuf:"bytes,5,opt,name=dead_letter_retention,json=deadLetterRetention,proto3" json:"dead_letter_retention,omitempty"`
 	// Bound of a message's body, properties and identifiers, in bytes.
 	MaxMessageSize int32 `protobuf:"varint,6,opt,name=max_message_size,json=maxMessageSize,proto3" json:"max_message_size,omitempty"`
@@ -680,11 +682,12 @@ func (x *ListQueuesResponse) GetQueues() []*Queue {
 
 // TopicProperties are a topic's settings; unset fields take the defaults.
 type TopicProperties struct {
-	state                      protoimpl.MessageState `protogen:"open.v1"`
-	DefaultTtl                 *durationpb.Duration   `protobuf:"bytes,1,opt,name=default_ttl,json=defaultTtl,proto3" json:"default_ttl,omitempty"`
-	MaxMessageSize             int32                  `protobuf:"varint,2,opt,name=max_message_size,json=maxMessageSize,proto3" json:"max_message_size,omitempty"`
-	RequiresDuplicateDetection bool                   `protobuf:"varint,3,opt,name=requires_duplicate_detection,json=requiresDuplicateDetection,proto3" json:"requires_duplicate_detection,omitempty"`
-	DuplicateDetectionWindow   *durationpb.Duration   `protobuf:"bytes,4,opt,name=duplicate_detection_window,json=duplicateDetectionWindow,proto3" json:"duplicate_detection_window,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// As a queue's default_ttl.
+	DefaultTtl                 *durationpb.Duration `protobuf:"bytes,1,opt,name=default_ttl,json=defaultTtl,proto3" json:"default_ttl,omitempty"`
+	MaxMessageSize             int32                `protobuf:"varint,2,opt,name=max_message_size,json=maxMessageSize,proto3" json:"max_message_size,omitempty"`
+	RequiresDuplicateDetection bool                 `protobuf:"varint,3,opt,name=requires_duplicate_detection,json=requiresDuplicateDetection,proto3" json:"requires_duplicate_detection,omitempty"`
+	DuplicateDetectionWindow   *durationpb.Duration `protobuf:"bytes,4,opt,name=duplicate_detection_window,json=duplicateDetectionWindow,proto3" json:"duplicate_detection_window,omitempty"`
 	unknownFields              protoimpl.UnknownFields
 	sizeCache                  protoimpl.SizeCache
 }

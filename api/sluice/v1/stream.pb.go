@@ -1257,10 +1257,23 @@ func (x *GetStreamSubscriptionResponse) GetSubscription() *StreamSubscription {
 }
 
 type ListStreamSubscriptionsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stream        *StreamId              `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Stream *StreamId              `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	// At most this many (1 to 1,000; unset: 100), in the order of their
+	// consumers' names in lower case, then of their ids; a page shorter
+	// than max is the last.
+	Max int32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	// The consumer and id of the last subscription of the previous page
+	// (unset for the first).
+	AfterConsumer string `protobuf:"bytes,3,opt,name=after_consumer,json=afterConsumer,proto3" json:"after_consumer,omitempty"`
+	AfterId       string `protobuf:"bytes,4,opt,name=after_id,json=afterId,proto3" json:"after_id,omitempty"`
+	// Only the subscriptions of this consumer, or of the consumers whose
+	// names start with consumer_prefix (names compared case-insensitively,
+	// as grants compare them); set one or neither.
+	Consumer       string `protobuf:"bytes,5,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	ConsumerPrefix string `protobuf:"bytes,6,opt,name=consumer_prefix,json=consumerPrefix,proto3" json:"consumer_prefix,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ListStreamSubscriptionsRequest) Reset() {
@@ -1298,6 +1311,41 @@ func (x *ListStreamSubscriptionsRequest) GetStream() *StreamId {
 		return x.Stream
 	}
 	return nil
+}
+
+func (x *ListStreamSubscriptionsRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *ListStreamSubscriptionsRequest) GetAfterConsumer() string {
+	if x != nil {
+		return x.AfterConsumer
+	}
+	return ""
+}
+
+func (x *ListStreamSubscriptionsRequest) GetAfterId() string {
+	if x != nil {
+		return x.AfterId
+	}
+	return ""
+}
+
+func (x *ListStreamSubscriptionsRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *ListStreamSubscriptionsRequest) GetConsumerPrefix() string {
+	if x != nil {
+		return x.ConsumerPrefix
+	}
+	return ""
 }
 
 type ListStreamSubscriptionsResponse struct {
@@ -2869,9 +2917,14 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\x1cGetStreamSubscriptionRequest\x12\"\n" +
 	"\fsubscription\x18\x01 \x01(\tR\fsubscription\"b\n" +
 	"\x1dGetStreamSubscriptionResponse\x12A\n" +
-	"\fsubscription\x18\x01 \x01(\v2\x1d.sluice.v1.StreamSubscriptionR\fsubscription\"M\n" +
+	"\fsubscription\x18\x01 \x01(\v2\x1d.sluice.v1.StreamSubscriptionR\fsubscription\"\xe6\x01\n" +
 	"\x1eListStreamSubscriptionsRequest\x12+\n" +
-	"\x06stream\x18\x01 \x01(\v2\x13.sluice.v1.StreamIdR\x06stream\"f\n" +
+	"\x06stream\x18\x01 \x01(\v2\x13.sluice.v1.StreamIdR\x06stream\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\x12%\n" +
+	"\x0eafter_consumer\x18\x03 \x01(\tR\rafterConsumer\x12\x19\n" +
+	"\bafter_id\x18\x04 \x01(\tR\aafterId\x12\x1a\n" +
+	"\bconsumer\x18\x05 \x01(\tR\bconsumer\x12'\n" +
+	"\x0fconsumer_prefix\x18\x06 \x01(\tR\x0econsumerPrefix\"f\n" +
 	"\x1fListStreamSubscriptionsResponse\x12C\n" +
 	"\rsubscriptions\x18\x01 \x03(\v2\x1d.sluice.v1.StreamSubscriptionR\rsubscriptions\"7\n" +
 	"\x11ClearFaultRequest\x12\"\n" +

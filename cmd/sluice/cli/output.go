@@ -35,9 +35,10 @@ func when(t time.Time) string {
 	return t.UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
-// orNone formats a duration whose zero means none.
+// orNone formats for people a duration whose zero, or sluice.Forever,
+// means none (a default TTL or dead-letter retention: never).
 func orNone(d time.Duration) string {
-	if d == 0 {
+	if d == 0 || d == sluice.Forever {
 		return "none"
 	}
 	return d.String()

@@ -3,6 +3,8 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"github.com/sluicehq/sluice"
 )
 
 // queue create takes every setting from its flags; show prints them with
@@ -30,6 +32,17 @@ func TestQueueCommands(t *testing.T) {
 			t.Errorf("create printed counts: %s", out)
 		}
 		w.ok(t, "queue", "create", "sessions", "--requires-session")
+		// Never (the default TTL and retention) shows as none, and as
+		// sluice.Forever in JSON, which --default-ttl reads back.
+		wantContains(t, "queue show with the defaults", w.ok(t, "queue", "show", "sessions"),
+			"default ttl:            none", "dead-letter retention:  none")
+		if s := jsonLines(t, w.ok(t, "queue", "show", "sessions", "--json")); s[0]["default_ttl"] != sluice.Forever.String() ||
+			s[0]["dead_letter_retention"] != sluice.Forever.String() {
+			t.Errorf("show --json of a queue with the defaults: %v", s[0])
+		}
+		w.ok(t, "queue", "create", "never", "--default-ttl", sluice.Forever.String(), "--dead-letter-retention", sluice.Forever.String())
+		wantContains(t, "queue show", w.ok(t, "queue", "show", "never"), "default ttl:            none", "dead-letter retention:  none")
+		w.ok(t, "queue", "delete", "never")
 		w.ok(t, "queue", "create", "relay", "--forward-to", "orders")
 		w.fails(t, ExitError, "exists", "queue", "create", "orders")
 		w.fails(t, ExitUsage, "--duplicate-window needs --duplicate-detection", "queue", "create", "x", "--duplicate-window", "1m")

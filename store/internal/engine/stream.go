@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
@@ -150,6 +151,33 @@ func (s *tenantStore) Subscriptions(ctx context.Context, p *store.SubscriptionFi
 	if err != nil {
 		return nil, fmt.Errorf("sluice: subscriptions: %w", err)
 	}
+	out, err := scanSubscriptions(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: subscriptions: %w", err)
+	}
+	return out, nil
+}
+
+func (s *tenantStore) ListSubscriptions(ctx context.Context, p *store.ListSubscriptionsParams) ([]store.Subscription, error) {
+	if err := p.Validate(s.e.limits); err != nil {
+		return nil, fmt.Errorf("sluice: list subscriptions: %w", err)
+	}
+	from, to := p.ConsumerRange()
+	rows, err := s.e.query(ctx, s.e.r, "ListSubscriptions", s.t.Service, s.t.Provider, p.Namespace, p.Key, len(p.Key), from, to,
+		strings.ToLower(p.AfterConsumer), p.AfterID, p.Max)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: list subscriptions: %w", err)
+	}
+	out, err := scanSubscriptions(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: list subscriptions: %w", err)
+	}
+	return out, nil
+}
+
+// scanSubscriptions reads the subscriptions a query selected, and closes
+// rows.
+func scanSubscriptions(rows *sql.Rows) ([]store.Subscription, error) {
 	defer rows.Close()
 	var out []store.Subscription
 	for rows.Next() {
@@ -162,18 +190,16 @@ func (s *tenantStore) Subscriptions(ctx context.Context, p *store.SubscriptionFi
 		)
 		if err := rows.Scan(&sub.ID, &sub.Consumer, &sub.Namespace, &sub.Key, &sub.Partition, &fault, &faulted, &created,
 			&sub.Repositions, &repositioned); err != nil {
-			return nil, fmt.Errorf("sluice: subscriptions: %w", err)
+			return nil, err
 		}
 		sub.Fault, sub.FaultedAt, sub.CreatedAt = fault.String, fromMS(faulted.Int64), fromMS(created)
+		var err error
 		if sub.LastReposition, err = decodeReposition(repositioned); err != nil {
-			return nil, fmt.Errorf("sluice: subscriptions: %w", err)
+			return nil, err
 		}
 		out = append(out, sub)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sluice: subscriptions: %w", err)
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 func (s *tenantStore) FaultSubscription(ctx context.Context, p *store.FaultParams) error {

@@ -1123,6 +1123,27 @@ WHERE (k.id = '' OR s.id = k.id)
   AND (k.by_partition = 0 OR s.`partition` = k.part OR s.`partition` = -1)
 ORDER BY s.id;
 
+-- name: ListSubscriptions
+-- args: service, provider, namespace, stream_key, stream_key_bytes, from, to, after_consumer, after_id, limit
+-- The subscriptions to one stream (stream_key '': to the whole
+-- namespace) whose consumers' names in lower case (consumer_lc) are in
+-- [from, to), after (after_consumer, after_id), in that order: a range
+-- of the index sluice_stream_subscriptions_consumer. The arguments are
+-- placeholders, each used once, and the index is forced: from a derived
+-- table, as other queries take arguments used twice, or left to choose,
+-- MariaDB reads every row of the stream from the start of the index
+-- (from is at least after_consumer, so the subscriptions of that
+-- consumer up to after_id are all it reads of those before the page).
+-- The key's length in bytes tells it from one that differs by trailing
+-- spaces, which utf8mb4_bin (PAD SPACE) takes for equal.
+SELECT id, consumer, namespace, stream_key, `partition`, fault, faulted_at, created_at, repositions, repositioned
+FROM sluice_stream_subscriptions FORCE INDEX (sluice_stream_subscriptions_consumer)
+WHERE service = ? AND provider = ? AND namespace = ? AND stream_key = ? AND LENGTH(stream_key) = ?
+  AND consumer_lc >= ? AND consumer_lc < ?
+  AND NOT (consumer_lc = ? AND id <= ?)
+ORDER BY consumer_lc, id
+LIMIT ?;
+
 -- name: SetSubscriptionFault
 -- args: service, provider, id, fault
 -- An empty fault clears it. The fault is used twice, so the arguments

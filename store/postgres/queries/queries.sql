@@ -1110,6 +1110,24 @@ WHERE service = $1 AND provider = $2
   AND ($6::integer = 0 OR partition = $7::integer OR partition = -1)
 ORDER BY id COLLATE "C";
 
+-- name: ListSubscriptions
+-- args: service, provider, namespace, stream_key, stream_key_bytes, from, to, after_consumer, after_id, limit
+-- The subscriptions to one stream (stream_key '': to the whole
+-- namespace) whose consumers' names in lower case are in [from, to),
+-- after (after_consumer, after_id), in that order, in byte order as the
+-- other dialects list them: a range of the index
+-- sluice_stream_subscriptions_consumer (the row comparison is a range of
+-- it too). stream_key_bytes, the key's length in bytes, matters to
+-- MariaDB only: here it is checked against the key itself, once (on a
+-- column, the planner would misjudge how many rows it keeps).
+SELECT id, consumer, namespace, stream_key, partition, fault, faulted_at, created_at, repositions, repositioned
+FROM sluice_stream_subscriptions
+WHERE service = $1 AND provider = $2 AND namespace = $3::text AND stream_key = $4::text AND octet_length($4::text) = $5::integer
+  AND lower(consumer) COLLATE "C" >= $6::text AND lower(consumer) COLLATE "C" < $7::text
+  AND (lower(consumer) COLLATE "C", id COLLATE "C") > ($8::text, $9::text)
+ORDER BY lower(consumer) COLLATE "C", id COLLATE "C"
+LIMIT $10;
+
 -- name: SetSubscriptionFault
 -- args: service, provider, id, fault
 -- An empty fault clears it.

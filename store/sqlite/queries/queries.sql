@@ -787,6 +787,22 @@ WHERE service = ?1 AND provider = ?2
   AND (?6 = 0 OR partition = ?7 OR partition = -1)
 ORDER BY id;
 
+-- name: ListSubscriptions
+-- args: service, provider, namespace, stream_key, stream_key_bytes, from, to, after_consumer, after_id, limit
+-- The subscriptions to one stream (stream_key '': to the whole
+-- namespace) whose consumers' names in lower case are in [from, to),
+-- after (after_consumer, after_id), in that order: a range of the index
+-- sluice_stream_subscriptions_consumer (the row value is a range of it
+-- too). stream_key_bytes, the key's length in bytes, matters to MariaDB
+-- only: here it is checked against the key itself, once.
+SELECT id, consumer, namespace, stream_key, partition, fault, faulted_at, created_at, repositions, repositioned
+FROM sluice_stream_subscriptions
+WHERE service = ?1 AND provider = ?2 AND namespace = ?3 AND stream_key = ?4 AND length(CAST(?4 AS BLOB)) = ?5
+  AND lower(consumer) >= ?6 AND lower(consumer) < ?7
+  AND (lower(consumer), id) > (?8, ?9)
+ORDER BY lower(consumer), id
+LIMIT ?10;
+
 -- name: SetSubscriptionFault
 -- args: service, provider, id, fault
 UPDATE sluice_stream_subscriptions

@@ -185,8 +185,9 @@ type StreamServiceClient interface {
 	// GetStreamSubscription returns a subscription, with its fault if it
 	// stopped.
 	GetStreamSubscription(context.Context, *v1.GetStreamSubscriptionRequest) (*v1.GetStreamSubscriptionResponse, error)
-	// ListStreamSubscriptions lists the subscriptions that receive a
-	// stream's events: those to the stream and those to its namespace.
+	// ListStreamSubscriptions lists a page of the subscriptions that
+	// receive a stream's events: those to the stream and those to its
+	// namespace, of the consumers the key may receive.
 	ListStreamSubscriptions(context.Context, *v1.ListStreamSubscriptionsRequest) (*v1.ListStreamSubscriptionsResponse, error)
 	// ClearFault resumes a faulted subscription with the event that
 	// faulted it.
@@ -295,8 +296,9 @@ type StreamServiceHandler interface {
 	// GetStreamSubscription returns a subscription, with its fault if it
 	// stopped.
 	GetStreamSubscription(context.Context, *v1.GetStreamSubscriptionRequest) (*v1.GetStreamSubscriptionResponse, error)
-	// ListStreamSubscriptions lists the subscriptions that receive a
-	// stream's events: those to the stream and those to its namespace.
+	// ListStreamSubscriptions lists a page of the subscriptions that
+	// receive a stream's events: those to the stream and those to its
+	// namespace, of the consumers the key may receive.
 	ListStreamSubscriptions(context.Context, *v1.ListStreamSubscriptionsRequest) (*v1.ListStreamSubscriptionsResponse, error)
 	// ClearFault resumes a faulted subscription with the event that
 	// faulted it.

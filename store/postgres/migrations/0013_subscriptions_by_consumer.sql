@@ -1,0 +1,13 @@
+-- sluice schema, PostgreSQL dialect, version 13: a stream's subscriptions
+-- by consumer.
+--
+-- A listing of the subscriptions to one stream (or to a whole namespace)
+-- selects and pages them by consumer, in the order of the consumers'
+-- names in lower case (grants compare names so), then of their ids, in
+-- byte order as the other dialects list them: this index serves it,
+-- reading the rows of the page and not those of other consumers. It
+-- extends sluice_stream_subscriptions_stream, which it replaces.
+
+CREATE INDEX sluice_stream_subscriptions_consumer
+    ON sluice_stream_subscriptions (service, provider, namespace, stream_key, (lower(consumer)) COLLATE "C", id COLLATE "C");
+DROP INDEX sluice_stream_subscriptions_stream;
