@@ -191,8 +191,8 @@ func testSharedBodiesSwept(t *testing.T, h *harness) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the body of two expired copies was not deleted")
 		}
-		evict(e)
-		gone = evict(f).Bodies
+		// Either pass may be the one that finds the body unused.
+		gone += evict(e).Bodies + evict(f).Bodies
 		time.Sleep(5 * time.Millisecond)
 	}
 	wantEmpty(t, ctx, st, e)

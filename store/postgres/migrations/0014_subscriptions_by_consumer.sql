@@ -1,4 +1,4 @@
--- sluice schema, PostgreSQL dialect, version 13: a stream's subscriptions
+-- sluice schema, PostgreSQL dialect, version 14: a stream's subscriptions
 -- by consumer.
 --
 -- A listing of the subscriptions to one stream (or to a whole namespace)
