@@ -84,3 +84,61 @@ func TestLeaseCost(t *testing.T) {
 		}
 	}
 }
+
+// TestReadStreamCost checks that reading one stream's records costs
+// O(log n + records returned) whatever the partition's other streams hold
+// (issue 16): on records loaded by storetest.LoadInterleavedStreams, where
+// one record in 50 is the stream's, SQLite's plan for ReadStreamRecords
+// searches sluice_records_stream by every column of the stream and the
+// position, and needs no sort, so it reads the stream's records after
+// the position, in order, and stops at the limit.
+func TestReadStreamCost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cost.db")
+	b, err := Open(t.Context(), Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	st, err := b.Store(store.Tenant{Service: "svc", Provider: "cost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.LoadInterleavedStreams(t, st)
+
+	db, err := sql.Open(driverName, dsn(path, "FULL", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sub, err := fs.Sub(queries, "queries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := engine.ParseQueries(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []any{"svc", "cost", 0, storetest.InterleavedNamespace, storetest.InterleavedKey, 1000, 10}
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q["ReadStreamRecords"], args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN QUERY PLAN ReadStreamRecords: %v", err)
+	}
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	rows.Close()
+	text := strings.Join(plan, "\n")
+	const want = "SEARCH sluice_records USING INDEX sluice_records_stream (service=? AND provider=? AND partition=? AND namespace=? AND stream_key=? AND position>?)"
+	if text != want {
+		t.Errorf("ReadStreamRecords: plan\n%s\nwant only\n%s", text, want)
+	}
+
+	storetest.CheckInterleavedReads(t, st)
+}
