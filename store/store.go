@@ -586,7 +586,9 @@ type ReadParams struct {
 	// Namespace and Key, both set, read only the records of that stream
 	// (the partition's other streams are passed over by an index, not
 	// read). Both empty read the whole partition; one without the other
-	// is refused with ErrInvalidArgument.
+	// is refused with ErrInvalidArgument, and a namespace or key that no
+	// record could have (see ValidateName, ValidateKey) with
+	// ErrInvalidName.
 	Namespace, Key string
 }
 

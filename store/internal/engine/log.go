@@ -299,17 +299,18 @@ func (s *tenantStore) Read(ctx context.Context, p *store.ReadParams) ([]sluicety
 // The stream's positions have gaps (the other streams' records), so unlike
 // the partition read it cannot tell a trimmed record by a gap: it fails
 // whenever p.After is below the partition's trimmed position, read after
-// the records. That order is what makes the check sound. A trim deletes
-// records and raises the trimmed position in one transaction, the position
-// never moves back, and each statement reads committed data only. So if a
-// record of the stream after p.After was missing from the read because a
-// trim deleted it, that trim committed before the read, and the trimmed
-// position read next is at least that record's position, above p.After.
-// (Read before the records, the check could pass and a trim committed in
-// between delete records the read then silently skips.) A trim that
-// commits after the read may make the check fail although the read lost
-// nothing; the reader, past the trimmed position, is told so one read
-// early.
+// the records. That order makes the check sound. Every trim deletes
+// records and raises the trimmed position past them in one transaction;
+// the position never moves back; and each of the two statements (neither
+// in a transaction) sees what had committed when it began, the second no
+// less than the first. So if a trim deleted a record of the stream after
+// p.After before the read could return it, that trim had committed before
+// the read began, and the trimmed position read next is at least that
+// record's, above p.After. Checked before the read, the check could pass
+// and a trim committing in between delete records the read would then
+// silently skip (Concurrency/ReadStreamWhileTrimming of the conformance
+// suite catches that order). A trim that commits after the read may fail
+// a read that lost nothing: the reader is told one read early.
 func (s *tenantStore) readStream(ctx context.Context, p *store.ReadParams) ([]sluicetype.Record, error) {
 	out, err := s.readRecords(ctx, "ReadStreamRecords", s.t.Service, s.t.Provider, p.Partition, p.Namespace, p.Key, p.After, p.Max)
 	if err != nil {
