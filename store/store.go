@@ -44,6 +44,11 @@ type Features struct {
 	// stream partitions, sharing them through leases (a database server).
 	// Without it one stream node at a time runs (SQLite).
 	SharedStreams bool
+	// PositionedReads is true when a Read after any position is cheap
+	// (an index search, not a scan from the oldest record), so the stream
+	// cache may keep several windows over a partition and read each one
+	// from storage where it is.
+	PositionedReads bool
 }
 
 // Store is one tenant's view of the database.
@@ -225,8 +230,10 @@ type LogStore interface {
 	// positions given to the first and the last.
 	Append(ctx context.Context, p *AppendParams) (AppendResult, error)
 	// Read returns up to p.Max records with positions after p.After, in
-	// position order. ErrTrimmed if retention removed records after
-	// p.After that the reader has not seen.
+	// position order: of the whole partition, or with p.Namespace and
+	// p.Key of that one stream only. ErrTrimmed if retention removed
+	// records after p.After that the reader has not seen; a stream's read
+	// after a position below the partition's trimmed position fails so.
 	Read(ctx context.Context, p *ReadParams) ([]sluicetype.Record, error)
 	// PartitionInfo reports a partition's head (last position) and the
 	// position through which retention has trimmed it.
@@ -569,13 +576,20 @@ type AppendResult struct {
 	First, Last int64
 }
 
-// ReadParams reads a partition log.
+// ReadParams reads a partition log, or one stream's records in it.
 type ReadParams struct {
 	Partition int32
 	// After is the last position the reader has seen (0: from the start).
 	After int64
 	// Max is how many records to return at most.
 	Max int
+	// Namespace and Key, both set, read only the records of that stream
+	// (the partition's other streams are passed over by an index, not
+	// read). Both empty read the whole partition; one without the other
+	// is refused with ErrInvalidArgument, and a namespace or key that no
+	// record could have (see ValidateName, ValidateKey) with
+	// ErrInvalidName.
+	Namespace, Key string
 }
 
 // PartitionInfo describes a partition log.

@@ -636,7 +636,16 @@ func (p *ReadParams) Validate(l Limits) error {
 	if p.Max < 1 || p.Max > l.MaxBatch {
 		return invalid("read of %d records: must be between 1 and %d", p.Max, l.MaxBatch)
 	}
-	return nil
+	if p.Namespace == "" && p.Key == "" {
+		return nil
+	}
+	if p.Namespace == "" || p.Key == "" {
+		return invalid("read of a stream needs both its namespace (%q) and its key (%q)", p.Namespace, p.Key)
+	}
+	if err := ValidateName("namespace", p.Namespace); err != nil {
+		return err
+	}
+	return ValidateKey(p.Key)
 }
 
 // Validate checks a checkpoint write.

@@ -4,13 +4,12 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestLeaseCost checks that leasing B messages costs
@@ -72,6 +71,13 @@ func rowsRead(t *testing.T, db *sql.DB, query string, args []any) int {
 // named.
 func rowsReadOf(t *testing.T, db *sql.DB, query string, args []any, names ...string) int {
 	t.Helper()
+	return tableReads(analyze(t, db, query, args), names)
+}
+
+// analyze runs query under ANALYZE FORMAT=JSON in a transaction it rolls
+// back and returns the decoded plan.
+func analyze(t *testing.T, db *sql.DB, query string, args []any) any {
+	t.Helper()
 	ctx := t.Context()
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -86,7 +92,7 @@ func rowsReadOf(t *testing.T, db *sql.DB, query string, args []any, names ...str
 	if err := json.Unmarshal([]byte(plan), &doc); err != nil {
 		t.Fatalf("ANALYZE output: %v", err)
 	}
-	return tableReads(doc, names)
+	return doc
 }
 
 // tableReads sums r_loops × r_rows over the accesses to the tables named
@@ -128,6 +134,47 @@ func analyzedMariaDB(t *testing.T, dsn, tables string) *sql.DB {
 		t.Fatal(err)
 	}
 	return db
+}
+
+// TestReadStreamCost checks that reading one stream's records costs
+// O(log n + records returned) whatever the partition's other streams hold
+// (issue 16): on records loaded by storetest.LoadInterleavedStreams, where
+// one record in 50 is the stream's, ReadStreamRecords reads about as many
+// rows of sluice_records as it returns, by a range of
+// sluice_records_stream (whose key is a prefix of stream_key, see
+// migration 0015) read in position order: no filesort, so it stops at the
+// limit.
+func TestReadStreamCost(t *testing.T) {
+	dsn := freshDatabase(t)
+	b := openBackend(t, dsn)
+	tenant := store.Tenant{Service: "svc", Provider: "cost"}
+	st, err := b.Store(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.LoadInterleavedStreams(t, st)
+	storetest.CheckInterleavedReads(t, st)
+
+	db := analyzedMariaDB(t, dsn, "sluice_records")
+	q := namedQueries(t)
+	for _, c := range []struct {
+		after int64
+		max   int
+	}{{0, 1000}, {0, 10}, {1000, 10}, {4000, 1000}} {
+		plan := analyze(t, db, q["ReadStreamRecords"], []any{tenant.Service, tenant.Provider, 0,
+			storetest.InterleavedNamespace, storetest.InterleavedKey, c.after, c.max})
+		read := tableReads(plan, []string{"sluice_records"})
+		returned := min(c.max, int(storetest.InterleavedRecords-c.after)/storetest.InterleavedEvery)
+		text, _ := json.Marshal(plan)
+		t.Logf("after %d, max %d: read %d rows of sluice_records for %d", c.after, c.max, read, returned)
+		if read > returned+1 {
+			t.Errorf("after %d, max %d: read %d rows of sluice_records for %d returned, among %d records of the partition",
+				c.after, c.max, read, returned, storetest.InterleavedRecords)
+		}
+		if !strings.Contains(string(text), `"key":"sluice_records_stream"`) || strings.Contains(string(text), "filesort") {
+			t.Errorf("after %d, max %d: plan %s\nwant a range of sluice_records_stream and no filesort", c.after, c.max, text)
+		}
+	}
 }
 
 // TestSubscriptionListingCost checks that listing a stream's

@@ -4,16 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"strings"
-	"testing"
-	"time"
-
 	"github.com/jackc/pgx/v5"
-
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/internal/engine"
 	"github.com/sluicehq/sluice/store/storetest"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
 )
 
 // TestLeaseCost checks that leasing B messages costs
@@ -83,11 +82,12 @@ func TestLeaseCost(t *testing.T) {
 // and returns how many rows of sluice_messages its scans read.
 func rowsRead(t *testing.T, conn *pgx.Conn, query string, args []any) int {
 	t.Helper()
-	return rowsReadOf(t, conn, "sluice_messages", query, args)
+	return scanned(explain(t, conn, query, args), "sluice_messages")
 }
 
-// rowsReadOf is rowsRead for the rows of table.
-func rowsReadOf(t *testing.T, conn *pgx.Conn, table, query string, args []any) int {
+// explain runs query under EXPLAIN ANALYZE in a transaction it rolls back
+// and returns the top node of its plan.
+func explain(t *testing.T, conn *pgx.Conn, query string, args []any) map[string]any {
 	t.Helper()
 	ctx := t.Context()
 	tx, err := conn.Begin(ctx)
@@ -103,11 +103,11 @@ func rowsReadOf(t *testing.T, conn *pgx.Conn, table, query string, args []any) i
 	if err := json.Unmarshal([]byte(plan), &doc); err != nil || len(doc) == 0 {
 		t.Fatalf("EXPLAIN output: %v", err)
 	}
-	return scanned(doc[0].Plan, table)
+	return doc[0].Plan
 }
 
-// scanned sums, over the plan's nodes that scan table, the rows they
-// returned (per loop, times the loops) and the rows their filters
+// scanned sums, over the plan's nodes that scan the table named, the rows
+// they returned (per loop, times the loops) and the rows their filters
 // removed.
 func scanned(node map[string]any, table string) int {
 	n := 0
@@ -115,13 +115,104 @@ func scanned(node map[string]any, table string) int {
 		num := func(k string) float64 { f, _ := node[k].(float64); return f }
 		n += int(num("Actual Rows")*num("Actual Loops") + num("Rows Removed by Filter") + num("Rows Removed by Index Recheck"))
 	}
-	children, _ := node["Plans"].([]any)
-	for _, c := range children {
-		if m, ok := c.(map[string]any); ok {
-			n += scanned(m, table)
-		}
+	for _, c := range children(node) {
+		n += scanned(c, table)
 	}
 	return n
+}
+
+// children returns a plan node's child nodes.
+func children(node map[string]any) []map[string]any {
+	var out []map[string]any
+	plans, _ := node["Plans"].([]any)
+	for _, c := range plans {
+		if m, ok := c.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// nodes lists each node of a plan, depth first, as its type and the index
+// it scans, if any.
+func nodes(node map[string]any) []string {
+	n := fmt.Sprint(node["Node Type"])
+	if ix, ok := node["Index Name"].(string); ok {
+		n += " " + ix
+	}
+	out := []string{n}
+	for _, c := range children(node) {
+		out = append(out, nodes(c)...)
+	}
+	return out
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// TestReadStreamCost checks that reading one stream's records costs
+// O(log n + records returned) whatever the partition's other streams hold
+// (issue 16): on records loaded by storetest.LoadInterleavedStreams, where
+// one record in 50 is the stream's, ReadStreamRecords reads about as many
+// rows of sluice_records as it returns, through sluice_records_stream. The
+// planner takes an index scan in position order that stops at the limit,
+// or, when it expects fewer of the stream's rows than the limit, a bitmap
+// scan of the stream's range and a sort of what it found; either way it
+// reads none of the other streams' rows.
+func TestReadStreamCost(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	b := openSchema(t, dsn, schema)
+	ctx := t.Context()
+	tenant := store.Tenant{Service: "svc", Provider: "cost"}
+	st, err := b.Store(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.LoadInterleavedStreams(t, st)
+	storetest.CheckInterleavedReads(t, st)
+
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "SET search_path = "+pgx.Identifier{schema}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "ANALYZE sluice_records"); err != nil {
+		t.Fatal(err)
+	}
+	q, err := engine.ParseQueries(os.DirFS("queries"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		after int64
+		max   int
+	}{{0, 1000}, {0, 10}, {1000, 10}, {4000, 1000}} {
+		plan := explain(t, conn, q["ReadStreamRecords"], []any{tenant.Service, tenant.Provider, 0,
+			storetest.InterleavedNamespace, storetest.InterleavedKey, c.after, c.max})
+		returned := int(plan["Actual Rows"].(float64))
+		read := scanned(plan, "sluice_records")
+		shape := nodes(plan)
+		t.Logf("after %d, max %d: read %d rows of sluice_records for %d; plan %v", c.after, c.max, read, returned, shape)
+		if read > returned+1 {
+			t.Errorf("after %d, max %d: read %d rows of sluice_records for %d returned, among %d records of the partition",
+				c.after, c.max, read, returned, storetest.InterleavedRecords)
+		}
+		if !slices.Contains(shape, "Index Scan sluice_records_stream") && !slices.Contains(shape, "Bitmap Index Scan sluice_records_stream") {
+			t.Errorf("after %d, max %d: plan %v, want a scan of sluice_records_stream", c.after, c.max, shape)
+		}
+	}
+}
+
+// rowsReadOf is rowsRead for the rows of table.
+func rowsReadOf(t *testing.T, conn *pgx.Conn, table, query string, args []any) int {
+	t.Helper()
+	return scanned(explain(t, conn, query, args), table)
 }
 
 // TestSubscriptionListingCost checks that listing a stream's
@@ -172,9 +263,4 @@ func TestSubscriptionListingCost(t *testing.T) {
 				c.p, read, 2*storetest.SubscriptionsHidden, c.page+1)
 		}
 	}
-}
-
-func firstLine(s string) string {
-	line, _, _ := strings.Cut(s, "\n")
-	return line
 }

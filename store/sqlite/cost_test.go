@@ -2,15 +2,14 @@ package sqlite
 
 import (
 	"database/sql"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/engine"
+	"github.com/sluicehq/sluice/store/storetest"
 	"io/fs"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/internal/engine"
-	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestLeaseCost checks that leasing B messages costs
@@ -83,6 +82,66 @@ func TestLeaseCost(t *testing.T) {
 			t.Errorf("%s: plan\n%s\nwant sluice_messages searched by %s, never scanned", c.name, text, c.want)
 		}
 	}
+}
+
+// TestReadStreamCost checks what reading one stream's records costs on
+// SQLite, which has no index of streams (migration 0015): on records
+// loaded by storetest.LoadInterleavedStreams, the plan for
+// ReadStreamRecords walks the partition's primary-key range after the
+// position, in order, with no sort, so it stops at the limit; the rows it
+// passes over are the other streams' records in that range, read inside
+// the database.
+func TestReadStreamCost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cost.db")
+	b, err := Open(t.Context(), Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := t.Context()
+	st, err := b.Store(store.Tenant{Service: "svc", Provider: "cost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.LoadInterleavedStreams(t, st)
+
+	db, err := sql.Open(driverName, dsn(path, "FULL", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	sub, err := fs.Sub(queries, "queries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := engine.ParseQueries(sub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []any{"svc", "cost", 0, storetest.InterleavedNamespace, storetest.InterleavedKey, 1000, 10}
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q["ReadStreamRecords"], args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN QUERY PLAN ReadStreamRecords: %v", err)
+	}
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	rows.Close()
+	text := strings.Join(plan, "\n")
+	// No index of streams on SQLite (migration 0015): the partition's
+	// primary-key range after the position, in its order, with no sort.
+	const want = "SEARCH sluice_records USING INDEX sqlite_autoindex_sluice_records_1 (service=? AND provider=? AND partition=? AND position>?)"
+	if text != want {
+		t.Errorf("ReadStreamRecords: plan\n%s\nwant only\n%s", text, want)
+	}
+
+	storetest.CheckInterleavedReads(t, st)
 }
 
 // TestSubscriptionListingCost checks that listing a stream's

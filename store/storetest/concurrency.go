@@ -20,6 +20,7 @@ var concurrencyTests = []suiteTest{
 	{"Enqueue", testConcurrentEnqueue},
 	{"LeaseExclusive", testLeaseExclusive},
 	{"GapSafeRead", testGapSafeRead},
+	{"ReadStreamWhileTrimming", testReadStreamWhileTrimming},
 	{"AppendManyPartitions", testAppendManyPartitions},
 	{"NoLoss", testNoLoss},
 }

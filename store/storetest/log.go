@@ -14,6 +14,10 @@ import (
 var logTests = []suiteTest{
 	{"AppendPositions", testAppendPositions},
 	{"ReadRoundTrip", testReadRoundTrip},
+	{"ReadStream", testReadStream},
+	{"ReadStreamLongKeys", testReadStreamLongKeys},
+	{"ReadStreamTrimmed", testReadStreamTrimmed},
+	{"ReadStreamModel", testReadStreamModel},
 	{"Trim", testTrim},
 	{"TrimEverything", testTrimEverything},
 	{"Checkpoints", testCheckpoints},

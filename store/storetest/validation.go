@@ -21,6 +21,7 @@ var validationTests = []suiteTest{
 	{"Resubmit", testInvalidResubmit},
 	{"Append", testInvalidAppend},
 	{"ReadTrimInfo", testInvalidReadTrimInfo},
+	{"ReadStream", testInvalidReadStream},
 	{"Checkpoint", testInvalidCheckpoint},
 }
 
@@ -310,6 +311,36 @@ func testInvalidReadTrimInfo(t *testing.T, h *harness) {
 		wantErr(t, fmt.Sprintf("Trim(%+v)", p), err, sluicetype.ErrInvalidArgument)
 	}
 	wantInfo(t, st, 0, store.PartitionInfo{Head: 3})
+}
+
+func testInvalidReadStream(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	appendRecs(t, st, 0, recs("r", 3)...)
+	for _, c := range []struct {
+		p    store.ReadParams
+		want error
+	}{
+		{store.ReadParams{Namespace: "ns", Max: 1}, sluicetype.ErrInvalidArgument},
+		{store.ReadParams{Key: "key", Max: 1}, sluicetype.ErrInvalidArgument},
+		{store.ReadParams{Namespace: "a b", Key: "key", Max: 1}, sluicetype.ErrInvalidName},
+		{store.ReadParams{Namespace: strings.Repeat("n", store.MaxNameLen+1), Key: "key", Max: 1}, sluicetype.ErrInvalidName},
+		{store.ReadParams{Namespace: "ns", Key: strings.Repeat("k", store.MaxKeyLen+1), Max: 1}, sluicetype.ErrInvalidName},
+		{store.ReadParams{Namespace: "ns", Key: "k\xff", Max: 1}, sluicetype.ErrInvalidName},
+		{store.ReadParams{Partition: -1, Namespace: "ns", Key: "key", Max: 1}, sluicetype.ErrInvalidArgument},
+		{store.ReadParams{Namespace: "ns", Key: "key", After: -1, Max: 1}, sluicetype.ErrInvalidArgument},
+		{store.ReadParams{Namespace: "ns", Key: "key", Max: 0}, sluicetype.ErrInvalidArgument},
+		{store.ReadParams{Namespace: "ns", Key: "key", Max: store.DefaultMaxBatch + 1}, sluicetype.ErrInvalidArgument},
+	} {
+		rs, err := st.Read(ctx, &c.p)
+		wantErr(t, fmt.Sprintf("Read(%+.40v)", c.p), err, c.want)
+		if rs != nil {
+			t.Fatalf("refused Read(%+.40v) returned %d records", c.p, len(rs))
+		}
+	}
+	// The longest names are accepted.
+	ns, key := strings.Repeat("n", store.MaxNameLen), strings.Repeat("ü", store.MaxKeyLen/2)
+	appendRecs(t, st, 0, streamRec(ns, key, "longest"))
+	wantSeqs(t, "stream of the longest names", positions(readStream(t, st, 0, ns, key, 0, 1)), []int64{4})
 }
 
 func testInvalidCheckpoint(t *testing.T, h *harness) {

@@ -90,7 +90,7 @@ var queryNames = []string{
 	"LockQueue", "DeleteQueueDedup", "SelectDedup", "UpsertDedup", "TrimDedup",
 	"InsertRoutedSchedules", "DeleteDueRoutedSchedules", "SelectRoutedSchedules", "SelectRoutedCopies",
 	"DeleteRoutedSchedules", "DeleteQueueRoutedSchedules",
-	"BumpHead", "EnsurePartition", "GetPartition", "ReadRecords",
+	"BumpHead", "EnsurePartition", "GetPartition", "ReadRecords", "ReadStreamRecords",
 	"TrimRecords", "DeleteRecordRange", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",
 	"GetStreamPartitions", "InsertStreamPartitions", "EnsurePartitionCheckpoint",
 	"LockPartitionCheckpoint", "GetPartitionCheckpoint", "SaveCheckpoint", "LowerCheckpoint", "InsertSubscription", "InsertProgress",

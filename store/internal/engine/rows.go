@@ -232,7 +232,7 @@ func scanDeadLetter(s scanner) (sluicetype.DeadLetter, error) {
 	return d, err
 }
 
-// scanRecord reads the columns of ReadRecords.
+// scanRecord reads the columns of ReadRecords and ReadStreamRecords.
 func scanRecord(s scanner) (sluicetype.Record, error) {
 	var (
 		r        sluicetype.Record
