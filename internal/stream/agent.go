@@ -76,48 +76,6 @@ type agent struct {
 	stats   PartitionStats
 }
 
-// subState is a subscription as an agent runs it.
-type subState struct {
-	sub store.Subscription
-	// c is the subscription's consumer on this node: nil when none is
-	// registered, and then the subscription neither reads nor moves.
-	c *Consumer
-	// cursor: every record at or below it was examined (queued for
-	// delivery, or of no concern).
-	cursor int64
-	// unresolved holds the positions queued or in delivery, ascending;
-	// resolved marks those done, dropped from the front lazily.
-	unresolved []int64
-	resolved   map[int64]bool
-	streams    map[string]*streamQueue
-	ready      []string // streams with events waiting and none in delivery
-	inflight   int
-	saved      int64
-	faulted    bool
-	// gen counts halts: a delivery started before one reports to nothing.
-	// startedGen is the generation of the deliveries last started.
-	gen, startedGen int
-	// ctx carries the deliveries of this generation: a halt or a removal
-	// cancels them.
-	ctx    context.Context
-	cancel context.CancelFunc
-	// faultPending is a fault the database has not recorded yet: the
-	// subscription stays halted until it has.
-	faultPending string
-	// replays are parked events to deliver again, in the order asked
-	// for: each as the next event of its stream (see startReplays).
-	replays []*replayReq
-}
-
-// streamQueue is one stream's events waiting for one subscription, in
-// order; the first is in delivery when busy. It holds copies: the cache
-// may drop or reuse its slots (a reset, a halted subscription that no
-// longer pins it).
-type streamQueue struct {
-	items []sluicetype.Record
-	busy  bool
-}
-
 // result is a finished delivery.
 type result struct {
 	s        *subState
@@ -133,45 +91,6 @@ type result struct {
 	fault bool
 	// replay is the replay this delivery was (nil: a live event).
 	replay *replayReq
-}
-
-// safe is the subscription's position: every record at or below it is
-// done (delivered, parked, or of no concern).
-func (s *subState) safe() int64 {
-	for len(s.unresolved) > 0 && s.resolved[s.unresolved[0]] {
-		delete(s.resolved, s.unresolved[0])
-		s.unresolved = s.unresolved[1:]
-	}
-	if len(s.unresolved) > 0 {
-		return s.unresolved[0] - 1
-	}
-	return s.cursor
-}
-
-// halt stops a subscription (faulted): what it queued is dropped, what
-// it has in delivery is cancelled, and its cursor goes back to its
-// position, so that it reads them again when it resumes, once the
-// cancelled deliveries have ended (inflight is 0).
-func (s *subState) halt(parent context.Context) {
-	s.cursor = s.safe()
-	s.unresolved, s.resolved = nil, make(map[int64]bool)
-	s.streams, s.ready = make(map[string]*streamQueue), nil
-	s.faulted = true
-	s.gen++
-	s.cancel()
-	s.ctx, s.cancel = context.WithCancel(parent)
-}
-
-// draining reports deliveries of an earlier generation still running:
-// after a halt, nothing starts until they have ended, so that no stream
-// has two deliveries at once.
-func (s *subState) draining() bool { return s.inflight > 0 && s.startedGen < s.gen }
-
-// active reports whether the subscription delivers on this node.
-func (s *subState) active() bool { return s.c != nil && !s.faulted }
-
-func (s *subState) matches(r *sluicetype.Record) bool {
-	return r.Namespace == s.sub.Namespace && (s.sub.Key == "" || r.Key == s.sub.Key)
 }
 
 // errLeaseLapsed cancels the deliveries of an agent whose lease may have
@@ -633,7 +552,6 @@ func (a *agent) skipTrimmed(ctx context.Context, after int64) error {
 // queueing the events that concern it, and starts deliveries up to the
 // consumer's concurrency, one per stream at a time.
 func (a *agent) dispatch() {
-	next := a.cache.Next()
 	owns := a.owns()
 	for _, s := range a.subs {
 		if s.c != nil && s.faulted && !s.draining() && owns {
@@ -642,32 +560,8 @@ func (a *agent) dispatch() {
 		if !s.active() {
 			continue
 		}
-		for s.cursor+1 < next {
-			pos := s.cursor + 1
-			r, ok := a.cache.Get(pos)
-			if !ok {
-				if pos < a.cache.First() {
-					if a.rewindTo == 0 || pos < a.rewindTo {
-						a.rewindTo = pos
-					}
-					break
-				}
-				s.cursor = pos // a gap in the log
-				continue
-			}
-			if s.matches(r) {
-				q := s.streams[r.Key]
-				if q == nil {
-					q = &streamQueue{}
-					s.streams[r.Key] = q
-				}
-				q.items = append(q.items, *r)
-				if len(q.items) == 1 && !q.busy {
-					s.ready = append(s.ready, r.Key)
-				}
-				s.unresolved = append(s.unresolved, pos)
-			}
-			s.cursor = pos
+		if pos := s.walk(a.cache); pos > 0 && (a.rewindTo == 0 || pos < a.rewindTo) {
+			a.rewindTo = pos
 		}
 		if s.draining() {
 			continue // deliveries of a halted generation are still ending
@@ -676,18 +570,13 @@ func (a *agent) dispatch() {
 			continue // the lease may have moved on: deliver nothing until renewed
 		}
 		a.startReplays(s)
-		for s.inflight < s.c.MaxConcurrency && len(s.ready) > 0 {
-			key := s.ready[0]
-			s.ready = s.ready[1:]
-			q := s.streams[key]
-			if q == nil || q.busy || len(q.items) == 0 {
-				continue
+		for s.inflight < s.c.MaxConcurrency {
+			rec, ok := s.next()
+			if !ok {
+				break
 			}
-			q.busy = true
-			s.inflight++
-			s.startedGen = s.gen
 			a.wg.Add(1)
-			go a.deliver(s, s.ctx, a.leaseCtx, s.c, s.sub.ID, s.gen, q.items[0])
+			go a.deliver(s, s.ctx, a.leaseCtx, s.c, s.sub.ID, s.gen, rec)
 		}
 	}
 }
@@ -794,14 +683,7 @@ func (a *agent) resolve(r result) {
 		}
 		return
 	}
-	q.items[0] = sluicetype.Record{}
-	q.items = q.items[1:]
-	s.resolved[r.pos] = true
-	if len(q.items) > 0 {
-		s.ready = append(s.ready, r.key)
-	} else {
-		delete(s.streams, r.key)
-	}
+	s.delivered(r.key, r.pos)
 }
 
 // purge drops the cached records every active subscription is done with.
