@@ -96,6 +96,11 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// cacheConfig is what bounds each agent's cache.
+func (n *Node) cacheConfig() cacheConfig {
+	return cacheConfig{records: n.cfg.CacheRecords, bytes: n.cfg.CacheBytes, batch: n.cfg.ReadBatch, windows: 1}
+}
+
 // Balancer decides which partitions a node pulls.
 type Balancer interface {
 	// Join registers the node before it starts; it fails when the node
@@ -479,7 +484,7 @@ type SubscriptionStats struct {
 
 func (a *agent) publishStats() {
 	recs, bytes := a.cache.Size()
-	st := PartitionStats{Partition: a.partition, Epoch: a.epoch, Read: a.cache.Next() - 1,
+	st := PartitionStats{Partition: a.partition, Epoch: a.epoch, Read: a.cache.ReadThrough(),
 		ProposedCheckpoint: a.proposed, StoredCheckpoint: a.stored, CachedRecords: recs, CachedBytes: bytes}
 	for _, id := range slices.Sorted(maps.Keys(a.subs)) {
 		s := a.subs[id]

@@ -43,14 +43,21 @@ type subState struct {
 	// replays are parked events to deliver again, in the order asked
 	// for: each as the next event of its stream (see startReplays).
 	replays []*replayReq
+	// lastMatch is the position of the last event queued.
+	lastMatch int64
 }
 
+// Cursor, Safe and LastMatch make a subscription a member of its cache.
+func (s *subState) Cursor() int64    { return s.cursor }
+func (s *subState) Safe() int64      { return s.safe() }
+func (s *subState) LastMatch() int64 { return s.lastMatch }
+
 // streamQueue is one stream's events waiting for one subscription, in
-// order; the first is in delivery when busy. It holds copies: the cache
-// may drop or reuse its slots (a reset, a halted subscription that no
-// longer pins it).
+// order; the first is in delivery when busy. Its entries stay as they
+// are when the cache drops them (a purge, a reset, a halted subscription
+// that no longer pins them).
 type streamQueue struct {
-	items []sluicetype.Record
+	items []*entry
 	busy  bool
 }
 
@@ -94,42 +101,41 @@ func (s *subState) matches(r *sluicetype.Record) bool {
 	return r.Namespace == s.sub.Namespace && (s.sub.Key == "" || r.Key == s.sub.Key)
 }
 
-// walk moves the cursor over the records the cache holds after it,
-// queueing those of the subscription's streams, each at the end of its
-// stream's queue. It returns the position it needs that lies before the
-// cache (0: none): the cache must go back there for it to go on.
-func (s *subState) walk(c Cache) (behind int64) {
-	next := c.Next()
-	for s.cursor+1 < next {
+// walk moves the cursor over what its window holds after it, queueing
+// the events of the subscription's streams, each at the end of its
+// stream's queue, while the cursor stays within lookahead of the safe
+// position (0: no bound). A position the window covers without a record
+// is a hole retention left: the cursor passes it. It reports false, and
+// moves nothing, when the window starts after the cursor: the
+// subscription must join a window again.
+func (s *subState) walk(w *window, lookahead int64) bool {
+	if s.cursor+1 < w.start {
+		return false
+	}
+	for s.cursor < w.end && (lookahead == 0 || s.cursor-s.safe() < lookahead) {
 		pos := s.cursor + 1
-		r, ok := c.Get(pos)
-		if !ok {
-			if pos < c.First() {
-				return pos
-			}
-			s.cursor = pos // a gap in the log
-			continue
-		}
-		if s.matches(r) {
-			s.queue(r)
+		if e := w.get(pos); e != nil && s.matches(&e.rec) {
+			s.queue(e)
 		}
 		s.cursor = pos
 	}
-	return 0
+	return true
 }
 
 // queue adds an event at the end of its stream's queue, unresolved.
-func (s *subState) queue(r *sluicetype.Record) {
-	q := s.streams[r.Key]
+func (s *subState) queue(e *entry) {
+	key := e.rec.Key
+	q := s.streams[key]
 	if q == nil {
 		q = &streamQueue{}
-		s.streams[r.Key] = q
+		s.streams[key] = q
 	}
-	q.items = append(q.items, *r)
+	q.items = append(q.items, e)
 	if len(q.items) == 1 && !q.busy {
-		s.ready = append(s.ready, r.Key)
+		s.ready = append(s.ready, key)
 	}
-	s.unresolved = append(s.unresolved, r.Position)
+	s.unresolved = append(s.unresolved, e.rec.Position)
+	s.lastMatch = e.rec.Position
 }
 
 // next takes the next event to deliver: the first of a ready stream with
@@ -145,7 +151,7 @@ func (s *subState) next() (sluicetype.Record, bool) {
 		q.busy = true
 		s.inflight++
 		s.startedGen = s.gen
-		return q.items[0], true
+		return q.items[0].rec, true
 	}
 	return sluicetype.Record{}, false
 }
@@ -155,7 +161,7 @@ func (s *subState) next() (sluicetype.Record, bool) {
 func (s *subState) delivered(key string, pos int64) {
 	q := s.streams[key]
 	q.busy = false
-	q.items[0] = sluicetype.Record{}
+	q.items[0] = nil
 	q.items = q.items[1:]
 	s.resolved[pos] = true
 	if len(q.items) > 0 {

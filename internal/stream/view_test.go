@@ -31,12 +31,11 @@ func keyed(ns string, from, to int64, key func(int64) string) []sluicetype.Recor
 // streams' events in order, hands out one event per stream at a time,
 // and keeps its safe position before its earliest unresolved event.
 func TestViewWalkQueueSafe(t *testing.T) {
-	c := NewCache(100, 1<<20)
-	c.Reset(10)
-	c.Add(keyed("ns", 11, 20, func(p int64) string { return []string{"a", "b"}[p%2] }))
+	w := &window{start: 11, end: 10}
+	w.add(keyed("ns", 11, 20, func(p int64) string { return []string{"a", "b"}[p%2] }))
 	s := newView("ns", "", 10)
-	if behind := s.walk(c); behind != 0 || s.cursor != 20 {
-		t.Fatalf("walk: behind %d, cursor %d; want 0 and 20", behind, s.cursor)
+	if !s.walk(w, 0) || s.cursor != 20 {
+		t.Fatalf("walk: cursor %d, want 20", s.cursor)
 	}
 	if got := s.safe(); got != 10 {
 		t.Fatalf("safe %d with everything unresolved, want 10", got)
@@ -70,15 +69,22 @@ func TestViewWalkQueueSafe(t *testing.T) {
 	if s.cursor != 12 || len(s.streams) != 0 || len(s.unresolved) != 0 {
 		t.Fatalf("after halt: cursor %d, %d streams, %d unresolved", s.cursor, len(s.streams), len(s.unresolved))
 	}
-	// A cursor before the cache says where it must go back to.
-	c.Purge(15)
-	if behind := s.walk(c); behind != 13 {
-		t.Fatalf("walk before the cache: behind %d, want 13", behind)
+	// A cursor before its window does not move.
+	w.dropBelow(16)
+	w.start = 16
+	if s.walk(w, 0) || s.cursor != 12 {
+		t.Fatalf("walk before the window moved the cursor to %d", s.cursor)
 	}
 	// A view of one stream passes the other's events.
 	one := newView("ns", "a", 15)
-	one.walk(c)
+	one.walk(w, 0)
 	if one.cursor != 20 || len(one.unresolved) != 3 || one.unresolved[0] != 16 {
 		t.Fatalf("stream a: cursor %d, unresolved %v", one.cursor, one.unresolved)
+	}
+	// Within a lookahead, a cursor stops that far past its safe position.
+	ahead := newView("ns", "", 15)
+	ahead.walk(w, 3)
+	if ahead.cursor != 18 || ahead.safe() != 15 {
+		t.Fatalf("lookahead 3: cursor %d, safe %d; want 18 and 15", ahead.cursor, ahead.safe())
 	}
 }
