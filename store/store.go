@@ -44,6 +44,12 @@ type Features struct {
 	// stream partitions, sharing them through leases (a database server).
 	// Without it one stream node at a time runs (SQLite).
 	SharedStreams bool
+	// PositionedReads is true when reading a partition's log after any
+	// position is cheap (an ordered read on an index, whatever the
+	// position), so that a stream cache may keep several windows of the
+	// log and read each after its own end. Without it a partition's cache
+	// keeps one contiguous window.
+	PositionedReads bool
 }
 
 // Store is one tenant's view of the database.

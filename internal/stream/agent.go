@@ -308,8 +308,13 @@ func (a *agent) step() {
 			a.purge()
 		}
 		if !p.Head {
-			if err != nil {
+			switch {
+			case err != nil:
 				a.cache.Backoff(p, now.Add(a.n.cfg.IdlePollInterval))
+			case got == 0:
+				// Nothing where the next window said there was: look
+				// again later rather than at once.
+				a.cache.Backoff(p, now.Add(a.n.cfg.PollInterval))
 			}
 			continue
 		}
@@ -710,7 +715,12 @@ func (a *agent) resolve(r result) {
 // done with, and reshapes the windows.
 func (a *agent) purge() {
 	a.cache.Purge()
-	changed, _ := a.cache.Rebalance()
+	changed, refused := a.cache.Rebalance()
+	for _, m := range refused {
+		s := m.(*subState)
+		a.fault(s, fmt.Sprintf("partition %d: the cache has no window left for the subscription, which lags at position %d: %v",
+			a.partition, s.safe(), sluicetype.ErrWindowLimit))
+	}
 	if changed {
 		a.nextRead = time.Time{} // the head window may have room now
 	}

@@ -49,7 +49,8 @@ type Cache interface {
 	// with, and the windows no one reads but the head.
 	Purge()
 	// Rebalance reshapes the windows after a purge: it merges those that
-	// meet and splits one under pressure. It reports whether it changed
+	// meet, gives a starved window its reserve back from another's
+	// read-ahead, and splits one under pressure. It reports whether it changed
 	// any, and the members the Fault policy refuses.
 	Rebalance() (changed bool, refused []Member)
 	// Lookahead bounds how far a member walks past its safe position
@@ -96,6 +97,9 @@ type CacheStats struct {
 	// records they brought.
 	Splits, Merges                      int64
 	RehydrationReads, RehydratedRecords int64
+	// Reclaimed counts the records dropped from a window's read-ahead
+	// to give another window its reserve (read again later).
+	Reclaimed int64
 }
 
 // WindowStats describe one resident window: it covers positions Start

@@ -74,6 +74,20 @@ func (w *window) dropBelow(pos int64) (records int, bytes int64) {
 	return k, bytes
 }
 
+// dropAbove drops the records after pos.
+func (w *window) dropAbove(pos int64) (records int, bytes int64) {
+	k := len(w.entries)
+	for k > 0 && w.entries[k-1].rec.Position > pos {
+		k--
+		bytes += w.entries[k].size
+		w.entries[k] = nil
+		records++
+	}
+	w.entries = w.entries[:k]
+	w.bytes -= bytes
+	return records, bytes
+}
+
 func (w *window) remove(m Member) {
 	if i := slices.Index(w.members, m); i >= 0 {
 		w.members = slices.Delete(w.members, i, i+1)

@@ -113,7 +113,7 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	mfs, _ := fs.Sub(migrations, "migrations")
 	e, err := engine.New(ctx, engine.Config{
 		Dialect: &engine.Dialect{
-			Features:     store.Features{Name: "mysql", Driver: "github.com/go-sql-driver/mysql", SharedStreams: true},
+			Features:     store.Features{Name: "mysql", Driver: "github.com/go-sql-driver/mysql", SharedStreams: true, PositionedReads: true},
 			Queries:      qfs,
 			Migrations:   mfs,
 			TxMigrations: false,

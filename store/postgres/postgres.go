@@ -139,7 +139,7 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	stopVacuumer := func() {}
 	e, err := engine.New(ctx, engine.Config{
 		Dialect: &engine.Dialect{
-			Features:        store.Features{Name: "postgres", Driver: "github.com/jackc/pgx/v5", CrossProcessWake: true, SharedStreams: true},
+			Features:        store.Features{Name: "postgres", Driver: "github.com/jackc/pgx/v5", CrossProcessWake: true, SharedStreams: true, PositionedReads: true},
 			Queries:         qfs,
 			Migrations:      mfs,
 			TxMigrations:    true,

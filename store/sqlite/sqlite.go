@@ -94,7 +94,7 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	mfs, _ := fs.Sub(migrations, "migrations")
 	e, err := engine.New(ctx, engine.Config{
 		Dialect: &engine.Dialect{
-			Features:        store.Features{Name: "sqlite", Driver: driverModule},
+			Features:        store.Features{Name: "sqlite", Driver: driverModule, PositionedReads: true},
 			Queries:         qfs,
 			Migrations:      mfs,
 			LeasePerRequest: true,
