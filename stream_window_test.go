@@ -257,6 +257,20 @@ func TestStreamReplayDoesNotStallLive(t *testing.T) {
 		}},
 		{name: "Reposition", start: func(t *testing.T, c *sluice.Client, id sluice.StreamID, history []int64, r *replayer) (sluice.StreamSubscription, []int64) {
 			sub := subscribe(t, c, id, "replay", sluice.FromNow())
+			// Once the processor runs it at the head: an agent that lists
+			// the subscription and reads its position on either side of
+			// the reposition applies it twice, which redelivers (at least
+			// once holds; this test counts exactly once).
+			waitFor(t, time.Minute, "the processor to run the new subscription", func() (bool, string) {
+				for _, ps := range r.proc.Stats() {
+					for _, s := range ps.Subscriptions {
+						if s.ID == sub.ID && s.Window >= 0 {
+							return true, ""
+						}
+					}
+				}
+				return false, "not yet"
+			})
 			if _, err := c.RepositionStreamSubscription(t.Context(), sub.ID, sluice.FromBeginning(), nil); err != nil {
 				t.Fatal(err)
 			}
@@ -282,6 +296,7 @@ func TestStreamReplayDoesNotStallLive(t *testing.T) {
 					p.Handle("live", live.handle, nil)
 					p.Handle("replay", r.handle, &sluice.ConsumerOptions{OnFailure: sluice.FaultOnFailure, MaxAttempts: 1})
 				})
+				r.proc = p
 				history, _ := publishRounds(t, c, 15, id, 100, id, 0)
 				waitGot(t, live, liveSub.ID, id.Key, history, 2*time.Minute)
 				sub, want := tc.start(t, c, id, history, r)
@@ -306,6 +321,7 @@ type replayer struct {
 	gate    *gate
 	failing atomic.Bool
 	sub     sluice.StreamSubscription
+	proc    *sluice.StreamProcessor
 }
 
 func (r *replayer) handle(ctx context.Context, ev *sluice.StreamEvent) error {
