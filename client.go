@@ -63,6 +63,8 @@ type Client struct {
 	partitions int32
 	// sharedStreams: several processes may pull the tenant's partitions.
 	sharedStreams bool
+	// positionedReads: stream caches may keep several windows.
+	positionedReads bool
 
 	mu                sync.Mutex
 	entities          map[string]cachedEntity
@@ -120,10 +122,11 @@ func NewClient(b store.Backend, opts Options) (*Client, error) {
 	}
 	return &Client{
 		st: st, limits: opts.Limits.WithDefaults(), log: log, partitions: partitions,
-		sharedStreams: b.Features().SharedStreams,
-		closeFn:       func() error { return nil },
-		entities:      make(map[string]cachedEntity),
-		processors:    make(map[*stream.Node]struct{}),
+		sharedStreams:   b.Features().SharedStreams,
+		positionedReads: b.Features().PositionedReads,
+		closeFn:         func() error { return nil },
+		entities:        make(map[string]cachedEntity),
+		processors:      make(map[*stream.Node]struct{}),
 	}, nil
 }
 

@@ -40,6 +40,10 @@ var (
 	// ErrPartitionNotPulled reports parked events a processor's Replay
 	// left parked: their partitions are pulled by another processor.
 	ErrPartitionNotPulled = sluicetype.ErrPartitionNotPulled
+	// ErrWindowLimit is named in the fault of a subscription that a
+	// partition's cache could not give a window of its own, at
+	// CacheWindows windows, under WindowLimitFault.
+	ErrWindowLimit = sluicetype.ErrWindowLimit
 )
 
 // StreamID names a stream: a namespace (a name like a queue's) and a key
@@ -94,6 +98,32 @@ const (
 	// again once ClearFault is called.
 	FaultOnFailure = stream.Fault
 )
+
+// WindowLimitPolicy says what a partition's stream cache does when a
+// subscription needs a window of its own and the cache already keeps
+// StreamProcessorOptions.CacheWindows of them.
+type WindowLimitPolicy = stream.WindowLimitPolicy
+
+const (
+	// WindowLimitShare shares a window (the default): a subscription that
+	// starts behind every window moves the nearest window above it back
+	// to its position, whose subscriptions wait while it reads again
+	// (missing nothing), and a lagging subscription that pins a full
+	// window holds that window's other subscriptions back with it, as a
+	// single window would.
+	WindowLimitShare = stream.WindowLimitShare
+	// WindowLimitFault faults such a subscription instead, with a reason
+	// naming ErrWindowLimit; ClearFault or a reposition lets it try
+	// again.
+	WindowLimitFault = stream.WindowLimitFault
+)
+
+// MaxCacheWindows bounds StreamProcessorOptions.CacheWindows.
+const MaxCacheWindows = 64
+
+// StreamCacheWindow describes one resident window of a partition's
+// cache, in StreamPartitionStats.Windows.
+type StreamCacheWindow = stream.WindowStats
 
 // streamPartitions returns the client's partition count, checking it
 // against the database's on first use.
@@ -598,11 +628,33 @@ type StreamProcessorOptions struct {
 	// ReadBatch bounds one read of a partition (default 256).
 	ReadBatch int
 	// CacheRecords and CacheBytes bound each partition's cache (defaults
-	// 4,096 records and 16 MiB). When a slow subscription pins the
-	// oldest record and the cache is full, reading pauses; nothing is
-	// dropped.
+	// 4,096 records and 16 MiB), whatever its windows hold.
 	CacheRecords int
 	CacheBytes   int64
+	// CacheWindows bounds the resident windows of each partition's cache
+	// (default 4, at most MaxCacheWindows; 1 keeps one contiguous
+	// window). Subscriptions near each other in a partition read one
+	// window. When one lags (its handler is slow or stuck) and pins the
+	// oldest record of a full window, it goes on in a lagging window of
+	// its own, read again from the database as it needs more, and the
+	// others carry on in the head window; a subscription that starts or
+	// resumes behind the cache (FromBeginning, FromPosition, ClearFault,
+	// a reposition, a restart) reads a window of its own and holds up no
+	// one. The windows merge once they meet. Nothing is dropped either
+	// way: the partition's checkpoint stays at the lagging subscription,
+	// and retention with it.
+	//
+	// With more than one window, a subscription examines at most
+	// CacheRecords/(2*(CacheWindows-1)) records past its oldest event in
+	// delivery; with one, as far as the cache holds (and a lagging
+	// subscription that pins the full cache pauses reading for everyone
+	// in its partition). Backends without cheap reads after any position
+	// keep one window; SQLite, PostgreSQL and MariaDB have them.
+	CacheWindows int
+	// WindowLimit says what happens when a subscription needs a window
+	// and the cache keeps CacheWindows already (default WindowLimitShare).
+	// It has no effect with one window, which everyone shares.
+	WindowLimit WindowLimitPolicy
 	// ProgressInterval is how often progress is stored (default 200 ms).
 	ProgressInterval time.Duration
 	// RefreshInterval is how often subscriptions made by other processes
@@ -641,6 +693,10 @@ func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcess
 		name, _ = os.Hostname()
 	}
 	id := nodeID(name)
+	windows := o.CacheWindows
+	if !c.positionedReads {
+		windows = 1 // each window would read the log from its own position
+	}
 	bal := &stream.Leases{
 		Store: c.st, Node: id, Group: o.Group, Address: o.Address, Alone: !c.sharedStreams,
 		HeartbeatInterval: o.HeartbeatInterval, FailureTimeout: o.FailureTimeout,
@@ -649,14 +705,22 @@ func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcess
 	node := stream.NewNode(stream.Config{
 		Store: c.st, Partitions: c.partitions, Logger: c.log, Balancer: bal, Group: o.Group,
 		PollInterval: o.PollInterval, IdlePollInterval: o.IdlePollInterval, ReadBatch: o.ReadBatch,
-		CacheRecords: o.CacheRecords, CacheBytes: o.CacheBytes, ProgressInterval: o.ProgressInterval,
-		RefreshInterval: o.RefreshInterval,
+		CacheRecords: o.CacheRecords, CacheBytes: o.CacheBytes, CacheWindows: windows, WindowLimit: o.WindowLimit,
+		ProgressInterval: o.ProgressInterval, RefreshInterval: o.RefreshInterval,
 	})
 	p := &StreamProcessor{c: c, id: id, node: node, balancer: bal}
 	if err := checkDurations(namedDuration{"heartbeat interval", o.HeartbeatInterval}, namedDuration{"failure timeout", o.FailureTimeout},
 		namedDuration{"poll interval", o.PollInterval}, namedDuration{"idle poll interval", o.IdlePollInterval},
 		namedDuration{"progress interval", o.ProgressInterval}, namedDuration{"refresh interval", o.RefreshInterval}); err != nil {
 		p.invalid = fmt.Errorf("sluice: stream processor: %w", err)
+	}
+	if o.CacheWindows < 0 || o.CacheWindows > MaxCacheWindows {
+		p.invalid = fmt.Errorf("sluice: stream processor: cache windows %d: from 1 to %d (0 for the default, %d): %w",
+			o.CacheWindows, MaxCacheWindows, stream.DefaultCacheWindows, ErrInvalidArgument)
+	}
+	if o.WindowLimit != WindowLimitShare && o.WindowLimit != WindowLimitFault {
+		p.invalid = fmt.Errorf("sluice: stream processor: window limit policy %d: use WindowLimitShare or WindowLimitFault: %w",
+			o.WindowLimit, ErrInvalidArgument)
 	}
 	if o.HeartbeatInterval > maxLeaseTiming || o.FailureTimeout > maxLeaseTiming {
 		p.invalid = fmt.Errorf("sluice: stream processor: heartbeat interval %v and failure timeout %v: at most %v each: %w",

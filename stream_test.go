@@ -181,9 +181,9 @@ func TestStreamOrder(t *testing.T) {
 
 func head[T any](s []T) []T { return s[:min(len(s), 5)] }
 
-// A stalled subscription pins the cache, which stops reading at its
-// bound; nothing is lost or skipped for the other, and both get every
-// event once the stalled one resumes.
+// With one cache window, a stalled subscription pins the cache, which
+// stops reading at its bound; nothing is lost or skipped for the other,
+// and both get every event once the stalled one resumes.
 func TestStreamSlowSubscription(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
 		const events, cacheRecords = 600, 64
@@ -201,7 +201,9 @@ func TestStreamSlowSubscription(t *testing.T) {
 			}
 			return slow.handle(ctx, ev)
 		}
-		p := startStreamProcessor(t, c, &sluice.StreamProcessorOptions{CacheRecords: cacheRecords, ReadBatch: 16}, func(p *sluice.StreamProcessor) {
+		// One window: the cache as it was before it had windows (see
+		// TestStreamBlockedSubscriberDoesNotStallOthers for several).
+		p := startStreamProcessor(t, c, &sluice.StreamProcessorOptions{CacheRecords: cacheRecords, ReadBatch: 16, CacheWindows: 1}, func(p *sluice.StreamProcessor) {
 			p.Handle("fast", fast.handle, &sluice.ConsumerOptions{Namespace: "metrics"})
 			p.Handle("slow", slowHandler, &sluice.ConsumerOptions{Namespace: "metrics", MaxConcurrency: 1})
 		})

@@ -116,6 +116,11 @@ var (
 	// ErrPartitionNotPulled reports work on a stream partition that this
 	// node does not pull (another node holds its lease): do it there.
 	ErrPartitionNotPulled = errors.New("stream partition not pulled by this node")
+	// ErrWindowLimit reports a subscription a partition's stream cache
+	// could not give a window of its own, at its limit of windows, under
+	// the fault policy: the subscription is faulted with a reason that
+	// names it.
+	ErrWindowLimit = errors.New("stream cache window limit reached")
 
 	// ErrInvalidFilter reports a subscription rule whose filter cannot be
 	// parsed.

@@ -44,10 +44,11 @@ type Features struct {
 	// stream partitions, sharing them through leases (a database server).
 	// Without it one stream node at a time runs (SQLite).
 	SharedStreams bool
-	// PositionedReads is true when a Read after any position is cheap
-	// (an index search, not a scan from the oldest record), so the stream
-	// cache may keep several windows over a partition and read each one
-	// from storage where it is.
+	// PositionedReads is true when reading a partition's log after any
+	// position is cheap (an ordered read on an index, whatever the
+	// position), so that a stream cache may keep several windows of the
+	// log and read each after its own end. Without it a partition's cache
+	// keeps one contiguous window.
 	PositionedReads bool
 }
 

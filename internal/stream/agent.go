@@ -46,9 +46,7 @@ type agent struct {
 	savedCh     chan saved
 	readWait    time.Duration
 	nextRead    time.Time
-	avgSize     int64
-	rewindTo    int64 // > 0: reset the cache to read after rewindTo-1
-	busy        bool  // the last step left records to read
+	busy        bool // the last step left records to read
 	refreshed   time.Time
 
 	results chan result
@@ -76,48 +74,6 @@ type agent struct {
 	stats   PartitionStats
 }
 
-// subState is a subscription as an agent runs it.
-type subState struct {
-	sub store.Subscription
-	// c is the subscription's consumer on this node: nil when none is
-	// registered, and then the subscription neither reads nor moves.
-	c *Consumer
-	// cursor: every record at or below it was examined (queued for
-	// delivery, or of no concern).
-	cursor int64
-	// unresolved holds the positions queued or in delivery, ascending;
-	// resolved marks those done, dropped from the front lazily.
-	unresolved []int64
-	resolved   map[int64]bool
-	streams    map[string]*streamQueue
-	ready      []string // streams with events waiting and none in delivery
-	inflight   int
-	saved      int64
-	faulted    bool
-	// gen counts halts: a delivery started before one reports to nothing.
-	// startedGen is the generation of the deliveries last started.
-	gen, startedGen int
-	// ctx carries the deliveries of this generation: a halt or a removal
-	// cancels them.
-	ctx    context.Context
-	cancel context.CancelFunc
-	// faultPending is a fault the database has not recorded yet: the
-	// subscription stays halted until it has.
-	faultPending string
-	// replays are parked events to deliver again, in the order asked
-	// for: each as the next event of its stream (see startReplays).
-	replays []*replayReq
-}
-
-// streamQueue is one stream's events waiting for one subscription, in
-// order; the first is in delivery when busy. It holds copies: the cache
-// may drop or reuse its slots (a reset, a halted subscription that no
-// longer pins it).
-type streamQueue struct {
-	items []sluicetype.Record
-	busy  bool
-}
-
 // result is a finished delivery.
 type result struct {
 	s        *subState
@@ -135,45 +91,6 @@ type result struct {
 	replay *replayReq
 }
 
-// safe is the subscription's position: every record at or below it is
-// done (delivered, parked, or of no concern).
-func (s *subState) safe() int64 {
-	for len(s.unresolved) > 0 && s.resolved[s.unresolved[0]] {
-		delete(s.resolved, s.unresolved[0])
-		s.unresolved = s.unresolved[1:]
-	}
-	if len(s.unresolved) > 0 {
-		return s.unresolved[0] - 1
-	}
-	return s.cursor
-}
-
-// halt stops a subscription (faulted): what it queued is dropped, what
-// it has in delivery is cancelled, and its cursor goes back to its
-// position, so that it reads them again when it resumes, once the
-// cancelled deliveries have ended (inflight is 0).
-func (s *subState) halt(parent context.Context) {
-	s.cursor = s.safe()
-	s.unresolved, s.resolved = nil, make(map[int64]bool)
-	s.streams, s.ready = make(map[string]*streamQueue), nil
-	s.faulted = true
-	s.gen++
-	s.cancel()
-	s.ctx, s.cancel = context.WithCancel(parent)
-}
-
-// draining reports deliveries of an earlier generation still running:
-// after a halt, nothing starts until they have ended, so that no stream
-// has two deliveries at once.
-func (s *subState) draining() bool { return s.inflight > 0 && s.startedGen < s.gen }
-
-// active reports whether the subscription delivers on this node.
-func (s *subState) active() bool { return s.c != nil && !s.faulted }
-
-func (s *subState) matches(r *sluicetype.Record) bool {
-	return r.Namespace == s.sub.Namespace && (s.sub.Key == "" || r.Key == s.sub.Key)
-}
-
 // errLeaseLapsed cancels the deliveries of an agent whose lease may have
 // ended: another node may deliver the partition by now.
 var errLeaseLapsed = errors.New("the partition's lease may have ended")
@@ -185,7 +102,7 @@ func newAgent(n *Node, lease store.PartitionLease) *agent {
 	return &agent{
 		leaseCtx: lctx, leaseCancel: lcancel,
 		n: n, partition: partition, lease: lease, epoch: lease.Epoch, proposed: lease.Checkpoint, stored: lease.Checkpoint, watermark: -1,
-		cache: NewCache(n.cfg.CacheRecords, n.cfg.CacheBytes),
+		cache: newCache(n.cacheConfig(), lease.Checkpoint),
 		log:   n.cfg.Logger.With("partition", partition),
 		subs:  make(map[string]*subState), readWait: n.cfg.PollInterval,
 		results:    make(chan result, 64),
@@ -345,8 +262,12 @@ func (a *agent) drainResults() {
 	}
 }
 
-// maxReadsPerStep bounds the reads of one step.
-const maxReadsPerStep = 8
+// maxReadsPerStep bounds the reads of one step, and lagReadsPerStep
+// those of lagging windows among them.
+const (
+	maxReadsPerStep = 8
+	lagReadsPerStep = 2
+)
 
 // step does whatever is due: refresh subscriptions, read, dispatch,
 // purge, store progress. It sets busy when it stopped reading with more
@@ -360,54 +281,70 @@ func (a *agent) step() {
 		}
 		a.refreshed = now
 	}
+	a.place()
 	// A bounded number of reads a step, so that stops, results and
-	// progress are not held up by a long backlog nobody here waits for.
-	for reads := 0; !now.Before(a.nextRead); reads++ {
+	// progress are not held up by a long backlog nobody here waits for;
+	// of them, a few for lagging windows, so that a window reading
+	// history again does not hold up the head.
+	lagging := 0
+	for reads := 0; ; reads++ {
+		p, ok := a.cache.Plan(now, !now.Before(a.nextRead), lagging < lagReadsPerStep)
+		if !ok {
+			break
+		}
 		if reads == maxReadsPerStep {
 			a.busy = true
 			break
 		}
-		got, asked, err := a.read()
+		if !p.Head {
+			lagging++
+		}
+		got, err := a.read(p)
 		if err != nil {
 			a.log.Warn("sluice: stream agent cannot read", "err", err)
-			a.readWait = a.n.cfg.IdlePollInterval
 		}
 		if got > 0 {
-			a.readWait = a.n.cfg.PollInterval
 			a.dispatch()
 			a.purge()
-			if got == asked {
-				continue // read on while there is room and data
+		}
+		if !p.Head {
+			switch {
+			case err != nil:
+				a.cache.Backoff(p, now.Add(a.n.cfg.IdlePollInterval))
+			case got == 0:
+				// Nothing where the next window said there was: look
+				// again later rather than at once.
+				a.cache.Backoff(p, now.Add(a.n.cfg.PollInterval))
 			}
+			continue
+		}
+		switch {
+		case err != nil:
+			a.readWait = a.n.cfg.IdlePollInterval
+		case got == p.Max && got > 0:
+			a.readWait = a.n.cfg.PollInterval
+			continue // read on while there is room and data
+		case got > 0:
 			// Fewer than asked for: the read reached the head. The next
 			// append wakes the agent; until then, read again a poll
 			// interval from now rather than at once, which would find
 			// nothing.
-			a.nextRead = now.Add(a.readWait)
-			break
-		}
-		if err == nil && a.full() {
 			a.readWait = a.n.cfg.PollInterval
-		} else if err == nil {
+		case p.Max == 0:
+			a.readWait = a.n.cfg.PollInterval // full: look again soon
+		default:
 			a.readWait = min(2*a.readWait, a.n.cfg.IdlePollInterval)
 		}
 		a.nextRead = now.Add(a.readWait)
 	}
+	if _, more := a.cache.Plan(now, false, true); more {
+		a.busy = true // lagging windows have more to read
+	}
 	a.watchLease()
 	a.dispatch()
 	a.purge()
-	if a.rewindTo > 0 {
-		a.cache.Reset(a.rewindTo - 1)
-		a.rewindTo = 0
-		a.nextRead = time.Time{}
-	}
 	a.save()
 	a.publishStats()
-}
-
-func (a *agent) full() bool {
-	n, _ := a.cache.Room()
-	return n == 0
 }
 
 // load reads the partition's stored progress and subscriptions, and
@@ -426,9 +363,67 @@ func (a *agent) load() error {
 			from, first = s.cursor, false
 		}
 	}
-	a.cache.Reset(from)
-	a.rewindTo = 0
+	a.cache = newCache(a.n.cacheConfig(), from)
+	a.place()
 	return nil
+}
+
+// place makes every active subscription a member of the cache, lowest
+// cursor first, and takes the others out.
+func (a *agent) place() {
+	var join []*subState
+	for _, s := range a.subs {
+		switch joined := a.cache.Window(s) != nil; {
+		case s.active() && !joined:
+			join = append(join, s)
+		case !s.active() && joined:
+			a.cache.Leave(s)
+		}
+	}
+	if len(join) == 0 {
+		return
+	}
+	slices.SortFunc(join, func(x, y *subState) int {
+		return cmp.Or(cmp.Compare(x.cursor, y.cursor), cmp.Compare(x.sub.ID, y.sub.ID))
+	})
+	a.nextRead = time.Time{} // a window may start anew: read at once
+	for _, s := range join {
+		if err := a.cache.Join(s); err != nil {
+			a.fault(s, fmt.Sprintf("partition %d: no cache window for the subscription at position %d: %v", a.partition, s.cursor, err))
+		}
+	}
+}
+
+// halt stops a subscription (see subState.halt) and takes it out of the
+// cache.
+func (a *agent) halt(s *subState) {
+	s.halt(a.deliveries)
+	a.cache.Leave(s)
+}
+
+// fault halts a subscription for a reason, stored under the agent's
+// lease; until it is stored (the lease may have lapsed, or the database
+// failed), the subscription stays halted and the agent tries again.
+func (a *agent) fault(s *subState, reason string) {
+	a.halt(s)
+	s.sub.Fault = reason
+	if a.err != nil {
+		return // fenced: the new owner decides
+	}
+	if !a.owns() {
+		s.faultPending = reason // recorded if the lease is renewed
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	err := a.recordFault(ctx, s.sub.ID, reason)
+	cancel()
+	if errors.Is(err, sluicetype.ErrFenced) {
+		return // the new owner decides
+	}
+	if err != nil {
+		a.log.Error("sluice: cannot record a stream subscription's fault; it stays halted", "subscription", s.sub.ID, "err", err)
+		s.faultPending = reason
+	}
 }
 
 func (a *agent) refreshSubs() error {
@@ -456,6 +451,7 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 			// subscription): a new subscription, with its own start.
 			s.cancel()
 			s.dropReplays(errSubscriptionGone)
+			a.cache.Leave(s)
 			delete(a.subs, sub.ID)
 			ok = false
 		}
@@ -515,16 +511,14 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 		case s.faulted && sub.Fault == "":
 			s.faulted = false
 		case !s.faulted && sub.Fault != "":
-			s.halt(a.deliveries) // faulted on another partition
-		}
-		if s.active() && s.cursor+1 < a.cache.First() && (a.rewindTo == 0 || s.cursor+1 < a.rewindTo) {
-			a.rewindTo = s.cursor + 1
+			a.halt(s) // faulted on another partition
 		}
 	}
 	for id, s := range a.subs {
 		if !seen[id] {
 			s.cancel() // unsubscribed: its deliveries stop at once
 			s.dropReplays(errSubscriptionGone)
+			a.cache.Leave(s)
 			delete(a.subs, id)
 		}
 	}
@@ -537,74 +531,45 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 // on from pos. Its fault, which the reposition cleared, goes with it.
 func (a *agent) repositioned(s *subState, pos int64) {
 	a.log.Info("sluice: stream subscription repositioned", "subscription", s.sub.ID, "from", s.safe(), "to", pos)
-	s.halt(a.deliveries)
+	a.halt(s)
 	s.cursor, s.saved = pos, pos
 	s.faulted, s.faultPending = false, ""
 }
 
 // follow adds records this process appended to the partition, as its
-// tail handed them over, to the cache: those it has not read yet, if they
-// follow the last one it has and it has room for all of them. It reports
-// whether it has everything up to the last of them.
+// tail handed them over, to the cache's head window: those it has not
+// read yet, if they follow the last one it has and it has room for all
+// of them. It reports whether it has everything up to the last of them.
 func (a *agent) follow(recs []sluicetype.Record) bool {
-	next := a.cache.Next()
-	i, _ := slices.BinarySearchFunc(recs, next, func(r sluicetype.Record, pos int64) int { return cmp.Compare(r.Position, pos) })
-	recs = recs[i:]
-	if len(recs) == 0 {
-		return true
-	}
-	if recs[0].Position != next {
-		return false // a gap: appended elsewhere, or not handed over
-	}
-	room, bytes := a.cache.Room()
-	var size int64
-	for i := range recs {
-		size += recordSize(&recs[i])
-	}
-	if room < len(recs) || bytes < size {
-		return false
-	}
-	a.cache.Add(recs)
-	return true
+	return a.cache.Follow(recs)
 }
 
-// read adds a batch of records to the cache, as many as it has room for,
-// and returns how many it read and asked for.
-func (a *agent) read() (got, asked int, err error) {
-	room, bytes := a.cache.Room()
-	if room == 0 {
-		return 0, 0, nil
-	}
-	max := min(room, a.n.cfg.ReadBatch)
-	if a.avgSize > 0 {
-		max = int(min(int64(max), bytes/a.avgSize+1))
+// read reads what a plan asks for into the cache, and returns how many
+// records it added.
+func (a *agent) read(p ReadPlan) (int, error) {
+	if p.Max == 0 {
+		return 0, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	after := a.cache.Next() - 1
-	recs, err := a.n.st.Read(ctx, &store.ReadParams{Partition: a.partition, After: after, Max: max})
+	recs, err := a.n.st.Read(ctx, &store.ReadParams{Partition: a.partition, After: p.After, Max: p.Max})
 	if errors.Is(err, sluicetype.ErrTrimmed) {
-		return 0, max, a.skipTrimmed(ctx, after)
+		return 0, a.skipTrimmed(ctx, p)
 	}
 	if err != nil {
-		return 0, max, err
+		return 0, err
 	}
-	if len(recs) > 0 {
-		var total int64
-		for i := range recs {
-			total += recordSize(&recs[i])
-		}
-		a.avgSize = total / int64(len(recs))
-		a.cache.Add(recs)
+	if err := a.cache.Admit(p, recs); err != nil {
+		return 0, err
 	}
-	return len(recs), max, nil
+	return len(recs), nil
 }
 
 // skipTrimmed handles records retention deleted before every
-// subscription here was done with them, which its holds should prevent:
-// each subscription that had not read them is faulted, loudly, and the
-// cache moves past the gap.
-func (a *agent) skipTrimmed(ctx context.Context, after int64) error {
+// subscription of a window was done with them, which its holds should
+// prevent: each subscription of the window that had not read them is
+// faulted, loudly, and the window moves past the gap.
+func (a *agent) skipTrimmed(ctx context.Context, p ReadPlan) error {
 	if !a.owns() {
 		// Another node may own the partition, and have trimmed what it
 		// delivered: the owner decides, not this agent.
@@ -614,18 +579,12 @@ func (a *agent) skipTrimmed(ctx context.Context, after int64) error {
 	if err != nil {
 		return err
 	}
-	for id, s := range a.subs {
-		if s.active() && s.cursor < info.Trimmed {
-			reason := fmt.Sprintf("retention trimmed partition %d through %d; the subscription had read through %d", a.partition, info.Trimmed, s.cursor)
-			a.log.Error("sluice: stream subscription lost records to retention", "subscription", id, "reason", reason)
-			if err := a.recordFault(ctx, id, reason); err != nil {
-				return err
-			}
-			s.halt(a.deliveries)
-			s.sub.Fault = reason
-		}
+	for _, m := range a.cache.Gap(p, info.Trimmed) {
+		s := m.(*subState)
+		reason := fmt.Sprintf("retention trimmed partition %d through %d; the subscription had read through %d", a.partition, info.Trimmed, s.cursor)
+		a.log.Error("sluice: stream subscription lost records to retention", "subscription", s.sub.ID, "reason", reason)
+		a.fault(s, reason)
 	}
-	a.cache.Reset(max(after, info.Trimmed))
 	return nil
 }
 
@@ -633,7 +592,7 @@ func (a *agent) skipTrimmed(ctx context.Context, after int64) error {
 // queueing the events that concern it, and starts deliveries up to the
 // consumer's concurrency, one per stream at a time.
 func (a *agent) dispatch() {
-	next := a.cache.Next()
+	a.place()
 	owns := a.owns()
 	for _, s := range a.subs {
 		if s.c != nil && s.faulted && !s.draining() && owns {
@@ -642,32 +601,11 @@ func (a *agent) dispatch() {
 		if !s.active() {
 			continue
 		}
-		for s.cursor+1 < next {
-			pos := s.cursor + 1
-			r, ok := a.cache.Get(pos)
-			if !ok {
-				if pos < a.cache.First() {
-					if a.rewindTo == 0 || pos < a.rewindTo {
-						a.rewindTo = pos
-					}
-					break
-				}
-				s.cursor = pos // a gap in the log
-				continue
-			}
-			if s.matches(r) {
-				q := s.streams[r.Key]
-				if q == nil {
-					q = &streamQueue{}
-					s.streams[r.Key] = q
-				}
-				q.items = append(q.items, *r)
-				if len(q.items) == 1 && !q.busy {
-					s.ready = append(s.ready, r.Key)
-				}
-				s.unresolved = append(s.unresolved, pos)
-			}
-			s.cursor = pos
+		if w := a.cache.Window(s); w != nil && !s.walk(w, a.cache.Lookahead()) {
+			// Its window moved on past it (which joining should prevent):
+			// it joins again rather than skip what it has not read.
+			a.cache.Leave(s)
+			a.place()
 		}
 		if s.draining() {
 			continue // deliveries of a halted generation are still ending
@@ -676,18 +614,13 @@ func (a *agent) dispatch() {
 			continue // the lease may have moved on: deliver nothing until renewed
 		}
 		a.startReplays(s)
-		for s.inflight < s.c.MaxConcurrency && len(s.ready) > 0 {
-			key := s.ready[0]
-			s.ready = s.ready[1:]
-			q := s.streams[key]
-			if q == nil || q.busy || len(q.items) == 0 {
-				continue
+		for s.inflight < s.c.MaxConcurrency {
+			rec, ok := s.next()
+			if !ok {
+				break
 			}
-			q.busy = true
-			s.inflight++
-			s.startedGen = s.gen
 			a.wg.Add(1)
-			go a.deliver(s, s.ctx, a.leaseCtx, s.c, s.sub.ID, s.gen, q.items[0])
+			go a.deliver(s, s.ctx, a.leaseCtx, s.c, s.sub.ID, s.gen, rec)
 		}
 	}
 }
@@ -771,48 +704,26 @@ func (a *agent) resolve(r result) {
 		s.ready = append(s.ready, r.key)
 		return
 	case r.fault:
-		reason := fmt.Sprintf("event at position %d of partition %d (stream %s) failed %d times: %v",
-			r.pos, a.partition, r.key, r.attempts, r.err)
-		s.halt(a.deliveries)
-		s.sub.Fault = reason
-		if a.err != nil {
-			return // fenced: the new owner decides
-		}
-		if !a.owns() {
-			s.faultPending = reason // recorded if the lease is renewed
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := a.recordFault(ctx, s.sub.ID, reason)
-		cancel()
-		if errors.Is(err, sluicetype.ErrFenced) {
-			return // the new owner decides
-		}
-		if err != nil {
-			a.log.Error("sluice: cannot record a stream subscription's fault; it stays halted", "subscription", s.sub.ID, "err", err)
-			s.faultPending = reason
-		}
+		a.fault(s, fmt.Sprintf("event at position %d of partition %d (stream %s) failed %d times: %v",
+			r.pos, a.partition, r.key, r.attempts, r.err))
 		return
 	}
-	q.items[0] = sluicetype.Record{}
-	q.items = q.items[1:]
-	s.resolved[r.pos] = true
-	if len(q.items) > 0 {
-		s.ready = append(s.ready, r.key)
-	} else {
-		delete(s.streams, r.key)
-	}
+	s.delivered(r.key, r.pos)
 }
 
-// purge drops the cached records every active subscription is done with.
+// purge drops the cached records every subscription of their window is
+// done with, and reshapes the windows.
 func (a *agent) purge() {
-	through := a.cache.Next() - 1
-	for _, s := range a.subs {
-		if s.active() {
-			through = min(through, s.safe())
-		}
+	a.cache.Purge()
+	changed, refused := a.cache.Rebalance()
+	for _, m := range refused {
+		s := m.(*subState)
+		a.fault(s, fmt.Sprintf("partition %d: the cache has no window left for the subscription, which lags at position %d: %v",
+			a.partition, s.safe(), sluicetype.ErrWindowLimit))
 	}
-	a.cache.Purge(through)
+	if changed {
+		a.nextRead = time.Time{} // the head window may have room now
+	}
 }
 
 // trimBatch bounds the records one save trims.
@@ -828,7 +739,7 @@ const trimBatch = 1000
 // stored position, so those handled elsewhere (by another group, whose
 // progress this agent does not follow) or nowhere hold it back there.
 func (a *agent) progress() (p store.ProgressParams, ok bool) {
-	checkpoint := a.cache.Next() - 1
+	checkpoint := a.cache.ReadThrough()
 	changed := make(map[string]int64)
 	var repositions map[string]int64
 	for id, s := range a.subs {

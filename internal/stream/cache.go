@@ -1,32 +1,125 @@
 package stream
 
-import "github.com/sluicehq/sluice/sluicetype"
+import (
+	"time"
 
-// Cache holds a window of one partition's log between the agent's reads
-// and its subscriptions' cursors. It is bounded in records and bytes: the
-// agent reads only while it has room, and purges records once every
-// subscription it serves is done with them, so a slow subscription
-// pauses reading instead of making the cache drop anything. The windowed
-// recoverable cache will implement it too.
+	"github.com/sluicehq/sluice/sluicetype"
+)
+
+// Cache holds what an agent has read of its partition's log, between its
+// reads and its subscriptions' cursors, as resident windows: ranges of
+// the log, each read after its end. Every subscription that reads here
+// is a member of one window and walks it; the cache reads for a window,
+// purges what its members are done with, and bounds what it holds in
+// records and bytes. It never touches a member's cursor or safe
+// position, so no cache operation moves the checkpoint (the agent
+// derives it from safe positions alone).
 type Cache interface {
-	// Add appends records that follow the last one added.
-	Add(recs []sluicetype.Record)
-	// Room says how many more records may be read now, and about how many
-	// bytes; 0 records when full.
-	Room() (records int, bytes int64)
-	// Get returns the record at a position when it is resident.
-	Get(pos int64) (*sluicetype.Record, bool)
-	// First is the position of the first record held, or Next when the
-	// cache is empty.
-	First() int64
-	// Next is the position after the last record added.
-	Next() int64
-	// Purge drops the records at or below a position.
-	Purge(through int64)
-	// Reset drops every record; the next one added follows after.
-	Reset(after int64)
+	// Join makes m a member of a window that covers its cursor, or that
+	// will read up to it. When none does, it gets a window of its own, or
+	// at the window limit the policy applies: Share moves the nearest
+	// window above m's cursor back to it (its members wait while it reads
+	// again), Fault refuses m with ErrWindowLimit.
+	Join(m Member) error
+	// Leave drops m from its window (it halted, moved or went).
+	Leave(m Member)
+	// Window is m's window (nil when m has not joined).
+	Window(m Member) *window
+	// Plan returns the next read due: the head window's when head is set
+	// (the agent paces it), then, when lagging is set, that of a window
+	// whose members need more. A plan's Max is 0 when the window is full.
+	Plan(now time.Time, head, lagging bool) (ReadPlan, bool)
+	// Admit adds what a plan read to its window, all or nothing: records
+	// that do not follow the window's end, or a plan the window no longer
+	// matches, change nothing and fail.
+	Admit(p ReadPlan, recs []sluicetype.Record) error
+	// Follow adds records the partition's tail handed over to the head
+	// window, if they follow its end and fit. It reports whether the head
+	// window has everything up to the last of them.
+	Follow(recs []sluicetype.Record) bool
+	// Backoff makes a lagging window's reads wait until then (its read
+	// failed).
+	Backoff(p ReadPlan, until time.Time)
+	// Gap handles a plan's read that found records retention deleted
+	// through trimmed: it returns the members of the plan's window that
+	// had not read them, which it drops, and moves the window past them.
+	// Other windows are untouched.
+	Gap(p ReadPlan, trimmed int64) []Member
+	// Purge drops, in each window, the records all its members are done
+	// with, and the windows no one reads but the head.
+	Purge()
+	// Rebalance reshapes the windows after a purge: it merges those that
+	// meet, gives a starved window its reserve back from another's
+	// read-ahead, and splits one under pressure. It reports whether it changed
+	// any, and the members the Fault policy refuses.
+	Rebalance() (changed bool, refused []Member)
+	// Lookahead bounds how far a member walks past its safe position
+	// (0: no bound).
+	Lookahead() int64
+	// ReadThrough is the last position the head window read: the
+	// checkpoint never passes it.
+	ReadThrough() int64
 	// Size reports the records and bytes held.
 	Size() (records int, bytes int64)
+	// Stats describes the windows and counts what the cache did; Index
+	// is the index of m's window there (-1: none).
+	Stats() CacheStats
+	Index(m Member) int
+}
+
+// Member is a subscription as the cache sees it.
+type Member interface {
+	// Cursor: every record at or below it was examined.
+	Cursor() int64
+	// Safe: every record at or below it is done; never past Cursor.
+	Safe() int64
+	// LastMatch is the position of the last record it queued (0: none).
+	LastMatch() int64
+}
+
+// ReadPlan is a read the cache asks for: at most Max records after
+// After, for one window.
+type ReadPlan struct {
+	w     *window
+	After int64
+	Max   int
+	// Head: the head window's read (read ahead, paced by the agent);
+	// otherwise a lagging window's, for members that need more.
+	Head bool
+}
+
+// CacheStats describe a cache.
+type CacheStats struct {
+	Windows []WindowStats
+	// Splits and Merges count the windows split off and merged;
+	// RehydrationReads and RehydratedRecords the reads of windows other
+	// than the head (the log read again for lagging members) and the
+	// records they brought.
+	Splits, Merges                      int64
+	RehydrationReads, RehydratedRecords int64
+	// Reclaimed counts the records dropped from a window's read-ahead
+	// to give another window its reserve (read again later).
+	Reclaimed int64
+}
+
+// WindowStats describe one resident window: it covers positions Start
+// through End (empty when End is Start-1), holding Records records of
+// about Bytes bytes. Head is the window that reads ahead; Members counts
+// the subscriptions that read it.
+type WindowStats struct {
+	Start, End int64
+	Records    int
+	Bytes      int64
+	Head       bool
+	Members    int
+}
+
+// entry is one resident record. It is never changed once read, so a
+// stream queue holds it by reference: a purge or a reset of the window
+// does not change what is in delivery.
+type entry struct {
+	rec  sluicetype.Record
+	size int64
 }
 
 // recordOverhead approximates what a cached record costs beside its
@@ -41,110 +134,3 @@ func recordSize(r *sluicetype.Record) int64 {
 	}
 	return int64(n)
 }
-
-// ringCache is a contiguous window of the log in a ring buffer that
-// grows as it fills, up to its bound: a cache costs what it holds.
-type ringCache struct {
-	maxRecords int
-	maxBytes   int64
-	buf        []sluicetype.Record
-	head, n    int   // index of the first record, and how many
-	first      int64 // position of the first record (when n > 0)
-	next       int64 // position after the last record added
-	bytes      int64
-}
-
-// NewCache returns a contiguous cache of at most maxRecords records and
-// about maxBytes bytes: it stops admitting reads once maxBytes is
-// reached, so it may exceed it by one read's records.
-func NewCache(maxRecords int, maxBytes int64) Cache {
-	return &ringCache{maxRecords: maxRecords, maxBytes: maxBytes, buf: make([]sluicetype.Record, min(maxRecords, 64)), next: 1}
-}
-
-func (c *ringCache) Add(recs []sluicetype.Record) {
-	for i := range recs {
-		if c.n == len(c.buf) {
-			c.grow()
-		}
-		if c.n == 0 {
-			c.first = recs[i].Position
-		}
-		c.buf[(c.head+c.n)%len(c.buf)] = recs[i]
-		c.n++
-		c.bytes += recordSize(&recs[i])
-		c.next = recs[i].Position + 1
-	}
-}
-
-// grow doubles the ring, up to its bound, keeping the records in order.
-func (c *ringCache) grow() {
-	if c.n == c.maxRecords {
-		panic("stream: cache overfilled")
-	}
-	buf := make([]sluicetype.Record, min(2*len(c.buf), c.maxRecords))
-	for i := range c.n {
-		buf[i] = c.buf[(c.head+i)%len(c.buf)]
-	}
-	c.buf, c.head = buf, 0
-}
-
-func (c *ringCache) Room() (int, int64) {
-	if c.bytes >= c.maxBytes {
-		return 0, 0
-	}
-	return c.maxRecords - c.n, c.maxBytes - c.bytes
-}
-
-func (c *ringCache) Get(pos int64) (*sluicetype.Record, bool) {
-	if c.n == 0 || pos < c.first {
-		return nil, false
-	}
-	// Positions are gap-free, except where retention trimmed a range the
-	// agent then skipped: search from the offset they would have.
-	i := int(pos - c.first)
-	if i >= c.n {
-		i = c.n - 1
-	}
-	for ; i >= 0; i-- {
-		r := &c.buf[(c.head+i)%len(c.buf)]
-		if r.Position == pos {
-			return r, true
-		}
-		if r.Position < pos {
-			return nil, false
-		}
-	}
-	return nil, false
-}
-
-func (c *ringCache) First() int64 {
-	if c.n == 0 {
-		return c.next
-	}
-	return c.first
-}
-
-func (c *ringCache) Next() int64 { return c.next }
-
-func (c *ringCache) Purge(through int64) {
-	for c.n > 0 && c.buf[c.head].Position <= through {
-		c.bytes -= recordSize(&c.buf[c.head])
-		c.buf[c.head] = sluicetype.Record{}
-		c.head = (c.head + 1) % len(c.buf)
-		c.n--
-		if c.n > 0 {
-			c.first = c.buf[c.head].Position
-		}
-	}
-}
-
-func (c *ringCache) Reset(after int64) {
-	for c.n > 0 {
-		c.buf[c.head] = sluicetype.Record{}
-		c.head = (c.head + 1) % len(c.buf)
-		c.n--
-	}
-	c.head, c.bytes, c.next = 0, 0, after+1
-}
-
-func (c *ringCache) Size() (int, int64) { return c.n, c.bytes }

@@ -39,6 +39,11 @@ type Config struct {
 	// 4,096 records and 16 MiB).
 	CacheRecords int
 	CacheBytes   int64
+	// CacheWindows bounds the resident windows of each partition's cache
+	// (default 4; 1 keeps one contiguous window), and WindowLimit says
+	// what happens at that bound (default WindowLimitShare).
+	CacheWindows int
+	WindowLimit  WindowLimitPolicy
 	// ProgressInterval is how often progress is stored, every partition of
 	// the node in one transaction (default 200 ms); RefreshInterval how
 	// often subscriptions are listed again (default 1 s); TrimInterval
@@ -57,6 +62,7 @@ const (
 	DefaultReadBatch        = 256
 	DefaultCacheRecords     = 4096
 	DefaultCacheBytes       = 16 << 20
+	DefaultCacheWindows     = 4
 	DefaultProgressInterval = 200 * time.Millisecond
 	DefaultRefreshInterval  = time.Second
 	DefaultTrimInterval     = time.Second
@@ -81,6 +87,9 @@ func (c Config) withDefaults() Config {
 	if c.CacheBytes <= 0 {
 		c.CacheBytes = DefaultCacheBytes
 	}
+	if c.CacheWindows <= 0 {
+		c.CacheWindows = DefaultCacheWindows
+	}
 	if c.ProgressInterval <= 0 {
 		c.ProgressInterval = DefaultProgressInterval
 	}
@@ -94,6 +103,12 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
+}
+
+// cacheConfig is what bounds each agent's cache.
+func (n *Node) cacheConfig() cacheConfig {
+	return cacheConfig{records: n.cfg.CacheRecords, bytes: n.cfg.CacheBytes, batch: n.cfg.ReadBatch,
+		windows: n.cfg.CacheWindows, policy: n.cfg.WindowLimit}
 }
 
 // Balancer decides which partitions a node pulls.
@@ -454,12 +469,22 @@ type PartitionStats struct {
 	// moved back. Retention trims no further than the stored one.
 	ProposedCheckpoint int64
 	StoredCheckpoint   int64
-	// CachedRecords and CachedBytes are what the cache holds.
+	// CachedRecords and CachedBytes are what the cache holds, in all its
+	// windows (a record is held once).
 	CachedRecords int
 	CachedBytes   int64
-	Subscriptions []SubscriptionStats
-	SavedAt       time.Time
-	TrimmedAt     time.Time
+	// Windows are the cache's resident windows, ascending; the last one
+	// is the head window, which reads ahead. Splits and Merges count the
+	// windows split off for lagging subscriptions and merged back since
+	// the agent started; RehydrationReads and RehydratedRecords the reads
+	// of lagging windows (the log read again for lagging subscriptions)
+	// and the records they brought.
+	Windows                             []WindowStats
+	Splits, Merges                      int64
+	RehydrationReads, RehydratedRecords int64
+	Subscriptions                       []SubscriptionStats
+	SavedAt                             time.Time
+	TrimmedAt                           time.Time
 	// Stopped says why the agent stopped pulling the partition while the
 	// node runs (another node acquired it: ErrFenced).
 	Stopped string
@@ -475,12 +500,18 @@ type SubscriptionStats struct {
 	Handled  bool
 	InFlight int
 	Fault    string
+	// Window is the index in PartitionStats.Windows of the window it
+	// reads (-1: none, as when it is faulted or not handled here).
+	Window int
 }
 
 func (a *agent) publishStats() {
 	recs, bytes := a.cache.Size()
-	st := PartitionStats{Partition: a.partition, Epoch: a.epoch, Read: a.cache.Next() - 1,
-		ProposedCheckpoint: a.proposed, StoredCheckpoint: a.stored, CachedRecords: recs, CachedBytes: bytes}
+	cs := a.cache.Stats()
+	st := PartitionStats{Partition: a.partition, Epoch: a.epoch, Read: a.cache.ReadThrough(),
+		ProposedCheckpoint: a.proposed, StoredCheckpoint: a.stored, CachedRecords: recs, CachedBytes: bytes,
+		Windows: cs.Windows, Splits: cs.Splits, Merges: cs.Merges,
+		RehydrationReads: cs.RehydrationReads, RehydratedRecords: cs.RehydratedRecords}
 	for _, id := range slices.Sorted(maps.Keys(a.subs)) {
 		s := a.subs[id]
 		pos := s.cursor
@@ -488,7 +519,7 @@ func (a *agent) publishStats() {
 			pos = s.safe()
 		}
 		st.Subscriptions = append(st.Subscriptions, SubscriptionStats{ID: id, Consumer: s.sub.Consumer, Position: pos,
-			Handled: s.c != nil, InFlight: s.inflight, Fault: s.sub.Fault})
+			Handled: s.c != nil, InFlight: s.inflight, Fault: s.sub.Fault, Window: a.cache.Index(s)})
 	}
 	a.statsMu.Lock()
 	st.SavedAt, st.TrimmedAt, st.Stopped = a.stats.SavedAt, a.stats.TrimmedAt, a.stats.Stopped
