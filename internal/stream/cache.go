@@ -75,6 +75,8 @@ type Member interface {
 	Safe() int64
 	// LastMatch is the position of the last record it queued (0: none).
 	LastMatch() int64
+	// Matches reports whether it wants r (it would queue it).
+	Matches(r *sluicetype.Record) bool
 }
 
 // ReadPlan is a read the cache asks for: at most Max records after
@@ -86,6 +88,10 @@ type ReadPlan struct {
 	// Head: the head window's read (read ahead, paced by the agent);
 	// otherwise a lagging window's, for members that need more.
 	Head bool
+	// Probe: a read past a full head window, which the cache admits
+	// nothing of: it looks for a record that a member waiting at the
+	// window's end wants (that member is then held back: see splitPoint).
+	Probe bool
 }
 
 // CacheStats describe a cache.

@@ -52,6 +52,9 @@ func (s *subState) Cursor() int64    { return s.cursor }
 func (s *subState) Safe() int64      { return s.safe() }
 func (s *subState) LastMatch() int64 { return s.lastMatch }
 
+// Matches reports whether s wants r.
+func (s *subState) Matches(r *sluicetype.Record) bool { return s.matches(r) }
+
 // streamQueue is one stream's events waiting for one subscription, in
 // order; the first is in delivery when busy. Its entries stay as they
 // are when the cache drops them (a purge, a reset, a halted subscription

@@ -19,6 +19,9 @@ func (m *fakeMember) Cursor() int64    { return m.cursor }
 func (m *fakeMember) Safe() int64      { return min(m.safe, m.cursor) }
 func (m *fakeMember) LastMatch() int64 { return m.last }
 
+// Matches: a fake member wants every record.
+func (m *fakeMember) Matches(*sluicetype.Record) bool { return true }
+
 // at is a member whose cursor and safe position are pos.
 func at(name string, pos int64) *fakeMember { return &fakeMember{name: name, cursor: pos, safe: pos} }
 

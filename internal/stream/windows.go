@@ -100,6 +100,12 @@ type windows struct {
 	bytes   int64
 	avgSize int64
 	st      CacheStats
+	// lagNext is where the next lagging read looks first (see Plan).
+	lagNext int
+	// wanted is a position past the head window's end that a member
+	// waiting at that end wants (0: none known), found by a probe or in
+	// the tail's records; probed is how far probes have looked.
+	wanted, probed int64
 }
 
 // newCache returns a cache whose head window reads after after.
@@ -131,6 +137,7 @@ func (c *windows) Join(m Member) error {
 	if w := c.of[m]; w != nil {
 		return nil
 	}
+	c.probed = 0 // who waits changed: probes look again from the head's end
 	cur := m.Cursor()
 	for _, w := range c.ws {
 		if w.start-1 <= cur && cur <= w.end {
@@ -247,12 +254,25 @@ func (c *windows) wants(w *window) int {
 func (c *windows) Plan(now time.Time, head, lagging bool) (ReadPlan, bool) {
 	if head {
 		h := c.head()
-		return ReadPlan{w: h, After: h.end, Max: c.readMax(h), Head: true}, true
+		n := c.readMax(h)
+		if n == 0 && c.wanted <= h.end && len(c.waiting(h)) > 0 {
+			// Full, with a member waiting at the end for nothing it
+			// knows of: look on for a record it wants.
+			c.probed = max(c.probed, h.end)
+			return ReadPlan{w: h, After: c.probed, Max: c.cfg.batch, Head: true, Probe: true}, true
+		}
+		return ReadPlan{w: h, After: h.end, Max: n, Head: true}, true
 	}
 	if !lagging {
 		return ReadPlan{}, false
 	}
-	for i, w := range c.ws[:len(c.ws)-1] {
+	// Lagging windows take turns, starting after the one read last: the
+	// lowest one, whose members walk what it reads at once, would
+	// otherwise take every lagging read while the others wait.
+	lag := len(c.ws) - 1
+	for k := range lag {
+		i := (c.lagNext + k) % lag
+		w := c.ws[i]
 		want := c.wants(w)
 		if want == 0 || now.Before(w.retryAt) {
 			continue
@@ -262,6 +282,7 @@ func (c *windows) Plan(now time.Time, head, lagging bool) (ReadPlan, bool) {
 		// that one holds is not read again.
 		n := min(c.readMax(w), want, int(min(int64(c.cfg.batch), c.ws[i+1].start-w.end-1)))
 		if n > 0 {
+			c.lagNext = i + 1
 			return ReadPlan{w: w, After: w.end, Max: n}, true
 		}
 	}
@@ -271,6 +292,9 @@ func (c *windows) Plan(now time.Time, head, lagging bool) (ReadPlan, bool) {
 func (c *windows) Admit(p ReadPlan, recs []sluicetype.Record) error {
 	w := p.w
 	i := c.index(w)
+	if p.Probe {
+		return c.probe(p, recs)
+	}
 	if i < 0 || w.end != p.After {
 		return errStalePlan
 	}
@@ -300,6 +324,7 @@ func (c *windows) Admit(p ReadPlan, recs []sluicetype.Record) error {
 		c.records += records
 		c.bytes += bytes
 		c.avgSize = bytes / int64(records)
+		c.reshape()
 		if !p.Head {
 			c.st.RehydratedRecords += int64(records)
 		}
@@ -327,12 +352,32 @@ func (c *windows) Follow(recs []sluicetype.Record) bool {
 		size += recordSize(&recs[i])
 	}
 	if room < len(recs) || bytes < size {
+		c.look(h, recs)
 		return false
 	}
 	records, bytes := h.add(recs)
 	c.records += records
 	c.bytes += bytes
+	c.reshape()
 	return true
+}
+
+// reshape works the cache's shape out again from the records it can
+// hold: CacheRecords, or fewer when CacheBytes is reached first (records
+// of 40 KiB fill 16 MiB at about 400). Shaped on the record bound alone,
+// a window bound by bytes would never hold what a split needs, and one
+// lagging subscription would hold the others back again.
+func (c *windows) reshape() {
+	if c.cfg.windows <= 1 || c.records == 0 {
+		return
+	}
+	capacity := c.cfg.records
+	if avg := c.bytes / int64(c.records); avg > 0 {
+		capacity = int(min(int64(capacity), max(1, c.cfg.bytes/avg)))
+	}
+	cfg := c.cfg
+	cfg.records = capacity
+	c.shape = cfg.shape()
 }
 
 func (c *windows) Backoff(p ReadPlan, until time.Time) { p.w.retryAt = until }
@@ -363,8 +408,12 @@ func (c *windows) Gap(p ReadPlan, trimmed int64) []Member {
 func (c *windows) Purge() {
 	kept := c.ws[:0]
 	for i, w := range c.ws {
-		if len(w.members) == 0 && i < len(c.ws)-1 {
-			c.forget(w.reset(w.end)) // no one reads it
+		// A window no one reads goes; the head window too when a lower
+		// one stays (the highest of those becomes the head): reading
+		// ahead for no one, it would only make the lagging windows read
+		// the same range again behind it.
+		if len(w.members) == 0 && (i < len(c.ws)-1 || len(kept) > 0) {
+			c.forget(w.reset(w.end))
 			continue
 		}
 		from := w.end + 1
@@ -511,17 +560,28 @@ func (c *windows) splitPoint(w *window, gap bool) ([]Member, bool) {
 	if pin := ms[0]; safe[pin]+1 != w.start || safe[pin] >= pin.Cursor() {
 		return nil, false
 	}
+	// Starved: a member that has walked all of w and either matched
+	// records in it or, done with all it walked, waits at the head's end
+	// while a probe found a record past it that a waiting member wants (a
+	// sparse subscription, none of whose events are in w). One quietly
+	// passing records it does not want is not.
+	wanted := w == c.head() && c.wanted > w.end
 	starved := func(ms []Member) bool {
-		return slices.ContainsFunc(ms, func(m Member) bool { return m.Cursor() >= w.end && m.LastMatch() >= w.start })
+		return slices.ContainsFunc(ms, func(m Member) bool {
+			return m.Cursor() >= w.end && (m.LastMatch() >= w.start || wanted && m.Safe() >= w.end)
+		})
 	}
 	if !gap {
 		pinning := func(m Member) bool { return safe[m] == safe[ms[0]] && safe[m] < m.Cursor() }
 		others := slices.DeleteFunc(slices.Clone(ms), pinning)
 		return slices.DeleteFunc(ms, func(m Member) bool { return !pinning(m) }), starved(others)
 	}
-	reach := int64(-1) // the lower members' furthest cursor
+	// The lower members' furthest cursor within w: a member may be past
+	// w's end (a Share reset moved w back), and positions w never read
+	// are no lagging window's.
+	reach := int64(-1)
 	for k := 1; k < len(ms); k++ {
-		reach = max(reach, ms[k-1].Cursor())
+		reach = max(reach, min(ms[k-1].Cursor(), w.end))
 		if safe[ms[k]]-reach >= c.shape.splitLag {
 			return ms[:k], starved(ms[k:])
 		}
@@ -537,7 +597,7 @@ func (c *windows) split(i int, lower []Member) {
 	w := c.ws[i]
 	reach := w.start - 1
 	for _, m := range lower {
-		reach = max(reach, m.Cursor())
+		reach = max(reach, min(m.Cursor(), w.end)) // what w read, as in splitPoint
 	}
 	l := &window{start: w.start, end: reach}
 	k, _ := slices.BinarySearchFunc(w.entries, reach+1, func(e *entry, pos int64) int { return cmp.Compare(e.rec.Position, pos) })
@@ -582,4 +642,54 @@ func (c *windows) Index(m Member) int {
 		return c.index(w)
 	}
 	return -1
+}
+
+// waiting returns the members of w at its end with nothing unresolved:
+// those a full w holds back, if the log holds what they want.
+func (c *windows) waiting(w *window) []Member {
+	var out []Member
+	for _, m := range w.members {
+		if m.Cursor() >= w.end && m.Safe() >= w.end {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// probe takes a probe's records: it admits none, and notes the first one
+// a member waiting at the head's end wants.
+func (c *windows) probe(p ReadPlan, recs []sluicetype.Record) error {
+	if p.w != c.head() || p.After < p.w.end {
+		return errStalePlan
+	}
+	for i := range recs {
+		if recs[i].Position <= p.After || i > 0 && recs[i].Position <= recs[i-1].Position {
+			return fmt.Errorf("stream: a read after %d returned position %d out of order", p.After, recs[i].Position)
+		}
+	}
+	if n := len(recs); n > 0 {
+		c.probed = recs[n-1].Position
+	}
+	c.look(p.w, recs)
+	return nil
+}
+
+// look notes the first of recs, past head window h, that a member
+// waiting at h's end wants.
+func (c *windows) look(h *window, recs []sluicetype.Record) {
+	if c.wanted > h.end {
+		return
+	}
+	waiting := c.waiting(h)
+	for i := range recs {
+		if recs[i].Position <= h.end {
+			continue
+		}
+		for _, m := range waiting {
+			if m.Matches(&recs[i]) {
+				c.wanted = recs[i].Position
+				return
+			}
+		}
+	}
 }
