@@ -2,13 +2,16 @@ package sluice_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testdb"
 	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // waitFault waits until a subscription is faulted (or, with want false,
@@ -177,4 +180,99 @@ func TestStreamRepositionWhileDelivering(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	})
+}
+
+// betweenReads is a backend whose stores run before, once, just ahead of
+// the first read of partition part's progress: an agent reads that right
+// after it listed the partition's subscriptions.
+type betweenReads struct {
+	store.Backend
+	part   int32
+	once   sync.Once
+	before func(ctx context.Context, st store.Store)
+}
+
+func (b *betweenReads) Store(tn store.Tenant) (store.Store, error) {
+	st, err := b.Backend.Store(tn)
+	if err != nil {
+		return nil, err
+	}
+	return &betweenReadsStore{Store: st, b: b}, nil
+}
+
+type betweenReadsStore struct {
+	store.Store
+	b *betweenReads
+}
+
+func (s *betweenReadsStore) Progress(ctx context.Context, partition int32) (store.PartitionProgress, error) {
+	if partition == s.b.part {
+		s.b.once.Do(func() { s.b.before(ctx, s.Store) })
+	}
+	return s.Store.Progress(ctx, partition)
+}
+
+// A reposition that commits after an agent listed a subscription and
+// before it read the subscription's position applies once: the agent
+// starts from the new position and delivers each event after it once,
+// rather than taking the reposition for a new one at its next refresh
+// and delivering them again.
+func TestStreamRepositionBetweenAgentReads(t *testing.T) {
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			service := "t-" + randHex(6)
+			id := sluice.StreamID{Namespace: "race", Key: "k"}
+			var (
+				part int32
+				pos  []int64
+				sub  string
+			)
+			repositioned := make(chan error, 1)
+			b := &betweenReads{Backend: shared.Backend(t, kind), part: -1,
+				before: func(ctx context.Context, st store.Store) {
+					_, err := st.RepositionSubscription(ctx, &store.RepositionParams{ID: sub, Kind: store.RepositionToPosition,
+						Partition: part, Position: pos[2], By: "race"})
+					repositioned <- err
+				}}
+			c, err := sluice.NewClient(b, sluice.Options{Service: service, Logger: storetest.Logger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			part = sluice.PartitionOf(id, c.StreamPartitions())
+			s, err := c.Subscribe(ctx, id, "c", sluice.FromBeginning())
+			if err != nil {
+				t.Fatal(err)
+			}
+			sub = s.ID
+			pos = publish(t, c, id, "1", "2", "3", "4", "5")
+			b.part = part // from now on: the agent's read, which comes next
+			col := newCollector()
+			startStreamProcessor(t, c, &sluice.StreamProcessorOptions{ProgressInterval: 20 * time.Millisecond}, func(p *sluice.StreamProcessor) {
+				p.Handle("c", col.handle, nil)
+			})
+			if err := <-repositioned; err != nil {
+				t.Fatalf("Reposition between the agent's reads: %v", err)
+			}
+			// The position is stored once every event after the new
+			// position was delivered under the reposition's count; a
+			// reposition applied twice stores it only once they were
+			// delivered again.
+			direct := tenantStore(t, kind, service)
+			waitFor(t, 30*time.Second, "the subscription's position after its last event", func() (bool, string) {
+				pp, err := direct.Progress(ctx, part)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return pp.Positions[sub] == pos[4], fmt.Sprintf("at %d, delivered %v", pp.Positions[sub], col.positions(sub, "k"))
+			})
+			if got := col.positions(sub, "k"); !slices.Equal(got, pos[2:]) {
+				t.Fatalf("delivered %v, want %v: each event after the reposition once", got, pos[2:])
+			}
+			if s, err := c.GetStreamSubscription(ctx, sub); err != nil || s.Repositions != 1 {
+				t.Fatalf("subscription after the reposition = %+v, %v", s, err)
+			}
+		})
+	}
 }

@@ -56,7 +56,8 @@ type StreamStore interface {
 	RepositionSubscription(ctx context.Context, p *RepositionParams) (Reposition, error)
 
 	// Progress returns a partition's checkpoint and the stored position
-	// of each subscription on it.
+	// of each subscription on it, each with the subscription's count of
+	// repositions as of the same moment (one read of both).
 	Progress(ctx context.Context, partition int32) (PartitionProgress, error)
 	// SaveProgress stores, in one transaction, the progress of several
 	// partitions: subscriptions' positions and the checkpoint of each,
@@ -107,6 +108,14 @@ type PartitionProgress struct {
 	// Positions holds each subscription's position on the partition: it
 	// is done with every record at or below it.
 	Positions map[string]int64
+	// Repositions holds, for each subscription of Positions, its count of
+	// repositions, read with its position in one snapshot: every
+	// reposition counted is in the position (if it moved the subscription
+	// on this partition), and no other is. It is the count to save the
+	// subscription's progress under (ProgressParams.Repositions). Read
+	// apart, a reposition committing in between would show its position
+	// under the count before it.
+	Repositions map[string]int64
 }
 
 // Fence makes a write apply only while a partition's lease is under

@@ -434,14 +434,31 @@ func (a *agent) refreshSubs() error {
 
 // refreshSubsCtx brings the subscriptions up to date with the database:
 // new ones start at their stored position, deleted ones stop, faults set
-// or cleared elsewhere apply.
+// or cleared elsewhere apply, and so do repositions, each once.
+//
+// A subscription's position and its count of repositions come from one
+// read (Progress), not from the listing before it: a reposition that
+// commits between the two shows in the position only, and taken with the
+// listing's older count, it would be applied again at the next refresh
+// (redelivering what followed it), and saves under that count refused
+// meanwhile. The listing's count only says that there is one to look for.
 func (a *agent) refreshSubsCtx(ctx context.Context) error {
 	part := a.partition
 	subs, err := a.n.st.Subscriptions(ctx, &store.SubscriptionFilter{Partition: &part})
 	if err != nil {
 		return err
 	}
-	var positions map[string]int64
+	var progress *store.PartitionProgress
+	load := func() (*store.PartitionProgress, error) {
+		if progress == nil {
+			pp, err := a.n.st.Progress(ctx, a.partition)
+			if err != nil {
+				return nil, err
+			}
+			progress = &pp
+		}
+		return progress, nil
+	}
 	seen := make(map[string]bool, len(subs))
 	for _, sub := range subs {
 		seen[sub.ID] = true
@@ -455,36 +472,33 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 			delete(a.subs, sub.ID)
 			ok = false
 		}
-		load := func() (map[string]int64, error) {
-			if positions == nil {
-				pp, err := a.n.st.Progress(ctx, a.partition)
-				if err != nil {
-					return nil, err
-				}
-				positions = pp.Positions
-			}
-			return positions, nil
+		var repositions int64 // the count of those applied
+		if ok {
+			repositions = s.sub.Repositions
 		}
-		if ok && s.sub.Repositions != sub.Repositions {
+		if ok && repositions != sub.Repositions {
 			// Repositioned: from the stored position on, and nothing
-			// more from the old one.
-			positions, err := load()
+			// more from the old one, if the position read counts a
+			// reposition the agent has not applied.
+			pp, err := load()
 			if err != nil {
 				return err
 			}
-			if pos, found := positions[sub.ID]; found {
+			if pos, found := pp.Positions[sub.ID]; found && pp.Repositions[sub.ID] != repositions {
 				a.repositioned(s, pos)
+				repositions = pp.Repositions[sub.ID]
 			}
 		}
 		if !ok {
-			positions, err := load()
+			pp, err := load()
 			if err != nil {
 				return err
 			}
-			pos, ok := positions[sub.ID]
+			pos, ok := pp.Positions[sub.ID]
 			if !ok {
 				continue // created a moment ago: its progress row comes with it
 			}
+			repositions = pp.Repositions[sub.ID]
 			s = &subState{sub: sub, cursor: pos, saved: pos, resolved: make(map[int64]bool),
 				streams: make(map[string]*streamQueue)}
 			s.ctx, s.cancel = context.WithCancel(a.deliveries)
@@ -495,6 +509,9 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 			a.log.Debug("sluice: stream subscription joins", "subscription", sub.ID, "position", pos, "handled", s.c != nil)
 		}
 		s.sub = sub
+		// Saves go under the count the position came with, which may be
+		// past the listing's.
+		s.sub.Repositions = repositions
 		switch {
 		case s.faultPending != "" && sub.Fault == "":
 			// The fault this agent found is not recorded yet: record it,

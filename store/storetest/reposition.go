@@ -75,6 +75,7 @@ func testReposition(t *testing.T, h *harness) {
 		t.Fatalf("repositioned subscription = %+v (last %+v)", s, s.LastReposition)
 	}
 	wantProgress(t, st, 1, 5, map[string]int64{sub: 10})
+	wantRepositions(t, st, 1, map[string]int64{sub: 2})
 	// A save its owner computed before the repositions (it knows of
 	// none) does not move the subscription back; one that knows does.
 	save(7, 0)
@@ -113,5 +114,66 @@ func testReposition(t *testing.T, h *harness) {
 	}
 	if pp, err := st.Progress(ctx, 1); err != nil || pp.Positions[ns] != 15 {
 		t.Fatalf("partition 1 after moving partition 2 only: %+v, %v", pp, err)
+	}
+	// The count is the subscription's, on every partition it reads.
+	wantRepositions(t, st, 1, map[string]int64{sub: 5, ns: 2})
+	wantRepositions(t, st, 2, map[string]int64{ns: 2})
+}
+
+// wantRepositions checks the counts of repositions Progress returns with
+// the positions of a partition's subscriptions.
+func wantRepositions(t *testing.T, st store.Store, partition int32, want map[string]int64) {
+	t.Helper()
+	pp, err := st.Progress(t.Context(), partition)
+	if err != nil {
+		t.Fatalf("Progress(%d): %v", partition, err)
+	}
+	if !reflect.DeepEqual(pp.Repositions, want) {
+		t.Fatalf("Progress(%d) = repositions %v (positions %v); want %v", partition, pp.Repositions, pp.Positions, want)
+	}
+}
+
+// Progress reads each subscription's position and its count of
+// repositions as of one moment, while repositions commit: the position
+// it returns is the one the last reposition it counts stored. An owner
+// that took a reposition's position with the count before it would save
+// nothing under that count, and apply the reposition again once it
+// learnt of it (delivering again what followed it).
+func testRepositionReadConsistent(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	const moves = 30
+	appendRecs(t, st, 1, recs("r", moves)...)
+	sub := newStreamSub(t, st, "ns", "key", 1, 0)
+	done := make(chan error, 1)
+	go func() {
+		// The k-th reposition stores position k: the subscription is done
+		// with the records through k.
+		for k := int64(1); k <= moves; k++ {
+			if _, err := st.RepositionSubscription(ctx, &store.RepositionParams{ID: sub, Kind: store.RepositionToPosition,
+				Partition: 1, Position: k + 1}); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for reads := 0; ; reads++ {
+		pp, err := st.Progress(ctx, 1)
+		if err != nil {
+			t.Fatalf("Progress: %v", err)
+		}
+		if pos, n := pp.Positions[sub], pp.Repositions[sub]; pos != n {
+			t.Fatalf("read %d: position %d with %d repositions counted; the last of them stored %d", reads, pos, n, n)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Reposition: %v", err)
+			}
+			wantProgress(t, st, 1, 0, map[string]int64{sub: moves})
+			wantRepositions(t, st, 1, map[string]int64{sub: moves})
+			return
+		default:
+		}
 	}
 }

@@ -27,6 +27,7 @@ var streamTests = []suiteTest{
 	{"RetentionByAge", testRetentionByAge},
 	{"RetentionBySize", testRetentionBySize},
 	{"Reposition", testReposition},
+	{"RepositionReadConsistent", testRepositionReadConsistent},
 }
 
 // The first count recorded is the tenant's, whatever is asked later.

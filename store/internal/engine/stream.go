@@ -235,31 +235,34 @@ func (s *tenantStore) Progress(ctx context.Context, partition int32) (store.Part
 	if err != nil {
 		return pp, fmt.Errorf("sluice: progress: %w", err)
 	}
-	pp.Positions, err = s.e.positions(ctx, s.e.r, s.t, partition)
+	pp.Positions, pp.Repositions, err = s.e.positions(ctx, s.e.r, s.t, partition)
 	if err != nil {
 		return pp, fmt.Errorf("sluice: progress: %w", err)
 	}
 	return pp, nil
 }
 
-func (e *Engine) positions(ctx context.Context, q querier, t store.Tenant, partition int32) (map[string]int64, error) {
+// positions returns the stored position of each subscription on a
+// partition and, read in the same statement, its count of repositions:
+// a reposition writes both in one transaction, so the two always match.
+func (e *Engine) positions(ctx context.Context, q querier, t store.Tenant, partition int32) (positions, repositions map[string]int64, err error) {
 	rows, err := e.query(ctx, q, "SelectProgress", t.Service, t.Provider, partition)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer rows.Close()
-	out := make(map[string]int64)
+	positions, repositions = make(map[string]int64), make(map[string]int64)
 	for rows.Next() {
 		var (
-			id  string
-			pos int64
+			id       string
+			pos, cnt int64
 		)
-		if err := rows.Scan(&id, &pos); err != nil {
-			return nil, err
+		if err := rows.Scan(&id, &pos, &cnt); err != nil {
+			return nil, nil, err
 		}
-		out[id] = pos
+		positions[id], repositions[id] = pos, cnt
 	}
-	return out, rows.Err()
+	return positions, repositions, rows.Err()
 }
 
 // progressRow is one row of UpsertProgress: V is the count of the

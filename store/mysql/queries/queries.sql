@@ -1175,9 +1175,15 @@ SET s.fault = IF(LENGTH(k.fault) = 0, NULL, k.fault),
 
 -- name: SelectProgress
 -- args: service, provider, partition
-SELECT subscription_id, position
-FROM sluice_stream_progress
-WHERE service = ? AND provider = ? AND `partition` = ?;
+-- Each subscription's position on the partition with its count of
+-- repositions, in one statement (one snapshot): a reposition writes both
+-- in one transaction, so a reader never takes its position for one saved
+-- under the count before it.
+SELECT p.subscription_id, p.position, s.repositions
+FROM sluice_stream_progress AS p
+STRAIGHT_JOIN sluice_stream_subscriptions AS s
+    ON s.service = p.service AND s.provider = p.provider AND s.id = p.subscription_id
+WHERE p.service = ? AND p.provider = ? AND p.`partition` = ?;
 
 -- name: UpsertProgress
 -- args: service, provider, partition, rows

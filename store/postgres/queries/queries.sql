@@ -1151,9 +1151,15 @@ WHERE service = $1 AND provider = $2 AND id = $3;
 
 -- name: SelectProgress
 -- args: service, provider, partition
-SELECT subscription_id, position
-FROM sluice_stream_progress
-WHERE service = $1 AND provider = $2 AND partition = $3::integer;
+-- Each subscription's position on the partition with its count of
+-- repositions, in one statement (one snapshot): a reposition writes both
+-- in one transaction, so a reader never takes its position for one saved
+-- under the count before it.
+SELECT p.subscription_id, p.position, s.repositions
+FROM sluice_stream_progress AS p
+JOIN sluice_stream_subscriptions AS s
+    ON s.service = p.service AND s.provider = p.provider AND s.id = p.subscription_id
+WHERE p.service = $1 AND p.provider = $2 AND p.partition = $3::integer;
 
 -- name: UpsertProgress
 -- args: service, provider, partition, rows
