@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -287,5 +288,66 @@ func TestDashboard(t *testing.T) {
 	}
 	if st, err := lib.GetQueueStats(ctx, "orders"); err != nil || st.DeadLettered != 0 || st.Active != 4 {
 		t.Errorf("after the dashboard resubmitted the dead letter: %+v, %v", st, err)
+	}
+}
+
+// The streams view shows a consumer the server runs with its cache's
+// windows (the head one marked *), splits and merges, and each of its
+// subscriptions with the window it reads: here one holds its first event
+// in a lagging window while the other reads the head window.
+func TestDashboardStreamCache(t *testing.T) {
+	path := chromium(t)
+	e := start(t, "sqlite", server.Config{StreamNodes: cacheNodes()})
+	l := startLagging(t, e)
+	bctx := newBrowser(t, path)
+	row := fmt.Sprintf(`#consumers-table tr[data-consumer="reader"][data-partition="%d"]`, l.partition)
+	if err := chromedp.Do(bctx, chromedp.Navigate(e.url+"/"), chromedp.WaitVisible(chromedp.CSS(`nav button[data-view="streams"]`)),
+		chromedp.Click(chromedp.CSS(`nav button[data-view="streams"]`)), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
+		t.Fatalf("dashboard: the streams view with reader's partition %d: %v", l.partition, err)
+	}
+	text := func(css string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(css)))
+		if err != nil {
+			t.Fatalf("dashboard: text of %s: %v", css, err)
+		}
+		return s
+	}
+	partition := text(row)
+	slow := text(fmt.Sprintf(`#consumer-subs-table tr[data-subscription="%s"]`, l.slow.ID))
+	fast := text(fmt.Sprintf(`#consumer-subs-table tr[data-subscription="%s"]`, l.fast.ID))
+	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("dashboard: screenshot: %v", err)
+	}
+	file := artifact(t, "dashboard-stream-cache.png")
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the streams view: %s", file)
+
+	// reader, partition, epoch, read, proposed and stored checkpoints,
+	// cached; then windows, resident ranges (the head last, marked),
+	// splits/merges, rehydrated (empty without rehydration reads).
+	rng := `\d+-(?:\d+|\(empty\))`
+	pm := regexp.MustCompile(`^reader\t` + fmt.Sprint(l.partition) + `(?:\t[\d,]+){5}\t(\d+)\t((?:` + rng + ` )+` + rng + `\*)\t([1-9]\d*)/\d+(?:\t.*)?$`).
+		FindStringSubmatch(partition)
+	if pm == nil {
+		t.Fatalf("the streams view shows reader's partition %d as %q; want its windows, their ranges, a split", l.partition, partition)
+	}
+	if n, _ := strconv.Atoi(pm[1]); n < 2 || strings.Count(pm[2], " ")+1 != n {
+		t.Errorf("the streams view shows %s windows: %q", pm[1], pm[2])
+	}
+	// Slow reads the lagging window (the first), from before the event
+	// it holds; fast reads the head window.
+	sub := regexp.MustCompile(`^reader\t[\d,]+\t(\S+)\t[\d,]+\t[\d,]+\t(\d+): (\d+)-(?:\d+|\(empty\))(\*?)\t?$`)
+	sm, fm := sub.FindStringSubmatch(slow), sub.FindStringSubmatch(fast)
+	if sm == nil || fm == nil {
+		t.Fatalf("the streams view shows the subscriptions as %q and %q", slow, fast)
+	}
+	if start, _ := strconv.ParseInt(sm[3], 10, 64); sm[1] != l.slow.ID || sm[2] != "0" || sm[4] != "" || start > l.slowAt ||
+		fm[1] != l.fast.ID || fm[4] != "*" {
+		t.Errorf("the streams view shows the subscriptions as %q and %q; want slow in window 0 from %d at most, fast in the head window",
+			slow, fast, l.slowAt)
 	}
 }

@@ -21,9 +21,9 @@ import (
 )
 
 // metrics are the server's Prometheus metrics, served at /metrics: the
-// calls it serves, what they did to messages, and, read from the
-// database at each scrape, the entities' depths and the stream
-// partitions' lag.
+// calls it serves, what they did to messages, the stream caches of the
+// consumers it runs (cacheCollector), and, read from the database at
+// each scrape, the entities' depths and the stream partitions' lag.
 type metrics struct {
 	tp       *throughput
 	entities labelSet // entity names

@@ -115,7 +115,7 @@ func newStreams(s *Server) *streams {
 		}
 		return float64(n)
 	})
-	s.m.reg.MustRegister(h.m.published, h.m.delivered, h.m.consumers)
+	s.m.reg.MustRegister(h.m.published, h.m.delivered, h.m.consumers, &cacheCollector{h})
 	return h
 }
 

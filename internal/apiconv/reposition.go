@@ -5,8 +5,11 @@ import (
 	"maps"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sluicehq/sluice"
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
+	"github.com/sluicehq/sluice/internal/stream"
 )
 
 var repositionTargets = map[string]sluicev1.RepositionTarget{
@@ -79,15 +82,46 @@ func ToRepositionTarget(to sluice.StartPosition) (sluicev1.RepositionTarget, int
 // ConsumerPartitionStats converts a partition's stats on a node to the
 // wire.
 func ConsumerPartitionStats(ps sluice.StreamPartitionStats) *sluicev1.ConsumerPartitionStats {
-	return &sluicev1.ConsumerPartitionStats{Partition: ps.Partition, Epoch: ps.Epoch, Read: ps.Read,
+	out := &sluicev1.ConsumerPartitionStats{Partition: ps.Partition, Epoch: ps.Epoch, Read: ps.Read,
 		ProposedCheckpoint: ps.ProposedCheckpoint, StoredCheckpoint: ps.StoredCheckpoint,
-		CachedRecords: int32(ps.CachedRecords), CachedBytes: ps.CachedBytes, SavedAt: ts(ps.SavedAt), TrimmedAt: ts(ps.TrimmedAt)}
+		CachedRecords: int32(ps.CachedRecords), CachedBytes: ps.CachedBytes, SavedAt: ts(ps.SavedAt), TrimmedAt: ts(ps.TrimmedAt),
+		Splits: ps.Splits, Merges: ps.Merges, RehydrationReads: ps.RehydrationReads, RehydratedRecords: ps.RehydratedRecords,
+		Stopped: ps.Stopped}
+	for _, w := range ps.Windows {
+		out.Windows = append(out.Windows, &sluicev1.CacheWindow{Start: w.Start, End: w.End, Records: int32(w.Records), Bytes: w.Bytes,
+			Head: w.Head, Members: int32(w.Members)})
+	}
+	for _, s := range ps.Subscriptions {
+		ss := &sluicev1.ConsumerSubscriptionStats{Id: s.ID, Consumer: s.Consumer, Position: s.Position, Handled: s.Handled,
+			InFlight: int32(s.InFlight), Fault: s.Fault}
+		if s.Window >= 0 {
+			ss.Window = proto.Int32(int32(s.Window))
+		}
+		out.Subscriptions = append(out.Subscriptions, ss)
+	}
+	return out
 }
 
 // FromConsumerPartitionStats converts a partition's stats on a node from
-// the wire.
+// the wire. A subscription without a window has Window -1, as in the
+// library.
 func FromConsumerPartitionStats(ps *sluicev1.ConsumerPartitionStats) sluice.StreamPartitionStats {
-	return sluice.StreamPartitionStats{Partition: ps.GetPartition(), Epoch: ps.GetEpoch(), Read: ps.GetRead(),
+	out := sluice.StreamPartitionStats{Partition: ps.GetPartition(), Epoch: ps.GetEpoch(), Read: ps.GetRead(),
 		ProposedCheckpoint: ps.GetProposedCheckpoint(), StoredCheckpoint: ps.GetStoredCheckpoint(),
-		CachedRecords: int(ps.GetCachedRecords()), CachedBytes: ps.GetCachedBytes(), SavedAt: tm(ps.GetSavedAt()), TrimmedAt: tm(ps.GetTrimmedAt())}
+		CachedRecords: int(ps.GetCachedRecords()), CachedBytes: ps.GetCachedBytes(), SavedAt: tm(ps.GetSavedAt()), TrimmedAt: tm(ps.GetTrimmedAt()),
+		Splits: ps.GetSplits(), Merges: ps.GetMerges(), RehydrationReads: ps.GetRehydrationReads(), RehydratedRecords: ps.GetRehydratedRecords(),
+		Stopped: ps.GetStopped()}
+	for _, w := range ps.GetWindows() {
+		out.Windows = append(out.Windows, sluice.StreamCacheWindow{Start: w.GetStart(), End: w.GetEnd(), Records: int(w.GetRecords()),
+			Bytes: w.GetBytes(), Head: w.GetHead(), Members: int(w.GetMembers())})
+	}
+	for _, s := range ps.GetSubscriptions() {
+		window := -1
+		if s.Window != nil {
+			window = int(s.GetWindow())
+		}
+		out.Subscriptions = append(out.Subscriptions, stream.SubscriptionStats{ID: s.GetId(), Consumer: s.GetConsumer(),
+			Position: s.GetPosition(), Handled: s.GetHandled(), InFlight: int(s.GetInFlight()), Fault: s.GetFault(), Window: window})
+	}
+	return out
 }

@@ -991,8 +991,28 @@ type ConsumerPartitionStats struct {
 	CachedBytes      int64                  `protobuf:"varint,7,opt,name=cached_bytes,json=cachedBytes,proto3" json:"cached_bytes,omitempty"`
 	SavedAt          *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=saved_at,json=savedAt,proto3" json:"saved_at,omitempty"`
 	TrimmedAt        *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=trimmed_at,json=trimmedAt,proto3" json:"trimmed_at,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// The cache's resident windows, ascending by position; the last is the
+	// head window, which reads ahead.
+	Windows []*CacheWindow `protobuf:"bytes,10,rep,name=windows,proto3" json:"windows,omitempty"`
+	// Windows split off for lagging subscriptions, and merged back, since
+	// the node's agent of the partition started.
+	Splits int64 `protobuf:"varint,11,opt,name=splits,proto3" json:"splits,omitempty"`
+	Merges int64 `protobuf:"varint,12,opt,name=merges,proto3" json:"merges,omitempty"`
+	// Field 13 is kept for a count of cache resets.
+	// Reads of windows other than the head (the log read again for
+	// lagging subscriptions), and the records they brought.
+	RehydrationReads  int64 `protobuf:"varint,14,opt,name=rehydration_reads,json=rehydrationReads,proto3" json:"rehydration_reads,omitempty"`
+	RehydratedRecords int64 `protobuf:"varint,15,opt,name=rehydrated_records,json=rehydratedRecords,proto3" json:"rehydrated_records,omitempty"`
+	// Fields 16 to 18 are kept for the records a window copied from
+	// another instead of reading them, those read but already held, and
+	// those dropped from a read-ahead to give another window its reserve.
+	// The partition's subscriptions, by id.
+	Subscriptions []*ConsumerSubscriptionStats `protobuf:"bytes,19,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
+	// Why the node stopped pulling the partition while it runs (another
+	// node acquired it); empty while it pulls.
+	Stopped       string `protobuf:"bytes,20,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsumerPartitionStats) Reset() {
@@ -1088,6 +1108,242 @@ func (x *ConsumerPartitionStats) GetTrimmedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ConsumerPartitionStats) GetWindows() []*CacheWindow {
+	if x != nil {
+		return x.Windows
+	}
+	return nil
+}
+
+func (x *ConsumerPartitionStats) GetSplits() int64 {
+	if x != nil {
+		return x.Splits
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetMerges() int64 {
+	if x != nil {
+		return x.Merges
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetRehydrationReads() int64 {
+	if x != nil {
+		return x.RehydrationReads
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetRehydratedRecords() int64 {
+	if x != nil {
+		return x.RehydratedRecords
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetSubscriptions() []*ConsumerSubscriptionStats {
+	if x != nil {
+		return x.Subscriptions
+	}
+	return nil
+}
+
+func (x *ConsumerPartitionStats) GetStopped() string {
+	if x != nil {
+		return x.Stopped
+	}
+	return ""
+}
+
+// CacheWindow is one resident window of a partition's cache: it covers
+// positions start through end (empty when end is start-1).
+type CacheWindow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Start int64                  `protobuf:"varint,1,opt,name=start,proto3" json:"start,omitempty"`
+	End   int64                  `protobuf:"varint,2,opt,name=end,proto3" json:"end,omitempty"`
+	// The records it holds, and about how many bytes they take.
+	Records int32 `protobuf:"varint,3,opt,name=records,proto3" json:"records,omitempty"`
+	Bytes   int64 `protobuf:"varint,4,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	// The window that reads ahead (the last one).
+	Head bool `protobuf:"varint,5,opt,name=head,proto3" json:"head,omitempty"`
+	// The subscriptions that read it.
+	Members       int32 `protobuf:"varint,6,opt,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CacheWindow) Reset() {
+	*x = CacheWindow{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheWindow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheWindow) ProtoMessage() {}
+
+func (x *CacheWindow) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheWindow.ProtoReflect.Descriptor instead.
+func (*CacheWindow) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *CacheWindow) GetStart() int64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *CacheWindow) GetEnd() int64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *CacheWindow) GetRecords() int32 {
+	if x != nil {
+		return x.Records
+	}
+	return 0
+}
+
+func (x *CacheWindow) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *CacheWindow) GetHead() bool {
+	if x != nil {
+		return x.Head
+	}
+	return false
+}
+
+func (x *CacheWindow) GetMembers() int32 {
+	if x != nil {
+		return x.Members
+	}
+	return 0
+}
+
+// ConsumerSubscriptionStats describes a subscription on a partition a
+// consumer's node pulls.
+type ConsumerSubscriptionStats struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Consumer string                 `protobuf:"bytes,2,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	// Every record at or below it is done.
+	Position int64 `protobuf:"varint,3,opt,name=position,proto3" json:"position,omitempty"`
+	// A consumer of this node delivers it.
+	Handled  bool   `protobuf:"varint,4,opt,name=handled,proto3" json:"handled,omitempty"`
+	InFlight int32  `protobuf:"varint,5,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Fault    string `protobuf:"bytes,6,opt,name=fault,proto3" json:"fault,omitempty"`
+	// The index in ConsumerPartitionStats.windows of the window it reads;
+	// unset when it reads none (it is faulted, or not handled here).
+	Window        *int32 `protobuf:"varint,7,opt,name=window,proto3,oneof" json:"window,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerSubscriptionStats) Reset() {
+	*x = ConsumerSubscriptionStats{}
+	mi := &file_sluice_v1_stream_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerSubscriptionStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerSubscriptionStats) ProtoMessage() {}
+
+func (x *ConsumerSubscriptionStats) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stream_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerSubscriptionStats.ProtoReflect.Descriptor instead.
+func (*ConsumerSubscriptionStats) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ConsumerSubscriptionStats) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConsumerSubscriptionStats) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *ConsumerSubscriptionStats) GetPosition() int64 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
+func (x *ConsumerSubscriptionStats) GetHandled() bool {
+	if x != nil {
+		return x.Handled
+	}
+	return false
+}
+
+func (x *ConsumerSubscriptionStats) GetInFlight() int32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *ConsumerSubscriptionStats) GetFault() string {
+	if x != nil {
+		return x.Fault
+	}
+	return ""
+}
+
+func (x *ConsumerSubscriptionStats) GetWindow() int32 {
+	if x != nil && x.Window != nil {
+		return *x.Window
+	}
+	return 0
+}
+
 type UnsubscribeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Subscription  string                 `protobuf:"bytes,1,opt,name=subscription,proto3" json:"subscription,omitempty"`
@@ -1097,7 +1353,7 @@ type UnsubscribeRequest struct {
 
 func (x *UnsubscribeRequest) Reset() {
 	*x = UnsubscribeRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[14]
+	mi := &file_sluice_v1_stream_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1109,7 +1365,7 @@ func (x *UnsubscribeRequest) String() string {
 func (*UnsubscribeRequest) ProtoMessage() {}
 
 func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[14]
+	mi := &file_sluice_v1_stream_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1122,7 +1378,7 @@ func (x *UnsubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeRequest.ProtoReflect.Descriptor instead.
 func (*UnsubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UnsubscribeRequest) GetSubscription() string {
@@ -1140,7 +1396,7 @@ type UnsubscribeResponse struct {
 
 func (x *UnsubscribeResponse) Reset() {
 	*x = UnsubscribeResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[15]
+	mi := &file_sluice_v1_stream_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1408,7 @@ func (x *UnsubscribeResponse) String() string {
 func (*UnsubscribeResponse) ProtoMessage() {}
 
 func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[15]
+	mi := &file_sluice_v1_stream_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1421,7 @@ func (x *UnsubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnsubscribeResponse.ProtoReflect.Descriptor instead.
 func (*UnsubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{17}
 }
 
 type GetStreamSubscriptionRequest struct {
@@ -1177,7 +1433,7 @@ type GetStreamSubscriptionRequest struct {
 
 func (x *GetStreamSubscriptionRequest) Reset() {
 	*x = GetStreamSubscriptionRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[16]
+	mi := &file_sluice_v1_stream_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1445,7 @@ func (x *GetStreamSubscriptionRequest) String() string {
 func (*GetStreamSubscriptionRequest) ProtoMessage() {}
 
 func (x *GetStreamSubscriptionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[16]
+	mi := &file_sluice_v1_stream_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1458,7 @@ func (x *GetStreamSubscriptionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStreamSubscriptionRequest.ProtoReflect.Descriptor instead.
 func (*GetStreamSubscriptionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetStreamSubscriptionRequest) GetSubscription() string {
@@ -1221,7 +1477,7 @@ type GetStreamSubscriptionResponse struct {
 
 func (x *GetStreamSubscriptionResponse) Reset() {
 	*x = GetStreamSubscriptionResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[17]
+	mi := &file_sluice_v1_stream_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1489,7 @@ func (x *GetStreamSubscriptionResponse) String() string {
 func (*GetStreamSubscriptionResponse) ProtoMessage() {}
 
 func (x *GetStreamSubscriptionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[17]
+	mi := &file_sluice_v1_stream_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1502,7 @@ func (x *GetStreamSubscriptionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetStreamSubscriptionResponse.ProtoReflect.Descriptor instead.
 func (*GetStreamSubscriptionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetStreamSubscriptionResponse) GetSubscription() *StreamSubscription {
@@ -1278,7 +1534,7 @@ type ListStreamSubscriptionsRequest struct {
 
 func (x *ListStreamSubscriptionsRequest) Reset() {
 	*x = ListStreamSubscriptionsRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[18]
+	mi := &file_sluice_v1_stream_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1546,7 @@ func (x *ListStreamSubscriptionsRequest) String() string {
 func (*ListStreamSubscriptionsRequest) ProtoMessage() {}
 
 func (x *ListStreamSubscriptionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[18]
+	mi := &file_sluice_v1_stream_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1559,7 @@ func (x *ListStreamSubscriptionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamSubscriptionsRequest.ProtoReflect.Descriptor instead.
 func (*ListStreamSubscriptionsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListStreamSubscriptionsRequest) GetStream() *StreamId {
@@ -1357,7 +1613,7 @@ type ListStreamSubscriptionsResponse struct {
 
 func (x *ListStreamSubscriptionsResponse) Reset() {
 	*x = ListStreamSubscriptionsResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[19]
+	mi := &file_sluice_v1_stream_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1625,7 @@ func (x *ListStreamSubscriptionsResponse) String() string {
 func (*ListStreamSubscriptionsResponse) ProtoMessage() {}
 
 func (x *ListStreamSubscriptionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[19]
+	mi := &file_sluice_v1_stream_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1638,7 @@ func (x *ListStreamSubscriptionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStreamSubscriptionsResponse.ProtoReflect.Descriptor instead.
 func (*ListStreamSubscriptionsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListStreamSubscriptionsResponse) GetSubscriptions() []*StreamSubscription {
@@ -1401,7 +1657,7 @@ type ClearFaultRequest struct {
 
 func (x *ClearFaultRequest) Reset() {
 	*x = ClearFaultRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[20]
+	mi := &file_sluice_v1_stream_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1669,7 @@ func (x *ClearFaultRequest) String() string {
 func (*ClearFaultRequest) ProtoMessage() {}
 
 func (x *ClearFaultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[20]
+	mi := &file_sluice_v1_stream_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1682,7 @@ func (x *ClearFaultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearFaultRequest.ProtoReflect.Descriptor instead.
 func (*ClearFaultRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ClearFaultRequest) GetSubscription() string {
@@ -1444,7 +1700,7 @@ type ClearFaultResponse struct {
 
 func (x *ClearFaultResponse) Reset() {
 	*x = ClearFaultResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[21]
+	mi := &file_sluice_v1_stream_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1712,7 @@ func (x *ClearFaultResponse) String() string {
 func (*ClearFaultResponse) ProtoMessage() {}
 
 func (x *ClearFaultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[21]
+	mi := &file_sluice_v1_stream_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1725,7 @@ func (x *ClearFaultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearFaultResponse.ProtoReflect.Descriptor instead.
 func (*ClearFaultResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{23}
 }
 
 // StreamEvent is an event as delivered or parked.
@@ -1491,7 +1747,7 @@ type StreamEvent struct {
 
 func (x *StreamEvent) Reset() {
 	*x = StreamEvent{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[22]
+	mi := &file_sluice_v1_stream_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1759,7 @@ func (x *StreamEvent) String() string {
 func (*StreamEvent) ProtoMessage() {}
 
 func (x *StreamEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[22]
+	mi := &file_sluice_v1_stream_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1772,7 @@ func (x *StreamEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamEvent.ProtoReflect.Descriptor instead.
 func (*StreamEvent) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *StreamEvent) GetStream() *StreamId {
@@ -1589,7 +1845,7 @@ type ParkedEvent struct {
 
 func (x *ParkedEvent) Reset() {
 	*x = ParkedEvent{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[23]
+	mi := &file_sluice_v1_stream_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1857,7 @@ func (x *ParkedEvent) String() string {
 func (*ParkedEvent) ProtoMessage() {}
 
 func (x *ParkedEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[23]
+	mi := &file_sluice_v1_stream_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1870,7 @@ func (x *ParkedEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParkedEvent.ProtoReflect.Descriptor instead.
 func (*ParkedEvent) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ParkedEvent) GetEvent() *StreamEvent {
@@ -1656,7 +1912,7 @@ type ListParkedEventsRequest struct {
 
 func (x *ListParkedEventsRequest) Reset() {
 	*x = ListParkedEventsRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[24]
+	mi := &file_sluice_v1_stream_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1924,7 @@ func (x *ListParkedEventsRequest) String() string {
 func (*ListParkedEventsRequest) ProtoMessage() {}
 
 func (x *ListParkedEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[24]
+	mi := &file_sluice_v1_stream_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1937,7 @@ func (x *ListParkedEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListParkedEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListParkedEventsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListParkedEventsRequest) GetSubscription() string {
@@ -1707,7 +1963,7 @@ type ListParkedEventsResponse struct {
 
 func (x *ListParkedEventsResponse) Reset() {
 	*x = ListParkedEventsResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[25]
+	mi := &file_sluice_v1_stream_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1975,7 @@ func (x *ListParkedEventsResponse) String() string {
 func (*ListParkedEventsResponse) ProtoMessage() {}
 
 func (x *ListParkedEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[25]
+	mi := &file_sluice_v1_stream_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1988,7 @@ func (x *ListParkedEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListParkedEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListParkedEventsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListParkedEventsResponse) GetEvents() []*ParkedEvent {
@@ -1753,7 +2009,7 @@ type ReplayParkedEventsRequest struct {
 
 func (x *ReplayParkedEventsRequest) Reset() {
 	*x = ReplayParkedEventsRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[26]
+	mi := &file_sluice_v1_stream_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1765,7 +2021,7 @@ func (x *ReplayParkedEventsRequest) String() string {
 func (*ReplayParkedEventsRequest) ProtoMessage() {}
 
 func (x *ReplayParkedEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[26]
+	mi := &file_sluice_v1_stream_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1778,7 +2034,7 @@ func (x *ReplayParkedEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayParkedEventsRequest.ProtoReflect.Descriptor instead.
 func (*ReplayParkedEventsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReplayParkedEventsRequest) GetSubscription() string {
@@ -1809,7 +2065,7 @@ type ReplayParkedEventsResponse struct {
 
 func (x *ReplayParkedEventsResponse) Reset() {
 	*x = ReplayParkedEventsResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[27]
+	mi := &file_sluice_v1_stream_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1821,7 +2077,7 @@ func (x *ReplayParkedEventsResponse) String() string {
 func (*ReplayParkedEventsResponse) ProtoMessage() {}
 
 func (x *ReplayParkedEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[27]
+	mi := &file_sluice_v1_stream_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1834,7 +2090,7 @@ func (x *ReplayParkedEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplayParkedEventsResponse.ProtoReflect.Descriptor instead.
 func (*ReplayParkedEventsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ReplayParkedEventsResponse) GetDelivered() int32 {
@@ -1864,7 +2120,7 @@ type SetStreamRetentionRequest struct {
 
 func (x *SetStreamRetentionRequest) Reset() {
 	*x = SetStreamRetentionRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[28]
+	mi := &file_sluice_v1_stream_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1876,7 +2132,7 @@ func (x *SetStreamRetentionRequest) String() string {
 func (*SetStreamRetentionRequest) ProtoMessage() {}
 
 func (x *SetStreamRetentionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[28]
+	mi := &file_sluice_v1_stream_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1889,7 +2145,7 @@ func (x *SetStreamRetentionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStreamRetentionRequest.ProtoReflect.Descriptor instead.
 func (*SetStreamRetentionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{28}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SetStreamRetentionRequest) GetNamespace() string {
@@ -1921,7 +2177,7 @@ type SetStreamRetentionResponse struct {
 
 func (x *SetStreamRetentionResponse) Reset() {
 	*x = SetStreamRetentionResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[29]
+	mi := &file_sluice_v1_stream_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1933,7 +2189,7 @@ func (x *SetStreamRetentionResponse) String() string {
 func (*SetStreamRetentionResponse) ProtoMessage() {}
 
 func (x *SetStreamRetentionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[29]
+	mi := &file_sluice_v1_stream_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1946,7 +2202,7 @@ func (x *SetStreamRetentionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetStreamRetentionResponse.ProtoReflect.Descriptor instead.
 func (*SetStreamRetentionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{29}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{31}
 }
 
 type ConsumeRequest struct {
@@ -1983,7 +2239,7 @@ type ConsumeRequest struct {
 
 func (x *ConsumeRequest) Reset() {
 	*x = ConsumeRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[30]
+	mi := &file_sluice_v1_stream_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2251,7 @@ func (x *ConsumeRequest) String() string {
 func (*ConsumeRequest) ProtoMessage() {}
 
 func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[30]
+	mi := &file_sluice_v1_stream_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2264,7 @@ func (x *ConsumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeRequest.ProtoReflect.Descriptor instead.
 func (*ConsumeRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{30}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ConsumeRequest) GetConsumer() string {
@@ -2095,7 +2351,7 @@ type ConsumeResponse struct {
 
 func (x *ConsumeResponse) Reset() {
 	*x = ConsumeResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[31]
+	mi := &file_sluice_v1_stream_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2363,7 @@ func (x *ConsumeResponse) String() string {
 func (*ConsumeResponse) ProtoMessage() {}
 
 func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[31]
+	mi := &file_sluice_v1_stream_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2376,7 @@ func (x *ConsumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeResponse.ProtoReflect.Descriptor instead.
 func (*ConsumeResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{31}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ConsumeResponse) GetKind() isConsumeResponse_Kind {
@@ -2198,7 +2454,7 @@ type ConsumeStarted struct {
 
 func (x *ConsumeStarted) Reset() {
 	*x = ConsumeStarted{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[32]
+	mi := &file_sluice_v1_stream_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2466,7 @@ func (x *ConsumeStarted) String() string {
 func (*ConsumeStarted) ProtoMessage() {}
 
 func (x *ConsumeStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[32]
+	mi := &file_sluice_v1_stream_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2479,7 @@ func (x *ConsumeStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsumeStarted.ProtoReflect.Descriptor instead.
 func (*ConsumeStarted) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{32}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConsumeStarted) GetNode() string {
@@ -2273,7 +2529,7 @@ type StreamDelivery struct {
 
 func (x *StreamDelivery) Reset() {
 	*x = StreamDelivery{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[33]
+	mi := &file_sluice_v1_stream_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2285,7 +2541,7 @@ func (x *StreamDelivery) String() string {
 func (*StreamDelivery) ProtoMessage() {}
 
 func (x *StreamDelivery) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[33]
+	mi := &file_sluice_v1_stream_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2298,7 +2554,7 @@ func (x *StreamDelivery) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamDelivery.ProtoReflect.Descriptor instead.
 func (*StreamDelivery) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{33}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StreamDelivery) GetDeliveryId() string {
@@ -2338,7 +2594,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[34]
+	mi := &file_sluice_v1_stream_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2606,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[34]
+	mi := &file_sluice_v1_stream_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2619,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{34}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{36}
 }
 
 type AckRequest struct {
@@ -2378,7 +2634,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[35]
+	mi := &file_sluice_v1_stream_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2646,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[35]
+	mi := &file_sluice_v1_stream_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2659,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{35}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *AckRequest) GetDeliveryIds() []string {
@@ -2423,7 +2679,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[36]
+	mi := &file_sluice_v1_stream_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2435,7 +2691,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[36]
+	mi := &file_sluice_v1_stream_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2448,7 +2704,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{36}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AckResponse) GetUnknown() []string {
@@ -2469,7 +2725,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[37]
+	mi := &file_sluice_v1_stream_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2481,7 +2737,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[37]
+	mi := &file_sluice_v1_stream_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2494,7 +2750,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{37}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NackRequest) GetDeliveryId() string {
@@ -2519,7 +2775,7 @@ type NackResponse struct {
 
 func (x *NackResponse) Reset() {
 	*x = NackResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[38]
+	mi := &file_sluice_v1_stream_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2787,7 @@ func (x *NackResponse) String() string {
 func (*NackResponse) ProtoMessage() {}
 
 func (x *NackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[38]
+	mi := &file_sluice_v1_stream_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2800,7 @@ func (x *NackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackResponse.ProtoReflect.Descriptor instead.
 func (*NackResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{38}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{40}
 }
 
 type TailRequest struct {
@@ -2558,7 +2814,7 @@ type TailRequest struct {
 
 func (x *TailRequest) Reset() {
 	*x = TailRequest{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[39]
+	mi := &file_sluice_v1_stream_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2570,7 +2826,7 @@ func (x *TailRequest) String() string {
 func (*TailRequest) ProtoMessage() {}
 
 func (x *TailRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[39]
+	mi := &file_sluice_v1_stream_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2583,7 +2839,7 @@ func (x *TailRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailRequest.ProtoReflect.Descriptor instead.
 func (*TailRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{39}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TailRequest) GetNamespace() string {
@@ -2615,7 +2871,7 @@ type TailResponse struct {
 
 func (x *TailResponse) Reset() {
 	*x = TailResponse{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[40]
+	mi := &file_sluice_v1_stream_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2627,7 +2883,7 @@ func (x *TailResponse) String() string {
 func (*TailResponse) ProtoMessage() {}
 
 func (x *TailResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[40]
+	mi := &file_sluice_v1_stream_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2640,7 +2896,7 @@ func (x *TailResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailResponse.ProtoReflect.Descriptor instead.
 func (*TailResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{40}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *TailResponse) GetKind() isTailResponse_Kind {
@@ -2730,7 +2986,7 @@ type TailStarted struct {
 
 func (x *TailStarted) Reset() {
 	*x = TailStarted{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[41]
+	mi := &file_sluice_v1_stream_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +2998,7 @@ func (x *TailStarted) String() string {
 func (*TailStarted) ProtoMessage() {}
 
 func (x *TailStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[41]
+	mi := &file_sluice_v1_stream_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +3011,7 @@ func (x *TailStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailStarted.ProtoReflect.Descriptor instead.
 func (*TailStarted) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{41}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *TailStarted) GetPartitions() int32 {
@@ -2785,7 +3041,7 @@ type TailTrimmed struct {
 
 func (x *TailTrimmed) Reset() {
 	*x = TailTrimmed{}
-	mi := &file_sluice_v1_stream_proto_msgTypes[42]
+	mi := &file_sluice_v1_stream_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +3053,7 @@ func (x *TailTrimmed) String() string {
 func (*TailTrimmed) ProtoMessage() {}
 
 func (x *TailTrimmed) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_stream_proto_msgTypes[42]
+	mi := &file_sluice_v1_stream_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +3066,7 @@ func (x *TailTrimmed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TailTrimmed.ProtoReflect.Descriptor instead.
 func (*TailTrimmed) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{42}
+	return file_sluice_v1_stream_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TailTrimmed) GetPartition() int32 {
@@ -2899,7 +3155,7 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12A\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2!.sluice.v1.ConsumerPartitionStatsR\n" +
-	"partitions\"\xfa\x02\n" +
+	"partitions\"\x9e\x05\n" +
 	"\x16ConsumerPartitionStats\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x12\n" +
@@ -2910,7 +3166,31 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\fcached_bytes\x18\a \x01(\x03R\vcachedBytes\x125\n" +
 	"\bsaved_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\asavedAt\x129\n" +
 	"\n" +
-	"trimmed_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\ttrimmedAt\"8\n" +
+	"trimmed_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\ttrimmedAt\x120\n" +
+	"\awindows\x18\n" +
+	" \x03(\v2\x16.sluice.v1.CacheWindowR\awindows\x12\x16\n" +
+	"\x06splits\x18\v \x01(\x03R\x06splits\x12\x16\n" +
+	"\x06merges\x18\f \x01(\x03R\x06merges\x12+\n" +
+	"\x11rehydration_reads\x18\x0e \x01(\x03R\x10rehydrationReads\x12-\n" +
+	"\x12rehydrated_records\x18\x0f \x01(\x03R\x11rehydratedRecords\x12J\n" +
+	"\rsubscriptions\x18\x13 \x03(\v2$.sluice.v1.ConsumerSubscriptionStatsR\rsubscriptions\x12\x18\n" +
+	"\astopped\x18\x14 \x01(\tR\astopped\"\x93\x01\n" +
+	"\vCacheWindow\x12\x14\n" +
+	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
+	"\x03end\x18\x02 \x01(\x03R\x03end\x12\x18\n" +
+	"\arecords\x18\x03 \x01(\x05R\arecords\x12\x14\n" +
+	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\x12\x12\n" +
+	"\x04head\x18\x05 \x01(\bR\x04head\x12\x18\n" +
+	"\amembers\x18\x06 \x01(\x05R\amembers\"\xd8\x01\n" +
+	"\x19ConsumerSubscriptionStats\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\bconsumer\x18\x02 \x01(\tR\bconsumer\x12\x1a\n" +
+	"\bposition\x18\x03 \x01(\x03R\bposition\x12\x18\n" +
+	"\ahandled\x18\x04 \x01(\bR\ahandled\x12\x1b\n" +
+	"\tin_flight\x18\x05 \x01(\x05R\binFlight\x12\x14\n" +
+	"\x05fault\x18\x06 \x01(\tR\x05fault\x12\x1b\n" +
+	"\x06window\x18\a \x01(\x05H\x00R\x06window\x88\x01\x01B\t\n" +
+	"\a_window\"8\n" +
 	"\x12UnsubscribeRequest\x12\"\n" +
 	"\fsubscription\x18\x01 \x01(\tR\fsubscription\"\x15\n" +
 	"\x13UnsubscribeResponse\"B\n" +
@@ -3073,7 +3353,7 @@ func file_sluice_v1_stream_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_stream_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_sluice_v1_stream_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_sluice_v1_stream_proto_goTypes = []any{
 	(StartPosition)(0),                           // 0: sluice.v1.StartPosition
 	(RepositionTarget)(0),                        // 1: sluice.v1.RepositionTarget
@@ -3092,120 +3372,124 @@ var file_sluice_v1_stream_proto_goTypes = []any{
 	(*GetConsumerStatsRequest)(nil),              // 14: sluice.v1.GetConsumerStatsRequest
 	(*GetConsumerStatsResponse)(nil),             // 15: sluice.v1.GetConsumerStatsResponse
 	(*ConsumerPartitionStats)(nil),               // 16: sluice.v1.ConsumerPartitionStats
-	(*UnsubscribeRequest)(nil),                   // 17: sluice.v1.UnsubscribeRequest
-	(*UnsubscribeResponse)(nil),                  // 18: sluice.v1.UnsubscribeResponse
-	(*GetStreamSubscriptionRequest)(nil),         // 19: sluice.v1.GetStreamSubscriptionRequest
-	(*GetStreamSubscriptionResponse)(nil),        // 20: sluice.v1.GetStreamSubscriptionResponse
-	(*ListStreamSubscriptionsRequest)(nil),       // 21: sluice.v1.ListStreamSubscriptionsRequest
-	(*ListStreamSubscriptionsResponse)(nil),      // 22: sluice.v1.ListStreamSubscriptionsResponse
-	(*ClearFaultRequest)(nil),                    // 23: sluice.v1.ClearFaultRequest
-	(*ClearFaultResponse)(nil),                   // 24: sluice.v1.ClearFaultResponse
-	(*StreamEvent)(nil),                          // 25: sluice.v1.StreamEvent
-	(*ParkedEvent)(nil),                          // 26: sluice.v1.ParkedEvent
-	(*ListParkedEventsRequest)(nil),              // 27: sluice.v1.ListParkedEventsRequest
-	(*ListParkedEventsResponse)(nil),             // 28: sluice.v1.ListParkedEventsResponse
-	(*ReplayParkedEventsRequest)(nil),            // 29: sluice.v1.ReplayParkedEventsRequest
-	(*ReplayParkedEventsResponse)(nil),           // 30: sluice.v1.ReplayParkedEventsResponse
-	(*SetStreamRetentionRequest)(nil),            // 31: sluice.v1.SetStreamRetentionRequest
-	(*SetStreamRetentionResponse)(nil),           // 32: sluice.v1.SetStreamRetentionResponse
-	(*ConsumeRequest)(nil),                       // 33: sluice.v1.ConsumeRequest
-	(*ConsumeResponse)(nil),                      // 34: sluice.v1.ConsumeResponse
-	(*ConsumeStarted)(nil),                       // 35: sluice.v1.ConsumeStarted
-	(*StreamDelivery)(nil),                       // 36: sluice.v1.StreamDelivery
-	(*Heartbeat)(nil),                            // 37: sluice.v1.Heartbeat
-	(*AckRequest)(nil),                           // 38: sluice.v1.AckRequest
-	(*AckResponse)(nil),                          // 39: sluice.v1.AckResponse
-	(*NackRequest)(nil),                          // 40: sluice.v1.NackRequest
-	(*NackResponse)(nil),                         // 41: sluice.v1.NackResponse
-	(*TailRequest)(nil),                          // 42: sluice.v1.TailRequest
-	(*TailResponse)(nil),                         // 43: sluice.v1.TailResponse
-	(*TailStarted)(nil),                          // 44: sluice.v1.TailStarted
-	(*TailTrimmed)(nil),                          // 45: sluice.v1.TailTrimmed
-	nil,                                          // 46: sluice.v1.Event.PropertiesEntry
-	nil,                                          // 47: sluice.v1.StreamEvent.PropertiesEntry
-	(*timestamppb.Timestamp)(nil),                // 48: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),                  // 49: google.protobuf.Duration
+	(*CacheWindow)(nil),                          // 17: sluice.v1.CacheWindow
+	(*ConsumerSubscriptionStats)(nil),            // 18: sluice.v1.ConsumerSubscriptionStats
+	(*UnsubscribeRequest)(nil),                   // 19: sluice.v1.UnsubscribeRequest
+	(*UnsubscribeResponse)(nil),                  // 20: sluice.v1.UnsubscribeResponse
+	(*GetStreamSubscriptionRequest)(nil),         // 21: sluice.v1.GetStreamSubscriptionRequest
+	(*GetStreamSubscriptionResponse)(nil),        // 22: sluice.v1.GetStreamSubscriptionResponse
+	(*ListStreamSubscriptionsRequest)(nil),       // 23: sluice.v1.ListStreamSubscriptionsRequest
+	(*ListStreamSubscriptionsResponse)(nil),      // 24: sluice.v1.ListStreamSubscriptionsResponse
+	(*ClearFaultRequest)(nil),                    // 25: sluice.v1.ClearFaultRequest
+	(*ClearFaultResponse)(nil),                   // 26: sluice.v1.ClearFaultResponse
+	(*StreamEvent)(nil),                          // 27: sluice.v1.StreamEvent
+	(*ParkedEvent)(nil),                          // 28: sluice.v1.ParkedEvent
+	(*ListParkedEventsRequest)(nil),              // 29: sluice.v1.ListParkedEventsRequest
+	(*ListParkedEventsResponse)(nil),             // 30: sluice.v1.ListParkedEventsResponse
+	(*ReplayParkedEventsRequest)(nil),            // 31: sluice.v1.ReplayParkedEventsRequest
+	(*ReplayParkedEventsResponse)(nil),           // 32: sluice.v1.ReplayParkedEventsResponse
+	(*SetStreamRetentionRequest)(nil),            // 33: sluice.v1.SetStreamRetentionRequest
+	(*SetStreamRetentionResponse)(nil),           // 34: sluice.v1.SetStreamRetentionResponse
+	(*ConsumeRequest)(nil),                       // 35: sluice.v1.ConsumeRequest
+	(*ConsumeResponse)(nil),                      // 36: sluice.v1.ConsumeResponse
+	(*ConsumeStarted)(nil),                       // 37: sluice.v1.ConsumeStarted
+	(*StreamDelivery)(nil),                       // 38: sluice.v1.StreamDelivery
+	(*Heartbeat)(nil),                            // 39: sluice.v1.Heartbeat
+	(*AckRequest)(nil),                           // 40: sluice.v1.AckRequest
+	(*AckResponse)(nil),                          // 41: sluice.v1.AckResponse
+	(*NackRequest)(nil),                          // 42: sluice.v1.NackRequest
+	(*NackResponse)(nil),                         // 43: sluice.v1.NackResponse
+	(*TailRequest)(nil),                          // 44: sluice.v1.TailRequest
+	(*TailResponse)(nil),                         // 45: sluice.v1.TailResponse
+	(*TailStarted)(nil),                          // 46: sluice.v1.TailStarted
+	(*TailTrimmed)(nil),                          // 47: sluice.v1.TailTrimmed
+	nil,                                          // 48: sluice.v1.Event.PropertiesEntry
+	nil,                                          // 49: sluice.v1.StreamEvent.PropertiesEntry
+	(*timestamppb.Timestamp)(nil),                // 50: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),                  // 51: google.protobuf.Duration
 }
 var file_sluice_v1_stream_proto_depIdxs = []int32{
-	46, // 0: sluice.v1.Event.properties:type_name -> sluice.v1.Event.PropertiesEntry
+	48, // 0: sluice.v1.Event.properties:type_name -> sluice.v1.Event.PropertiesEntry
 	3,  // 1: sluice.v1.PublishRequest.stream:type_name -> sluice.v1.StreamId
 	4,  // 2: sluice.v1.PublishRequest.events:type_name -> sluice.v1.Event
 	3,  // 3: sluice.v1.SubscribeRequest.stream:type_name -> sluice.v1.StreamId
 	0,  // 4: sluice.v1.SubscribeRequest.start:type_name -> sluice.v1.StartPosition
 	9,  // 5: sluice.v1.SubscribeResponse.subscription:type_name -> sluice.v1.StreamSubscription
 	3,  // 6: sluice.v1.StreamSubscription.stream:type_name -> sluice.v1.StreamId
-	48, // 7: sluice.v1.StreamSubscription.faulted_at:type_name -> google.protobuf.Timestamp
-	48, // 8: sluice.v1.StreamSubscription.created_at:type_name -> google.protobuf.Timestamp
+	50, // 7: sluice.v1.StreamSubscription.faulted_at:type_name -> google.protobuf.Timestamp
+	50, // 8: sluice.v1.StreamSubscription.created_at:type_name -> google.protobuf.Timestamp
 	11, // 9: sluice.v1.StreamSubscription.last_reposition:type_name -> sluice.v1.StreamReposition
 	1,  // 10: sluice.v1.StreamReposition.target:type_name -> sluice.v1.RepositionTarget
-	48, // 11: sluice.v1.StreamReposition.at:type_name -> google.protobuf.Timestamp
+	50, // 11: sluice.v1.StreamReposition.at:type_name -> google.protobuf.Timestamp
 	10, // 12: sluice.v1.StreamReposition.moves:type_name -> sluice.v1.PartitionMove
 	1,  // 13: sluice.v1.RepositionStreamSubscriptionRequest.target:type_name -> sluice.v1.RepositionTarget
 	11, // 14: sluice.v1.RepositionStreamSubscriptionResponse.reposition:type_name -> sluice.v1.StreamReposition
 	16, // 15: sluice.v1.GetConsumerStatsResponse.partitions:type_name -> sluice.v1.ConsumerPartitionStats
-	48, // 16: sluice.v1.ConsumerPartitionStats.saved_at:type_name -> google.protobuf.Timestamp
-	48, // 17: sluice.v1.ConsumerPartitionStats.trimmed_at:type_name -> google.protobuf.Timestamp
-	9,  // 18: sluice.v1.GetStreamSubscriptionResponse.subscription:type_name -> sluice.v1.StreamSubscription
-	3,  // 19: sluice.v1.ListStreamSubscriptionsRequest.stream:type_name -> sluice.v1.StreamId
-	9,  // 20: sluice.v1.ListStreamSubscriptionsResponse.subscriptions:type_name -> sluice.v1.StreamSubscription
-	3,  // 21: sluice.v1.StreamEvent.stream:type_name -> sluice.v1.StreamId
-	47, // 22: sluice.v1.StreamEvent.properties:type_name -> sluice.v1.StreamEvent.PropertiesEntry
-	48, // 23: sluice.v1.StreamEvent.appended_at:type_name -> google.protobuf.Timestamp
-	25, // 24: sluice.v1.ParkedEvent.event:type_name -> sluice.v1.StreamEvent
-	48, // 25: sluice.v1.ParkedEvent.parked_at:type_name -> google.protobuf.Timestamp
-	26, // 26: sluice.v1.ListParkedEventsResponse.events:type_name -> sluice.v1.ParkedEvent
-	49, // 27: sluice.v1.SetStreamRetentionRequest.max_age:type_name -> google.protobuf.Duration
-	49, // 28: sluice.v1.ConsumeRequest.ack_timeout:type_name -> google.protobuf.Duration
-	49, // 29: sluice.v1.ConsumeRequest.retry_backoff:type_name -> google.protobuf.Duration
-	49, // 30: sluice.v1.ConsumeRequest.max_retry_backoff:type_name -> google.protobuf.Duration
-	2,  // 31: sluice.v1.ConsumeRequest.on_failure:type_name -> sluice.v1.FailurePolicy
-	35, // 32: sluice.v1.ConsumeResponse.started:type_name -> sluice.v1.ConsumeStarted
-	36, // 33: sluice.v1.ConsumeResponse.delivery:type_name -> sluice.v1.StreamDelivery
-	37, // 34: sluice.v1.ConsumeResponse.heartbeat:type_name -> sluice.v1.Heartbeat
-	49, // 35: sluice.v1.ConsumeStarted.heartbeat:type_name -> google.protobuf.Duration
-	25, // 36: sluice.v1.StreamDelivery.event:type_name -> sluice.v1.StreamEvent
-	49, // 37: sluice.v1.StreamDelivery.ack_within:type_name -> google.protobuf.Duration
-	48, // 38: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
-	44, // 39: sluice.v1.TailResponse.started:type_name -> sluice.v1.TailStarted
-	25, // 40: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
-	45, // 41: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
-	37, // 42: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
-	49, // 43: sluice.v1.TailStarted.heartbeat:type_name -> google.protobuf.Duration
-	5,  // 44: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
-	7,  // 45: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
-	17, // 46: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
-	19, // 47: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
-	21, // 48: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
-	23, // 49: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
-	27, // 50: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
-	29, // 51: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
-	31, // 52: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
-	12, // 53: sluice.v1.StreamService.RepositionStreamSubscription:input_type -> sluice.v1.RepositionStreamSubscriptionRequest
-	14, // 54: sluice.v1.StreamService.GetConsumerStats:input_type -> sluice.v1.GetConsumerStatsRequest
-	33, // 55: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
-	38, // 56: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
-	40, // 57: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
-	42, // 58: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
-	6,  // 59: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
-	8,  // 60: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
-	18, // 61: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
-	20, // 62: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
-	22, // 63: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
-	24, // 64: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
-	28, // 65: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
-	30, // 66: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
-	32, // 67: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
-	13, // 68: sluice.v1.StreamService.RepositionStreamSubscription:output_type -> sluice.v1.RepositionStreamSubscriptionResponse
-	15, // 69: sluice.v1.StreamService.GetConsumerStats:output_type -> sluice.v1.GetConsumerStatsResponse
-	34, // 70: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
-	39, // 71: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
-	41, // 72: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
-	43, // 73: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
-	59, // [59:74] is the sub-list for method output_type
-	44, // [44:59] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	50, // 16: sluice.v1.ConsumerPartitionStats.saved_at:type_name -> google.protobuf.Timestamp
+	50, // 17: sluice.v1.ConsumerPartitionStats.trimmed_at:type_name -> google.protobuf.Timestamp
+	17, // 18: sluice.v1.ConsumerPartitionStats.windows:type_name -> sluice.v1.CacheWindow
+	18, // 19: sluice.v1.ConsumerPartitionStats.subscriptions:type_name -> sluice.v1.ConsumerSubscriptionStats
+	9,  // 20: sluice.v1.GetStreamSubscriptionResponse.subscription:type_name -> sluice.v1.StreamSubscription
+	3,  // 21: sluice.v1.ListStreamSubscriptionsRequest.stream:type_name -> sluice.v1.StreamId
+	9,  // 22: sluice.v1.ListStreamSubscriptionsResponse.subscriptions:type_name -> sluice.v1.StreamSubscription
+	3,  // 23: sluice.v1.StreamEvent.stream:type_name -> sluice.v1.StreamId
+	49, // 24: sluice.v1.StreamEvent.properties:type_name -> sluice.v1.StreamEvent.PropertiesEntry
+	50, // 25: sluice.v1.StreamEvent.appended_at:type_name -> google.protobuf.Timestamp
+	27, // 26: sluice.v1.ParkedEvent.event:type_name -> sluice.v1.StreamEvent
+	50, // 27: sluice.v1.ParkedEvent.parked_at:type_name -> google.protobuf.Timestamp
+	28, // 28: sluice.v1.ListParkedEventsResponse.events:type_name -> sluice.v1.ParkedEvent
+	51, // 29: sluice.v1.SetStreamRetentionRequest.max_age:type_name -> google.protobuf.Duration
+	51, // 30: sluice.v1.ConsumeRequest.ack_timeout:type_name -> google.protobuf.Duration
+	51, // 31: sluice.v1.ConsumeRequest.retry_backoff:type_name -> google.protobuf.Duration
+	51, // 32: sluice.v1.ConsumeRequest.max_retry_backoff:type_name -> google.protobuf.Duration
+	2,  // 33: sluice.v1.ConsumeRequest.on_failure:type_name -> sluice.v1.FailurePolicy
+	37, // 34: sluice.v1.ConsumeResponse.started:type_name -> sluice.v1.ConsumeStarted
+	38, // 35: sluice.v1.ConsumeResponse.delivery:type_name -> sluice.v1.StreamDelivery
+	39, // 36: sluice.v1.ConsumeResponse.heartbeat:type_name -> sluice.v1.Heartbeat
+	51, // 37: sluice.v1.ConsumeStarted.heartbeat:type_name -> google.protobuf.Duration
+	27, // 38: sluice.v1.StreamDelivery.event:type_name -> sluice.v1.StreamEvent
+	51, // 39: sluice.v1.StreamDelivery.ack_within:type_name -> google.protobuf.Duration
+	50, // 40: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
+	46, // 41: sluice.v1.TailResponse.started:type_name -> sluice.v1.TailStarted
+	27, // 42: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
+	47, // 43: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
+	39, // 44: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
+	51, // 45: sluice.v1.TailStarted.heartbeat:type_name -> google.protobuf.Duration
+	5,  // 46: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
+	7,  // 47: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
+	19, // 48: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
+	21, // 49: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
+	23, // 50: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
+	25, // 51: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
+	29, // 52: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
+	31, // 53: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
+	33, // 54: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
+	12, // 55: sluice.v1.StreamService.RepositionStreamSubscription:input_type -> sluice.v1.RepositionStreamSubscriptionRequest
+	14, // 56: sluice.v1.StreamService.GetConsumerStats:input_type -> sluice.v1.GetConsumerStatsRequest
+	35, // 57: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
+	40, // 58: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
+	42, // 59: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
+	44, // 60: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
+	6,  // 61: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
+	8,  // 62: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
+	20, // 63: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
+	22, // 64: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
+	24, // 65: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
+	26, // 66: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
+	30, // 67: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
+	32, // 68: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
+	34, // 69: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
+	13, // 70: sluice.v1.StreamService.RepositionStreamSubscription:output_type -> sluice.v1.RepositionStreamSubscriptionResponse
+	15, // 71: sluice.v1.StreamService.GetConsumerStats:output_type -> sluice.v1.GetConsumerStatsResponse
+	36, // 72: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
+	41, // 73: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
+	43, // 74: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
+	45, // 75: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
+	61, // [61:76] is the sub-list for method output_type
+	46, // [46:61] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_stream_proto_init() }
@@ -3213,12 +3497,13 @@ func file_sluice_v1_stream_proto_init() {
 	if File_sluice_v1_stream_proto != nil {
 		return
 	}
-	file_sluice_v1_stream_proto_msgTypes[31].OneofWrappers = []any{
+	file_sluice_v1_stream_proto_msgTypes[15].OneofWrappers = []any{}
+	file_sluice_v1_stream_proto_msgTypes[33].OneofWrappers = []any{
 		(*ConsumeResponse_Started)(nil),
 		(*ConsumeResponse_Delivery)(nil),
 		(*ConsumeResponse_Heartbeat)(nil),
 	}
-	file_sluice_v1_stream_proto_msgTypes[40].OneofWrappers = []any{
+	file_sluice_v1_stream_proto_msgTypes[42].OneofWrappers = []any{
 		(*TailResponse_Started)(nil),
 		(*TailResponse_Event)(nil),
 		(*TailResponse_Trimmed)(nil),
@@ -3230,7 +3515,7 @@ func file_sluice_v1_stream_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_stream_proto_rawDesc), len(file_sluice_v1_stream_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -140,7 +140,17 @@ func testStreamSubscriptionCommands(t *testing.T, w where) {
 	w.fails(t, ExitNotFound, "not found", "stream", "reposition", "no-such-subscription", "--to", "head")
 	w.fails(t, ExitError, "", "stream", "stats", "nobody")
 	if w.flags[0] != "--db" { // a server runs ledger's node
-		wantContains(t, "stats", w.ok(t, "stream", "stats", "ledger"), "node ", "PROPOSED CHECKPOINT", "STORED CHECKPOINT")
+		wantContains(t, "stats", w.ok(t, "stream", "stats", "ledger"), "node ", "PROPOSED CHECKPOINT", "STORED CHECKPOINT",
+			"WINDOWS", "RESIDENT", "SPLITS/MERGES", "REHYDRATED", "SUBSCRIPTION", ledger)
+		// Through the server, ledger's subscription reads a window of the
+		// cache of its partition.
+		deadline = time.Now().Add(20 * time.Second)
+		for !readsWindow(jsonLines(t, w.ok(t, "stream", "stats", "ledger", "--json")), ledger) {
+			if time.Now().After(deadline) {
+				t.Fatalf("stream stats --json: no window for %s: %s", ledger, w.ok(t, "stream", "stats", "ledger", "--json"))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 
 	if out := w.ok(t, "stream", "unsubscribe", audit, "--json"); !strings.Contains(out, `"deleted":"stream subscription"`) {
@@ -153,4 +163,20 @@ func testStreamSubscriptionCommands(t *testing.T, w where) {
 	w.fails(t, ExitUsage, "--max", "stream", "parked", ledger, "--max", "0")
 	w.fails(t, ExitUsage, "", "stream", "subscriptions", "orders")
 	w.fails(t, ExitError, "", "stream", "subscribe", "orders", "o-1", "bad consumer")
+}
+
+// readsWindow says whether stream stats --json shows subscription id
+// reading one of its partition's windows.
+func readsWindow(parts []map[string]any, id string) bool {
+	for _, p := range parts {
+		windows, _ := p["windows"].([]any)
+		subs, _ := p["subscriptions"].([]any)
+		for _, s := range subs {
+			s, _ := s.(map[string]any)
+			if w, ok := s["window"].(float64); ok && s["id"] == id && s["handled"] == true && int(w) < len(windows) {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -79,6 +79,13 @@ function when(ts) {
   return ts ? new Date(ts).toLocaleTimeString() : "";
 }
 
+// windowRange is the positions a cache window holds, "first-last" (an
+// empty one "first-(empty)"), marked * when it is the head window.
+function windowRange(w) {
+  const start = int(w.start), end = int(w.end);
+  return `${start}-${end < start ? "(empty)" : end}${w.head ? "*" : ""}`;
+}
+
 function fill(tbody, rows) {
   tbody.replaceChildren(...rows);
 }
@@ -130,7 +137,7 @@ const views = {
     const ids = new Set((st.partitions || []).flatMap((p) => (p.subscriptions || []).map((s) => s.id)));
     document.getElementById("reposition-subs").replaceChildren(...[...ids].sort().map((id) => el("option", { value: id })));
     const consumers = [...new Set((st.nodes || []).flatMap((n) => n.consumers || []))].sort();
-    const rows = [];
+    const rows = [], subRows = [];
     for (const consumer of consumers) {
       let stats;
       try {
@@ -139,11 +146,26 @@ const views = {
         continue; // run by another server or by an application, or not ours to see
       }
       for (const p of stats.partitions || []) {
-        rows.push(el("tr", { "data-consumer": consumer }, el("td", {}, consumer), num(p.partition), num(p.epoch), num(p.read),
-          num(p.proposedCheckpoint), num(p.storedCheckpoint), num(p.cachedRecords)));
+        const windows = p.windows || [];
+        const reads = int(p.rehydrationReads);
+        rows.push(el("tr", { "data-consumer": consumer, "data-partition": int(p.partition), class: p.stopped ? "bad" : "" },
+          el("td", {}, consumer), num(p.partition), num(p.epoch), num(p.read),
+          num(p.proposedCheckpoint), num(p.storedCheckpoint), num(p.cachedRecords),
+          num(windows.length), el("td", { class: "resident" }, windows.map(windowRange).join(" ")),
+          el("td", {}, `${int(p.splits)}/${int(p.merges)}`),
+          el("td", {}, reads ? `${int(p.rehydratedRecords).toLocaleString()} in ${reads.toLocaleString()} reads` : "")));
+        // The subscriptions this consumer delivers; the others of the
+        // partition are other consumers'.
+        for (const s of (p.subscriptions || []).filter((s) => s.handled)) {
+          const w = s.window === undefined ? undefined : windows[s.window];
+          subRows.push(el("tr", { "data-subscription": s.id, "data-partition": int(p.partition), class: s.fault ? "bad" : "" },
+            el("td", {}, consumer), num(p.partition), el("td", {}, s.id), num(s.position), num(s.inFlight),
+            el("td", {}, w ? `${s.window}: ${windowRange(w)}` : "none"), el("td", {}, s.fault || "")));
+        }
       }
     }
     fill(document.querySelector("#consumers-table tbody"), rows);
+    fill(document.querySelector("#consumer-subs-table tbody"), subRows);
   },
 
   async throughput() {

@@ -212,7 +212,9 @@ type StreamServiceClient interface {
 	// GetConsumerStats describes the partitions this server's stream node
 	// of a consumer pulls, while a Consume stream of it is open here
 	// (FAILED_PRECONDITION NO_CONSUMER otherwise): for each, the
-	// checkpoint the node proposes and the one stored.
+	// checkpoint the node proposes and the one stored, the cache's
+	// resident windows with what they did, and the subscriptions with the
+	// window each reads.
 	GetConsumerStats(context.Context, *v1.GetConsumerStatsRequest) (*v1.GetConsumerStatsResponse, error)
 	// Consume joins the server, for a consumer, to the consumer's group of
 	// stream nodes and streams the events of the consumer's subscriptions
@@ -323,7 +325,9 @@ type StreamServiceHandler interface {
 	// GetConsumerStats describes the partitions this server's stream node
 	// of a consumer pulls, while a Consume stream of it is open here
 	// (FAILED_PRECONDITION NO_CONSUMER otherwise): for each, the
-	// checkpoint the node proposes and the one stored.
+	// checkpoint the node proposes and the one stored, the cache's
+	// resident windows with what they did, and the subscriptions with the
+	// window each reads.
 	GetConsumerStats(context.Context, *v1.GetConsumerStatsRequest) (*v1.GetConsumerStatsResponse, error)
 	// Consume joins the server, for a consumer, to the consumer's group of
 	// stream nodes and streams the events of the consumer's subscriptions

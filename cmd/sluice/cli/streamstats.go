@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice"
+)
+
+// consumerPartitionView is a partition of a consumer's node as --json
+// prints it.
+type consumerPartitionView struct {
+	Partition          int32                      `json:"partition"`
+	Epoch              int64                      `json:"epoch"`
+	Read               int64                      `json:"read"`
+	ProposedCheckpoint int64                      `json:"proposed_checkpoint"`
+	StoredCheckpoint   int64                      `json:"stored_checkpoint"`
+	CachedRecords      int                        `json:"cached_records"`
+	CachedBytes        int64                      `json:"cached_bytes"`
+	Windows            []cacheWindowView          `json:"windows"`
+	Splits             int64                      `json:"splits"`
+	Merges             int64                      `json:"merges"`
+	RehydrationReads   int64                      `json:"rehydration_reads"`
+	RehydratedRecords  int64                      `json:"rehydrated_records"`
+	Subscriptions      []consumerSubscriptionView `json:"subscriptions"`
+	SavedAt            time.Time                  `json:"saved_at,omitzero"`
+	TrimmedAt          time.Time                  `json:"trimmed_at,omitzero"`
+	Stopped            string                     `json:"stopped,omitempty"`
+}
+
+// cacheWindowView is a resident window of a partition's cache: it holds
+// positions start through end (none when end is start-1).
+type cacheWindowView struct {
+	Start   int64 `json:"start"`
+	End     int64 `json:"end"`
+	Records int   `json:"records"`
+	Bytes   int64 `json:"bytes"`
+	Head    bool  `json:"head"`
+	Members int   `json:"members"`
+}
+
+// consumerSubscriptionView is a subscription of a partition; window is
+// the index in windows of the one it reads, absent when it reads none.
+type consumerSubscriptionView struct {
+	ID       string `json:"id"`
+	Consumer string `json:"consumer"`
+	Position int64  `json:"position"`
+	Handled  bool   `json:"handled"`
+	InFlight int    `json:"in_flight"`
+	Fault    string `json:"fault,omitempty"`
+	Window   *int   `json:"window,omitempty"`
+}
+
+func viewConsumerPartition(p *sluice.StreamPartitionStats) consumerPartitionView {
+	v := consumerPartitionView{Partition: p.Partition, Epoch: p.Epoch, Read: p.Read, ProposedCheckpoint: p.ProposedCheckpoint,
+		StoredCheckpoint: p.StoredCheckpoint, CachedRecords: p.CachedRecords, CachedBytes: p.CachedBytes,
+		Windows: []cacheWindowView{}, Splits: p.Splits, Merges: p.Merges, RehydrationReads: p.RehydrationReads,
+		RehydratedRecords: p.RehydratedRecords, Subscriptions: []consumerSubscriptionView{},
+		SavedAt: p.SavedAt.UTC(), TrimmedAt: p.TrimmedAt.UTC(), Stopped: p.Stopped}
+	for _, w := range p.Windows {
+		v.Windows = append(v.Windows, cacheWindowView{w.Start, w.End, w.Records, w.Bytes, w.Head, w.Members})
+	}
+	for _, s := range p.Subscriptions {
+		sv := consumerSubscriptionView{ID: s.ID, Consumer: s.Consumer, Position: s.Position, Handled: s.Handled, InFlight: s.InFlight, Fault: s.Fault}
+		if s.Window >= 0 {
+			sv.Window = &s.Window
+		}
+		v.Subscriptions = append(v.Subscriptions, sv)
+	}
+	return v
+}
+
+func opStreamStats() *op {
+	return &op{name: "stream stats", args: "CONSUMER", minArgs: 1, maxArgs: 1, streams: true,
+		about: "Prints the partitions a server's stream node of a consumer pulls (while a Consume stream of it is\n" +
+			"open there): for each, the last position read, the checkpoint the node proposes (its subscriptions'\n" +
+			"lowest position) and the checkpoint stored (which other subscriptions may hold back), what its\n" +
+			"cache holds: its resident windows (the positions each holds, the head window, which reads ahead,\n" +
+			"marked *), the windows split off for lagging subscriptions and merged back, and the records\n" +
+			"lagging windows read again (in how many reads); then each subscription with the window it reads.\n" +
+			"Needs --server.",
+		run: func(ctx context.Context, e *env, args []string) error {
+			node, parts, err := e.api.consumerStats(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if e.json {
+				for i := range parts {
+					if err := e.emit(viewConsumerPartition(&parts[i])); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			fmt.Fprintf(e.stdout, "node %s\n", node)
+			if err := printConsumerPartitions(e.stdout, parts); err != nil {
+				return err
+			}
+			return printConsumerSubscriptions(e.stdout, parts)
+		}}
+}
+
+func printConsumerPartitions(out io.Writer, parts []sluice.StreamPartitionStats) error {
+	tw := table(out)
+	fmt.Fprintln(tw, "PARTITION\tEPOCH\tREAD\tPROPOSED CHECKPOINT\tSTORED CHECKPOINT\tCACHED\tWINDOWS\tRESIDENT\tSPLITS/MERGES\tREHYDRATED\tSAVED")
+	for _, p := range parts {
+		saved := when(p.SavedAt)
+		if p.Stopped != "" {
+			saved += " (stopped: " + p.Stopped + ")"
+		}
+		rehydrated := "-"
+		if p.RehydrationReads > 0 {
+			rehydrated = fmt.Sprintf("%d in %d reads", p.RehydratedRecords, p.RehydrationReads)
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d/%d\t%s\t%s\n", p.Partition, p.Epoch, p.Read,
+			p.ProposedCheckpoint, p.StoredCheckpoint, p.CachedRecords, len(p.Windows), resident(p.Windows),
+			p.Splits, p.Merges, rehydrated, saved)
+	}
+	return tw.Flush()
+}
+
+// printConsumerSubscriptions prints the partitions' subscriptions, after
+// a blank line; nothing when there are none.
+func printConsumerSubscriptions(out io.Writer, parts []sluice.StreamPartitionStats) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p.Subscriptions)
+	}
+	if n == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	tw := table(out)
+	fmt.Fprintln(tw, "PARTITION\tSUBSCRIPTION\tCONSUMER\tPOSITION\tHANDLED\tIN FLIGHT\tWINDOW\tFAULT")
+	for _, p := range parts {
+		for _, s := range p.Subscriptions {
+			window, handled := "-", "no"
+			if s.Window >= 0 && s.Window < len(p.Windows) {
+				window = fmt.Sprintf("%d: %s", s.Window, windowRange(p.Windows[s.Window]))
+			}
+			if s.Handled {
+				handled = "yes"
+			}
+			fault := s.Fault
+			if fault == "" {
+				fault = "-"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", p.Partition, s.ID, s.Consumer, s.Position, handled, s.InFlight, window, fault)
+		}
+	}
+	return tw.Flush()
+}
+
+// resident lists the windows' ranges, "-" for none.
+func resident(ws []sluice.StreamCacheWindow) string {
+	if len(ws) == 0 {
+		return "-"
+	}
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = windowRange(w)
+	}
+	return strings.Join(out, " ")
+}
+
+// windowRange is the positions a window holds, "FIRST-LAST" (an empty
+// one "FIRST-(empty)"), marked * when it is the head window.
+func windowRange(w sluice.StreamCacheWindow) string {
+	s := fmt.Sprintf("%d-%d", w.Start, w.End)
+	if w.End < w.Start {
+		s = fmt.Sprintf("%d-(empty)", w.Start)
+	}
+	if w.Head {
+		s += "*"
+	}
+	return s
+}
