@@ -110,7 +110,14 @@ type lagFigures struct {
 	PeakPartitionRecords *int64   `json:"peak_partition_cached_records,omitempty"`
 	PeakCachedMiB        *float64 `json:"peak_cached_mib,omitempty"`
 	PeakWindows          *int64   `json:"peak_windows,omitempty"`
-	BaseRSSMiB           *float64 `json:"base_rss_mib,omitempty"`
+	// Resident memory and the Go heap's live bytes before the processor
+	// started, their peaks until fast had every event (while lag lagged)
+	// and in all (PeakRSSMiB and PeakHeapMiB; lag caught up meanwhile).
+	BaseRSSMiB     *float64 `json:"base_rss_mib,omitempty"`
+	BaseHeapMiB    *float64 `json:"base_heap_mib,omitempty"`
+	LaggingRSSMiB  *float64 `json:"lagging_rss_mib,omitempty"`
+	LaggingHeapMiB *float64 `json:"lagging_heap_mib,omitempty"`
+	PeakHeapMiB    *float64 `json:"peak_heap_mib,omitempty"`
 	// What lagging windows read from storage (RehydratedWhileLagging
 	// until lag was released), against the records lag needed beyond the
 	// head window (LagNeeded: its deliveries below the head window's

@@ -135,6 +135,7 @@ func (e *benchEnv) lagRun(ctx context.Context, withLag bool) (benchResult, error
 	// Fast's figures and the caches' as fast got everything (or gave up).
 	r := result(l.fastGot.Load(), elapsed, &l.fastLat)
 	while := l.p.Stats()
+	l.mem.ended.Store(true)
 	close(l.release)
 	caughtUp := true
 	var walked int64

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,27 +80,51 @@ func (p *pacer) wait(ctx context.Context, release <-chan struct{}) error {
 	return nil
 }
 
-// memSampler samples what the caches hold and the process's resident
-// memory every 10 ms, keeping the peaks, and notes lagMarks.
+// memSampler samples what the caches hold, the process's resident
+// memory and the Go heap's live bytes (as of the last collection) every
+// 10 ms, keeping the peaks (the memory peaks in all, and until lagging
+// ends), and notes lagMarks.
 type memSampler struct {
 	done    chan struct{}
 	cancel  context.CancelFunc
 	once    sync.Once
-	base    int64 // resident bytes before the processor started
-	rss     int64
-	records int   // all partitions' caches at once
-	bytes   int64 // likewise
-	maxPart int   // one partition's cache
-	windows int   // most windows of one partition
+	base    memPeak // before the processor started
+	all     memPeak
+	lagging memPeak     // until released
+	ended   atomic.Bool // released
+	records int         // all partitions' caches at once
+	bytes   int64       // likewise
+	maxPart int         // one partition's cache
+	windows int         // most windows of one partition
 	marks   *lagMarks
 }
 
-// prepare takes the resident memory before the run: what earlier runs
-// left to the garbage collector goes back first, so that the peak is
-// this run's.
+// memPeak is resident memory and live heap, in bytes.
+type memPeak struct{ rss, heap int64 }
+
+func (p *memPeak) add(q memPeak) { p.rss, p.heap = max(p.rss, q.rss), max(p.heap, q.heap) }
+
+func (p memPeak) mib() (rss, heap float64) {
+	return float64(p.rss) / (1 << 20), float64(p.heap) / (1 << 20)
+}
+
+// memNow reads resident memory and the live heap.
+func memNow() memPeak {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	var heap int64
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		heap = int64(s[0].Value.Uint64())
+	}
+	return memPeak{rss: residentBytes(), heap: heap}
+}
+
+// prepare takes the memory before the run: what earlier runs left to
+// the garbage collector goes back first, so that the peaks are this
+// run's.
 func (m *memSampler) prepare() {
 	debug.FreeOSMemory()
-	m.base = residentBytes()
+	m.base = memNow()
 }
 
 // start samples p from now on, noting marks.
@@ -121,7 +146,11 @@ func (m *memSampler) start(ctx context.Context, p *sluice.StreamProcessor, marks
 }
 
 func (m *memSampler) sample(p *sluice.StreamProcessor) {
-	m.rss = max(m.rss, residentBytes())
+	now := memNow()
+	m.all.add(now)
+	if !m.ended.Load() {
+		m.lagging.add(now)
+	}
 	var records int
 	var bytes int64
 	stats := p.Stats()
@@ -149,10 +178,13 @@ func (m *memSampler) stop() {
 func (r *benchResult) memory(m *memSampler) {
 	records, part, windows := int64(m.records), int64(m.maxPart), int64(m.windows)
 	mib := float64(m.bytes) / (1 << 20)
-	base := float64(m.base) / (1 << 20)
 	r.PeakCachedRecords, r.PeakPartitionRecords, r.PeakWindows = &records, &part, &windows
-	r.PeakCachedMiB, r.BaseRSSMiB = &mib, &base
-	r.PeakRSSMiB = float64(m.rss) / (1 << 20)
+	r.PeakCachedMiB = &mib
+	var baseRSS, baseHeap, lagRSS, lagHeap, heap float64
+	baseRSS, baseHeap = m.base.mib()
+	lagRSS, lagHeap = m.lagging.mib()
+	r.PeakRSSMiB, heap = m.all.mib()
+	r.BaseRSSMiB, r.BaseHeapMiB, r.LaggingRSSMiB, r.LaggingHeapMiB, r.PeakHeapMiB = &baseRSS, &baseHeap, &lagRSS, &lagHeap, &heap
 }
 
 // rehydration reports what the lagging windows read while lag lagged
@@ -187,9 +219,10 @@ func lagNote(r benchResult) string {
 		}
 		return *p
 	}
-	mem := fmt.Sprintf("caches peak %d records (%.1f MiB; one partition %d) of %d (%d a partition), %d windows at most; resident %.0f MiB before the processor started, peak %.0f MiB",
+	mem := fmt.Sprintf("caches peak %d records (%.1f MiB; one partition %d) of %d (%d a partition), %d windows at most; "+
+		"resident/live heap MiB: %.1f/%.1f before the processor started, peak %.1f/%.1f until fast had all, %.1f/%.1f in all",
 		i(r.PeakCachedRecords), f(r.PeakCachedMiB), i(r.PeakPartitionRecords), r.BudgetRecords, r.CacheRecords, i(r.PeakWindows),
-		f(r.BaseRSSMiB), r.PeakRSSMiB)
+		f(r.BaseRSSMiB), f(r.BaseHeapMiB), f(r.LaggingRSSMiB), f(r.LaggingHeapMiB), r.PeakRSSMiB, f(r.PeakHeapMiB))
 	got := ""
 	if r.Published != nil && r.Count < *r.Published {
 		got = fmt.Sprintf("FAST GOT %d OF %d within %v of the end; ", r.Count, *r.Published, lagFastWait)
@@ -211,7 +244,8 @@ func lagNote(r benchResult) string {
 
 // lagMedianFields are the stream-lagging figures medians merges.
 func lagMedianFields(r *benchResult) (floats []**float64, ints []**int64) {
-	return []**float64{&r.RateRatio, &r.P50Ratio, &r.P99Ratio, &r.PeakCachedMiB, &r.BaseRSSMiB, &r.RehydrationRatio},
+	return []**float64{&r.RateRatio, &r.P50Ratio, &r.P99Ratio, &r.PeakCachedMiB, &r.RehydrationRatio,
+			&r.BaseRSSMiB, &r.BaseHeapMiB, &r.LaggingRSSMiB, &r.LaggingHeapMiB, &r.PeakHeapMiB},
 		[]**int64{&r.PeakCachedRecords, &r.PeakPartitionRecords, &r.PeakWindows, &r.RehydratedWhileLagging,
 			&r.RehydrationReads, &r.RehydratedRecords, &r.LagWalked, &r.LagNeeded, &r.Splits, &r.Merges, &r.Published}
 }
