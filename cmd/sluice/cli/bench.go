@@ -51,6 +51,10 @@ type benchConfig struct {
 	kills       int
 	server      string
 	token       string
+	// stream-lagging
+	lag          string
+	cacheRecords int
+	cacheWindows int
 }
 
 // benchResult is one line of output.
@@ -82,7 +86,52 @@ type benchResult struct {
 	// scenario whose latency runs from publish to handler.
 	PublishP50ms *float64 `json:"publish_p50_ms,omitempty"`
 	PublishP99ms *float64 `json:"publish_p99_ms,omitempty"`
-	Note         string   `json:"note,omitempty"`
+	lagFigures
+	Note string `json:"note,omitempty"`
+}
+
+// lagFigures are what a stream-lagging line adds: Lag is the --lag mode
+// ("none" for the run without the lagging consumer).
+type lagFigures struct {
+	Lag       string `json:"lag,omitempty"`
+	History   int64  `json:"history,omitempty"`
+	Published *int64 `json:"published,omitempty"`
+	// RateRatio is the no-lag run's events/s over this one's (above 1:
+	// slower), P50Ratio and P99Ratio this run's latency over the no-lag
+	// run's: each the median of the runs' ratios.
+	RateRatio *float64 `json:"msgs_per_sec_ratio,omitempty"`
+	P50Ratio  *float64 `json:"p50_ratio,omitempty"`
+	P99Ratio  *float64 `json:"p99_ratio,omitempty"`
+	// The caches' bound: CacheRecords a partition, BudgetRecords in all;
+	// their peaks, sampled every 50 ms, in all and on one partition.
+	CacheRecords         int      `json:"cache_records,omitempty"`
+	BudgetRecords        int      `json:"cache_budget_records,omitempty"`
+	PeakCachedRecords    *int64   `json:"peak_cached_records,omitempty"`
+	PeakPartitionRecords *int64   `json:"peak_partition_cached_records,omitempty"`
+	PeakCachedMiB        *float64 `json:"peak_cached_mib,omitempty"`
+	PeakWindows          *int64   `json:"peak_windows,omitempty"`
+	// Resident memory and the Go heap's live bytes before the processor
+	// started, their peaks until fast had every event (while lag lagged)
+	// and in all (PeakRSSMiB and PeakHeapMiB; lag caught up meanwhile).
+	BaseRSSMiB     *float64 `json:"base_rss_mib,omitempty"`
+	BaseHeapMiB    *float64 `json:"base_heap_mib,omitempty"`
+	LaggingRSSMiB  *float64 `json:"lagging_rss_mib,omitempty"`
+	LaggingHeapMiB *float64 `json:"lagging_heap_mib,omitempty"`
+	PeakHeapMiB    *float64 `json:"peak_heap_mib,omitempty"`
+	// What lagging windows read from storage (RehydratedWhileLagging
+	// until lag was released), against the records lag needed beyond the
+	// head window (LagNeeded: its deliveries below the head window's
+	// start) and all it walked from its start to the head (LagWalked):
+	// RehydrationRatio is RehydratedRecords over LagNeeded.
+	RehydratedWhileLagging *int64   `json:"rehydrated_while_lagging,omitempty"`
+	RehydrationReads       *int64   `json:"rehydration_reads,omitempty"`
+	RehydratedRecords      *int64   `json:"rehydrated_records,omitempty"`
+	LagWalked              *int64   `json:"lag_walked_records,omitempty"`
+	LagNeeded              *int64   `json:"lag_needed_records,omitempty"`
+	RehydrationRatio       *float64 `json:"rehydration_ratio,omitempty"`
+	CaughtUp               *bool    `json:"lag_caught_up,omitempty"`
+	Splits                 *int64   `json:"splits,omitempty"`
+	Merges                 *int64   `json:"merges,omitempty"`
 }
 
 const benchUsage = `usage: sluice bench --db DSN --scenario NAME [flags]
@@ -108,6 +157,12 @@ scenarios:
                 over Connect (protobuf, JSON) and gRPC (--producers, --batch, --consumers, --lease-batch); twice: one
                 Complete call a message, then one CompleteBatch call a receive; the server runs in this process on
                 --db, or --server names one (with --token)
+  stream-lagging  consumers fast and lag of one processor; --lag stopped (lag's handler blocks), slow (it handles
+                1% of --rate) or replay (it replays --messages events of history); --messages events published at
+                --rate (default 1,000/s) to 1,000 streams, then the same with fast alone: fast's events/s and
+                publish-to-handler latency beside that, the caches' peak (--cache-records a partition, default 256;
+                --messages default 10x the 16 partitions' caches), and what lagging windows read from storage against
+                the records lag walked once released to catch up
   api-stream    stream-e2e through the library's processor, then through a server's Consume over Connect (protobuf,
                 JSON) and gRPC (--producers, --batch, --subscriptions); the server runs in this process on --db
 `
@@ -143,6 +198,9 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.kills, "kills", 0, "cluster: node processes to kill one after another, timing each failover")
 	fs.StringVar(&c.server, "server", "", "api: drive the server at this URL instead of one in this process")
 	fs.StringVar(&c.token, "token", "", "api: the server's bearer token")
+	fs.StringVar(&c.lag, "lag", "stopped", "stream-lagging: how the lagging consumer lags: stopped, slow or replay")
+	fs.IntVar(&c.cacheRecords, "cache-records", 256, "stream-lagging: each partition's cache bound, in records")
+	fs.IntVar(&c.cacheWindows, "cache-windows", 0, "stream-lagging: each partition's cache windows (0: the processor's default)")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -150,6 +208,12 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if (c.scenario == "stream-e2e" || c.scenario == "api-stream") && !set["subscriptions"] {
 		c.subs = 1
+	}
+	if c.scenario == "stream-lagging" {
+		if err := c.lagDefaults(set); err != nil {
+			fmt.Fprintln(stderr, "sluice bench:", err)
+			return ExitUsage
+		}
 	}
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)
@@ -201,6 +265,9 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for i := range results {
 		results[i].Scenario, results[i].Backend = c.scenario, b.Features().Name
 		results[i].Driver = b.Features().Driver
+		if results[i].Lag != "" {
+			results[i].Note = lagNote(results[i])
+		}
 	}
 	printResults(stdout, results, c.jsonOut)
 	return ExitOK
@@ -232,6 +299,26 @@ func medians(runs [][]benchResult) []benchResult {
 			p99 := pick(func(r benchResult) float64 { return *r.PublishP99ms })
 			out[i].PublishP50ms, out[i].PublishP99ms = &p50, &p99
 		}
+		floats, ints := lagMedianFields(&out[i])
+		for k, f := range floats {
+			if *f != nil {
+				v := pick(func(r benchResult) float64 { fs, _ := lagMedianFields(&r); return **fs[k] })
+				*f = &v
+			}
+		}
+		for k, n := range ints {
+			if *n != nil {
+				v := int64(pick(func(r benchResult) float64 { _, ns := lagMedianFields(&r); return float64(**ns[k]) }))
+				*n = &v
+			}
+		}
+		if out[i].Lag != "" {
+			out[i].PeakRSSMiB = pick(func(r benchResult) float64 { return r.PeakRSSMiB })
+		}
+		if out[i].CaughtUp != nil {
+			all := !slices.ContainsFunc(runs, func(r []benchResult) bool { return !*r[i].CaughtUp })
+			out[i].CaughtUp = &all
+		}
 		out[i].Runs = len(runs)
 	}
 	return out
@@ -245,6 +332,9 @@ type benchEnv struct {
 	// client is the queue API on the same tenant, for scenarios that
 	// measure it (topics).
 	client *sluice.Client
+	// round counts a scenario's runs, for those that alternate the order
+	// of what they compare.
+	round int
 }
 
 var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, error){
@@ -264,6 +354,7 @@ var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, erro
 	"cluster":                 benchCluster,
 	"api":                     benchAPI,
 	"api-stream":              benchAPIStream,
+	"stream-lagging":          benchStreamLagging,
 }
 
 func printResults(w io.Writer, results []benchResult, asJSON bool) {
@@ -306,6 +397,9 @@ func printResults(w io.Writer, results []benchResult, asJSON bool) {
 		}
 		if r.Transport != "" {
 			params = append(params, "transport="+r.Transport)
+		}
+		if r.Lag != "" {
+			params = append(params, "lag="+r.Lag, fmt.Sprintf("cache-records=%d", r.CacheRecords))
 		}
 		note := r.Note
 		if r.PublishP50ms != nil {

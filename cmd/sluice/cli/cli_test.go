@@ -93,8 +93,8 @@ func TestBenchScenarios(t *testing.T) {
 				"topic-fanout":            {"subscriptions", []int{0, 10}},
 			}
 			want := 1
-			if _, ok := levels[name]; ok {
-				want = 2
+			if _, ok := levels[name]; ok || name == "stream-lagging" {
+				want = 2 // stream-lagging: the no-lag run, then the lagging one
 			}
 			transports := []string{"library", "connect-proto", "connect-json", "grpc"}
 			switch name {
@@ -122,6 +122,8 @@ func TestBenchScenarios(t *testing.T) {
 					keys = append(keys, "publish_p50_ms", "publish_p99_ms")
 				case "cluster":
 					keys = append(keys, "nodes")
+				case "stream-lagging":
+					keys = append(keys, "peak_rss_mib", "cache_budget_records")
 				}
 				for _, k := range keys {
 					if v, ok := r[k].(float64); !ok || v <= 0 {
@@ -175,6 +177,92 @@ func TestBenchAgainstServer(t *testing.T) {
 		}
 		if v, ok := r["msgs_per_sec"].(float64); !ok || v <= 0 {
 			t.Errorf("line %d msgs_per_sec = %v", i, r["msgs_per_sec"])
+		}
+	}
+}
+
+// TestBenchStreamLagging runs stream-lagging briefly in each --lag mode
+// on SQLite: the figures the targets are read from are in the
+// JSON, and fast got every event in both runs.
+func TestBenchStreamLagging(t *testing.T) {
+	t.Parallel()
+	for _, mode := range lagModes {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			db := filepath.Join(t.TempDir(), "bench.db")
+			// 64 records a partition, 16 partitions: 1,200 events fill the
+			// caches about once, enough for lagging windows to split off.
+			code, out, errOut := run(t, "bench", "--db", db, "--scenario", "stream-lagging", "--lag", mode, "--json",
+				"--cache-records", "64", "--messages", "1200", "--rate", "4000", "--sqlite-synchronous", "NORMAL")
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			lines := strings.Split(strings.TrimSpace(out), "\n")
+			if len(lines) != 2 {
+				t.Fatalf("%d result lines, want 2:\n%s", len(lines), out)
+			}
+			for i, line := range lines {
+				var r map[string]any
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					t.Fatalf("line %q: %v", line, err)
+				}
+				wantLag := []string{"none", mode}[i]
+				if r["lag"] != wantLag || r["cache_records"] != 64.0 || r["cache_budget_records"] != 64.0*16 {
+					t.Errorf("line %d: lag %v, cache_records %v, cache_budget_records %v; want %s, 64, 1024",
+						i, r["lag"], r["cache_records"], r["cache_budget_records"], wantLag)
+				}
+				if r["count"] != 1200.0 || r["published"] != 1200.0 {
+					t.Errorf("line %d: fast got %v of %v events, want 1200 of 1200", i, r["count"], r["published"])
+				}
+				keys := []string{"msgs_per_sec", "p50_ms", "p99_ms", "peak_rss_mib", "peak_cached_records"}
+				if i == 1 {
+					keys = append(keys, "msgs_per_sec_ratio", "p99_ratio", "lag_walked_records")
+					if r["lag_caught_up"] != true {
+						t.Errorf("lag_caught_up = %v, want true", r["lag_caught_up"])
+					}
+					// lag walked every event published in the run (and
+					// the history, for replay) once released.
+					walked := 1200.0
+					if mode == "replay" {
+						walked = 2400
+					}
+					if r["lag_walked_records"] != walked {
+						t.Errorf("lag_walked_records = %v, want %v", r["lag_walked_records"], walked)
+					}
+					for _, k := range []string{"rehydrated_records", "rehydration_reads", "lag_needed_records", "splits", "merges"} {
+						if _, ok := r[k].(float64); !ok {
+							t.Errorf("%s = %v, want a number", k, r[k])
+						}
+					}
+				}
+				for _, k := range keys {
+					if v, ok := r[k].(float64); !ok || v <= 0 {
+						t.Errorf("line %d: %s = %v, want a positive number", i, k, r[k])
+					}
+				}
+				if peak, ok := r["peak_partition_cached_records"].(float64); !ok || peak > 64 {
+					t.Errorf("line %d: a partition's cache held %v records at its peak, want at most 64", i, r["peak_partition_cached_records"])
+				}
+			}
+		})
+	}
+}
+
+// TestBenchStreamLaggingFlags: stream-lagging refuses what it cannot
+// run.
+func TestBenchStreamLaggingFlags(t *testing.T) {
+	t.Parallel()
+	db := filepath.Join(t.TempDir(), "bench.db")
+	for _, args := range [][]string{
+		{"--lag", "sideways"},
+		{"--lag", "slow", "--rate", "0"},
+		{"--cache-records", "0"},
+		{"--cache-windows", "65"},
+		{"--messages", "0"},
+	} {
+		code, _, errOut := run(t, append([]string{"bench", "--db", db, "--scenario", "stream-lagging"}, args...)...)
+		if code != ExitUsage || !strings.Contains(errOut, "sluice bench: --") {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error", args, code, errOut)
 		}
 	}
 }
