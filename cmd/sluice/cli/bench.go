@@ -130,8 +130,13 @@ type lagFigures struct {
 	LagNeeded              *int64   `json:"lag_needed_records,omitempty"`
 	RehydrationRatio       *float64 `json:"rehydration_ratio,omitempty"`
 	CaughtUp               *bool    `json:"lag_caught_up,omitempty"`
-	Splits                 *int64   `json:"splits,omitempty"`
-	Merges                 *int64   `json:"merges,omitempty"`
+	// Each run's figures, where the line gives their medians (--runs).
+	RunsMsgsPerSec []float64 `json:"runs_msgs_per_sec,omitempty"`
+	RunsP99ms      []float64 `json:"runs_p99_ms,omitempty"`
+	RunsRateRatio  []float64 `json:"runs_msgs_per_sec_ratio,omitempty"`
+	RunsP99Ratio   []float64 `json:"runs_p99_ratio,omitempty"`
+	Splits         *int64    `json:"splits,omitempty"`
+	Merges         *int64    `json:"merges,omitempty"`
 }
 
 const benchUsage = `usage: sluice bench --db DSN --scenario NAME [flags]
@@ -314,6 +319,7 @@ func medians(runs [][]benchResult) []benchResult {
 		}
 		if out[i].Lag != "" {
 			out[i].PeakRSSMiB = pick(func(r benchResult) float64 { return r.PeakRSSMiB })
+			out[i].lagRuns(runs, i)
 		}
 		if out[i].CaughtUp != nil {
 			all := !slices.ContainsFunc(runs, func(r []benchResult) bool { return !*r[i].CaughtUp })

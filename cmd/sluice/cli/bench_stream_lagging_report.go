@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"runtime/metrics"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -227,6 +228,12 @@ func lagNote(r benchResult) string {
 	if r.Published != nil && r.Count < *r.Published {
 		got = fmt.Sprintf("FAST GOT %d OF %d within %v of the end; ", r.Count, *r.Published, lagFastWait)
 	}
+	if len(r.RunsP99ms) > 1 {
+		mem += fmt.Sprintf("; the runs' p99 %s ms", joinFigures(r.RunsP99ms, "%.2f"))
+		if len(r.RunsP99Ratio) > 1 {
+			mem += fmt.Sprintf(", p99 ratios %s, events/s slowdowns %s", joinFigures(r.RunsP99Ratio, "%.2f"), joinFigures(r.RunsRateRatio, "%.2f"))
+		}
+	}
 	if r.Lag == "none" {
 		return fmt.Sprintf("%sno lagging consumer; p50/p99: publish to fast's handler; %s", got, mem)
 	}
@@ -242,10 +249,32 @@ func lagNote(r benchResult) string {
 		i(r.LagWalked), caught, i(r.Splits), i(r.Merges))
 }
 
+// lagRuns keeps each run's figures of line i on r, in run order.
+func (r *benchResult) lagRuns(runs [][]benchResult, i int) {
+	r.RunsMsgsPerSec, r.RunsP99ms, r.RunsRateRatio, r.RunsP99Ratio = nil, nil, nil, nil
+	for _, run := range runs {
+		x := run[i]
+		r.RunsMsgsPerSec = append(r.RunsMsgsPerSec, x.MsgsPerSec)
+		r.RunsP99ms = append(r.RunsP99ms, x.P99ms)
+		if x.RateRatio != nil && x.P99Ratio != nil {
+			r.RunsRateRatio = append(r.RunsRateRatio, *x.RateRatio)
+			r.RunsP99Ratio = append(r.RunsP99Ratio, *x.P99Ratio)
+		}
+	}
+}
+
 // lagMedianFields are the stream-lagging figures medians merges.
 func lagMedianFields(r *benchResult) (floats []**float64, ints []**int64) {
 	return []**float64{&r.RateRatio, &r.P50Ratio, &r.P99Ratio, &r.PeakCachedMiB, &r.RehydrationRatio,
 			&r.BaseRSSMiB, &r.BaseHeapMiB, &r.LaggingRSSMiB, &r.LaggingHeapMiB, &r.PeakHeapMiB},
 		[]**int64{&r.PeakCachedRecords, &r.PeakPartitionRecords, &r.PeakWindows, &r.RehydratedWhileLagging,
 			&r.RehydrationReads, &r.RehydratedRecords, &r.LagWalked, &r.LagNeeded, &r.Splits, &r.Merges, &r.Published}
+}
+
+func joinFigures(v []float64, format string) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprintf(format, x)
+	}
+	return strings.Join(s, ", ")
 }
