@@ -44,7 +44,18 @@ var (
 	// partition's cache could not give a window of its own, at
 	// CacheWindows windows, under WindowLimitFault.
 	ErrWindowLimit = sluicetype.ErrWindowLimit
+	// ErrRetentionGap is named in the fault (or the parked gap marker) of
+	// a subscription that retention's Expiry passed: it had not read
+	// records retention deleted.
+	ErrRetentionGap = sluicetype.ErrRetentionGap
 )
+
+// RetentionGapProperty is the property of a parked marker of a retention
+// gap (under the Park policy): the positions of the partition retention
+// deleted before the subscription read them, as "first-last". A marker
+// has no body; Replay leaves it parked, and the namespace's Parked
+// retention (StreamRetention.Parked) removes it.
+const RetentionGapProperty = stream.RetentionGapProperty
 
 // StreamID names a stream: a namespace (a name like a queue's) and a key
 // (any UTF-8 text of 1 to 1,024 bytes). Streams hash onto partitions by

@@ -58,8 +58,8 @@ func TestStreamRepositionPastRetentionGap(t *testing.T) {
 			t.Fatal(err)
 		}
 		startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
-			p.Handle("c", col.handle, nil)
-			p.Handle("n", col.handle, &sluice.ConsumerOptions{Namespace: "gap"})
+			p.Handle("c", col.handle, &sluice.ConsumerOptions{OnFailure: sluice.FaultOnFailure}) // a gap faults it
+			p.Handle("n", col.handle, &sluice.ConsumerOptions{Namespace: "gap", OnFailure: sluice.FaultOnFailure})
 		})
 		for _, sub := range []string{explicit.ID, implicit} {
 			waitFault(t, c, sub, true)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -217,4 +218,97 @@ func TestStreamReplayNeverOverlapsLiveDelivery(t *testing.T) {
 			t.Fatalf("parked events after the replay: %+v, %v", evs, err)
 		}
 	})
+}
+
+// A namespace's expiry is a hard ceiling: a subscription that no node
+// serves holds nothing older than it, so retention deletes what it had
+// not read; once served, it meets the gap through its consumer's failure
+// policy. Fault faults it with a reason that names ErrRetentionGap; Park
+// parks a marker of the gap (which Replay leaves parked) and it reads on
+// after the gap. Nothing is skipped silently.
+func TestStreamRetentionExpiryGap(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		for _, policy := range []sluice.FailurePolicy{sluice.FaultOnFailure, sluice.ParkOnFailure} {
+			t.Run(policy.String(), func(t *testing.T) { testRetentionGap(t, kind, service, c, policy) })
+		}
+	})
+}
+
+func testRetentionGap(t *testing.T, kind, service string, c *sluice.Client, policy sluice.FailurePolicy) {
+	ctx := t.Context()
+	ns := "gap-" + policy.String()
+	id := sluice.StreamID{Namespace: ns, Key: "k"}
+	if err := c.SetStreamRetention(ctx, ns, sluice.StreamRetention{Expiry: 50 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	late, err := c.Subscribe(ctx, id, "late-"+policy.String(), sluice.FromBeginning())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos := publish(t, c, id, "1", "2", "3", "4", "5")
+	// A processor pulls the partition (for another consumer), and trims
+	// what the late subscription had not read once it expired.
+	busy := startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
+		p.Handle("busy", func(context.Context, *sluice.StreamEvent) error { return nil }, &sluice.ConsumerOptions{Namespace: "gap-busy"})
+	})
+	st := tenantStore(t, kind, service)
+	part := sluice.PartitionOf(id, c.StreamPartitions())
+	last := pos[len(pos)-1]
+	waitFor(t, 30*time.Second, "records past their expiry are not trimmed", func() (bool, string) {
+		info, err := st.PartitionInfo(ctx, part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Trimmed >= last, "trimmed through " + itoa(info.Trimmed) + ", want " + itoa(last)
+	})
+	// Later events stay until read.
+	if err := c.SetStreamRetention(ctx, ns, sluice.StreamRetention{Expiry: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if err := busy.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	col := newCollector()
+	p := startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
+		p.Handle(late.Consumer, col.handle, &sluice.ConsumerOptions{OnFailure: policy})
+	})
+	if policy == sluice.FaultOnFailure {
+		waitFor(t, 30*time.Second, "the late subscription is not faulted", func() (bool, string) {
+			s, err := c.GetStreamSubscription(ctx, late.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Contains(s.Fault, sluice.ErrRetentionGap.Error()), "fault " + strconv.Quote(s.Fault)
+		})
+		if n := col.n.Load(); n != 0 {
+			t.Fatalf("the faulted subscription got %d events", n)
+		}
+		return
+	}
+	var marker sluice.ParkedEvent
+	waitFor(t, 30*time.Second, "no marker of the gap is parked", func() (bool, string) {
+		evs, err := c.ParkedEvents(ctx, late.ID, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 1 {
+			marker = evs[0]
+		}
+		return len(evs) == 1, "parked " + strconv.Itoa(len(evs))
+	})
+	want := itoa(pos[0]) + "-"
+	if gap := marker.Properties[sluice.RetentionGapProperty]; !strings.HasPrefix(gap, want) || !strings.Contains(marker.Error, sluice.ErrRetentionGap.Error()) {
+		t.Fatalf("parked marker %+v: want property %s %q... and an error naming the gap", marker, sluice.RetentionGapProperty, want)
+	}
+	after := publish(t, c, id, "6", "7")
+	col.waitCount(t, 2, 30*time.Second)
+	if got := col.positions(late.ID, "k"); !slices.Equal(got, after) {
+		t.Fatalf("after the gap the subscription got %v, want %v", got, after)
+	}
+	if n, err := p.Replay(ctx, late.ID, 10); err != nil || n != 0 {
+		t.Fatalf("Replay = %d, %v; want 0 (a marker is not delivered)", n, err)
+	}
+	if evs, err := c.ParkedEvents(ctx, late.ID, 10); err != nil || len(evs) != 1 {
+		t.Fatalf("parked after Replay = %d, %v; want the marker left", len(evs), err)
+	}
 }

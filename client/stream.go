@@ -150,7 +150,7 @@ const maxPage = 1000
 // SetStreamRetention sets a namespace's retention.
 func (c *Client) SetStreamRetention(ctx context.Context, namespace string, r sluice.StreamRetention) error {
 	_, err := call(ctx, c.streams.SetStreamRetention, &sluicev1.SetStreamRetentionRequest{Namespace: namespace,
-		MaxAge: apiconv.DurationPB(r.MaxAge), MaxBytes: r.MaxBytes})
+		MaxAge: apiconv.DurationPB(r.MaxAge), MaxBytes: r.MaxBytes, Expiry: apiconv.DurationPB(r.Expiry), Parked: apiconv.DurationPB(r.Parked)})
 	return err
 }
 

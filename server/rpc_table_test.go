@@ -258,7 +258,7 @@ var rpcDurations = map[string][]rpcName{
 	"MessagingService/Send":            {isDuration("messages.0.timeToLive")},
 	"MessagingService/Receive":         {isDuration("maxWait")},
 	"MessagingService/AcceptSession":   {isDuration("maxWait")},
-	"StreamService/SetStreamRetention": {isDuration("maxAge")},
+	"StreamService/SetStreamRetention": {isDuration("maxAge"), isDuration("expiry"), isDuration("parked")},
 	"StreamService/Consume":            {isDuration("ackTimeout"), isDuration("retryBackoff"), isDuration("maxRetryBackoff")},
 }
 

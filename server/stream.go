@@ -449,8 +449,9 @@ func (h *streams) SetStreamRetention(ctx context.Context, req *sluicev1.SetStrea
 	if err := h.s.authorize(ctx, Manage, req.Namespace); err != nil {
 		return nil, err
 	}
-	r := sluice.StreamRetention{MaxAge: apiconv.Duration(req.MaxAge), MaxBytes: req.MaxBytes}
-	if r.MaxAge < 0 || r.MaxBytes < 0 {
+	r := sluice.StreamRetention{MaxAge: apiconv.Duration(req.MaxAge), MaxBytes: req.MaxBytes,
+		Expiry: apiconv.Duration(req.Expiry), Parked: apiconv.Duration(req.Parked)}
+	if r.MaxAge < 0 || r.MaxBytes < 0 || r.Expiry < 0 || r.Parked < 0 {
 		return nil, apierr.Invalid("set stream retention: negative bound")
 	}
 	if err := h.s.c.SetStreamRetention(ctx, req.Namespace, r); err != nil {

@@ -65,7 +65,7 @@ func TestRepositionStreamSubscriptionAPI(t *testing.T) {
 				got = append(got, ev.Position)
 				mu.Unlock()
 				return nil
-			}, nil)
+			}, &sluice.ConsumerOptions{OnFailure: sluice.FaultOnFailure}) // a gap faults it
 		})
 		faulted := func() bool {
 			s, err := c.GetStreamSubscription(ctx, sub.ID)

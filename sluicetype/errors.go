@@ -121,6 +121,12 @@ var (
 	// the fault policy: the subscription is faulted with a reason that
 	// names it.
 	ErrWindowLimit = errors.New("stream cache window limit reached")
+	// ErrRetentionGap reports records a stream subscription had not read
+	// that retention deleted (a namespace's Expiry passed while the
+	// subscription lagged, was faulted or was not served): it is faulted
+	// with a reason that names it, or under the Park policy a marker of
+	// the gap is parked and it reads on after it.
+	ErrRetentionGap = errors.New("stream records deleted by retention before the subscription read them")
 
 	// ErrInvalidFilter reports a subscription rule whose filter cannot be
 	// parsed.

@@ -364,6 +364,10 @@ type ProgressResult struct {
 	// save's trim (valid when ProgressParams.Trim > 0): records at or
 	// below it are gone.
 	TrimmedThrough int64
+	// Timed reports retention that trims with time alone, whether or not
+	// the checkpoint moves: a namespace's Expiry or Parked retention
+	// (valid when ProgressParams.Trim > 0).
+	Timed bool
 }
 
 // ParkParams parks events of a subscription.
@@ -408,7 +412,10 @@ type ParkedID struct {
 }
 
 // Retention says how long a namespace's records stay once every
-// subscription is done with them. The zero value deletes them then.
+// subscription is done with them, how long at most whether or not they
+// are, and how long its parked events stay. The zero value deletes
+// records once every subscription is done with them and keeps parked
+// events until replayed or deleted.
 type Retention struct {
 	// MaxAge keeps consumed records until they are this old (Forever: for
 	// ever; negative is refused).
@@ -416,7 +423,22 @@ type Retention struct {
 	// MaxBytes keeps the newest consumed records of the namespace on each
 	// partition while their payloads add up to at most this many bytes.
 	MaxBytes int64
+	// Expiry is the hard ceiling: a record older than this goes whether
+	// or not the namespace's subscriptions have read it, and none of them
+	// holds its partition's older records back any more (0 or Forever:
+	// none; at least MaxAge). A subscription that had not read what went
+	// meets ErrRetentionGap. Trims remove a partition's oldest records
+	// first, and a subscription of a namespace without an expiry (or
+	// with a longer one, for records younger than it) still holds back
+	// every record of its partition after its position.
+	Expiry time.Duration
+	// Parked deletes the namespace's parked events once parked this long
+	// (0 or Forever: kept until replayed or deleted).
+	Parked time.Duration
 }
+
+// HasExpiry reports whether r has a hard ceiling.
+func (r Retention) HasExpiry() bool { return r.Expiry > 0 && r.Expiry < Forever }
 
 // TrimConsumedParams trims a partition's consumed records.
 type TrimConsumedParams struct {
@@ -577,8 +599,15 @@ func (p *UnparkParams) Validate(l Limits) error {
 
 // Validate checks a retention.
 func (r Retention) Validate() error {
-	if r.MaxAge < 0 || r.MaxBytes < 0 {
+	switch {
+	case r.MaxAge < 0 || r.MaxBytes < 0:
 		return invalid("retention of %v and %d bytes: must not be negative", r.MaxAge, r.MaxBytes)
+	case r.Expiry < 0:
+		return invalid("retention expiry %v: must not be negative (0: none)", r.Expiry)
+	case r.Parked < 0:
+		return invalid("parked retention %v: must not be negative (0: until replayed or deleted)", r.Parked)
+	case r.HasExpiry() && r.Expiry < r.MaxAge:
+		return invalid("retention expiry %v is shorter than its max age %v: consumed records would go before they are that old", r.Expiry, r.MaxAge)
 	}
 	return nil
 }

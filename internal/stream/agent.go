@@ -39,15 +39,20 @@ type agent struct {
 	// watermark is the partition's retention watermark after the last
 	// trim, at trimmedTime (-1: not trimmed yet). While it is below the
 	// stored checkpoint, records retention kept may age out: a trim is
-	// due every TrimInterval, new records or not.
+	// due every TrimInterval, new records or not. timed is set when the
+	// last trim found retention that trims with time alone (an expiry or
+	// a parked retention): then too.
 	watermark   int64
 	trimmedTime time.Time
-	submitted   time.Time // last progress handed to the saver
-	savedCh     chan saved
-	readWait    time.Duration
-	nextRead    time.Time
-	busy        bool // the last step left records to read
-	refreshed   time.Time
+	timed       bool
+	// gaps counts the retention gaps subscriptions met here.
+	gaps      int64
+	submitted time.Time // last progress handed to the saver
+	savedCh   chan saved
+	readWait  time.Duration
+	nextRead  time.Time
+	busy      bool // the last step left records to read
+	refreshed time.Time
 
 	results chan result
 	// replays brings replays of parked events to the agent's goroutine.
@@ -583,9 +588,11 @@ func (a *agent) read(p ReadPlan) (int, error) {
 }
 
 // skipTrimmed handles records retention deleted before every
-// subscription of a window was done with them, which its holds should
-// prevent: each subscription of the window that had not read them is
-// faulted, loudly, and the window moves past the gap.
+// subscription of a window had read them: a namespace's expiry passed
+// (its subscriptions hold nothing older), or, which the holds should
+// prevent, a trim went too far. Each subscription of the window that had
+// not read them meets the gap (see retentionGap), and the window moves
+// past it.
 func (a *agent) skipTrimmed(ctx context.Context, p ReadPlan) error {
 	if !a.owns() {
 		// Another node may own the partition, and have trimmed what it
@@ -597,12 +604,52 @@ func (a *agent) skipTrimmed(ctx context.Context, p ReadPlan) error {
 		return err
 	}
 	for _, m := range a.cache.Gap(p, info.Trimmed) {
-		s := m.(*subState)
-		reason := fmt.Sprintf("retention trimmed partition %d through %d; the subscription had read through %d", a.partition, info.Trimmed, s.cursor)
-		a.log.Error("sluice: stream subscription lost records to retention", "subscription", s.sub.ID, "reason", reason)
-		a.fault(s, reason)
+		a.retentionGap(m.(*subState), info.Trimmed)
 	}
 	return nil
+}
+
+// RetentionGapProperty is the property of a parked marker of a retention
+// gap: the positions retention deleted before the subscription read them,
+// as "first-last". A marker has no payload; Replay leaves it parked (a
+// parked retention removes it).
+const RetentionGapProperty = "sluice-retention-gap"
+
+// retentionGap applies a subscription's failure policy to the records of
+// its partition retention deleted before it read them, after its cursor
+// through trimmed: under Fault it is faulted with a reason that names
+// ErrRetentionGap; under Park a marker of the gap is parked (with that
+// reason) and the subscription reads on after the gap, or is faulted if
+// the marker cannot be stored. Nothing is skipped silently.
+func (a *agent) retentionGap(s *subState, trimmed int64) {
+	reason := fmt.Sprintf("partition %d: retention deleted positions %d through %d before the subscription read them: %v",
+		a.partition, s.cursor+1, trimmed, sluicetype.ErrRetentionGap)
+	a.log.Error("sluice: stream subscription lost records to retention", "subscription", s.sub.ID, "reason", reason)
+	a.gaps++
+	if s.c.OnFailure == Fault {
+		a.fault(s, reason)
+		return
+	}
+	if err := a.parkGap(s, trimmed, reason); err != nil {
+		a.fault(s, fmt.Sprintf("%s (its marker could not be parked: %v)", reason, err))
+		return
+	}
+	s.cursor = trimmed // it joins a window again after the gap
+}
+
+// parkGap parks the marker of a subscription's retention gap through
+// trimmed, under the agent's lease.
+func (a *agent) parkGap(s *subState, trimmed int64, reason string) error {
+	rec := sluicetype.Record{Position: trimmed, Namespace: s.sub.Namespace, Key: s.sub.Key, AppendedAt: time.Now(),
+		Properties: map[string]string{RetentionGapProperty: fmt.Sprintf("%d-%d", s.cursor+1, trimmed)}}
+	ev := store.ParkedEvent{Partition: a.partition, Record: rec, Error: store.Truncate(reason, store.MaxReasonLen)}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := a.n.st.Park(ctx, &store.ParkParams{Subscription: s.sub.ID, Events: []store.ParkedEvent{ev}, Fence: a.fence()})
+	if errors.Is(err, sluicetype.ErrFenced) {
+		a.stopFenced(err)
+	}
+	return err
 }
 
 // dispatch walks each active subscription's cursor over the cache,
@@ -743,16 +790,22 @@ func (a *agent) purge() {
 	}
 }
 
-// trimBatch bounds the records one save trims.
-const trimBatch = 1000
+// trimBatch bounds the records one save trims; a partition with nothing
+// to trim is trimmed every idleTrims TrimIntervals, to find retention set
+// since.
+const (
+	trimBatch = 1000
+	idleTrims = 30
+)
 
 // progress is what the agent would store now: changed positions, the
 // checkpoint (the lowest position of the subscriptions handled here, and
 // never past what the agent read), and a trim every TrimInterval while
-// the stored checkpoint is above the retention watermark: retention acts
-// on time, so records it kept for their age go once they are old enough,
-// whether or not new records came. ok is false when there is nothing to
-// store. The store keeps the checkpoint at or below every subscription's
+// the stored checkpoint is above the retention watermark or retention
+// trims with time alone: retention acts on time, so records it kept for
+// their age go once they are old enough, whether or not new records came,
+// and a namespace's expiry removes records whether or not the checkpoint
+// moved. ok is false when there is nothing to store. The store keeps the checkpoint at or below every subscription's
 // stored position, so those handled elsewhere (by another group, whose
 // progress this agent does not follow) or nowhere hold it back there.
 func (a *agent) progress() (p store.ProgressParams, ok bool) {
@@ -777,7 +830,13 @@ func (a *agent) progress() (p store.ProgressParams, ok bool) {
 	}
 	p = store.ProgressParams{Group: a.n.cfg.Group, Partition: a.partition, Epoch: a.epoch, Checkpoint: checkpoint,
 		Positions: changed, Repositions: repositions}
-	if a.stored > a.watermark && time.Since(a.trimmedTime) >= a.n.cfg.TrimInterval {
+	due := a.n.cfg.TrimInterval
+	if a.stored <= a.watermark && !a.timed {
+		// Nothing retention may let go, unless it was set since: look
+		// again now and then.
+		due *= idleTrims
+	}
+	if time.Since(a.trimmedTime) >= due {
 		p.Trim = trimBatch
 	}
 	return p, checkpoint != a.proposed || len(changed) > 0 || p.Trim > 0
@@ -825,7 +884,7 @@ func (a *agent) applySaved(o saved) {
 	if o.p.Trim > 0 {
 		// A trim that stopped at its bound leaves the watermark below
 		// the checkpoint: the next goes a TrimInterval later, as any.
-		a.watermark, a.trimmedTime = o.res.TrimmedThrough, time.Now()
+		a.watermark, a.trimmedTime, a.timed = o.res.TrimmedThrough, time.Now(), o.res.Timed
 		a.stats.TrimmedAt = a.trimmedTime
 	}
 	a.statsMu.Unlock()

@@ -482,9 +482,15 @@ type PartitionStats struct {
 	Windows                             []WindowStats
 	Splits, Merges                      int64
 	RehydrationReads, RehydratedRecords int64
-	Subscriptions                       []SubscriptionStats
-	SavedAt                             time.Time
-	TrimmedAt                           time.Time
+	// Reclaimed counts the records dropped from a window's read-ahead to
+	// give another window its reserve (read again later).
+	Reclaimed int64
+	// RetentionGaps counts the subscriptions that met a retention gap
+	// here (see ErrRetentionGap).
+	RetentionGaps int64
+	Subscriptions []SubscriptionStats
+	SavedAt       time.Time
+	TrimmedAt     time.Time
 	// Stopped says why the agent stopped pulling the partition while the
 	// node runs (another node acquired it: ErrFenced).
 	Stopped string
@@ -511,7 +517,8 @@ func (a *agent) publishStats() {
 	st := PartitionStats{Partition: a.partition, Epoch: a.epoch, Read: a.cache.ReadThrough(),
 		ProposedCheckpoint: a.proposed, StoredCheckpoint: a.stored, CachedRecords: recs, CachedBytes: bytes,
 		Windows: cs.Windows, Splits: cs.Splits, Merges: cs.Merges,
-		RehydrationReads: cs.RehydrationReads, RehydratedRecords: cs.RehydratedRecords}
+		RehydrationReads: cs.RehydrationReads, RehydratedRecords: cs.RehydratedRecords, Reclaimed: cs.Reclaimed,
+		RetentionGaps: a.gaps}
 	for _, id := range slices.Sorted(maps.Keys(a.subs)) {
 		s := a.subs[id]
 		pos := s.cursor

@@ -184,7 +184,8 @@ func (n *Node) agentOf(partition int32) *agent {
 // replay on the node that does: Replay delivers the others and then
 // fails with ErrPartitionNotPulled, saying how many it left. It returns
 // how many were delivered; when ctx ends, the event in delivery stays
-// parked as it was.
+// parked as it was. Markers of retention gaps (RetentionGapProperty)
+// stay parked (a parked retention removes them).
 func (n *Node) Replay(ctx context.Context, subscription string, max int) (int, error) {
 	subs, err := n.st.Subscriptions(ctx, &store.SubscriptionFilter{ID: subscription})
 	if err != nil {
@@ -206,6 +207,9 @@ func (n *Node) Replay(ctx context.Context, subscription string, max int) (int, e
 		}
 		for _, p := range parked {
 			after.AfterPartition, after.AfterPosition = p.Partition, p.Position
+			if _, gap := p.Properties[RetentionGapProperty]; gap {
+				continue // a marker of a retention gap: nothing to deliver
+			}
 			a := n.agentOf(p.Partition)
 			if a == nil {
 				left++

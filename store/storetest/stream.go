@@ -26,6 +26,9 @@ var streamTests = []suiteTest{
 	{"SaveProgressBatch", testSaveProgressBatch},
 	{"RetentionByAge", testRetentionByAge},
 	{"RetentionBySize", testRetentionBySize},
+	{"RetentionExpiry", testRetentionExpiry},
+	{"RetentionExpiryMixed", testRetentionExpiryMixed},
+	{"ParkedRetention", testParkedRetention},
 	{"Reposition", testReposition},
 	{"RepositionReadConsistent", testRepositionReadConsistent},
 }

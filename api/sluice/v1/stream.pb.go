@@ -2113,7 +2113,16 @@ type SetStreamRetentionRequest struct {
 	// Consumed events stay at least this long (0: deleted once consumed).
 	MaxAge *durationpb.Duration `protobuf:"bytes,2,opt,name=max_age,json=maxAge,proto3" json:"max_age,omitempty"`
 	// And the newest this many bytes of a partition stay (0: none).
-	MaxBytes      int64 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	MaxBytes int64 `protobuf:"varint,3,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	// The hard ceiling: an event older than this goes whether or not the
+	// namespace's subscriptions have read it (unset or 0: none; at least
+	// max_age). A subscription that had not read it is faulted, or under
+	// the park policy a marker of the gap is parked, naming the retention
+	// gap.
+	Expiry *durationpb.Duration `protobuf:"bytes,4,opt,name=expiry,proto3" json:"expiry,omitempty"`
+	// Parked events of the namespace go once parked this long (unset or 0:
+	// kept until replayed or deleted).
+	Parked        *durationpb.Duration `protobuf:"bytes,5,opt,name=parked,proto3" json:"parked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2167,6 +2176,20 @@ func (x *SetStreamRetentionRequest) GetMaxBytes() int64 {
 		return x.MaxBytes
 	}
 	return 0
+}
+
+func (x *SetStreamRetentionRequest) GetExpiry() *durationpb.Duration {
+	if x != nil {
+		return x.Expiry
+	}
+	return nil
+}
+
+func (x *SetStreamRetentionRequest) GetParked() *durationpb.Duration {
+	if x != nil {
+		return x.Parked
+	}
+	return nil
 }
 
 type SetStreamRetentionResponse struct {
@@ -3240,11 +3263,13 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\x03max\x18\x02 \x01(\x05R\x03max\"T\n" +
 	"\x1aReplayParkedEventsResponse\x12\x1c\n" +
 	"\tdelivered\x18\x01 \x01(\x05R\tdelivered\x12\x18\n" +
-	"\afailure\x18\x02 \x01(\tR\afailure\"\x8a\x01\n" +
+	"\afailure\x18\x02 \x01(\tR\afailure\"\xf0\x01\n" +
 	"\x19SetStreamRetentionRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x122\n" +
 	"\amax_age\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x06maxAge\x12\x1b\n" +
-	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\"\x1c\n" +
+	"\tmax_bytes\x18\x03 \x01(\x03R\bmaxBytes\x121\n" +
+	"\x06expiry\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x06expiry\x121\n" +
+	"\x06parked\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x06parked\"\x1c\n" +
 	"\x1aSetStreamRetentionResponse\"\xc4\x03\n" +
 	"\x0eConsumeRequest\x12\x1a\n" +
 	"\bconsumer\x18\x01 \x01(\tR\bconsumer\x12\x1c\n" +
@@ -3439,57 +3464,59 @@ var file_sluice_v1_stream_proto_depIdxs = []int32{
 	50, // 27: sluice.v1.ParkedEvent.parked_at:type_name -> google.protobuf.Timestamp
 	28, // 28: sluice.v1.ListParkedEventsResponse.events:type_name -> sluice.v1.ParkedEvent
 	51, // 29: sluice.v1.SetStreamRetentionRequest.max_age:type_name -> google.protobuf.Duration
-	51, // 30: sluice.v1.ConsumeRequest.ack_timeout:type_name -> google.protobuf.Duration
-	51, // 31: sluice.v1.ConsumeRequest.retry_backoff:type_name -> google.protobuf.Duration
-	51, // 32: sluice.v1.ConsumeRequest.max_retry_backoff:type_name -> google.protobuf.Duration
-	2,  // 33: sluice.v1.ConsumeRequest.on_failure:type_name -> sluice.v1.FailurePolicy
-	37, // 34: sluice.v1.ConsumeResponse.started:type_name -> sluice.v1.ConsumeStarted
-	38, // 35: sluice.v1.ConsumeResponse.delivery:type_name -> sluice.v1.StreamDelivery
-	39, // 36: sluice.v1.ConsumeResponse.heartbeat:type_name -> sluice.v1.Heartbeat
-	51, // 37: sluice.v1.ConsumeStarted.heartbeat:type_name -> google.protobuf.Duration
-	27, // 38: sluice.v1.StreamDelivery.event:type_name -> sluice.v1.StreamEvent
-	51, // 39: sluice.v1.StreamDelivery.ack_within:type_name -> google.protobuf.Duration
-	50, // 40: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
-	46, // 41: sluice.v1.TailResponse.started:type_name -> sluice.v1.TailStarted
-	27, // 42: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
-	47, // 43: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
-	39, // 44: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
-	51, // 45: sluice.v1.TailStarted.heartbeat:type_name -> google.protobuf.Duration
-	5,  // 46: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
-	7,  // 47: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
-	19, // 48: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
-	21, // 49: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
-	23, // 50: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
-	25, // 51: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
-	29, // 52: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
-	31, // 53: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
-	33, // 54: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
-	12, // 55: sluice.v1.StreamService.RepositionStreamSubscription:input_type -> sluice.v1.RepositionStreamSubscriptionRequest
-	14, // 56: sluice.v1.StreamService.GetConsumerStats:input_type -> sluice.v1.GetConsumerStatsRequest
-	35, // 57: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
-	40, // 58: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
-	42, // 59: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
-	44, // 60: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
-	6,  // 61: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
-	8,  // 62: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
-	20, // 63: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
-	22, // 64: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
-	24, // 65: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
-	26, // 66: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
-	30, // 67: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
-	32, // 68: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
-	34, // 69: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
-	13, // 70: sluice.v1.StreamService.RepositionStreamSubscription:output_type -> sluice.v1.RepositionStreamSubscriptionResponse
-	15, // 71: sluice.v1.StreamService.GetConsumerStats:output_type -> sluice.v1.GetConsumerStatsResponse
-	36, // 72: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
-	41, // 73: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
-	43, // 74: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
-	45, // 75: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
-	61, // [61:76] is the sub-list for method output_type
-	46, // [46:61] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	51, // 30: sluice.v1.SetStreamRetentionRequest.expiry:type_name -> google.protobuf.Duration
+	51, // 31: sluice.v1.SetStreamRetentionRequest.parked:type_name -> google.protobuf.Duration
+	51, // 32: sluice.v1.ConsumeRequest.ack_timeout:type_name -> google.protobuf.Duration
+	51, // 33: sluice.v1.ConsumeRequest.retry_backoff:type_name -> google.protobuf.Duration
+	51, // 34: sluice.v1.ConsumeRequest.max_retry_backoff:type_name -> google.protobuf.Duration
+	2,  // 35: sluice.v1.ConsumeRequest.on_failure:type_name -> sluice.v1.FailurePolicy
+	37, // 36: sluice.v1.ConsumeResponse.started:type_name -> sluice.v1.ConsumeStarted
+	38, // 37: sluice.v1.ConsumeResponse.delivery:type_name -> sluice.v1.StreamDelivery
+	39, // 38: sluice.v1.ConsumeResponse.heartbeat:type_name -> sluice.v1.Heartbeat
+	51, // 39: sluice.v1.ConsumeStarted.heartbeat:type_name -> google.protobuf.Duration
+	27, // 40: sluice.v1.StreamDelivery.event:type_name -> sluice.v1.StreamEvent
+	51, // 41: sluice.v1.StreamDelivery.ack_within:type_name -> google.protobuf.Duration
+	50, // 42: sluice.v1.StreamDelivery.deadline:type_name -> google.protobuf.Timestamp
+	46, // 43: sluice.v1.TailResponse.started:type_name -> sluice.v1.TailStarted
+	27, // 44: sluice.v1.TailResponse.event:type_name -> sluice.v1.StreamEvent
+	47, // 45: sluice.v1.TailResponse.trimmed:type_name -> sluice.v1.TailTrimmed
+	39, // 46: sluice.v1.TailResponse.heartbeat:type_name -> sluice.v1.Heartbeat
+	51, // 47: sluice.v1.TailStarted.heartbeat:type_name -> google.protobuf.Duration
+	5,  // 48: sluice.v1.StreamService.Publish:input_type -> sluice.v1.PublishRequest
+	7,  // 49: sluice.v1.StreamService.Subscribe:input_type -> sluice.v1.SubscribeRequest
+	19, // 50: sluice.v1.StreamService.Unsubscribe:input_type -> sluice.v1.UnsubscribeRequest
+	21, // 51: sluice.v1.StreamService.GetStreamSubscription:input_type -> sluice.v1.GetStreamSubscriptionRequest
+	23, // 52: sluice.v1.StreamService.ListStreamSubscriptions:input_type -> sluice.v1.ListStreamSubscriptionsRequest
+	25, // 53: sluice.v1.StreamService.ClearFault:input_type -> sluice.v1.ClearFaultRequest
+	29, // 54: sluice.v1.StreamService.ListParkedEvents:input_type -> sluice.v1.ListParkedEventsRequest
+	31, // 55: sluice.v1.StreamService.ReplayParkedEvents:input_type -> sluice.v1.ReplayParkedEventsRequest
+	33, // 56: sluice.v1.StreamService.SetStreamRetention:input_type -> sluice.v1.SetStreamRetentionRequest
+	12, // 57: sluice.v1.StreamService.RepositionStreamSubscription:input_type -> sluice.v1.RepositionStreamSubscriptionRequest
+	14, // 58: sluice.v1.StreamService.GetConsumerStats:input_type -> sluice.v1.GetConsumerStatsRequest
+	35, // 59: sluice.v1.StreamService.Consume:input_type -> sluice.v1.ConsumeRequest
+	40, // 60: sluice.v1.StreamService.Ack:input_type -> sluice.v1.AckRequest
+	42, // 61: sluice.v1.StreamService.Nack:input_type -> sluice.v1.NackRequest
+	44, // 62: sluice.v1.StreamService.Tail:input_type -> sluice.v1.TailRequest
+	6,  // 63: sluice.v1.StreamService.Publish:output_type -> sluice.v1.PublishResponse
+	8,  // 64: sluice.v1.StreamService.Subscribe:output_type -> sluice.v1.SubscribeResponse
+	20, // 65: sluice.v1.StreamService.Unsubscribe:output_type -> sluice.v1.UnsubscribeResponse
+	22, // 66: sluice.v1.StreamService.GetStreamSubscription:output_type -> sluice.v1.GetStreamSubscriptionResponse
+	24, // 67: sluice.v1.StreamService.ListStreamSubscriptions:output_type -> sluice.v1.ListStreamSubscriptionsResponse
+	26, // 68: sluice.v1.StreamService.ClearFault:output_type -> sluice.v1.ClearFaultResponse
+	30, // 69: sluice.v1.StreamService.ListParkedEvents:output_type -> sluice.v1.ListParkedEventsResponse
+	32, // 70: sluice.v1.StreamService.ReplayParkedEvents:output_type -> sluice.v1.ReplayParkedEventsResponse
+	34, // 71: sluice.v1.StreamService.SetStreamRetention:output_type -> sluice.v1.SetStreamRetentionResponse
+	13, // 72: sluice.v1.StreamService.RepositionStreamSubscription:output_type -> sluice.v1.RepositionStreamSubscriptionResponse
+	15, // 73: sluice.v1.StreamService.GetConsumerStats:output_type -> sluice.v1.GetConsumerStatsResponse
+	36, // 74: sluice.v1.StreamService.Consume:output_type -> sluice.v1.ConsumeResponse
+	41, // 75: sluice.v1.StreamService.Ack:output_type -> sluice.v1.AckResponse
+	43, // 76: sluice.v1.StreamService.Nack:output_type -> sluice.v1.NackResponse
+	45, // 77: sluice.v1.StreamService.Tail:output_type -> sluice.v1.TailResponse
+	63, // [63:78] is the sub-list for method output_type
+	48, // [48:63] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_stream_proto_init() }

@@ -97,7 +97,7 @@ var queryNames = []string{
 	"DeleteSubscription", "DeleteSubscriptionProgress", "DeleteSubscriptionParked", "SelectSubscriptions", "ListSubscriptions",
 	"SetSubscriptionFault", "SelectProgress", "UpsertProgress", "MinProgress", "LockSubscription", "InsertParked",
 	"SelectParked", "DeleteParked", "UpsertRetention", "DeleteRetention", "SelectRetention",
-	"SelectRetentions", "NamespaceBytes", "TrimCandidates",
+	"SelectRetentions", "MinProgressByNamespace", "DeleteExpiredParked", "NamespaceBytes", "TrimCandidates",
 	"UpsertNode", "DeleteForgottenNodes", "SelectNodes", "DeleteNode",
 	"SelectLeases", "EnsurePartitionLease", "RenewLease", "AcquireLease", "ReleaseLease", "LockLeaseNoWait", "LockLeaseEpoch",
 	"SelectSubscriptionProgress", "SetSubscriptionProgress", "RecordReposition", "GetReposition",

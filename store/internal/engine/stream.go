@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -391,7 +392,7 @@ func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p
 		through = min(through, least.Int64)
 	}
 	n, tr, err := e.deleteThrough(ctx, tx, t, &store.TrimConsumedParams{Partition: p.Partition, Max: p.Trim}, through, now)
-	res.Trimmed, res.TrimmedThrough = n, max(tr.was, tr.through)
+	res.Trimmed, res.TrimmedThrough, res.Timed = n, max(tr.was, tr.through), tr.timed
 	return res, tr, err
 }
 
@@ -551,7 +552,8 @@ func (s *tenantStore) SetRetention(ctx context.Context, namespace string, r stor
 	if r == (store.Retention{}) {
 		_, err = s.e.exec(ctx, s.e.w, "DeleteRetention", s.t.Service, s.t.Provider, namespace)
 	} else {
-		_, err = s.e.exec(ctx, s.e.w, "UpsertRetention", s.t.Service, s.t.Provider, namespace, ms(r.MaxAge), r.MaxBytes)
+		_, err = s.e.exec(ctx, s.e.w, "UpsertRetention", s.t.Service, s.t.Provider, namespace, ms(r.MaxAge), r.MaxBytes,
+			ms(r.Expiry), ms(r.Parked))
 	}
 	if err != nil {
 		return fmt.Errorf("sluice: set retention: %w", s.e.committed(err))
@@ -564,15 +566,15 @@ func (s *tenantStore) GetRetention(ctx context.Context, namespace string) (store
 	if err := store.ValidateName("namespace", namespace); err != nil {
 		return r, fmt.Errorf("sluice: get retention: %w", err)
 	}
-	var age int64
-	err := s.e.queryRow(ctx, s.e.r, "SelectRetention", []any{s.t.Service, s.t.Provider, namespace}, &age, &r.MaxBytes)
+	var age, expiry, parked int64
+	err := s.e.queryRow(ctx, s.e.r, "SelectRetention", []any{s.t.Service, s.t.Provider, namespace}, &age, &r.MaxBytes, &expiry, &parked)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.Retention{}, nil
 	}
 	if err != nil {
 		return r, fmt.Errorf("sluice: get retention: %w", err)
 	}
-	r.MaxAge = msDuration(age)
+	r.MaxAge, r.Expiry, r.Parked = msDuration(age), msDuration(expiry), msDuration(parked)
 	return r, nil
 }
 
@@ -621,13 +623,20 @@ type trimmedThrough struct {
 	partition int32
 	through   int64
 	was       int64
+	// timed: a namespace's expiry or parked retention may trim more with
+	// time alone.
+	timed bool
 }
 
 // deleteThrough deletes, under the retention lock its caller holds, the
-// records at most through, at most p.Max of them, and no further than
-// retention lets go. It leaves the partition's trimmed position to its
-// caller (setTrimmed), to write last: that update locks the partition's
-// head row, and so holds up appends to the partition until commit.
+// records at most through (the checkpoint, and no further than any stored
+// subscription position), at most p.Max of them, and no further than
+// retention lets go; where a namespace has an expiry, the records older
+// than it are past its subscriptions' hold (see ceilingFloor). It deletes
+// the partition's parked events that their namespace's retention lets go
+// too. It leaves the partition's trimmed position to its caller
+// (setTrimmed), to write last: that update locks the partition's head
+// row, and so holds up appends to the partition until commit.
 func (e *Engine) deleteThrough(ctx context.Context, tx querier, t store.Tenant, p *store.TrimConsumedParams, through, now int64) (int64, trimmedThrough, error) {
 	var head, trimmed, dbNow int64
 	err := e.queryRow(ctx, tx, "GetPartition", []any{t.Service, t.Provider, p.Partition}, &head, &trimmed, &dbNow)
@@ -637,13 +646,32 @@ func (e *Engine) deleteThrough(ctx context.Context, tx querier, t store.Tenant, 
 	if err != nil {
 		return 0, trimmedThrough{}, err
 	}
-	untouched := trimmedThrough{was: trimmed}
+	kept, err := e.retentions(ctx, tx, t)
+	if err != nil {
+		return 0, trimmedThrough{}, err
+	}
+	if err := e.expireParked(ctx, tx, t, p.Partition, kept, now); err != nil {
+		return 0, trimmedThrough{}, err
+	}
+	timed := ceilings(kept)
+	for _, r := range kept {
+		timed = timed || r.Parked > 0 && r.Parked < store.Forever
+	}
+	untouched := trimmedThrough{was: trimmed, timed: timed}
 	// At most p.Max records, and the trimmed position says how far they went.
-	through = min(through, head, trimmed+int64(p.Max))
-	if through <= trimmed {
+	limit := min(head, trimmed+int64(p.Max))
+	floor := func(int64) int64 { return through }
+	if ceilings(kept) {
+		if floor, err = e.ceilingFloor(ctx, tx, t, p.Partition, kept, through, now); err != nil {
+			return 0, trimmedThrough{}, err
+		}
+	} else {
+		limit = min(limit, through)
+	}
+	if limit <= trimmed {
 		return 0, untouched, nil
 	}
-	if through, err = e.retentionHold(ctx, tx, t, p, trimmed, through, now); err != nil {
+	if through, err = e.retentionHold(ctx, tx, t, p, kept, trimmed, limit, now, floor); err != nil {
 		return 0, trimmedThrough{}, err
 	}
 	if through <= trimmed {
@@ -653,7 +681,78 @@ func (e *Engine) deleteThrough(ctx context.Context, tx querier, t store.Tenant, 
 	if err != nil {
 		return 0, trimmedThrough{}, err
 	}
-	return n, trimmedThrough{p.Partition, through, trimmed}, nil
+	return n, trimmedThrough{p.Partition, through, trimmed, timed}, nil
+}
+
+// ceilings reports whether a namespace of kept has an expiry.
+func ceilings(kept map[string]store.Retention) bool {
+	for _, r := range kept {
+		if r.HasExpiry() {
+			return true
+		}
+	}
+	return false
+}
+
+// expired reports whether a record appended at appended (ms) is past the
+// expiry of r at now.
+func expired(r store.Retention, appended, now int64) bool {
+	return r.HasExpiry() && appended < now-ms(r.Expiry)
+}
+
+// ceilingFloor returns, for a record appended at a time, the position no
+// trim passes: the lowest stored position of the partition's
+// subscriptions of each namespace, but for namespaces whose expiry the
+// record is past (they hold nothing that old any more); with none of
+// those, through (the checkpoint's bound) as without expiries.
+func (e *Engine) ceilingFloor(ctx context.Context, tx querier, t store.Tenant, partition int32, kept map[string]store.Retention, through, now int64) (func(int64) int64, error) {
+	rows, err := e.query(ctx, tx, "MinProgressByNamespace", t.Service, t.Provider, partition)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	holds := make(map[string]int64)
+	for rows.Next() {
+		var (
+			ns  string
+			pos int64
+		)
+		if err := rows.Scan(&ns, &pos); err != nil {
+			return nil, err
+		}
+		holds[ns] = pos
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return func(appended int64) int64 {
+		floor, released := int64(math.MaxInt64), false
+		for ns, pos := range holds {
+			if expired(kept[ns], appended, now) {
+				released = true
+				continue
+			}
+			floor = min(floor, pos)
+		}
+		if !released {
+			floor = min(floor, through)
+		}
+		return floor
+	}, nil
+}
+
+// expireParked deletes the partition's parked events that their
+// namespace's parked retention lets go.
+func (e *Engine) expireParked(ctx context.Context, tx querier, t store.Tenant, partition int32, kept map[string]store.Retention, now int64) error {
+	for ns, r := range kept {
+		if r.Parked <= 0 || r.Parked >= store.Forever {
+			continue
+		}
+		if _, err := e.exec(ctx, tx, "DeleteExpiredParked", t.Service, t.Provider, partition, ns, now-ms(r.Parked)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // setTrimmed marks partitions trimmed through their positions, in
@@ -670,15 +769,17 @@ func (e *Engine) setTrimmed(ctx context.Context, tx querier, t store.Tenant, tri
 	return nil
 }
 
-// retentionHold returns how far, at most p.Max records past trimmed,
-// retention lets a trim go: up to the first record its namespace keeps
-// for its age, or for the bytes of newer records of the namespace.
-func (e *Engine) retentionHold(ctx context.Context, tx querier, t store.Tenant, p *store.TrimConsumedParams, trimmed, through, now int64) (int64, error) {
-	kept, err := e.retentions(ctx, tx, t)
-	if err != nil || len(kept) == 0 {
-		return through, err
+// retentionHold returns how far, from trimmed through at most limit (and
+// p.Max records), a trim may go: while each record is at or below the
+// floor for its age and its namespace's retention lets it go, for its age
+// or for the bytes of newer records of the namespace, or its namespace's
+// expiry passed.
+func (e *Engine) retentionHold(ctx context.Context, tx querier, t store.Tenant, p *store.TrimConsumedParams, kept map[string]store.Retention,
+	trimmed, limit, now int64, floor func(appended int64) int64) (int64, error) {
+	if len(kept) == 0 {
+		return limit, nil // the floor is through, and limit is below it
 	}
-	// The bytes each namespace kept by size holds in (trimmed, through].
+	// The bytes each namespace kept by size holds in (trimmed, limit].
 	var sized []string
 	for ns, r := range kept {
 		if r.MaxBytes > 0 {
@@ -691,7 +792,7 @@ func (e *Engine) retentionHold(ctx context.Context, tx querier, t store.Tenant, 
 		if err != nil {
 			return 0, err
 		}
-		rows, err := e.query(ctx, tx, "NamespaceBytes", t.Service, t.Provider, p.Partition, trimmed, through, js)
+		rows, err := e.query(ctx, tx, "NamespaceBytes", t.Service, t.Provider, p.Partition, trimmed, limit, js)
 		if err != nil {
 			return 0, err
 		}
@@ -711,7 +812,7 @@ func (e *Engine) retentionHold(ctx context.Context, tx querier, t store.Tenant, 
 			return 0, err
 		}
 	}
-	rows, err := e.query(ctx, tx, "TrimCandidates", t.Service, t.Provider, p.Partition, trimmed, through, p.Max)
+	rows, err := e.query(ctx, tx, "TrimCandidates", t.Service, t.Provider, p.Partition, trimmed, limit, p.Max)
 	if err != nil {
 		return 0, err
 	}
@@ -725,17 +826,18 @@ func (e *Engine) retentionHold(ctx context.Context, tx querier, t store.Tenant, 
 		if err := rows.Scan(&pos, &ns, &appended, &size); err != nil {
 			return 0, err
 		}
-		if r, ok := kept[ns]; ok {
+		if pos > floor(appended) {
+			break // a subscription still needs it
+		}
+		if r, ok := kept[ns]; ok && !expired(r, appended, now) {
 			if r.MaxAge > 0 && appended > now-ms(r.MaxAge) {
 				break // young enough to keep, with every record after it
 			}
-			if r.MaxBytes > 0 {
-				if left[ns] <= r.MaxBytes {
-					break // within the newest MaxBytes of its namespace
-				}
-				left[ns] -= size
+			if r.MaxBytes > 0 && left[ns] <= r.MaxBytes {
+				break // within the newest MaxBytes of its namespace
 			}
 		}
+		left[ns] -= size
 		hold = pos
 	}
 	if err := rows.Err(); err != nil {
@@ -753,14 +855,14 @@ func (e *Engine) retentions(ctx context.Context, q querier, t store.Tenant) (map
 	out := make(map[string]store.Retention)
 	for rows.Next() {
 		var (
-			ns  string
-			age int64
-			r   store.Retention
+			ns                  string
+			age, expiry, parked int64
+			r                   store.Retention
 		)
-		if err := rows.Scan(&ns, &age, &r.MaxBytes); err != nil {
+		if err := rows.Scan(&ns, &age, &r.MaxBytes, &expiry, &parked); err != nil {
 			return nil, err
 		}
-		r.MaxAge = msDuration(age)
+		r.MaxAge, r.Expiry, r.Parked = msDuration(age), msDuration(expiry), msDuration(parked)
 		out[ns] = r
 	}
 	return out, rows.Err()

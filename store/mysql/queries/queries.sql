@@ -1281,10 +1281,11 @@ STRAIGHT_JOIN sluice_stream_parked AS p
    AND p.`partition` = l.pa AND p.position = l.po;
 
 -- name: UpsertRetention
--- args: service, provider, namespace, max_age_ms, max_bytes
-INSERT INTO sluice_stream_retention (service, provider, namespace, max_age_ms, max_bytes)
-VALUES (?, ?, ?, ?, ?)
-ON DUPLICATE KEY UPDATE max_age_ms = VALUES(max_age_ms), max_bytes = VALUES(max_bytes);
+-- args: service, provider, namespace, max_age_ms, max_bytes, expiry_ms, parked_ms
+INSERT INTO sluice_stream_retention (service, provider, namespace, max_age_ms, max_bytes, expiry_ms, parked_ms)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE max_age_ms = VALUES(max_age_ms), max_bytes = VALUES(max_bytes),
+    expiry_ms = VALUES(expiry_ms), parked_ms = VALUES(parked_ms);
 
 -- name: DeleteRetention
 -- args: service, provider, namespace
@@ -1292,15 +1293,32 @@ DELETE FROM sluice_stream_retention WHERE service = ? AND provider = ? AND names
 
 -- name: SelectRetention
 -- args: service, provider, namespace
-SELECT max_age_ms, max_bytes
+SELECT max_age_ms, max_bytes, expiry_ms, parked_ms
 FROM sluice_stream_retention
 WHERE service = ? AND provider = ? AND namespace = ?;
 
 -- name: SelectRetentions
 -- args: service, provider
-SELECT namespace, max_age_ms, max_bytes
+SELECT namespace, max_age_ms, max_bytes, expiry_ms, parked_ms
 FROM sluice_stream_retention
 WHERE service = ? AND provider = ?;
+
+-- name: MinProgressByNamespace
+-- args: service, provider, partition
+-- The lowest stored position of the partition's subscriptions of each
+-- namespace.
+SELECT s.namespace, MIN(p.position)
+FROM sluice_stream_progress AS p
+JOIN sluice_stream_subscriptions AS s
+  ON s.service = p.service AND s.provider = p.provider AND s.id = p.subscription_id
+WHERE p.service = ? AND p.provider = ? AND p.`partition` = ?
+GROUP BY s.namespace;
+
+-- name: DeleteExpiredParked
+-- args: service, provider, partition, namespace, parked_before
+DELETE FROM sluice_stream_parked
+WHERE service = ? AND provider = ? AND `partition` = ? AND namespace = ?
+  AND parked_at < ?;
 
 -- name: NamespaceBytes
 -- args: service, provider, partition, after, through, namespaces

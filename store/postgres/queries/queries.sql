@@ -1233,11 +1233,12 @@ WHERE (service, provider, subscription_id, partition, position) IN (
     FROM json_to_recordset($4::json) AS r(pa integer, po bigint));
 
 -- name: UpsertRetention
--- args: service, provider, namespace, max_age_ms, max_bytes
-INSERT INTO sluice_stream_retention (service, provider, namespace, max_age_ms, max_bytes)
-VALUES ($1, $2, $3, $4::bigint, $5::bigint)
+-- args: service, provider, namespace, max_age_ms, max_bytes, expiry_ms, parked_ms
+INSERT INTO sluice_stream_retention (service, provider, namespace, max_age_ms, max_bytes, expiry_ms, parked_ms)
+VALUES ($1, $2, $3, $4::bigint, $5::bigint, $6::bigint, $7::bigint)
 ON CONFLICT (service, provider, namespace) DO UPDATE
-SET max_age_ms = excluded.max_age_ms, max_bytes = excluded.max_bytes;
+SET max_age_ms = excluded.max_age_ms, max_bytes = excluded.max_bytes,
+    expiry_ms = excluded.expiry_ms, parked_ms = excluded.parked_ms;
 
 -- name: DeleteRetention
 -- args: service, provider, namespace
@@ -1245,15 +1246,32 @@ DELETE FROM sluice_stream_retention WHERE service = $1 AND provider = $2 AND nam
 
 -- name: SelectRetention
 -- args: service, provider, namespace
-SELECT max_age_ms, max_bytes
+SELECT max_age_ms, max_bytes, expiry_ms, parked_ms
 FROM sluice_stream_retention
 WHERE service = $1 AND provider = $2 AND namespace = $3;
 
 -- name: SelectRetentions
 -- args: service, provider
-SELECT namespace, max_age_ms, max_bytes
+SELECT namespace, max_age_ms, max_bytes, expiry_ms, parked_ms
 FROM sluice_stream_retention
 WHERE service = $1 AND provider = $2;
+
+-- name: MinProgressByNamespace
+-- args: service, provider, partition
+-- The lowest stored position of the partition's subscriptions of each
+-- namespace.
+SELECT s.namespace, MIN(p.position)
+FROM sluice_stream_progress AS p
+JOIN sluice_stream_subscriptions AS s
+  ON s.service = p.service AND s.provider = p.provider AND s.id = p.subscription_id
+WHERE p.service = $1 AND p.provider = $2 AND p.partition = $3::integer
+GROUP BY s.namespace;
+
+-- name: DeleteExpiredParked
+-- args: service, provider, partition, namespace, parked_before
+DELETE FROM sluice_stream_parked
+WHERE service = $1 AND provider = $2 AND partition = $3::integer AND namespace = $4
+  AND parked_at < $5::bigint;
 
 -- name: NamespaceBytes
 -- args: service, provider, partition, after, through, namespaces
