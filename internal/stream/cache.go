@@ -106,6 +106,15 @@ type CacheStats struct {
 	// Reclaimed counts the records dropped from a window's read-ahead
 	// to give another window its reserve (read again later).
 	Reclaimed int64
+	// Resets counts the windows the Share policy moved back to a
+	// subscription's position at the window limit (their members read
+	// again what they had passed).
+	Resets int64
+	// ReadsAvoided counts the records a lagging window took over from
+	// the window above it when the two met, rather than reading them
+	// again; DuplicateReads the records a read returned that another
+	// window held already (dropped: a record is held once).
+	ReadsAvoided, DuplicateReads int64
 }
 
 // WindowStats describe one resident window: it covers positions Start
@@ -118,6 +127,16 @@ type WindowStats struct {
 	Bytes      int64
 	Head       bool
 	Members    int
+	// Room is how many records it may read now, what the budget leaves it
+	// once the other windows' unused reserves are set aside (0: full, its
+	// reads wait for a purge). Wanted is how many records past its end
+	// its members may walk now (0: none has walked all of it); a window
+	// with Wanted and no Room is under pressure.
+	Room, Wanted int
+	// Stream names the one stream ("namespace/key") whose records the
+	// window reads, when every member reads that stream only (see
+	// ReadPlan.Namespace); empty: the whole partition's.
+	Stream string
 }
 
 // entry is one resident record. It is never changed once read, so a

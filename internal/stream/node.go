@@ -485,6 +485,8 @@ type PartitionStats struct {
 	// Reclaimed counts the records dropped from a window's read-ahead to
 	// give another window its reserve (read again later).
 	Reclaimed int64
+	// Resets, ReadsAvoided and DuplicateReads: see CacheStats.
+	Resets, ReadsAvoided, DuplicateReads int64
 	// RetentionGaps counts the subscriptions that met a retention gap
 	// here (see ErrRetentionGap).
 	RetentionGaps int64
@@ -500,8 +502,12 @@ type PartitionStats struct {
 type SubscriptionStats struct {
 	ID       string
 	Consumer string
-	// Position: every record at or below it is done.
+	// Position: every record at or below it is done. Cursor: every
+	// record at or below it was examined (queued, in delivery, done, or
+	// of no concern); Cursor - Position is how far it walked ahead of its
+	// oldest unresolved event.
 	Position int64
+	Cursor   int64
 	// Handled: a consumer of this node delivers it.
 	Handled  bool
 	InFlight int
@@ -518,7 +524,7 @@ func (a *agent) publishStats() {
 		ProposedCheckpoint: a.proposed, StoredCheckpoint: a.stored, CachedRecords: recs, CachedBytes: bytes,
 		Windows: cs.Windows, Splits: cs.Splits, Merges: cs.Merges,
 		RehydrationReads: cs.RehydrationReads, RehydratedRecords: cs.RehydratedRecords, Reclaimed: cs.Reclaimed,
-		RetentionGaps: a.gaps}
+		Resets: cs.Resets, ReadsAvoided: cs.ReadsAvoided, DuplicateReads: cs.DuplicateReads, RetentionGaps: a.gaps}
 	for _, id := range slices.Sorted(maps.Keys(a.subs)) {
 		s := a.subs[id]
 		pos := s.cursor
@@ -526,7 +532,7 @@ func (a *agent) publishStats() {
 			pos = s.safe()
 		}
 		st.Subscriptions = append(st.Subscriptions, SubscriptionStats{ID: id, Consumer: s.sub.Consumer, Position: pos,
-			Handled: s.c != nil, InFlight: s.inflight, Fault: s.sub.Fault, Window: a.cache.Index(s)})
+			Cursor: s.cursor, Handled: s.c != nil, InFlight: s.inflight, Fault: s.sub.Fault, Window: a.cache.Index(s)})
 	}
 	a.statsMu.Lock()
 	st.SavedAt, st.TrimmedAt, st.Stopped = a.stats.SavedAt, a.stats.TrimmedAt, a.stats.Stopped

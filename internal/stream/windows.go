@@ -179,6 +179,7 @@ func (c *windows) Join(m Member) error {
 	c.forget(w.reset(cur))
 	w.admitted = int64(c.cfg.records)
 	c.add(w, m)
+	c.st.Resets++
 	return nil
 }
 
@@ -316,6 +317,7 @@ func (c *windows) Admit(p ReadPlan, recs []sluicetype.Record) error {
 		next := c.ws[i+1].start
 		k, _ := slices.BinarySearchFunc(recs, next, func(r sluicetype.Record, pos int64) int { return cmp.Compare(r.Position, pos) })
 		if k < len(recs) {
+			c.st.DuplicateReads += int64(len(recs) - k)
 			recs, meets = recs[:k], true
 		}
 	}
@@ -468,6 +470,9 @@ func (c *windows) merge() bool {
 			continue
 		}
 		c.forget(lo.dropAbove(hi.start - 1)) // none, as reads stop short of hi
+		if len(lo.members) > 0 {
+			c.st.ReadsAvoided += int64(len(hi.entries))
+		}
 		lo.entries = append(lo.entries, hi.entries...)
 		lo.bytes += hi.bytes
 		lo.end = hi.end
@@ -631,8 +636,9 @@ func (c *windows) Stats() CacheStats {
 	st.Windows = make([]WindowStats, len(c.ws))
 	for i, w := range c.ws {
 		records, bytes := w.size()
+		room, _ := c.room(w)
 		st.Windows[i] = WindowStats{Start: w.start, End: w.end, Records: records, Bytes: bytes,
-			Head: i == len(c.ws)-1, Members: len(w.members)}
+			Head: i == len(c.ws)-1, Members: len(w.members), Room: room, Wanted: c.wants(w)}
 	}
 	return st
 }
