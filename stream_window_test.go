@@ -474,3 +474,50 @@ func TestStreamProcessorCacheWindowsEdges(t *testing.T) {
 		}
 	})
 }
+
+// A subscription to one stream that rewinds reads that stream's records,
+// not its partition's: with one record in ten of the partition its
+// stream's, its window reads about a tenth of the history again, and it
+// gets every event of its stream, in order.
+func TestStreamRewindReadsOneStream(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		const ns = "rewind"
+		if err := c.SetStreamRetention(ctx, ns, sluice.StreamRetention{MaxAge: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		a, b, partition := twoStreams(c, ns)
+		subscribe(t, c, b, "live", sluice.FromNow())
+		live := newCollector()
+		rewind := newCollector()
+		p := startStreamProcessor(t, c, windowOptions(), func(p *sluice.StreamProcessor) {
+			p.Handle("live", live.handle, nil)
+			p.Handle("rewind", rewind.handle, nil)
+		})
+		const rounds = 40
+		pa, pb := publishRounds(t, c, rounds, a, 1, b, 9)
+		live.waitCount(t, int64(len(pb)), time.Minute)
+		var before int64
+		for _, ps := range p.Stats() {
+			if ps.Partition == partition {
+				before = ps.RehydratedRecords
+			}
+		}
+		sub := subscribe(t, c, a, "rewind", sluice.FromBeginning())
+		rewind.waitCount(t, int64(len(pa)), time.Minute)
+		if got := rewind.positions(sub.ID, a.Key); !slices.Equal(got, pa) {
+			t.Fatalf("the rewinding subscription got %v, want %v", got, pa)
+		}
+		var ps sluice.StreamPartitionStats
+		for _, s := range p.Stats() {
+			if s.Partition == partition {
+				ps = s
+			}
+		}
+		// Its stream's records, and at most a read's worth more (what
+		// the head window held it did not need to read).
+		if read := ps.RehydratedRecords - before; read > int64(len(pa)) || ps.DuplicateReads != 0 {
+			t.Fatalf("the rewind read %d records again (%d duplicates) for the %d of its stream among %d", read, ps.DuplicateReads, len(pa), len(pa)+len(pb))
+		}
+	})
+}

@@ -591,6 +591,9 @@ type ReadParams struct {
 	// record could have (see ValidateName, ValidateKey) with
 	// ErrInvalidName.
 	Namespace, Key string
+	// Through, when positive, reads no record past it (the read returns
+	// fewer than Max records when they end there).
+	Through int64
 }
 
 // PartitionInfo describes a partition log.

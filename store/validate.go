@@ -636,6 +636,9 @@ func (p *ReadParams) Validate(l Limits) error {
 	if p.Max < 1 || p.Max > l.MaxBatch {
 		return invalid("read of %d records: must be between 1 and %d", p.Max, l.MaxBatch)
 	}
+	if p.Through < 0 || p.Through > 0 && p.Through <= p.After {
+		return invalid("read after %d through %d: through must be 0 (the head) or past after", p.After, p.Through)
+	}
 	if p.Namespace == "" && p.Key == "" {
 		return nil
 	}

@@ -316,9 +316,10 @@ func (a *agent) step() {
 			switch {
 			case err != nil:
 				a.cache.Backoff(p, now.Add(a.n.cfg.IdlePollInterval))
-			case got == 0:
+			case got == 0 && p.Namespace == "":
 				// Nothing where the next window said there was: look
-				// again later rather than at once.
+				// again later rather than at once. (A read of one
+				// stream that found nothing reached the next window.)
 				a.cache.Backoff(p, now.Add(a.n.cfg.PollInterval))
 			}
 			continue
@@ -574,7 +575,8 @@ func (a *agent) read(p ReadPlan) (int, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	recs, err := a.n.st.Read(ctx, &store.ReadParams{Partition: a.partition, After: p.After, Max: p.Max})
+	recs, err := a.n.st.Read(ctx, &store.ReadParams{Partition: a.partition, After: p.After, Max: p.Max,
+		Namespace: p.Namespace, Key: p.Key, Through: p.Through})
 	if errors.Is(err, sluicetype.ErrTrimmed) {
 		return 0, a.skipTrimmed(ctx, p)
 	}

@@ -79,12 +79,24 @@ type Member interface {
 	Matches(r *sluicetype.Record) bool
 }
 
+// streamMember is a Member that may read one stream only: Stream
+// reports it (ok false: it reads a whole namespace).
+type streamMember interface {
+	Stream() (namespace, key string, ok bool)
+}
+
 // ReadPlan is a read the cache asks for: at most Max records after
 // After, for one window.
 type ReadPlan struct {
 	w     *window
 	After int64
 	Max   int
+	// Namespace and Key, when set, read that stream's records only,
+	// through Through (the next window's start, less one): a lagging
+	// window whose members all read that one stream passes over the
+	// partition's other records (see window.filtered).
+	Namespace, Key string
+	Through        int64
 	// Head: the head window's read (read ahead, paced by the agent);
 	// otherwise a lagging window's, for members that need more.
 	Head bool

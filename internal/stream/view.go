@@ -55,6 +55,12 @@ func (s *subState) LastMatch() int64 { return s.lastMatch }
 // Matches reports whether s wants r.
 func (s *subState) Matches(r *sluicetype.Record) bool { return s.matches(r) }
 
+// Stream reports the stream s reads, when it reads one (not a whole
+// namespace).
+func (s *subState) Stream() (namespace, key string, ok bool) {
+	return s.sub.Namespace, s.sub.Key, s.sub.Key != ""
+}
+
 // streamQueue is one stream's events waiting for one subscription, in
 // order; the first is in delivery when busy. Its entries stay as they
 // are when the cache drops them (a purge, a reset, a halted subscription

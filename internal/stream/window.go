@@ -22,6 +22,36 @@ type window struct {
 	// admitted counts the records read into the window since it was made
 	// by a split or a merge: a window splits again only after some.
 	admitted int64
+	// filtered is the last position through which the window holds only
+	// the records of stream filter (its members', which all read that
+	// one stream): the other streams' positions there are holes for it,
+	// so a member that reads anything else joins or merges into it only
+	// at or past filtered. 0: it holds every record in its range.
+	filtered int64
+	filter   streamID
+}
+
+// streamID names a stream.
+type streamID struct{ namespace, key string }
+
+// filters reports whether w holds only some streams' records where m
+// would walk it.
+func (w *window) filters(m Member) bool {
+	if w.filtered < w.start || m.Cursor() >= w.filtered {
+		return false
+	}
+	s, ok := streamOf(m)
+	return !ok || s != w.filter
+}
+
+// streamOf is the one stream m reads, if it reads one only.
+func streamOf(m Member) (streamID, bool) {
+	if sm, ok := m.(streamMember); ok {
+		if ns, key, ok := sm.Stream(); ok {
+			return streamID{ns, key}, true
+		}
+	}
+	return streamID{}, false
 }
 
 func (w *window) size() (int, int64) { return len(w.entries), w.bytes }
@@ -100,5 +130,6 @@ func (w *window) reset(after int64) (records int, bytes int64) {
 	clear(w.entries)
 	w.entries, w.bytes = nil, 0
 	w.start, w.end = after+1, after
+	w.filtered = 0
 	return records, bytes
 }

@@ -141,6 +141,14 @@ func (c *windows) Join(m Member) error {
 	cur := m.Cursor()
 	for _, w := range c.ws {
 		if w.start-1 <= cur && cur <= w.end {
+			if w.filters(m) {
+				// It holds only another stream's records past m's
+				// cursor: it goes back to there, and reads everything
+				// on (its members past it wait; they pass what they
+				// examined).
+				c.forget(w.dropAbove(cur))
+				w.end, w.filtered = cur, min(w.filtered, cur)
+			}
 			c.add(w, m)
 			return nil
 		}
@@ -284,7 +292,11 @@ func (c *windows) Plan(now time.Time, head, lagging bool) (ReadPlan, bool) {
 		n := min(c.readMax(w), want, int(min(int64(c.cfg.batch), c.ws[i+1].start-w.end-1)))
 		if n > 0 {
 			c.lagNext = i + 1
-			return ReadPlan{w: w, After: w.end, Max: n}, true
+			p := ReadPlan{w: w, After: w.end, Max: n}
+			if s, ok := c.oneStream(w); ok {
+				p.Namespace, p.Key, p.Through = s.namespace, s.key, c.ws[i+1].start-1
+			}
+			return p, true
 		}
 	}
 	return ReadPlan{}, false
@@ -302,14 +314,25 @@ func (c *windows) Admit(p ReadPlan, recs []sluicetype.Record) error {
 	if len(recs) > p.Max {
 		return fmt.Errorf("stream: a read returned %d records, asked for %d", len(recs), p.Max)
 	}
+	filtered := p.Namespace != ""
 	for i := range recs {
 		if recs[i].Position <= p.After || i > 0 && recs[i].Position <= recs[i-1].Position {
 			return fmt.Errorf("stream: a read after %d returned position %d out of order", p.After, recs[i].Position)
 		}
+		if filtered && (recs[i].Namespace != p.Namespace || recs[i].Key != p.Key) {
+			return fmt.Errorf("stream: a read of stream %s/%s returned a record of %s/%s", p.Namespace, p.Key, recs[i].Namespace, recs[i].Key)
+		}
+	}
+	if filtered && (p.Head || i+1 >= len(c.ws)) {
+		return errStalePlan // only a lagging window reads one stream
 	}
 	if !p.Head {
 		c.st.RehydrationReads++
 	}
+	// A read of one stream that returned fewer than asked for found all
+	// of that stream's records through the position before the next
+	// window: the window reaches it.
+	short := filtered && len(recs) < p.Max
 	// What the next window holds stays there: the read reached it, so the
 	// two meet (they merge).
 	meets := false
@@ -331,10 +354,32 @@ func (c *windows) Admit(p ReadPlan, recs []sluicetype.Record) error {
 			c.st.RehydratedRecords += int64(records)
 		}
 	}
-	if meets {
+	if meets || short {
 		w.end = c.ws[i+1].start - 1 // nothing between: the read said so
 	}
+	if filtered {
+		w.filtered, w.filter = w.end, streamID{p.Namespace, p.Key}
+	}
 	return nil
+}
+
+// oneStream is the stream every member of w reads, when they all read
+// that one stream, and w holds no other stream's records only: a read
+// for w may then pass over the partition's other records.
+func (c *windows) oneStream(w *window) (streamID, bool) {
+	if len(w.members) == 0 {
+		return streamID{}, false
+	}
+	s, ok := streamOf(w.members[0])
+	if !ok || w.filtered >= w.start && w.filter != s {
+		return streamID{}, false
+	}
+	for _, m := range w.members[1:] {
+		if t, ok := streamOf(m); !ok || t != s {
+			return streamID{}, false
+		}
+	}
+	return s, true
 }
 
 func (c *windows) Follow(recs []sluicetype.Record) bool {
@@ -469,6 +514,21 @@ func (c *windows) merge() bool {
 			i++
 			continue
 		}
+		if slices.ContainsFunc(lo.members, hi.filters) {
+			// hi holds only its stream's records where lo's members
+			// would walk it: its members go to lo, which reads
+			// everything on (they wait at their cursors until it
+			// reaches them), and what hi held is read again.
+			c.forget(hi.reset(hi.end))
+			for _, m := range hi.members {
+				c.add(lo, m)
+			}
+			lo.admitted, lo.retryAt = 0, time.Time{}
+			c.ws = slices.Delete(c.ws, i+1, i+2)
+			c.st.Merges++
+			merged = true
+			continue
+		}
 		c.forget(lo.dropAbove(hi.start - 1)) // none, as reads stop short of hi
 		if len(lo.members) > 0 {
 			c.st.ReadsAvoided += int64(len(hi.entries))
@@ -476,6 +536,9 @@ func (c *windows) merge() bool {
 		lo.entries = append(lo.entries, hi.entries...)
 		lo.bytes += hi.bytes
 		lo.end = hi.end
+		if hi.filtered >= hi.start {
+			lo.filtered, lo.filter = hi.filtered, hi.filter // lo's members read hi's stream
+		}
 		for _, m := range hi.members {
 			c.add(lo, m)
 		}
@@ -517,7 +580,7 @@ func (c *windows) reclaim() bool {
 		k := min(need, most)
 		cut := from.entries[len(from.entries)-k].rec.Position - 1
 		c.forget(from.dropAbove(cut))
-		from.end = cut
+		from.end, from.filtered = cut, min(from.filtered, cut)
 		c.st.Reclaimed += int64(k)
 		done = true
 	}
@@ -604,7 +667,7 @@ func (c *windows) split(i int, lower []Member) {
 	for _, m := range lower {
 		reach = max(reach, min(m.Cursor(), w.end)) // what w read, as in splitPoint
 	}
-	l := &window{start: w.start, end: reach}
+	l := &window{start: w.start, end: reach, filtered: min(w.filtered, reach), filter: w.filter}
 	k, _ := slices.BinarySearchFunc(w.entries, reach+1, func(e *entry, pos int64) int { return cmp.Compare(e.rec.Position, pos) })
 	l.entries = slices.Clone(w.entries[:k])
 	for _, e := range l.entries {
@@ -639,6 +702,9 @@ func (c *windows) Stats() CacheStats {
 		room, _ := c.room(w)
 		st.Windows[i] = WindowStats{Start: w.start, End: w.end, Records: records, Bytes: bytes,
 			Head: i == len(c.ws)-1, Members: len(w.members), Room: room, Wanted: c.wants(w)}
+		if s, ok := c.oneStream(w); ok && i < len(c.ws)-1 {
+			st.Windows[i].Stream = s.namespace + "/" + s.key
+		}
 	}
 	return st
 }

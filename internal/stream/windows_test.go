@@ -57,6 +57,39 @@ func (l *simLog) read(after int64, max int) ([]sluicetype.Record, error) {
 	return out, nil
 }
 
+// streamMatch reports whether m reads stream s only.
+func streamMatch(m Member, s streamID) bool {
+	t, ok := streamOf(m)
+	return ok && t == s
+}
+
+// readPlan reads as the store does for a plan: the partition's records,
+// or with a namespace and key that stream's only, through p.Through.
+func (l *simLog) readPlan(p ReadPlan) ([]sluicetype.Record, error) {
+	if p.Namespace == "" {
+		return l.read(p.After, p.Max)
+	}
+	if l.fail > 0 {
+		l.fail--
+		return nil, errInjected
+	}
+	if p.After < l.trimmed {
+		return nil, sluicetype.ErrTrimmed
+	}
+	l.reads++
+	var out []sluicetype.Record
+	for _, r := range l.recs[min(int(p.After), len(l.recs)):] {
+		if len(out) == p.Max || p.Through > 0 && r.Position > p.Through {
+			break
+		}
+		if r.Namespace == p.Namespace && r.Key == p.Key {
+			out = append(out, r)
+			l.readOf[r.Position]++
+		}
+	}
+	return out, nil
+}
+
 // simSub is a subscription: a view, and what was delivered to it.
 type simSub struct {
 	*subState
@@ -95,7 +128,7 @@ func (s *sim) sub(name, key string, cursor int64) *simSub {
 
 func (s *sim) read(p ReadPlan) {
 	s.t.Helper()
-	recs, err := s.log.read(p.After, p.Max)
+	recs, err := s.log.readPlan(p)
 	if errors.Is(err, sluicetype.ErrTrimmed) {
 		for _, m := range s.c.Gap(p, s.log.trimmed) {
 			for _, x := range s.subs {
@@ -215,6 +248,17 @@ func (s *sim) check() {
 			s.t.Fatalf("step %d: windows %d-%d and %d-%d overlap", s.steps, c.ws[i-1].start, c.ws[i-1].end, w.start, w.end)
 		}
 		for pos := max(w.start, s.log.trimmed+1); pos <= w.end; pos++ {
+			if r := s.log.recs[pos-1]; pos <= w.filtered && (r.Namespace != w.filter.namespace || r.Key != w.filter.key) {
+				if w.get(pos) != nil {
+					s.t.Fatalf("step %d: window %d-%d, which reads %v through %d, holds position %d of %s/%s", s.steps, w.start, w.end, w.filter, w.filtered, pos, r.Namespace, r.Key)
+				}
+				for _, m := range w.members {
+					if m.Cursor() < pos && !streamMatch(m, w.filter) {
+						s.t.Fatalf("step %d: member at %d of window %d-%d would walk past position %d of another stream", s.steps, m.Cursor(), w.start, w.end, pos)
+					}
+				}
+				continue // another stream's record, which the window passes over
+			}
 			if e := w.get(pos); e == nil || e.rec.Position != pos {
 				s.t.Fatalf("step %d: window %d-%d misses position %d", s.steps, w.start, w.end, pos)
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/storetest"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -162,7 +163,7 @@ func TestReadStreamCost(t *testing.T) {
 		max   int
 	}{{0, 1000}, {0, 10}, {1000, 10}, {4000, 1000}} {
 		plan := analyze(t, db, q["ReadStreamRecords"], []any{tenant.Service, tenant.Provider, 0,
-			storetest.InterleavedNamespace, storetest.InterleavedKey, c.after, c.max})
+			storetest.InterleavedNamespace, storetest.InterleavedKey, c.after, int64(math.MaxInt64), c.max})
 		read := tableReads(plan, []string{"sluice_records"})
 		returned := min(c.max, int(storetest.InterleavedRecords-c.after)/storetest.InterleavedEvery)
 		text, _ := json.Marshal(plan)

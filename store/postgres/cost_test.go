@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/internal/engine"
 	"github.com/sluicehq/sluice/store/storetest"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -194,7 +195,7 @@ func TestReadStreamCost(t *testing.T) {
 		max   int
 	}{{0, 1000}, {0, 10}, {1000, 10}, {4000, 1000}} {
 		plan := explain(t, conn, q["ReadStreamRecords"], []any{tenant.Service, tenant.Provider, 0,
-			storetest.InterleavedNamespace, storetest.InterleavedKey, c.after, c.max})
+			storetest.InterleavedNamespace, storetest.InterleavedKey, c.after, int64(math.MaxInt64), c.max})
 		returned := int(plan["Actual Rows"].(float64))
 		read := scanned(plan, "sluice_records")
 		shape := nodes(plan)

@@ -6,6 +6,7 @@ import (
 	"github.com/sluicehq/sluice/store/internal/engine"
 	"github.com/sluicehq/sluice/store/storetest"
 	"io/fs"
+	"math"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,7 +119,7 @@ func TestReadStreamCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := []any{"svc", "cost", 0, storetest.InterleavedNamespace, storetest.InterleavedKey, 1000, 10}
+	args := []any{"svc", "cost", 0, storetest.InterleavedNamespace, storetest.InterleavedKey, 1000, int64(math.MaxInt64), 10}
 	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+q["ReadStreamRecords"], args...)
 	if err != nil {
 		t.Fatalf("EXPLAIN QUERY PLAN ReadStreamRecords: %v", err)
@@ -135,8 +136,9 @@ func TestReadStreamCost(t *testing.T) {
 	rows.Close()
 	text := strings.Join(plan, "\n")
 	// No index of streams on SQLite (migration 0015): the partition's
-	// primary-key range after the position, in its order, with no sort.
-	const want = "SEARCH sluice_records USING INDEX sqlite_autoindex_sluice_records_1 (service=? AND provider=? AND partition=? AND position>?)"
+	// primary-key range after the position (through the bound), in its
+	// order, with no sort.
+	const want = "SEARCH sluice_records USING INDEX sqlite_autoindex_sluice_records_1 (service=? AND provider=? AND partition=? AND position>? AND position<?)"
 	if text != want {
 		t.Errorf("ReadStreamRecords: plan\n%s\nwant only\n%s", text, want)
 	}

@@ -109,6 +109,33 @@ func testReadStream(t *testing.T, h *harness) {
 	}
 	// The partition read is unchanged.
 	wantSeqs(t, "partition 2", positions(read(t, st, 2, 0, 100)), span(1, 60))
+	// Through bounds both reads: the stream's, short of Max when the
+	// bound comes first, and the partition's.
+	ctx := t.Context()
+	for _, c := range []struct {
+		ns, key        string
+		after, through int64
+		max            int
+		want           []int64
+	}{
+		{"ns", "k", 0, 20, 100, []int64{3, 6, 9, 12, 15, 18}},
+		{"ns", "k", 0, 21, 100, []int64{3, 6, 9, 12, 15, 18, 21}},
+		{"ns", "k", 0, 20, 2, []int64{3, 6}},
+		{"ns", "k", 18, 20, 100, nil},
+		{"ns", "k", 18, 1000, 100, want[6:]},
+		{"", "", 10, 14, 100, span(11, 14)},
+		{"", "", 10, 14, 2, span(11, 12)},
+	} {
+		rs, err := st.Read(ctx, &store.ReadParams{Partition: 2, Namespace: c.ns, Key: c.key, After: c.after, Through: c.through, Max: c.max})
+		if err != nil {
+			t.Fatalf("Read(%q/%q after %d through %d max %d): %v", c.ns, c.key, c.after, c.through, c.max, err)
+		}
+		wantSeqs(t, fmt.Sprintf("read of %q/%q after %d through %d max %d", c.ns, c.key, c.after, c.through, c.max), positions(rs), c.want)
+	}
+	for _, through := range []int64{-1, 10, 5} {
+		_, err := st.Read(ctx, &store.ReadParams{Partition: 2, Namespace: "ns", Key: "k", After: 10, Through: through, Max: 10})
+		wantErr(t, fmt.Sprintf("Read after 10 through %d", through), err, sluicetype.ErrInvalidArgument)
+	}
 }
 
 // seqsWhere returns the positions from..to that keep holds for.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
@@ -278,7 +279,11 @@ func (s *tenantStore) Read(ctx context.Context, p *store.ReadParams) ([]sluicety
 	if p.Namespace != "" {
 		return s.readStream(ctx, p)
 	}
-	out, err := s.readRecords(ctx, "ReadRecords", s.t.Service, s.t.Provider, p.Partition, p.After, p.Max)
+	max := p.Max
+	if p.Through > 0 {
+		max = int(min(int64(max), p.Through-p.After)) // positions are gap-free
+	}
+	out, err := s.readRecords(ctx, "ReadRecords", s.t.Service, s.t.Provider, p.Partition, p.After, max)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +317,11 @@ func (s *tenantStore) Read(ctx context.Context, p *store.ReadParams) ([]sluicety
 // suite catches that order). A trim that commits after the read may fail
 // a read that lost nothing: the reader is told one read early.
 func (s *tenantStore) readStream(ctx context.Context, p *store.ReadParams) ([]sluicetype.Record, error) {
-	out, err := s.readRecords(ctx, "ReadStreamRecords", s.t.Service, s.t.Provider, p.Partition, p.Namespace, p.Key, p.After, p.Max)
+	through := int64(math.MaxInt64)
+	if p.Through > 0 {
+		through = p.Through
+	}
+	out, err := s.readRecords(ctx, "ReadStreamRecords", s.t.Service, s.t.Provider, p.Partition, p.Namespace, p.Key, p.After, through, p.Max)
 	if err != nil {
 		return nil, err
 	}

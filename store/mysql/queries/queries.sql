@@ -966,15 +966,16 @@ ORDER BY position
 LIMIT ?;
 
 -- name: ReadStreamRecords
--- args: service, provider, partition, namespace, stream_key, after, limit
--- One stream's records, by sluice_records_stream: its range starts at the
--- first record after the given position of the streams whose keys share
--- the stream's first 512 characters (the index holds that prefix), in
--- position order; the full key is compared on the rows found.
+-- args: service, provider, partition, namespace, stream_key, after, through, limit
+-- One stream's records in (after, through], by sluice_records_stream: its
+-- range starts at the first record after the given position of the
+-- streams whose keys share the stream's first 512 characters (the index
+-- holds that prefix), in position order; the full key is compared on the
+-- rows found.
 SELECT position, namespace, stream_key, properties, payload, appended_at
 FROM sluice_records
 WHERE service = ? AND provider = ? AND `partition` = ?
-  AND namespace = ? AND stream_key = ? AND position > ?
+  AND namespace = ? AND stream_key = ? AND position > ? AND position <= ?
 ORDER BY position
 LIMIT ?;
 

@@ -977,16 +977,16 @@ ORDER BY position
 LIMIT $5;
 
 -- name: ReadStreamRecords
--- args: service, provider, partition, namespace, stream_key, after, limit
--- One stream's records, by sluice_records_stream: its range starts at the
--- stream's first record after $6, in position order, and holds no other
--- stream's.
+-- args: service, provider, partition, namespace, stream_key, after, through, limit
+-- One stream's records in (after, through], by sluice_records_stream: its
+-- range starts at the stream's first record after $6, in position order,
+-- and holds no other stream's.
 SELECT position, namespace, stream_key, properties, payload, appended_at
 FROM sluice_records
 WHERE service = $1 AND provider = $2 AND partition = $3
-  AND namespace = $4 AND stream_key = $5 AND position > $6::bigint
+  AND namespace = $4 AND stream_key = $5 AND position > $6::bigint AND position <= $7::bigint
 ORDER BY position
-LIMIT $7;
+LIMIT $8;
 
 -- name: TrimRecords
 -- args: service, provider, partition, through, limit

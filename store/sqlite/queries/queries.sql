@@ -669,16 +669,17 @@ ORDER BY position
 LIMIT ?5;
 
 -- name: ReadStreamRecords
--- args: service, provider, partition, namespace, stream_key, after, limit
--- One stream's records: a walk of the partition's primary-key range
--- after ?6, in position order, that passes over other streams' records
--- (SQLite has no index of streams: migration 0015 says why).
+-- args: service, provider, partition, namespace, stream_key, after, through, limit
+-- One stream's records in (after, through]: a walk of the partition's
+-- primary-key range after ?6, in position order, that passes over other
+-- streams' records (SQLite has no index of streams: migration 0015 says
+-- why).
 SELECT position, namespace, stream_key, properties, payload, appended_at
 FROM sluice_records
 WHERE service = ?1 AND provider = ?2 AND partition = ?3
-  AND namespace = ?4 AND stream_key = ?5 AND position > ?6
+  AND namespace = ?4 AND stream_key = ?5 AND position > ?6 AND position <= ?7
 ORDER BY position
-LIMIT ?7;
+LIMIT ?8;
 
 -- name: TrimRecords
 -- args: service, provider, partition, through, limit
