@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/stream"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -252,4 +254,51 @@ func deliveries(t *testing.T, path string) map[string]int {
 		out[line]++
 	}
 	return out
+}
+
+// A subscription's stored position is its resume hint. One missing on a
+// partition (a namespace subscription created without it) resumes from
+// the partition's checkpoint, which no subscription's position is
+// below: its events there arrive (none is lost; at worst some come
+// again), and the first save stores its position.
+func TestStreamMissingResumeHint(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		ctx := t.Context()
+		const ns, consumer = "hint", "c"
+		id := sluice.StreamID{Namespace: ns, Key: "k"}
+		n := c.StreamPartitions()
+		part := sluice.PartitionOf(id, n)
+		st := tenantStore(t, kind, service)
+		if _, err := st.StreamPartitions(ctx, n); err != nil {
+			t.Fatal(err)
+		}
+		start := make(map[int32]int64)
+		for p := range n {
+			if p != part {
+				start[p] = 0
+			}
+		}
+		sub := store.NewSubscription{ID: stream.ImplicitID(ns, consumer), Consumer: consumer, Namespace: ns,
+			Partition: store.NoPartition, Start: start}
+		if err := st.CreateSubscription(ctx, &sub); err != nil {
+			t.Fatal(err)
+		}
+		pos := publish(t, c, id, "1", "2", "3")
+		col := newCollector()
+		startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
+			p.Handle(consumer, col.handle, &sluice.ConsumerOptions{Namespace: ns})
+		})
+		col.waitCount(t, 3, 30*time.Second)
+		if got := col.positions(sub.ID, id.Key); !slices.Equal(got, pos) {
+			t.Fatalf("the subscription without a position on partition %d got %v, want %v", part, got, pos)
+		}
+		waitFor(t, 30*time.Second, "its position on the partition is not stored", func() (bool, string) {
+			pp, err := st.Progress(ctx, part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := pp.Positions[sub.ID]
+			return ok && got == pos[2], fmt.Sprint(pp.Positions)
+		})
+	})
 }

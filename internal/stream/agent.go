@@ -501,11 +501,24 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 				return err
 			}
 			pos, ok := pp.Positions[sub.ID]
-			if !ok {
-				continue // created a moment ago: its progress row comes with it
+			if ok {
+				repositions = pp.Repositions[sub.ID]
+			} else {
+				// A subscription's position is its resume hint, stored
+				// with it; without one here (a namespace subscription
+				// created without this partition, a row lost), it
+				// resumes from the partition's checkpoint, which no
+				// subscription's position is below: at worst it gets
+				// events again, never fewer. Its first save stores one.
+				pos = pp.Checkpoint
+				a.log.Warn("sluice: stream subscription has no stored position on the partition; it resumes from the checkpoint",
+					"subscription", sub.ID, "checkpoint", pos)
 			}
-			repositions = pp.Repositions[sub.ID]
-			s = &subState{sub: sub, cursor: pos, saved: pos, resolved: make(map[int64]bool),
+			saved := pos
+			if !ok {
+				saved = -1 // none stored: the first save writes it
+			}
+			s = &subState{sub: sub, cursor: pos, saved: saved, resolved: make(map[int64]bool),
 				streams: make(map[string]*streamQueue)}
 			s.ctx, s.cancel = context.WithCancel(a.deliveries)
 			if c, ok := a.n.consumers[sub.Consumer]; ok {
