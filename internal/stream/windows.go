@@ -520,24 +520,17 @@ func (c *windows) merge() bool {
 			// everything on (they wait at their cursors until it
 			// reaches them), and what hi held is read again.
 			c.forget(hi.reset(hi.end))
-			for _, m := range hi.members {
-				c.add(lo, m)
+		} else {
+			c.forget(lo.dropAbove(hi.start - 1)) // none, as reads stop short of hi
+			if len(lo.members) > 0 {
+				c.st.ReadsAvoided += int64(len(hi.entries))
 			}
-			lo.admitted, lo.retryAt = 0, time.Time{}
-			c.ws = slices.Delete(c.ws, i+1, i+2)
-			c.st.Merges++
-			merged = true
-			continue
-		}
-		c.forget(lo.dropAbove(hi.start - 1)) // none, as reads stop short of hi
-		if len(lo.members) > 0 {
-			c.st.ReadsAvoided += int64(len(hi.entries))
-		}
-		lo.entries = append(lo.entries, hi.entries...)
-		lo.bytes += hi.bytes
-		lo.end = hi.end
-		if hi.filtered >= hi.start {
-			lo.filtered, lo.filter = hi.filtered, hi.filter // lo's members read hi's stream
+			lo.entries = append(lo.entries, hi.entries...)
+			lo.bytes += hi.bytes
+			lo.end = hi.end
+			if hi.filtered >= hi.start {
+				lo.filtered, lo.filter = hi.filtered, hi.filter // lo's members read hi's stream
+			}
 		}
 		for _, m := range hi.members {
 			c.add(lo, m)

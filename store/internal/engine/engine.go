@@ -383,6 +383,30 @@ func (e *Engine) int64s(ctx context.Context, q querier, name string, args ...any
 	return out, nil
 }
 
+// pairs runs a query of two columns, a key and a value, into a map.
+func pairs[K comparable, V any](ctx context.Context, e *Engine, q querier, name string, args ...any) (map[K]V, error) {
+	rows, err := e.query(ctx, q, name, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make(map[K]V)
+	for rows.Next() {
+		var (
+			k K
+			v V
+		)
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out[k] = v
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
+}
+
 func (e *Engine) migrate(ctx context.Context) (err error) {
 	migs, err := parseMigrations(e.d.Migrations)
 	if err != nil {

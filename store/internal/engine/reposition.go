@@ -172,21 +172,5 @@ func (e *Engine) repositionTarget(ctx context.Context, tx querier, t store.Tenan
 // subscriptionProgress returns a subscription's stored position on each
 // partition it covers (none: it does not exist).
 func (e *Engine) subscriptionProgress(ctx context.Context, q querier, t store.Tenant, id string) (map[int32]int64, error) {
-	rows, err := e.query(ctx, q, "SelectSubscriptionProgress", t.Service, t.Provider, id)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := make(map[int32]int64)
-	for rows.Next() {
-		var (
-			part int32
-			pos  int64
-		)
-		if err := rows.Scan(&part, &pos); err != nil {
-			return nil, err
-		}
-		out[part] = pos
-	}
-	return out, rows.Err()
+	return pairs[int32, int64](ctx, e, q, "SelectSubscriptionProgress", t.Service, t.Provider, id)
 }

@@ -706,23 +706,8 @@ func expired(r store.Retention, appended, now int64) bool {
 // record is past (they hold nothing that old any more); with none of
 // those, through (the checkpoint's bound) as without expiries.
 func (e *Engine) ceilingFloor(ctx context.Context, tx querier, t store.Tenant, partition int32, kept map[string]store.Retention, through, now int64) (func(int64) int64, error) {
-	rows, err := e.query(ctx, tx, "MinProgressByNamespace", t.Service, t.Provider, partition)
+	holds, err := pairs[string, int64](ctx, e, tx, "MinProgressByNamespace", t.Service, t.Provider, partition)
 	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	holds := make(map[string]int64)
-	for rows.Next() {
-		var (
-			ns  string
-			pos int64
-		)
-		if err := rows.Scan(&ns, &pos); err != nil {
-			return nil, err
-		}
-		holds[ns] = pos
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	return func(appended int64) int64 {
