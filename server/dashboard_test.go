@@ -316,6 +316,7 @@ func TestDashboardStreamCache(t *testing.T) {
 		return s
 	}
 	partition := text(row)
+	lease := text(fmt.Sprintf(`#partitions-table tr[data-partition="%d"]`, l.partition))
 	windowRows := text(`#cache-windows-table tbody`) // in one read, all of one refresh
 	slow := text(fmt.Sprintf(`#consumer-subs-table tr[data-subscription="%s"]`, l.slow.ID))
 	fast := text(fmt.Sprintf(`#consumer-subs-table tr[data-subscription="%s"]`, l.fast.ID))
@@ -344,6 +345,11 @@ func TestDashboardStreamCache(t *testing.T) {
 		t.Errorf("the streams view shows %s windows: %q", pm[1], pm[2])
 	}
 	checkWindowRows(t, windowRows, l.partition)
+	// The partitions table shows what the owner's cache holds, as its
+	// last lease renewal stored it: some records, in a window or more.
+	if !regexp.MustCompile(`^` + fmt.Sprint(l.partition) + `\t[^\t]+\t[\d,]+\tyes(?:\t[\d,]+){3}\t[1-9][\d,]* in [1-9]\d*\t`).MatchString(lease) {
+		t.Errorf("the streams view shows partition %d's lease as %q; want its owner's cached records and windows", l.partition, lease)
+	}
 	// Slow reads the lagging window (the first), from before the event
 	// it holds, which its cursor passed and its position did not; fast
 	// reads the head window.

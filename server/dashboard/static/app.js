@@ -129,10 +129,12 @@ const views = {
         el("td", {}, (n.consumers || []).join(", ")), el("td", {}, n.address || ""), el("td", {}, n.alive ? "yes" : "no"),
         el("td", {}, (n.partitions || []).join(" ")), el("td", {}, when(n.startedAt)), el("td", {}, when(n.heartbeatAt)))));
     fill(document.querySelector("#partitions-table tbody"), (st.partitions || []).map((p) =>
-      el("tr", { class: p.held ? "" : "bad" }, num(p.partition),
+      el("tr", { class: p.held ? "" : "bad", "data-partition": int(p.partition) }, num(p.partition),
         el("td", {}, (p.leases || []).map((l) => `${l.owner || "none"}${l.group ? " [" + l.group + "]" : ""}`).join(", ")),
         num(p.epoch), el("td", {}, p.held ? "yes" : "no"),
         num(p.head), num(p.checkpoint), num(p.lag),
+        // What each owner's cache holds, lease by lease as the owners.
+        el("td", {}, (p.leases || []).map((l) => l.held ? `${int(l.cachedRecords).toLocaleString()} in ${int(l.cacheWindows)}` : "-").join(", ")),
         el("td", {}, (p.subscriptions || []).map((s) => `${s.id} (${int(s.lag)})`).join(", ")))));
     const ids = new Set((st.partitions || []).flatMap((p) => (p.subscriptions || []).map((s) => s.id)));
     document.getElementById("reposition-subs").replaceChildren(...[...ids].sort().map((id) => el("option", { value: id })));
