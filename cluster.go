@@ -44,6 +44,13 @@ type GroupLease struct {
 	Epoch      int64
 	LeaseUntil time.Time
 	Held       bool
+	// CacheWindows and CachedRecords are what the owner's stream cache of
+	// the partition holds: its resident windows and the records in them,
+	// as the owner last renewed the lease (up to a heartbeat interval
+	// old); 0 while the lease is not held, or before the owner's first
+	// renewal.
+	CacheWindows  int
+	CachedRecords int64
 }
 
 // PartitionStatus describes a stream partition: who pulls it, and how far
@@ -52,13 +59,17 @@ type PartitionStatus struct {
 	Partition int32
 	// Owner holds or last held the partition's lease under Epoch; Held
 	// says the lease has not ended ("" and false when never leased or
-	// released). They describe the default group's lease, or, when that
-	// group never leased the partition, the first other group's (by
-	// name); Leases lists every group's.
-	Owner      string
-	Epoch      int64
-	LeaseUntil time.Time
-	Held       bool
+	// released), and CacheWindows and CachedRecords what its owner's
+	// stream cache of the partition holds (see GroupLease). They describe
+	// the default group's lease, or, when that group never leased the
+	// partition, the first other group's (by name); Leases lists every
+	// group's.
+	Owner         string
+	Epoch         int64
+	LeaseUntil    time.Time
+	Held          bool
+	CacheWindows  int
+	CachedRecords int64
 	// Head is the last position appended; Checkpoint the position
 	// through which every subscription is done; Lag the records between.
 	Head       int64
@@ -79,8 +90,10 @@ type SubscriptionLag struct {
 }
 
 // ClusterStatus reads the stream nodes of the client's tenant, their
-// leases, and each partition's head, checkpoint and subscriptions'
-// positions (as last stored: up to a ProgressInterval behind).
+// leases with what each owner's cache of the partition holds (as of its
+// last renewal: up to a HeartbeatInterval behind), and each partition's
+// head, checkpoint and subscriptions' positions (as last stored: up to a
+// ProgressInterval behind).
 func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
 	var s ClusterStatus
 	n, err := c.streamPartitions(ctx)
@@ -118,10 +131,15 @@ func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
 		}
 		ps := PartitionStatus{Partition: part, Head: info.Head, Checkpoint: prog.Checkpoint, Lag: max(0, info.Head-prog.Checkpoint)}
 		for i, l := range byPart[part] {
-			if i == 0 { // the default group's, "" sorting first, or the first group's
-				ps.Owner, ps.Epoch, ps.LeaseUntil, ps.Held = l.Owner, l.Epoch, l.Until, l.Held
+			gl := GroupLease{Group: l.Group, Owner: l.Owner, Epoch: l.Epoch, LeaseUntil: l.Until, Held: l.Held}
+			if l.Held { // a lease that ended keeps its last renewal's: nobody holds that cache now
+				gl.CacheWindows, gl.CachedRecords = l.CacheWindows, l.CachedRecords
 			}
-			ps.Leases = append(ps.Leases, GroupLease{Group: l.Group, Owner: l.Owner, Epoch: l.Epoch, LeaseUntil: l.Until, Held: l.Held})
+			if i == 0 { // the default group's, "" sorting first, or the first group's
+				ps.Owner, ps.Epoch, ps.LeaseUntil, ps.Held = gl.Owner, gl.Epoch, gl.LeaseUntil, gl.Held
+				ps.CacheWindows, ps.CachedRecords = gl.CacheWindows, gl.CachedRecords
+			}
+			ps.Leases = append(ps.Leases, gl)
 		}
 		for _, id := range slices.Sorted(maps.Keys(prog.Positions)) {
 			pos := prog.Positions[id]

@@ -34,10 +34,12 @@ func (c *Client) RepositionStreamSubscription(ctx context.Context, subscription 
 // ConsumerStats describes the partitions the server's stream node of a
 // consumer pulls while a Consume stream of it is open there: for each,
 // the checkpoint the node proposes and the one stored, the cache's
-// windows and their splits, merges and rehydration reads, and the
-// subscriptions with the window each reads (Window -1: none), as
-// sluice.StreamProcessor.Stats shows them. It returns the node's id. It
-// needs manage on the consumer.
+// windows with each one's room and wanted records, their splits,
+// merges, resets and rehydration reads, the reads avoided and
+// duplicated, the records reclaimed and the retention gaps met, and the
+// subscriptions with the window each reads (Window -1: none) and its
+// cursor, as sluice.StreamProcessor.Stats shows them. It returns the
+// node's id. It needs manage on the consumer.
 func (c *Client) ConsumerStats(ctx context.Context, consumer string) (string, []sluice.StreamPartitionStats, error) {
 	res, err := call(ctx, c.streams.GetConsumerStats, &sluicev1.GetConsumerStatsRequest{Consumer: consumer})
 	if err != nil {

@@ -292,9 +292,11 @@ func TestDashboard(t *testing.T) {
 }
 
 // The streams view shows a consumer the server runs with its cache's
-// windows (the head one marked *), splits and merges, and each of its
-// subscriptions with the window it reads: here one holds its first event
-// in a lagging window while the other reads the head window.
+// windows (the head one marked *), splits, merges and the other
+// counters, each window with its room, wanted records and pressure, and
+// each of its subscriptions with its cursor and the window it reads:
+// here one holds its first event in a lagging window while the other
+// reads the head window.
 func TestDashboardStreamCache(t *testing.T) {
 	path := chromium(t)
 	e := start(t, "sqlite", server.Config{StreamNodes: cacheNodes()})
@@ -314,6 +316,8 @@ func TestDashboardStreamCache(t *testing.T) {
 		return s
 	}
 	partition := text(row)
+	lease := text(fmt.Sprintf(`#partitions-table tr[data-partition="%d"]`, l.partition))
+	windowRows := text(`#cache-windows-table tbody`) // in one read, all of one refresh
 	slow := text(fmt.Sprintf(`#consumer-subs-table tr[data-subscription="%s"]`, l.slow.ID))
 	fast := text(fmt.Sprintf(`#consumer-subs-table tr[data-subscription="%s"]`, l.fast.ID))
 	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
@@ -328,9 +332,11 @@ func TestDashboardStreamCache(t *testing.T) {
 
 	// reader, partition, epoch, read, proposed and stored checkpoints,
 	// cached; then windows, resident ranges (the head last, marked),
-	// splits/merges, rehydrated (empty without rehydration reads).
+	// splits/merges, resets, rehydrated (empty without rehydration
+	// reads), reads avoided/duplicate, reclaimed, retention gaps.
 	rng := `\d+-(?:\d+|\(empty\))`
-	pm := regexp.MustCompile(`^reader\t` + fmt.Sprint(l.partition) + `(?:\t[\d,]+){5}\t(\d+)\t((?:` + rng + ` )+` + rng + `\*)\t([1-9]\d*)/\d+(?:\t.*)?$`).
+	pm := regexp.MustCompile(`^reader\t` + fmt.Sprint(l.partition) + `(?:\t[\d,]+){5}\t(\d+)\t((?:` + rng + ` )+` + rng + `\*)\t([1-9]\d*)/\d+` +
+		`\t[\d,]+\t(?:[\d,]+ in [\d,]+ reads)?\t[\d,]+/[\d,]+\t[\d,]+\t[\d,]+$`).
 		FindStringSubmatch(partition)
 	if pm == nil {
 		t.Fatalf("the streams view shows reader's partition %d as %q; want its windows, their ranges, a split", l.partition, partition)
@@ -338,16 +344,67 @@ func TestDashboardStreamCache(t *testing.T) {
 	if n, _ := strconv.Atoi(pm[1]); n < 2 || strings.Count(pm[2], " ")+1 != n {
 		t.Errorf("the streams view shows %s windows: %q", pm[1], pm[2])
 	}
+	checkWindowRows(t, windowRows, l.partition)
+	// The partitions table shows what the owner's cache holds, as its
+	// last lease renewal stored it: some records, in a window or more.
+	if !regexp.MustCompile(`^` + fmt.Sprint(l.partition) + `\t[^\t]+\t[\d,]+\tyes(?:\t[\d,]+){3}\t[1-9][\d,]* in [1-9]\d*\t`).MatchString(lease) {
+		t.Errorf("the streams view shows partition %d's lease as %q; want its owner's cached records and windows", l.partition, lease)
+	}
 	// Slow reads the lagging window (the first), from before the event
-	// it holds; fast reads the head window.
-	sub := regexp.MustCompile(`^reader\t[\d,]+\t(\S+)\t[\d,]+\t[\d,]+\t(\d+): (\d+)-(?:\d+|\(empty\))(\*?)\t?$`)
+	// it holds, which its cursor passed and its position did not; fast
+	// reads the head window.
+	sub := regexp.MustCompile(`^reader\t[\d,]+\t(\S+)\t([\d,]+)\t([\d,]+)\t[\d,]+\t(\d+): (\d+)-(?:\d+|\(empty\))(\*?)\t?$`)
 	sm, fm := sub.FindStringSubmatch(slow), sub.FindStringSubmatch(fast)
 	if sm == nil || fm == nil {
 		t.Fatalf("the streams view shows the subscriptions as %q and %q", slow, fast)
 	}
-	if start, _ := strconv.ParseInt(sm[3], 10, 64); sm[1] != l.slow.ID || sm[2] != "0" || sm[4] != "" || start > l.slowAt ||
-		fm[1] != l.fast.ID || fm[4] != "*" {
+	if start, _ := strconv.ParseInt(sm[5], 10, 64); sm[1] != l.slow.ID || sm[4] != "0" || sm[6] != "" || start > l.slowAt ||
+		fm[1] != l.fast.ID || fm[6] != "*" {
 		t.Errorf("the streams view shows the subscriptions as %q and %q; want slow in window 0 from %d at most, fast in the head window",
 			slow, fast, l.slowAt)
+	}
+	if pos, cur := shownInt(sm[2]), shownInt(sm[3]); pos >= l.slowAt || cur < l.slowAt {
+		t.Errorf("the streams view shows slow at position %d, cursor %d; want the position below %d and the cursor at or past it",
+			pos, cur, l.slowAt)
+	}
+	if pos, cur := shownInt(fm[2]), shownInt(fm[3]); cur < pos {
+		t.Errorf("the streams view shows fast's cursor %d behind its position %d", cur, pos)
+	}
+}
+
+// shownInt reads a number the dashboard shows with thousands separators.
+func shownInt(s string) int64 {
+	n, _ := strconv.ParseInt(strings.ReplaceAll(s, ",", ""), 10, 64)
+	return n
+}
+
+// checkWindowRows checks the cache windows table's rows of reader's
+// partition: two windows or more, by index, the head one last and
+// marked, each with its records, bytes, members, room and wanted, and
+// under pressure exactly when it wants records and has no room, and the
+// one stream it reads, if any, of the shop namespace.
+func checkWindowRows(t *testing.T, rows string, part int32) {
+	t.Helper()
+	row := regexp.MustCompile(`^reader\t` + fmt.Sprint(part) + `\t(\d+)\t(\d+-(?:\d+|\(empty\))\*?)(?:\t[\d,]+){3}\t([\d,]+)\t([\d,]+)\t(yes|no)\t?(.*)$`)
+	var got [][]string
+	for line := range strings.SplitSeq(rows, "\n") {
+		if strings.HasPrefix(line, "reader\t"+fmt.Sprint(part)+"\t") {
+			m := row.FindStringSubmatch(line)
+			if m == nil {
+				t.Fatalf("the streams view shows a window of reader's partition %d as %q", part, line)
+			}
+			got = append(got, m)
+		}
+	}
+	if len(got) < 2 {
+		t.Fatalf("the streams view shows %d windows of reader's partition %d: %q", len(got), part, rows)
+	}
+	for i, m := range got {
+		head := strings.HasSuffix(m[2], "*")
+		room, wanted := shownInt(m[3]), shownInt(m[4])
+		if m[1] != fmt.Sprint(i) || head != (i == len(got)-1) || (m[5] == "yes") != (wanted > 0 && room == 0) ||
+			m[6] != "" && !strings.HasPrefix(m[6], "shop/") {
+			t.Errorf("the streams view shows window %d of %d as %q", i, len(got), m[0])
+		}
 	}
 }

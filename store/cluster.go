@@ -28,7 +28,8 @@ type ClusterStore interface {
 	// lease row, in group and partition order.
 	Leases(ctx context.Context) ([]PartitionLease, error)
 	// LeasePartitions renews the leases of group p.Group that p.Renew
-	// names, if p.Node still holds them under their epochs, and acquires
+	// names, if p.Node still holds them under their epochs, storing with
+	// each the CacheWindows and CachedRecords p.Renew gives, and acquires
 	// the group's leases of the partitions of p.Acquire that are free
 	// (never leased, released, or whose lease has ended), each under a new
 	// epoch; every lease it grants lasts p.Duration. It returns the leases
@@ -92,6 +93,14 @@ type PartitionLease struct {
 	Held bool
 	// Checkpoint is the partition's checkpoint.
 	Checkpoint int64
+	// CacheWindows and CachedRecords are what the owner's stream cache of
+	// the partition held when it last renewed the lease: its resident
+	// windows and the records in them (a record counted once). Both are 0
+	// until the owner renews, and once the lease is acquired anew or
+	// released; a lease that ended keeps those of its last renewal. In a
+	// renewal, the owner sets them.
+	CacheWindows  int
+	CachedRecords int64
 }
 
 // PartitionLeaseParams renew and acquire leases for a node of a group.
@@ -180,6 +189,10 @@ func (p *PartitionLeaseParams) Validate() error {
 		}
 		if r.Epoch <= 0 {
 			return fmt.Errorf("renewal of partition %d under epoch %d: %w", r.Partition, r.Epoch, sluicetype.ErrInvalidArgument)
+		}
+		if r.CacheWindows < 0 || r.CachedRecords < 0 {
+			return fmt.Errorf("renewal of partition %d with %d cache windows and %d cached records: want 0 or more: %w",
+				r.Partition, r.CacheWindows, r.CachedRecords, sluicetype.ErrInvalidArgument)
 		}
 		if seen[r.Partition] {
 			return fmt.Errorf("partition %d named twice: %w", r.Partition, sluicetype.ErrInvalidArgument)

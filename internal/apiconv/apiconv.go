@@ -328,13 +328,13 @@ func ClusterStatus(s sluice.ClusterStatus) *sluicev1.GetClusterStatusResponse {
 	}
 	for _, p := range s.Partitions {
 		ps := &sluicev1.PartitionStatus{Partition: p.Partition, Owner: p.Owner, Epoch: p.Epoch, LeaseUntil: ts(p.LeaseUntil),
-			Held: p.Held, Head: p.Head, Checkpoint: p.Checkpoint, Lag: p.Lag}
+			Held: p.Held, Head: p.Head, Checkpoint: p.Checkpoint, Lag: p.Lag, CacheWindows: int32(p.CacheWindows), CachedRecords: p.CachedRecords}
 		for _, l := range p.Subscriptions {
 			ps.Subscriptions = append(ps.Subscriptions, &sluicev1.SubscriptionLag{Id: l.ID, Position: l.Position, Lag: l.Lag})
 		}
 		for _, l := range p.Leases {
 			ps.Leases = append(ps.Leases, &sluicev1.GroupLease{Group: l.Group, Owner: l.Owner, Epoch: l.Epoch,
-				LeaseUntil: ts(l.LeaseUntil), Held: l.Held})
+				LeaseUntil: ts(l.LeaseUntil), Held: l.Held, CacheWindows: int32(l.CacheWindows), CachedRecords: l.CachedRecords})
 		}
 		out.Partitions = append(out.Partitions, ps)
 	}
@@ -351,13 +351,14 @@ func FromClusterStatus(s *sluicev1.GetClusterStatusResponse) sluice.ClusterStatu
 	}
 	for _, p := range s.GetPartitions() {
 		ps := sluice.PartitionStatus{Partition: p.GetPartition(), Owner: p.GetOwner(), Epoch: p.GetEpoch(),
-			LeaseUntil: tm(p.GetLeaseUntil()), Held: p.GetHeld(), Head: p.GetHead(), Checkpoint: p.GetCheckpoint(), Lag: p.GetLag()}
+			LeaseUntil: tm(p.GetLeaseUntil()), Held: p.GetHeld(), Head: p.GetHead(), Checkpoint: p.GetCheckpoint(), Lag: p.GetLag(),
+			CacheWindows: int(p.GetCacheWindows()), CachedRecords: p.GetCachedRecords()}
 		for _, l := range p.GetSubscriptions() {
 			ps.Subscriptions = append(ps.Subscriptions, sluice.SubscriptionLag{ID: l.GetId(), Position: l.GetPosition(), Lag: l.GetLag()})
 		}
 		for _, l := range p.GetLeases() {
 			ps.Leases = append(ps.Leases, sluice.GroupLease{Group: l.GetGroup(), Owner: l.GetOwner(), Epoch: l.GetEpoch(),
-				LeaseUntil: tm(l.GetLeaseUntil()), Held: l.GetHeld()})
+				LeaseUntil: tm(l.GetLeaseUntil()), Held: l.GetHeld(), CacheWindows: int(l.GetCacheWindows()), CachedRecords: l.GetCachedRecords()})
 		}
 		out.Partitions = append(out.Partitions, ps)
 	}

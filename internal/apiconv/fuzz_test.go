@@ -138,8 +138,10 @@ func fuzzSeeds() []proto.Message {
 		&sluicev1.GetClusterStatusResponse{
 			Nodes: []*sluicev1.ClusterNode{{Id: "n1", Group: "g", Consumers: []string{"c"}, StartedAt: at, Alive: true, Partitions: []int32{1}}},
 			Partitions: []*sluicev1.PartitionStatus{{Partition: 1, Owner: "n1", Epoch: 2, LeaseUntil: at, Held: true, Head: 9,
+				CacheWindows: 2, CachedRecords: 40,
 				Subscriptions: []*sluicev1.SubscriptionLag{{Id: "s", Position: 3, Lag: 6}},
-				Leases:        []*sluicev1.GroupLease{{Group: "g", Owner: "n1", Epoch: 2, LeaseUntil: at, Held: true}}}}},
+				Leases: []*sluicev1.GroupLease{{Group: "g", Owner: "n1", Epoch: 2, LeaseUntil: at, Held: true,
+					CacheWindows: 2, CachedRecords: 40}}}}},
 	}
 }
 

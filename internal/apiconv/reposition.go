@@ -86,14 +86,15 @@ func ConsumerPartitionStats(ps sluice.StreamPartitionStats) *sluicev1.ConsumerPa
 		ProposedCheckpoint: ps.ProposedCheckpoint, StoredCheckpoint: ps.StoredCheckpoint,
 		CachedRecords: int32(ps.CachedRecords), CachedBytes: ps.CachedBytes, SavedAt: ts(ps.SavedAt), TrimmedAt: ts(ps.TrimmedAt),
 		Splits: ps.Splits, Merges: ps.Merges, RehydrationReads: ps.RehydrationReads, RehydratedRecords: ps.RehydratedRecords,
-		Stopped: ps.Stopped}
+		Reclaimed: ps.Reclaimed, Resets: ps.Resets, ReadsAvoided: ps.ReadsAvoided, DuplicateReads: ps.DuplicateReads,
+		RetentionGaps: ps.RetentionGaps, Stopped: ps.Stopped}
 	for _, w := range ps.Windows {
 		out.Windows = append(out.Windows, &sluicev1.CacheWindow{Start: w.Start, End: w.End, Records: int32(w.Records), Bytes: w.Bytes,
-			Head: w.Head, Members: int32(w.Members)})
+			Head: w.Head, Members: int32(w.Members), Room: int32(w.Room), Wanted: int32(w.Wanted), Stream: w.Stream})
 	}
 	for _, s := range ps.Subscriptions {
-		ss := &sluicev1.ConsumerSubscriptionStats{Id: s.ID, Consumer: s.Consumer, Position: s.Position, Handled: s.Handled,
-			InFlight: int32(s.InFlight), Fault: s.Fault}
+		ss := &sluicev1.ConsumerSubscriptionStats{Id: s.ID, Consumer: s.Consumer, Position: s.Position, Cursor: s.Cursor,
+			Handled: s.Handled, InFlight: int32(s.InFlight), Fault: s.Fault}
 		if s.Window >= 0 {
 			ss.Window = proto.Int32(int32(s.Window))
 		}
@@ -110,10 +111,12 @@ func FromConsumerPartitionStats(ps *sluicev1.ConsumerPartitionStats) sluice.Stre
 		ProposedCheckpoint: ps.GetProposedCheckpoint(), StoredCheckpoint: ps.GetStoredCheckpoint(),
 		CachedRecords: int(ps.GetCachedRecords()), CachedBytes: ps.GetCachedBytes(), SavedAt: tm(ps.GetSavedAt()), TrimmedAt: tm(ps.GetTrimmedAt()),
 		Splits: ps.GetSplits(), Merges: ps.GetMerges(), RehydrationReads: ps.GetRehydrationReads(), RehydratedRecords: ps.GetRehydratedRecords(),
-		Stopped: ps.GetStopped()}
+		Reclaimed: ps.GetReclaimed(), Resets: ps.GetResets(), ReadsAvoided: ps.GetReadsAvoided(), DuplicateReads: ps.GetDuplicateReads(),
+		RetentionGaps: ps.GetRetentionGaps(), Stopped: ps.GetStopped()}
 	for _, w := range ps.GetWindows() {
 		out.Windows = append(out.Windows, sluice.StreamCacheWindow{Start: w.GetStart(), End: w.GetEnd(), Records: int(w.GetRecords()),
-			Bytes: w.GetBytes(), Head: w.GetHead(), Members: int(w.GetMembers())})
+			Bytes: w.GetBytes(), Head: w.GetHead(), Members: int(w.GetMembers()), Room: int(w.GetRoom()), Wanted: int(w.GetWanted()),
+			Stream: w.GetStream()})
 	}
 	for _, s := range ps.GetSubscriptions() {
 		window := -1
@@ -121,7 +124,7 @@ func FromConsumerPartitionStats(ps *sluicev1.ConsumerPartitionStats) sluice.Stre
 			window = int(s.GetWindow())
 		}
 		out.Subscriptions = append(out.Subscriptions, stream.SubscriptionStats{ID: s.GetId(), Consumer: s.GetConsumer(),
-			Position: s.GetPosition(), Handled: s.GetHandled(), InFlight: int(s.GetInFlight()), Fault: s.GetFault(), Window: window})
+			Position: s.GetPosition(), Cursor: s.GetCursor(), Handled: s.GetHandled(), InFlight: int(s.GetInFlight()), Fault: s.GetFault(), Window: window})
 	}
 	return out
 }

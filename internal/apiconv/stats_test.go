@@ -52,14 +52,15 @@ func TestConsumerPartitionStatsRoundTrip(t *testing.T) {
 	ps := sluice.StreamPartitionStats{Partition: 3, Epoch: 7, Read: 900, ProposedCheckpoint: 120, StoredCheckpoint: 110,
 		CachedRecords: 96, CachedBytes: 48_000,
 		Windows: []sluice.StreamCacheWindow{
-			{Start: 111, End: 140, Records: 30, Bytes: 15_000, Members: 1},
-			{Start: 835, End: 900, Records: 66, Bytes: 33_000, Head: true, Members: 2},
+			{Start: 111, End: 140, Records: 30, Bytes: 15_000, Members: 1, Room: 0, Wanted: 12, Stream: "shop/slow"},
+			{Start: 835, End: 900, Records: 66, Bytes: 33_000, Head: true, Members: 2, Room: 20, Wanted: 0},
 		},
 		Splits: 2, Merges: 1, RehydrationReads: 5, RehydratedRecords: 80,
+		Reclaimed: 9, Resets: 3, ReadsAvoided: 40, DuplicateReads: 6, RetentionGaps: 1,
 		Subscriptions: []stream.SubscriptionStats{
-			{ID: "a", Consumer: "fast", Position: 880, Handled: true, InFlight: 2, Fault: "f", Window: 1},
-			{ID: "b", Consumer: "slow", Position: 110, Handled: true, InFlight: 1, Fault: "f", Window: 0},
-			{ID: "c", Consumer: "gone", Position: 50, Handled: true, InFlight: 1, Fault: "retention gap", Window: -1},
+			{ID: "a", Consumer: "fast", Position: 880, Cursor: 895, Handled: true, InFlight: 2, Fault: "f", Window: 1},
+			{ID: "b", Consumer: "slow", Position: 110, Cursor: 110, Handled: true, InFlight: 1, Fault: "f", Window: 0},
+			{ID: "c", Consumer: "gone", Position: 50, Cursor: 50, Handled: true, InFlight: 1, Fault: "retention gap", Window: -1},
 		},
 		SavedAt: at, TrimmedAt: at.Add(time.Second), Stopped: "fenced"}
 	everyFieldSet(t, ps)

@@ -260,7 +260,7 @@ func (l *Leases) round(ctx context.Context, n int32, p Puller) time.Duration {
 		acquire = l.free(leases, n, want)
 	}
 	got, err := l.Store.LeasePartitions(rctx, &store.PartitionLeaseParams{
-		Node: l.Node, Group: l.Group, Renew: slices.Collect(maps.Values(l.held)), Acquire: acquire, Duration: l.FailureTimeout,
+		Node: l.Node, Group: l.Group, Renew: l.renewals(p), Acquire: acquire, Duration: l.FailureTimeout,
 	})
 	if err != nil {
 		l.Logger.Warn("sluice: stream node cannot renew its leases", "err", err)
@@ -322,6 +322,26 @@ func (l *Leases) round(ctx context.Context, n int32, p Puller) time.Duration {
 		}
 	}
 	return soon
+}
+
+// renewals are the leases the node holds, each with what its agent's
+// cache of the partition holds as the agent last published it (nothing
+// for an agent of another epoch, or one that has published nothing yet):
+// the renewal stores them, for cluster status to read.
+func (l *Leases) renewals(p Puller) []store.PartitionLease {
+	caches := make(map[int32]PartitionStats, len(l.held))
+	for _, ps := range p.Stats() {
+		caches[ps.Partition] = ps
+	}
+	out := make([]store.PartitionLease, 0, len(l.held))
+	for _, h := range l.held {
+		h.CacheWindows, h.CachedRecords = 0, 0
+		if ps, ok := caches[h.Partition]; ok && ps.Epoch == h.Epoch {
+			h.CacheWindows, h.CachedRecords = len(ps.Windows), int64(ps.CachedRecords)
+		}
+		out = append(out, h)
+	}
+	return out
 }
 
 // soonest is how long after the heartbeat that listed nodes another

@@ -139,6 +139,9 @@ type Puller interface {
 	// heartbeat: such an agent finishes on its own, and its partition
 	// gets a new agent only after that, on a later Pull.
 	Pull(ctx context.Context, leases []store.PartitionLease, until time.Time) (stopping []int32)
+	// Stats describes the partitions the node pulls (Node.Stats): the
+	// balancer stores what each one's cache holds with its lease.
+	Stats() []PartitionStats
 }
 
 // Node runs the pulling agents of the partitions its balancer gives it,

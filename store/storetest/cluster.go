@@ -16,6 +16,7 @@ var clusterTests = []suiteTest{
 	{"PartitionLeaseExpiry", testPartitionLeaseExpiry},
 	{"InvalidCluster", testInvalidCluster},
 	{"Groups", testGroups},
+	{"LeaseCacheSizes", testLeaseCacheSizes},
 }
 
 func heartbeat(t *testing.T, st store.Store, node string, timeout time.Duration) []store.Node {
@@ -312,4 +313,95 @@ func testGroups(t *testing.T, h *harness) {
 		_, err := st.LeasePartitions(ctx, &store.PartitionLeaseParams{Node: "n", Group: "-g", Acquire: []int32{1}, Duration: d})
 		return err
 	}(), sluicetype.ErrInvalidName)
+}
+
+// cacheSizes describes leases as partition:windows/records.
+func cacheSizes(ls []store.PartitionLease) []string {
+	var out []string
+	for _, l := range ls {
+		out = append(out, fmt.Sprintf("%d:%d/%d", l.Partition, l.CacheWindows, l.CachedRecords))
+	}
+	return out
+}
+
+// A renewal stores what the owner's cache of each partition holds, in the
+// renewal's own statement, and Leases returns it; a new owner's lease
+// and a released one hold 0 until renewed, one that ended keeps its last,
+// and a renewal that is not the owner's changes nothing.
+func testLeaseCacheSizes(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	const long, short = time.Minute, 300 * time.Millisecond
+	listed := func(what string, want ...string) {
+		t.Helper()
+		ls, err := st.Leases(ctx)
+		if err != nil {
+			t.Fatalf("Leases: %v", err)
+		}
+		if got := cacheSizes(ls); !slices.Equal(got, want) {
+			t.Fatalf("%s: Leases has caches %v, want %v", what, got, want)
+		}
+	}
+	a := leasePartitions(t, st, "node-a", long, nil, 1, 2)
+	if got := cacheSizes(a); !slices.Equal(got, []string{"1:0/0", "2:0/0"}) {
+		t.Fatalf("acquired leases with caches %v, want none", got)
+	}
+	// The largest records a cache may count, and zero.
+	const many = int64(1) << 40
+	a[0].CacheWindows, a[0].CachedRecords = 3, many
+	renewed := leasePartitions(t, st, "node-a", long, a)
+	if got, want := cacheSizes(renewed), []string{"1:3/" + fmt.Sprint(many), "2:0/0"}; !slices.Equal(got, want) {
+		t.Fatalf("renewal returned caches %v, want %v", got, want)
+	}
+	listed("after a renewal", "1:3/"+fmt.Sprint(many), "2:0/0")
+	a[0].CacheWindows, a[0].CachedRecords, a[1].CacheWindows, a[1].CachedRecords = 1, 0, 2, 96
+	leasePartitions(t, st, "node-a", long, a)
+	listed("after a second renewal", "1:1/0", "2:2/96")
+
+	// Negative sizes are refused, and nothing is renewed.
+	bad := slices.Clone(a)
+	bad[1].CachedRecords = -1
+	_, err := st.LeasePartitions(ctx, &store.PartitionLeaseParams{Node: "node-a", Renew: bad, Duration: long})
+	wantErr(t, "a renewal with negative cached records", err, sluicetype.ErrInvalidArgument)
+	bad[1].CachedRecords, bad[1].CacheWindows = 0, -1
+	_, err = st.LeasePartitions(ctx, &store.PartitionLeaseParams{Node: "node-a", Renew: bad, Duration: long})
+	wantErr(t, "a renewal with negative cache windows", err, sluicetype.ErrInvalidArgument)
+	// Another node, or an old epoch, renews nothing and stores nothing.
+	other := []store.PartitionLease{{Partition: 1, Epoch: a[0].Epoch, CacheWindows: 9, CachedRecords: 9}}
+	if got := leasePartitions(t, st, "node-b", long, other); len(got) != 0 {
+		t.Fatalf("node-b renewed node-a's lease: %v", leased(got))
+	}
+	other[0].Epoch = a[0].Epoch + 1
+	if got := leasePartitions(t, st, "node-a", long, other); len(got) != 0 {
+		t.Fatalf("node-a renewed under an epoch it never held: %v", leased(got))
+	}
+	listed("after renewals that were not the owner's", "1:1/0", "2:2/96")
+
+	// A release forgets the cache; so does a new owner of a lease that
+	// ended, which kept its last until then.
+	if err := st.ReleasePartitions(ctx, "node-a", a[:1]); err != nil {
+		t.Fatalf("ReleasePartitions: %v", err)
+	}
+	listed("after a release", "1:0/0", "2:2/96")
+	c := leasePartitions(t, st, "node-a", short, nil, 3)
+	c[0].CacheWindows, c[0].CachedRecords = 4, 7
+	leasePartitions(t, st, "node-a", short, c)
+	listed("after a short renewal", "1:0/0", "2:2/96", "3:4/7")
+	deadline := time.Now().Add(10 * time.Second)
+	var b []store.PartitionLease
+	for len(b) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("node-b could not take partition 3 10 s after node-a's lease ended")
+		}
+		time.Sleep(50 * time.Millisecond)
+		if ls, err := st.Leases(ctx); err == nil && len(ls) == 3 && !ls[2].Held {
+			if got := cacheSizes(ls[2:]); !slices.Equal(got, []string{"3:4/7"}) {
+				t.Fatalf("a lease that ended has caches %v, want its last renewal's", got)
+			}
+		}
+		b = leasePartitions(t, st, "node-b", long, nil, 3)
+	}
+	listed("after node-b took partition 3", "1:0/0", "2:2/96", "3:0/0")
+	b[0].CacheWindows, b[0].CachedRecords = 1, 5
+	leasePartitions(t, st, "node-b", long, b)
+	listed("after node-b renewed", "1:0/0", "2:2/96", "3:1/5")
 }

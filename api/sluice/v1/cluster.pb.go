@@ -216,12 +216,18 @@ func (x *ClusterNode) GetConsumers() []string {
 
 // GroupLease is a partition's lease in one group of nodes.
 type GroupLease struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	Owner         string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
-	Epoch         int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	LeaseUntil    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=lease_until,json=leaseUntil,proto3" json:"lease_until,omitempty"`
-	Held          bool                   `protobuf:"varint,5,opt,name=held,proto3" json:"held,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Group      string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Owner      string                 `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Epoch      int64                  `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	LeaseUntil *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=lease_until,json=leaseUntil,proto3" json:"lease_until,omitempty"`
+	Held       bool                   `protobuf:"varint,5,opt,name=held,proto3" json:"held,omitempty"`
+	// What the owner's stream cache of the partition holds, as the owner
+	// last renewed the lease (up to a heartbeat interval old): its resident
+	// windows and the records in them. 0 while the lease is not held, or
+	// before the owner's first renewal.
+	CacheWindows  int32 `protobuf:"varint,6,opt,name=cache_windows,json=cacheWindows,proto3" json:"cache_windows,omitempty"`
+	CachedRecords int64 `protobuf:"varint,7,opt,name=cached_records,json=cachedRecords,proto3" json:"cached_records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -291,10 +297,25 @@ func (x *GroupLease) GetHeld() bool {
 	return false
 }
 
+func (x *GroupLease) GetCacheWindows() int32 {
+	if x != nil {
+		return x.CacheWindows
+	}
+	return 0
+}
+
+func (x *GroupLease) GetCachedRecords() int64 {
+	if x != nil {
+		return x.CachedRecords
+	}
+	return 0
+}
+
 // PartitionStatus says who pulls a partition and how far behind its
-// subscriptions are. owner, epoch, lease_until and held describe the
-// default group's lease, or, when that group never leased the partition,
-// the first other group's; leases lists every group's.
+// subscriptions are. owner, epoch, lease_until, held, cache_windows and
+// cached_records describe the default group's lease, or, when that group
+// never leased the partition, the first other group's; leases lists
+// every group's.
 type PartitionStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -307,6 +328,10 @@ type PartitionStatus struct {
 	Lag           int64                  `protobuf:"varint,8,opt,name=lag,proto3" json:"lag,omitempty"`
 	Subscriptions []*SubscriptionLag     `protobuf:"bytes,9,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
 	Leases        []*GroupLease          `protobuf:"bytes,10,rep,name=leases,proto3" json:"leases,omitempty"`
+	// What the owner's stream cache of the partition holds (see
+	// GroupLease).
+	CacheWindows  int32 `protobuf:"varint,11,opt,name=cache_windows,json=cacheWindows,proto3" json:"cache_windows,omitempty"`
+	CachedRecords int64 `protobuf:"varint,12,opt,name=cached_records,json=cachedRecords,proto3" json:"cached_records,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -411,6 +436,20 @@ func (x *PartitionStatus) GetLeases() []*GroupLease {
 	return nil
 }
 
+func (x *PartitionStatus) GetCacheWindows() int32 {
+	if x != nil {
+		return x.CacheWindows
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetCachedRecords() int64 {
+	if x != nil {
+		return x.CachedRecords
+	}
+	return 0
+}
+
 // SubscriptionLag is a stream subscription's position on a partition.
 type SubscriptionLag struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -494,7 +533,7 @@ const file_sluice_v1_cluster_proto_rawDesc = "" +
 	"partitions\x18\x06 \x03(\x05R\n" +
 	"partitions\x12\x14\n" +
 	"\x05group\x18\a \x01(\tR\x05group\x12\x1c\n" +
-	"\tconsumers\x18\b \x03(\tR\tconsumers\"\x9f\x01\n" +
+	"\tconsumers\x18\b \x03(\tR\tconsumers\"\xeb\x01\n" +
 	"\n" +
 	"GroupLease\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
@@ -502,7 +541,9 @@ const file_sluice_v1_cluster_proto_rawDesc = "" +
 	"\x05epoch\x18\x03 \x01(\x03R\x05epoch\x12;\n" +
 	"\vlease_until\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"leaseUntil\x12\x12\n" +
-	"\x04held\x18\x05 \x01(\bR\x04held\"\xe3\x02\n" +
+	"\x04held\x18\x05 \x01(\bR\x04held\x12#\n" +
+	"\rcache_windows\x18\x06 \x01(\x05R\fcacheWindows\x12%\n" +
+	"\x0ecached_records\x18\a \x01(\x03R\rcachedRecords\"\xaf\x03\n" +
 	"\x0fPartitionStatus\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
@@ -517,7 +558,9 @@ const file_sluice_v1_cluster_proto_rawDesc = "" +
 	"\x03lag\x18\b \x01(\x03R\x03lag\x12@\n" +
 	"\rsubscriptions\x18\t \x03(\v2\x1a.sluice.v1.SubscriptionLagR\rsubscriptions\x12-\n" +
 	"\x06leases\x18\n" +
-	" \x03(\v2\x15.sluice.v1.GroupLeaseR\x06leases\"O\n" +
+	" \x03(\v2\x15.sluice.v1.GroupLeaseR\x06leases\x12#\n" +
+	"\rcache_windows\x18\v \x01(\x05R\fcacheWindows\x12%\n" +
+	"\x0ecached_records\x18\f \x01(\x03R\rcachedRecords\"O\n" +
 	"\x0fSubscriptionLag\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12\x10\n" +

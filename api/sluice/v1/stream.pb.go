@@ -998,19 +998,30 @@ type ConsumerPartitionStats struct {
 	// the node's agent of the partition started.
 	Splits int64 `protobuf:"varint,11,opt,name=splits,proto3" json:"splits,omitempty"`
 	Merges int64 `protobuf:"varint,12,opt,name=merges,proto3" json:"merges,omitempty"`
-	// Field 13 is kept for a count of cache resets.
+	// Windows the share policy moved back to a subscription's position at
+	// the window limit (their members read again what they had passed).
+	Resets int64 `protobuf:"varint,13,opt,name=resets,proto3" json:"resets,omitempty"`
 	// Reads of windows other than the head (the log read again for
 	// lagging subscriptions), and the records they brought.
 	RehydrationReads  int64 `protobuf:"varint,14,opt,name=rehydration_reads,json=rehydrationReads,proto3" json:"rehydration_reads,omitempty"`
 	RehydratedRecords int64 `protobuf:"varint,15,opt,name=rehydrated_records,json=rehydratedRecords,proto3" json:"rehydrated_records,omitempty"`
-	// Fields 16 to 18 are kept for the records a window copied from
-	// another instead of reading them, those read but already held, and
-	// those dropped from a read-ahead to give another window its reserve.
+	// Records a lagging window took over from the window above it when
+	// the two met, rather than reading them again.
+	ReadsAvoided int64 `protobuf:"varint,16,opt,name=reads_avoided,json=readsAvoided,proto3" json:"reads_avoided,omitempty"`
+	// Records a read returned that another window held already (dropped:
+	// a record is held once).
+	DuplicateReads int64 `protobuf:"varint,17,opt,name=duplicate_reads,json=duplicateReads,proto3" json:"duplicate_reads,omitempty"`
+	// Records dropped from a window's read-ahead to give another window
+	// its reserve (read again later).
+	Reclaimed int64 `protobuf:"varint,18,opt,name=reclaimed,proto3" json:"reclaimed,omitempty"`
 	// The partition's subscriptions, by id.
 	Subscriptions []*ConsumerSubscriptionStats `protobuf:"bytes,19,rep,name=subscriptions,proto3" json:"subscriptions,omitempty"`
 	// Why the node stopped pulling the partition while it runs (another
 	// node acquired it); empty while it pulls.
-	Stopped       string `protobuf:"bytes,20,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	Stopped string `protobuf:"bytes,20,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	// Subscriptions that met a retention gap here: retention deleted
+	// records they had not read (the namespace's expiry passed).
+	RetentionGaps int64 `protobuf:"varint,21,opt,name=retention_gaps,json=retentionGaps,proto3" json:"retention_gaps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1129,6 +1140,13 @@ func (x *ConsumerPartitionStats) GetMerges() int64 {
 	return 0
 }
 
+func (x *ConsumerPartitionStats) GetResets() int64 {
+	if x != nil {
+		return x.Resets
+	}
+	return 0
+}
+
 func (x *ConsumerPartitionStats) GetRehydrationReads() int64 {
 	if x != nil {
 		return x.RehydrationReads
@@ -1139,6 +1157,27 @@ func (x *ConsumerPartitionStats) GetRehydrationReads() int64 {
 func (x *ConsumerPartitionStats) GetRehydratedRecords() int64 {
 	if x != nil {
 		return x.RehydratedRecords
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetReadsAvoided() int64 {
+	if x != nil {
+		return x.ReadsAvoided
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetDuplicateReads() int64 {
+	if x != nil {
+		return x.DuplicateReads
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetReclaimed() int64 {
+	if x != nil {
+		return x.Reclaimed
 	}
 	return 0
 }
@@ -1157,6 +1196,13 @@ func (x *ConsumerPartitionStats) GetStopped() string {
 	return ""
 }
 
+func (x *ConsumerPartitionStats) GetRetentionGaps() int64 {
+	if x != nil {
+		return x.RetentionGaps
+	}
+	return 0
+}
+
 // CacheWindow is one resident window of a partition's cache: it covers
 // positions start through end (empty when end is start-1).
 type CacheWindow struct {
@@ -1169,7 +1215,18 @@ type CacheWindow struct {
 	// The window that reads ahead (the last one).
 	Head bool `protobuf:"varint,5,opt,name=head,proto3" json:"head,omitempty"`
 	// The subscriptions that read it.
-	Members       int32 `protobuf:"varint,6,opt,name=members,proto3" json:"members,omitempty"`
+	Members int32 `protobuf:"varint,6,opt,name=members,proto3" json:"members,omitempty"`
+	// How many records it may read now: what the cache's budget leaves it
+	// once the other windows' unused reserves are set aside (0: full, its
+	// reads wait for a purge).
+	Room int32 `protobuf:"varint,7,opt,name=room,proto3" json:"room,omitempty"`
+	// How many records past its end its members may walk now (0: none has
+	// walked all of it). A window with wanted and no room is under
+	// pressure.
+	Wanted int32 `protobuf:"varint,8,opt,name=wanted,proto3" json:"wanted,omitempty"`
+	// The one stream ("namespace/key") whose records it reads, when every
+	// member reads that stream only; empty: the whole partition's.
+	Stream        string `protobuf:"bytes,9,opt,name=stream,proto3" json:"stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1246,6 +1303,27 @@ func (x *CacheWindow) GetMembers() int32 {
 	return 0
 }
 
+func (x *CacheWindow) GetRoom() int32 {
+	if x != nil {
+		return x.Room
+	}
+	return 0
+}
+
+func (x *CacheWindow) GetWanted() int32 {
+	if x != nil {
+		return x.Wanted
+	}
+	return 0
+}
+
+func (x *CacheWindow) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
 // ConsumerSubscriptionStats describes a subscription on a partition a
 // consumer's node pulls.
 type ConsumerSubscriptionStats struct {
@@ -1260,7 +1338,11 @@ type ConsumerSubscriptionStats struct {
 	Fault    string `protobuf:"bytes,6,opt,name=fault,proto3" json:"fault,omitempty"`
 	// The index in ConsumerPartitionStats.windows of the window it reads;
 	// unset when it reads none (it is faulted, or not handled here).
-	Window        *int32 `protobuf:"varint,7,opt,name=window,proto3,oneof" json:"window,omitempty"`
+	Window *int32 `protobuf:"varint,7,opt,name=window,proto3,oneof" json:"window,omitempty"`
+	// Every record at or below it was examined (queued, in delivery, done,
+	// or of no concern); cursor - position is how far it walked ahead of
+	// its oldest unresolved event.
+	Cursor        int64 `protobuf:"varint,8,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1340,6 +1422,13 @@ func (x *ConsumerSubscriptionStats) GetFault() string {
 func (x *ConsumerSubscriptionStats) GetWindow() int32 {
 	if x != nil && x.Window != nil {
 		return *x.Window
+	}
+	return 0
+}
+
+func (x *ConsumerSubscriptionStats) GetCursor() int64 {
+	if x != nil {
+		return x.Cursor
 	}
 	return 0
 }
@@ -3178,7 +3267,7 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12A\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2!.sluice.v1.ConsumerPartitionStatsR\n" +
-	"partitions\"\x9e\x05\n" +
+	"partitions\"\xc9\x06\n" +
 	"\x16ConsumerPartitionStats\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x12\n" +
@@ -3193,18 +3282,26 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\awindows\x18\n" +
 	" \x03(\v2\x16.sluice.v1.CacheWindowR\awindows\x12\x16\n" +
 	"\x06splits\x18\v \x01(\x03R\x06splits\x12\x16\n" +
-	"\x06merges\x18\f \x01(\x03R\x06merges\x12+\n" +
+	"\x06merges\x18\f \x01(\x03R\x06merges\x12\x16\n" +
+	"\x06resets\x18\r \x01(\x03R\x06resets\x12+\n" +
 	"\x11rehydration_reads\x18\x0e \x01(\x03R\x10rehydrationReads\x12-\n" +
-	"\x12rehydrated_records\x18\x0f \x01(\x03R\x11rehydratedRecords\x12J\n" +
+	"\x12rehydrated_records\x18\x0f \x01(\x03R\x11rehydratedRecords\x12#\n" +
+	"\rreads_avoided\x18\x10 \x01(\x03R\freadsAvoided\x12'\n" +
+	"\x0fduplicate_reads\x18\x11 \x01(\x03R\x0eduplicateReads\x12\x1c\n" +
+	"\treclaimed\x18\x12 \x01(\x03R\treclaimed\x12J\n" +
 	"\rsubscriptions\x18\x13 \x03(\v2$.sluice.v1.ConsumerSubscriptionStatsR\rsubscriptions\x12\x18\n" +
-	"\astopped\x18\x14 \x01(\tR\astopped\"\x93\x01\n" +
+	"\astopped\x18\x14 \x01(\tR\astopped\x12%\n" +
+	"\x0eretention_gaps\x18\x15 \x01(\x03R\rretentionGaps\"\xd7\x01\n" +
 	"\vCacheWindow\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x03R\x03end\x12\x18\n" +
 	"\arecords\x18\x03 \x01(\x05R\arecords\x12\x14\n" +
 	"\x05bytes\x18\x04 \x01(\x03R\x05bytes\x12\x12\n" +
 	"\x04head\x18\x05 \x01(\bR\x04head\x12\x18\n" +
-	"\amembers\x18\x06 \x01(\x05R\amembers\"\xd8\x01\n" +
+	"\amembers\x18\x06 \x01(\x05R\amembers\x12\x12\n" +
+	"\x04room\x18\a \x01(\x05R\x04room\x12\x16\n" +
+	"\x06wanted\x18\b \x01(\x05R\x06wanted\x12\x16\n" +
+	"\x06stream\x18\t \x01(\tR\x06stream\"\xf0\x01\n" +
 	"\x19ConsumerSubscriptionStats\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bconsumer\x18\x02 \x01(\tR\bconsumer\x12\x1a\n" +
@@ -3212,7 +3309,8 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\ahandled\x18\x04 \x01(\bR\ahandled\x12\x1b\n" +
 	"\tin_flight\x18\x05 \x01(\x05R\binFlight\x12\x14\n" +
 	"\x05fault\x18\x06 \x01(\tR\x05fault\x12\x1b\n" +
-	"\x06window\x18\a \x01(\x05H\x00R\x06window\x88\x01\x01B\t\n" +
+	"\x06window\x18\a \x01(\x05H\x00R\x06window\x88\x01\x01\x12\x16\n" +
+	"\x06cursor\x18\b \x01(\x03R\x06cursorB\t\n" +
 	"\a_window\"8\n" +
 	"\x12UnsubscribeRequest\x12\"\n" +
 	"\fsubscription\x18\x01 \x01(\tR\fsubscription\"\x15\n" +

@@ -33,16 +33,20 @@ type partitionView struct {
 	Head          int64                 `json:"head"`
 	Checkpoint    int64                 `json:"checkpoint"`
 	Lag           int64                 `json:"lag"`
+	CacheWindows  int                   `json:"cache_windows"`
+	CachedRecords int64                 `json:"cached_records"`
 	Subscriptions []subscriptionLagView `json:"subscriptions"`
 	Leases        []groupLeaseView      `json:"leases"`
 }
 
 type groupLeaseView struct {
-	Group      string    `json:"group"`
-	Owner      string    `json:"owner,omitempty"`
-	Held       bool      `json:"held"`
-	Epoch      int64     `json:"epoch"`
-	LeaseUntil time.Time `json:"lease_until,omitzero"`
+	Group         string    `json:"group"`
+	Owner         string    `json:"owner,omitempty"`
+	Held          bool      `json:"held"`
+	Epoch         int64     `json:"epoch"`
+	LeaseUntil    time.Time `json:"lease_until,omitzero"`
+	CacheWindows  int       `json:"cache_windows"`
+	CachedRecords int64     `json:"cached_records"`
 }
 
 type subscriptionLagView struct {
@@ -54,7 +58,9 @@ type subscriptionLagView struct {
 func opClusterStatus() *op {
 	return &op{name: "cluster status", streams: true,
 		about: "Prints the stream nodes with their groups, consumers, liveness and partitions, each partition's\n" +
-			"owner in each group, head, checkpoint and lag, and the subscriptions' lag.",
+			"owner in each group, head, checkpoint and lag, what the owner's cache of it holds (the records\n" +
+			"CACHED in how many WINDOWS, as of its last lease renewal; - while nobody holds the lease), and the\n" +
+			"subscriptions' lag.",
 		run: func(ctx context.Context, e *env, _ []string) error {
 			st, err := e.api.ClusterStatus(ctx)
 			if err != nil {
@@ -83,10 +89,11 @@ func (e *env) emitCluster(st sluice.ClusterStatus) error {
 	}
 	for _, p := range st.Partitions {
 		v := partitionView{Kind: "partition", Partition: p.Partition, Owner: p.Owner, Held: p.Held, Epoch: p.Epoch,
-			LeaseUntil: p.LeaseUntil.UTC(), Head: p.Head, Checkpoint: p.Checkpoint, Lag: p.Lag, Subscriptions: []subscriptionLagView{},
-			Leases: []groupLeaseView{}}
+			LeaseUntil: p.LeaseUntil.UTC(), Head: p.Head, Checkpoint: p.Checkpoint, Lag: p.Lag, CacheWindows: p.CacheWindows,
+			CachedRecords: p.CachedRecords, Subscriptions: []subscriptionLagView{}, Leases: []groupLeaseView{}}
 		for _, l := range p.Leases {
-			v.Leases = append(v.Leases, groupLeaseView{Group: l.Group, Owner: l.Owner, Held: l.Held, Epoch: l.Epoch, LeaseUntil: l.LeaseUntil.UTC()})
+			v.Leases = append(v.Leases, groupLeaseView{Group: l.Group, Owner: l.Owner, Held: l.Held, Epoch: l.Epoch,
+				LeaseUntil: l.LeaseUntil.UTC(), CacheWindows: l.CacheWindows, CachedRecords: l.CachedRecords})
 		}
 		for _, s := range p.Subscriptions {
 			v.Subscriptions = append(v.Subscriptions, subscriptionLagView{ID: s.ID, Position: s.Position, Lag: s.Lag})
@@ -109,7 +116,7 @@ func (e *env) printCluster(st sluice.ClusterStatus) error {
 				orDash(n.Address), yesNo(n.Alive), when(n.StartedAt), when(n.HeartbeatAt), partitionList(n.Partitions))
 		}
 	}
-	fmt.Fprintln(tw, "\nPARTITION\tGROUP\tOWNER\tHELD\tEPOCH\tHEAD\tCHECKPOINT\tLAG")
+	fmt.Fprintln(tw, "\nPARTITION\tGROUP\tOWNER\tHELD\tEPOCH\tHEAD\tCHECKPOINT\tLAG\tCACHED\tWINDOWS")
 	var subs [][]string
 	for _, p := range st.Partitions {
 		leases := p.Leases
@@ -117,8 +124,12 @@ func (e *env) printCluster(st sluice.ClusterStatus) error {
 			leases = []sluice.GroupLease{{}}
 		}
 		for _, l := range leases {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", p.Partition, groupName(l.Group), orDash(l.Owner), yesNo(l.Held),
-				l.Epoch, p.Head, p.Checkpoint, p.Lag)
+			cached, windows := "-", "-" // nobody holds a cache of it
+			if l.Held {
+				cached, windows = fmt.Sprint(l.CachedRecords), fmt.Sprint(l.CacheWindows)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", p.Partition, groupName(l.Group), orDash(l.Owner), yesNo(l.Held),
+				l.Epoch, p.Head, p.Checkpoint, p.Lag, cached, windows)
 		}
 		for _, s := range p.Subscriptions {
 			subs = append(subs, []string{s.ID, fmt.Sprint(p.Partition), fmt.Sprint(s.Position), fmt.Sprint(s.Lag)})

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/server"
@@ -104,4 +107,41 @@ func TestExitRefused(t *testing.T) {
 	w.ok(t, "queue", "create", "q", "--token", admin)
 	w.fails(t, ExitRefused, "may not send", "send", "q", "x", "--token", reader)
 	w.fails(t, ExitNothing, "no message", "receive", "q", "--token", reader)
+}
+
+// clusterAPI answers ClusterStatus with a fixed status; the other
+// methods of sluiceAPI are not called.
+type clusterAPI struct {
+	sluiceAPI
+	st sluice.ClusterStatus
+}
+
+func (a clusterAPI) ClusterStatus(context.Context) (sluice.ClusterStatus, error) { return a.st, nil }
+
+// cluster status prints, for each partition's lease in each group, what
+// its owner's cache holds ("-" for a lease nobody holds), in a table and
+// as JSON.
+func TestClusterStatusOutput(t *testing.T) {
+	at := time.Date(2025, 3, 4, 5, 6, 7, 8_000_000, time.UTC)
+	a := sluice.GroupLease{Owner: "node-a", Epoch: 3, LeaseUntil: at, Held: true, CacheWindows: 2, CachedRecords: 96}
+	mail := sluice.GroupLease{Group: "mail", Owner: "node-m", Epoch: 1, LeaseUntil: at, Held: true, CacheWindows: 1}
+	ended := sluice.GroupLease{Owner: "node-b", Epoch: 2, LeaseUntil: at}
+	api := clusterAPI{st: sluice.ClusterStatus{
+		Nodes: []sluice.ClusterNode{{ID: "node-a", Consumers: []string{"audit"}, StartedAt: at, HeartbeatAt: at, Alive: true,
+			Partitions: []int32{0}}},
+		Partitions: []sluice.PartitionStatus{
+			{Partition: 0, Owner: a.Owner, Epoch: a.Epoch, LeaseUntil: at, Held: true, CacheWindows: 2, CachedRecords: 96,
+				Head: 120, Checkpoint: 24, Lag: 96, Leases: []sluice.GroupLease{a, mail}},
+			{Partition: 1, Owner: ended.Owner, Epoch: ended.Epoch, LeaseUntil: at, Leases: []sluice.GroupLease{ended}},
+		}}}
+	for _, c := range []struct {
+		json bool
+		file string
+	}{{false, "cluster_status.txt"}, {true, "cluster_status.json"}} {
+		var out bytes.Buffer
+		if err := opClusterStatus().run(t.Context(), &env{api: api, json: c.json, stdout: &out}, nil); err != nil {
+			t.Fatal(err)
+		}
+		golden(t, c.file, out.Bytes())
+	}
 }

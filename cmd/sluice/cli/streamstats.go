@@ -23,8 +23,13 @@ type consumerPartitionView struct {
 	Windows            []cacheWindowView          `json:"windows"`
 	Splits             int64                      `json:"splits"`
 	Merges             int64                      `json:"merges"`
+	Resets             int64                      `json:"resets"`
 	RehydrationReads   int64                      `json:"rehydration_reads"`
 	RehydratedRecords  int64                      `json:"rehydrated_records"`
+	ReadsAvoided       int64                      `json:"reads_avoided"`
+	DuplicateReads     int64                      `json:"duplicate_reads"`
+	Reclaimed          int64                      `json:"reclaimed"`
+	RetentionGaps      int64                      `json:"retention_gaps"`
 	Subscriptions      []consumerSubscriptionView `json:"subscriptions"`
 	SavedAt            time.Time                  `json:"saved_at,omitzero"`
 	TrimmedAt          time.Time                  `json:"trimmed_at,omitzero"`
@@ -32,14 +37,20 @@ type consumerPartitionView struct {
 }
 
 // cacheWindowView is a resident window of a partition's cache: it holds
-// positions start through end (none when end is start-1).
+// positions start through end (none when end is start-1). Pressure says
+// its members want records it has no room to read; stream, absent for
+// the whole partition, is the one stream it reads.
 type cacheWindowView struct {
-	Start   int64 `json:"start"`
-	End     int64 `json:"end"`
-	Records int   `json:"records"`
-	Bytes   int64 `json:"bytes"`
-	Head    bool  `json:"head"`
-	Members int   `json:"members"`
+	Start    int64  `json:"start"`
+	End      int64  `json:"end"`
+	Records  int    `json:"records"`
+	Bytes    int64  `json:"bytes"`
+	Head     bool   `json:"head"`
+	Members  int    `json:"members"`
+	Room     int    `json:"room"`
+	Wanted   int    `json:"wanted"`
+	Pressure bool   `json:"pressure"`
+	Stream   string `json:"stream,omitempty"`
 }
 
 // consumerSubscriptionView is a subscription of a partition; window is
@@ -48,6 +59,7 @@ type consumerSubscriptionView struct {
 	ID       string `json:"id"`
 	Consumer string `json:"consumer"`
 	Position int64  `json:"position"`
+	Cursor   int64  `json:"cursor"`
 	Handled  bool   `json:"handled"`
 	InFlight int    `json:"in_flight"`
 	Fault    string `json:"fault,omitempty"`
@@ -57,14 +69,17 @@ type consumerSubscriptionView struct {
 func viewConsumerPartition(p *sluice.StreamPartitionStats) consumerPartitionView {
 	v := consumerPartitionView{Partition: p.Partition, Epoch: p.Epoch, Read: p.Read, ProposedCheckpoint: p.ProposedCheckpoint,
 		StoredCheckpoint: p.StoredCheckpoint, CachedRecords: p.CachedRecords, CachedBytes: p.CachedBytes,
-		Windows: []cacheWindowView{}, Splits: p.Splits, Merges: p.Merges, RehydrationReads: p.RehydrationReads,
-		RehydratedRecords: p.RehydratedRecords, Subscriptions: []consumerSubscriptionView{},
+		Windows: []cacheWindowView{}, Splits: p.Splits, Merges: p.Merges, Resets: p.Resets, RehydrationReads: p.RehydrationReads,
+		RehydratedRecords: p.RehydratedRecords, ReadsAvoided: p.ReadsAvoided, DuplicateReads: p.DuplicateReads,
+		Reclaimed: p.Reclaimed, RetentionGaps: p.RetentionGaps, Subscriptions: []consumerSubscriptionView{},
 		SavedAt: p.SavedAt.UTC(), TrimmedAt: p.TrimmedAt.UTC(), Stopped: p.Stopped}
 	for _, w := range p.Windows {
-		v.Windows = append(v.Windows, cacheWindowView{w.Start, w.End, w.Records, w.Bytes, w.Head, w.Members})
+		v.Windows = append(v.Windows, cacheWindowView{Start: w.Start, End: w.End, Records: w.Records, Bytes: w.Bytes, Head: w.Head,
+			Members: w.Members, Room: w.Room, Wanted: w.Wanted, Pressure: underPressure(w), Stream: w.Stream})
 	}
 	for _, s := range p.Subscriptions {
-		sv := consumerSubscriptionView{ID: s.ID, Consumer: s.Consumer, Position: s.Position, Handled: s.Handled, InFlight: s.InFlight, Fault: s.Fault}
+		sv := consumerSubscriptionView{ID: s.ID, Consumer: s.Consumer, Position: s.Position, Cursor: s.Cursor, Handled: s.Handled,
+			InFlight: s.InFlight, Fault: s.Fault}
 		if s.Window >= 0 {
 			sv.Window = &s.Window
 		}
@@ -79,8 +94,13 @@ func opStreamStats() *op {
 			"open there): for each, the last position read, the checkpoint the node proposes (its subscriptions'\n" +
 			"lowest position) and the checkpoint stored (which other subscriptions may hold back), what its\n" +
 			"cache holds: its resident windows (the positions each holds, the head window, which reads ahead,\n" +
-			"marked *), the windows split off for lagging subscriptions and merged back, and the records\n" +
-			"lagging windows read again (in how many reads); then each subscription with the window it reads.\n" +
+			"marked *), the windows split off for lagging subscriptions, merged back and reset at the window\n" +
+			"limit, the records lagging windows read again (in how many reads), the records a window took over\n" +
+			"from another rather than read (AVOIDED) and those read that another held (DUPLICATE), the records\n" +
+			"reclaimed from a read-ahead for another window's reserve, and the retention gaps met; then each\n" +
+			"window with the records it may read now (ROOM) and its members want (WANTED), under pressure when\n" +
+			"they want some and it has no room, and the one stream it reads (- for the whole partition); then\n" +
+			"each subscription with its cursor (every record to it examined) and the window it reads.\n" +
 			"Needs --server.",
 		run: func(ctx context.Context, e *env, args []string) error {
 			node, parts, err := e.api.consumerStats(ctx, args[0])
@@ -99,13 +119,17 @@ func opStreamStats() *op {
 			if err := printConsumerPartitions(e.stdout, parts); err != nil {
 				return err
 			}
+			if err := printCacheWindows(e.stdout, parts); err != nil {
+				return err
+			}
 			return printConsumerSubscriptions(e.stdout, parts)
 		}}
 }
 
 func printConsumerPartitions(out io.Writer, parts []sluice.StreamPartitionStats) error {
 	tw := table(out)
-	fmt.Fprintln(tw, "PARTITION\tEPOCH\tREAD\tPROPOSED CHECKPOINT\tSTORED CHECKPOINT\tCACHED\tWINDOWS\tRESIDENT\tSPLITS/MERGES\tREHYDRATED\tSAVED")
+	fmt.Fprintln(tw, "PARTITION\tEPOCH\tREAD\tPROPOSED CHECKPOINT\tSTORED CHECKPOINT\tCACHED\tWINDOWS\tRESIDENT\tSPLITS/MERGES\tRESETS\t"+
+		"REHYDRATED\tAVOIDED/DUPLICATE\tRECLAIMED\tGAPS\tSAVED")
 	for _, p := range parts {
 		saved := when(p.SavedAt)
 		if p.Stopped != "" {
@@ -115,11 +139,40 @@ func printConsumerPartitions(out io.Writer, parts []sluice.StreamPartitionStats)
 		if p.RehydrationReads > 0 {
 			rehydrated = fmt.Sprintf("%d in %d reads", p.RehydratedRecords, p.RehydrationReads)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d/%d\t%s\t%s\n", p.Partition, p.Epoch, p.Read,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d/%d\t%d\t%s\t%d/%d\t%d\t%d\t%s\n", p.Partition, p.Epoch, p.Read,
 			p.ProposedCheckpoint, p.StoredCheckpoint, p.CachedRecords, len(p.Windows), resident(p.Windows),
-			p.Splits, p.Merges, rehydrated, saved)
+			p.Splits, p.Merges, p.Resets, rehydrated, p.ReadsAvoided, p.DuplicateReads, p.Reclaimed, p.RetentionGaps, saved)
 	}
 	return tw.Flush()
+}
+
+// printCacheWindows prints each partition's windows, after a blank line:
+// what each holds, its room and wanted records, whether it is under
+// pressure, and the stream it reads ("-": the whole partition's).
+func printCacheWindows(out io.Writer, parts []sluice.StreamPartitionStats) error {
+	n := 0
+	for _, p := range parts {
+		n += len(p.Windows)
+	}
+	if n == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	tw := table(out)
+	fmt.Fprintln(tw, "PARTITION\tWINDOW\tPOSITIONS\tRECORDS\tBYTES\tMEMBERS\tROOM\tWANTED\tPRESSURE\tSTREAM")
+	for _, p := range parts {
+		for i, w := range p.Windows {
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", p.Partition, i, windowRange(w), w.Records, w.Bytes,
+				w.Members, w.Room, w.Wanted, yesNo(underPressure(w)), orDash(w.Stream))
+		}
+	}
+	return tw.Flush()
+}
+
+// underPressure says a window's members want records it has no room to
+// read.
+func underPressure(w sluice.StreamCacheWindow) bool {
+	return w.Wanted > 0 && w.Room == 0
 }
 
 // printConsumerSubscriptions prints the partitions' subscriptions, after
@@ -134,7 +187,7 @@ func printConsumerSubscriptions(out io.Writer, parts []sluice.StreamPartitionSta
 	}
 	fmt.Fprintln(out)
 	tw := table(out)
-	fmt.Fprintln(tw, "PARTITION\tSUBSCRIPTION\tCONSUMER\tPOSITION\tHANDLED\tIN FLIGHT\tWINDOW\tFAULT")
+	fmt.Fprintln(tw, "PARTITION\tSUBSCRIPTION\tCONSUMER\tPOSITION\tCURSOR\tHANDLED\tIN FLIGHT\tWINDOW\tFAULT")
 	for _, p := range parts {
 		for _, s := range p.Subscriptions {
 			window, handled := "-", "no"
@@ -148,7 +201,8 @@ func printConsumerSubscriptions(out io.Writer, parts []sluice.StreamPartitionSta
 			if fault == "" {
 				fault = "-"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%d\t%s\t%s\n", p.Partition, s.ID, s.Consumer, s.Position, handled, s.InFlight, window, fault)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%d\t%s\t%s\n", p.Partition, s.ID, s.Consumer, s.Position, s.Cursor, handled,
+				s.InFlight, window, fault)
 		}
 	}
 	return tw.Flush()

@@ -129,15 +129,17 @@ const views = {
         el("td", {}, (n.consumers || []).join(", ")), el("td", {}, n.address || ""), el("td", {}, n.alive ? "yes" : "no"),
         el("td", {}, (n.partitions || []).join(" ")), el("td", {}, when(n.startedAt)), el("td", {}, when(n.heartbeatAt)))));
     fill(document.querySelector("#partitions-table tbody"), (st.partitions || []).map((p) =>
-      el("tr", { class: p.held ? "" : "bad" }, num(p.partition),
+      el("tr", { class: p.held ? "" : "bad", "data-partition": int(p.partition) }, num(p.partition),
         el("td", {}, (p.leases || []).map((l) => `${l.owner || "none"}${l.group ? " [" + l.group + "]" : ""}`).join(", ")),
         num(p.epoch), el("td", {}, p.held ? "yes" : "no"),
         num(p.head), num(p.checkpoint), num(p.lag),
+        // What each owner's cache holds, lease by lease as the owners.
+        el("td", {}, (p.leases || []).map((l) => l.held ? `${int(l.cachedRecords).toLocaleString()} in ${int(l.cacheWindows)}` : "-").join(", ")),
         el("td", {}, (p.subscriptions || []).map((s) => `${s.id} (${int(s.lag)})`).join(", ")))));
     const ids = new Set((st.partitions || []).flatMap((p) => (p.subscriptions || []).map((s) => s.id)));
     document.getElementById("reposition-subs").replaceChildren(...[...ids].sort().map((id) => el("option", { value: id })));
     const consumers = [...new Set((st.nodes || []).flatMap((n) => n.consumers || []))].sort();
-    const rows = [], subRows = [];
+    const rows = [], windowRows = [], subRows = [];
     for (const consumer of consumers) {
       let stats;
       try {
@@ -152,19 +154,31 @@ const views = {
           el("td", {}, consumer), num(p.partition), num(p.epoch), num(p.read),
           num(p.proposedCheckpoint), num(p.storedCheckpoint), num(p.cachedRecords),
           num(windows.length), el("td", { class: "resident" }, windows.map(windowRange).join(" ")),
-          el("td", {}, `${int(p.splits)}/${int(p.merges)}`),
-          el("td", {}, reads ? `${int(p.rehydratedRecords).toLocaleString()} in ${reads.toLocaleString()} reads` : "")));
+          el("td", {}, `${int(p.splits)}/${int(p.merges)}`), num(p.resets),
+          el("td", {}, reads ? `${int(p.rehydratedRecords).toLocaleString()} in ${reads.toLocaleString()} reads` : ""),
+          el("td", {}, `${int(p.readsAvoided).toLocaleString()}/${int(p.duplicateReads).toLocaleString()}`),
+          num(p.reclaimed), num(p.retentionGaps)));
+        // A window is under pressure when its members want records it
+        // has no room to read.
+        windows.forEach((w, i) => {
+          const pressure = int(w.wanted) > 0 && int(w.room) === 0;
+          windowRows.push(el("tr", { "data-consumer": consumer, "data-partition": int(p.partition), "data-window": i, class: pressure ? "bad" : "" },
+            el("td", {}, consumer), num(p.partition), num(i), el("td", { class: "resident" }, windowRange(w)),
+            num(w.records), num(w.bytes), num(w.members), num(w.room), num(w.wanted),
+            el("td", {}, pressure ? "yes" : "no"), el("td", {}, w.stream || "")));
+        });
         // The subscriptions this consumer delivers; the others of the
         // partition are other consumers'.
         for (const s of (p.subscriptions || []).filter((s) => s.handled)) {
           const w = s.window === undefined ? undefined : windows[s.window];
           subRows.push(el("tr", { "data-subscription": s.id, "data-partition": int(p.partition), class: s.fault ? "bad" : "" },
-            el("td", {}, consumer), num(p.partition), el("td", {}, s.id), num(s.position), num(s.inFlight),
+            el("td", {}, consumer), num(p.partition), el("td", {}, s.id), num(s.position), num(s.cursor), num(s.inFlight),
             el("td", {}, w ? `${s.window}: ${windowRange(w)}` : "none"), el("td", {}, s.fault || "")));
         }
       }
     }
     fill(document.querySelector("#consumers-table tbody"), rows);
+    fill(document.querySelector("#cache-windows-table tbody"), windowRows);
     fill(document.querySelector("#consumer-subs-table tbody"), subRows);
   },
 

@@ -110,7 +110,7 @@ func (e *Engine) leases(ctx context.Context, q querier, t store.Tenant) ([]store
 			l            store.PartitionLease
 			until, dbNow int64
 		)
-		if err := rows.Scan(&l.Group, &l.Partition, &l.Owner, &l.Epoch, &until, &l.Checkpoint, &dbNow); err != nil {
+		if err := rows.Scan(&l.Group, &l.Partition, &l.Owner, &l.Epoch, &until, &l.Checkpoint, &l.CacheWindows, &l.CachedRecords, &dbNow); err != nil {
 			return nil, err
 		}
 		l.Until, l.Held = fromMS(until), until > dbNow
@@ -128,11 +128,14 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 	renew := slices.SortedFunc(slices.Values(p.Renew), func(a, b store.PartitionLease) int { return cmp.Compare(a.Partition, b.Partition) })
 	acquire := slices.Sorted(slices.Values(p.Acquire))
 	d := ms(p.Duration)
-	// Renewals first, together: they touch only rows this node holds.
+	// Renewals first, together: they touch only rows this node holds. Each
+	// stores what the node's cache of the partition holds in the same
+	// statement, which writes the row anyway.
 	if len(renew) > 0 {
 		err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 			for _, l := range renew {
-				if _, err := s.e.exec(ctx, tx, "RenewLease", d, s.t.Service, s.t.Provider, l.Partition, p.Node, l.Epoch, p.Group); err != nil {
+				if _, err := s.e.exec(ctx, tx, "RenewLease", d, l.CacheWindows, l.CachedRecords, s.t.Service, s.t.Provider,
+					l.Partition, p.Node, l.Epoch, p.Group); err != nil {
 					return err
 				}
 			}

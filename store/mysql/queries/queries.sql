@@ -1386,7 +1386,8 @@ DELETE FROM sluice_nodes WHERE service = ? AND provider = ? AND id = ?;
 
 -- name: SelectLeases
 -- args: service, provider
-SELECT l.node_group, l.`partition`, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
+SELECT l.node_group, l.`partition`, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), l.cache_windows, l.cache_records,
+       CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)
 FROM sluice_partition_leases AS l
 LEFT JOIN sluice_partition_checkpoints AS c ON c.service = l.service AND c.provider = l.provider AND c.`partition` = l.`partition`
 WHERE l.service = ? AND l.provider = ?
@@ -1402,25 +1403,29 @@ VALUES (?, ?, ?, ?, '', 0, 0, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 ON DUPLICATE KEY UPDATE epoch = epoch;
 
 -- name: RenewLease
--- args: duration_ms, service, provider, partition, owner, epoch, node_group
+-- args: duration_ms, cache_windows, cache_records, service, provider, partition, owner, epoch, node_group
 -- Extends a lease its owner still holds under its epoch (also one that
--- ended: nobody acquired it since, or the epoch would have moved).
+-- ended: nobody acquired it since, or the epoch would have moved), with
+-- what the owner's cache of the partition holds.
 UPDATE sluice_partition_leases
-SET lease_until = GREATEST(lease_until + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?), updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+SET lease_until = GREATEST(lease_until + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?),
+    cache_windows = ?, cache_records = ?, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch = ? AND node_group = ?;
 
 -- name: AcquireLease
 -- args: owner, duration_ms, service, provider, partition, node_group
 -- Takes a partition whose lease ended (or that was released, or never
--- leased: lease_until 0) under a new epoch.
+-- leased: lease_until 0) under a new epoch, its new owner's cache
+-- empty until it renews.
 UPDATE sluice_partition_leases
-SET owner = ?, epoch = epoch + 1, lease_until = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+SET owner = ?, epoch = epoch + 1, lease_until = CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED) + ?,
+    cache_windows = 0, cache_records = 0, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 WHERE service = ? AND provider = ? AND `partition` = ? AND node_group = ? AND lease_until < CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED);
 
 -- name: ReleaseLease
 -- args: service, provider, partition, owner, epoch, node_group
 UPDATE sluice_partition_leases
-SET owner = '', lease_until = 0, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
+SET owner = '', lease_until = 0, cache_windows = 0, cache_records = 0, updated_at = GREATEST(updated_at + 1, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
 WHERE service = ? AND provider = ? AND `partition` = ? AND owner = ? AND epoch = ? AND node_group = ?;
 
 -- name: LockLeaseNoWait

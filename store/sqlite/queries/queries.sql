@@ -997,7 +997,8 @@ DELETE FROM sluice_nodes WHERE service = ?1 AND provider = ?2 AND id = ?3;
 
 -- name: SelectLeases
 -- args: service, provider
-SELECT l.node_group, l.partition, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+SELECT l.node_group, l.partition, l.owner, l.epoch, l.lease_until, COALESCE(c.checkpoint, 0), l.cache_windows, l.cache_records,
+       CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 FROM sluice_partition_leases l
 LEFT JOIN sluice_partition_checkpoints c ON c.service = l.service AND c.provider = l.provider AND c.partition = l.partition
 WHERE l.service = ?1 AND l.provider = ?2
@@ -1012,25 +1013,29 @@ VALUES (?1, ?2, ?3, ?4, '', 0, 0, CAST((julianday('now') - 2440587.5) * 86400000
 ON CONFLICT DO NOTHING;
 
 -- name: RenewLease
--- args: duration_ms, service, provider, partition, owner, epoch, node_group
+-- args: duration_ms, cache_windows, cache_records, service, provider, partition, owner, epoch, node_group
 -- Extends a lease its owner still holds under its epoch (also one that
--- ended: nobody acquired it since, or the epoch would have moved).
+-- ended: nobody acquired it since, or the epoch would have moved), with
+-- what the owner's cache of the partition holds.
 UPDATE sluice_partition_leases
-SET lease_until = max(lease_until + 1, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + ?1), updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
-WHERE service = ?2 AND provider = ?3 AND node_group = ?7 AND partition = ?4 AND owner = ?5 AND epoch = ?6;
+SET lease_until = max(lease_until + 1, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + ?1),
+    cache_windows = ?2, cache_records = ?3, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+WHERE service = ?4 AND provider = ?5 AND node_group = ?9 AND partition = ?6 AND owner = ?7 AND epoch = ?8;
 
 -- name: AcquireLease
 -- args: owner, duration_ms, service, provider, partition, node_group
 -- Takes a partition whose lease ended (or that was released, or never
--- leased: lease_until 0) under a new epoch.
+-- leased: lease_until 0) under a new epoch, its new owner's cache
+-- empty until it renews.
 UPDATE sluice_partition_leases
-SET owner = ?1, epoch = epoch + 1, lease_until = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + ?2, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+SET owner = ?1, epoch = epoch + 1, lease_until = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + ?2,
+    cache_windows = 0, cache_records = 0, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 WHERE service = ?3 AND provider = ?4 AND node_group = ?6 AND partition = ?5 AND lease_until < CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER);
 
 -- name: ReleaseLease
 -- args: service, provider, partition, owner, epoch, node_group
 UPDATE sluice_partition_leases
-SET owner = '', lease_until = 0, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
+SET owner = '', lease_until = 0, cache_windows = 0, cache_records = 0, updated_at = CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)
 WHERE service = ?1 AND provider = ?2 AND node_group = ?6 AND partition = ?3 AND owner = ?4 AND epoch = ?5;
 
 -- name: LockLeaseNoWait

@@ -213,8 +213,8 @@ type StreamServiceClient interface {
 	// of a consumer pulls, while a Consume stream of it is open here
 	// (FAILED_PRECONDITION NO_CONSUMER otherwise): for each, the
 	// checkpoint the node proposes and the one stored, the cache's
-	// resident windows with what they did, and the subscriptions with the
-	// window each reads.
+	// resident windows with what they did and the pressure on each, and
+	// the subscriptions with the window each reads and its cursor.
 	GetConsumerStats(context.Context, *v1.GetConsumerStatsRequest) (*v1.GetConsumerStatsResponse, error)
 	// Consume joins the server, for a consumer, to the consumer's group of
 	// stream nodes and streams the events of the consumer's subscriptions
@@ -326,8 +326,8 @@ type StreamServiceHandler interface {
 	// of a consumer pulls, while a Consume stream of it is open here
 	// (FAILED_PRECONDITION NO_CONSUMER otherwise): for each, the
 	// checkpoint the node proposes and the one stored, the cache's
-	// resident windows with what they did, and the subscriptions with the
-	// window each reads.
+	// resident windows with what they did and the pressure on each, and
+	// the subscriptions with the window each reads and its cursor.
 	GetConsumerStats(context.Context, *v1.GetConsumerStatsRequest) (*v1.GetConsumerStatsResponse, error)
 	// Consume joins the server, for a consumer, to the consumer's group of
 	// stream nodes and streams the events of the consumer's subscriptions
