@@ -159,12 +159,15 @@ type harness struct {
 	// hard is set once retention trimmed past the checkpoint: until
 	// then, a gap strands no one.
 	hard bool
+	// admitted counts the records each window made by a split or a
+	// merge admitted since (windows made otherwise are not counted).
+	admitted map[*window]int64
 	// onRead, when set, sees each read's plan and what it brought.
 	onRead func(p ReadPlan, recs []sluicetype.Record)
 }
 
 func newHarness(t rapid.TB, cfg cacheConfig, log *modelLog, after int64) *harness {
-	return &harness{t: t, cfg: cfg, c: newCache(cfg, after), log: log}
+	return &harness{t: t, cfg: cfg, c: newCache(cfg, after), log: log, admitted: make(map[*window]int64)}
 }
 
 func (h *harness) now() time.Time { return time.Time{}.Add(time.Duration(h.steps)) }
@@ -203,8 +206,17 @@ func (h *harness) join(key string, cur int64, fast bool) *modelMember {
 	x := &modelMember{id: h.nextID, key: key, from: cur, cursor: cur, fast: fast}
 	h.nextID++
 	before := h.state()
+	ends := make(map[*window]int64, len(h.c.ws))
+	for _, w := range h.c.ws {
+		ends[w] = w.end
+	}
 	var err error
 	h.op("Join", func() { err = h.c.Join(x) })
+	for w, end := range ends {
+		if w.end != end {
+			delete(h.admitted, w) // moved back (Share): a window anew
+		}
+	}
 	if err != nil {
 		if !errors.Is(err, sluicetype.ErrWindowLimit) || h.cfg.policy != WindowLimitFault || len(h.c.ws) < h.cfg.windows {
 			h.t.Fatalf("step %d: Join(%v) with %d windows, policy %v: %v", h.steps, x, len(h.c.ws), h.cfg.policy, err)
@@ -280,6 +292,30 @@ func wantsMore(w *window) bool {
 	return slices.ContainsFunc(w.members, func(x Member) bool { return x.Cursor() >= w.end })
 }
 
+// mayWalk is how far past w's end its members may walk, within the
+// lookahead of their safe positions.
+func mayWalk(w *window, lookahead int64) int64 {
+	n := int64(0)
+	for _, x := range w.members {
+		n = max(n, x.Safe()+lookahead-w.end)
+	}
+	return n
+}
+
+// unreserved is what the windows other than w keep of their reserves
+// and do not use: what w may not read into.
+func (h *harness) unreserved(w *window) (int, int64) {
+	records, bytes := 0, int64(0)
+	for _, v := range h.c.ws {
+		if v != w {
+			n, b := v.size()
+			records += max(0, h.c.shape.reserve-n)
+			bytes += max(0, h.c.shape.reserveBytes-b)
+		}
+	}
+	return records, bytes
+}
+
 // plan asks for a read and checks what it says: the head window's when
 // asked, and a lagging window's only for members that want more, no
 // more than a batch, up to the next window and never into it.
@@ -309,6 +345,9 @@ func (h *harness) plan(head, lagging bool) (ReadPlan, bool) {
 			h.t.Fatalf("step %d: a lagging plan for window %d of %d", h.steps, i, len(h.c.ws))
 		case p.Max == 0 || !wantsMore(p.w):
 			h.t.Fatalf("step %d: a lagging plan %+v for window %d-%d, whose members want nothing", h.steps, p, p.w.start, p.w.end)
+		case h.c.Lookahead() > 0 && int64(p.Max) > mayWalk(p.w, h.c.Lookahead()):
+			h.t.Fatalf("step %d: a lagging plan %+v for window %d-%d, whose members may walk %d records past it",
+				h.steps, p, p.w.start, p.w.end, mayWalk(p.w, h.c.Lookahead()))
 		case p.After+int64(p.Max) >= h.c.ws[i+1].start:
 			h.t.Fatalf("step %d: a lagging plan %+v reads into the next window, from %d", h.steps, p, h.c.ws[i+1].start)
 		case h.now().Before(p.w.retryAt):
@@ -332,10 +371,20 @@ func (h *harness) execute(p ReadPlan) int {
 		return 0
 	}
 	before := h.state()
-	_, bytes := h.c.Size()
+	records, bytes := h.c.Size()
+	keep, keepBytes := h.unreserved(p.w)
 	h.op("Admit", func() { err = h.c.Admit(p, recs) })
 	if err != nil {
 		h.t.Fatalf("step %d: Admit(%+v, %d records): %v", h.steps, p, len(recs), err)
+	}
+	if n, _ := h.c.Size(); n > records {
+		if n+keep > h.cfg.records || bytes+keepBytes >= h.cfg.bytes {
+			h.t.Fatalf("step %d: a read took %d records (%d bytes held before), into what other windows reserve (%d, %d bytes)",
+				h.steps, n-records, bytes, keep, keepBytes)
+		}
+		if _, ok := h.admitted[p.w]; ok {
+			h.admitted[p.w] += int64(n - records)
+		}
 	}
 	if h.onRead != nil {
 		h.onRead(p, recs)
@@ -448,6 +497,13 @@ func (h *harness) rebalance() {
 		}
 	}
 	after := h.c.Stats()
+	for w := range before {
+		if merged[w] {
+			h.admitted[w] = 0
+		} else if h.c.index(w) < 0 {
+			delete(h.admitted, w)
+		}
+	}
 	var split *window // the lagging window a split made
 	if d := after.Splits - st.Splits; d > 1 {
 		h.t.Fatalf("step %d: %d splits in one rebalance", h.steps, d)
@@ -455,13 +511,15 @@ func (h *harness) rebalance() {
 		i := slices.IndexFunc(h.c.ws, func(w *window) bool { _, old := before[w]; return !old })
 		split = h.c.ws[i]
 		w := h.c.ws[i+1] // what it split from
+		n, counted := h.admitted[w]
 		switch v := before[w]; {
-		case merged[w] || v.admitted < splitLag:
-			h.t.Fatalf("step %d: window %d-%d split having admitted %d records (merged now: %v), splitLag %d",
-				h.steps, w.start, w.end, v.admitted, merged[w], splitLag)
+		case merged[w] || v.admitted < splitLag || counted && n < splitLag:
+			h.t.Fatalf("step %d: window %d-%d split having admitted %d records (counted here: %d; merged now: %v), splitLag %d",
+				h.steps, w.start, w.end, v.admitted, n, merged[w], splitLag)
 		case v.room > 0:
 			h.t.Fatalf("step %d: window %d-%d split with room for %d records", h.steps, w.start, w.end, v.room)
 		}
+		h.admitted[w], h.admitted[split] = 0, 0
 	}
 	// The merge comes first. A split can leave two windows that meet,
 	// when its lagging members had walked all of the window: the next
@@ -871,9 +929,19 @@ func (m *model) actFollow() {
 		return
 	}
 	before := m.state()
-	_, bytes := m.c.Size()
+	records, bytes := m.c.Size()
+	keep, keepBytes := m.unreserved(h)
 	var ok bool
 	m.op("Follow", func() { ok = m.c.Follow(recs) })
+	if n, b := m.c.Size(); n > records {
+		if n+keep > m.cfg.records || b+keepBytes > m.cfg.bytes {
+			m.t.Fatalf("step %d: Follow took %d records, %d bytes, into what other windows reserve (%d, %d bytes)",
+				m.steps, n-records, b-bytes, keep, keepBytes)
+		}
+		if _, counted := m.admitted[h]; counted {
+			m.admitted[h] += int64(n - records)
+		}
+	}
 	switch {
 	case next < from && (ok || m.state() != before):
 		m.t.Fatalf("step %d: Follow(%v) past a gap after %d: %v; %s, then %s", m.steps, positionsOf(recs), end, ok, before, m.state())
@@ -881,9 +949,6 @@ func (m *model) actFollow() {
 		m.t.Fatalf("step %d: Follow(%v) = true, the head window ends at %d", m.steps, positionsOf(recs), h.end)
 	case !ok && m.state() != before:
 		m.t.Fatalf("step %d: Follow(%v) = false changed the cache: %s, then %s", m.steps, positionsOf(recs), before, m.state())
-	}
-	if _, now := m.c.Size(); now > bytes && now > m.cfg.bytes {
-		m.t.Fatalf("step %d: Follow took the cache to %d bytes, bound %d", m.steps, now, m.cfg.bytes)
 	}
 }
 
