@@ -644,6 +644,12 @@ func (c *windows) splitPoint(w *window, gap bool) ([]Member, bool) {
 	for k := 1; k < len(ms); k++ {
 		reach = max(reach, min(ms[k-1].Cursor(), w.end))
 		if safe[ms[k]]-reach >= c.shape.splitLag {
+			if reach >= w.end {
+				// The lower members walked all of w: the lagging window
+				// would be all of it, and the other one would start
+				// right after it, the two meeting (merged again at once).
+				return nil, false
+			}
 			return ms[:k], starved(ms[k:])
 		}
 	}
