@@ -22,11 +22,12 @@ type window struct {
 	// admitted counts the records read into the window since it was made
 	// by a split or a merge: a window splits again only after some.
 	admitted int64
-	// filtered is the last position through which the window holds only
-	// the records of stream filter (its members', which all read that
-	// one stream): the other streams' positions there are holes for it,
-	// so a member that reads anything else joins or merges into it only
-	// at or past filtered. 0: it holds every record in its range.
+	// filtered is the last position through which the window may lack
+	// records of other streams than filter (it read that one stream for
+	// its members, which all read it only): their positions there are
+	// holes for it, so a member that reads anything else joins or merges
+	// into it only at or past filtered. 0: it holds every record in its
+	// range.
 	filtered int64
 	filter   streamID
 }
