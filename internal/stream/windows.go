@@ -260,6 +260,25 @@ func (c *windows) wants(w *window) int {
 	return int(min(n, int64(c.cfg.batch)))
 }
 
+// minLagRead is the least a lagging window reads while a member at its
+// end still has events to deliver: half a read, or of the lookahead.
+// Read each time a delivery ended, a lagging window that replays at full
+// speed would read a record or two at a time, a query each, and take
+// from the others the time and the database those cost.
+func (c *windows) minLagRead() int {
+	n := c.cfg.batch
+	if c.shape.lookahead > 0 {
+		n = int(min(int64(n), c.shape.lookahead))
+	}
+	return max(1, n/2)
+}
+
+// idle reports whether a member that walked all of w has nothing left to
+// deliver: it waits for a read, however small.
+func (c *windows) idle(w *window) bool {
+	return slices.ContainsFunc(w.members, func(m Member) bool { return m.Cursor() >= w.end && m.Safe() >= m.Cursor() })
+}
+
 func (c *windows) Plan(now time.Time, head, lagging bool) (ReadPlan, bool) {
 	if head {
 		h := c.head()
@@ -283,7 +302,7 @@ func (c *windows) Plan(now time.Time, head, lagging bool) (ReadPlan, bool) {
 		i := (c.lagNext + k) % lag
 		w := c.ws[i]
 		want := c.wants(w)
-		if want == 0 || now.Before(w.retryAt) {
+		if want == 0 || now.Before(w.retryAt) || want < c.minLagRead() && !c.idle(w) {
 			continue
 		}
 		// What its members may walk (a lagging window holds no more than
