@@ -55,6 +55,10 @@ type agent struct {
 	refreshed time.Time
 
 	results chan result
+	// lagged brings a lagging window's read, done in a goroutine of its
+	// own (one at a time: lagReading), to the agent's goroutine.
+	lagged     chan lagResult
+	lagReading bool
 	// replays brings replays of parked events to the agent's goroutine.
 	replays chan *replayReq
 	wg      sync.WaitGroup
@@ -111,6 +115,7 @@ func newAgent(n *Node, lease store.PartitionLease) *agent {
 		log:   n.cfg.Logger.With("partition", partition),
 		subs:  make(map[string]*subState), readWait: n.cfg.PollInterval,
 		results:    make(chan result, 64),
+		lagged:     make(chan lagResult, 1),
 		replays:    make(chan *replayReq),
 		savedCh:    make(chan saved, 1),
 		deliveries: dctx, cancel: cancel,
@@ -236,6 +241,8 @@ func (a *agent) run() {
 			}
 		case <-refresh:
 			a.refreshed = time.Time{}
+		case r := <-a.lagged:
+			a.admitLagged(r)
 		case r := <-a.replays:
 			a.queueReplay(r)
 		case o := <-a.savedCh:
@@ -267,12 +274,8 @@ func (a *agent) drainResults() {
 	}
 }
 
-// maxReadsPerStep bounds the reads of one step, and lagReadsPerStep
-// those of lagging windows among them.
-const (
-	maxReadsPerStep = 8
-	lagReadsPerStep = 2
-)
+// maxReadsPerStep bounds the head window's reads of one step.
+const maxReadsPerStep = 8
 
 // step does whatever is due: refresh subscriptions, read, dispatch,
 // purge, store progress. It sets busy when it stopped reading with more
@@ -287,22 +290,22 @@ func (a *agent) step() {
 		a.refreshed = now
 	}
 	a.place()
-	// A bounded number of reads a step, so that stops, results and
-	// progress are not held up by a long backlog nobody here waits for;
-	// of them, a few for lagging windows, so that a window reading
-	// history again does not hold up the head.
-	lagging := 0
+	// A bounded number of head reads a step, so that stops, results and
+	// progress are not held up by a long backlog nobody here waits for.
+	// A lagging window's read goes to a goroutine of its own (one at a
+	// time), so that history read again never holds up the head.
 	for reads := 0; ; reads++ {
-		p, ok := a.cache.Plan(now, !now.Before(a.nextRead), lagging < lagReadsPerStep)
+		p, ok := a.cache.Plan(now, !now.Before(a.nextRead), !a.lagReading)
 		if !ok {
 			break
+		}
+		if !p.Head {
+			a.readLagging(p)
+			continue
 		}
 		if reads == maxReadsPerStep {
 			a.busy = true
 			break
-		}
-		if !p.Head {
-			lagging++
 		}
 		got, err := a.read(p)
 		if err != nil {
@@ -311,18 +314,6 @@ func (a *agent) step() {
 		if got > 0 {
 			a.dispatch()
 			a.purge()
-		}
-		if !p.Head {
-			switch {
-			case err != nil:
-				a.cache.Backoff(p, now.Add(a.n.cfg.IdlePollInterval))
-			case got == 0 && p.Namespace == "":
-				// Nothing where the next window said there was: look
-				// again later rather than at once. (A read of one
-				// stream that found nothing reached the next window.)
-				a.cache.Backoff(p, now.Add(a.n.cfg.PollInterval))
-			}
-			continue
 		}
 		switch {
 		case err != nil:
@@ -343,7 +334,7 @@ func (a *agent) step() {
 		}
 		a.nextRead = now.Add(a.readWait)
 	}
-	if _, more := a.cache.Plan(now, false, true); more {
+	if _, more := a.cache.Plan(now, false, true); more && !a.lagReading {
 		a.busy = true // lagging windows have more to read
 	}
 	a.watchLease()
@@ -578,6 +569,66 @@ func (a *agent) repositioned(s *subState, pos int64) {
 // of them. It reports whether it has everything up to the last of them.
 func (a *agent) follow(recs []sluicetype.Record) bool {
 	return a.cache.Follow(recs)
+}
+
+// lagResult is a lagging window's read.
+type lagResult struct {
+	p    ReadPlan
+	recs []sluicetype.Record
+	err  error
+}
+
+// readLagging reads what a lagging window's plan asks for in a goroutine
+// of its own, whose result admitLagged takes. The goroutine touches
+// nothing of the agent's but the store; it ends with the deliveries'
+// context, which a stop cancels, and the stop waits for it.
+func (a *agent) readLagging(p ReadPlan) {
+	a.lagReading = true
+	a.wg.Add(1)
+	go func() {
+		defer a.wg.Done()
+		ctx, cancel := context.WithTimeout(a.deliveries, 30*time.Second)
+		defer cancel()
+		recs, err := a.n.st.Read(ctx, &store.ReadParams{Partition: a.partition, After: p.After, Max: p.Max,
+			Namespace: p.Namespace, Key: p.Key, Through: p.Through})
+		a.lagged <- lagResult{p, recs, err}
+	}()
+}
+
+// admitLagged takes a lagging window's read: its records go into the
+// window if it still matches the plan (the window may have merged or
+// moved meanwhile: then nothing changes, and it is planned again), a gap
+// goes to skipTrimmed, and a failure or a read that found nothing waits
+// before the window reads again.
+func (a *agent) admitLagged(r lagResult) {
+	a.lagReading = false
+	p, err, got := r.p, r.err, 0
+	switch {
+	case errors.Is(err, sluicetype.ErrTrimmed):
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = a.skipTrimmed(ctx, p)
+		cancel()
+	case err == nil:
+		if err = a.cache.Admit(p, r.recs); err == nil {
+			got = len(r.recs)
+		}
+	}
+	now := time.Now()
+	switch {
+	case errors.Is(err, errStalePlan):
+	case err != nil:
+		a.log.Warn("sluice: stream agent cannot read", "err", err)
+		a.cache.Backoff(p, now.Add(a.n.cfg.IdlePollInterval))
+	case got == 0 && p.Namespace == "":
+		// Nothing where the next window said there was: look again
+		// later rather than at once. (A read of one stream that found
+		// nothing reached the next window.)
+		a.cache.Backoff(p, now.Add(a.n.cfg.PollInterval))
+	}
+	if got > 0 {
+		a.dispatch()
+		a.purge()
+	}
 }
 
 // read reads what a plan asks for into the cache, and returns how many

@@ -342,15 +342,19 @@ func (c *windows) Admit(p ReadPlan, recs []sluicetype.Record) error {
 			return fmt.Errorf("stream: a read of stream %s/%s returned a record of %s/%s", p.Namespace, p.Key, recs[i].Namespace, recs[i].Key)
 		}
 	}
-	if filtered && (p.Head || i+1 >= len(c.ws)) {
-		return errStalePlan // only a lagging window reads one stream
+	if filtered {
+		// Only a lagging window reads one stream, and only while its
+		// members all read that one (one may have joined since the plan).
+		if s, ok := c.oneStream(w); p.Head || i+1 >= len(c.ws) || !ok || s != (streamID{p.Namespace, p.Key}) {
+			return errStalePlan
+		}
 	}
 	if !p.Head {
 		c.st.RehydrationReads++
 	}
 	// A read of one stream that returned fewer than asked for found all
-	// of that stream's records through the position before the next
-	// window: the window reaches it.
+	// of that stream's records through p.Through, the position before
+	// the next window when planned.
 	short := filtered && len(recs) < p.Max
 	// What the next window holds stays there: the read reached it, so the
 	// two meet (they merge).
@@ -363,6 +367,14 @@ func (c *windows) Admit(p ReadPlan, recs []sluicetype.Record) error {
 			recs, meets = recs[:k], true
 		}
 	}
+	// A lagging window's read runs while the agent goes on (see the
+	// agent's readLagging): the other windows may have taken the room it
+	// was planned with since. What fits goes in; it reads the rest later.
+	if !p.Head {
+		if room, _ := c.room(w); len(recs) > room {
+			recs, meets, short = recs[:room], false, false
+		}
+	}
 	if len(recs) > 0 {
 		records, bytes := w.add(recs)
 		c.records += records
@@ -373,8 +385,14 @@ func (c *windows) Admit(p ReadPlan, recs []sluicetype.Record) error {
 			c.st.RehydratedRecords += int64(records)
 		}
 	}
-	if meets || short {
+	switch {
+	case meets:
 		w.end = c.ws[i+1].start - 1 // nothing between: the read said so
+	case short:
+		// It read through p.Through, which the next window's start may
+		// have passed since the plan (a purge moved it on): then the
+		// window reaches only that far, and reads on from there.
+		w.end = max(w.end, min(p.Through, c.ws[i+1].start-1))
 	}
 	if filtered {
 		w.filtered, w.filter = w.end, streamID{p.Namespace, p.Key}

@@ -18,7 +18,7 @@ import (
 // one read of at most a batch, a lagging read only for a window whose
 // members have walked all of it and no further than they may walk
 // (lookahead), and, per step, at most maxReadsPerStep reads of which
-// lagReadsPerStep lagging. At the end every member gets all its events.
+// simLagReads lagging. At the end every member gets all its events.
 func TestWindowBounds(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -39,6 +39,7 @@ func TestWindowBounds(t *testing.T) {
 			}
 			appendKeyed(3000)
 			h := newHarness(t, tc.cfg, log, 0)
+			h.late = true // as the agent reads for lagging windows
 			pace := make(map[*modelMember]int)
 			offset := make(map[*modelMember]int) // it stalls 100 steps in 500, from its offset
 			for i := range 12 {
@@ -72,7 +73,7 @@ func TestWindowBounds(t *testing.T) {
 			for range 1500 {
 				appendKeyed(4)
 				lagging = 0
-				if reads := h.step(resolve); reads > maxReadsPerStep || lagging > lagReadsPerStep {
+				if reads := h.step(resolve); reads > maxReadsPerStep || lagging > simLagReads {
 					t.Fatalf("step %d: %d reads, %d lagging", h.steps, reads, lagging)
 				}
 				n, b := h.c.Size()

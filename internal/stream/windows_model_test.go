@@ -194,6 +194,12 @@ type harness struct {
 	// admitted counts the records each window made by a split or a
 	// merge admitted since (windows made otherwise are not counted).
 	admitted map[*window]int64
+	// late: lagging reads are admitted a step after they were planned
+	// and read, as the agent's goroutine reads them while it goes on;
+	// otherwise up to simLagReads a step are admitted at once. pending is
+	// the lagging read in flight (nil: none).
+	late    bool
+	pending *lagRead
 	// onRead, when set, sees each read's plan and what it brought.
 	onRead func(p ReadPlan, recs []sluicetype.Record)
 }
@@ -400,6 +406,24 @@ func (h *harness) execute(p ReadPlan) int {
 		return 0 // the agent reads nothing for it
 	}
 	recs, err := h.log.readPlan(p)
+	return h.admitRead(p, recs, err, false)
+}
+
+// lagRead is a lagging window's read in flight: read when planned,
+// admitted a step later (the agent reads for a lagging window in a
+// goroutine, and goes on meanwhile).
+type lagRead struct {
+	p    ReadPlan
+	recs []sluicetype.Record
+	err  error
+}
+
+// admitRead admits what a plan's read brought, and checks what changed.
+// late: the plan was made before the steps since, so it may be stale
+// (nothing changes) and the window may have less room (what fits goes
+// in).
+func (h *harness) admitRead(p ReadPlan, recs []sluicetype.Record, err error, late bool) int {
+	h.t.Helper()
 	if errors.Is(err, sluicetype.ErrTrimmed) {
 		h.gap(p)
 		return 0
@@ -407,9 +431,27 @@ func (h *harness) execute(p ReadPlan) int {
 	before := h.state()
 	records, bytes := h.c.Size()
 	keep, keepBytes := h.unreserved(p.w)
+	endBefore := p.w.end
 	h.op("Admit", func() { err = h.c.Admit(p, recs) })
+	if late && errors.Is(err, errStalePlan) {
+		if h.state() != before {
+			h.t.Fatalf("step %d: a stale plan changed the cache: %s, then %s", h.steps, before, h.state())
+		}
+		return 0
+	}
 	if err != nil {
 		h.t.Fatalf("step %d: Admit(%+v, %d records): %v", h.steps, p, len(recs), err)
+	}
+	read := len(recs)
+	if n, _ := h.c.Size(); late && n-records < len(recs) {
+		// Only what fitted went in (or what was short of the next
+		// window): the window ends at its last record, or where it was.
+		recs = recs[:n-records]
+		if i := h.c.index(p.w); len(recs) > 0 && p.w.end != recs[len(recs)-1].Position &&
+			!(i+1 < len(h.c.ws) && p.w.end == h.c.ws[i+1].start-1) || len(recs) == 0 && p.w.end != endBefore && !(i+1 < len(h.c.ws) && p.w.end == h.c.ws[i+1].start-1) {
+			h.t.Fatalf("step %d: window %d-%d after a late read of %v admitted %v", h.steps, p.w.start, p.w.end, read, positionsOf(recs))
+		}
+		return read
 	}
 	if n, _ := h.c.Size(); n > records {
 		if n+keep > h.cfg.records || bytes+keepBytes >= h.cfg.bytes {
@@ -436,12 +478,16 @@ func (h *harness) execute(p ReadPlan) int {
 		// starts, when the read reached it (a read of one stream that
 		// brought less than asked for reached it).
 		i, last := h.c.index(p.w), recs[len(recs)-1].Position
-		meets := i+1 < len(h.c.ws) && (h.c.ws[i+1].start <= last || p.Namespace != "" && len(recs) < p.Max)
-		if !meets && p.w.end != last || meets && p.w.end != h.c.ws[i+1].start-1 {
+		meets := i+1 < len(h.c.ws) && h.c.ws[i+1].start <= last
+		short := i+1 < len(h.c.ws) && p.Namespace != "" && len(recs) < p.Max
+		switch {
+		case meets && p.w.end != h.c.ws[i+1].start-1,
+			short && !meets && p.w.end != min(p.Through, h.c.ws[i+1].start-1),
+			!meets && !short && p.w.end != last:
 			h.t.Fatalf("step %d: window %d-%d after a read of %v", h.steps, p.w.start, p.w.end, positionsOf(recs))
 		}
 	}
-	return len(recs)
+	return read
 }
 
 // fail is a read that failed: a lagging window backs off until then,
@@ -572,7 +618,7 @@ func (h *harness) rebalance() {
 }
 
 // step is one agent step (see agent.step): reads, the head window's
-// while they come back full and up to lagReadsPerStep lagging ones, at
+// while they come back full and up to simLagReads lagging ones, at
 // most maxReadsPerStep in all, each that brought records followed by
 // walks, a purge and a rebalance; then walks, resolutions, a purge and a
 // rebalance. It returns how many reads it made.
@@ -580,12 +626,30 @@ func (h *harness) step(resolve func(*modelMember)) int {
 	h.t.Helper()
 	h.steps++
 	head, lagging, reads := true, 0, 0
+	if r := h.pending; r != nil {
+		h.pending = nil
+		if got := h.admitRead(r.p, r.recs, r.err, true); got > 0 {
+			h.walkAll()
+			h.purge()
+			h.rebalance()
+		} else if r.err == nil && r.p.Namespace == "" {
+			h.fail(r.p, h.now().Add(1)) // nothing there: look again next step
+		}
+	}
 	for {
-		p, ok := h.plan(head, lagging < lagReadsPerStep)
+		p, ok := h.plan(head, h.late && h.pending == nil || !h.late && lagging < simLagReads)
 		if !ok || reads == maxReadsPerStep {
 			break
 		}
 		reads++
+		if !p.Head && h.late {
+			// Read now, admitted next step, as the agent's goroutine
+			// reads while the agent goes on.
+			lagging++
+			recs, err := h.log.readPlan(p)
+			h.pending = &lagRead{p, recs, err}
+			continue
+		}
 		if !p.Head {
 			lagging++
 		}
@@ -766,6 +830,7 @@ func drawConfig(t *rapid.T, pressure bool) cacheConfig {
 func newModel(t *rapid.T, pressure bool) *model {
 	cfg := drawConfig(t, pressure)
 	m := &model{harness: newHarness(t, cfg, &modelLog{next: 1}, 0), rt: t, pressure: pressure}
+	m.late = rapid.Bool().Draw(t, "late lagging reads")
 	var initial int
 	if pressure {
 		m.most = rapid.IntRange(2, 4).Draw(t, "members")

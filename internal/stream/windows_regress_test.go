@@ -75,7 +75,7 @@ func TestWindowReviewLaggingStarvation(t *testing.T) {
 			s.c.Purge()
 			s.c.Rebalance()
 		}
-		for range lagReadsPerStep {
+		for range simLagReads {
 			p, ok := s.c.Plan(now, false, true)
 			if !ok {
 				break

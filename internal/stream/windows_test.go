@@ -15,6 +15,10 @@ import (
 // real subscription views as members and a fake log: no goroutines, no
 // clock, no sleeps. After every step they check the cache's invariants.
 
+// simLagReads is how many lagging reads a simulated step makes at most
+// (the agent makes one at a time, off its goroutine: see readLagging).
+const simLagReads = 2
+
 // simLog is a partition log in memory: position p at index p-1.
 type simLog struct {
 	recs    []sluicetype.Record
@@ -173,7 +177,7 @@ func (s *sim) step() {
 	if p, ok := s.c.Plan(now, true, false); ok && p.Max > 0 {
 		s.read(p)
 	}
-	for range lagReadsPerStep {
+	for range simLagReads {
 		p, ok := s.c.Plan(now, false, true)
 		if !ok {
 			break
