@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -150,15 +151,10 @@ func printConsumerPartitions(out io.Writer, parts []sluice.StreamPartitionStats)
 // what each holds, its room and wanted records, whether it is under
 // pressure, and the stream it reads ("-": the whole partition's).
 func printCacheWindows(out io.Writer, parts []sluice.StreamPartitionStats) error {
-	n := 0
-	for _, p := range parts {
-		n += len(p.Windows)
-	}
-	if n == 0 {
+	tw := section(out, parts, func(p sluice.StreamPartitionStats) int { return len(p.Windows) })
+	if tw == nil {
 		return nil
 	}
-	fmt.Fprintln(out)
-	tw := table(out)
 	fmt.Fprintln(tw, "PARTITION\tWINDOW\tPOSITIONS\tRECORDS\tBYTES\tMEMBERS\tROOM\tWANTED\tPRESSURE\tSTREAM")
 	for _, p := range parts {
 		for i, w := range p.Windows {
@@ -178,15 +174,10 @@ func underPressure(w sluice.StreamCacheWindow) bool {
 // printConsumerSubscriptions prints the partitions' subscriptions, after
 // a blank line; nothing when there are none.
 func printConsumerSubscriptions(out io.Writer, parts []sluice.StreamPartitionStats) error {
-	n := 0
-	for _, p := range parts {
-		n += len(p.Subscriptions)
-	}
-	if n == 0 {
+	tw := section(out, parts, func(p sluice.StreamPartitionStats) int { return len(p.Subscriptions) })
+	if tw == nil {
 		return nil
 	}
-	fmt.Fprintln(out)
-	tw := table(out)
 	fmt.Fprintln(tw, "PARTITION\tSUBSCRIPTION\tCONSUMER\tPOSITION\tCURSOR\tHANDLED\tIN FLIGHT\tWINDOW\tFAULT")
 	for _, p := range parts {
 		for _, s := range p.Subscriptions {
@@ -206,6 +197,20 @@ func printConsumerSubscriptions(out io.Writer, parts []sluice.StreamPartitionSta
 		}
 	}
 	return tw.Flush()
+}
+
+// section starts a table of the partitions' rows after a blank line, or
+// returns nil when they have none (rows counts a partition's).
+func section(out io.Writer, parts []sluice.StreamPartitionStats, rows func(sluice.StreamPartitionStats) int) *tabwriter.Writer {
+	n := 0
+	for _, p := range parts {
+		n += rows(p)
+	}
+	if n == 0 {
+		return nil
+	}
+	fmt.Fprintln(out)
+	return table(out)
 }
 
 // resident lists the windows' ranges, "-" for none.
