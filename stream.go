@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -131,6 +132,10 @@ const (
 
 // MaxCacheWindows bounds StreamProcessorOptions.CacheWindows.
 const MaxCacheWindows = 64
+
+// UnboundedLagging, as StreamProcessorOptions.LaggingRate, lets lagging
+// windows deliver as fast as their handlers, beside live ones too.
+const UnboundedLagging = math.MaxInt
 
 // StreamCacheWindow describes one resident window of a partition's
 // cache, in StreamPartitionStats.Windows.
@@ -666,6 +671,18 @@ type StreamProcessorOptions struct {
 	// and the cache keeps CacheWindows already (default WindowLimitShare).
 	// It has no effect with one window, which everyone shares.
 	WindowLimit WindowLimitPolicy
+	// LaggingRate bounds the events a second that lagging windows start
+	// delivering across the processor (default 10,000; UnboundedLagging
+	// for no bound; a negative rate is refused). A lagging window is one
+	// behind its partition's head window: a replay, a rewind, a
+	// subscription released after lagging. The bound holds only while a
+	// head window has started a delivery within the last second, so that
+	// a replay takes a bounded share of the process and live
+	// subscriptions keep their latency; with no live deliveries it goes
+	// as fast as its handlers. A replay of N events beside live traffic
+	// at R events a second reaches the head after about
+	// N/(LaggingRate-R) seconds.
+	LaggingRate int
 	// ProgressInterval is how often progress is stored (default 200 ms).
 	ProgressInterval time.Duration
 	// RefreshInterval is how often subscriptions made by other processes
@@ -717,7 +734,7 @@ func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcess
 		Store: c.st, Partitions: c.partitions, Logger: c.log, Balancer: bal, Group: o.Group,
 		PollInterval: o.PollInterval, IdlePollInterval: o.IdlePollInterval, ReadBatch: o.ReadBatch,
 		CacheRecords: o.CacheRecords, CacheBytes: o.CacheBytes, CacheWindows: windows, WindowLimit: o.WindowLimit,
-		ProgressInterval: o.ProgressInterval, RefreshInterval: o.RefreshInterval,
+		ProgressInterval: o.ProgressInterval, RefreshInterval: o.RefreshInterval, LaggingRate: o.LaggingRate,
 	})
 	p := &StreamProcessor{c: c, id: id, node: node, balancer: bal}
 	if err := checkDurations(namedDuration{"heartbeat interval", o.HeartbeatInterval}, namedDuration{"failure timeout", o.FailureTimeout},
@@ -728,6 +745,10 @@ func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcess
 	if o.CacheWindows < 0 || o.CacheWindows > MaxCacheWindows {
 		p.invalid = fmt.Errorf("sluice: stream processor: cache windows %d: from 1 to %d (0 for the default, %d): %w",
 			o.CacheWindows, MaxCacheWindows, stream.DefaultCacheWindows, ErrInvalidArgument)
+	}
+	if o.LaggingRate < 0 {
+		p.invalid = fmt.Errorf("sluice: stream processor: lagging rate %d events/s: at least 1 (0 for the default, %d; UnboundedLagging for none): %w",
+			o.LaggingRate, stream.DefaultLaggingRate, ErrInvalidArgument)
 	}
 	if o.WindowLimit != WindowLimitShare && o.WindowLimit != WindowLimitFault {
 		p.invalid = fmt.Errorf("sluice: stream processor: window limit policy %d: use WindowLimitShare or WindowLimitFault: %w",

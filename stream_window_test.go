@@ -3,7 +3,9 @@ package sluice_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -444,8 +446,8 @@ func TestStreamSingleWindowFallback(t *testing.T) {
 }
 
 // CacheWindows takes 0 for its default and 1 to MaxCacheWindows; a
-// negative or larger one, or an unknown WindowLimit, fails Start with
-// ErrInvalidArgument.
+// negative or larger one, an unknown WindowLimit, or a negative
+// LaggingRate fails Start with ErrInvalidArgument.
 func TestStreamProcessorCacheWindowsEdges(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
 		start := func(o sluice.StreamProcessorOptions) error {
@@ -462,11 +464,13 @@ func TestStreamProcessorCacheWindowsEdges(t *testing.T) {
 		}
 		for _, bad := range []sluice.StreamProcessorOptions{
 			{CacheWindows: -1}, {CacheWindows: sluice.MaxCacheWindows + 1}, {WindowLimit: sluice.WindowLimitFault + 1},
+			{LaggingRate: -1}, {LaggingRate: math.MinInt},
 		} {
 			wantErr(t, fmt.Sprintf("Start with %+v", bad), start(bad), sluice.ErrInvalidArgument)
 		}
 		for _, good := range []sluice.StreamProcessorOptions{
 			{CacheWindows: 1}, {CacheWindows: sluice.MaxCacheWindows, WindowLimit: sluice.WindowLimitFault},
+			{LaggingRate: 1}, {LaggingRate: sluice.UnboundedLagging},
 		} {
 			if err := start(good); err != nil {
 				t.Fatalf("Start with %+v: %v", good, err)
@@ -520,4 +524,118 @@ func TestStreamRewindReadsOneStream(t *testing.T) {
 			t.Fatalf("the rewind read %d records again (%d duplicates) for the %d of its stream among %d", read, ps.DuplicateReads, len(pa), len(pa)+len(pb))
 		}
 	})
+}
+
+// While a live subscription delivers, a replaying one starts at most
+// LaggingRate deliveries a second (and a bucket of one); once nothing
+// live has been delivered for a second, the replay goes as fast as its
+// handler. At 1 event a second, the replay's 200 events would take
+// minutes: they arrive within the test's bound only through the second
+// rule.
+func TestStreamLaggingRate(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		const ns, history = "lagrate", 200
+		if err := c.SetStreamRetention(ctx, ns, sluice.StreamRetention{MaxAge: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		a, b, _ := twoStreams(c, ns)
+		pa, _ := publishRounds(t, c, history, a, 1, b, 0)
+		subscribe(t, c, b, "live", sluice.FromNow())
+		live := newLiveClock()
+		replay := newCollector()
+		opts := windowOptions()
+		opts.LaggingRate = 1
+		startStreamProcessor(t, c, opts, func(p *sluice.StreamProcessor) {
+			p.Handle("live", live.handle, nil)
+			p.Handle("replay", replay.handle, nil)
+		})
+		// Live events every 20 ms until the replay's bound is checked.
+		pubCtx, stopPublishing := context.WithCancel(ctx)
+		published := make(chan struct{})
+		go func() {
+			defer close(published)
+			for pubCtx.Err() == nil {
+				if _, err := c.Publish(pubCtx, b, sluice.Event{Body: []byte("live")}); err != nil && pubCtx.Err() == nil {
+					t.Error(err)
+					return
+				}
+				select {
+				case <-pubCtx.Done():
+				case <-time.After(20 * time.Millisecond):
+				}
+			}
+		}()
+		defer func() { stopPublishing(); <-published }()
+		live.waitCount(t, 5, time.Minute)
+		sub := subscribe(t, c, a, "replay", sluice.FromBeginning())
+		// Each try observes the replay for an interval (a rate is
+		// measured over a time) with live deliveries at most 500 ms apart
+		// throughout (a stalled machine may leave a longer gap, which
+		// lifts the bound): within it the replay starts at most one
+		// delivery a second, one more from the bucket, and one started
+		// before the interval may end in it.
+		checked := false
+		for try := 0; try < 5 && !checked; try++ {
+			from, before := time.Now(), replay.n.Load()
+			live.resetGap()
+			time.Sleep(1500 * time.Millisecond)
+			got, elapsed := replay.n.Load()-before, time.Since(from)
+			if gap := live.maxGap(); gap > 500*time.Millisecond {
+				t.Logf("live deliveries %v apart: the interval is measured again", gap)
+				continue
+			}
+			if limit := int64(elapsed.Seconds()) + 3; got > limit {
+				t.Fatalf("the replay got %d events in %v beside live ones, want at most %d at 1 a second", got, elapsed, limit)
+			}
+			checked = true
+		}
+		if !checked {
+			t.Fatal("no interval of live deliveries at most 500 ms apart in five tries")
+		}
+		stopPublishing()
+		<-published
+		replay.waitCount(t, history, time.Minute)
+		if got := replay.positions(sub.ID, a.Key); !slices.Equal(got, pa) {
+			t.Fatalf("the replay got %v, want %v", got, pa)
+		}
+	})
+}
+
+// liveClock counts a subscription's deliveries and the longest time
+// between two of them since resetGap.
+type liveClock struct {
+	*collector
+	mu   sync.Mutex
+	last time.Time
+	gap  time.Duration
+}
+
+func newLiveClock() *liveClock {
+	return &liveClock{collector: newCollector()}
+}
+
+func (l *liveClock) handle(ctx context.Context, ev *sluice.StreamEvent) error {
+	l.mu.Lock()
+	now := time.Now()
+	if !l.last.IsZero() {
+		l.gap = max(l.gap, now.Sub(l.last))
+	}
+	l.last = now
+	l.mu.Unlock()
+	return l.collector.handle(ctx, ev)
+}
+
+// resetGap starts measuring the longest gap from now.
+func (l *liveClock) resetGap() {
+	l.mu.Lock()
+	l.last, l.gap = time.Now(), 0
+	l.mu.Unlock()
+}
+
+// maxGap is the longest gap since resetGap, up to now.
+func (l *liveClock) maxGap() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return max(l.gap, time.Since(l.last))
 }

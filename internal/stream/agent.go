@@ -59,6 +59,9 @@ type agent struct {
 	// own (one at a time: lagReading), to the agent's goroutine.
 	lagged     chan lagResult
 	lagReading bool
+	// held is set when a lagging window had an event to deliver that the
+	// node's lagging rate held back: the agent looks again soon.
+	held bool
 	// replays brings replays of parked events to the agent's goroutine.
 	replays chan *replayReq
 	wg      sync.WaitGroup
@@ -228,8 +231,11 @@ func (a *agent) run() {
 			return
 		}
 		var idle <-chan time.Time
-		if a.busy {
+		switch {
+		case a.busy:
 			idle = closedTime // more to read: only look at what is waiting
+		case a.held:
+			idle = time.After(a.n.lag.retry())
 		}
 		select {
 		case r := <-a.results:
@@ -720,10 +726,13 @@ func (a *agent) parkGap(s *subState, trimmed int64, reason string) error {
 
 // dispatch walks each active subscription's cursor over the cache,
 // queueing the events that concern it, and starts deliveries up to the
-// consumer's concurrency, one per stream at a time.
+// consumer's concurrency, one per stream at a time; those of a lagging
+// window within the node's lagging rate.
 func (a *agent) dispatch() {
 	a.place()
 	owns := a.owns()
+	now, head := time.Now(), false
+	a.held = false
 	for _, s := range a.subs {
 		if s.c != nil && s.faulted && !s.draining() && owns {
 			a.startReplays(s) // parked events go again, faulted or not
@@ -744,14 +753,23 @@ func (a *agent) dispatch() {
 			continue // the lease may have moved on: deliver nothing until renewed
 		}
 		a.startReplays(s)
+		lagging := a.cache.Lagging(s)
 		for s.inflight < s.c.MaxConcurrency {
+			if lagging && s.hasNext() && !a.n.lag.allow(now) {
+				a.held = true
+				break
+			}
 			rec, ok := s.next()
 			if !ok {
 				break
 			}
+			head = head || !lagging
 			a.wg.Add(1)
 			go a.deliver(s, s.ctx, a.leaseCtx, s.c, s.sub.ID, s.gen, rec)
 		}
+	}
+	if head {
+		a.n.lag.head(now)
 	}
 }
 

@@ -65,6 +65,8 @@ type Cache interface {
 	// is the index of m's window there (-1: none).
 	Stats() CacheStats
 	Index(m Member) int
+	// Lagging reports whether m is in a window other than the head one.
+	Lagging(m Member) bool
 }
 
 // Member is a subscription as the cache sees it.

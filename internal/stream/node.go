@@ -52,7 +52,15 @@ type Config struct {
 	ProgressInterval time.Duration
 	RefreshInterval  time.Duration
 	TrimInterval     time.Duration
-	Logger           *slog.Logger
+	// LaggingRate bounds the events a second that lagging windows (those
+	// behind a partition's head window: a replay, a rewind, a slow
+	// subscription's) start delivering across the node, while a head
+	// window has started a delivery within the last second (default
+	// DefaultLaggingRate; math.MaxInt: no bound). A replay then takes a
+	// bounded share of the node, and live subscriptions keep their
+	// latency; with nobody live it goes as fast as its handlers.
+	LaggingRate int
+	Logger      *slog.Logger
 }
 
 // Config defaults.
@@ -98,6 +106,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.TrimInterval <= 0 {
 		c.TrimInterval = DefaultTrimInterval
+	}
+	if c.LaggingRate <= 0 {
+		c.LaggingRate = DefaultLaggingRate
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -163,13 +174,17 @@ type Node struct {
 	balWG    sync.WaitGroup
 	// watchers get a signal when subscriptions change in this process.
 	watchers map[chan struct{}]struct{}
+	// lag bounds the deliveries of lagging windows across the agents.
+	lag *lagThrottle
 }
 
 // NewNode returns a node; register consumers, then Start it.
 func NewNode(cfg Config) *Node {
 	cfg = cfg.withDefaults()
-	return &Node{born: time.Now(), cfg: cfg, st: cfg.Store, consumers: make(map[string]*Consumer),
-		agents: make(map[int32]*agent), stopping: make(map[int32]*agent), watchers: make(map[chan struct{}]struct{})}
+	born := time.Now()
+	return &Node{born: born, cfg: cfg, st: cfg.Store, consumers: make(map[string]*Consumer),
+		agents: make(map[int32]*agent), stopping: make(map[int32]*agent), watchers: make(map[chan struct{}]struct{}),
+		lag: newLagThrottle(cfg.LaggingRate, born)}
 }
 
 // Register adds a consumer. It fails once the node has started, or when

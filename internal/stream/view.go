@@ -165,6 +165,16 @@ func (s *subState) next() (sluicetype.Record, bool) {
 	return sluicetype.Record{}, false
 }
 
+// hasNext reports whether next would return an event.
+func (s *subState) hasNext() bool {
+	for _, key := range s.ready {
+		if q := s.streams[key]; q != nil && !q.busy && len(q.items) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // delivered resolves the event in delivery at the head of a stream's
 // queue: the stream's next event is ready.
 func (s *subState) delivered(key string, pos int64) {

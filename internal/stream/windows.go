@@ -745,6 +745,11 @@ func (c *windows) Stats() CacheStats {
 	return st
 }
 
+func (c *windows) Lagging(m Member) bool {
+	w := c.of[m]
+	return w != nil && w != c.head()
+}
+
 func (c *windows) Index(m Member) int {
 	if w := c.of[m]; w != nil {
 		return c.index(w)

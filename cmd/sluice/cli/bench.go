@@ -55,6 +55,7 @@ type benchConfig struct {
 	lag          string
 	cacheRecords int
 	cacheWindows int
+	laggingRate  int
 }
 
 // benchResult is one line of output.
@@ -130,6 +131,10 @@ type lagFigures struct {
 	LagNeeded              *int64   `json:"lag_needed_records,omitempty"`
 	RehydrationRatio       *float64 `json:"rehydration_ratio,omitempty"`
 	CaughtUp               *bool    `json:"lag_caught_up,omitempty"`
+	// ReplaySeconds is how long after the first measured publish a
+	// replaying lag had as many events as the history and fast's
+	// together: when the replay reached the head.
+	ReplaySeconds *float64 `json:"lag_replay_seconds,omitempty"`
 	// Each run's figures, where the line gives their medians (--runs).
 	RunsMsgsPerSec []float64 `json:"runs_msgs_per_sec,omitempty"`
 	RunsP99ms      []float64 `json:"runs_p99_ms,omitempty"`
@@ -206,6 +211,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&c.lag, "lag", "stopped", "stream-lagging: how the lagging consumer lags: stopped, slow or replay")
 	fs.IntVar(&c.cacheRecords, "cache-records", 256, "stream-lagging: each partition's cache bound, in records")
 	fs.IntVar(&c.cacheWindows, "cache-windows", 0, "stream-lagging: each partition's cache windows (0: the processor's default)")
+	fs.IntVar(&c.laggingRate, "lagging-rate", 0, "stream-lagging: the processor's LaggingRate, events/s (0: its default; -1: unbounded)")
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}

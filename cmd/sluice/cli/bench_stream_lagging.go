@@ -99,6 +99,13 @@ type lagRun struct {
 	mem      memSampler
 	marks    lagMarks
 	needed   atomic.Int64 // see lagHandler
+	// For replay: the history's size, lag's events, and when (since the
+	// first measured publish) lag had as many as the history and fast's
+	// together, that is, when the replay reached the head.
+	history  int64
+	lagGot   atomic.Int64
+	pubStart atomic.Int64
+	replayed atomic.Int64
 }
 
 func (e *benchEnv) lagRun(ctx context.Context, withLag bool) (benchResult, error) {
@@ -118,6 +125,7 @@ func (e *benchEnv) lagRun(ctx context.Context, withLag bool) (benchResult, error
 			return benchResult{}, err
 		}
 		history = n
+		l.history = n
 	}
 	l.mem.prepare()
 	if err := l.start(ctx); err != nil {
@@ -155,6 +163,12 @@ func (e *benchEnv) lagRun(ctx context.Context, withLag bool) (benchResult, error
 		r.rehydration(while, after)
 	}
 	r.History = history
+	if withLag && e.cfg.lag == "replay" {
+		if at := l.replayed.Load(); at > 0 {
+			v := time.Duration(at).Seconds()
+			r.ReplaySeconds = &v
+		}
+	}
 	r.CacheRecords, r.BudgetRecords = e.cfg.cacheRecords, e.cfg.cacheRecords*benchPartitions
 	r.memory(&l.mem)
 	if withLag {
@@ -200,8 +214,12 @@ func (l *lagRun) publishHistory(ctx context.Context) (int64, error) {
 
 // start starts the processor with fast, and lag when the run has it.
 func (l *lagRun) start(ctx context.Context) error {
+	rate := l.e.cfg.laggingRate
+	if rate < 0 {
+		rate = sluice.UnboundedLagging
+	}
 	l.p = l.e.client.NewStreamProcessor(&sluice.StreamProcessorOptions{
-		CacheRecords: l.e.cfg.cacheRecords, CacheWindows: l.e.cfg.cacheWindows})
+		CacheRecords: l.e.cfg.cacheRecords, CacheWindows: l.e.cfg.cacheWindows, LaggingRate: rate})
 	fast := func(ctx context.Context, ev *sluice.StreamEvent) error {
 		now := time.Since(l.epoch)
 		l.fastLat.add(now - time.Duration(binary.BigEndian.Uint64(ev.Body)))
@@ -237,6 +255,11 @@ func (l *lagRun) lagHandler(ctx context.Context, ev *sluice.StreamEvent) error {
 	if p := ev.Partition; ev.Attempt == 1 && p >= 0 && p < benchPartitions &&
 		ev.Position < l.marks.head[p].Load() && ev.Position > l.marks.carried[p].Load() {
 		l.needed.Add(1)
+	}
+	if got := l.lagGot.Add(1); l.history > 0 && l.replayed.Load() == 0 && got >= l.history+l.fastGot.Load() {
+		if start := l.pubStart.Load(); start > 0 {
+			l.replayed.CompareAndSwap(0, int64(time.Since(l.epoch))-start)
+		}
 	}
 	switch l.e.cfg.lag {
 	case "stopped":
@@ -320,6 +343,7 @@ func (l *lagRun) publish(ctx context.Context) (int64, time.Duration, error) {
 	left.Store(int64(e.cfg.messages))
 	interval := time.Duration(float64(time.Second) * float64(e.cfg.producers*e.cfg.batch) / float64(max(e.cfg.rate, 1)))
 	start := time.Now()
+	l.pubStart.Store(int64(start.Sub(l.epoch)))
 	for range e.cfg.producers {
 		wg.Go(func() {
 			next := start

@@ -241,6 +241,9 @@ func lagNote(r benchResult) string {
 	if r.CaughtUp != nil && !*r.CaughtUp {
 		caught = fmt.Sprintf(" (NOT CAUGHT UP within %v)", lagCatchUp)
 	}
+	if r.ReplaySeconds != nil {
+		caught += fmt.Sprintf("; the replay reached the head %.1f s into the run", *r.ReplaySeconds)
+	}
 	return fmt.Sprintf("%slag %s: fast beside the no-lag run: events/s slowdown %.2fx (no-lag/lag), p50 %.2fx, p99 %.2fx (lag/no-lag); %s; "+
 		"lagging windows read %d records (%d reads; %d before lag was released), %.2fx the %d records lag needed "+
 		"beyond the head window (it walked %d%s); %d splits, %d merges",
@@ -266,7 +269,7 @@ func (r *benchResult) lagRuns(runs [][]benchResult, i int) {
 // lagMedianFields are the stream-lagging figures medians merges.
 func lagMedianFields(r *benchResult) (floats []**float64, ints []**int64) {
 	return []**float64{&r.RateRatio, &r.P50Ratio, &r.P99Ratio, &r.PeakCachedMiB, &r.RehydrationRatio,
-			&r.BaseRSSMiB, &r.BaseHeapMiB, &r.LaggingRSSMiB, &r.LaggingHeapMiB, &r.PeakHeapMiB},
+			&r.BaseRSSMiB, &r.BaseHeapMiB, &r.LaggingRSSMiB, &r.LaggingHeapMiB, &r.PeakHeapMiB, &r.ReplaySeconds},
 		[]**int64{&r.PeakCachedRecords, &r.PeakPartitionRecords, &r.PeakWindows, &r.RehydratedWhileLagging,
 			&r.RehydrationReads, &r.RehydratedRecords, &r.LagWalked, &r.LagNeeded, &r.Splits, &r.Merges, &r.Published}
 }
