@@ -118,13 +118,11 @@ func (e *benchEnv) lagRun(ctx context.Context, withLag bool) (benchResult, error
 	if err := e.client.SetStreamRetention(ctx, l.ns, sluice.StreamRetention{MaxAge: sluice.Forever}); err != nil {
 		return benchResult{}, err
 	}
-	var history int64
 	if e.cfg.lag == "replay" {
 		n, err := l.publishHistory(ctx)
 		if err != nil {
 			return benchResult{}, err
 		}
-		history = n
 		l.history = n
 	}
 	l.mem.prepare()
@@ -162,12 +160,10 @@ func (e *benchEnv) lagRun(ctx context.Context, withLag bool) (benchResult, error
 		r.LagWalked, r.CaughtUp = &walked, &caughtUp
 		r.rehydration(while, after)
 	}
-	r.History = history
-	if withLag && e.cfg.lag == "replay" {
-		if at := l.replayed.Load(); at > 0 {
-			v := time.Duration(at).Seconds()
-			r.ReplaySeconds = &v
-		}
+	r.History = l.history
+	if at := l.replayed.Load(); at > 0 { // set only by a replaying lag
+		v := time.Duration(at).Seconds()
+		r.ReplaySeconds = &v
 	}
 	r.CacheRecords, r.BudgetRecords = e.cfg.cacheRecords, e.cfg.cacheRecords*benchPartitions
 	r.memory(&l.mem)
