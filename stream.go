@@ -679,9 +679,13 @@ type StreamProcessorOptions struct {
 	// head window has started a delivery within the last second, so that
 	// a replay takes a bounded share of the process and live
 	// subscriptions keep their latency; with no live deliveries it goes
-	// as fast as its handlers. A replay of N events beside live traffic
-	// at R events a second reaches the head after about
-	// N/(LaggingRate-R) seconds.
+	// as fast as its handlers. Beyond the bound, each lagging subscription
+	// may start twice as many deliveries as its partition took in records
+	// (measured every 250 ms), so that it always gains on the head, however
+	// high the inflow and however many lagging subscriptions share the
+	// bound. A replay of N events beside live traffic at R events a second
+	// reaches the head after about N/(max(LaggingRate, 2R)-R) seconds.
+	// StreamPartitionStats.LaggingHeld counts the deliveries it held back.
 	LaggingRate int
 	// ProgressInterval is how often progress is stored (default 200 ms).
 	ProgressInterval time.Duration

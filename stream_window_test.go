@@ -527,11 +527,13 @@ func TestStreamRewindReadsOneStream(t *testing.T) {
 }
 
 // While a live subscription delivers, a replaying one starts at most
-// LaggingRate deliveries a second (and a bucket of one); once nothing
-// live has been delivered for a second, the replay goes as fast as its
-// handler. At 1 event a second, the replay's 200 events would take
-// minutes: they arrive within the test's bound only through the second
-// rule.
+// LaggingRate deliveries a second (and a bucket of one), beside an
+// allowance of twice what its partition took in (see
+// TestStreamLaggingCatchesUp); once nothing live has been delivered for
+// a second, the replay goes as fast as its handler. At 1 event a second
+// and a live event every 200 ms, the replay's 200 events would take
+// half a minute: they arrive within the test's bound only through the
+// second rule.
 func TestStreamLaggingRate(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
 		ctx := t.Context()
@@ -546,60 +548,159 @@ func TestStreamLaggingRate(t *testing.T) {
 		replay := newCollector()
 		opts := windowOptions()
 		opts.LaggingRate = 1
-		startStreamProcessor(t, c, opts, func(p *sluice.StreamProcessor) {
+		p := startStreamProcessor(t, c, opts, func(p *sluice.StreamProcessor) {
 			p.Handle("live", live.handle, nil)
 			p.Handle("replay", replay.handle, nil)
 		})
-		// Live events every 20 ms until the replay's bound is checked.
-		pubCtx, stopPublishing := context.WithCancel(ctx)
-		published := make(chan struct{})
-		go func() {
-			defer close(published)
-			for pubCtx.Err() == nil {
-				if _, err := c.Publish(pubCtx, b, sluice.Event{Body: []byte("live")}); err != nil && pubCtx.Err() == nil {
-					t.Error(err)
-					return
-				}
-				select {
-				case <-pubCtx.Done():
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-		}()
-		defer func() { stopPublishing(); <-published }()
+		stopPublishing := publishEvery(t, c, b, 200*time.Millisecond)
+		defer stopPublishing()
 		live.waitCount(t, 5, time.Minute)
 		sub := subscribe(t, c, a, "replay", sluice.FromBeginning())
 		// Each try observes the replay for an interval (a rate is
 		// measured over a time) with live deliveries at most 500 ms apart
 		// throughout (a stalled machine may leave a longer gap, which
 		// lifts the bound): within it the replay starts at most one
-		// delivery a second, one more from the bucket, and one started
-		// before the interval may end in it.
+		// delivery a second, one more from the bucket, one started before
+		// the interval may end in it, and twice the partition's inflow of
+		// the interval and the 250 ms before it (at most two live events
+		// more).
 		checked := false
 		for try := 0; try < 5 && !checked; try++ {
-			from, before := time.Now(), replay.n.Load()
+			from, before, liveBefore := time.Now(), replay.n.Load(), live.n.Load()
 			live.resetGap()
 			time.Sleep(1500 * time.Millisecond)
-			got, elapsed := replay.n.Load()-before, time.Since(from)
+			got, elapsed, inflow := replay.n.Load()-before, time.Since(from), live.n.Load()-liveBefore+2
 			if gap := live.maxGap(); gap > 500*time.Millisecond {
 				t.Logf("live deliveries %v apart: the interval is measured again", gap)
 				continue
 			}
-			if limit := int64(elapsed.Seconds()) + 3; got > limit {
-				t.Fatalf("the replay got %d events in %v beside live ones, want at most %d at 1 a second", got, elapsed, limit)
+			if limit := int64(elapsed.Seconds()) + 3 + 2*inflow; got > limit {
+				t.Fatalf("the replay got %d events in %v beside %d live ones, want at most %d", got, elapsed, inflow-2, limit)
 			}
 			checked = true
 		}
 		if !checked {
 			t.Fatal("no interval of live deliveries at most 500 ms apart in five tries")
 		}
+		var held int64
+		for _, ps := range p.Stats() {
+			held += ps.LaggingHeld
+		}
+		if held == 0 {
+			t.Fatal("Stats count no delivery the lagging rate held back")
+		}
 		stopPublishing()
-		<-published
 		replay.waitCount(t, history, time.Minute)
 		if got := replay.positions(sub.ID, a.Key); !slices.Equal(got, pa) {
 			t.Fatalf("the replay got %v, want %v", got, pa)
 		}
 	})
+}
+
+// A lagging subscription gains on the head whatever LaggingRate says:
+// with the rate at 1 event a second and 50 live events a second to the
+// stream it replays, the bound alone would leave it further behind every
+// second; the allowance of twice its partition's inflow brings it to the
+// head while the live events go on. A try counts only if live
+// deliveries stayed under a second apart until then (a longer gap lifts
+// the bound, and would bring it there anyway); each try is a
+// subscription of its own, replaying the same history. Then every event
+// reaches it once, in order.
+func TestStreamLaggingCatchesUp(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		const ns, history, tries = "lagcatch", 300, 3
+		if err := c.SetStreamRetention(ctx, ns, sluice.StreamRetention{MaxAge: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		_, b, _ := twoStreams(c, ns)
+		want, _ := publishRounds(t, c, history/100, b, 100, b, 0)
+		liveSub := subscribe(t, c, b, "live", sluice.FromNow()).ID
+		live := newLiveClock()
+		replays := make([]*collector, tries)
+		opts := windowOptions()
+		opts.LaggingRate = 1
+		startStreamProcessor(t, c, opts, func(p *sluice.StreamProcessor) {
+			p.Handle("live", live.handle, nil)
+			for i := range replays {
+				replays[i] = newCollector()
+				p.Handle(fmt.Sprint("replay", i), replays[i].handle, nil)
+			}
+		})
+		stopPublishing := publishEvery(t, c, b, 20*time.Millisecond)
+		defer stopPublishing()
+		live.waitCount(t, 5, time.Minute)
+		last := func(col *collector, sub string) int64 {
+			ps := col.positions(sub, b.Key)
+			if len(ps) == 0 {
+				return 0
+			}
+			return ps[len(ps)-1]
+		}
+		var caught *collector
+		var caughtSub string
+	tries:
+		for i, replay := range replays {
+			live.resetGap()
+			sub := subscribe(t, c, b, fmt.Sprint("replay", i), sluice.FromBeginning())
+			deadline := time.Now().Add(45 * time.Second)
+			for time.Now().Before(deadline) {
+				if gap := live.maxGap(); gap >= time.Second {
+					t.Logf("try %d: live deliveries %v apart, which lifts the bound: trying again", i, gap)
+					continue tries
+				}
+				// Caught up: within a few events of the live subscription,
+				// which follows the head.
+				if l := last(live.collector, liveSub); l > 0 && last(replay, sub.ID) >= l-5 {
+					caught, caughtSub = replay, sub.ID
+					break tries
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Fatalf("try %d: the replay reached position %d of %d in 45 s beside live events 20 ms apart",
+				i, last(replay, sub.ID), last(live.collector, liveSub))
+		}
+		if caught == nil {
+			t.Fatalf("no try of %d with live deliveries under a second apart", tries)
+		}
+		want = append(want, stopPublishing()...)
+		caught.waitCount(t, int64(len(want)), time.Minute)
+		if got := caught.positions(caughtSub, b.Key); !slices.Equal(got, want) {
+			t.Fatalf("the replay got %d events %v, want %d %v", len(got), got, len(want), want)
+		}
+	})
+}
+
+// publishEvery publishes an event to id every interval until the
+// returned func is called, which waits for the publisher to end (never
+// cancelling a publish, whose outcome would then be unknown) and returns
+// the positions it published (again on later calls).
+func publishEvery(t *testing.T, c *sluice.Client, id sluice.StreamID, interval time.Duration) (stop func() []int64) {
+	t.Helper()
+	quit, done := make(chan struct{}), make(chan struct{})
+	var published []int64
+	go func() {
+		defer close(done)
+		for {
+			pos, err := c.Publish(t.Context(), id, sluice.Event{Body: []byte("live")})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			published = append(published, pos...)
+			select {
+			case <-quit:
+				return
+			case <-time.After(interval):
+			}
+		}
+	}()
+	var once sync.Once
+	return func() []int64 {
+		once.Do(func() { close(quit) })
+		<-done
+		return published
+	}
 }
 
 // liveClock counts a subscription's deliveries and the longest time

@@ -76,6 +76,10 @@ var (
 	cacheRetentionGapsDesc = prometheus.NewDesc("sluice_stream_cache_retention_gaps_total",
 		"Subscriptions of a partition whose window met a retention gap: retention deleted records they had not read.",
 		[]string{"consumer", "partition"}, nil)
+	cacheLaggingHeldDesc = prometheus.NewDesc("sluice_stream_cache_lagging_held_total",
+		"Times a lagging window of a partition's stream cache had an event to deliver that the node's lagging rate held "+
+			"back (a replay going slower than its handlers would).",
+		[]string{"consumer", "partition"}, nil)
 	subscriptionWindowDesc = prometheus.NewDesc("sluice_stream_subscription_cache_window",
 		"The index of the window of its partition's stream cache a subscription reads (-1: none, as when it is faulted).",
 		[]string{"consumer", "partition", "subscription"}, nil)
@@ -85,7 +89,7 @@ func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{cacheWindowsDesc, cacheRecordsDesc, cacheBytesDesc, cacheWindowRecordsDesc,
 		cacheWindowRoomDesc, cacheWindowWantedDesc, cacheSplitsDesc, cacheMergesDesc, cacheRehydrationReadsDesc,
 		cacheRehydratedRecordsDesc, cacheResetsDesc, cacheReadsAvoidedDesc, cacheDuplicateReadsDesc, cacheReclaimedDesc,
-		cacheRetentionGapsDesc, subscriptionWindowDesc} {
+		cacheRetentionGapsDesc, cacheLaggingHeldDesc, subscriptionWindowDesc} {
 		ch <- d
 	}
 }
@@ -125,6 +129,7 @@ func collectCache(ch chan<- prometheus.Metric, consumer string, ps *sluice.Strea
 	counter(cacheDuplicateReadsDesc, ps.DuplicateReads)
 	counter(cacheReclaimedDesc, ps.Reclaimed)
 	counter(cacheRetentionGapsDesc, ps.RetentionGaps)
+	counter(cacheLaggingHeldDesc, ps.LaggingHeld)
 	// Only the subscriptions this consumer delivers: the others of the
 	// partition are another consumer's, reported with it.
 	for _, s := range ps.Subscriptions {

@@ -200,7 +200,8 @@ func TestStreamCacheMetrics(t *testing.T) {
 		for _, name := range []string{"sluice_stream_cache_merges_total", "sluice_stream_cache_rehydration_reads_total",
 			"sluice_stream_cache_rehydrated_records_total", "sluice_stream_cache_resets_total",
 			"sluice_stream_cache_reads_avoided_total", "sluice_stream_cache_duplicate_reads_total",
-			"sluice_stream_cache_reclaimed_records_total", "sluice_stream_cache_retention_gaps_total"} {
+			"sluice_stream_cache_reclaimed_records_total", "sluice_stream_cache_retention_gaps_total",
+			"sluice_stream_cache_lagging_held_total"} {
 			if n := metricValue(t, body, name, labels); n < 0 {
 				t.Errorf("%s = %v", name, n)
 			}

@@ -87,7 +87,7 @@ func ConsumerPartitionStats(ps sluice.StreamPartitionStats) *sluicev1.ConsumerPa
 		CachedRecords: int32(ps.CachedRecords), CachedBytes: ps.CachedBytes, SavedAt: ts(ps.SavedAt), TrimmedAt: ts(ps.TrimmedAt),
 		Splits: ps.Splits, Merges: ps.Merges, RehydrationReads: ps.RehydrationReads, RehydratedRecords: ps.RehydratedRecords,
 		Reclaimed: ps.Reclaimed, Resets: ps.Resets, ReadsAvoided: ps.ReadsAvoided, DuplicateReads: ps.DuplicateReads,
-		RetentionGaps: ps.RetentionGaps, Stopped: ps.Stopped}
+		RetentionGaps: ps.RetentionGaps, LaggingHeld: ps.LaggingHeld, Stopped: ps.Stopped}
 	for _, w := range ps.Windows {
 		out.Windows = append(out.Windows, &sluicev1.CacheWindow{Start: w.Start, End: w.End, Records: int32(w.Records), Bytes: w.Bytes,
 			Head: w.Head, Members: int32(w.Members), Room: int32(w.Room), Wanted: int32(w.Wanted), Stream: w.Stream})
@@ -112,7 +112,7 @@ func FromConsumerPartitionStats(ps *sluicev1.ConsumerPartitionStats) sluice.Stre
 		CachedRecords: int(ps.GetCachedRecords()), CachedBytes: ps.GetCachedBytes(), SavedAt: tm(ps.GetSavedAt()), TrimmedAt: tm(ps.GetTrimmedAt()),
 		Splits: ps.GetSplits(), Merges: ps.GetMerges(), RehydrationReads: ps.GetRehydrationReads(), RehydratedRecords: ps.GetRehydratedRecords(),
 		Reclaimed: ps.GetReclaimed(), Resets: ps.GetResets(), ReadsAvoided: ps.GetReadsAvoided(), DuplicateReads: ps.GetDuplicateReads(),
-		RetentionGaps: ps.GetRetentionGaps(), Stopped: ps.GetStopped()}
+		RetentionGaps: ps.GetRetentionGaps(), LaggingHeld: ps.GetLaggingHeld(), Stopped: ps.GetStopped()}
 	for _, w := range ps.GetWindows() {
 		out.Windows = append(out.Windows, sluice.StreamCacheWindow{Start: w.GetStart(), End: w.GetEnd(), Records: int(w.GetRecords()),
 			Bytes: w.GetBytes(), Head: w.GetHead(), Members: int(w.GetMembers()), Room: int(w.GetRoom()), Wanted: int(w.GetWanted()),

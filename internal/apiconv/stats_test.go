@@ -56,7 +56,7 @@ func TestConsumerPartitionStatsRoundTrip(t *testing.T) {
 			{Start: 835, End: 900, Records: 66, Bytes: 33_000, Head: true, Members: 2, Room: 20, Wanted: 0},
 		},
 		Splits: 2, Merges: 1, RehydrationReads: 5, RehydratedRecords: 80,
-		Reclaimed: 9, Resets: 3, ReadsAvoided: 40, DuplicateReads: 6, RetentionGaps: 1,
+		Reclaimed: 9, Resets: 3, ReadsAvoided: 40, DuplicateReads: 6, RetentionGaps: 1, LaggingHeld: 12,
 		Subscriptions: []stream.SubscriptionStats{
 			{ID: "a", Consumer: "fast", Position: 880, Cursor: 895, Handled: true, InFlight: 2, Fault: "f", Window: 1},
 			{ID: "b", Consumer: "slow", Position: 110, Cursor: 110, Handled: true, InFlight: 1, Fault: "f", Window: 0},

@@ -60,8 +60,13 @@ type agent struct {
 	lagged     chan lagResult
 	lagReading bool
 	// held is set when a lagging window had an event to deliver that the
-	// node's lagging rate held back: the agent looks again soon.
-	held bool
+	// node's lagging rate held back: the agent looks again soon. heldTotal
+	// counts those times.
+	held      bool
+	heldTotal int64
+	// inflow measures the head window's intake for the lagging
+	// subscriptions' allowance (see lagInflowShare).
+	inflow inflow
 	// replays brings replays of parked events to the agent's goroutine.
 	replays chan *replayReq
 	wg      sync.WaitGroup
@@ -733,6 +738,11 @@ func (a *agent) dispatch() {
 	owns := a.owns()
 	now, head := time.Now(), false
 	a.held = false
+	if a.inflow.roll(now, a.cache.ReadThrough()) {
+		for _, s := range a.subs {
+			s.lagStarted = 0
+		}
+	}
 	for _, s := range a.subs {
 		if s.c != nil && s.faulted && !s.draining() && owns {
 			a.startReplays(s) // parked events go again, faulted or not
@@ -755,8 +765,9 @@ func (a *agent) dispatch() {
 		a.startReplays(s)
 		lagging := a.cache.Lagging(s)
 		for s.inflight < s.c.MaxConcurrency {
-			if lagging && s.hasNext() && !a.n.lag.allow(now) {
+			if lagging && s.hasNext() && !a.inflow.allows(s.lagStarted) && !a.n.lag.allow(now) {
 				a.held = true
+				a.heldTotal++
 				break
 			}
 			rec, ok := s.next()
@@ -764,6 +775,9 @@ func (a *agent) dispatch() {
 				break
 			}
 			head = head || !lagging
+			if lagging {
+				s.lagStarted++
+			}
 			a.wg.Add(1)
 			go a.deliver(s, s.ctx, a.leaseCtx, s.c, s.sub.ID, s.gen, rec)
 		}

@@ -58,7 +58,9 @@ type Config struct {
 	// window has started a delivery within the last second (default
 	// DefaultLaggingRate; math.MaxInt: no bound). A replay then takes a
 	// bounded share of the node, and live subscriptions keep their
-	// latency; with nobody live it goes as fast as its handlers.
+	// latency; with nobody live it goes as fast as its handlers. Each
+	// lagging subscription may go faster, up to twice its partition's
+	// inflow (see lagInflowShare), so that it always catches up.
 	LaggingRate int
 	Logger      *slog.Logger
 }
@@ -508,6 +510,10 @@ type PartitionStats struct {
 	// RetentionGaps counts the subscriptions that met a retention gap
 	// here (see ErrRetentionGap).
 	RetentionGaps int64
+	// LaggingHeld counts the times a lagging window here had an event to
+	// deliver that the node's LaggingRate held back (a replay slower than
+	// its handlers shows here).
+	LaggingHeld   int64
 	Subscriptions []SubscriptionStats
 	SavedAt       time.Time
 	TrimmedAt     time.Time
@@ -542,7 +548,8 @@ func (a *agent) publishStats() {
 		ProposedCheckpoint: a.proposed, StoredCheckpoint: a.stored, CachedRecords: recs, CachedBytes: bytes,
 		Windows: cs.Windows, Splits: cs.Splits, Merges: cs.Merges,
 		RehydrationReads: cs.RehydrationReads, RehydratedRecords: cs.RehydratedRecords, Reclaimed: cs.Reclaimed,
-		Resets: cs.Resets, ReadsAvoided: cs.ReadsAvoided, DuplicateReads: cs.DuplicateReads, RetentionGaps: a.gaps}
+		Resets: cs.Resets, ReadsAvoided: cs.ReadsAvoided, DuplicateReads: cs.DuplicateReads, RetentionGaps: a.gaps,
+		LaggingHeld: a.heldTotal}
 	for _, id := range slices.Sorted(maps.Keys(a.subs)) {
 		s := a.subs[id]
 		pos := s.cursor

@@ -31,6 +31,18 @@ type lagThrottle struct {
 	headAt atomic.Int64 // when a head window's delivery last started, since born (0: never)
 }
 
+// A lagging subscription always moves faster than its partition's
+// inflow, whatever the lagging rate: in each lagInterval, it may start
+// lagInflowShare times as many deliveries as the partition's head window
+// took in records during the interval before, outside the node's bound.
+// So it gains on the head however many lagging subscriptions share the
+// bound and however high the inflow; the bound caps only the speed
+// beyond that.
+const (
+	lagInflowShare = 2
+	lagInterval    = 250 * time.Millisecond
+)
+
 // newLagThrottle bounds lagging deliveries to perSecond (math.MaxInt:
 // unbounded).
 func newLagThrottle(perSecond int, born time.Time) *lagThrottle {
@@ -70,3 +82,36 @@ func (t *lagThrottle) retry() time.Duration {
 	half := time.Duration(float64(time.Second) * float64(t.lim.Burst()) / (2 * float64(t.lim.Limit())))
 	return min(max(half, time.Millisecond), 50*time.Millisecond)
 }
+
+// inflow measures what a partition's head window takes in, per
+// lagInterval, for the lagging subscriptions' allowance. The agent's
+// goroutine owns it.
+type inflow struct {
+	start    time.Time // the current interval's
+	through  int64     // the head window's end when last seen
+	cur      int64     // records taken in during the current interval
+	previous int64     // and during the one before
+}
+
+// roll notes the head window's end at now, and reports whether a new
+// interval began (the allowances start again).
+func (f *inflow) roll(now time.Time, through int64) bool {
+	switch {
+	case f.start.IsZero():
+		f.start, f.through = now, through
+		return false
+	case through > f.through:
+		f.cur += through - f.through
+	}
+	f.through = through // lower after a reset: counted from there
+	if now.Sub(f.start) < lagInterval {
+		return false
+	}
+	f.start, f.previous, f.cur = now, f.cur, 0
+	return true
+}
+
+// allows reports whether a lagging subscription that started n
+// deliveries in the current interval may start one more outside the
+// node's bound.
+func (f *inflow) allows(n int64) bool { return n < lagInflowShare*f.previous }

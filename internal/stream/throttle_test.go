@@ -53,3 +53,39 @@ func TestLagThrottle(t *testing.T) {
 		}
 	}
 }
+
+// A lagging subscription's allowance is twice what the head window took
+// in during the interval before the current one; a head window moved
+// back (a reset) counts from its new end.
+func TestInflow(t *testing.T) {
+	born := time.Now()
+	at := func(d time.Duration) time.Time { return born.Add(d) }
+	var f inflow
+	if f.roll(at(0), 100) || f.allows(0) {
+		t.Fatal("an allowance before any interval ended")
+	}
+	f.roll(at(100*time.Millisecond), 130)
+	f.roll(at(200*time.Millisecond), 90) // a reset: nothing taken in
+	f.roll(at(220*time.Millisecond), 100)
+	if !f.roll(at(lagInterval), 110) {
+		t.Fatal("no new interval after lagInterval")
+	}
+	// 30 + 10 + 10 records in the interval: 100 deliveries allowed.
+	if !f.allows(99) || f.allows(100) {
+		t.Fatalf("allowance after 50 records: allows(99) %v, allows(100) %v, want true, false", f.allows(99), f.allows(100))
+	}
+	if f.roll(at(lagInterval+time.Millisecond), 200) {
+		t.Fatal("a new interval before lagInterval passed")
+	}
+	if !f.allows(99) {
+		t.Fatal("the allowance changed within an interval")
+	}
+	f.roll(at(2*lagInterval+time.Millisecond), 200)
+	if !f.allows(179) || f.allows(180) {
+		t.Fatal("the allowance after 90 records is not 180")
+	}
+	f.roll(at(3*lagInterval+2*time.Millisecond), 200)
+	if f.allows(0) {
+		t.Fatal("an allowance after an interval with no inflow")
+	}
+}

@@ -45,6 +45,9 @@ type subState struct {
 	replays []*replayReq
 	// lastMatch is the position of the last event queued.
 	lastMatch int64
+	// lagStarted counts the deliveries started in a lagging window in
+	// the agent's current inflow interval.
+	lagStarted int64
 }
 
 // Cursor, Safe and LastMatch make a subscription a member of its cache.

@@ -1022,6 +1022,9 @@ type ConsumerPartitionStats struct {
 	// Subscriptions that met a retention gap here: retention deleted
 	// records they had not read (the namespace's expiry passed).
 	RetentionGaps int64 `protobuf:"varint,21,opt,name=retention_gaps,json=retentionGaps,proto3" json:"retention_gaps,omitempty"`
+	// Times a lagging window here had an event to deliver that the node's
+	// lagging rate held back.
+	LaggingHeld   int64 `protobuf:"varint,22,opt,name=lagging_held,json=laggingHeld,proto3" json:"lagging_held,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1199,6 +1202,13 @@ func (x *ConsumerPartitionStats) GetStopped() string {
 func (x *ConsumerPartitionStats) GetRetentionGaps() int64 {
 	if x != nil {
 		return x.RetentionGaps
+	}
+	return 0
+}
+
+func (x *ConsumerPartitionStats) GetLaggingHeld() int64 {
+	if x != nil {
+		return x.LaggingHeld
 	}
 	return 0
 }
@@ -3267,7 +3277,7 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12A\n" +
 	"\n" +
 	"partitions\x18\x02 \x03(\v2!.sluice.v1.ConsumerPartitionStatsR\n" +
-	"partitions\"\xc9\x06\n" +
+	"partitions\"\xec\x06\n" +
 	"\x16ConsumerPartitionStats\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x03R\x05epoch\x12\x12\n" +
@@ -3291,7 +3301,8 @@ const file_sluice_v1_stream_proto_rawDesc = "" +
 	"\treclaimed\x18\x12 \x01(\x03R\treclaimed\x12J\n" +
 	"\rsubscriptions\x18\x13 \x03(\v2$.sluice.v1.ConsumerSubscriptionStatsR\rsubscriptions\x12\x18\n" +
 	"\astopped\x18\x14 \x01(\tR\astopped\x12%\n" +
-	"\x0eretention_gaps\x18\x15 \x01(\x03R\rretentionGaps\"\xd7\x01\n" +
+	"\x0eretention_gaps\x18\x15 \x01(\x03R\rretentionGaps\x12!\n" +
+	"\flagging_held\x18\x16 \x01(\x03R\vlaggingHeld\"\xd7\x01\n" +
 	"\vCacheWindow\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\x03R\x05start\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x03R\x03end\x12\x18\n" +

@@ -31,6 +31,7 @@ type consumerPartitionView struct {
 	DuplicateReads     int64                      `json:"duplicate_reads"`
 	Reclaimed          int64                      `json:"reclaimed"`
 	RetentionGaps      int64                      `json:"retention_gaps"`
+	LaggingHeld        int64                      `json:"lagging_held"`
 	Subscriptions      []consumerSubscriptionView `json:"subscriptions"`
 	SavedAt            time.Time                  `json:"saved_at,omitzero"`
 	TrimmedAt          time.Time                  `json:"trimmed_at,omitzero"`
@@ -72,7 +73,7 @@ func viewConsumerPartition(p *sluice.StreamPartitionStats) consumerPartitionView
 		StoredCheckpoint: p.StoredCheckpoint, CachedRecords: p.CachedRecords, CachedBytes: p.CachedBytes,
 		Windows: []cacheWindowView{}, Splits: p.Splits, Merges: p.Merges, Resets: p.Resets, RehydrationReads: p.RehydrationReads,
 		RehydratedRecords: p.RehydratedRecords, ReadsAvoided: p.ReadsAvoided, DuplicateReads: p.DuplicateReads,
-		Reclaimed: p.Reclaimed, RetentionGaps: p.RetentionGaps, Subscriptions: []consumerSubscriptionView{},
+		Reclaimed: p.Reclaimed, RetentionGaps: p.RetentionGaps, LaggingHeld: p.LaggingHeld, Subscriptions: []consumerSubscriptionView{},
 		SavedAt: p.SavedAt.UTC(), TrimmedAt: p.TrimmedAt.UTC(), Stopped: p.Stopped}
 	for _, w := range p.Windows {
 		v.Windows = append(v.Windows, cacheWindowView{Start: w.Start, End: w.End, Records: w.Records, Bytes: w.Bytes, Head: w.Head,
@@ -130,7 +131,7 @@ func opStreamStats() *op {
 func printConsumerPartitions(out io.Writer, parts []sluice.StreamPartitionStats) error {
 	tw := table(out)
 	fmt.Fprintln(tw, "PARTITION\tEPOCH\tREAD\tPROPOSED CHECKPOINT\tSTORED CHECKPOINT\tCACHED\tWINDOWS\tRESIDENT\tSPLITS/MERGES\tRESETS\t"+
-		"REHYDRATED\tAVOIDED/DUPLICATE\tRECLAIMED\tGAPS\tSAVED")
+		"REHYDRATED\tAVOIDED/DUPLICATE\tRECLAIMED\tGAPS\tHELD\tSAVED")
 	for _, p := range parts {
 		saved := when(p.SavedAt)
 		if p.Stopped != "" {
@@ -140,9 +141,9 @@ func printConsumerPartitions(out io.Writer, parts []sluice.StreamPartitionStats)
 		if p.RehydrationReads > 0 {
 			rehydrated = fmt.Sprintf("%d in %d reads", p.RehydratedRecords, p.RehydrationReads)
 		}
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d/%d\t%d\t%s\t%d/%d\t%d\t%d\t%s\n", p.Partition, p.Epoch, p.Read,
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%d/%d\t%d\t%s\t%d/%d\t%d\t%d\t%d\t%s\n", p.Partition, p.Epoch, p.Read,
 			p.ProposedCheckpoint, p.StoredCheckpoint, p.CachedRecords, len(p.Windows), resident(p.Windows),
-			p.Splits, p.Merges, p.Resets, rehydrated, p.ReadsAvoided, p.DuplicateReads, p.Reclaimed, p.RetentionGaps, saved)
+			p.Splits, p.Merges, p.Resets, rehydrated, p.ReadsAvoided, p.DuplicateReads, p.Reclaimed, p.RetentionGaps, p.LaggingHeld, saved)
 	}
 	return tw.Flush()
 }

@@ -61,7 +61,7 @@ func TestStreamStatsOutput(t *testing.T) {
 				{Start: 835, End: 900, Records: 66, Bytes: 33_000, Head: true, Members: 1, Room: 20},
 			},
 			Splits: 2, Merges: 1, Resets: 3, RehydrationReads: 5, RehydratedRecords: 80, ReadsAvoided: 40, DuplicateReads: 6,
-			Reclaimed: 9, RetentionGaps: 1, SavedAt: at,
+			Reclaimed: 9, RetentionGaps: 1, LaggingHeld: 14, SavedAt: at,
 		},
 		{Partition: 4, Epoch: 2, Read: 50, ProposedCheckpoint: 50, StoredCheckpoint: 40,
 			Windows: []sluice.StreamCacheWindow{{Start: 51, End: 50, Head: true}}, Stopped: "fenced"},

@@ -157,7 +157,7 @@ const views = {
           el("td", {}, `${int(p.splits)}/${int(p.merges)}`), num(p.resets),
           el("td", {}, reads ? `${int(p.rehydratedRecords).toLocaleString()} in ${reads.toLocaleString()} reads` : ""),
           el("td", {}, `${int(p.readsAvoided).toLocaleString()}/${int(p.duplicateReads).toLocaleString()}`),
-          num(p.reclaimed), num(p.retentionGaps)));
+          num(p.reclaimed), num(p.retentionGaps), num(p.laggingHeld)));
         // A window is under pressure when its members want records it
         // has no room to read.
         windows.forEach((w, i) => {
