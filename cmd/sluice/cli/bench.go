@@ -140,8 +140,19 @@ type lagFigures struct {
 	RunsP99ms      []float64 `json:"runs_p99_ms,omitempty"`
 	RunsRateRatio  []float64 `json:"runs_msgs_per_sec_ratio,omitempty"`
 	RunsP99Ratio   []float64 `json:"runs_p99_ratio,omitempty"`
-	Splits         *int64    `json:"splits,omitempty"`
-	Merges         *int64    `json:"merges,omitempty"`
+	// PooledP99ms is the p99 of every run's events together (runs
+	// alternate which goes first, so drift on a shared machine weighs on
+	// both lines alike); PooledP99Ratio this line's over the no-lag
+	// line's. ReplayP99Ratio is, for a replay, fast's p99 over the events
+	// published while the replay ran, over the no-lag run's for the same
+	// span (the median of the runs').
+	PooledP99ms    *float64 `json:"pooled_p99_ms,omitempty"`
+	PooledP99Ratio *float64 `json:"pooled_p99_ratio,omitempty"`
+	ReplayP99Ratio *float64 `json:"replay_p99_ratio,omitempty"`
+	// samples are the run's events, for pooling.
+	samples []lagSample
+	Splits  *int64 `json:"splits,omitempty"`
+	Merges  *int64 `json:"merges,omitempty"`
 }
 
 const benchUsage = `usage: sluice bench --db DSN --scenario NAME [flags]
@@ -326,6 +337,18 @@ func medians(runs [][]benchResult) []benchResult {
 		if out[i].Lag != "" {
 			out[i].PeakRSSMiB = pick(func(r benchResult) float64 { return r.PeakRSSMiB })
 			out[i].lagRuns(runs, i)
+		}
+		if out[i].Lag != "" {
+			var all []lagSample
+			for _, r := range runs {
+				all = append(all, r[i].samples...)
+			}
+			p99 := percentile(all, 0, 0.99)
+			out[i].PooledP99ms = &p99
+			if i > 0 && *out[0].PooledP99ms > 0 {
+				v := p99 / *out[0].PooledP99ms
+				out[i].PooledP99Ratio = &v
+			}
 		}
 		if out[i].CaughtUp != nil {
 			all := !slices.ContainsFunc(runs, func(r []benchResult) bool { return !*r[i].CaughtUp })

@@ -79,6 +79,12 @@ func benchStreamLagging(ctx context.Context, e *benchEnv) ([]benchResult, error)
 	lag.RateRatio = ratio(base.MsgsPerSec, lag.MsgsPerSec) // > 1: slower than without lag
 	lag.P50Ratio = ratio(lag.P50ms, base.P50ms)
 	lag.P99Ratio = ratio(lag.P99ms, base.P99ms)
+	if lag.ReplaySeconds != nil {
+		// The events published while the replay ran, beside the no-lag
+		// run's published over the same span.
+		span := time.Duration(*lag.ReplaySeconds * float64(time.Second))
+		lag.ReplayP99Ratio = ratio(percentile(lag.samples, span, 0.99), percentile(base.samples, span, 0.99))
+	}
 	return out[:], nil
 }
 
@@ -93,6 +99,7 @@ type lagRun struct {
 	// release ends lag's lagging: it runs at full speed from then on.
 	release  chan struct{}
 	fastLat  latencies
+	samples  lagSamples
 	fastGot  atomic.Int64
 	fastLast atomic.Int64 // when fast got its latest event, since epoch
 	pace     pacer
@@ -140,6 +147,7 @@ func (e *benchEnv) lagRun(ctx context.Context, withLag bool) (benchResult, error
 	}
 	// Fast's figures and the caches' as fast got everything (or gave up).
 	r := result(l.fastGot.Load(), elapsed, &l.fastLat)
+	r.samples = l.samples.all()
 	while := l.p.Stats()
 	l.mem.ended.Store(true)
 	close(l.release)
@@ -218,7 +226,9 @@ func (l *lagRun) start(ctx context.Context) error {
 		CacheRecords: l.e.cfg.cacheRecords, CacheWindows: l.e.cfg.cacheWindows, LaggingRate: rate})
 	fast := func(ctx context.Context, ev *sluice.StreamEvent) error {
 		now := time.Since(l.epoch)
-		l.fastLat.add(now - time.Duration(binary.BigEndian.Uint64(ev.Body)))
+		sent := time.Duration(binary.BigEndian.Uint64(ev.Body))
+		l.fastLat.add(now - sent)
+		l.samples.add(sent-time.Duration(l.pubStart.Load()), now-sent)
 		l.fastGot.Add(1)
 		l.fastLast.Store(int64(now))
 		return nil
@@ -489,4 +499,42 @@ func (c *benchConfig) lagDefaults(set map[string]bool) error {
 		return fmt.Errorf("--messages %d, --batch %d, --producers %d: at least 1 each", c.messages, c.batch, c.producers)
 	}
 	return nil
+}
+
+// lagSample is one of fast's events: when it was published, since the
+// first measured publish, and how long it took to reach the handler.
+type lagSample struct{ at, took time.Duration }
+
+// lagSamples collects fast's events, safe for concurrent use.
+type lagSamples struct {
+	mu sync.Mutex
+	s  []lagSample
+}
+
+func (l *lagSamples) add(at, took time.Duration) {
+	l.mu.Lock()
+	l.s = append(l.s, lagSample{at, took})
+	l.mu.Unlock()
+}
+
+func (l *lagSamples) all() []lagSample {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.s)
+}
+
+// percentile is the q-quantile of the samples' times, in ms, over those
+// published before until (all: 0); 0 when there are none.
+func percentile(s []lagSample, until time.Duration, q float64) float64 {
+	var d []time.Duration
+	for _, x := range s {
+		if until == 0 || x.at < until {
+			d = append(d, x.took)
+		}
+	}
+	if len(d) == 0 {
+		return 0
+	}
+	slices.Sort(d)
+	return float64(d[int(q*float64(len(d)-1))]) / float64(time.Millisecond)
 }

@@ -233,6 +233,10 @@ func lagNote(r benchResult) string {
 		if len(r.RunsP99Ratio) > 1 {
 			mem += fmt.Sprintf(", p99 ratios %s, events/s slowdowns %s", joinFigures(r.RunsP99Ratio, "%.2f"), joinFigures(r.RunsRateRatio, "%.2f"))
 		}
+		mem += fmt.Sprintf("; all runs' events pooled: p99 %.2f ms", f(r.PooledP99ms))
+		if r.PooledP99Ratio != nil {
+			mem += fmt.Sprintf(" (%.2fx the no-lag runs')", *r.PooledP99Ratio)
+		}
 	}
 	if r.Lag == "none" {
 		return fmt.Sprintf("%sno lagging consumer; p50/p99: publish to fast's handler; %s", got, mem)
@@ -243,6 +247,9 @@ func lagNote(r benchResult) string {
 	}
 	if r.ReplaySeconds != nil {
 		caught += fmt.Sprintf("; the replay reached the head %.1f s into the run", *r.ReplaySeconds)
+		if r.ReplayP99Ratio != nil {
+			caught += fmt.Sprintf(", fast's p99 over what was published until then %.2fx the no-lag run's", *r.ReplayP99Ratio)
+		}
 	}
 	return fmt.Sprintf("%slag %s: fast beside the no-lag run: events/s slowdown %.2fx (no-lag/lag), p50 %.2fx, p99 %.2fx (lag/no-lag); %s; "+
 		"lagging windows read %d records (%d reads; %d before lag was released), %.2fx the %d records lag needed "+
@@ -269,7 +276,8 @@ func (r *benchResult) lagRuns(runs [][]benchResult, i int) {
 // lagMedianFields are the stream-lagging figures medians merges.
 func lagMedianFields(r *benchResult) (floats []**float64, ints []**int64) {
 	return []**float64{&r.RateRatio, &r.P50Ratio, &r.P99Ratio, &r.PeakCachedMiB, &r.RehydrationRatio,
-			&r.BaseRSSMiB, &r.BaseHeapMiB, &r.LaggingRSSMiB, &r.LaggingHeapMiB, &r.PeakHeapMiB, &r.ReplaySeconds},
+			&r.BaseRSSMiB, &r.BaseHeapMiB, &r.LaggingRSSMiB, &r.LaggingHeapMiB, &r.PeakHeapMiB, &r.ReplaySeconds,
+			&r.ReplayP99Ratio},
 		[]**int64{&r.PeakCachedRecords, &r.PeakPartitionRecords, &r.PeakWindows, &r.RehydratedWhileLagging,
 			&r.RehydrationReads, &r.RehydratedRecords, &r.LagWalked, &r.LagNeeded, &r.Splits, &r.Merges, &r.Published}
 }
