@@ -679,11 +679,11 @@ type StreamProcessorOptions struct {
 	// head window has started a delivery within the last second, so that
 	// a replay takes a bounded share of the process and live
 	// subscriptions keep their latency; with no live deliveries it goes
-	// as fast as its handlers. Beyond the bound, each lagging subscription
-	// may start twice as many deliveries as its partition took in records
-	// (measured every 250 ms), so that it always gains on the head, however
-	// high the inflow and however many lagging subscriptions share the
-	// bound. A replay of N events beside live traffic at R events a second
+	// as fast as its handlers. When the bound has no room, each lagging
+	// subscription may still start twice as many deliveries as its
+	// partition took in records (measured every 250 ms), so that it always
+	// gains on the head, however high the inflow and however many lagging
+	// subscriptions share the bound. A replay of N events beside live traffic at R events a second
 	// reaches the head after about N/(max(LaggingRate, 2R)-R) seconds.
 	// StreamPartitionStats.LaggingHeld counts the deliveries it held back.
 	LaggingRate int

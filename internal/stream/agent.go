@@ -765,7 +765,9 @@ func (a *agent) dispatch() {
 		a.startReplays(s)
 		lagging := a.cache.Lagging(s)
 		for s.inflight < s.c.MaxConcurrency {
-			if lagging && s.hasNext() && !a.inflow.allows(s.lagStarted) && !a.n.lag.allow(now) {
+			// A token first, if there is one, so that what the allowance
+			// starts counts against the bound too.
+			if lagging && s.hasNext() && !a.n.lag.allow(now) && !a.inflow.allows(s.lagStarted) {
 				a.held = true
 				a.heldTotal++
 				break

@@ -34,10 +34,12 @@ type lagThrottle struct {
 // A lagging subscription always moves faster than its partition's
 // inflow, whatever the lagging rate: in each lagInterval, it may start
 // lagInflowShare times as many deliveries as the partition's head window
-// took in records during the interval before, outside the node's bound.
-// So it gains on the head however many lagging subscriptions share the
-// bound and however high the inflow; the bound caps only the speed
-// beyond that.
+// took in records during the interval before, when the node's bound has
+// no token left. So it gains on the head however many lagging
+// subscriptions share the bound and however high the inflow. What it
+// starts takes a token whenever there is one, so that lagging windows
+// start about the greater of the bound and their allowances, not the
+// sum.
 const (
 	lagInflowShare = 2
 	lagInterval    = 250 * time.Millisecond
