@@ -32,6 +32,7 @@ commands:
   migrate  apply the schema's migrations to a database, or print their SQL
   demo     run a short tour of queues and partition logs on an embedded SQLite file
   bench    measure throughput and latency against a database (sluice bench -h)
+  version  print sluice's version, its Go version and the commit it was built from
 
 operator commands (sluice <command> -h for each one's flags):
   queue create|list|show|delete NAME            manage queues
@@ -46,12 +47,15 @@ operator commands (sluice <command> -h for each one's flags):
   stream tail NAMESPACE [KEY]                   print a namespace's or a stream's new events (--db only)
   cluster status                                stream nodes, partitions and subscriptions' lag
   stats [ENTITY]                                message counts of one entity, or of every queue and subscription
+  context add|list|select|show|remove [NAME]    save where commands work, and choose one
 
   An ENTITY is a queue or a subscription's path, TOPIC/Subscriptions/NAME (send takes a topic too).
-  They work through a server with --server URL (env SLUICE_SERVER) and --token (env SLUICE_TOKEN),
-  or on a database with --db DSN (env SLUICE_DB, default sqlite://sluice-data/sluice.db) and
-  --service/--provider (env SLUICE_SERVICE/SLUICE_PROVIDER, default "default"). --json prints
-  one JSON object a line.
+  Where they work, the first that says: --server URL (with --token) or --db DSN (with --service and
+  --provider); --context NAME; SLUICE_SERVER (with SLUICE_TOKEN) or SLUICE_DB (with SLUICE_SERVICE and
+  SLUICE_PROVIDER); SLUICE_CONTEXT; the selected context. With none, a server answering at
+  http://127.0.0.1:7070, else the database sqlite://sluice-data/sluice.db if it exists (--create
+  creates it); a database file opened or created is named on stderr. --json prints one JSON object
+  a line.
 
 exit codes:
   0  success
@@ -83,6 +87,8 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return demo(ctx, args[1:], stdout, stderr)
 	case "bench":
 		return bench(ctx, args[1:], stdout, stderr)
+	case "version":
+		return version(args[1:], stdout, stderr)
 	case benchNodeCommand: // a node process of sluice bench --scenario cluster
 		return benchNode(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":

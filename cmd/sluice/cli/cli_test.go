@@ -14,11 +14,26 @@ import (
 
 // TestMain runs the node processes the cluster scenario starts from this
 // test binary.
+// TestMain keeps the tests off the machine's own settings: contexts in a
+// directory of their own, no SLUICE_* variable saying where commands
+// work, and no server probed at sluice serve's default address (a test
+// that wants one says so).
 func TestMain(m *testing.M) {
 	if os.Getenv(benchNodeEnv) == "1" {
 		os.Exit(Run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "sluice-cli-test")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("SLUICE_CONFIG_DIR", dir)
+	for _, v := range []string{"SLUICE_SERVER", "SLUICE_TOKEN", "SLUICE_DB", "SLUICE_SERVICE", "SLUICE_PROVIDER", "SLUICE_CONTEXT"} {
+		os.Unsetenv(v)
+	}
+	localServer = func(context.Context) (string, bool) { return "", false }
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 func run(t *testing.T, args ...string) (int, string, string) {

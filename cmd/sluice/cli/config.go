@@ -244,9 +244,18 @@ func (c *serveConfig) keys() ([]server.Key, error) {
 // command line, the environment or the file.
 var errUsage = errors.New("usage")
 
+// usageErr is an error the user fixes by changing the command line: its
+// message says what and how, with no prefix of its own; errors.Is finds
+// errUsage in it (exit code 2).
 func usageErr(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{errUsage}, args...)...)
+	return &usageError{err: fmt.Errorf(format, args...)}
 }
+
+type usageError struct{ err error }
+
+func (e *usageError) Error() string        { return e.err.Error() }
+func (e *usageError) Unwrap() error        { return e.err }
+func (e *usageError) Is(target error) bool { return target == errUsage }
 
 // validate checks settings whose errors New would report less clearly.
 func (c *serveConfig) validate() error {

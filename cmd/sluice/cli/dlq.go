@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/term"
+
 	"github.com/sluicehq/sluice"
 )
 
@@ -46,6 +48,12 @@ func opDLQResubmit() *op {
 	return &op{name: "dlq resubmit", args: "ENTITY [SEQ...]", minArgs: 1, maxArgs: -1,
 		about: "Moves dead letters back to their queue or subscription as new messages, in atomic batches:\n" +
 			"those whose sequence numbers are given, or all of them.",
+		confirm: func(args []string) string {
+			if len(args) > 1 {
+				return "" // only those named
+			}
+			return fmt.Sprintf("Resubmit every dead letter of %s", args[0])
+		},
 		check: func(args []string) error {
 			for _, a := range args[1:] {
 				seq, err := strconv.ParseInt(a, 10, 64)
@@ -77,6 +85,9 @@ func opDLQResubmit() *op {
 func opDLQPurge() *op {
 	return &op{name: "dlq purge", args: "ENTITY", minArgs: 1, maxArgs: 1,
 		about: "Deletes every dead letter of a queue or subscription.",
+		confirm: func(args []string) string {
+			return fmt.Sprintf("Delete every dead letter of %s", args[0])
+		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			n, err := e.api.PurgeDeadLetters(ctx, args[0])
 			if err != nil {
@@ -124,9 +135,5 @@ func (p *progressBar) finish() {
 // isTerminal says w is a terminal (a character device).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }

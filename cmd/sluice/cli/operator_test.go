@@ -140,9 +140,12 @@ func TestParseArgs(t *testing.T) {
 }
 
 // Each setting comes from its flag, else its environment variable, else
-// sluice serve's default; --db beats SLUICE_SERVER.
+// sluice serve's default; --db beats SLUICE_SERVER. With nothing said,
+// the target is implicit (open looks for a local server, then the
+// default database).
 func TestTargetResolve(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir()
 	resolve := func(env map[string]string, args ...string) (target, error) {
 		fs := flag.NewFlagSet("t", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
@@ -151,9 +154,14 @@ func TestTargetResolve(t *testing.T) {
 		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		return tg, tg.resolve(fs, func(k string) string { return env[k] })
+		return tg, tg.resolve(fs, func(k string) string {
+			if k == "SLUICE_CONFIG_DIR" {
+				return dir
+			}
+			return env[k]
+		})
 	}
-	if tg, err := resolve(nil); err != nil || tg.server != "" || tg.db != "sqlite://sluice-data/sluice.db" ||
+	if tg, err := resolve(nil); err != nil || tg.server != "" || !tg.implicit || tg.db != "sqlite://sluice-data/sluice.db" ||
 		tg.service != "default" || tg.provider != "default" {
 		t.Errorf("defaults: %+v, %v", tg, err)
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -10,6 +11,7 @@ import (
 	"strings"
 
 	"connectrpc.com/connect/v2"
+	"golang.org/x/term"
 
 	"github.com/sluicehq/sluice"
 )
@@ -25,6 +27,13 @@ type op struct {
 	// streams: the command works on streams, which need a database and
 	// the tenant's partition count.
 	streams bool
+	// noTarget: the command works on neither a server nor a database
+	// (sluice context): it runs with no api.
+	noTarget bool
+	// confirm, for a command that destroys, says what it is about to do
+	// ("" when it destroys nothing this time): on a terminal the command
+	// asks before it starts, unless -f.
+	confirm func(args []string) string
 	flags   func(fs *flag.FlagSet)
 	// check validates the flags and arguments before anything is opened
 	// (nil: nothing to check); its errors are usage errors.
@@ -37,6 +46,7 @@ type op struct {
 type env struct {
 	api    sluiceAPI
 	json   bool
+	getenv func(string) string
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
@@ -54,6 +64,7 @@ func operatorOps() []*op {
 		opStreamSubscribe(), opStreamSubscriptions(), opStreamSubscription(), opStreamUnsubscribe(),
 		opStreamClearFault(), opStreamParked(), opStreamReposition(), opStreamStats(),
 		opClusterStatus(), opStats(),
+		opContextAdd(), opContextList(), opContextSelect(), opContextShow(), opContextRemove(),
 	}
 }
 
@@ -99,7 +110,15 @@ func (o *op) exec(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	var t target
-	t.register(fs)
+	var force bool
+	if o.confirm != nil {
+		fs.BoolVar(&force, "f", false, "do not ask for confirmation")
+	}
+	if o.noTarget {
+		fs.BoolVar(&t.json, "json", false, "print one JSON object a line")
+	} else {
+		t.register(fs)
+	}
 	if o.flags != nil {
 		o.flags(fs)
 	}
@@ -116,12 +135,18 @@ func (o *op) exec(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err == nil && o.check != nil {
 		err = o.check(pos)
 	}
-	if err == nil {
+	if err == nil && !o.noTarget {
 		err = t.resolve(fs, os.Getenv)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice %s: %v\nusage: %s (-h lists the flags)\n", o.name, err, o.usage())
 		return ExitUsage
+	}
+	if o.confirm != nil && !force {
+		if what := o.confirm(pos); what != "" && isInteractive(stdin) && !confirmed(stdin, stderr, what) {
+			fmt.Fprintf(stderr, "sluice %s: not confirmed: nothing done (-f skips the question)\n", o.name)
+			return ExitError
+		}
 	}
 	if err := o.connectAndRun(ctx, &t, pos, stdin, stdout, stderr); err != nil {
 		// The library's errors start with "sluice: " too.
@@ -147,12 +172,17 @@ func (o *op) checkArgs(pos []string) error {
 }
 
 func (o *op) connectAndRun(ctx context.Context, t *target, pos []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	a, err := t.open(ctx, o.streams)
+	e := &env{json: t.json, getenv: os.Getenv, stdin: stdin, stdout: stdout, stderr: stderr}
+	if o.noTarget {
+		return o.run(ctx, e, pos)
+	}
+	a, err := t.open(ctx, o.streams, stderr)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	return o.run(ctx, &env{api: a, json: t.json, stdin: stdin, stdout: stdout, stderr: stderr}, pos)
+	e.api = a
+	return o.run(ctx, e, pos)
 }
 
 // parseArgs parses flags wherever they stand among the arguments, as in
@@ -218,4 +248,26 @@ func keyValues(flagName string, pairs []string) (map[string]string, error) {
 		m[k] = v
 	}
 	return m, nil
+}
+
+// isInteractive reports whether r is a terminal someone can answer at
+// (a reader may say so itself, as tests' do).
+func isInteractive(r io.Reader) bool {
+	if t, ok := r.(interface{ IsTerminal() bool }); ok {
+		return t.IsTerminal()
+	}
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// confirmed asks whether to do what, and reports whether the answer was
+// yes.
+func confirmed(stdin io.Reader, stderr io.Writer, what string) bool {
+	fmt.Fprintf(stderr, "%s? [y/N] ", what)
+	line, _ := bufio.NewReader(stdin).ReadString('\n')
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true
+	}
+	return false
 }

@@ -146,6 +146,9 @@ func opQueueShow() *op {
 
 func opQueueDelete() *op {
 	return &op{name: "queue delete", args: "NAME", about: "Deletes a queue with its messages and dead letters.", minArgs: 1, maxArgs: 1,
+		confirm: func(args []string) string {
+			return fmt.Sprintf("Delete queue %q with its messages and dead letters", args[0])
+		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if err := e.api.DeleteQueue(ctx, args[0]); err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -137,8 +138,10 @@ func (r *receive) run(ctx context.Context) error {
 		wctx, cancel = context.WithTimeout(ctx, r.wait)
 		defer cancel()
 	}
+	waited := r.waiting()
 	src, sessionToken, release, err := r.source(ctx, wctx)
 	if err != nil {
+		waited()
 		return r.nothing(ctx, err)
 	}
 	defer release()
@@ -148,6 +151,7 @@ func (r *receive) run(ctx context.Context) error {
 	} else {
 		msgs, err = src.TryReceive(ctx, r.limit)
 	}
+	waited()
 	if err != nil {
 		return r.nothing(ctx, err)
 	}
@@ -275,4 +279,14 @@ func peek(ctx context.Context, a sluiceAPI, entity string, dlq bool, from int64,
 		from = page[len(page)-1].SequenceNumber + 1
 	}
 	return out, nil
+}
+
+// waiting says on a terminal that the receive waits (up to --wait), and
+// returns what clears that line once it is done.
+func (r *receive) waiting() func() {
+	if r.wait <= 0 || !isTerminal(r.e.stderr) {
+		return func() {}
+	}
+	fmt.Fprintf(r.e.stderr, "waiting up to %v for a message on %s...", r.wait, r.entity)
+	return sync.OnceFunc(func() { fmt.Fprint(r.e.stderr, "\r\033[K") })
 }

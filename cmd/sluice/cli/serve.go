@@ -22,7 +22,8 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: sluice serve [flags]\n\nServes the API (Connect, gRPC and HTTP/JSON on one port), /healthz and /readyz.\n"+
+		fmt.Fprintln(stderr, "usage: sluice serve [flags]\n\nServes the API (Connect, gRPC and HTTP/JSON on one port), /healthz and /readyz,\n"+
+			"the dashboard at / and Prometheus metrics at /metrics.\n"+
 			"Each setting comes from its flag, else its environment variable, else the --config file, else its default.\n\n"+
 			"Tracing is off unless --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT) names an OpenTelemetry collector:\n"+
 			"then every API call is a span, exported over OTLP/HTTP as service \"sluice\", continuing a caller's\n"+
@@ -114,6 +115,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	}
 	url := scheme + "://" + srv.Addr().String()
 	fmt.Fprintf(stdout, "sluice serving %s on %s: Connect, gRPC and HTTP/JSON; /healthz, /readyz\n", sluice.RedactDSN(cfg.DB), url)
+	fmt.Fprintf(stdout, "dashboard: %s/   metrics: %s/metrics\n", url, url)
 	switch {
 	case !cfg.SelfCheck:
 	case len(keys) > 0 && cfg.Token == "":

@@ -251,6 +251,9 @@ func opSubscriptionShow() *op {
 func opSubscriptionDelete() *op {
 	return &op{name: "subscription delete", args: "TOPIC NAME", about: "Deletes a subscription with its messages.",
 		minArgs: 2, maxArgs: 2,
+		confirm: func(args []string) string {
+			return fmt.Sprintf("Delete subscription %s with its messages and dead letters", sluice.SubscriptionPath(args[0], args[1]))
+		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if err := e.api.DeleteSubscription(ctx, args[0], args[1]); err != nil {
 				return err

@@ -114,6 +114,9 @@ func opTopicShow() *op {
 func opTopicDelete() *op {
 	return &op{name: "topic delete", args: "NAME", about: "Deletes a topic with its subscriptions and their messages.",
 		minArgs: 1, maxArgs: 1,
+		confirm: func(args []string) string {
+			return fmt.Sprintf("Delete topic %q with its subscriptions and their messages", args[0])
+		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if err := e.api.DeleteTopic(ctx, args[0]); err != nil {
 				return err

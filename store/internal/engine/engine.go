@@ -457,6 +457,8 @@ func (e *Engine) migrate(ctx context.Context) (err error) {
 				v, migs[len(migs)-1].version, sluicetype.ErrSchemaTooNew)
 		}
 	}
+	var first, last string
+	n := 0
 	for _, m := range migs {
 		if done[int64(m.version)] {
 			continue
@@ -464,7 +466,16 @@ func (e *Engine) migrate(ctx context.Context) (err error) {
 		if err := e.applyMigration(ctx, conn, m); err != nil {
 			return fmt.Errorf("sluice: migrate %s: %w", m.name, err)
 		}
-		e.log.Info("sluice: applied migration", "backend", e.d.Features.Name, "migration", m.name)
+		e.log.Debug("sluice: applied migration", "backend", e.d.Features.Name, "migration", m.name)
+		if n == 0 {
+			first = m.name
+		}
+		last, n = m.name, n+1
+	}
+	if n > 0 {
+		// One line for all of them: a new database applies every one.
+		e.log.Info("sluice: migrated the schema", "backend", e.d.Features.Name, "applied", n, "from", first, "to", last,
+			"version", migs[len(migs)-1].version)
 	}
 	return nil
 }
