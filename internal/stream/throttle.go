@@ -37,9 +37,8 @@ type lagThrottle struct {
 // took in records during the interval before, when the node's bound has
 // no token left. So it gains on the head however many lagging
 // subscriptions share the bound and however high the inflow. What it
-// starts takes a token whenever there is one, so that lagging windows
-// start about the greater of the bound and their allowances, not the
-// sum.
+// starts takes a token whenever there is one, so that an allowance adds
+// to the bound only where the bound left its subscription short of it.
 const (
 	lagInflowShare = 2
 	lagInterval    = 250 * time.Millisecond
