@@ -6,9 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/server"
@@ -76,11 +78,13 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 	return err
 }
 
-// setting is one setting: its flag, its environment variable, and where
-// it lands.
+// setting is one setting: its flag, its environment variable, what it
+// is, and where it lands. kind is how -h names its values: "bool",
+// "int", "duration" or "string".
 type setting struct {
 	flag, env, usage string
 	set              func(string) error
+	kind             string
 }
 
 // configSettings lists the settings of c, bound to their fields.
@@ -94,24 +98,24 @@ func configSettings(c *serveConfig) []setting {
 		}
 	}
 	return []setting{
-		{"db", "SLUICE_DB", "database DSN: sqlite://PATH, postgres://... or mysql://...", str(&c.DB)},
-		{"addr", "SLUICE_ADDR", "address to listen on", str(&c.Addr)},
-		{"service", "SLUICE_SERVICE", "tenant service name", str(&c.Service)},
-		{"provider", "SLUICE_PROVIDER", "tenant provider name", str(&c.Provider)},
-		{"insecure", "SLUICE_INSECURE", "allow a non-loopback address without API keys", boolean(&c.Insecure)},
-		{"tls-cert", "SLUICE_TLS_CERT", "TLS certificate file (PEM); with --tls-key, serve HTTPS", str(&c.TLSCert)},
-		{"tls-key", "SLUICE_TLS_KEY", "TLS private key file (PEM)", str(&c.TLSKey)},
-		{"token", "SLUICE_TOKEN", "require this bearer token (an API key with every permission)", str(&c.Token)},
+		{"db", "SLUICE_DB", "database DSN: sqlite://PATH, postgres://... or mysql://...", str(&c.DB), "string"},
+		{"addr", "SLUICE_ADDR", "address to listen on", str(&c.Addr), "string"},
+		{"service", "SLUICE_SERVICE", "tenant service name", str(&c.Service), "string"},
+		{"provider", "SLUICE_PROVIDER", "tenant provider name", str(&c.Provider), "string"},
+		{"insecure", "SLUICE_INSECURE", "allow a non-loopback address without API keys", boolean(&c.Insecure), "bool"},
+		{"tls-cert", "SLUICE_TLS_CERT", "TLS certificate file (PEM); with --tls-key, serve HTTPS", str(&c.TLSCert), "string"},
+		{"tls-key", "SLUICE_TLS_KEY", "TLS private key file (PEM)", str(&c.TLSKey), "string"},
+		{"token", "SLUICE_TOKEN", "require this bearer token (an API key with every permission)", str(&c.Token), "string"},
 		{"max-request-bytes", "SLUICE_MAX_REQUEST_BYTES", "largest request message accepted", func(s string) error {
 			v, err := strconv.Atoi(s)
 			c.MaxRequestBytes = v
 			return err
-		}},
+		}, "int"},
 		{"max-receive-wait", "SLUICE_MAX_RECEIVE_WAIT", "longest wait of a receive", func(s string) error {
 			v, err := parseDuration(s)
 			c.MaxReceiveWait = duration(v)
 			return err
-		}},
+		}, "duration"},
 		{"max-consumers", "SLUICE_MAX_CONSUMERS", "most stream consumers that Consume streams run on this server at once", func(s string) error {
 			v, err := strconv.Atoi(s)
 			if err == nil && v < 1 {
@@ -119,7 +123,7 @@ func configSettings(c *serveConfig) []setting {
 			}
 			c.MaxConsumers = v
 			return err
-		}},
+		}, "int"},
 		{"max-connections", "SLUICE_MAX_CONNECTIONS", "most connections open to the server at once", func(s string) error {
 			v, err := strconv.Atoi(s)
 			if err == nil && v < 1 {
@@ -127,7 +131,7 @@ func configSettings(c *serveConfig) []setting {
 			}
 			c.MaxConnections = v
 			return err
-		}},
+		}, "int"},
 		{"read-timeout", "SLUICE_READ_TIMEOUT", "longest time to read a request's headers and message (not the call: waits and streams last longer)", func(s string) error {
 			v, err := time.ParseDuration(s)
 			if err == nil && v <= 0 {
@@ -135,18 +139,18 @@ func configSettings(c *serveConfig) []setting {
 			}
 			c.ReadTimeout = duration(v)
 			return err
-		}},
-		{"stream-partitions", "SLUICE_STREAM_PARTITIONS", "stream partitions, as the database recorded them (default 16)", func(s string) error {
+		}, "duration"},
+		{"stream-partitions", "SLUICE_STREAM_PARTITIONS", "stream partitions: those the database recorded, else this many (else 16)", func(s string) error {
 			v, err := strconv.ParseInt(s, 10, 32)
 			c.StreamPartitions = int32(v)
 			return err
-		}},
-		{"log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel)},
-		{"log-format", "SLUICE_LOG_FORMAT", "text or json", str(&c.LogFormat)},
-		{"self-check", "SLUICE_SELF_CHECK", "at start, send and receive a message through the API and say how long it took", boolean(&c.SelfCheck)},
+		}, "int"},
+		{"log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "string"},
+		{"log-format", "SLUICE_LOG_FORMAT", "text or json", str(&c.LogFormat), "string"},
+		{"self-check", "SLUICE_SELF_CHECK", "at start, send and receive a message through the API and say how long it took", boolean(&c.SelfCheck), "bool"},
 		{"otlp-endpoint", "SLUICE_OTLP_ENDPOINT", "trace every API call, exporting the spans over OTLP/HTTP to this collector " +
 			"(http://host:4318, or a URL with its path; without it, OTEL_EXPORTER_OTLP_ENDPOINT or " +
-			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT turn tracing on)", str(&c.OTLPEndpoint)},
+			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT turn tracing on)", str(&c.OTLPEndpoint), "string"},
 	}
 }
 
@@ -164,9 +168,13 @@ func defaultServeConfig() serveConfig {
 func loadServeConfig(fs *flag.FlagSet, args []string, getenv func(string) string) (serveConfig, error) {
 	cfg := defaultServeConfig()
 	configFile := fs.String("config", "", "configuration file (JSON; env SLUICE_CONFIG)")
-	flags := make(map[string]*string)
+	flags := make(map[string]*settingValue)
+	defaults := cfg.flagDefaults()
 	for _, s := range configSettings(&cfg) {
-		flags[s.flag] = fs.String(s.flag, "", s.usage+" (env "+s.env+")")
+		v := &settingValue{kind: s.kind}
+		flags[s.flag] = v
+		fs.Var(v, s.flag, s.usage+" (env "+s.env+")")
+		fs.Lookup(s.flag).DefValue = defaults[s.flag]
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -195,7 +203,7 @@ func loadServeConfig(fs *flag.FlagSet, args []string, getenv func(string) string
 	for _, s := range configSettings(&cfg) {
 		v, from := getenv(s.env), s.env
 		if given[s.flag] {
-			v, from = *flags[s.flag], "--"+s.flag
+			v, from = flags[s.flag].raw, "--"+s.flag
 		}
 		if v == "" && !given[s.flag] {
 			continue
@@ -283,4 +291,84 @@ func (c *serveConfig) validate() error {
 		}
 	}
 	return nil
+}
+
+// settingValue is a serve flag as given: the string it is checked and
+// set from with the environment's and the file's (so that each source's
+// errors read alike). A bool needs no value: --insecure is
+// --insecure=true.
+type settingValue struct {
+	raw  string
+	kind string
+}
+
+func (v *settingValue) String() string {
+	if v == nil {
+		return ""
+	}
+	return v.raw
+}
+
+func (v *settingValue) Set(s string) error {
+	v.raw = s
+	return nil
+}
+
+// IsBoolFlag lets a bool setting be given without a value.
+func (v *settingValue) IsBoolFlag() bool { return v.kind == "bool" }
+
+// flagDefaults are c's settings as a flag would give them, by flag name
+// ("" for an empty string).
+func (c serveConfig) flagDefaults() map[string]string {
+	b, _ := json.Marshal(c)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var m map[string]any
+	_ = dec.Decode(&m)
+	out := make(map[string]string)
+	for k, v := range m {
+		if v == nil || fmt.Sprint(v) == "0" {
+			continue // no default of its own: 0 means "as the database says"
+		}
+		out[strings.ReplaceAll(k, "_", "-")] = fmt.Sprint(v)
+	}
+	return out
+}
+
+// MarshalJSON writes a duration as the file spells it: "60s".
+func (d duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(formatDuration(time.Duration(d)))
+}
+
+// printFlags prints a flag set's flags for -h: each with the kind of
+// value it takes (none for a bool), then what it does, its environment
+// variable and its default.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		kind := "string"
+		switch v := f.Value.(type) {
+		case *settingValue:
+			kind = v.kind
+		case interface{ IsBoolFlag() bool }:
+			if v.IsBoolFlag() {
+				kind = "bool"
+			}
+		}
+		name := "--" + f.Name
+		if kind != "bool" {
+			name += " " + kind
+		}
+		usage := f.Usage
+		if f.DefValue != "" {
+			def := f.DefValue
+			if kind == "string" {
+				def = strconv.Quote(def)
+			}
+			usage = strings.TrimSuffix(usage, ")") + "; default " + def + ")"
+			if !strings.HasSuffix(f.Usage, ")") {
+				usage = f.Usage + " (default " + def + ")"
+			}
+		}
+		fmt.Fprintf(w, "  %s\n    \t%s\n", name, usage)
+	})
 }

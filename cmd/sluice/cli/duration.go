@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -51,4 +52,10 @@ func (d *durationValue) Set(s string) error {
 	}
 	*d = durationValue(v)
 	return nil
+}
+
+// formatDuration writes d as the API does: seconds with the fraction it
+// needs, "60s", "0.25s".
+func formatDuration(d time.Duration) string {
+	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
 }

@@ -28,7 +28,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			"Tracing is off unless --otlp-endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT) names an OpenTelemetry collector:\n"+
 			"then every API call is a span, exported over OTLP/HTTP as service \"sluice\", continuing a caller's\n"+
 			"traceparent; the standard OTEL_* variables tune the exporter (headers, sampler, batching).\n\nflags:")
-		fs.PrintDefaults()
+		printFlags(stderr, fs)
 	}
 	cfg, err := loadServeConfig(fs, args, os.Getenv)
 	if errors.Is(err, flag.ErrHelp) {

@@ -220,3 +220,28 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("migrate of an unknown scheme: exit %d, %s", code, errOut)
 	}
 }
+
+// serve's flags are typed: a bool takes no value (--insecure --addr X),
+// and -h names each flag's kind and default, and exits 0.
+func TestServeFlags(t *testing.T) {
+	t.Parallel()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	cfg, err := loadServeConfig(fs, []string{"--insecure", "--addr", "127.0.0.1:1", "--self-check=false"}, func(string) string { return "" })
+	if err != nil || !cfg.Insecure || cfg.Addr != "127.0.0.1:1" || cfg.SelfCheck {
+		t.Fatalf("--insecure --addr 127.0.0.1:1 --self-check=false: %+v, %v", cfg, err)
+	}
+	code, _, help := run(t, "serve", "-h")
+	if code != ExitOK {
+		t.Fatalf("serve -h: exit %d", code)
+	}
+	for _, want := range []string{"  --insecure\n", "  --max-receive-wait duration\n", "default 60s)", "  --max-consumers int\n",
+		`default "127.0.0.1:7070")`, "the dashboard at / and Prometheus metrics at /metrics"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("serve -h lacks %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, "--insecure string") || strings.Contains(help, "--self-check string") {
+		t.Errorf("serve -h shows a bool as a string:\n%s", help)
+	}
+}
