@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 // Exit codes, which scripts may rely on.
@@ -25,7 +26,7 @@ const (
 	ExitRefused = 5
 )
 
-const usage = `usage: sluice <command> [flags]
+const usageText = `usage: sluice <command> [flags]
 
 commands:
   serve    serve the API on embedded SQLite or a database (sluice serve -h)
@@ -34,21 +35,7 @@ commands:
   bench    measure throughput and latency against a database (sluice bench -h)
   version  print sluice's version, its Go version and the commit it was built from
 
-operator commands (sluice <command> -h for each one's flags):
-  queue create|list|show|delete NAME            manage queues
-  topic create|list|show|delete NAME            manage topics
-  subscription create|list|show|delete TOPIC NAME
-                                                manage a topic's subscriptions and their rules
-  send ENTITY [BODY...]                         send messages (BODY arguments, --file, or standard input)
-  receive ENTITY                                receive messages, then complete, abandon, dead-letter or defer them
-  peek ENTITY                                   look at messages without locking them
-  dlq list|resubmit|purge ENTITY                list, resubmit or purge an entity's dead letters
-  stream publish NAMESPACE KEY [BODY...]        publish events to a stream (--db only)
-  stream tail NAMESPACE [KEY]                   print a namespace's or a stream's new events (--db only)
-  cluster status                                stream nodes, partitions and subscriptions' lag
-  stats [ENTITY]                                message counts of one entity, or of every queue and subscription
-  context add|list|select|show|remove [NAME]    save where commands work, and choose one
-
+%s
   An ENTITY is a queue or a subscription's path, TOPIC/Subscriptions/NAME (send takes a topic too).
   Where they work, the first that says: --server URL (with --token) or --db DSN (with --service and
   --provider); --context NAME; SLUICE_SERVER (with SLUICE_TOKEN) or SLUICE_DB (with SLUICE_SERVICE and
@@ -66,6 +53,17 @@ exit codes:
   5  refused: the server wants credentials, or the key lacks the permission
 `
 
+// usage is the top-level help: every command, the operator commands
+// listed from their table, so that none is left out.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("operator commands (sluice <command> -h for each one's flags):\n")
+	for _, o := range operatorOps() {
+		fmt.Fprintf(&b, "  %-46s %s\n", strings.TrimSpace(o.name+" "+o.args), o.summary())
+	}
+	return fmt.Sprintf(usageText, b.String())
+}
+
 // Run runs the command named by args[0], reading standard input from the
 // process's.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -75,7 +73,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // dispatch is Run with its standard input given, for tests.
 func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, usage())
 		return ExitUsage
 	}
 	switch args[0] {
@@ -92,12 +90,12 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	case benchNodeCommand: // a node process of sluice bench --scenario cluster
 		return benchNode(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return ExitOK
 	}
 	if code, ok := runOperator(ctx, args, stdin, stdout, stderr); ok {
 		return code
 	}
-	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", args[0], usage)
+	fmt.Fprintf(stderr, "sluice: unknown command %q\n\n%s", args[0], usage())
 	return ExitUsage
 }

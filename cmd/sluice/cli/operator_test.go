@@ -226,7 +226,16 @@ func TestOperatorUsage(t *testing.T) {
 	if code, out, _ := w.run(t, "", "send", "-h"); code != ExitOK || !strings.Contains(out, "-message-id") || !strings.Contains(out, "SLUICE_SERVER") {
 		t.Errorf("send -h: exit %d, %s", code, out)
 	}
-	if code, out, _ := w.run(t, "", "help"); code != ExitOK || !strings.Contains(out, "5  refused") || !strings.Contains(out, "stream tail NAMESPACE [KEY]") {
+	code, out, _ := w.run(t, "", "help")
+	if code != ExitOK || !strings.Contains(out, "5  refused") || !strings.Contains(out, "stream tail NAMESPACE [KEY]") {
 		t.Errorf("help: exit %d, %s", code, out)
+	}
+	for _, o := range operatorOps() {
+		if line := "  " + strings.TrimSpace(o.name+" "+o.args) + " "; !strings.Contains(out, line) {
+			t.Errorf("help does not list %q", line)
+		}
+	}
+	if strings.Contains(out, "--db only") {
+		t.Error("help still says some commands work with --db only")
 	}
 }

@@ -156,6 +156,16 @@ func (o *op) exec(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	return ExitOK
 }
 
+// summary is the first clause of what the command does, for the
+// top-level help.
+func (o *op) summary() string {
+	s := strings.Join(strings.Fields(o.about), " ")
+	for _, sep := range []string{". ", "; ", ": ", ", then", " (", ", from", ", one", ", each"} {
+		s, _, _ = strings.Cut(s, sep)
+	}
+	return strings.TrimSuffix(s, ".")
+}
+
 // usage is the command's usage line.
 func (o *op) usage() string {
 	return strings.TrimSpace("sluice " + o.name + " [flags] " + o.args)
