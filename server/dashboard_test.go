@@ -333,10 +333,11 @@ func TestDashboardStreamCache(t *testing.T) {
 	// reader, partition, epoch, read, proposed and stored checkpoints,
 	// cached; then windows, resident ranges (the head last, marked),
 	// splits/merges, resets, rehydrated (empty without rehydration
-	// reads), reads avoided/duplicate, reclaimed, retention gaps.
+	// reads), reads avoided/duplicate, reclaimed, retention gaps,
+	// deliveries the lagging rate held.
 	rng := `\d+-(?:\d+|\(empty\))`
 	pm := regexp.MustCompile(`^reader\t` + fmt.Sprint(l.partition) + `(?:\t[\d,]+){5}\t(\d+)\t((?:` + rng + ` )+` + rng + `\*)\t([1-9]\d*)/\d+` +
-		`\t[\d,]+\t(?:[\d,]+ in [\d,]+ reads)?\t[\d,]+/[\d,]+\t[\d,]+\t[\d,]+$`).
+		`\t[\d,]+\t(?:[\d,]+ in [\d,]+ reads)?\t[\d,]+/[\d,]+\t[\d,]+\t[\d,]+\t[\d,]+$`).
 		FindStringSubmatch(partition)
 	if pm == nil {
 		t.Fatalf("the streams view shows reader's partition %d as %q; want its windows, their ranges, a split", l.partition, partition)
