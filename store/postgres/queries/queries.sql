@@ -915,9 +915,12 @@ WHERE service = $2 AND provider = $3 AND partition = $4
 RETURNING head, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
 
 -- name: AppendRecords
--- args: service, provider, heads, rows
--- heads: [{"pa":partition,"n":records,"key":notify payload}]
--- rows: [{"pa":partition,"o":position below the new head,"ns":namespace,"k":key,"pr":properties_json,"p":payload_hex}]
+-- args: service, provider, head partitions, head counts, head keys,
+--   partitions, below, namespaces, keys, properties, payloads
+-- heads: each partition's number, records taken, notify payload (arrays)
+-- rows: each record's partition, position below the new head, namespace,
+--   stream key, properties JSON (or NULL) and payload (arrays; pgx binds
+--   them in binary, so payloads travel as bytes)
 -- The appends of a group to any partitions of one tenant in one
 -- statement: takes positions from each head row (created on first use),
 -- in partition order, inserts the records and notifies listeners of each
@@ -925,7 +928,7 @@ RETURNING head, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint;
 -- the database's time. The head rows stay locked until the statement
 -- commits, so positions become visible in order.
 WITH heads AS (
-    SELECT * FROM json_to_recordset($3::json) AS h(pa integer, n bigint, key text)
+    SELECT * FROM unnest($3::integer[], $4::bigint[], $5::text[]) AS h(pa, n, key)
 ), bumped AS (
     INSERT INTO sluice_partitions AS p (service, provider, partition, head, trimmed)
     SELECT $1::text, $2::text, h.pa, h.n, 0 FROM heads h ORDER BY h.pa
@@ -936,8 +939,9 @@ WITH heads AS (
 ), inserted AS (
     INSERT INTO sluice_records (service, provider, partition, position, namespace, stream_key,
         properties, payload, appended_at)
-    SELECT $1::text, $2::text, r.pa, b.head - r.o, r.ns, r.k, r.pr, decode(r.p, 'hex'), clock.now
-    FROM json_to_recordset($4::json) AS r(pa integer, o bigint, ns text, k text, pr text, p text)
+    SELECT $1::text, $2::text, r.pa, b.head - r.o, r.ns, r.k, r.pr, r.p, clock.now
+    FROM unnest($6::integer[], $7::bigint[], $8::text[], $9::text[], $10::text[], $11::bytea[])
+        AS r(pa, o, ns, k, pr, p)
     JOIN bumped b ON b.partition = r.pa
     CROSS JOIN clock
 )
