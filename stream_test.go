@@ -537,6 +537,60 @@ func TestStreamProcessorNoLeak(t *testing.T) {
 	}
 }
 
+// Stop returns once its deadline has passed even while a handler
+// ignores its context: the processor walks away from that delivery,
+// which stays unresolved, and goes again to the next processor.
+func TestStreamStopWalksAwayFromStuckHandler(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		release := make(chan struct{})
+		var once sync.Once
+		defer once.Do(func() { close(release) })
+		started := make(chan struct{}, 1)
+		p := c.NewStreamProcessor(nil)
+		p.Handle("c", func(ctx context.Context, ev *sluice.StreamEvent) error {
+			select {
+			case started <- struct{}{}:
+			default:
+			}
+			<-release // ignores ctx
+			return nil
+		}, &sluice.ConsumerOptions{Namespace: "walk"})
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		id := sluice.StreamID{Namespace: "walk", Key: "k"}
+		pos := publish(t, c, id, "stuck")
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the handler was never called")
+		}
+		stopped := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			stopped <- p.Stop(ctx)
+		}()
+		select {
+		case err := <-stopped:
+			if err != nil {
+				t.Fatalf("Stop: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("Stop with a deadline of 200 ms has not returned after 30 s: it waits on a handler that ignores its context")
+		}
+		once.Do(func() { close(release) }) // the abandoned handler returns, to nobody
+		col := newCollector()
+		startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
+			p.Handle("c", col.handle, &sluice.ConsumerOptions{Namespace: "walk"})
+		})
+		col.waitCount(t, 1, 30*time.Second)
+		if got := col.positions("ns/walk/c", id.Key); !slices.Equal(got, pos) {
+			t.Fatalf("the next processor got %v, want the abandoned event again: %v", got, pos)
+		}
+	})
+}
+
 // A subscription faulted while deliveries of other streams are in
 // flight, with a handler that ignores its context, resumes without ever
 // running two deliveries of one stream at once, and still delivers every
@@ -942,4 +996,49 @@ func TestStreamSlowFinalSaveKeepsNodeAlive(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// A processor's stats follow its deliveries: they show the last event
+// handled soon after it was, although an agent publishes them at most
+// every few milliseconds while deliveries come thousands a second. With
+// polls, saves and refreshes a minute apart, nothing but that bound steps
+// the agent again once the last delivery is in.
+func TestStreamStatsFollowDeliveries(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		col := newCollector()
+		p := startStreamProcessor(t, c, &sluice.StreamProcessorOptions{PollInterval: time.Minute, IdlePollInterval: time.Minute,
+			ProgressInterval: time.Minute, RefreshInterval: time.Minute},
+			func(p *sluice.StreamProcessor) {
+				p.Handle("c", col.handle, &sluice.ConsumerOptions{Namespace: "statsfollow"})
+			})
+		waitPulled(t, 10*time.Second, []int{16}, p)
+		id := sluice.StreamID{Namespace: "statsfollow", Key: "k"}
+		bodies := make([]string, 300)
+		for i := range bodies {
+			bodies[i] = fmt.Sprint(i)
+		}
+		pos := publish(t, c, id, bodies...)
+		last, part := pos[len(pos)-1], sluice.PartitionOf(id, 16)
+		col.waitCount(t, int64(len(pos)), 30*time.Second)
+		// Seconds, not the bound's milliseconds: a loaded machine may be
+		// slow to step, but far from the minute of the poll interval.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			var got int64 = -1
+			for _, st := range p.Stats() {
+				for _, s := range st.Subscriptions {
+					if st.Partition == part && s.Handled {
+						got = s.Position
+					}
+				}
+			}
+			if got == last {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("5 s after the last of %d events was handled, the stats show position %d, want %d", len(pos), got, last)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	})
 }

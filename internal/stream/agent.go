@@ -69,7 +69,10 @@ type agent struct {
 	inflow inflow
 	// replays brings replays of parked events to the agent's goroutine.
 	replays chan *replayReq
-	wg      sync.WaitGroup
+	// wg counts the goroutines of lagging reads, and inDelivery those of
+	// deliveries.
+	wg         sync.WaitGroup
+	inDelivery *inDelivery
 	// deliveries carries the context of deliveries: cancelled when a
 	// stop's deadline passes.
 	deliveries context.Context
@@ -87,8 +90,13 @@ type agent struct {
 	// then write nothing more.
 	fenced atomic.Bool
 
-	statsMu sync.Mutex
-	stats   PartitionStats
+	// statsAt is when a step last published stats; statsDue is set when
+	// one skipped publishing them (see statsEvery). Owned by run's
+	// goroutine, unlike stats, which statsMu guards.
+	statsAt  time.Time
+	statsDue bool
+	statsMu  sync.Mutex
+	stats    PartitionStats
 }
 
 // result is a finished delivery.
@@ -126,7 +134,7 @@ func newAgent(n *Node, lease store.PartitionLease) *agent {
 		lagged:     make(chan lagResult, 1),
 		replays:    make(chan *replayReq),
 		savedCh:    make(chan saved, 1),
-		deliveries: dctx, cancel: cancel,
+		deliveries: dctx, cancel: cancel, inDelivery: newInDelivery(),
 		stop: make(chan context.Context, 1), done: make(chan struct{}),
 		// Stats name the partition and its epoch from the start, before
 		// the first step publishes the rest.
@@ -227,6 +235,8 @@ func (a *agent) run() {
 	}
 	tick := time.NewTicker(a.n.cfg.PollInterval)
 	defer tick.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
 	for {
 		a.step()
 		if a.err != nil {
@@ -240,7 +250,11 @@ func (a *agent) run() {
 		case a.busy:
 			idle = closedTime // more to read: only look at what is waiting
 		case a.held:
-			idle = time.After(a.n.lag.retry())
+			wake.Reset(a.n.lag.retry())
+			idle = wake.C
+		case a.statsDue:
+			wake.Reset(statsEvery)
+			idle = wake.C
 		}
 		select {
 		case r := <-a.results:
@@ -352,8 +366,19 @@ func (a *agent) step() {
 	a.dispatch()
 	a.purge()
 	a.save()
-	a.publishStats()
+	if now.Sub(a.statsAt) >= statsEvery {
+		a.publishStats()
+		a.statsAt, a.statsDue = now, false
+	} else {
+		a.statsDue = true // published within statsEvery, by a step then
+	}
 }
+
+// statsEvery bounds how often a step publishes the agent's stats: steps
+// follow deliveries, thousands a second in a replay, and the stats are
+// built new each time. Within statsEvery of a skipped publication the
+// agent steps again (run), so stats lag by at most about that much.
+const statsEvery = 10 * time.Millisecond
 
 // load reads the partition's stored progress and subscriptions, and
 // starts the cache at the lowest position a subscription here needs.
@@ -474,7 +499,7 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 		if ok && !s.sub.CreatedAt.Equal(sub.CreatedAt) {
 			// Deleted and created again with the same id (a namespace
 			// subscription): a new subscription, with its own start.
-			s.cancel()
+			s.end()
 			s.dropReplays(errSubscriptionGone)
 			a.cache.Leave(s)
 			delete(a.subs, sub.ID)
@@ -554,7 +579,7 @@ func (a *agent) refreshSubsCtx(ctx context.Context) error {
 	}
 	for id, s := range a.subs {
 		if !seen[id] {
-			s.cancel() // unsubscribed: its deliveries stop at once
+			s.end() // unsubscribed: its deliveries stop at once
 			s.dropReplays(errSubscriptionGone)
 			a.cache.Leave(s)
 			delete(a.subs, id)
@@ -780,8 +805,8 @@ func (a *agent) dispatch() {
 			if lagging {
 				s.lagStarted++
 			}
-			a.wg.Add(1)
-			go a.deliver(s, s.ctx, a.leaseCtx, s.c, s.sub.ID, s.gen, rec)
+			a.inDelivery.start()
+			go a.deliver(s, s.deliveryCtx(a.leaseCtx), s.c, s.sub.ID, s.gen, rec)
 		}
 	}
 	if head {
@@ -791,16 +816,12 @@ func (a *agent) dispatch() {
 
 // deliver runs in its own goroutine: it delivers one event, applies the
 // failure policy if every attempt failed, and reports. The delivery ends
-// with the subscription's generation (ctx) or the lease (lease), and each
-// attempt starts only while the agent owns the partition.
-// It reads nothing of s, which the agent's goroutine owns.
-func (a *agent) deliver(s *subState, ctx, lease context.Context, c *Consumer, id string, gen int, rec sluicetype.Record) {
-	defer a.wg.Done()
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	defer context.AfterFunc(lease, func() { cancel(context.Cause(lease)) })()
-	r := &rec
-	attempts, stopped, err := c.deliver(ctx, a.deliveries, EventOf(r, a.partition, id), a.owns)
+// with ctx (see subState.deliveryCtx), and each attempt starts only while
+// the agent owns the partition. It reads nothing of s, which the agent's
+// goroutine owns, nor changes r, the cache's.
+func (a *agent) deliver(s *subState, ctx context.Context, c *Consumer, id string, gen int, r *sluicetype.Record) {
+	defer a.inDelivery.end()
+	attempts, stopped, err := c.deliver(ctx, EventOf(r, a.partition, id), a.owns, a.inDelivery)
 	res := result{s: s, gen: gen, key: r.Key, pos: r.Position, err: err, attempts: attempts, stopped: stopped}
 	if err != nil && !stopped {
 		a.log.Warn("sluice: stream delivery failed", "subscription", id, "stream", r.Namespace+"/"+r.Key,
@@ -811,7 +832,17 @@ func (a *agent) deliver(s *subState, ctx, lease context.Context, c *Consumer, id
 			res.stopped = !a.park(ctx, id, r, err, attempts)
 		}
 	}
-	a.results <- res
+	a.report(res)
+}
+
+// report hands a finished delivery to the agent's goroutine, or drops
+// it once the agent has stopped: a handler its stop walked away from
+// returned (the event stays unresolved, and goes again).
+func (a *agent) report(r result) {
+	select {
+	case a.results <- r:
+	case <-a.done:
+	}
 }
 
 // park stores a given-up event among its subscription's parked events,
@@ -1002,14 +1033,19 @@ wait:
 			break wait
 		}
 	}
+	// What is still in delivery is cancelled, and reports at once, but a
+	// handler that ignores its context: the agent walks away from those,
+	// which end, and report to nobody, whenever they return.
 	a.cancel()
-	go func() {
-		a.wg.Wait()
-		close(a.results)
-	}()
-	for r := range a.results {
-		a.resolve(r)
+	for !a.inDelivery.onlyHandlers() {
+		select {
+		case r := <-a.results:
+			a.resolve(r)
+		case <-a.inDelivery.changed:
+		}
 	}
+	a.drainResults()
+	a.wg.Wait() // lagging reads, which the cancel ends
 	for _, s := range a.subs {
 		s.dropReplays(errAgentStopped)
 	}

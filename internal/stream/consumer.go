@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/sluicetype"
@@ -120,45 +121,33 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 
-// call runs one delivery attempt, bounded by DeliveryTimeout through its
-// context. A handler that outlives its attempt (it ignores the context)
-// is waited for, since the stream's next delivery must not overlap it,
-// unless abandon ends first (the node stops and its deadline passed).
-func (c *Consumer) call(ctx, abandon context.Context, ev *Event) error {
+// call runs one delivery attempt in the calling goroutine, bounded by
+// DeliveryTimeout through its context. A handler that outlives its
+// attempt (it ignores the context) is waited for, since the stream's
+// next delivery must not overlap it; a stopping agent walks away from it
+// (see agent.shutdown), which d's count of handlers lets it tell.
+func (c *Consumer) call(ctx context.Context, ev *Event, d *inDelivery) (err error) {
 	ctx, cancel := context.WithTimeout(ctx, c.DeliveryTimeout)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() {
-		defer func() {
-			if v := recover(); v != nil {
-				done <- &PanicError{Value: v, Stack: debug.Stack()}
-			}
-		}()
-		done <- c.Handler(ctx, ev)
+	d.enter()
+	defer func() {
+		d.leave()
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("%w after %v: %w", errDeliveryTimeout, c.DeliveryTimeout, err)
+		}
 	}()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	var err error
-	select {
-	case err = <-done:
-	case <-abandon.Done():
-		err = abandon.Err()
-	}
-	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%w after %v: %w", errDeliveryTimeout, c.DeliveryTimeout, err)
-	}
-	return err
+	return c.Handler(ctx, ev)
 }
 
 // deliver delivers an event until it succeeds or its attempts are used
 // up, waiting with backoff between attempts. It returns the number of
 // attempts and the last error; ctx ending stops it, and so does may,
 // when set, returning false before an attempt (stopped is true: the
-// event is neither delivered nor given up on).
-func (c *Consumer) deliver(ctx, abandon context.Context, ev Event, may func() bool) (attempts int, stopped bool, err error) {
+// event is neither delivered nor given up on). d is call's.
+func (c *Consumer) deliver(ctx context.Context, ev Event, may func() bool, d *inDelivery) (attempts int, stopped bool, err error) {
 	wait := c.RetryBackoff
 	for attempts = 1; ; attempts++ {
 		if may != nil && !may() {
@@ -166,7 +155,7 @@ func (c *Consumer) deliver(ctx, abandon context.Context, ev Event, may func() bo
 		}
 		e := ev
 		e.Attempt = attempts
-		if err = c.call(ctx, abandon, &e); err == nil {
+		if err = c.call(ctx, &e, d); err == nil {
 			return attempts, false, nil
 		}
 		if ctx.Err() != nil {
@@ -183,6 +172,36 @@ func (c *Consumer) deliver(ctx, abandon context.Context, ev Event, may func() bo
 		wait = min(2*wait, c.MaxRetryBackoff)
 	}
 }
+
+// inDelivery counts an agent's delivery goroutines, and those of them
+// inside a handler, so that a stop can tell when all that are left are
+// handlers that ignore their context (see agent.shutdown). changed is
+// poked each time a count moves that such a wait looks at. It is safe
+// for concurrent use.
+type inDelivery struct {
+	goroutines, handlers atomic.Int64
+	changed              chan struct{}
+}
+
+func newInDelivery() *inDelivery { return &inDelivery{changed: make(chan struct{}, 1)} }
+
+func (d *inDelivery) start() { d.goroutines.Add(1) }
+func (d *inDelivery) end()   { d.goroutines.Add(-1); d.poke() }
+func (d *inDelivery) enter() { d.handlers.Add(1); d.poke() }
+func (d *inDelivery) leave() { d.handlers.Add(-1); d.poke() }
+
+func (d *inDelivery) poke() {
+	select {
+	case d.changed <- struct{}{}:
+	default:
+	}
+}
+
+// onlyHandlers reports whether every delivery goroutine left is inside
+// a handler (or none is left). It holds once no delivery starts any more
+// (a stop): the goroutines' count then only falls, and is read first, so
+// when the two counts agree they agreed at once.
+func (d *inDelivery) onlyHandlers() bool { return d.goroutines.Load() == d.handlers.Load() }
 
 // EventOf makes the event a record of a partition is delivered as to a
 // subscription.

@@ -101,8 +101,8 @@ func (a *agent) startReplays(s *subState) {
 		q.busy = true
 		s.inflight++
 		s.startedGen = s.gen
-		a.wg.Add(1)
-		go a.deliverReplay(s, s.ctx, a.leaseCtx, s.c, s.gen, r)
+		a.inDelivery.start()
+		go a.deliverReplay(s, s.deliveryCtx(a.leaseCtx), s.c, s.gen, r)
 	}
 	clear(s.replays[len(kept):])
 	s.replays = kept
@@ -111,17 +111,17 @@ func (a *agent) startReplays(s *subState) {
 // deliverReplay runs in its own goroutine, as deliver does, for a
 // replayed event: no failure policy applies (the event stays parked,
 // with its new error, when every attempt failed).
-func (a *agent) deliverReplay(s *subState, ctx, lease context.Context, c *Consumer, gen int, r *replayReq) {
-	defer a.wg.Done()
+func (a *agent) deliverReplay(s *subState, ctx context.Context, c *Consumer, gen int, r *replayReq) {
+	defer a.inDelivery.end()
+	// It ends with the replay's request too.
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	defer context.AfterFunc(lease, func() { cancel(context.Cause(lease)) })()
 	defer context.AfterFunc(r.ctx, func() { cancel(context.Cause(r.ctx)) })()
-	attempts, stopped, err := c.deliver(ctx, a.deliveries, EventOf(&r.rec, a.partition, r.sub), a.owns)
+	attempts, stopped, err := c.deliver(ctx, EventOf(&r.rec, a.partition, r.sub), a.owns, a.inDelivery)
 	if stopped && err == nil {
 		err = context.Cause(ctx)
 	}
-	a.results <- result{s: s, gen: gen, key: r.rec.Key, pos: r.rec.Position, err: err, attempts: attempts, stopped: stopped, replay: r}
+	a.report(result{s: s, gen: gen, key: r.rec.Key, pos: r.rec.Position, err: err, attempts: attempts, stopped: stopped, replay: r})
 }
 
 // resolveReplay answers a finished replay and frees its stream: its

@@ -37,6 +37,12 @@ type subState struct {
 	// cancels them.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// dctx is what deliveries start with (see deliveryCtx): ctx, ended
+	// too by the lease context dlease. dstop and dcancel release it.
+	dctx    context.Context
+	dlease  context.Context
+	dstop   func() bool
+	dcancel context.CancelCauseFunc
 	// faultPending is a fault the database has not recorded yet: the
 	// subscription stays halted until it has.
 	faultPending string
@@ -97,8 +103,44 @@ func (s *subState) halt(parent context.Context) {
 	s.streams, s.ready = make(map[string]*streamQueue), nil
 	s.faulted = true
 	s.gen++
-	s.cancel()
+	s.end()
 	s.ctx, s.cancel = context.WithCancel(parent)
+}
+
+// deliveryCtx is the context a delivery of s starts with under lease,
+// the agent's lease context: it ends with the subscription's generation
+// (a halt, a removal) or with the lease, whose cause it takes. One
+// serves every delivery of a generation under one lease context, rather
+// than two contexts made for each delivery: a replay delivers thousands
+// a second, and what each allocates is garbage the whole process pays
+// to collect.
+func (s *subState) deliveryCtx(lease context.Context) context.Context {
+	if s.dctx != nil && s.dlease == lease {
+		return s.dctx
+	}
+	s.releaseDelivery()
+	ctx, cancel := context.WithCancelCause(s.ctx)
+	s.dstop = context.AfterFunc(lease, func() { cancel(context.Cause(lease)) })
+	s.dctx, s.dlease, s.dcancel = ctx, lease, cancel
+	return ctx
+}
+
+// releaseDelivery drops the delivery context, which a halt, a removal or
+// the lease ended already (or which no delivery holds any more).
+func (s *subState) releaseDelivery() {
+	if s.dctx == nil {
+		return
+	}
+	s.dstop()
+	s.dcancel(nil)
+	s.dctx, s.dlease, s.dstop, s.dcancel = nil, nil, nil, nil
+}
+
+// end cancels the deliveries of the subscription's generation: it was
+// halted or removed.
+func (s *subState) end() {
+	s.cancel()
+	s.releaseDelivery()
 }
 
 // draining reports deliveries of an earlier generation still running:
@@ -152,7 +194,8 @@ func (s *subState) queue(e *entry) {
 
 // next takes the next event to deliver: the first of a ready stream with
 // none in delivery. It counts it in flight, in the current generation.
-func (s *subState) next() (sluicetype.Record, bool) {
+// The record is the cache's entry's, which nothing changes.
+func (s *subState) next() (*sluicetype.Record, bool) {
 	for len(s.ready) > 0 {
 		key := s.ready[0]
 		s.ready = s.ready[1:]
@@ -163,9 +206,9 @@ func (s *subState) next() (sluicetype.Record, bool) {
 		q.busy = true
 		s.inflight++
 		s.startedGen = s.gen
-		return q.items[0].rec, true
+		return &q.items[0].rec, true
 	}
-	return sluicetype.Record{}, false
+	return nil, false
 }
 
 // hasNext reports whether next would return an event.

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
@@ -86,5 +87,47 @@ func TestViewWalkQueueSafe(t *testing.T) {
 	ahead.walk(w, 3)
 	if ahead.cursor != 18 || ahead.safe() != 15 {
 		t.Fatalf("lookahead 3: cursor %d, safe %d; want 18 and 15", ahead.cursor, ahead.safe())
+	}
+}
+
+// The context deliveries start with is shared while the generation and
+// the lease context stay, and ends with either: a lapsed lease cancels
+// it with the lease's cause, a halt or a removal with the generation.
+func TestViewDeliveryContext(t *testing.T) {
+	s := newView("ns", "", 0)
+	lease, lapse := context.WithCancelCause(context.Background())
+	ctx := s.deliveryCtx(lease)
+	if again := s.deliveryCtx(lease); again != ctx {
+		t.Fatal("a second delivery under the same lease got a context of its own")
+	}
+	lapse(errLeaseLapsed)
+	select { // the lease's AfterFunc runs in a goroutine of its own
+	case <-ctx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the lease lapsed; the delivery context did not end")
+	}
+	if context.Cause(ctx) != errLeaseLapsed {
+		t.Fatalf("after the lease lapsed: cause %v, want errLeaseLapsed", context.Cause(ctx))
+	}
+	renewed, end := context.WithCancelCause(context.Background())
+	defer end(nil)
+	ctx = s.deliveryCtx(renewed)
+	if ctx.Err() != nil {
+		t.Fatalf("under a renewed lease: %v", ctx.Err())
+	}
+	s.halt(context.Background())
+	if ctx.Err() == nil {
+		t.Fatal("a halt left its generation's deliveries running")
+	}
+	ctx = s.deliveryCtx(renewed)
+	if ctx.Err() != nil {
+		t.Fatalf("after a halt, a new generation's delivery: %v", ctx.Err())
+	}
+	s.end()
+	if ctx.Err() == nil {
+		t.Fatal("a removal left deliveries running")
+	}
+	if context.Cause(ctx) == errLeaseLapsed {
+		t.Fatal("a removal's cancellation names the lease")
 	}
 }

@@ -219,7 +219,7 @@ func (s *sim) deliver(x *simSub) {
 			if !ok {
 				break
 			}
-			x.inflight = append(x.inflight, r)
+			x.inflight = append(x.inflight, *r)
 		}
 		if x.blocked || len(x.inflight) == 0 || x.perStep > 0 && done == x.perStep {
 			return
