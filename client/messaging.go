@@ -345,6 +345,28 @@ func (c *Client) acceptSession(ctx context.Context, queue, sessionID string, opt
 	return &SessionReceiver{r: r, lockedUntil: apiconv.Time(res.Session.LockedUntil)}, nil
 }
 
+// ResumeSession returns a receiver of a session that this or another
+// process locked (AcceptSession, AcceptNextSession), given the session
+// lock's token, as sluice.Client.ResumeSession does: it checks nothing
+// until used, and once the lock has ended every call fails with
+// sluice.ErrSessionLockLost. LockedUntil is zero until RenewSessionLock.
+func (c *Client) ResumeSession(queue, sessionID, lockToken string, opts *sluice.ReceiverOptions) (*SessionReceiver, error) {
+	switch {
+	case sessionID == "":
+		return nil, fmt.Errorf("sluice: resume session: empty session id: %w", sluice.ErrInvalidArgument)
+	case lockToken == "":
+		return nil, fmt.Errorf("sluice: resume session: empty lock token: %w", sluice.ErrInvalidArgument)
+	case opts != nil && opts.SubQueue != sluice.SubQueueNone:
+		return nil, fmt.Errorf("sluice: resume session: sessions have no sub-queue: %w", sluice.ErrInvalidArgument)
+	}
+	r, err := c.NewReceiver(queue, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.session = &sluicev1.SessionLock{SessionId: sessionID, LockToken: lockToken}
+	return &SessionReceiver{r: r}, nil
+}
+
 // SessionID names the session held.
 func (s *SessionReceiver) SessionID() string { return s.r.session.SessionId }
 
