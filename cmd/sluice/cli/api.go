@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
@@ -22,18 +23,23 @@ type sluiceAPI interface {
 	CreateQueueForwarding(ctx context.Context, name string, props *sluice.QueueProperties, forwardTo string) (sluice.QueueInfo, error)
 	GetQueue(ctx context.Context, name string) (sluice.QueueInfo, error)
 	ListQueues(ctx context.Context, after string, max int) ([]sluice.QueueInfo, error)
+	UpdateQueueForwarding(ctx context.Context, name string, props sluice.QueueProperties, forwardTo string) (sluice.QueueInfo, error)
 	DeleteQueue(ctx context.Context, name string) error
 	GetQueueStats(ctx context.Context, name string) (sluice.QueueStats, error)
 
 	CreateTopic(ctx context.Context, name string, props *sluice.TopicProperties) (sluice.TopicInfo, error)
 	GetTopic(ctx context.Context, name string) (sluice.TopicInfo, error)
 	ListTopics(ctx context.Context, after string, max int) ([]sluice.TopicInfo, error)
+	UpdateTopic(ctx context.Context, name string, props sluice.TopicProperties) (sluice.TopicInfo, error)
 	DeleteTopic(ctx context.Context, name string) error
 
 	CreateSubscription(ctx context.Context, topic, name string, props *sluice.SubscriptionProperties, rules ...sluice.Rule) (sluice.SubscriptionInfo, error)
 	GetSubscription(ctx context.Context, topic, name string) (sluice.SubscriptionInfo, error)
 	ListSubscriptions(ctx context.Context, topic string) ([]sluice.SubscriptionInfo, error)
+	UpdateSubscriptionForwarding(ctx context.Context, topic, name string, props sluice.SubscriptionProperties) (sluice.SubscriptionInfo, error)
 	DeleteSubscription(ctx context.Context, topic, name string) error
+	CreateRule(ctx context.Context, topic, subscription string, r sluice.Rule) error
+	DeleteRule(ctx context.Context, topic, subscription, rule string) error
 
 	ResubmitDeadLetters(ctx context.Context, entity string, opts *sluice.ResubmitOptions) (int, error)
 	PurgeDeadLetters(ctx context.Context, entity string) (int64, error)
@@ -43,6 +49,7 @@ type sluiceAPI interface {
 	NewReceiver(entity string, opts *sluice.ReceiverOptions) (peekReceiver, error)
 	AcceptSession(ctx context.Context, queue, sessionID string, opts *sluice.ReceiverOptions) (sessionReceiver, error)
 	AcceptNextSession(ctx context.Context, queue string, opts *sluice.ReceiverOptions) (sessionReceiver, error)
+	ResumeSession(queue, sessionID, lockToken string, opts *sluice.ReceiverOptions) (sessionReceiver, error)
 
 	// publish publishes events and returns the stream's partition and
 	// their positions.
@@ -54,10 +61,17 @@ type sluiceAPI interface {
 	Unsubscribe(ctx context.Context, subscription string) error
 	ClearFault(ctx context.Context, subscription string) error
 	ParkedEvents(ctx context.Context, subscription string, max int) ([]sluice.ParkedEvent, error)
+	SetStreamRetention(ctx context.Context, namespace string, r sluice.StreamRetention) error
 	RepositionStreamSubscription(ctx context.Context, subscription string, to sluice.StartPosition, opts *sluice.RepositionOptions) (sluice.StreamReposition, error)
 	// consumerStats describes the partitions a server's node of a
 	// consumer pulls (only through a server).
 	consumerStats(ctx context.Context, consumer string) (string, []sluice.StreamPartitionStats, error)
+
+	// newStreamProcessor returns a processor with default options.
+	newStreamProcessor() streamProcessor
+	// throughput is the server's rates of messages (only through a
+	// server).
+	throughput(ctx context.Context) (time.Duration, []client.ThroughputSample, error)
 
 	// allStats lists every queue and subscription with its counts, in
 	// the order of their paths.
@@ -67,6 +81,7 @@ type sluiceAPI interface {
 
 type batchSender interface {
 	SendBatch(ctx context.Context, msgs []*sluice.Message) ([]int64, error)
+	CancelScheduled(ctx context.Context, seqs ...int64) error
 }
 
 // messageSource receives and settles messages: a queue's or
@@ -74,7 +89,9 @@ type batchSender interface {
 type messageSource interface {
 	Receive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error)
 	TryReceive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error)
+	ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*sluice.ReceivedMessage, error)
 	Complete(ctx context.Context, m *sluice.ReceivedMessage) error
+	CompleteBatch(ctx context.Context, msgs []*sluice.ReceivedMessage) error
 	Abandon(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.AbandonOptions) error
 	DeadLetter(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeadLetterOptions) error
 	Defer(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeferOptions) error
@@ -83,12 +100,17 @@ type messageSource interface {
 type peekReceiver interface {
 	messageSource
 	Peek(ctx context.Context, max int, opts *sluice.PeekOptions) ([]*sluice.ReceivedMessage, error)
+	RenewLock(ctx context.Context, m *sluice.ReceivedMessage) error
 }
 
 type sessionReceiver interface {
 	messageSource
 	SessionID() string
 	LockToken() string
+	LockedUntil() time.Time
+	RenewSessionLock(ctx context.Context) error
+	SessionState(ctx context.Context) ([]byte, error)
+	SetSessionState(ctx context.Context, state []byte) error
 	Close(ctx context.Context) error
 }
 
@@ -121,6 +143,14 @@ func (l *library) NewReceiver(entity string, opts *sluice.ReceiverOptions) (peek
 
 func (l *library) AcceptSession(ctx context.Context, queue, sessionID string, opts *sluice.ReceiverOptions) (sessionReceiver, error) {
 	s, err := l.Client.AcceptSession(ctx, queue, sessionID, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (l *library) ResumeSession(queue, sessionID, lockToken string, opts *sluice.ReceiverOptions) (sessionReceiver, error) {
+	s, err := l.Client.ResumeSession(queue, sessionID, lockToken, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -188,11 +218,24 @@ func (l *library) consumerStats(context.Context, string) (string, []sluice.Strea
 	return "", nil, fmt.Errorf("a consumer's stats are those of a server's node of it: use --server: %w", sluice.ErrInvalidArgument)
 }
 
+func (l *library) newStreamProcessor() streamProcessor { return l.NewStreamProcessor(nil) }
+
+// throughput is the server's: a library counts nothing of its own.
+func (l *library) throughput(context.Context) (time.Duration, []client.ThroughputSample, error) {
+	return 0, nil, fmt.Errorf("throughput is counted by a server: use --server: %w", sluice.ErrInvalidArgument)
+}
+
 // remote is a server, through package client.
 type remote struct{ *client.Client }
 
 func (r remote) consumerStats(ctx context.Context, consumer string) (string, []sluice.StreamPartitionStats, error) {
 	return r.ConsumerStats(ctx, consumer)
+}
+
+func (r remote) newStreamProcessor() streamProcessor { return r.NewStreamProcessor(nil) }
+
+func (r remote) throughput(ctx context.Context) (time.Duration, []client.ThroughputSample, error) {
+	return r.Throughput(ctx)
 }
 
 func (r remote) publish(ctx context.Context, id sluice.StreamID, events ...sluice.Event) (int32, []int64, error) {
@@ -217,6 +260,14 @@ func (r remote) NewReceiver(entity string, opts *sluice.ReceiverOptions) (peekRe
 
 func (r remote) AcceptSession(ctx context.Context, queue, sessionID string, opts *sluice.ReceiverOptions) (sessionReceiver, error) {
 	s, err := r.Client.AcceptSession(ctx, queue, sessionID, opts)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (r remote) ResumeSession(queue, sessionID, lockToken string, opts *sluice.ReceiverOptions) (sessionReceiver, error) {
+	s, err := r.Client.ResumeSession(queue, sessionID, lockToken, opts)
 	if err != nil {
 		return nil, err
 	}

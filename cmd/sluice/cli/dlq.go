@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,16 +46,26 @@ func opDLQList() *op {
 
 func opDLQResubmit() *op {
 	var seqs []int64
+	var reason string
 	return &op{name: "dlq resubmit", args: "ENTITY [SEQ...]", minArgs: 1, maxArgs: -1,
 		about: "Moves dead letters back to their queue or subscription as new messages, in atomic batches:\n" +
-			"those whose sequence numbers are given, or all of them.",
+			"those whose sequence numbers are given, those dead-lettered for --reason, or all of them.",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&reason, "reason", "", "only the dead letters with this dead-letter reason (as dlq list shows it)")
+		},
 		confirm: func(args []string) string {
-			if len(args) > 1 {
+			switch {
+			case len(args) > 1:
 				return "" // only those named
+			case reason != "":
+				return fmt.Sprintf("Resubmit every dead letter of %s dead-lettered for %q", args[0], reason)
 			}
 			return fmt.Sprintf("Resubmit every dead letter of %s", args[0])
 		},
 		check: func(args []string) error {
+			if reason != "" && len(args) > 1 {
+				return errors.New("--reason and sequence numbers exclude each other")
+			}
 			for _, a := range args[1:] {
 				seq, err := strconv.ParseInt(a, 10, 64)
 				if err != nil || seq < 1 {
@@ -65,6 +76,15 @@ func opDLQResubmit() *op {
 			return nil
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
+			if reason != "" {
+				var err error
+				if seqs, err = deadLettersFor(ctx, e.api, args[0], reason); err != nil {
+					return err
+				}
+				if len(seqs) == 0 {
+					return e.printCount("resubmitted", 0)
+				}
+			}
 			opts := &sluice.ResubmitOptions{SequenceNumbers: seqs}
 			bar := &progressBar{w: e.stderr}
 			if isTerminal(e.stderr) {
@@ -136,4 +156,26 @@ func (p *progressBar) finish() {
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// deadLettersFor lists the sequence numbers of an entity's dead letters
+// dead-lettered for reason.
+func deadLettersFor(ctx context.Context, a sluiceAPI, entity, reason string) ([]int64, error) {
+	r, err := a.NewReceiver(entity, &sluice.ReceiverOptions{SubQueue: sluice.SubQueueDeadLetter})
+	if err != nil {
+		return nil, err
+	}
+	var seqs []int64
+	for from := int64(1); ; {
+		page, err := r.Peek(ctx, sluice.MaxPeek, &sluice.PeekOptions{FromSequenceNumber: from})
+		if err != nil || len(page) == 0 {
+			return seqs, err
+		}
+		for _, m := range page {
+			if m.DeadLetterReason == reason {
+				seqs = append(seqs, m.SequenceNumber)
+			}
+		}
+		from = page[len(page)-1].SequenceNumber + 1
+	}
 }

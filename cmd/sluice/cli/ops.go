@@ -55,14 +55,18 @@ type env struct {
 // operatorOps returns the operator commands, each with flags of its own.
 func operatorOps() []*op {
 	return []*op{
-		opQueueCreate(), opQueueList(), opQueueShow(), opQueueDelete(),
-		opTopicCreate(), opTopicList(), opTopicShow(), opTopicDelete(),
-		opSubscriptionCreate(), opSubscriptionList(), opSubscriptionShow(), opSubscriptionDelete(),
+		opQueueCreate(), opQueueList(), opQueueShow(), opQueueUpdate(), opQueueDelete(),
+		opTopicCreate(), opTopicList(), opTopicShow(), opTopicUpdate(), opTopicDelete(),
+		opSubscriptionCreate(), opSubscriptionList(), opSubscriptionShow(), opSubscriptionUpdate(), opSubscriptionDelete(),
+		opRuleAdd(), opRuleDelete(),
 		opSend(), opReceive(), opPeek(),
+		opMessageComplete(), opMessageAbandon(), opMessageDeadLetter(), opMessageDefer(), opMessageRenewLock(),
+		opMessageCancelScheduled(),
 		opDLQList(), opDLQResubmit(), opDLQPurge(),
 		opStreamPublish(), opStreamTail(),
 		opStreamSubscribe(), opStreamSubscriptions(), opStreamSubscription(), opStreamUnsubscribe(),
-		opStreamClearFault(), opStreamParked(), opStreamReposition(), opStreamStats(),
+		opStreamClearFault(), opStreamParked(), opStreamReposition(), opStreamStats(), opStreamRetention(), opStreamConsume(),
+		opSessionState(), opSessionRenew(), opSessionRelease(),
 		opClusterStatus(), opStats(),
 		opContextAdd(), opContextList(), opContextSelect(), opContextShow(), opContextRemove(),
 	}
@@ -149,8 +153,7 @@ func (o *op) exec(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		}
 	}
 	if err := o.connectAndRun(ctx, &t, pos, stdin, stdout, stderr); err != nil {
-		// The library's errors start with "sluice: " too.
-		fmt.Fprintf(stderr, "sluice %s: %s\n", o.name, strings.TrimPrefix(err.Error(), "sluice: "))
+		fmt.Fprintln(stderr, errorLine(o.name, err))
 		return exitCode(err)
 	}
 	return ExitOK

@@ -86,9 +86,13 @@ var queueSettings = []string{"lock-duration", "max-delivery-count", "default-ttl
 func opQueueCreate() *op {
 	var f propFlags
 	var props sluice.QueueProperties
+	var ifNotExists bool
 	return &op{name: "queue create", args: "NAME", about: "Creates a queue; settings not given take their defaults.",
 		minArgs: 1, maxArgs: 1,
-		flags: func(fs *flag.FlagSet) { f.register(fs, queueSettings...) },
+		flags: func(fs *flag.FlagSet) {
+			f.register(fs, queueSettings...)
+			fs.BoolVar(&ifNotExists, "if-not-exists", false, "succeed, changing nothing, when the queue exists (it is printed as it is)")
+		},
 		check: func([]string) error {
 			var err error
 			props, err = f.queue()
@@ -96,6 +100,9 @@ func opQueueCreate() *op {
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			q, err := e.api.CreateQueueForwarding(ctx, args[0], &props, f.forwardTo)
+			if ifNotExists && existing(e, err, "queue", args[0]) {
+				q, err = e.api.GetQueue(ctx, args[0])
+			}
 			if err != nil {
 				return err
 			}

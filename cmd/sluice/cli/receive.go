@@ -85,16 +85,20 @@ func opReceive() *op {
 	var mode, session string
 	var dlq bool
 	var m sluice.ReceiveMode
+	var deferred repeated
+	var seqs []int64
 	return &op{name: "receive", args: "ENTITY", minArgs: 1, maxArgs: 1,
 		about: "Receives messages from a queue or subscription and prints them. In peek-lock mode each is then\n" +
-			"completed, unless --abandon, --dead-letter, --defer or --no-complete says otherwise.\n" +
-			"Exits with 4 when there is no message (within --wait).",
+			"completed, unless --abandon, --dead-letter, --defer or --no-complete says otherwise (message\n" +
+			"complete and the others settle a message left locked, by its token). --deferred receives\n" +
+			"deferred messages by sequence number. Exits with 4 when there is no message (within --wait).",
 		flags: func(fs *flag.FlagSet) {
 			fs.IntVar(&limit, "max", 1, "receive up to this many messages")
 			fs.Var((*durationValue)(&wait), "wait", "wait this long for messages (0: take what is there now)")
 			fs.StringVar(&mode, "mode", "peek-lock", "peek-lock or receive-and-delete")
 			fs.BoolVar(&dlq, "dlq", false, "receive from the entity's dead-letter queue")
 			fs.StringVar(&session, "session", "", `accept this session of a queue with sessions ("next": the next one with messages)`)
+			fs.Var(&deferred, "deferred", "receive the deferred messages of these sequence numbers (comma-separated, repeatable)")
 			sf.register(fs)
 		},
 		check: func([]string) error {
@@ -109,12 +113,19 @@ func opReceive() *op {
 				return fmt.Errorf("--wait %v: must not be negative", wait)
 			case session != "" && dlq:
 				return errors.New("--session and --dlq exclude each other: a dead-letter queue has no sessions")
+			case len(deferred) > 0 && dlq:
+				return errors.New("--deferred and --dlq exclude each other: a dead-letter queue has no deferred messages")
+			case len(deferred) > 0 && session == "next":
+				return errors.New("--deferred with --session next: name the session of the deferred messages")
+			}
+			if seqs, err = sequenceNumbers(deferred); err != nil {
+				return fmt.Errorf("--deferred: %w", err)
 			}
 			return sf.check(m, dlq)
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			r := &receive{e: e, entity: args[0], opts: &sluice.ReceiverOptions{Mode: m, SubQueue: subQueue(dlq)},
-				limit: limit, wait: wait, session: session, settle: &sf}
+				limit: limit, wait: wait, session: session, deferred: seqs, settle: &sf}
 			return r.run(ctx)
 		}}
 }
@@ -127,7 +138,9 @@ type receive struct {
 	limit   int
 	wait    time.Duration
 	session string
-	settle  *settleFlags
+	// deferred, when set, names the deferred messages to receive.
+	deferred []int64
+	settle   *settleFlags
 }
 
 func (r *receive) run(ctx context.Context) error {
@@ -146,9 +159,12 @@ func (r *receive) run(ctx context.Context) error {
 	}
 	defer release()
 	var msgs []*sluice.ReceivedMessage
-	if r.wait > 0 {
+	switch {
+	case len(r.deferred) > 0:
+		msgs, err = src.ReceiveDeferred(ctx, r.deferred...)
+	case r.wait > 0:
 		msgs, err = src.Receive(wctx, r.limit)
-	} else {
+	default:
 		msgs, err = src.TryReceive(ctx, r.limit)
 	}
 	waited()

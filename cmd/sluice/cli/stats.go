@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"strconv"
 	"time"
@@ -44,9 +46,23 @@ func statsRows(s sluice.QueueStats) [][2]string {
 }
 
 func opStats() *op {
+	var throughput bool
 	return &op{name: "stats", args: "[ENTITY]", maxArgs: 1,
-		about: "Prints an entity's message counts, or those of every queue and subscription.",
+		about: "Prints an entity's message counts, or those of every queue and subscription; --throughput, the\n" +
+			"server's rates of messages sent, received and settled over the last minutes.",
+		flags: func(fs *flag.FlagSet) {
+			fs.BoolVar(&throughput, "throughput", false, "print the server's message rates, oldest first (through a server)")
+		},
+		check: func(args []string) error {
+			if throughput && len(args) > 0 {
+				return errors.New("--throughput counts every entity: give no ENTITY")
+			}
+			return nil
+		},
 		run: func(ctx context.Context, e *env, args []string) error {
+			if throughput {
+				return printThroughput(ctx, e)
+			}
 			var all []client.EntityStats
 			if len(args) == 1 {
 				st, err := e.api.GetQueueStats(ctx, args[0])
@@ -76,4 +92,35 @@ func opStats() *op {
 			}
 			return tw.Flush()
 		}}
+}
+
+// throughputView is a sample of the server's rates as --json prints it.
+type throughputView struct {
+	At       time.Time `json:"at"`
+	Span     string    `json:"span"`
+	Sent     float64   `json:"sent_per_second"`
+	Received float64   `json:"received_per_second"`
+	Settled  float64   `json:"settled_per_second"`
+}
+
+func printThroughput(ctx context.Context, e *env) error {
+	span, samples, err := e.api.throughput(ctx)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		for _, s := range samples {
+			if err := e.emit(throughputView{At: s.At.UTC(), Span: formatDuration(span), Sent: s.Sent, Received: s.Received,
+				Settled: s.Settled}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := table(e.stdout)
+	fmt.Fprintf(tw, "FROM\tSENT/S\tRECEIVED/S\tSETTLED/S\t(each row %s)\n", span)
+	for _, s := range samples {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t\n", when(s.At), s.Sent, s.Received, s.Settled)
+	}
+	return tw.Flush()
 }

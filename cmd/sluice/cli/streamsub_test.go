@@ -12,14 +12,6 @@ import (
 	"github.com/sluicehq/sluice/client"
 )
 
-// streamProcessor is what the library's and the client's stream
-// processors share.
-type streamProcessor interface {
-	Handle(consumer string, h sluice.StreamHandler, opts *sluice.ConsumerOptions) error
-	Start(ctx context.Context) error
-	Stop(ctx context.Context) error
-}
-
 // newProcessor returns a stream processor on w's database or server.
 func newProcessor(t *testing.T, w where) streamProcessor {
 	t.Helper()

@@ -178,6 +178,7 @@ func opSubscriptionCreate() *op {
 	var f propFlags
 	var rf ruleFlags
 	var rules []sluice.Rule
+	var ifNotExists bool
 	return &op{name: "subscription create", args: "TOPIC NAME", minArgs: 2, maxArgs: 2,
 		about: "Creates a subscription of a topic. Its rules come from --sql-filter and --correlation;\n" +
 			"without them it gets every message (the rule $Default).",
@@ -185,6 +186,8 @@ func opSubscriptionCreate() *op {
 			f.register(fs, "lock-duration", "max-delivery-count", "default-ttl", "dead-letter-on-expiry", "dead-letter-retention",
 				"requires-session", "forward-to", "ignore-filter-errors")
 			rf.register(fs)
+			fs.BoolVar(&ifNotExists, "if-not-exists", false,
+				"succeed, changing nothing (rules neither), when the subscription exists (it is printed as it is)")
 		},
 		check: func([]string) error {
 			var err error
@@ -194,6 +197,9 @@ func opSubscriptionCreate() *op {
 		run: func(ctx context.Context, e *env, args []string) error {
 			props := f.subscription()
 			s, err := e.api.CreateSubscription(ctx, args[0], args[1], &props, rules...)
+			if ifNotExists && existing(e, err, "subscription", sluice.SubscriptionPath(args[0], args[1])) {
+				s, err = e.api.GetSubscription(ctx, args[0], args[1])
+			}
 			if err != nil {
 				return err
 			}

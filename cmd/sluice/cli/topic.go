@@ -51,10 +51,12 @@ func (e *env) printTopic(t sluice.TopicInfo, subs []sluice.SubscriptionInfo) err
 func opTopicCreate() *op {
 	var f propFlags
 	var props sluice.TopicProperties
+	var ifNotExists bool
 	return &op{name: "topic create", args: "NAME", about: "Creates a topic; settings not given take their defaults.",
 		minArgs: 1, maxArgs: 1,
 		flags: func(fs *flag.FlagSet) {
 			f.register(fs, "default-ttl", "max-message-size", "duplicate-detection", "duplicate-window")
+			fs.BoolVar(&ifNotExists, "if-not-exists", false, "succeed, changing nothing, when the topic exists (it is printed as it is)")
 		},
 		check: func([]string) error {
 			var err error
@@ -63,6 +65,9 @@ func opTopicCreate() *op {
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			t, err := e.api.CreateTopic(ctx, args[0], &props)
+			if ifNotExists && existing(e, err, "topic", args[0]) {
+				t, err = e.api.GetTopic(ctx, args[0])
+			}
 			if err != nil {
 				return err
 			}
