@@ -18,8 +18,8 @@ type nodeView struct {
 	Consumers   []string  `json:"consumers"`
 	Address     string    `json:"address,omitempty"`
 	Alive       bool      `json:"alive"`
-	StartedAt   time.Time `json:"started_at"`
-	HeartbeatAt time.Time `json:"heartbeat_at"`
+	StartedAt   time.Time `json:"startedAt"`
+	HeartbeatAt time.Time `json:"heartbeatAt"`
 	Partitions  []int32   `json:"partitions"`
 }
 
@@ -29,12 +29,12 @@ type partitionView struct {
 	Owner         string                `json:"owner,omitempty"`
 	Held          bool                  `json:"held"`
 	Epoch         int64                 `json:"epoch"`
-	LeaseUntil    time.Time             `json:"lease_until,omitzero"`
+	LeaseUntil    time.Time             `json:"leaseUntil,omitzero"`
 	Head          int64                 `json:"head"`
 	Checkpoint    int64                 `json:"checkpoint"`
 	Lag           int64                 `json:"lag"`
-	CacheWindows  int                   `json:"cache_windows"`
-	CachedRecords int64                 `json:"cached_records"`
+	CacheWindows  int                   `json:"cacheWindows"`
+	CachedRecords int64                 `json:"cachedRecords"`
 	Subscriptions []subscriptionLagView `json:"subscriptions"`
 	Leases        []groupLeaseView      `json:"leases"`
 }
@@ -44,9 +44,9 @@ type groupLeaseView struct {
 	Owner         string    `json:"owner,omitempty"`
 	Held          bool      `json:"held"`
 	Epoch         int64     `json:"epoch"`
-	LeaseUntil    time.Time `json:"lease_until,omitzero"`
-	CacheWindows  int       `json:"cache_windows"`
-	CachedRecords int64     `json:"cached_records"`
+	LeaseUntil    time.Time `json:"leaseUntil,omitzero"`
+	CacheWindows  int       `json:"cacheWindows"`
+	CachedRecords int64     `json:"cachedRecords"`
 }
 
 type subscriptionLagView struct {

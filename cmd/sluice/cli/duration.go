@@ -54,8 +54,24 @@ func (d *durationValue) Set(s string) error {
 	return nil
 }
 
-// formatDuration writes d as the API does: seconds with the fraction it
-// needs, "60s", "0.25s".
+// formatDuration writes d as the API's JSON does (protobuf's Duration):
+// seconds with the fraction it needs in 3, 6 or 9 digits, "60s",
+// "0.250s", and sluice.Forever as "9223372036.854775807s".
 func formatDuration(d time.Duration) string {
-	return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) + "s"
+	sign := ""
+	if d < 0 {
+		sign, d = "-", -d // d > math.MinInt64: no duration of sluice's is
+	}
+	secs, nanos := int64(d/time.Second), int64(d%time.Second)
+	frac := ""
+	switch {
+	case nanos == 0:
+	case nanos%1e6 == 0:
+		frac = fmt.Sprintf(".%03d", nanos/1e6)
+	case nanos%1e3 == 0:
+		frac = fmt.Sprintf(".%06d", nanos/1e3)
+	default:
+		frac = fmt.Sprintf(".%09d", nanos)
+	}
+	return sign + strconv.FormatInt(secs, 10) + frac + "s"
 }

@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	"github.com/sluicehq/sluice"
 )
 
@@ -78,5 +81,19 @@ func TestServeConfigDurations(t *testing.T) {
 	fs.Var((*durationValue)(&ttl), "ttl", "")
 	if err := fs.Parse([]string{"--ttl", "-1s"}); err == nil {
 		t.Errorf("--ttl -1s accepted")
+	}
+}
+
+// --json writes durations exactly as the API's JSON does.
+func TestFormatDurationIsTheAPIs(t *testing.T) {
+	for _, d := range []time.Duration{0, time.Nanosecond, time.Microsecond, 250 * time.Millisecond, time.Second, 60 * time.Second,
+		90*time.Minute + 1500*time.Microsecond, 1234567891, sluice.Forever, -time.Second, -1500 * time.Millisecond} {
+		b, err := protojson.Marshal(durationpb.New(d))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := formatDuration(d), strings.Trim(string(b), `"`); got != want {
+			t.Errorf("formatDuration(%v) = %q, the API writes %q", d, got, want)
+		}
 	}
 }

@@ -23,7 +23,7 @@ func heldTokens(t *testing.T, w where, entity string, n int, more ...string) map
 	args := append([]string{"receive", entity, "--no-complete", "--json", "--max", strconv.Itoa(n)}, more...)
 	out := map[int64]string{}
 	for _, m := range jsonLines(t, w.ok(t, args...)) {
-		out[int64(m["sequence_number"].(float64))] = m["lock_token"].(string)
+		out[int64(m["sequenceNumber"].(float64))] = m["lockToken"].(string)
 	}
 	if len(out) != n {
 		t.Fatalf("receive --no-complete --max %d got %d messages", n, len(out))
@@ -37,7 +37,7 @@ func states(t *testing.T, w where, entity string) map[int64]string {
 	t.Helper()
 	out := map[int64]string{}
 	for _, m := range jsonLines(t, w.ok(t, "peek", entity, "--json", "--max", "100")) {
-		out[int64(m["sequence_number"].(float64))] = m["state"].(string)
+		out[int64(m["sequenceNumber"].(float64))] = m["state"].(string)
 	}
 	return out
 }
@@ -54,7 +54,7 @@ func TestSettleByToken(t *testing.T) {
 
 		// Two tokens complete in one batch.
 		done := jsonLines(t, w.ok(t, "message", "complete", "work", tok[1], tok[2], "--json"))
-		if len(done) != 2 || done[0]["outcome"] != "completed" || done[0]["sequence_number"] != 1.0 || done[1]["lock_token"] != tok[2] {
+		if len(done) != 2 || done[0]["outcome"] != "completed" || done[0]["sequenceNumber"] != 1.0 || done[1]["lockToken"] != tok[2] {
 			t.Fatalf("message complete --json: %v", done)
 		}
 		if out := w.ok(t, "message", "abandon", "work", tok[3], "--property", "retried=yes"); out != "message #3 abandoned\n" {
@@ -69,11 +69,11 @@ func TestSettleByToken(t *testing.T) {
 			t.Fatalf("after settling: states %v, want %v", got, want)
 		}
 		dead := jsonLines(t, w.ok(t, "dlq", "list", "work", "--json"))
-		if len(dead) != 1 || dead[0]["dead_letter_reason"] != "Broken" || dead[0]["dead_letter_description"] != "bad input" {
+		if len(dead) != 1 || dead[0]["deadLetterReason"] != "Broken" || dead[0]["deadLetterDescription"] != "bad input" {
 			t.Fatalf("dlq list --json: %v", dead)
 		}
 		again := jsonLines(t, w.ok(t, "peek", "work", "--json", "--from", "3", "--max", "1"))
-		if p, _ := again[0]["properties"].(map[string]any); p["retried"] != "yes" || again[0]["delivery_count"] != 1.0 {
+		if p, _ := again[0]["properties"].(map[string]any); p["retried"] != "yes" || again[0]["deliveryCount"] != 1.0 {
 			t.Fatalf("the abandoned message: %v", again[0])
 		}
 
@@ -93,10 +93,10 @@ func TestSettleByToken(t *testing.T) {
 
 		// A renewed lock lasts longer than the first.
 		held := jsonLines(t, w.ok(t, "receive", "work", "--no-complete", "--json"))
-		first, _ := time.Parse(time.RFC3339, held[0]["locked_until"].(string))
-		token := held[0]["lock_token"].(string)
+		first, _ := time.Parse(time.RFC3339, held[0]["lockedUntil"].(string))
+		token := held[0]["lockToken"].(string)
 		renewed := jsonLines(t, w.ok(t, "message", "renew-lock", "work", token, "--json"))
-		until, err := time.Parse("2006-01-02T15:04:05.000Z", renewed[0]["locked_until"].(string))
+		until, err := time.Parse("2006-01-02T15:04:05.000Z", renewed[0]["lockedUntil"].(string))
 		if err != nil || len(renewed) != 1 || !until.After(first.Add(-time.Millisecond)) {
 			t.Fatalf("renew-lock --json: %v (first lock until %v)", renewed, first)
 		}
@@ -150,15 +150,15 @@ func TestSessionCommands(t *testing.T) {
 		w.ok(t, "queue", "create", "carts", "--requires-session")
 		w.ok(t, "send", "carts", "one", "two", "--session-id", "s1")
 		msgs := jsonLines(t, w.ok(t, "receive", "carts", "--session", "s1", "--no-complete", "--max", "2", "--json"))
-		if len(msgs) != 2 || msgs[0]["session_lock_token"] == nil {
+		if len(msgs) != 2 || msgs[0]["sessionLockToken"] == nil {
 			t.Fatalf("receive --session --no-complete --json: %v", msgs)
 		}
 		w.fails(t, ExitError, "hint: the queue requires sessions: --session ID receives one session", "receive", "carts")
 		w.fails(t, ExitError, "hint: the queue requires sessions: give each message --session-id", "send", "carts", "x")
-		st := msgs[0]["session_lock_token"].(string)
+		st := msgs[0]["sessionLockToken"].(string)
 		lock := []string{"--session", "s1", "--session-token", st}
-		w.fails(t, ExitUsage, "go together", "message", "complete", "carts", msgs[0]["lock_token"].(string), "--session", "s1")
-		wantContains(t, "complete in a session", w.ok(t, append([]string{"message", "complete", "carts", msgs[0]["lock_token"].(string)}, lock...)...),
+		w.fails(t, ExitUsage, "go together", "message", "complete", "carts", msgs[0]["lockToken"].(string), "--session", "s1")
+		wantContains(t, "complete in a session", w.ok(t, append([]string{"message", "complete", "carts", msgs[0]["lockToken"].(string)}, lock...)...),
 			"message #1 completed\n")
 
 		held := lock[2:]
@@ -175,7 +175,7 @@ func TestSessionCommands(t *testing.T) {
 		// Released: message #2 is delivered again, and the state stays.
 		wantContains(t, "receive after release", w.ok(t, "receive", "carts", "--session", "s1"), "message #2 (delivery ", "  completed\n")
 		state := jsonLines(t, w.ok(t, "session", "state", "carts", "s1", "--json"))
-		if state[0]["body"] != "cart of two" || state[0]["session_id"] != "s1" {
+		if state[0]["body"] != "cart of two" || state[0]["sessionId"] != "s1" {
 			t.Fatalf("session state --json: %v", state)
 		}
 		code, out, errOut := w.run(t, "from stdin", "session", "state", "carts", "s1", "--set-file", "-")
@@ -197,15 +197,15 @@ func TestUpdatesAndRules(t *testing.T) {
 	both(t, func(t *testing.T, w where) {
 		w.ok(t, "queue", "create", "work", "--default-ttl", "1h", "--max-delivery-count", "7")
 		q := jsonLines(t, w.ok(t, "queue", "update", "work", "--lock-duration", "30s", "--json"))[0]
-		if q["lock_duration"] != "30s" || q["max_delivery_count"] != 7.0 || q["default_ttl"] != "1h0m0s" {
+		if q["lockDuration"] != "30s" || q["maxDeliveryCount"] != 7.0 || q["defaultTtl"] != "3600s" {
 			t.Fatalf("queue update --lock-duration: %v", q)
 		}
 		w.ok(t, "queue", "create", "elsewhere")
 		q = jsonLines(t, w.ok(t, "queue", "update", "work", "--forward-to", "elsewhere", "--max-delivery-count", "3", "--json"))[0]
-		if q["forward_to"] != "elsewhere" || q["max_delivery_count"] != 3.0 || q["lock_duration"] != "30s" {
+		if q["forwardTo"] != "elsewhere" || q["maxDeliveryCount"] != 3.0 || q["lockDuration"] != "30s" {
 			t.Fatalf("queue update --forward-to: %v", q)
 		}
-		if q := jsonLines(t, w.ok(t, "queue", "update", "work", "--forward-to", "", "--json"))[0]; q["forward_to"] != nil {
+		if q := jsonLines(t, w.ok(t, "queue", "update", "work", "--forward-to", "", "--json"))[0]; q["forwardTo"] != nil {
 			t.Fatalf("queue update --forward-to \"\": %v", q)
 		}
 		w.fails(t, ExitUsage, "nothing to change", "queue", "update", "work")
@@ -215,18 +215,18 @@ func TestUpdatesAndRules(t *testing.T) {
 
 		w.fails(t, ExitError, "hint: --if-not-exists succeeds on one that exists; queue update changes its settings", "queue", "create", "work")
 		code, out, errOut := w.run(t, "", "queue", "create", "work", "--if-not-exists", "--lock-duration", "2m", "--json")
-		if code != ExitOK || !strings.Contains(errOut, "queue work exists: left as it is") || !strings.Contains(out, `"lock_duration":"30s"`) {
+		if code != ExitOK || !strings.Contains(errOut, "queue work exists: left as it is") || !strings.Contains(out, `"lockDuration":"30s"`) {
 			t.Fatalf("queue create --if-not-exists on an existing queue: exit %d, %q %q", code, out, errOut)
 		}
 
 		w.ok(t, "topic", "create", "events")
-		if tp := jsonLines(t, w.ok(t, "topic", "update", "events", "--default-ttl", "2h", "--json"))[0]; tp["default_ttl"] != "2h0m0s" {
+		if tp := jsonLines(t, w.ok(t, "topic", "update", "events", "--default-ttl", "2h", "--json"))[0]; tp["defaultTtl"] != "7200s" {
 			t.Fatalf("topic update: %v", tp)
 		}
 		w.ok(t, "topic", "create", "events", "--if-not-exists")
 		w.ok(t, "subscription", "create", "events", "all")
 		s := jsonLines(t, w.ok(t, "subscription", "update", "events", "all", "--max-delivery-count", "2", "--forward-to", "work", "--json"))[0]
-		if s["max_delivery_count"] != 2.0 || s["forward_to"] != "work" {
+		if s["maxDeliveryCount"] != 2.0 || s["forwardTo"] != "work" {
 			t.Fatalf("subscription update: %v", s)
 		}
 		w.ok(t, "subscription", "create", "events", "all", "--if-not-exists", "--sql-filter", "1 = 0")
@@ -350,7 +350,7 @@ func TestResubmitByReason(t *testing.T) {
 			t.Fatalf("dlq resubmit --reason printed %q", out)
 		}
 		dead := jsonLines(t, w.ok(t, "dlq", "list", "work", "--json"))
-		if len(dead) != 1 || dead[0]["dead_letter_reason"] != "Late" {
+		if len(dead) != 1 || dead[0]["deadLetterReason"] != "Late" {
 			t.Fatalf("dead letters after resubmit --reason Broken: %v", dead)
 		}
 		if out := w.ok(t, "dlq", "resubmit", "work", "--reason", "Nothing"); out != "resubmitted 0\n" {

@@ -25,7 +25,7 @@ func TestSendAndPeek(t *testing.T) {
 		if code, out, errOut := w.run(t, "from stdin\nline two\n", "send", "inbox"); code != ExitOK || out != "3\n" {
 			t.Fatalf("send from stdin: exit %d, %q %s", code, out, errOut)
 		}
-		if out := w.ok(t, "send", "inbox", "--file", f1, "--file", f2, "--json"); out != "{\"sequence_number\":4}\n{\"sequence_number\":5}\n" {
+		if out := w.ok(t, "send", "inbox", "--file", f1, "--file", f2, "--json"); out != "{\"sequenceNumber\":4}\n{\"sequenceNumber\":5}\n" {
 			t.Fatalf("send --file --json printed %q", out)
 		}
 		w.ok(t, "send", "inbox", "all the flags", "--message-id", "m-1", "--partition-key", "pk", "--correlation-id", "c-1",
@@ -42,18 +42,18 @@ func TestSendAndPeek(t *testing.T) {
 			t.Fatalf("peek: %d messages, want 8", len(msgs))
 		}
 		for i, want := range []string{"one", "two", "from stdin\nline two\n", "from a file"} {
-			if msgs[i]["body"] != want || msgs[i]["sequence_number"] != float64(i+1) || msgs[i]["state"] != "ready" {
+			if msgs[i]["body"] != want || msgs[i]["sequenceNumber"] != float64(i+1) || msgs[i]["state"] != "ready" {
 				t.Errorf("message %d = %v, want body %q", i+1, msgs[i], want)
 			}
 		}
-		if msgs[4]["body_base64"] != "/wAB" || msgs[4]["body"] != nil {
+		if msgs[4]["bodyBase64"] != "/wAB" || msgs[4]["body"] != nil {
 			t.Errorf("binary body: %v", msgs[4])
 		}
 		m := msgs[5]
 		for k, want := range map[string]any{
-			"message_id": "m-1", "partition_key": "pk", "correlation_id": "c-1", "subject": "greeting",
-			"content_type": "text/plain", "reply_to": "replies", "reply_to_session_id": "rs", "to": "someone",
-			"body": "all the flags", "delivery_count": 0.0,
+			"messageId": "m-1", "partitionKey": "pk", "correlationId": "c-1", "subject": "greeting",
+			"contentType": "text/plain", "replyTo": "replies", "replyToSessionId": "rs", "to": "someone",
+			"body": "all the flags", "deliveryCount": 0.0,
 		} {
 			if m[k] != want {
 				t.Errorf("message 6 %s = %v, want %v", k, m[k], want)
@@ -62,15 +62,15 @@ func TestSendAndPeek(t *testing.T) {
 		if p, _ := m["properties"].(map[string]any); p["color"] != "red" || p["size"] != "L" {
 			t.Errorf("message 6 properties = %v", m["properties"])
 		}
-		for _, k := range []string{"enqueued_time", "expires_at"} {
+		for _, k := range []string{"enqueuedTime", "expiresAt"} {
 			if s, _ := m[k].(string); !strings.HasPrefix(s, "20") {
 				t.Errorf("message 6 %s = %v", k, m[k])
 			}
 		}
-		if msgs[6]["state"] != "scheduled" || msgs[7]["scheduled_enqueue_time"] != "2099-01-02T03:04:05Z" {
+		if msgs[6]["state"] != "scheduled" || msgs[7]["scheduledEnqueueTime"] != "2099-01-02T03:04:05Z" {
 			t.Errorf("scheduled messages: %v %v", msgs[6], msgs[7])
 		}
-		if _, ok := msgs[0]["lock_token"]; ok {
+		if _, ok := msgs[0]["lockToken"]; ok {
 			t.Errorf("a peeked message has a lock token: %v", msgs[0])
 		}
 
@@ -98,17 +98,17 @@ func TestReceiveAndDeadLetters(t *testing.T) {
 		wantContains(t, "receive", out, "message #1 (delivery 1, ", "  lock token: ", "  body: a\n", "  completed\n")
 		wantContains(t, "receive --abandon", w.ok(t, "receive", "work", "--abandon"), "message #2 (delivery 1, ", "  abandoned\n")
 		again := jsonLines(t, w.ok(t, "receive", "work", "--json"))
-		if len(again) != 1 || again[0]["sequence_number"] != 2.0 || again[0]["delivery_count"] != 2.0 || again[0]["body"] != "b" {
+		if len(again) != 1 || again[0]["sequenceNumber"] != 2.0 || again[0]["deliveryCount"] != 2.0 || again[0]["body"] != "b" {
 			t.Fatalf("receive after abandon: %v", again)
 		}
-		if tok, _ := again[0]["lock_token"].(string); !lockToken.MatchString(tok) {
+		if tok, _ := again[0]["lockToken"].(string); !lockToken.MatchString(tok) {
 			t.Errorf("lock token %q", tok)
 		}
 		wantContains(t, "receive --defer", w.ok(t, "receive", "work", "--defer"), "message #3", "  deferred\n")
 		wantContains(t, "receive --dead-letter", w.ok(t, "receive", "work", "--dead-letter", "Broken", "--dead-letter-description", "bad input"),
 			"message #4", "  dead-lettered\n")
 		held := jsonLines(t, w.ok(t, "receive", "work", "--no-complete", "--json"))
-		if len(held) != 1 || held[0]["sequence_number"] != 5.0 || !lockToken.MatchString(held[0]["lock_token"].(string)) {
+		if len(held) != 1 || held[0]["sequenceNumber"] != 5.0 || !lockToken.MatchString(held[0]["lockToken"].(string)) {
 			t.Fatalf("receive --no-complete: %v", held)
 		}
 		out = w.ok(t, "receive", "work", "--mode", "receive-and-delete")
@@ -119,15 +119,15 @@ func TestReceiveAndDeadLetters(t *testing.T) {
 		w.fails(t, ExitNothing, "no message to receive", "receive", "work", "--wait", "150ms")
 
 		left := jsonLines(t, w.ok(t, "peek", "work", "--json"))
-		if len(left) != 2 || left[0]["sequence_number"] != 3.0 || left[0]["state"] != "deferred" ||
-			left[1]["sequence_number"] != 5.0 || left[1]["state"] != "leased" {
+		if len(left) != 2 || left[0]["sequenceNumber"] != 3.0 || left[0]["state"] != "deferred" ||
+			left[1]["sequenceNumber"] != 5.0 || left[1]["state"] != "leased" {
 			t.Fatalf("left in the queue: %v", left)
 		}
 
 		out = w.ok(t, "dlq", "list", "work")
 		wantContains(t, "dlq list", out, "message #", "  dead-letter reason: Broken\n", "  dead-letter description: bad input\n", "  body: d\n")
 		dead := jsonLines(t, w.ok(t, "dlq", "list", "work", "--json"))
-		if len(dead) != 1 || dead[0]["dead_letter_reason"] != "Broken" || dead[0]["dead_letter_description"] != "bad input" || dead[0]["body"] != "d" {
+		if len(dead) != 1 || dead[0]["deadLetterReason"] != "Broken" || dead[0]["deadLetterDescription"] != "bad input" || dead[0]["body"] != "d" {
 			t.Fatalf("dlq list --json: %v", dead)
 		}
 		if out := w.ok(t, "dlq", "resubmit", "work"); out != "resubmitted 1\n" {
@@ -137,12 +137,12 @@ func TestReceiveAndDeadLetters(t *testing.T) {
 			t.Fatalf("dead letters after resubmit:\n%s", out)
 		}
 		back := jsonLines(t, w.ok(t, "receive", "work", "--json", "--dead-letter", "Again"))
-		if len(back) != 1 || back[0]["body"] != "d" || back[0]["sequence_number"] != 7.0 {
+		if len(back) != 1 || back[0]["body"] != "d" || back[0]["sequenceNumber"] != 7.0 {
 			t.Fatalf("the resubmitted message: %v", back)
 		}
 		w.fails(t, ExitUsage, "only be completed or abandoned", "receive", "work", "--dlq", "--defer")
 		fromDLQ := jsonLines(t, w.ok(t, "receive", "work", "--dlq", "--json"))
-		if len(fromDLQ) != 1 || fromDLQ[0]["dead_letter_reason"] != "Again" {
+		if len(fromDLQ) != 1 || fromDLQ[0]["deadLetterReason"] != "Again" {
 			t.Fatalf("receive --dlq: %v", fromDLQ)
 		}
 		if out := w.ok(t, "dlq", "list", "work", "--json"); out != "" {
@@ -157,7 +157,7 @@ func TestReceiveAndDeadLetters(t *testing.T) {
 		}
 		w.fails(t, ExitNotFound, "", "dlq", "resubmit", "work", "999")
 		w.fails(t, ExitUsage, `sequence number "x"`, "dlq", "resubmit", "work", "x")
-		if out := w.ok(t, "dlq", "resubmit", "work", fmt.Sprint(first[0]["sequence_number"]), "--json"); out != "{\"resubmitted\":1}\n" {
+		if out := w.ok(t, "dlq", "resubmit", "work", fmt.Sprint(first[0]["sequenceNumber"]), "--json"); out != "{\"resubmitted\":1}\n" {
 			t.Fatalf("dlq resubmit SEQ printed %q", out)
 		}
 		if out := w.ok(t, "dlq", "purge", "work", "--json"); out != "{\"purged\":1}\n" {

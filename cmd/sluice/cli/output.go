@@ -64,7 +64,7 @@ func bodyText(b []byte) string {
 // body is a body in JSON: "body" when valid UTF-8, else "body_base64".
 type body struct {
 	Text   *string `json:"body,omitempty"`
-	Base64 *string `json:"body_base64,omitempty"`
+	Base64 *string `json:"bodyBase64,omitempty"`
 }
 
 func bodyOf(b []byte) body {
@@ -80,27 +80,27 @@ func bodyOf(b []byte) body {
 // system properties that are set, the application properties, and the
 // body. Times are in UTC.
 type messageView struct {
-	SequenceNumber        int64             `json:"sequence_number"`
-	DeliveryCount         int               `json:"delivery_count"`
-	EnqueuedTime          time.Time         `json:"enqueued_time"`
+	SequenceNumber        int64             `json:"sequenceNumber"`
+	DeliveryCount         int               `json:"deliveryCount"`
+	EnqueuedTime          time.Time         `json:"enqueuedTime"`
 	State                 string            `json:"state,omitempty"`
-	ExpiresAt             time.Time         `json:"expires_at,omitzero"`
-	ScheduledEnqueueTime  time.Time         `json:"scheduled_enqueue_time,omitzero"`
-	LockToken             string            `json:"lock_token,omitempty"`
-	LockedUntil           time.Time         `json:"locked_until,omitzero"`
-	SessionLockToken      string            `json:"session_lock_token,omitempty"`
-	MessageID             string            `json:"message_id,omitempty"`
-	SessionID             string            `json:"session_id,omitempty"`
-	PartitionKey          string            `json:"partition_key,omitempty"`
-	CorrelationID         string            `json:"correlation_id,omitempty"`
+	ExpiresAt             time.Time         `json:"expiresAt,omitzero"`
+	ScheduledEnqueueTime  time.Time         `json:"scheduledEnqueueTime,omitzero"`
+	LockToken             string            `json:"lockToken,omitempty"`
+	LockedUntil           time.Time         `json:"lockedUntil,omitzero"`
+	SessionLockToken      string            `json:"sessionLockToken,omitempty"`
+	MessageID             string            `json:"messageId,omitempty"`
+	SessionID             string            `json:"sessionId,omitempty"`
+	PartitionKey          string            `json:"partitionKey,omitempty"`
+	CorrelationID         string            `json:"correlationId,omitempty"`
 	Subject               string            `json:"subject,omitempty"`
-	ContentType           string            `json:"content_type,omitempty"`
-	ReplyTo               string            `json:"reply_to,omitempty"`
-	ReplyToSessionID      string            `json:"reply_to_session_id,omitempty"`
+	ContentType           string            `json:"contentType,omitempty"`
+	ReplyTo               string            `json:"replyTo,omitempty"`
+	ReplyToSessionID      string            `json:"replyToSessionId,omitempty"`
 	To                    string            `json:"to,omitempty"`
-	DeadLetterReason      string            `json:"dead_letter_reason,omitempty"`
-	DeadLetterDescription string            `json:"dead_letter_description,omitempty"`
-	DeadLetterSource      string            `json:"dead_letter_source,omitempty"`
+	DeadLetterReason      string            `json:"deadLetterReason,omitempty"`
+	DeadLetterDescription string            `json:"deadLetterDescription,omitempty"`
+	DeadLetterSource      string            `json:"deadLetterSource,omitempty"`
 	Properties            map[string]string `json:"properties,omitempty"`
 	body
 	raw []byte

@@ -12,25 +12,25 @@ import (
 // queueView is a queue as --json prints it.
 type queueView struct {
 	Name                       string     `json:"name"`
-	LockDuration               string     `json:"lock_duration"`
-	MaxDeliveryCount           int        `json:"max_delivery_count"`
-	DefaultTTL                 string     `json:"default_ttl"`
-	DeadLetterOnExpiry         bool       `json:"dead_letter_on_expiry"`
-	DeadLetterRetention        string     `json:"dead_letter_retention"`
-	MaxMessageSize             int        `json:"max_message_size"`
-	RequiresDuplicateDetection bool       `json:"requires_duplicate_detection"`
-	DuplicateDetectionWindow   string     `json:"duplicate_detection_window"`
-	RequiresSession            bool       `json:"requires_session"`
-	ForwardTo                  string     `json:"forward_to,omitempty"`
+	LockDuration               string     `json:"lockDuration"`
+	MaxDeliveryCount           int        `json:"maxDeliveryCount"`
+	DefaultTTL                 string     `json:"defaultTtl"`
+	DeadLetterOnExpiry         bool       `json:"deadLetterOnExpiry"`
+	DeadLetterRetention        string     `json:"deadLetterRetention"`
+	MaxMessageSize             int        `json:"maxMessageSize"`
+	RequiresDuplicateDetection bool       `json:"requiresDuplicateDetection"`
+	DuplicateDetectionWindow   string     `json:"duplicateDetectionWindow"`
+	RequiresSession            bool       `json:"requiresSession"`
+	ForwardTo                  string     `json:"forwardTo,omitempty"`
 	Stats                      *statsView `json:"stats,omitempty"`
 }
 
 func queueViewOf(q sluice.QueueInfo) queueView {
 	p := q.QueueProperties
-	return queueView{Name: q.Name, LockDuration: p.LockDuration.String(), MaxDeliveryCount: p.MaxDeliveryCount,
-		DefaultTTL: p.DefaultTTL.String(), DeadLetterOnExpiry: p.DeadLetterOnExpiry,
-		DeadLetterRetention: p.DeadLetterRetention.String(), MaxMessageSize: p.MaxMessageSize,
-		RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: p.DuplicateDetectionWindow.String(),
+	return queueView{Name: q.Name, LockDuration: formatDuration(p.LockDuration), MaxDeliveryCount: p.MaxDeliveryCount,
+		DefaultTTL: formatDuration(p.DefaultTTL), DeadLetterOnExpiry: p.DeadLetterOnExpiry,
+		DeadLetterRetention: formatDuration(p.DeadLetterRetention), MaxMessageSize: p.MaxMessageSize,
+		RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: formatDuration(p.DuplicateDetectionWindow),
 		RequiresSession: p.RequiresSession, ForwardTo: q.ForwardTo}
 }
 

@@ -20,9 +20,9 @@ func TestQueueCommands(t *testing.T) {
 			t.Fatalf("create printed %d lines: %s", len(q), out)
 		}
 		for k, want := range map[string]any{
-			"name": "orders", "lock_duration": "30s", "max_delivery_count": 3.0, "default_ttl": "1h0m0s",
-			"dead_letter_on_expiry": true, "dead_letter_retention": "24h0m0s", "max_message_size": 2048.0,
-			"requires_duplicate_detection": true, "duplicate_detection_window": "1m0s", "requires_session": false,
+			"name": "orders", "lockDuration": "30s", "maxDeliveryCount": 3.0, "defaultTtl": "3600s",
+			"deadLetterOnExpiry": true, "deadLetterRetention": "86400s", "maxMessageSize": 2048.0,
+			"requiresDuplicateDetection": true, "duplicateDetectionWindow": "60s", "requiresSession": false,
 		} {
 			if q[0][k] != want {
 				t.Errorf("created %s = %v, want %v", k, q[0][k], want)
@@ -36,8 +36,8 @@ func TestQueueCommands(t *testing.T) {
 		// sluice.Forever in JSON, which --default-ttl reads back.
 		wantContains(t, "queue show with the defaults", w.ok(t, "queue", "show", "sessions"),
 			"default ttl:            none", "dead-letter retention:  none")
-		if s := jsonLines(t, w.ok(t, "queue", "show", "sessions", "--json")); s[0]["default_ttl"] != sluice.Forever.String() ||
-			s[0]["dead_letter_retention"] != sluice.Forever.String() {
+		if s := jsonLines(t, w.ok(t, "queue", "show", "sessions", "--json")); s[0]["defaultTtl"] != "9223372036.854775807s" ||
+			s[0]["deadLetterRetention"] != "9223372036.854775807s" {
 			t.Errorf("show --json of a queue with the defaults: %v", s[0])
 		}
 		w.ok(t, "queue", "create", "never", "--default-ttl", sluice.Forever.String(), "--dead-letter-retention", sluice.Forever.String())
@@ -54,11 +54,11 @@ func TestQueueCommands(t *testing.T) {
 			"max message size:       2048", "duplicate detection:    on, window 1m0s", "requires session:       no",
 			"active:                 1", "dead-lettered:          0")
 		show := jsonLines(t, w.ok(t, "queue", "show", "orders", "--json"))
-		if st, _ := show[0]["stats"].(map[string]any); st["active"] != 1.0 || st["in_flight"] != 0.0 {
+		if st, _ := show[0]["stats"].(map[string]any); st["active"] != 1.0 || st["inFlight"] != 0.0 {
 			t.Errorf("show --json stats = %v", show[0]["stats"])
 		}
-		if fw := jsonLines(t, w.ok(t, "queue", "show", "relay", "--json")); fw[0]["forward_to"] != "orders" {
-			t.Errorf("relay forwards to %v", fw[0]["forward_to"])
+		if fw := jsonLines(t, w.ok(t, "queue", "show", "relay", "--json")); fw[0]["forwardTo"] != "orders" {
+			t.Errorf("relay forwards to %v", fw[0]["forwardTo"])
 		}
 
 		out = w.ok(t, "queue", "list")
@@ -68,7 +68,7 @@ func TestQueueCommands(t *testing.T) {
 			t.Fatalf("queue list:\n%s", out)
 		}
 		wantContains(t, "queue list", out, "on, window 1m0s")
-		if l := jsonLines(t, w.ok(t, "queue", "list", "--json")); len(l) != 3 || l[2]["name"] != "sessions" || l[2]["requires_session"] != true {
+		if l := jsonLines(t, w.ok(t, "queue", "list", "--json")); len(l) != 3 || l[2]["name"] != "sessions" || l[2]["requiresSession"] != true {
 			t.Errorf("queue list --json: %v", l)
 		}
 

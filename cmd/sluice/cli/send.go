@@ -131,7 +131,7 @@ func opSend() *op {
 			}
 			for _, seq := range seqs {
 				if e.json {
-					err = e.emit(map[string]int64{"sequence_number": seq})
+					err = e.emit(map[string]int64{"sequenceNumber": seq})
 				} else {
 					_, err = fmt.Fprintln(e.stdout, seq)
 				}

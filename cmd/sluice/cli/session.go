@@ -96,7 +96,7 @@ func opSessionState() *op {
 			}
 			if e.json {
 				return e.emit(struct {
-					Session string `json:"session_id"`
+					Session string `json:"sessionId"`
 					body
 				}{args[1], bodyOf(state)})
 			}
@@ -129,7 +129,7 @@ func opSessionRenew() *op {
 				return err
 			}
 			if e.json {
-				return e.emit(map[string]string{"session_id": args[1], "locked_until": when(s.LockedUntil())})
+				return e.emit(map[string]string{"sessionId": args[1], "lockedUntil": when(s.LockedUntil())})
 			}
 			_, err = fmt.Fprintf(e.stdout, "session %s locked until %s\n", args[1], when(s.LockedUntil()))
 			return err
@@ -156,7 +156,7 @@ func opSessionRelease() *op {
 				return err
 			}
 			if e.json {
-				return e.emit(map[string]string{"session_id": args[1], "outcome": "released"})
+				return e.emit(map[string]string{"sessionId": args[1], "outcome": "released"})
 			}
 			_, err = fmt.Fprintf(e.stdout, "session %s released\n", args[1])
 			return err

@@ -62,8 +62,8 @@ func tokenSeq(token string) int64 {
 
 // settledView is a settled message as --json prints it.
 type settledView struct {
-	LockToken      string `json:"lock_token"`
-	SequenceNumber int64  `json:"sequence_number,omitempty"`
+	LockToken      string `json:"lockToken"`
+	SequenceNumber int64  `json:"sequenceNumber,omitempty"`
 	Outcome        string `json:"outcome"`
 	Error          string `json:"error,omitempty"`
 }
@@ -248,9 +248,9 @@ func opMessageDefer() *op {
 
 // renewedView is a renewed lock as --json prints it.
 type renewedView struct {
-	LockToken      string `json:"lock_token"`
-	SequenceNumber int64  `json:"sequence_number,omitempty"`
-	LockedUntil    string `json:"locked_until,omitempty"`
+	LockToken      string `json:"lockToken"`
+	SequenceNumber int64  `json:"sequenceNumber,omitempty"`
+	LockedUntil    string `json:"lockedUntil,omitempty"`
 	Error          string `json:"error,omitempty"`
 }
 
@@ -314,7 +314,7 @@ func opMessageCancelScheduled() *op {
 			}
 			for _, n := range seqs {
 				if e.json {
-					err = e.emit(map[string]any{"sequence_number": n, "outcome": "cancelled"})
+					err = e.emit(map[string]any{"sequenceNumber": n, "outcome": "cancelled"})
 				} else {
 					_, err = fmt.Fprintf(e.stdout, "scheduled message #%d cancelled\n", n)
 				}

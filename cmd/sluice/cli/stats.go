@@ -18,15 +18,15 @@ type statsView struct {
 	Topic        string `json:"topic,omitempty"`
 	Active       int64  `json:"active"`
 	Scheduled    int64  `json:"scheduled"`
-	InFlight     int64  `json:"in_flight"`
+	InFlight     int64  `json:"inFlight"`
 	Deferred     int64  `json:"deferred"`
-	DeadLettered int64  `json:"dead_lettered"`
-	OldestAge    string `json:"oldest_age"`
+	DeadLettered int64  `json:"deadLettered"`
+	OldestAge    string `json:"oldestAge"`
 }
 
 func statsViewOf(entity, topic string, s sluice.QueueStats) *statsView {
 	return &statsView{Entity: entity, Topic: topic, Active: s.Active, Scheduled: s.Scheduled, InFlight: s.InFlight,
-		Deferred: s.Deferred, DeadLettered: s.DeadLettered, OldestAge: s.OldestAge.String()}
+		Deferred: s.Deferred, DeadLettered: s.DeadLettered, OldestAge: formatDuration(s.OldestAge)}
 }
 
 // age formats the oldest message's age, to the millisecond.
@@ -98,9 +98,9 @@ func opStats() *op {
 type throughputView struct {
 	At       time.Time `json:"at"`
 	Span     string    `json:"span"`
-	Sent     float64   `json:"sent_per_second"`
-	Received float64   `json:"received_per_second"`
-	Settled  float64   `json:"settled_per_second"`
+	Sent     float64   `json:"sentPerSecond"`
+	Received float64   `json:"receivedPerSecond"`
+	Settled  float64   `json:"settledPerSecond"`
 }
 
 func printThroughput(ctx context.Context, e *env) error {

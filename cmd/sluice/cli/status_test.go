@@ -65,7 +65,7 @@ func TestStats(t *testing.T) {
 		}
 		one := jsonLines(t, w.ok(t, "stats", "jobs", "--json"))
 		if len(one) != 1 || one[0]["entity"] != "jobs" || one[0]["active"] != 1.0 || one[0]["scheduled"] != 1.0 ||
-			one[0]["in_flight"] != 1.0 || one[0]["dead_lettered"] != 1.0 {
+			one[0]["inFlight"] != 1.0 || one[0]["deadLettered"] != 1.0 {
 			t.Fatalf("stats jobs --json: %v", one)
 		}
 		w.fails(t, ExitNotFound, "", "stats", "nosuchqueue")

@@ -19,7 +19,7 @@ type eventView struct {
 	Key        string            `json:"key"`
 	Partition  int32             `json:"partition"`
 	Position   int64             `json:"position"`
-	AppendedAt time.Time         `json:"appended_at,omitzero"`
+	AppendedAt time.Time         `json:"appendedAt,omitzero"`
 	Properties map[string]string `json:"properties,omitempty"`
 	body
 }

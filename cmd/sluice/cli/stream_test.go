@@ -97,7 +97,7 @@ func testStreamPublishAndTail(t *testing.T, w where) {
 	code, out = wait()
 	ev := jsonLines(t, out)
 	if code != ExitOK || len(ev) != 1 || ev[0]["key"] != "order-1" || ev[0]["body"] != "mine" || ev[0]["partition"] != float64(p1) ||
-		ev[0]["appended_at"] == nil {
+		ev[0]["appendedAt"] == nil {
 		t.Fatalf("tail of one stream: exit %d, %v", code, ev)
 	}
 

@@ -43,7 +43,7 @@ func opStreamRetention() *op {
 				return err
 			}
 			if e.json {
-				return e.emit(map[string]any{"namespace": args[0], "max_age": formatDuration(r.MaxAge), "max_bytes": r.MaxBytes,
+				return e.emit(map[string]any{"namespace": args[0], "maxAge": formatDuration(r.MaxAge), "maxBytes": r.MaxBytes,
 					"expiry": formatDuration(r.Expiry), "parked": formatDuration(r.Parked)})
 			}
 			_, err := fmt.Fprintf(e.stdout, "namespace %s: max age %s, max bytes %d, expiry %s, parked %s\n", args[0],

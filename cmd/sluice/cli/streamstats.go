@@ -17,24 +17,24 @@ type consumerPartitionView struct {
 	Partition          int32                      `json:"partition"`
 	Epoch              int64                      `json:"epoch"`
 	Read               int64                      `json:"read"`
-	ProposedCheckpoint int64                      `json:"proposed_checkpoint"`
-	StoredCheckpoint   int64                      `json:"stored_checkpoint"`
-	CachedRecords      int                        `json:"cached_records"`
-	CachedBytes        int64                      `json:"cached_bytes"`
+	ProposedCheckpoint int64                      `json:"proposedCheckpoint"`
+	StoredCheckpoint   int64                      `json:"storedCheckpoint"`
+	CachedRecords      int                        `json:"cachedRecords"`
+	CachedBytes        int64                      `json:"cachedBytes"`
 	Windows            []cacheWindowView          `json:"windows"`
 	Splits             int64                      `json:"splits"`
 	Merges             int64                      `json:"merges"`
 	Resets             int64                      `json:"resets"`
-	RehydrationReads   int64                      `json:"rehydration_reads"`
-	RehydratedRecords  int64                      `json:"rehydrated_records"`
-	ReadsAvoided       int64                      `json:"reads_avoided"`
-	DuplicateReads     int64                      `json:"duplicate_reads"`
+	RehydrationReads   int64                      `json:"rehydrationReads"`
+	RehydratedRecords  int64                      `json:"rehydratedRecords"`
+	ReadsAvoided       int64                      `json:"readsAvoided"`
+	DuplicateReads     int64                      `json:"duplicateReads"`
 	Reclaimed          int64                      `json:"reclaimed"`
-	RetentionGaps      int64                      `json:"retention_gaps"`
-	LaggingHeld        int64                      `json:"lagging_held"`
+	RetentionGaps      int64                      `json:"retentionGaps"`
+	LaggingHeld        int64                      `json:"laggingHeld"`
 	Subscriptions      []consumerSubscriptionView `json:"subscriptions"`
-	SavedAt            time.Time                  `json:"saved_at,omitzero"`
-	TrimmedAt          time.Time                  `json:"trimmed_at,omitzero"`
+	SavedAt            time.Time                  `json:"savedAt,omitzero"`
+	TrimmedAt          time.Time                  `json:"trimmedAt,omitzero"`
 	Stopped            string                     `json:"stopped,omitempty"`
 }
 
@@ -63,7 +63,7 @@ type consumerSubscriptionView struct {
 	Position int64  `json:"position"`
 	Cursor   int64  `json:"cursor"`
 	Handled  bool   `json:"handled"`
-	InFlight int    `json:"in_flight"`
+	InFlight int    `json:"inFlight"`
 	Fault    string `json:"fault,omitempty"`
 	Window   *int   `json:"window,omitempty"`
 }

@@ -17,12 +17,12 @@ type streamSubscriptionView struct {
 	Namespace string    `json:"namespace"`
 	Key       string    `json:"key,omitempty"`
 	Partition int32     `json:"partition"`
-	CreatedAt time.Time `json:"created_at,omitzero"`
+	CreatedAt time.Time `json:"createdAt,omitzero"`
 	Fault     string    `json:"fault,omitempty"`
-	FaultedAt time.Time `json:"faulted_at,omitzero"`
+	FaultedAt time.Time `json:"faultedAt,omitzero"`
 	// Repositions counts its repositions; LastReposition is the last.
 	Repositions    int64           `json:"repositions,omitempty"`
-	LastReposition *repositionView `json:"last_reposition,omitempty"`
+	LastReposition *repositionView `json:"lastReposition,omitempty"`
 }
 
 // parkedView is a parked event as --json prints it.
@@ -30,7 +30,7 @@ type parkedView struct {
 	eventView
 	Attempts int       `json:"attempts"`
 	Error    string    `json:"error"`
-	ParkedAt time.Time `json:"parked_at,omitzero"`
+	ParkedAt time.Time `json:"parkedAt,omitzero"`
 }
 
 func opStreamSubscribe() *op {

@@ -85,10 +85,10 @@ func testStreamSubscriptionCommands(t *testing.T, w where) {
 		parked := jsonLines(t, w.ok(t, "stream", "parked", audit, "--json"))
 		sub := jsonLines(t, w.ok(t, "stream", "subscription", ledger, "--json"))
 		if len(parked) == 1 && sub[0]["fault"] != nil {
-			if parked[0]["body"] != "placed" || parked[0]["attempts"] != 1.0 || parked[0]["error"] != "ledger down" || parked[0]["parked_at"] == nil {
+			if parked[0]["body"] != "placed" || parked[0]["attempts"] != 1.0 || parked[0]["error"] != "ledger down" || parked[0]["parkedAt"] == nil {
 				t.Fatalf("parked --json: %v", parked)
 			}
-			if !strings.Contains(sub[0]["fault"].(string), "ledger down") || sub[0]["faulted_at"] == nil {
+			if !strings.Contains(sub[0]["fault"].(string), "ledger down") || sub[0]["faultedAt"] == nil {
 				t.Fatalf("subscription --json: %v", sub)
 			}
 			break
@@ -122,7 +122,7 @@ func testStreamSubscriptionCommands(t *testing.T, w where) {
 	// Position 2 follows the one event published: the stream's next one.
 	wantContains(t, "reposition", w.ok(t, "stream", "reposition", ledger, "--to", "2"), "repositioned "+ledger+" to position", ": 1 -> 1")
 	sub := jsonLines(t, w.ok(t, "stream", "subscription", ledger, "--json"))
-	if last, _ := sub[0]["last_reposition"].(map[string]any); sub[0]["repositions"] != 2.0 || last == nil || last["to"] != "position" {
+	if last, _ := sub[0]["lastReposition"].(map[string]any); sub[0]["repositions"] != 2.0 || last == nil || last["to"] != "position" {
 		t.Fatalf("subscription --json after two repositions: %v", sub)
 	}
 	wantContains(t, "subscription", w.ok(t, "stream", "subscription", ledger), "LAST REPOSITION", "to position")

@@ -17,14 +17,14 @@ type subscriptionView struct {
 	Topic               string     `json:"topic"`
 	Name                string     `json:"name"`
 	Path                string     `json:"path"`
-	LockDuration        string     `json:"lock_duration"`
-	MaxDeliveryCount    int        `json:"max_delivery_count"`
-	DefaultTTL          string     `json:"default_ttl"`
-	DeadLetterOnExpiry  bool       `json:"dead_letter_on_expiry"`
-	DeadLetterRetention string     `json:"dead_letter_retention"`
-	RequiresSession     bool       `json:"requires_session"`
-	ForwardTo           string     `json:"forward_to,omitempty"`
-	IgnoreFilterErrors  bool       `json:"ignore_filter_errors"`
+	LockDuration        string     `json:"lockDuration"`
+	MaxDeliveryCount    int        `json:"maxDeliveryCount"`
+	DefaultTTL          string     `json:"defaultTtl"`
+	DeadLetterOnExpiry  bool       `json:"deadLetterOnExpiry"`
+	DeadLetterRetention string     `json:"deadLetterRetention"`
+	RequiresSession     bool       `json:"requiresSession"`
+	ForwardTo           string     `json:"forwardTo,omitempty"`
+	IgnoreFilterErrors  bool       `json:"ignoreFilterErrors"`
 	Rules               []ruleView `json:"rules"`
 	Stats               *statsView `json:"stats,omitempty"`
 }
@@ -41,8 +41,8 @@ type ruleView struct {
 func subscriptionViewOf(s sluice.SubscriptionInfo) subscriptionView {
 	p := s.SubscriptionProperties
 	v := subscriptionView{Topic: s.Topic, Name: s.Name, Path: sluice.SubscriptionPath(s.Topic, s.Name),
-		LockDuration: p.LockDuration.String(), MaxDeliveryCount: p.MaxDeliveryCount, DefaultTTL: p.DefaultTTL.String(),
-		DeadLetterOnExpiry: p.DeadLetterOnExpiry, DeadLetterRetention: p.DeadLetterRetention.String(),
+		LockDuration: formatDuration(p.LockDuration), MaxDeliveryCount: p.MaxDeliveryCount, DefaultTTL: formatDuration(p.DefaultTTL),
+		DeadLetterOnExpiry: p.DeadLetterOnExpiry, DeadLetterRetention: formatDuration(p.DeadLetterRetention),
 		RequiresSession: p.RequiresSession, ForwardTo: p.ForwardTo, IgnoreFilterErrors: p.IgnoreFilterErrors,
 		Rules: []ruleView{}}
 	for _, r := range s.Rules {

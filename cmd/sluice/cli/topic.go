@@ -12,17 +12,17 @@ import (
 // topicView is a topic as --json prints it.
 type topicView struct {
 	Name                       string   `json:"name"`
-	DefaultTTL                 string   `json:"default_ttl"`
-	MaxMessageSize             int      `json:"max_message_size"`
-	RequiresDuplicateDetection bool     `json:"requires_duplicate_detection"`
-	DuplicateDetectionWindow   string   `json:"duplicate_detection_window"`
+	DefaultTTL                 string   `json:"defaultTtl"`
+	MaxMessageSize             int      `json:"maxMessageSize"`
+	RequiresDuplicateDetection bool     `json:"requiresDuplicateDetection"`
+	DuplicateDetectionWindow   string   `json:"duplicateDetectionWindow"`
 	Subscriptions              []string `json:"subscriptions,omitempty"`
 }
 
 func topicViewOf(t sluice.TopicInfo) topicView {
 	p := t.TopicProperties
-	return topicView{Name: t.Name, DefaultTTL: p.DefaultTTL.String(), MaxMessageSize: p.MaxMessageSize,
-		RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: p.DuplicateDetectionWindow.String()}
+	return topicView{Name: t.Name, DefaultTTL: formatDuration(p.DefaultTTL), MaxMessageSize: p.MaxMessageSize,
+		RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: formatDuration(p.DuplicateDetectionWindow)}
 }
 
 // printTopic prints a topic's settings, and its subscriptions' names when

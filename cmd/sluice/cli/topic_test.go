@@ -11,8 +11,8 @@ func TestTopicsAndSubscriptions(t *testing.T) {
 	both(t, func(t *testing.T, w where) {
 		tp := jsonLines(t, w.ok(t, "topic", "create", "events", "--json", "--default-ttl", "2h", "--max-message-size", "4096",
 			"--duplicate-detection"))
-		if tp[0]["name"] != "events" || tp[0]["default_ttl"] != "2h0m0s" || tp[0]["max_message_size"] != 4096.0 ||
-			tp[0]["requires_duplicate_detection"] != true || tp[0]["duplicate_detection_window"] != "10m0s" {
+		if tp[0]["name"] != "events" || tp[0]["defaultTtl"] != "7200s" || tp[0]["maxMessageSize"] != 4096.0 ||
+			tp[0]["requiresDuplicateDetection"] != true || tp[0]["duplicateDetectionWindow"] != "600s" {
 			t.Fatalf("topic create: %v", tp)
 		}
 		w.ok(t, "topic", "create", "other")
@@ -20,7 +20,7 @@ func TestTopicsAndSubscriptions(t *testing.T) {
 		w.ok(t, "subscription", "create", "events", "red", "--sql-filter", "color = 'red'", "--sql-filter", "sys.subject = 'paint'")
 		sub := jsonLines(t, w.ok(t, "subscription", "create", "events", "eu-orders", "--json", "--lock-duration", "45s",
 			"--max-delivery-count", "2", "--correlation", "subject=order", "--correlation", "prop.region=eu"))
-		if sub[0]["path"] != "events/Subscriptions/eu-orders" || sub[0]["lock_duration"] != "45s" || sub[0]["max_delivery_count"] != 2.0 {
+		if sub[0]["path"] != "events/Subscriptions/eu-orders" || sub[0]["lockDuration"] != "45s" || sub[0]["maxDeliveryCount"] != 2.0 {
 			t.Fatalf("subscription create: %v", sub)
 		}
 		rules, _ := sub[0]["rules"].([]any)
@@ -74,7 +74,7 @@ func TestTopicsAndSubscriptions(t *testing.T) {
 			t.Fatalf("topic list:\n%s", out)
 		}
 		if l := jsonLines(t, w.ok(t, "topic", "list", "--json")); len(l) != 2 || l[0]["name"] != "events" || l[1]["name"] != "other" ||
-			l[0]["default_ttl"] == nil {
+			l[0]["defaultTtl"] == nil {
 			t.Errorf("topic list --json: %v", l)
 		}
 
@@ -101,7 +101,7 @@ func TestSessions(t *testing.T) {
 		out := w.ok(t, "receive", "carts", "--session", "alice", "--max", "10")
 		wantContains(t, "receive --session alice", out, "session alice (lock token ", "  body: a1\n", "  body: a2\n", "  completed\n")
 		next := jsonLines(t, w.ok(t, "receive", "carts", "--session", "next", "--json", "--no-complete"))
-		if len(next) != 1 || next[0]["session_id"] != "bob" || next[0]["body"] != "b1" || next[0]["session_lock_token"] == nil {
+		if len(next) != 1 || next[0]["sessionId"] != "bob" || next[0]["body"] != "b1" || next[0]["sessionLockToken"] == nil {
 			t.Fatalf("receive --session next: %v", next)
 		}
 		// bob stays locked with its message, alice has none left.
