@@ -119,3 +119,24 @@ func (c *Client) ResubmitDeadLetters(ctx context.Context, entity string, opts *R
 func (c *Client) PurgeDeadLetters(ctx context.Context, entity string) (int64, error) {
 	return c.st.PurgeDeadLetters(ctx, canonical(entity))
 }
+
+// ObserveDeadLetters calls fn after each transaction of this process that
+// moved messages of the client's tenant to dead letters, once per entity
+// (a queue, or a subscription's path) and reason, with how many it moved,
+// whatever the cause: a receiver's DeadLetter, a delivery count
+// exhausted (MaxDeliveryCountExceeded), a time-to-live run out
+// (TTLExpiredException), a subscription's filter that failed. It is how
+// the server counts sluice_messages_dead_lettered_total, and how an
+// application counts them in its own metrics. fn runs as the transaction
+// commits: it must not block, nor call the client. A send in the
+// caller's transaction (SendTx) is not reported, since the caller
+// commits it; neither is a transaction whose outcome is unknown. stop
+// ends the observation. On a store that reports nothing (not one of
+// this module's backends), fn is never called.
+func (c *Client) ObserveDeadLetters(fn func(entity, reason string, n int)) (stop func()) {
+	o, ok := c.st.(store.DeadLetterObserver)
+	if !ok {
+		return func() {}
+	}
+	return o.ObserveDeadLetters(func(d store.DeadLettered) { fn(d.Queue, d.Reason, d.Count) })
+}

@@ -1,7 +1,9 @@
 package sluice_test
 
 import (
+	"maps"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -127,6 +129,100 @@ func TestResubmitMany(t *testing.T) {
 		}
 		if st, _ := c.GetQueueStats(ctx, q); st.Active != n || st.DeadLettered != 0 {
 			t.Fatalf("after resubmitting all: %+v", st)
+		}
+	})
+}
+
+// ObserveDeadLetters hears every cause of dead-lettering once it has
+// committed: a receiver's, an abandon on the last delivery, a lock that
+// ended on it, a time-to-live run out, a filter that failed; and
+// nothing of a transaction that rolled back.
+func TestObserveDeadLetters(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		var mu sync.Mutex
+		got := map[string]int{}
+		stop := c.ObserveDeadLetters(func(entity, reason string, n int) {
+			mu.Lock()
+			got[entity+" "+reason] += n
+			mu.Unlock()
+		})
+		defer stop()
+		counts := func() map[string]int {
+			mu.Lock()
+			defer mu.Unlock()
+			return maps.Clone(got)
+		}
+
+		q := createQueue(t, c, &sluice.QueueProperties{MaxDeliveryCount: 1, LockDuration: time.Second, DeadLetterOnExpiry: true})
+		s := newSender(t, c, q)
+		send(t, s, "poison", "abandoned", "left locked")
+		// "stale" is in a queue of its own, received from only once its
+		// time-to-live has run out.
+		stale := createQueue(t, c, &sluice.QueueProperties{DeadLetterOnExpiry: true})
+		const ttl = time.Second
+		if _, err := newSender(t, c, stale).Send(ctx, &sluice.Message{Body: []byte("stale"), TimeToLive: ttl}); err != nil {
+			t.Fatal(err)
+		}
+		expiresBy := time.Now().Add(ttl)
+		r, rStale := newReceiver(t, c, q, sluice.PeekLock), newReceiver(t, c, stale, sluice.PeekLock)
+		ms := receive(t, r, 3)
+		if err := r.DeadLetter(ctx, ms[0], &sluice.DeadLetterOptions{Reason: "poison"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Abandon(ctx, ms[1], nil); err != nil { // its last delivery
+			t.Fatal(err)
+		}
+		if _, err := c.CreateTopic(ctx, "orders", nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CreateSubscription(ctx, "orders", "big", nil,
+			sluice.Rule{Name: "big", Filter: sluice.SQLFilter{Expression: "quantity > 10"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := newSender(t, c, "orders").Send(ctx, &sluice.Message{Body: []byte("m"),
+			ApplicationProperties: map[string]string{"quantity": "many"}}); err != nil {
+			t.Fatal(err)
+		}
+		big := sluice.SubscriptionPath("orders", "big")
+		want := map[string]int{
+			q + " poison": 1, q + " " + sluice.ReasonMaxDeliveryCountExceeded: 2, stale + " " + sluice.ReasonTTLExpired: 1,
+			big + " " + sluice.ReasonFilterEvaluation: 1,
+		}
+		// "left locked"'s lock and "stale"'s life end within seconds: a
+		// receive resolves each.
+		deadline := time.Now().Add(30 * time.Second)
+		for !maps.Equal(counts(), want) {
+			if time.Now().After(deadline) {
+				t.Fatalf("observed %v, want %v", counts(), want)
+			}
+			if _, err := r.TryReceive(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+			if time.Now().After(expiresBy) {
+				if m, err := rStale.TryReceive(ctx, 10); err != nil || len(m) != 0 {
+					t.Fatalf("received %d messages of %s after their time-to-live: %v", len(m), stale, err)
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		st, err := c.GetQueueStats(ctx, q)
+		if err != nil || st.DeadLettered != 3 {
+			t.Fatalf("stats: %+v, %v: want 3 dead letters", st, err)
+		}
+
+		// A dead-lettering refused (the lock is gone) reports nothing.
+		if err := r.DeadLetter(ctx, ms[0], &sluice.DeadLetterOptions{Reason: "again"}); err == nil {
+			t.Fatal("dead-lettered a settled message")
+		}
+		stop()
+		send(t, s, "after stop")
+		m := receive(t, r, 1)
+		if err := r.DeadLetter(ctx, m[0], &sluice.DeadLetterOptions{Reason: "unheard"}); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(counts(), want) {
+			t.Fatalf("after stop: observed %v, want %v", counts(), want)
 		}
 	})
 }

@@ -29,6 +29,29 @@ type Backend interface {
 	io.Closer
 }
 
+// DeadLettered reports messages of one queue that a committed
+// transaction moved to dead letters for one reason.
+type DeadLettered struct {
+	Tenant Tenant
+	Queue  string
+	Reason string
+	Count  int
+}
+
+// DeadLetterObserver is a Store that reports every dead-lettering its
+// process commits, whatever the cause: a receiver's, a delivery count
+// exhausted, a time-to-live run out, a filter that failed. The backends
+// of this module are: their stores implement it. Dead-lettering in a
+// caller's transaction (EnqueueTx) is not reported, since its commit is
+// the caller's, nor is a transaction whose outcome is unknown.
+type DeadLetterObserver interface {
+	// ObserveDeadLetters calls fn after each commit that dead-lettered
+	// messages of the store's tenant, once per queue and reason, until
+	// stop is called. fn runs on the committing goroutine: it must not
+	// block, nor call the store.
+	ObserveDeadLetters(fn func(DeadLettered)) (stop func())
+}
+
 // Features describes a backend's capabilities to the conformance suite and
 // to the layers above.
 type Features struct {
@@ -543,8 +566,12 @@ type EvictResult struct {
 
 // QueueStats counts a queue's messages by state.
 type QueueStats struct {
-	// Active messages are available to a lease now.
+	// Active messages are available to a lease now (an expired one is
+	// not: see Expired).
 	Active int64
+	// Expired messages would be active, but their time-to-live has run
+	// out: the next receive or sweep dead-letters or drops them.
+	Expired int64
 	// Scheduled messages become available later.
 	Scheduled int64
 	// InFlight messages are held by a lease that has not ended.
@@ -553,9 +580,11 @@ type QueueStats struct {
 	Deferred int64
 	// DeadLettered counts the queue's dead letters.
 	DeadLettered int64
-	// OldestAge is how long the oldest message has been in the queue
-	// (0 when empty).
-	OldestAge time.Duration
+	// OldestAge is how long the oldest active message has been in the
+	// queue (0 with none); OldestDeferredAge the oldest deferred one.
+	// Scheduled, in-flight and expired messages count in neither.
+	OldestAge         time.Duration
+	OldestDeferredAge time.Duration
 }
 
 // NewRecord is a record to append.

@@ -52,6 +52,10 @@ type Engine struct {
 	closed   bool
 	notifyOn bool
 	sweeps   bodySweeps
+	// deadNotes holds, for each transaction tryTx has open, the
+	// dead-letterings it made (*[]store.DeadLettered, by *sql.Tx), to
+	// report once it commits.
+	deadNotes sync.Map
 }
 
 // maxRetries bounds how often a transaction is retried after a deadlock,
@@ -181,10 +185,32 @@ func (e *Engine) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err erro
 			_ = tx.Rollback()
 		}
 	}()
+	notes := new([]store.DeadLettered)
+	e.deadNotes.Store(tx, notes)
+	defer e.deadNotes.Delete(tx)
 	if err := fn(tx); err != nil {
 		return e.wrap(err)
 	}
-	return e.committed(tx.Commit())
+	if err := e.committed(tx.Commit()); err != nil {
+		return err
+	}
+	e.hub.DeadLettered(*notes)
+	return nil
+}
+
+// noteDeadLetters records that tx dead-lettered n messages of a queue
+// for reason, to report once it commits (nothing when tx is not one of
+// tryTx's: a caller's transaction).
+func (e *Engine) noteDeadLetters(tx querier, t store.Tenant, queue, reason string, n int) {
+	if v, ok := e.deadNotes.Load(tx); ok {
+		notes := v.(*[]store.DeadLettered)
+		*notes = append(*notes, store.DeadLettered{Tenant: t, Queue: queue, Reason: reason, Count: n})
+	}
+}
+
+// ObserveDeadLetters implements store.DeadLetterObserver.
+func (s *tenantStore) ObserveDeadLetters(fn func(store.DeadLettered)) (stop func()) {
+	return s.e.hub.ObserveDeadLetters(s.t, fn)
 }
 
 // committed is the error of a statement that commits: a COMMIT, or a

@@ -21,6 +21,8 @@ type Hub struct {
 	mu       sync.Mutex
 	watchers map[string]map[chan struct{}]struct{}
 	tails    map[string]map[*tail]struct{}
+	// dead holds the observers of dead-letterings, by registration.
+	dead map[*func(store.DeadLettered)]store.Tenant
 }
 
 // NewHub returns an empty hub.
@@ -29,6 +31,42 @@ func NewHub() *Hub {
 		origin:   strconv.FormatUint(rand.Uint64(), 36),
 		watchers: make(map[string]map[chan struct{}]struct{}),
 		tails:    make(map[string]map[*tail]struct{}),
+		dead:     make(map[*func(store.DeadLettered)]store.Tenant),
+	}
+}
+
+// ObserveDeadLetters registers fn for the dead-letterings of tenant t
+// (see store.DeadLetterObserver) until stop.
+func (h *Hub) ObserveDeadLetters(t store.Tenant, fn func(store.DeadLettered)) (stop func()) {
+	key := &fn
+	h.mu.Lock()
+	h.dead[key] = t
+	h.mu.Unlock()
+	return func() {
+		h.mu.Lock()
+		delete(h.dead, key)
+		h.mu.Unlock()
+	}
+}
+
+// DeadLettered tells the observers of each note's tenant about it.
+func (h *Hub) DeadLettered(notes []store.DeadLettered) {
+	if len(notes) == 0 {
+		return
+	}
+	h.mu.Lock()
+	var fns []func(store.DeadLettered)
+	var tenants []store.Tenant
+	for fn, t := range h.dead {
+		fns, tenants = append(fns, *fn), append(tenants, t)
+	}
+	h.mu.Unlock()
+	for _, d := range notes {
+		for i, fn := range fns {
+			if tenants[i] == d.Tenant {
+				fn(d)
+			}
+		}
 	}
 }
 

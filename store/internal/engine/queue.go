@@ -760,8 +760,11 @@ func (e *Engine) deadLetter(ctx context.Context, tx querier, t store.Tenant, qr 
 		t.Service, t.Provider, qr.settings.Name, list); err != nil {
 		return err
 	}
-	_, err := e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, qr.settings.Name, list)
-	return err
+	if _, err := e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, qr.settings.Name, list); err != nil {
+		return err
+	}
+	e.noteDeadLetters(tx, t, qr.settings.Name, reason, len(seqs))
+	return nil
 }
 
 // expire dead-letters or drops messages whose time-to-live ran out, as the
