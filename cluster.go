@@ -82,11 +82,17 @@ type PartitionStatus struct {
 	Leases []GroupLease
 }
 
-// SubscriptionLag is a subscription's position on a partition.
+// SubscriptionLag is a subscription's position on a partition, with
+// whom it is for: its consumer, its namespace, and its stream's key (""
+// for a subscription to the whole namespace). A subscription deleted
+// while the status was read has none of the three.
 type SubscriptionLag struct {
-	ID       string
-	Position int64
-	Lag      int64
+	ID        string
+	Consumer  string
+	Namespace string
+	Key       string
+	Position  int64
+	Lag       int64
 }
 
 // ClusterStatus reads the stream nodes of the client's tenant, their
@@ -141,9 +147,18 @@ func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
 			}
 			ps.Leases = append(ps.Leases, gl)
 		}
+		subs, err := c.st.Subscriptions(ctx, &store.SubscriptionFilter{Partition: &part})
+		if err != nil {
+			return s, err
+		}
+		byID := make(map[string]store.Subscription, len(subs))
+		for _, sub := range subs {
+			byID[sub.ID] = sub
+		}
 		for _, id := range slices.Sorted(maps.Keys(prog.Positions)) {
-			pos := prog.Positions[id]
-			ps.Subscriptions = append(ps.Subscriptions, SubscriptionLag{ID: id, Position: pos, Lag: max(0, info.Head-pos)})
+			pos, sub := prog.Positions[id], byID[id]
+			ps.Subscriptions = append(ps.Subscriptions, SubscriptionLag{ID: id, Consumer: sub.Consumer, Namespace: sub.Namespace,
+				Key: sub.Key, Position: pos, Lag: max(0, info.Head-pos)})
 		}
 		s.Partitions = append(s.Partitions, ps)
 	}

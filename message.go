@@ -86,6 +86,9 @@ const (
 	StateLocked    = sluicetype.StateLeased
 	StateScheduled = sluicetype.StateScheduled
 	StateDeferred  = sluicetype.StateDeferred
+	// StateExpired is a peeked message whose time-to-live has run out:
+	// the next receive or sweep removes it (or dead-letters it).
+	StateExpired = sluicetype.StateExpired
 )
 
 // ReceivedMessage is a message as a receive or a peek returns it.

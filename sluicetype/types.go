@@ -65,6 +65,10 @@ const (
 	// StateDeferred: set aside by the application, received only by
 	// sequence number (used by the queue layer).
 	StateDeferred MessageState = 3
+	// StateExpired: an active message whose time-to-live has run out and
+	// that the next receive or sweep removes. Peek reports it; it is
+	// never stored (the row still says StateReady).
+	StateExpired MessageState = 4
 )
 
 // String returns the state's name.
@@ -78,6 +82,8 @@ func (s MessageState) String() string {
 		return "scheduled"
 	case StateDeferred:
 		return "deferred"
+	case StateExpired:
+		return "expired"
 	}
 	return "unknown"
 }

@@ -194,13 +194,14 @@ func FromSubscription(s *sluicev1.Subscription) sluice.SubscriptionInfo {
 // Stats converts an entity's counts to the wire.
 func Stats(s sluice.QueueStats) *sluicev1.EntityStats {
 	return &sluicev1.EntityStats{Active: s.Active, Scheduled: s.Scheduled, InFlight: s.InFlight, Deferred: s.Deferred,
-		DeadLettered: s.DeadLettered, OldestAge: dur(s.OldestAge)}
+		DeadLettered: s.DeadLettered, OldestAge: dur(s.OldestAge), Expired: s.Expired, OldestDeferredAge: dur(s.OldestDeferredAge)}
 }
 
 // FromStats converts an entity's counts from the wire.
 func FromStats(s *sluicev1.EntityStats) sluice.QueueStats {
 	return sluice.QueueStats{Active: s.GetActive(), Scheduled: s.GetScheduled(), InFlight: s.GetInFlight(),
-		Deferred: s.GetDeferred(), DeadLettered: s.GetDeadLettered(), OldestAge: Duration(s.GetOldestAge())}
+		Deferred: s.GetDeferred(), DeadLettered: s.GetDeadLettered(), OldestAge: Duration(s.GetOldestAge()),
+		Expired: s.GetExpired(), OldestDeferredAge: Duration(s.GetOldestDeferredAge())}
 }
 
 // Message converts a message to send to the wire.
@@ -229,6 +230,7 @@ var states = map[sluice.MessageState]sluicev1.MessageState{
 	sluice.StateLocked:    sluicev1.MessageState_MESSAGE_STATE_LOCKED,
 	sluice.StateScheduled: sluicev1.MessageState_MESSAGE_STATE_SCHEDULED,
 	sluice.StateDeferred:  sluicev1.MessageState_MESSAGE_STATE_DEFERRED,
+	sluice.StateExpired:   sluicev1.MessageState_MESSAGE_STATE_EXPIRED,
 }
 
 // Received converts a received message to the wire.
@@ -330,7 +332,8 @@ func ClusterStatus(s sluice.ClusterStatus) *sluicev1.GetClusterStatusResponse {
 		ps := &sluicev1.PartitionStatus{Partition: p.Partition, Owner: p.Owner, Epoch: p.Epoch, LeaseUntil: ts(p.LeaseUntil),
 			Held: p.Held, Head: p.Head, Checkpoint: p.Checkpoint, Lag: p.Lag, CacheWindows: int32(p.CacheWindows), CachedRecords: p.CachedRecords}
 		for _, l := range p.Subscriptions {
-			ps.Subscriptions = append(ps.Subscriptions, &sluicev1.SubscriptionLag{Id: l.ID, Position: l.Position, Lag: l.Lag})
+			ps.Subscriptions = append(ps.Subscriptions, &sluicev1.SubscriptionLag{Id: l.ID, Position: l.Position, Lag: l.Lag,
+				Consumer: l.Consumer, Namespace: l.Namespace, Key: l.Key})
 		}
 		for _, l := range p.Leases {
 			ps.Leases = append(ps.Leases, &sluicev1.GroupLease{Group: l.Group, Owner: l.Owner, Epoch: l.Epoch,
@@ -354,7 +357,8 @@ func FromClusterStatus(s *sluicev1.GetClusterStatusResponse) sluice.ClusterStatu
 			LeaseUntil: tm(p.GetLeaseUntil()), Held: p.GetHeld(), Head: p.GetHead(), Checkpoint: p.GetCheckpoint(), Lag: p.GetLag(),
 			CacheWindows: int(p.GetCacheWindows()), CachedRecords: p.GetCachedRecords()}
 		for _, l := range p.GetSubscriptions() {
-			ps.Subscriptions = append(ps.Subscriptions, sluice.SubscriptionLag{ID: l.GetId(), Position: l.GetPosition(), Lag: l.GetLag()})
+			ps.Subscriptions = append(ps.Subscriptions, sluice.SubscriptionLag{ID: l.GetId(), Position: l.GetPosition(), Lag: l.GetLag(),
+				Consumer: l.GetConsumer(), Namespace: l.GetNamespace(), Key: l.GetKey()})
 		}
 		for _, l := range p.GetLeases() {
 			ps.Leases = append(ps.Leases, sluice.GroupLease{Group: l.GetGroup(), Owner: l.GetOwner(), Epoch: l.GetEpoch(),

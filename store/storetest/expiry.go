@@ -137,6 +137,14 @@ func testTTLDropped(t *testing.T, h *harness) {
 	ctx, st := h.setup(t)
 	q := createQueue(t, ctx, st, store.QueueSettings{})
 	expireSetup(t, st, q)
+	// Expired but not yet removed: counted and peeked as expired.
+	wantCounts(t, ctx, st, q, store.QueueStats{Active: 1, Expired: 2})
+	for _, m := range peekAll(t, ctx, st, q) {
+		if want := map[int64]sluicetype.MessageState{1: sluicetype.StateExpired, 2: sluicetype.StateReady,
+			3: sluicetype.StateExpired}[m.Seq]; m.State != want {
+			t.Fatalf("peek: seq %d is %v, want %v", m.Seq, m.State, want)
+		}
+	}
 	ls := lease(t, ctx, st, q, 10, long)
 	wantSeqs(t, "lease after TTL ran out", leasedSeqs(ls), []int64{2})
 	if _, err := st.Evict(ctx, q); err != nil {

@@ -497,6 +497,23 @@ func testStats(t *testing.T, h *harness) {
 		}
 		return s.OldestAge > 0
 	})
+	if s.OldestDeferredAge != 0 {
+		t.Fatalf("OldestDeferredAge %v without a deferred message", s.OldestDeferredAge)
+	}
+
+	// Deferred messages have an age of their own: a queue of deferred
+	// messages alone has no oldest active one.
+	only := createQueue(t, ctx, st, store.QueueSettings{})
+	enqueue(t, ctx, st, only, msgs("d")...)
+	settleOK(t, ctx, st, store.SettleParams{Queue: only, Action: store.Defer}, lease(t, ctx, st, only, 1, long)[0])
+	wantCounts(t, ctx, st, only, store.QueueStats{Deferred: 1})
+	eventually(t, "OldestDeferredAge > 0", func() bool {
+		s = stats(t, ctx, st, only)
+		if s.OldestAge != 0 || s.OldestDeferredAge < 0 || s.OldestDeferredAge > time.Minute {
+			t.Fatalf("a queue of one deferred message: OldestAge %v, OldestDeferredAge %v", s.OldestAge, s.OldestDeferredAge)
+		}
+		return s.OldestDeferredAge > 0
+	})
 }
 
 // waitWoken waits on ch until try (called after each wake-up) succeeds,

@@ -291,7 +291,7 @@ func stats(t *testing.T, ctx context.Context, st store.Store, q string) store.Qu
 func wantCounts(t *testing.T, ctx context.Context, st store.Store, q string, want store.QueueStats) {
 	t.Helper()
 	got := stats(t, ctx, st, q)
-	got.OldestAge, want.OldestAge = 0, 0
+	got.OldestAge, want.OldestAge, got.OldestDeferredAge, want.OldestDeferredAge = 0, 0, 0, 0
 	if got != want {
 		t.Fatalf("QueueStats(%s) = %+v, want %+v", q, got, want)
 	}

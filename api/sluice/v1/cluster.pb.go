@@ -452,10 +452,15 @@ func (x *PartitionStatus) GetCachedRecords() int64 {
 
 // SubscriptionLag is a stream subscription's position on a partition.
 type SubscriptionLag struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Position      int64                  `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
-	Lag           int64                  `protobuf:"varint,3,opt,name=lag,proto3" json:"lag,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Position int64                  `protobuf:"varint,2,opt,name=position,proto3" json:"position,omitempty"`
+	Lag      int64                  `protobuf:"varint,3,opt,name=lag,proto3" json:"lag,omitempty"`
+	// Whom it is for ("" for a subscription deleted meanwhile); key is ""
+	// for a subscription to the whole namespace.
+	Consumer      string `protobuf:"bytes,4,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Namespace     string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Key           string `protobuf:"bytes,6,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -511,6 +516,27 @@ func (x *SubscriptionLag) GetLag() int64 {
 	return 0
 }
 
+func (x *SubscriptionLag) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *SubscriptionLag) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SubscriptionLag) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
 var File_sluice_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_cluster_proto_rawDesc = "" +
@@ -560,11 +586,14 @@ const file_sluice_v1_cluster_proto_rawDesc = "" +
 	"\x06leases\x18\n" +
 	" \x03(\v2\x15.sluice.v1.GroupLeaseR\x06leases\x12#\n" +
 	"\rcache_windows\x18\v \x01(\x05R\fcacheWindows\x12%\n" +
-	"\x0ecached_records\x18\f \x01(\x03R\rcachedRecords\"O\n" +
+	"\x0ecached_records\x18\f \x01(\x03R\rcachedRecords\"\x9b\x01\n" +
 	"\x0fSubscriptionLag\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12\x10\n" +
-	"\x03lag\x18\x03 \x01(\x03R\x03lag2m\n" +
+	"\x03lag\x18\x03 \x01(\x03R\x03lag\x12\x1a\n" +
+	"\bconsumer\x18\x04 \x01(\tR\bconsumer\x12\x1c\n" +
+	"\tnamespace\x18\x05 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x06 \x01(\tR\x03key2m\n" +
 	"\x0eClusterService\x12[\n" +
 	"\x10GetClusterStatus\x12\".sluice.v1.GetClusterStatusRequest\x1a#.sluice.v1.GetClusterStatusResponseB\x95\x01\n" +
 	"\rcom.sluice.v1B\fClusterProtoP\x01Z1github.com/sluicehq/sluice/api/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +

@@ -2572,7 +2572,7 @@ func (x *GetEntityStatsResponse) GetStats() *EntityStats {
 // EntityStats counts an entity's messages by state.
 type EntityStats struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Available to a receive now.
+	// Available to a receive now (an expired message is not).
 	Active int64 `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
 	// Available later.
 	Scheduled int64 `protobuf:"varint,2,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
@@ -2582,10 +2582,15 @@ type EntityStats struct {
 	Deferred int64 `protobuf:"varint,4,opt,name=deferred,proto3" json:"deferred,omitempty"`
 	// In the dead-letter queue.
 	DeadLettered int64 `protobuf:"varint,5,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
-	// How long the oldest message has been in the entity.
-	OldestAge     *durationpb.Duration `protobuf:"bytes,6,opt,name=oldest_age,json=oldestAge,proto3" json:"oldest_age,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// How long the oldest active message has been in the entity.
+	OldestAge *durationpb.Duration `protobuf:"bytes,6,opt,name=oldest_age,json=oldestAge,proto3" json:"oldest_age,omitempty"`
+	// Whose time-to-live has run out; the next receive or sweep removes
+	// them (or dead-letters them, as the entity says).
+	Expired int64 `protobuf:"varint,7,opt,name=expired,proto3" json:"expired,omitempty"`
+	// How long the oldest deferred message has been in the entity.
+	OldestDeferredAge *durationpb.Duration `protobuf:"bytes,8,opt,name=oldest_deferred_age,json=oldestDeferredAge,proto3" json:"oldest_deferred_age,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *EntityStats) Reset() {
@@ -2656,6 +2661,20 @@ func (x *EntityStats) GetDeadLettered() int64 {
 func (x *EntityStats) GetOldestAge() *durationpb.Duration {
 	if x != nil {
 		return x.OldestAge
+	}
+	return nil
+}
+
+func (x *EntityStats) GetExpired() int64 {
+	if x != nil {
+		return x.Expired
+	}
+	return 0
+}
+
+func (x *EntityStats) GetOldestDeferredAge() *durationpb.Duration {
+	if x != nil {
+		return x.OldestDeferredAge
 	}
 	return nil
 }
@@ -3009,7 +3028,7 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\x15GetEntityStatsRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\"F\n" +
 	"\x16GetEntityStatsResponse\x12,\n" +
-	"\x05stats\x18\x01 \x01(\v2\x16.sluice.v1.EntityStatsR\x05stats\"\xdb\x01\n" +
+	"\x05stats\x18\x01 \x01(\v2\x16.sluice.v1.EntityStatsR\x05stats\"\xc0\x02\n" +
 	"\vEntityStats\x12\x16\n" +
 	"\x06active\x18\x01 \x01(\x03R\x06active\x12\x1c\n" +
 	"\tscheduled\x18\x02 \x01(\x03R\tscheduled\x12\x1b\n" +
@@ -3017,7 +3036,9 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\bdeferred\x18\x04 \x01(\x03R\bdeferred\x12#\n" +
 	"\rdead_lettered\x18\x05 \x01(\x03R\fdeadLettered\x128\n" +
 	"\n" +
-	"oldest_age\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\toldestAge\"@\n" +
+	"oldest_age\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\toldestAge\x12\x18\n" +
+	"\aexpired\x18\a \x01(\x03R\aexpired\x12I\n" +
+	"\x13oldest_deferred_age\x18\b \x01(\v2\x19.google.protobuf.DurationR\x11oldestDeferredAge\"@\n" +
 	"\x16ListEntityStatsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x10\n" +
 	"\x03max\x18\x02 \x01(\x05R\x03max\"R\n" +
@@ -3163,51 +3184,52 @@ var file_sluice_v1_entity_proto_depIdxs = []int32{
 	25, // 37: sluice.v1.CreateRuleRequest.rule:type_name -> sluice.v1.Rule
 	47, // 38: sluice.v1.GetEntityStatsResponse.stats:type_name -> sluice.v1.EntityStats
 	52, // 39: sluice.v1.EntityStats.oldest_age:type_name -> google.protobuf.Duration
-	50, // 40: sluice.v1.ListEntityStatsResponse.entities:type_name -> sluice.v1.EntityStatsEntry
-	47, // 41: sluice.v1.EntityStatsEntry.stats:type_name -> sluice.v1.EntityStats
-	2,  // 42: sluice.v1.EntityService.CreateQueue:input_type -> sluice.v1.CreateQueueRequest
-	4,  // 43: sluice.v1.EntityService.GetQueue:input_type -> sluice.v1.GetQueueRequest
-	6,  // 44: sluice.v1.EntityService.UpdateQueue:input_type -> sluice.v1.UpdateQueueRequest
-	8,  // 45: sluice.v1.EntityService.DeleteQueue:input_type -> sluice.v1.DeleteQueueRequest
-	10, // 46: sluice.v1.EntityService.ListQueues:input_type -> sluice.v1.ListQueuesRequest
-	14, // 47: sluice.v1.EntityService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
-	16, // 48: sluice.v1.EntityService.GetTopic:input_type -> sluice.v1.GetTopicRequest
-	18, // 49: sluice.v1.EntityService.UpdateTopic:input_type -> sluice.v1.UpdateTopicRequest
-	20, // 50: sluice.v1.EntityService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
-	22, // 51: sluice.v1.EntityService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
-	31, // 52: sluice.v1.EntityService.CreateSubscription:input_type -> sluice.v1.CreateSubscriptionRequest
-	33, // 53: sluice.v1.EntityService.GetSubscription:input_type -> sluice.v1.GetSubscriptionRequest
-	35, // 54: sluice.v1.EntityService.UpdateSubscription:input_type -> sluice.v1.UpdateSubscriptionRequest
-	37, // 55: sluice.v1.EntityService.DeleteSubscription:input_type -> sluice.v1.DeleteSubscriptionRequest
-	39, // 56: sluice.v1.EntityService.ListSubscriptions:input_type -> sluice.v1.ListSubscriptionsRequest
-	41, // 57: sluice.v1.EntityService.CreateRule:input_type -> sluice.v1.CreateRuleRequest
-	43, // 58: sluice.v1.EntityService.DeleteRule:input_type -> sluice.v1.DeleteRuleRequest
-	45, // 59: sluice.v1.EntityService.GetEntityStats:input_type -> sluice.v1.GetEntityStatsRequest
-	48, // 60: sluice.v1.EntityService.ListEntityStats:input_type -> sluice.v1.ListEntityStatsRequest
-	3,  // 61: sluice.v1.EntityService.CreateQueue:output_type -> sluice.v1.CreateQueueResponse
-	5,  // 62: sluice.v1.EntityService.GetQueue:output_type -> sluice.v1.GetQueueResponse
-	7,  // 63: sluice.v1.EntityService.UpdateQueue:output_type -> sluice.v1.UpdateQueueResponse
-	9,  // 64: sluice.v1.EntityService.DeleteQueue:output_type -> sluice.v1.DeleteQueueResponse
-	11, // 65: sluice.v1.EntityService.ListQueues:output_type -> sluice.v1.ListQueuesResponse
-	15, // 66: sluice.v1.EntityService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
-	17, // 67: sluice.v1.EntityService.GetTopic:output_type -> sluice.v1.GetTopicResponse
-	19, // 68: sluice.v1.EntityService.UpdateTopic:output_type -> sluice.v1.UpdateTopicResponse
-	21, // 69: sluice.v1.EntityService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
-	23, // 70: sluice.v1.EntityService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
-	32, // 71: sluice.v1.EntityService.CreateSubscription:output_type -> sluice.v1.CreateSubscriptionResponse
-	34, // 72: sluice.v1.EntityService.GetSubscription:output_type -> sluice.v1.GetSubscriptionResponse
-	36, // 73: sluice.v1.EntityService.UpdateSubscription:output_type -> sluice.v1.UpdateSubscriptionResponse
-	38, // 74: sluice.v1.EntityService.DeleteSubscription:output_type -> sluice.v1.DeleteSubscriptionResponse
-	40, // 75: sluice.v1.EntityService.ListSubscriptions:output_type -> sluice.v1.ListSubscriptionsResponse
-	42, // 76: sluice.v1.EntityService.CreateRule:output_type -> sluice.v1.CreateRuleResponse
-	44, // 77: sluice.v1.EntityService.DeleteRule:output_type -> sluice.v1.DeleteRuleResponse
-	46, // 78: sluice.v1.EntityService.GetEntityStats:output_type -> sluice.v1.GetEntityStatsResponse
-	49, // 79: sluice.v1.EntityService.ListEntityStats:output_type -> sluice.v1.ListEntityStatsResponse
-	61, // [61:80] is the sub-list for method output_type
-	42, // [42:61] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	52, // 40: sluice.v1.EntityStats.oldest_deferred_age:type_name -> google.protobuf.Duration
+	50, // 41: sluice.v1.ListEntityStatsResponse.entities:type_name -> sluice.v1.EntityStatsEntry
+	47, // 42: sluice.v1.EntityStatsEntry.stats:type_name -> sluice.v1.EntityStats
+	2,  // 43: sluice.v1.EntityService.CreateQueue:input_type -> sluice.v1.CreateQueueRequest
+	4,  // 44: sluice.v1.EntityService.GetQueue:input_type -> sluice.v1.GetQueueRequest
+	6,  // 45: sluice.v1.EntityService.UpdateQueue:input_type -> sluice.v1.UpdateQueueRequest
+	8,  // 46: sluice.v1.EntityService.DeleteQueue:input_type -> sluice.v1.DeleteQueueRequest
+	10, // 47: sluice.v1.EntityService.ListQueues:input_type -> sluice.v1.ListQueuesRequest
+	14, // 48: sluice.v1.EntityService.CreateTopic:input_type -> sluice.v1.CreateTopicRequest
+	16, // 49: sluice.v1.EntityService.GetTopic:input_type -> sluice.v1.GetTopicRequest
+	18, // 50: sluice.v1.EntityService.UpdateTopic:input_type -> sluice.v1.UpdateTopicRequest
+	20, // 51: sluice.v1.EntityService.DeleteTopic:input_type -> sluice.v1.DeleteTopicRequest
+	22, // 52: sluice.v1.EntityService.ListTopics:input_type -> sluice.v1.ListTopicsRequest
+	31, // 53: sluice.v1.EntityService.CreateSubscription:input_type -> sluice.v1.CreateSubscriptionRequest
+	33, // 54: sluice.v1.EntityService.GetSubscription:input_type -> sluice.v1.GetSubscriptionRequest
+	35, // 55: sluice.v1.EntityService.UpdateSubscription:input_type -> sluice.v1.UpdateSubscriptionRequest
+	37, // 56: sluice.v1.EntityService.DeleteSubscription:input_type -> sluice.v1.DeleteSubscriptionRequest
+	39, // 57: sluice.v1.EntityService.ListSubscriptions:input_type -> sluice.v1.ListSubscriptionsRequest
+	41, // 58: sluice.v1.EntityService.CreateRule:input_type -> sluice.v1.CreateRuleRequest
+	43, // 59: sluice.v1.EntityService.DeleteRule:input_type -> sluice.v1.DeleteRuleRequest
+	45, // 60: sluice.v1.EntityService.GetEntityStats:input_type -> sluice.v1.GetEntityStatsRequest
+	48, // 61: sluice.v1.EntityService.ListEntityStats:input_type -> sluice.v1.ListEntityStatsRequest
+	3,  // 62: sluice.v1.EntityService.CreateQueue:output_type -> sluice.v1.CreateQueueResponse
+	5,  // 63: sluice.v1.EntityService.GetQueue:output_type -> sluice.v1.GetQueueResponse
+	7,  // 64: sluice.v1.EntityService.UpdateQueue:output_type -> sluice.v1.UpdateQueueResponse
+	9,  // 65: sluice.v1.EntityService.DeleteQueue:output_type -> sluice.v1.DeleteQueueResponse
+	11, // 66: sluice.v1.EntityService.ListQueues:output_type -> sluice.v1.ListQueuesResponse
+	15, // 67: sluice.v1.EntityService.CreateTopic:output_type -> sluice.v1.CreateTopicResponse
+	17, // 68: sluice.v1.EntityService.GetTopic:output_type -> sluice.v1.GetTopicResponse
+	19, // 69: sluice.v1.EntityService.UpdateTopic:output_type -> sluice.v1.UpdateTopicResponse
+	21, // 70: sluice.v1.EntityService.DeleteTopic:output_type -> sluice.v1.DeleteTopicResponse
+	23, // 71: sluice.v1.EntityService.ListTopics:output_type -> sluice.v1.ListTopicsResponse
+	32, // 72: sluice.v1.EntityService.CreateSubscription:output_type -> sluice.v1.CreateSubscriptionResponse
+	34, // 73: sluice.v1.EntityService.GetSubscription:output_type -> sluice.v1.GetSubscriptionResponse
+	36, // 74: sluice.v1.EntityService.UpdateSubscription:output_type -> sluice.v1.UpdateSubscriptionResponse
+	38, // 75: sluice.v1.EntityService.DeleteSubscription:output_type -> sluice.v1.DeleteSubscriptionResponse
+	40, // 76: sluice.v1.EntityService.ListSubscriptions:output_type -> sluice.v1.ListSubscriptionsResponse
+	42, // 77: sluice.v1.EntityService.CreateRule:output_type -> sluice.v1.CreateRuleResponse
+	44, // 78: sluice.v1.EntityService.DeleteRule:output_type -> sluice.v1.DeleteRuleResponse
+	46, // 79: sluice.v1.EntityService.GetEntityStats:output_type -> sluice.v1.GetEntityStatsResponse
+	49, // 80: sluice.v1.EntityService.ListEntityStats:output_type -> sluice.v1.ListEntityStatsResponse
+	62, // [62:81] is the sub-list for method output_type
+	43, // [43:62] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_entity_proto_init() }

@@ -32,6 +32,8 @@ const (
 	MessageState_MESSAGE_STATE_LOCKED      MessageState = 2
 	MessageState_MESSAGE_STATE_SCHEDULED   MessageState = 3
 	MessageState_MESSAGE_STATE_DEFERRED    MessageState = 4
+	// Its time-to-live has run out; the next receive or sweep removes it.
+	MessageState_MESSAGE_STATE_EXPIRED MessageState = 5
 )
 
 // Enum value maps for MessageState.
@@ -42,6 +44,7 @@ var (
 		2: "MESSAGE_STATE_LOCKED",
 		3: "MESSAGE_STATE_SCHEDULED",
 		4: "MESSAGE_STATE_DEFERRED",
+		5: "MESSAGE_STATE_EXPIRED",
 	}
 	MessageState_value = map[string]int32{
 		"MESSAGE_STATE_UNSPECIFIED": 0,
@@ -49,6 +52,7 @@ var (
 		"MESSAGE_STATE_LOCKED":      2,
 		"MESSAGE_STATE_SCHEDULED":   3,
 		"MESSAGE_STATE_DEFERRED":    4,
+		"MESSAGE_STATE_EXPIRED":     5,
 	}
 )
 
@@ -2644,13 +2648,14 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x17PurgeDeadLettersRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\"2\n" +
 	"\x18PurgeDeadLettersResponse\x12\x16\n" +
-	"\x06purged\x18\x01 \x01(\x03R\x06purged*\x9a\x01\n" +
+	"\x06purged\x18\x01 \x01(\x03R\x06purged*\xb5\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14MESSAGE_STATE_ACTIVE\x10\x01\x12\x18\n" +
 	"\x14MESSAGE_STATE_LOCKED\x10\x02\x12\x1b\n" +
 	"\x17MESSAGE_STATE_SCHEDULED\x10\x03\x12\x1a\n" +
-	"\x16MESSAGE_STATE_DEFERRED\x10\x04*l\n" +
+	"\x16MESSAGE_STATE_DEFERRED\x10\x04\x12\x19\n" +
+	"\x15MESSAGE_STATE_EXPIRED\x10\x05*l\n" +
 	"\vReceiveMode\x12\x1c\n" +
 	"\x18RECEIVE_MODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16RECEIVE_MODE_PEEK_LOCK\x10\x01\x12#\n" +

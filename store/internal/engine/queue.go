@@ -1225,7 +1225,8 @@ func (s *tenantStore) Peek(ctx context.Context, p *store.PeekParams) ([]sluicety
 	if err := p.Validate(s.e.limits); err != nil {
 		return nil, fmt.Errorf("sluice: peek: %w", err)
 	}
-	if err := s.mustExist(ctx, p.Queue); err != nil {
+	qr, err := s.e.getQueue(ctx, s.e.r, s.t, p.Queue)
+	if err != nil {
 		return nil, fmt.Errorf("sluice: peek: %w", err)
 	}
 	rows, err := s.e.query(ctx, s.e.r, "PeekMessages", s.t.Service, s.t.Provider, p.Queue, p.FromSeq, p.Max)
@@ -1238,6 +1239,9 @@ func (s *tenantStore) Peek(ctx context.Context, p *store.PeekParams) ([]sluicety
 		m, err := scanMessage(rows)
 		if err != nil {
 			return nil, fmt.Errorf("sluice: peek: %w", err)
+		}
+		if m.State == sluicetype.StateReady && !m.ExpiresAt.IsZero() && m.ExpiresAt.UnixMilli() <= qr.now {
+			m.State = sluicetype.StateExpired // by the database's clock, as receives tell
 		}
 		out = append(out, m)
 	}
@@ -1413,18 +1417,22 @@ func (s *tenantStore) QueueStats(ctx context.Context, queue string) (store.Queue
 	if err != nil {
 		return st, fmt.Errorf("sluice: stats: %w", err)
 	}
-	var oldest sql.NullInt64
+	var oldest, oldestDeferred sql.NullInt64
 	err = s.e.queryRow(ctx, s.e.r, "QueueStats", []any{qr.now, qr.now, qr.now, qr.now, s.t.Service, s.t.Provider, queue},
-		&st.Active, &st.Scheduled, &st.InFlight, &st.Deferred, &oldest)
+		&st.Active, &st.Expired, &st.Scheduled, &st.InFlight, &st.Deferred, &oldest, &oldestDeferred)
 	if err != nil {
 		return st, fmt.Errorf("sluice: stats: %w", err)
 	}
 	if err := s.e.queryRow(ctx, s.e.r, "CountDeadLetters", []any{s.t.Service, s.t.Provider, queue}, &st.DeadLettered); err != nil {
 		return st, fmt.Errorf("sluice: stats: %w", err)
 	}
-	if oldest.Valid && oldest.Int64 < qr.now {
-		st.OldestAge = time.Duration(qr.now-oldest.Int64) * time.Millisecond
+	age := func(at sql.NullInt64) time.Duration {
+		if !at.Valid || at.Int64 >= qr.now {
+			return 0
+		}
+		return time.Duration(qr.now-at.Int64) * time.Millisecond
 	}
+	st.OldestAge, st.OldestDeferredAge = age(oldest), age(oldestDeferred)
 	return st, nil
 }
 

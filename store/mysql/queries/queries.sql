@@ -908,14 +908,21 @@ SET d.locked_until = k.locked_until;
 -- name: QueueStats
 -- args: now, now, now, now, service, provider, queue
 -- A row whose lease or schedule ended counts where it goes next: active,
--- or deferred for a deferred message.
-SELECT CAST(COALESCE(SUM(CASE WHEN state = 0 OR (state IN (1, 2) AND visible_at <= ? AND deferred = 0) THEN 1 ELSE 0 END), 0) AS SIGNED),
-       CAST(COALESCE(SUM(CASE WHEN state = 2 AND visible_at > ? THEN 1 ELSE 0 END), 0) AS SIGNED),
-       CAST(COALESCE(SUM(CASE WHEN state = 1 AND visible_at > ? THEN 1 ELSE 0 END), 0) AS SIGNED),
-       CAST(COALESCE(SUM(CASE WHEN state = 3 OR (state IN (1, 2) AND visible_at <= ? AND deferred = 1) THEN 1 ELSE 0 END), 0) AS SIGNED),
-       MIN(enqueued_at)
-FROM sluice_messages
-WHERE service = ? AND provider = ? AND queue = ?;
+-- or deferred for a deferred message; an active one whose time-to-live
+-- ran out counts as expired. (The four nows are one time: k.now serves.)
+SELECT CAST(COALESCE(SUM(CASE WHEN (m.state = 0 OR (m.state IN (1, 2) AND m.visible_at <= k.now AND m.deferred = 0))
+                              AND (m.expires_at IS NULL OR m.expires_at > k.now) THEN 1 ELSE 0 END), 0) AS SIGNED),
+       CAST(COALESCE(SUM(CASE WHEN (m.state = 0 OR (m.state IN (1, 2) AND m.visible_at <= k.now AND m.deferred = 0))
+                              AND m.expires_at <= k.now THEN 1 ELSE 0 END), 0) AS SIGNED),
+       CAST(COALESCE(SUM(CASE WHEN m.state = 2 AND m.visible_at > k.now THEN 1 ELSE 0 END), 0) AS SIGNED),
+       CAST(COALESCE(SUM(CASE WHEN m.state = 1 AND m.visible_at > k.now THEN 1 ELSE 0 END), 0) AS SIGNED),
+       CAST(COALESCE(SUM(CASE WHEN m.state = 3 OR (m.state IN (1, 2) AND m.visible_at <= k.now AND m.deferred = 1) THEN 1 ELSE 0 END), 0) AS SIGNED),
+       MIN(CASE WHEN (m.state = 0 OR (m.state IN (1, 2) AND m.visible_at <= k.now AND m.deferred = 0))
+                 AND (m.expires_at IS NULL OR m.expires_at > k.now) THEN m.enqueued_at END),
+       MIN(CASE WHEN m.state = 3 OR (m.state IN (1, 2) AND m.visible_at <= k.now AND m.deferred = 1) THEN m.enqueued_at END)
+FROM (SELECT CAST(? AS SIGNED) AS now, CAST(? AS SIGNED) AS now2, CAST(? AS SIGNED) AS now3, CAST(? AS SIGNED) AS now4) AS k
+STRAIGHT_JOIN sluice_messages AS m
+WHERE m.service = ? AND m.provider = ? AND m.queue = ?;
 
 -- name: CountDeadLetters
 -- args: service, provider, queue

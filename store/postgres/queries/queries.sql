@@ -878,12 +878,18 @@ WHERE (service, provider, queue, seq) IN (
 -- name: QueueStats
 -- args: now, now, now, now, service, provider, queue
 -- A row whose lease or schedule ended counts where it goes next: active,
--- or deferred for a deferred message.
-SELECT COUNT(*) FILTER (WHERE state = 0 OR (state IN (1, 2) AND visible_at <= $1::bigint AND deferred = 0)),
+-- or deferred for a deferred message; an active one whose time-to-live
+-- ran out counts as expired.
+SELECT COUNT(*) FILTER (WHERE (state = 0 OR (state IN (1, 2) AND visible_at <= $1::bigint AND deferred = 0))
+                           AND (expires_at IS NULL OR expires_at > $1::bigint)),
+       COUNT(*) FILTER (WHERE (state = 0 OR (state IN (1, 2) AND visible_at <= $1::bigint AND deferred = 0))
+                           AND expires_at <= $1::bigint),
        COUNT(*) FILTER (WHERE state = 2 AND visible_at > $2::bigint),
        COUNT(*) FILTER (WHERE state = 1 AND visible_at > $3::bigint),
        COUNT(*) FILTER (WHERE state = 3 OR (state IN (1, 2) AND visible_at <= $4::bigint AND deferred = 1)),
-       MIN(enqueued_at)
+       MIN(enqueued_at) FILTER (WHERE (state = 0 OR (state IN (1, 2) AND visible_at <= $1::bigint AND deferred = 0))
+                                   AND (expires_at IS NULL OR expires_at > $1::bigint)),
+       MIN(enqueued_at) FILTER (WHERE state = 3 OR (state IN (1, 2) AND visible_at <= $4::bigint AND deferred = 1))
 FROM sluice_messages
 WHERE service = $5 AND provider = $6 AND queue = $7;
 

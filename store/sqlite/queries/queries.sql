@@ -615,12 +615,18 @@ WHERE service = ?2 AND provider = ?3 AND queue = ?4
 -- name: QueueStats
 -- args: now, now, now, now, service, provider, queue
 -- A row whose lease or schedule ended counts where it goes next: active,
--- or deferred for a deferred message.
-SELECT COALESCE(SUM(CASE WHEN state = 0 OR (state IN (1, 2) AND visible_at <= ?1 AND deferred = 0) THEN 1 ELSE 0 END), 0),
+-- or deferred for a deferred message; an active one whose time-to-live
+-- ran out counts as expired.
+SELECT COALESCE(SUM(CASE WHEN (state = 0 OR (state IN (1, 2) AND visible_at <= ?1 AND deferred = 0))
+                          AND (expires_at IS NULL OR expires_at > ?1) THEN 1 ELSE 0 END), 0),
+       COALESCE(SUM(CASE WHEN (state = 0 OR (state IN (1, 2) AND visible_at <= ?1 AND deferred = 0))
+                          AND expires_at <= ?1 THEN 1 ELSE 0 END), 0),
        COALESCE(SUM(CASE WHEN state = 2 AND visible_at > ?2 THEN 1 ELSE 0 END), 0),
        COALESCE(SUM(CASE WHEN state = 1 AND visible_at > ?3 THEN 1 ELSE 0 END), 0),
        COALESCE(SUM(CASE WHEN state = 3 OR (state IN (1, 2) AND visible_at <= ?4 AND deferred = 1) THEN 1 ELSE 0 END), 0),
-       MIN(enqueued_at)
+       MIN(CASE WHEN (state = 0 OR (state IN (1, 2) AND visible_at <= ?1 AND deferred = 0))
+                 AND (expires_at IS NULL OR expires_at > ?1) THEN enqueued_at END),
+       MIN(CASE WHEN state = 3 OR (state IN (1, 2) AND visible_at <= ?4 AND deferred = 1) THEN enqueued_at END)
 FROM sluice_messages
 WHERE service = ?5 AND provider = ?6 AND queue = ?7;
 
