@@ -260,7 +260,7 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("after the dashboard repositioned it: %+v, %v", sub, err)
 	}
 	// orders: 5 sent, 1 completed, 1 dead-lettered: 3 active, 1 dead letter.
-	if !regexp.MustCompile(`orders\tqueue\t3\t0\t0\t0\t1\t\d+\.\d s`).MatchString(entities) ||
+	if !regexp.MustCompile(`orders\tqueue\t3\t0\t0\t0\t0\t1\t\d+\.\d s`).MatchString(entities) ||
 		!strings.Contains(entities, "events/Subscriptions/audit\tsubscription") {
 		t.Errorf("the entities view shows %q, want orders' counts and its oldest message's age", entities)
 	}

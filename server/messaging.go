@@ -276,7 +276,6 @@ func (h *messaging) DeadLetter(ctx context.Context, req *sluicev1.DeadLetterRequ
 	if err != nil {
 		return nil, err
 	}
-	h.s.m.dead.WithLabelValues(h.s.m.entity(req.Entity), h.s.m.reasons.label(req.Reason)).Inc()
 	return &sluicev1.DeadLetterResponse{}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice"
 )
@@ -38,12 +39,16 @@ type metrics struct {
 	lockLost *prometheus.CounterVec
 	dead     *prometheus.CounterVec
 	waited   *prometheus.HistogramVec
+	// stopDead ends the observation of the library's dead-letterings.
+	stopDead func()
+	state    *stateCollector
 }
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{
-		tp:  &s.tp,
-		reg: prometheus.NewRegistry(),
+		tp:    &s.tp,
+		state: &stateCollector{s: s},
+		reg:   prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_api_calls_total",
 			Help: "API calls served, by procedure and status code."}, []string{"procedure", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_api_call_duration_seconds",
@@ -62,15 +67,51 @@ func newMetrics(s *Server) *metrics {
 			Help: "Settlements and renewals refused because the message's or the session's lock was lost, by entity."},
 			[]string{"entity"}),
 		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_dead_lettered_total",
-			Help: "Messages dead-lettered by API calls, by entity and reason."}, []string{"entity", "reason"}),
+			Help: "Messages this server's process dead-lettered, by entity and reason, whatever the cause: a receiver's reason, " +
+				"MaxDeliveryCountExceeded, TTLExpiredException, FilterEvaluationException."}, []string{"entity", "reason"}),
 		waited: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_message_wait_seconds",
 			Help:    "How long received messages had been in their entity, from send to receive, by entity.",
 			Buckets: prometheus.ExponentialBuckets(.001, 4, 12)}, []string{"entity"}),
 	}
 	m.reg.MustRegister(m.calls, m.duration, m.inFlight, m.sent, m.received, m.settled, m.lockLost, m.dead, m.waited,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&stateCollector{s: s})
+		m.state)
+	m.stopDead = s.c.ObserveDeadLetters(func(entity, reason string, n int) {
+		m.dead.WithLabelValues(m.entity(entity), m.reasons.label(reason)).Add(float64(n))
+	})
 	return m
+}
+
+// Labels the series of an entity start with, so that each exists (at 0)
+// before its first event: receive modes, settle actions, and the reasons
+// sluice dead-letters for.
+var (
+	receiveModes     = []string{"peek_lock", "receive_and_delete"}
+	settleActions    = []string{"complete", "abandon", "dead_letter", "defer"}
+	sluiceDeadReason = []string{sluice.ReasonMaxDeliveryCountExceeded, sluice.ReasonTTLExpired}
+)
+
+// startSeries makes the counters of an entity exist: a queue's or a
+// subscription's all of them, a topic's (topic set) those of sends.
+func (m *metrics) startSeries(entity string, topic bool) {
+	label := m.entity(entity)
+	m.sent.WithLabelValues(label)
+	if topic {
+		return
+	}
+	for _, mode := range receiveModes {
+		m.received.WithLabelValues(label, mode)
+	}
+	for _, action := range settleActions {
+		m.settled.WithLabelValues(label, action)
+	}
+	m.lockLost.WithLabelValues(label)
+	for _, reason := range sluiceDeadReason {
+		m.dead.WithLabelValues(label, m.reasons.label(reason))
+	}
+	if strings.Contains(entity, sluice.SubscriptionPath("", "")) {
+		m.dead.WithLabelValues(label, m.reasons.label(sluice.ReasonFilterEvaluation))
+	}
 }
 
 // observe counts and times every call, before authentication, so that
@@ -247,17 +288,25 @@ const (
 
 var (
 	entityMessagesDesc = prometheus.NewDesc("sluice_entity_messages",
-		"Messages of a queue or subscription by state (active, scheduled, in_flight, deferred, dead_lettered).",
+		"Messages of a queue or subscription by state (active, expired, scheduled, in_flight, deferred, dead_lettered).",
 		[]string{"entity", "state"}, nil)
 	entityDeadLettersDesc = prometheus.NewDesc("sluice_entity_dead_letters",
 		"Dead letters of a queue or subscription by reason (MaxDeliveryCountExceeded, TTLExpiredException, "+
 			"or a receiver's), however they were dead-lettered.", []string{"entity", "reason"}, nil)
 	entityOldestDesc = prometheus.NewDesc("sluice_entity_oldest_message_age_seconds",
-		"How long the oldest message of a queue or subscription has been in it.", []string{"entity"}, nil)
+		"How long the oldest message of a queue or subscription in a state (active, deferred) has been in it; "+
+			"0 with none.", []string{"entity", "state"}, nil)
 	partitionLagDesc = prometheus.NewDesc("sluice_stream_partition_lag",
 		"Records of a stream partition past its checkpoint.", []string{"partition"}, nil)
+	consumerLagDesc = prometheus.NewDesc("sluice_stream_consumer_lag",
+		"Records past the stored positions of a consumer's subscriptions in a namespace, summed over its subscriptions "+
+			"and partitions; group is the processor group serving it.", []string{"group", "consumer", "namespace"}, nil)
+	consumerProcessorsDesc = prometheus.NewDesc("sluice_stream_consumer_processors",
+		"Live stream processors (nodes) serving a consumer that has subscriptions; 0: none does, and its subscriptions "+
+			"hold their partitions' checkpoints and retention back.", []string{"group", "consumer"}, nil)
 	subscriptionLagDesc = prometheus.NewDesc("sluice_stream_subscription_lag",
-		"Records of a stream partition past a subscription's stored position.", []string{"subscription", "partition"}, nil)
+		"Records of a stream partition past a subscription's stored position (with the server's "+
+			"SubscriptionLagMetrics).", []string{"subscription", "consumer", "namespace", "partition"}, nil)
 	nodesDesc = prometheus.NewDesc("sluice_stream_nodes",
 		"Registered stream nodes, by liveness.", []string{"alive"}, nil)
 	scrapeErrorsDesc = prometheus.NewDesc("sluice_scrape_errors",
@@ -265,7 +314,8 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{entityMessagesDesc, entityDeadLettersDesc, entityOldestDesc, partitionLagDesc, subscriptionLagDesc, nodesDesc, scrapeErrorsDesc} {
+	for _, d := range []*prometheus.Desc{entityMessagesDesc, entityDeadLettersDesc, entityOldestDesc, partitionLagDesc,
+		consumerLagDesc, consumerProcessorsDesc, subscriptionLagDesc, nodesDesc, scrapeErrorsDesc} {
 		ch <- d
 	}
 }
@@ -296,6 +346,7 @@ func (c *stateCollector) read() []prometheus.Metric {
 	emit := func(m prometheus.Metric) { out = append(out, m) }
 	failed := 0
 	for _, entity := range c.entities(ctx, &failed) {
+		c.s.m.startSeries(entity, false)
 		st, err := c.s.c.GetQueueStats(ctx, entity)
 		if err != nil {
 			failed++
@@ -304,11 +355,12 @@ func (c *stateCollector) read() []prometheus.Metric {
 		for _, v := range []struct {
 			state string
 			n     int64
-		}{{"active", st.Active}, {"scheduled", st.Scheduled}, {"in_flight", st.InFlight}, {"deferred", st.Deferred},
-			{"dead_lettered", st.DeadLettered}} {
+		}{{"active", st.Active}, {"expired", st.Expired}, {"scheduled", st.Scheduled}, {"in_flight", st.InFlight},
+			{"deferred", st.Deferred}, {"dead_lettered", st.DeadLettered}} {
 			emit(prometheus.MustNewConstMetric(entityMessagesDesc, prometheus.GaugeValue, float64(v.n), entity, v.state))
 		}
-		emit(prometheus.MustNewConstMetric(entityOldestDesc, prometheus.GaugeValue, st.OldestAge.Seconds(), entity))
+		emit(prometheus.MustNewConstMetric(entityOldestDesc, prometheus.GaugeValue, st.OldestAge.Seconds(), entity, "active"))
+		emit(prometheus.MustNewConstMetric(entityOldestDesc, prometheus.GaugeValue, st.OldestDeferredAge.Seconds(), entity, "deferred"))
 		if st.DeadLettered > 0 {
 			reasons, err := c.s.c.DeadLetterReasons(ctx, entity)
 			if err != nil {
@@ -325,6 +377,13 @@ func (c *stateCollector) read() []prometheus.Metric {
 			}
 		}
 	}
+	topics, err := c.s.c.ListTopics(ctx, "", maxScrapeEntities)
+	if err != nil {
+		failed++
+	}
+	for _, t := range topics {
+		c.s.m.startSeries(t.Name, true)
+	}
 	cs, err := c.s.c.ClusterStatus(ctx)
 	if err != nil {
 		failed++
@@ -336,15 +395,66 @@ func (c *stateCollector) read() []prometheus.Metric {
 	for _, a := range []bool{true, false} {
 		emit(prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(alive[a]), strconv.FormatBool(a)))
 	}
-	for _, p := range cs.Partitions {
-		part := strconv.Itoa(int(p.Partition))
-		emit(prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(p.Lag), part))
-		for _, s := range p.Subscriptions {
-			emit(prometheus.MustNewConstMetric(subscriptionLagDesc, prometheus.GaugeValue, float64(s.Lag), s.ID, part))
-		}
+	for _, m := range c.streamLag(cs) {
+		emit(m)
 	}
 	emit(prometheus.MustNewConstMetric(scrapeErrorsDesc, prometheus.GaugeValue, float64(failed)))
 	return out
+}
+
+// streamLag is the lag of each partition, of each consumer in each
+// namespace (and with SubscriptionLagMetrics of each subscription on
+// each partition), and how many live processors serve each consumer.
+func (c *stateCollector) streamLag(cs sluice.ClusterStatus) []prometheus.Metric {
+	type consumerNS struct{ consumer, namespace string }
+	group := map[string]string{} // consumer -> the group of the live nodes serving it
+	serving := map[string]int{}  // consumer -> live nodes serving it
+	for _, n := range cs.Nodes {
+		for _, consumer := range n.Consumers {
+			if _, ok := group[consumer]; !ok || n.Alive {
+				group[consumer] = n.Group
+			}
+			if n.Alive {
+				serving[consumer]++
+			}
+		}
+	}
+	var out []prometheus.Metric
+	lag := map[consumerNS]int64{}
+	for _, p := range cs.Partitions {
+		part := strconv.Itoa(int(p.Partition))
+		out = append(out, prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(p.Lag), part))
+		for _, s := range p.Subscriptions {
+			if s.Consumer == "" {
+				continue // deleted while the status was read
+			}
+			lag[consumerNS{s.Consumer, s.Namespace}] += s.Lag
+			if c.s.cfg.SubscriptionLagMetrics {
+				out = append(out, prometheus.MustNewConstMetric(subscriptionLagDesc, prometheus.GaugeValue, float64(s.Lag),
+					s.ID, s.Consumer, s.Namespace, part))
+			}
+		}
+	}
+	consumers := map[string]bool{}
+	for k, n := range lag {
+		consumers[k.consumer] = true
+		out = append(out, prometheus.MustNewConstMetric(consumerLagDesc, prometheus.GaugeValue, float64(n),
+			groupLabel(group[k.consumer]), k.consumer, k.namespace))
+	}
+	for consumer := range consumers {
+		out = append(out, prometheus.MustNewConstMetric(consumerProcessorsDesc, prometheus.GaugeValue, float64(serving[consumer]),
+			groupLabel(group[consumer]), consumer))
+	}
+	return out
+}
+
+// groupLabel names a processor group in a label: "default" for the
+// default group's "".
+func groupLabel(g string) string {
+	if g == "" {
+		return "default"
+	}
+	return g
 }
 
 // entities lists the queues and the topics' subscriptions, up to
@@ -370,7 +480,13 @@ const MetricsEntity = "$metrics"
 // sends the token as "Authorization: Bearer <token>") and within the
 // key's rate limit.
 func (m *metrics) handler(s *Server) http.Handler {
-	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
+	// The database's figures are read first: the read starts the series
+	// of entities with no events yet, which this scrape then shows.
+	gather := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		m.state.figures()
+		return m.reg.Gather()
+	})
+	h := promhttp.HandlerFor(gather, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.keys != nil {
 			k, err := s.keys.admit(r.Header.Get("Authorization"))

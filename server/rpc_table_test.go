@@ -692,7 +692,7 @@ func rpcSnapshot(t *testing.T, e *env, fx rpcFixtures) map[string]string {
 	for _, name := range entities {
 		st, err := e.lib.GetQueueStats(ctx, name)
 		try(err)
-		st.OldestAge = 0 // grows with time
+		st.OldestAge, st.OldestDeferredAge = 0, 0 // grow with time
 		snap.Stats[name] = st
 		for _, sq := range []sluice.SubQueue{sluice.SubQueueNone, sluice.SubQueueDeadLetter} {
 			r, err := e.lib.NewReceiver(name, &sluice.ReceiverOptions{SubQueue: sq})

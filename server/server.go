@@ -62,6 +62,11 @@ type Config struct {
 	// Consume calls, one per consumer with streams open on it (Name and
 	// Group are set per consumer; Address defaults to the server's).
 	StreamNodes sluice.StreamProcessorOptions
+	// SubscriptionLagMetrics adds a series per stream subscription and
+	// partition to /metrics (sluice_stream_subscription_lag); without it
+	// lag is summed per consumer and namespace, whose series stay few
+	// however many streams are subscribed to.
+	SubscriptionLagMetrics bool
 	// MaxConsumers bounds the consumers with Consume streams open on the
 	// server at once, each of which runs a stream node (default 256): a
 	// Consume for one more fails with RESOURCE_EXHAUSTED.
@@ -422,6 +427,7 @@ func (s *Server) Addr() net.Addr {
 // finish until ctx ends. It is safe to call twice.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop()
+	s.m.stopDead()
 	s.mu.Lock()
 	h := s.http
 	s.mu.Unlock()

@@ -50,9 +50,24 @@ type groupLeaseView struct {
 }
 
 type subscriptionLagView struct {
-	ID       string `json:"id"`
-	Position int64  `json:"position"`
-	Lag      int64  `json:"lag"`
+	ID        string `json:"id"`
+	Position  int64  `json:"position"`
+	Lag       int64  `json:"lag"`
+	Consumer  string `json:"consumer,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Key       string `json:"key,omitempty"`
+}
+
+// streamOf names what a subscription reads: a stream, or a whole
+// namespace ("NAMESPACE/*"); "-" for one deleted meanwhile.
+func streamOf(s sluice.SubscriptionLag) string {
+	switch {
+	case s.Namespace == "":
+		return "-"
+	case s.Key == "":
+		return s.Namespace + "/*"
+	}
+	return sluice.StreamID{Namespace: s.Namespace, Key: s.Key}.String()
 }
 
 func opClusterStatus() *op {
@@ -96,7 +111,8 @@ func (e *env) emitCluster(st sluice.ClusterStatus) error {
 				LeaseUntil: l.LeaseUntil.UTC(), CacheWindows: l.CacheWindows, CachedRecords: l.CachedRecords})
 		}
 		for _, s := range p.Subscriptions {
-			v.Subscriptions = append(v.Subscriptions, subscriptionLagView{ID: s.ID, Position: s.Position, Lag: s.Lag})
+			v.Subscriptions = append(v.Subscriptions, subscriptionLagView{ID: s.ID, Position: s.Position, Lag: s.Lag,
+				Consumer: s.Consumer, Namespace: s.Namespace, Key: s.Key})
 		}
 		if err := e.emit(v); err != nil {
 			return err
@@ -132,11 +148,12 @@ func (e *env) printCluster(st sluice.ClusterStatus) error {
 				l.Epoch, p.Head, p.Checkpoint, p.Lag, cached, windows)
 		}
 		for _, s := range p.Subscriptions {
-			subs = append(subs, []string{s.ID, fmt.Sprint(p.Partition), fmt.Sprint(s.Position), fmt.Sprint(s.Lag)})
+			subs = append(subs, []string{s.ID, orDash(s.Consumer), streamOf(s), fmt.Sprint(p.Partition), fmt.Sprint(s.Position),
+				fmt.Sprint(s.Lag)})
 		}
 	}
 	if len(subs) > 0 {
-		fmt.Fprintln(tw, "\nSUBSCRIPTION\tPARTITION\tPOSITION\tLAG")
+		fmt.Fprintln(tw, "\nSUBSCRIPTION\tCONSUMER\tSTREAM\tPARTITION\tPOSITION\tLAG")
 		for _, s := range subs {
 			fmt.Fprintln(tw, strings.Join(s, "\t"))
 		}

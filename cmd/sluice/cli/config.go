@@ -21,26 +21,29 @@ import (
 // from the configuration file (--config, SLUICE_CONFIG), else its
 // default. API keys come from the file, or one from --token.
 type serveConfig struct {
-	DB               string        `json:"db"`
-	Addr             string        `json:"addr"`
-	Service          string        `json:"service"`
-	Provider         string        `json:"provider"`
-	Insecure         bool          `json:"insecure"`
-	TLSCert          string        `json:"tls_cert"`
-	TLSKey           string        `json:"tls_key"`
-	Token            string        `json:"token"`
-	MaxRequestBytes  int           `json:"max_request_bytes"`
-	MaxReceiveWait   duration      `json:"max_receive_wait"`
-	MaxConsumers     int           `json:"max_consumers"`
-	MaxConnections   int           `json:"max_connections"`
-	ReadTimeout      duration      `json:"read_timeout"`
-	LogLevel         string        `json:"log_level"`
-	LogFormat        string        `json:"log_format"`
-	SelfCheck        bool          `json:"self_check"`
-	StreamPartitions int32         `json:"stream_partitions"`
-	OTLPEndpoint     string        `json:"otlp_endpoint"`
-	Keys             []keyConfig   `json:"keys"`
-	ShutdownTimeout  time.Duration `json:"-"`
+	DB               string   `json:"db"`
+	Addr             string   `json:"addr"`
+	Service          string   `json:"service"`
+	Provider         string   `json:"provider"`
+	Insecure         bool     `json:"insecure"`
+	TLSCert          string   `json:"tls_cert"`
+	TLSKey           string   `json:"tls_key"`
+	Token            string   `json:"token"`
+	MaxRequestBytes  int      `json:"max_request_bytes"`
+	MaxReceiveWait   duration `json:"max_receive_wait"`
+	MaxConsumers     int      `json:"max_consumers"`
+	MaxConnections   int      `json:"max_connections"`
+	ReadTimeout      duration `json:"read_timeout"`
+	LogLevel         string   `json:"log_level"`
+	LogFormat        string   `json:"log_format"`
+	SelfCheck        bool     `json:"self_check"`
+	StreamPartitions int32    `json:"stream_partitions"`
+	OTLPEndpoint     string   `json:"otlp_endpoint"`
+	// SubscriptionLagMetrics: a lag series per stream subscription and
+	// partition in /metrics.
+	SubscriptionLagMetrics bool          `json:"metrics_subscription_lag"`
+	Keys                   []keyConfig   `json:"keys"`
+	ShutdownTimeout        time.Duration `json:"-"`
 }
 
 // keyConfig is an API key in the configuration file.
@@ -148,6 +151,8 @@ func configSettings(c *serveConfig) []setting {
 		{"log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "string"},
 		{"log-format", "SLUICE_LOG_FORMAT", "text or json", str(&c.LogFormat), "string"},
 		{"self-check", "SLUICE_SELF_CHECK", "at start, send and receive a message through the API and say how long it took", boolean(&c.SelfCheck), "bool"},
+		{"metrics-subscription-lag", "SLUICE_METRICS_SUBSCRIPTION_LAG", "add a lag series per stream subscription and partition to /metrics " +
+			"(lag is summed per consumer and namespace without it)", boolean(&c.SubscriptionLagMetrics), "bool"},
 		{"otlp-endpoint", "SLUICE_OTLP_ENDPOINT", "trace every API call, exporting the spans over OTLP/HTTP to this collector " +
 			"(http://host:4318, or a URL with its path; without it, OTEL_EXPORTER_OTLP_ENDPOINT or " +
 			"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT turn tracing on)", str(&c.OTLPEndpoint), "string"},

@@ -34,7 +34,8 @@ func TestServeConfigPrecedence(t *testing.T) {
 		}
 		return cfg
 	}
-	if c := load(nil); c.Addr != "127.0.0.1:7070" || c.DB != "sqlite://sluice-data/sluice.db" || !c.SelfCheck || c.MaxConsumers != 256 {
+	if c := load(nil); c.Addr != "127.0.0.1:7070" || c.DB != "sqlite://sluice-data/sluice.db" || !c.SelfCheck || c.MaxConsumers != 256 ||
+		c.SubscriptionLagMetrics {
 		t.Fatalf("defaults: %+v", c)
 	}
 	env := map[string]string{"SLUICE_CONFIG": file}
@@ -45,8 +46,9 @@ func TestServeConfigPrecedence(t *testing.T) {
 	if c := load(env); c.Addr != "127.0.0.1:1002" || c.DB != "sqlite://from-file.db" {
 		t.Fatalf("the environment over the file: %+v", c)
 	}
-	if c := load(env, "--addr", "127.0.0.1:1003", "--self-check=false", "--stream-partitions", "32", "--max-consumers", "9"); c.Addr != "127.0.0.1:1003" ||
-		c.SelfCheck || c.StreamPartitions != 32 || c.MaxConsumers != 9 {
+	if c := load(env, "--addr", "127.0.0.1:1003", "--self-check=false", "--stream-partitions", "32", "--max-consumers", "9",
+		"--metrics-subscription-lag"); c.Addr != "127.0.0.1:1003" ||
+		c.SelfCheck || c.StreamPartitions != 32 || c.MaxConsumers != 9 || !c.SubscriptionLagMetrics {
 		t.Fatalf("a flag over the environment: %+v", c)
 	}
 	if c := load(nil, "--config", file, "--db", "sqlite://flag.db"); c.DB != "sqlite://flag.db" || c.Addr != "127.0.0.1:1001" {

@@ -17,16 +17,20 @@ type statsView struct {
 	Entity       string `json:"entity,omitempty"`
 	Topic        string `json:"topic,omitempty"`
 	Active       int64  `json:"active"`
+	Expired      int64  `json:"expired"`
 	Scheduled    int64  `json:"scheduled"`
 	InFlight     int64  `json:"inFlight"`
 	Deferred     int64  `json:"deferred"`
 	DeadLettered int64  `json:"deadLettered"`
 	OldestAge    string `json:"oldestAge"`
+	// OldestDeferredAge is the oldest deferred message's age.
+	OldestDeferredAge string `json:"oldestDeferredAge"`
 }
 
 func statsViewOf(entity, topic string, s sluice.QueueStats) *statsView {
-	return &statsView{Entity: entity, Topic: topic, Active: s.Active, Scheduled: s.Scheduled, InFlight: s.InFlight,
-		Deferred: s.Deferred, DeadLettered: s.DeadLettered, OldestAge: formatDuration(s.OldestAge)}
+	return &statsView{Entity: entity, Topic: topic, Active: s.Active, Expired: s.Expired, Scheduled: s.Scheduled, InFlight: s.InFlight,
+		Deferred: s.Deferred, DeadLettered: s.DeadLettered, OldestAge: formatDuration(s.OldestAge),
+		OldestDeferredAge: formatDuration(s.OldestDeferredAge)}
 }
 
 // age formats the oldest message's age, to the millisecond.
@@ -40,8 +44,9 @@ func age(d time.Duration) string {
 func statsRows(s sluice.QueueStats) [][2]string {
 	n := func(v int64) string { return strconv.FormatInt(v, 10) }
 	return [][2]string{
-		{"active", n(s.Active)}, {"scheduled", n(s.Scheduled)}, {"in flight", n(s.InFlight)},
-		{"deferred", n(s.Deferred)}, {"dead-lettered", n(s.DeadLettered)}, {"oldest", age(s.OldestAge)},
+		{"active", n(s.Active)}, {"expired", n(s.Expired)}, {"scheduled", n(s.Scheduled)}, {"in flight", n(s.InFlight)},
+		{"deferred", n(s.Deferred)}, {"dead-lettered", n(s.DeadLettered)}, {"oldest active", age(s.OldestAge)},
+		{"oldest deferred", age(s.OldestDeferredAge)},
 	}
 }
 
@@ -85,10 +90,10 @@ func opStats() *op {
 				return nil
 			}
 			tw := table(e.stdout)
-			fmt.Fprintln(tw, "ENTITY\tACTIVE\tSCHEDULED\tIN FLIGHT\tDEFERRED\tDEAD-LETTERED\tOLDEST")
+			fmt.Fprintln(tw, "ENTITY\tACTIVE\tEXPIRED\tSCHEDULED\tIN FLIGHT\tDEFERRED\tDEAD-LETTERED\tOLDEST ACTIVE\tOLDEST DEFERRED")
 			for _, s := range all {
-				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\n", s.Entity, s.Active, s.Scheduled, s.InFlight, s.Deferred,
-					s.DeadLettered, age(s.OldestAge))
+				fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", s.Entity, s.Active, s.Expired, s.Scheduled, s.InFlight,
+					s.Deferred, s.DeadLettered, age(s.OldestAge), age(s.OldestDeferredAge))
 			}
 			return tw.Flush()
 		}}

@@ -56,7 +56,7 @@ func TestStats(t *testing.T) {
 			!strings.HasPrefix(lines[2], "jobs ") || !strings.HasPrefix(lines[3], "news/Subscriptions/reader ") {
 			t.Fatalf("stats:\n%s", out)
 		}
-		if f := strings.Fields(lines[2]); len(f) != 7 || strings.Join(f[1:6], " ") != "1 1 1 0 1" {
+		if f := strings.Fields(lines[2]); len(f) != 9 || strings.Join(f[1:7], " ") != "1 0 1 1 0 1" {
 			t.Errorf("stats of jobs: %q", lines[2])
 		}
 		all := jsonLines(t, w.ok(t, "stats", "--json"))
@@ -131,7 +131,11 @@ func TestClusterStatusOutput(t *testing.T) {
 			Partitions: []int32{0}}},
 		Partitions: []sluice.PartitionStatus{
 			{Partition: 0, Owner: a.Owner, Epoch: a.Epoch, LeaseUntil: at, Held: true, CacheWindows: 2, CachedRecords: 96,
-				Head: 120, Checkpoint: 24, Lag: 96, Leases: []sluice.GroupLease{a, mail}},
+				Head: 120, Checkpoint: 24, Lag: 96, Leases: []sluice.GroupLease{a, mail},
+				Subscriptions: []sluice.SubscriptionLag{
+					{ID: "9f2c41d07b3e8a65", Consumer: "audit", Namespace: "shop", Key: "cart-7", Position: 24, Lag: 96},
+					{ID: "ns/shop/mail", Consumer: "mail", Namespace: "shop", Position: 110, Lag: 10},
+					{ID: "0badc0de", Position: 3, Lag: 117}}},
 			{Partition: 1, Owner: ended.Owner, Epoch: ended.Epoch, LeaseUntil: at, Leases: []sluice.GroupLease{ended}},
 		}}}
 	for _, c := range []struct {

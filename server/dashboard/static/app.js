@@ -107,7 +107,8 @@ const views = {
       const s = e.stats || {};
       return el("tr", { class: int(s.deadLettered) > 0 ? "bad" : "", "data-entity": e.entity },
         el("td", {}, e.entity), el("td", {}, e.topic ? "subscription" : "queue"),
-        num(s.active), num(s.inFlight), num(s.scheduled), num(s.deferred), num(s.deadLettered), el("td", {}, age(s.oldestAge)));
+        num(s.active), num(s.expired), num(s.inFlight), num(s.scheduled), num(s.deferred), num(s.deadLettered),
+        el("td", {}, age(s.oldestAge)), el("td", {}, age(s.oldestDeferredAge)));
     }));
   },
 
