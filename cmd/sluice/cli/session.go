@@ -109,14 +109,16 @@ func opSessionState() *op {
 		}}
 }
 
-func opSessionRenew() *op {
+// sessionLockOp is a command on the session lock --session-token names:
+// do acts on it and says what became of it (a key and value for --json,
+// and the words after "session ID").
+func sessionLockOp(name, about string, do func(ctx context.Context, s sessionReceiver) (key, value, said string, err error)) *op {
 	var h heldSession
-	return &op{name: "session renew", args: "QUEUE SESSION", minArgs: 2, maxArgs: 2,
-		about: "Renews a session lock and with it the locks of the session's messages, for another lock duration.",
+	return &op{name: "session " + name, args: "QUEUE SESSION", minArgs: 2, maxArgs: 2, about: about,
 		flags: func(fs *flag.FlagSet) { h.register(fs, true) },
 		check: func([]string) error {
 			if h.token == "" {
-				return errors.New("--session-token is required: it names the lock to renew")
+				return fmt.Errorf("--session-token is required: it names the lock to %s", name)
 			}
 			return nil
 		},
@@ -125,40 +127,34 @@ func opSessionRenew() *op {
 			if err != nil {
 				return err
 			}
-			if err := s.RenewSessionLock(ctx); err != nil {
+			key, value, said, err := do(ctx, s)
+			if err != nil {
 				return err
 			}
 			if e.json {
-				return e.emit(map[string]string{"sessionId": args[1], "lockedUntil": when(s.LockedUntil())})
+				return e.emit(map[string]string{"sessionId": args[1], key: value})
 			}
-			_, err = fmt.Fprintf(e.stdout, "session %s locked until %s\n", args[1], when(s.LockedUntil()))
+			_, err = fmt.Fprintf(e.stdout, "session %s %s\n", args[1], said)
 			return err
 		}}
 }
 
+func opSessionRenew() *op {
+	return sessionLockOp("renew",
+		"Renews a session lock and with it the locks of the session's messages, for another lock duration.",
+		func(ctx context.Context, s sessionReceiver) (string, string, string, error) {
+			if err := s.RenewSessionLock(ctx); err != nil {
+				return "", "", "", err
+			}
+			until := when(s.LockedUntil())
+			return "lockedUntil", until, "locked until " + until, nil
+		})
+}
+
 func opSessionRelease() *op {
-	var h heldSession
-	return &op{name: "session release", args: "QUEUE SESSION", minArgs: 2, maxArgs: 2,
-		about: "Releases a session lock: the session's messages still locked by it are delivered again.",
-		flags: func(fs *flag.FlagSet) { h.register(fs, true) },
-		check: func([]string) error {
-			if h.token == "" {
-				return errors.New("--session-token is required: it names the lock to release")
-			}
-			return nil
-		},
-		run: func(ctx context.Context, e *env, args []string) error {
-			s, _, err := h.open(ctx, e, args[0], args[1])
-			if err != nil {
-				return err
-			}
-			if err := s.Close(ctx); err != nil {
-				return err
-			}
-			if e.json {
-				return e.emit(map[string]string{"sessionId": args[1], "outcome": "released"})
-			}
-			_, err = fmt.Fprintf(e.stdout, "session %s released\n", args[1])
-			return err
-		}}
+	return sessionLockOp("release",
+		"Releases a session lock: the session's messages still locked by it are delivered again.",
+		func(ctx context.Context, s sessionReceiver) (string, string, string, error) {
+			return "outcome", "released", "released", s.Close(ctx)
+		})
 }

@@ -188,61 +188,62 @@ func opMessageComplete() *op {
 	return o
 }
 
+// propertyChanges is the --property flag of a settlement, which sets
+// application properties on the message as it is settled.
+type propertyChanges struct {
+	pairs   repeated
+	changes map[string]string
+}
+
+func (p *propertyChanges) register(fs *flag.FlagSet) {
+	fs.Var(&p.pairs, "property", "key=value to set on the message's application properties (repeatable)")
+}
+
+func (p *propertyChanges) parse() (err error) {
+	p.changes, err = keyValues("property", p.pairs)
+	return err
+}
+
 func opMessageAbandon() *op {
 	var lf lockFlags
-	var props repeated
-	var changes map[string]string
+	var pc propertyChanges
 	return settleOp("abandon", "abandoned", "Abandons locked messages: they are delivered again (a delivery counts).", &lf,
-		func(fs *flag.FlagSet) {
-			fs.Var(&props, "property", "key=value to set on the message's application properties (repeatable)")
-		},
-		func() (err error) {
-			changes, err = keyValues("property", props)
-			return err
-		},
+		pc.register, pc.parse,
 		func(ctx context.Context, src messageSource, m *sluice.ReceivedMessage) error {
-			return src.Abandon(ctx, m, &sluice.AbandonOptions{PropertiesToModify: changes})
+			return src.Abandon(ctx, m, &sluice.AbandonOptions{PropertiesToModify: pc.changes})
 		})
 }
 
 func opMessageDeadLetter() *op {
 	lf := lockFlags{noDLQ: true}
 	var reason, description string
-	var props repeated
-	var changes map[string]string
+	var pc propertyChanges
 	return settleOp("dead-letter", "dead-lettered", "Moves locked messages to the entity's dead-letter queue with a reason.", &lf,
 		func(fs *flag.FlagSet) {
 			fs.StringVar(&reason, "reason", "", "why, as the dead letter's DeadLetterReason (required)")
 			fs.StringVar(&description, "description", "", "more about why, as its DeadLetterDescription")
-			fs.Var(&props, "property", "key=value to set on the message's application properties (repeatable)")
+			pc.register(fs)
 		},
-		func() (err error) {
+		func() error {
 			if reason == "" {
 				return errors.New("--reason is required: a dead letter says why it is one")
 			}
-			changes, err = keyValues("property", props)
-			return err
+			return pc.parse()
 		},
 		func(ctx context.Context, src messageSource, m *sluice.ReceivedMessage) error {
-			return src.DeadLetter(ctx, m, &sluice.DeadLetterOptions{Reason: reason, Description: description, PropertiesToModify: changes})
+			return src.DeadLetter(ctx, m, &sluice.DeadLetterOptions{Reason: reason, Description: description,
+				PropertiesToModify: pc.changes})
 		})
 }
 
 func opMessageDefer() *op {
 	lf := lockFlags{noDLQ: true}
-	var props repeated
-	var changes map[string]string
+	var pc propertyChanges
 	return settleOp("defer", "deferred",
 		"Defers locked messages: they are set aside until received by sequence number (receive --deferred).", &lf,
-		func(fs *flag.FlagSet) {
-			fs.Var(&props, "property", "key=value to set on the message's application properties (repeatable)")
-		},
-		func() (err error) {
-			changes, err = keyValues("property", props)
-			return err
-		},
+		pc.register, pc.parse,
 		func(ctx context.Context, src messageSource, m *sluice.ReceivedMessage) error {
-			return src.Defer(ctx, m, &sluice.DeferOptions{PropertiesToModify: changes})
+			return src.Defer(ctx, m, &sluice.DeferOptions{PropertiesToModify: pc.changes})
 		})
 }
 
