@@ -128,7 +128,8 @@ func (c *Client) PurgeDeadLetters(ctx context.Context, entity string) (int64, er
 // (TTLExpiredException), a subscription's filter that failed. It is how
 // the server counts sluice_messages_dead_lettered_total, and how an
 // application counts them in its own metrics. fn runs as the transaction
-// commits: it must not block, nor call the client. A send in the
+// commits: it must not block, nor call the client or stop; once stop
+// returns it is not called again. A send in the
 // caller's transaction (SendTx) is not reported, since the caller
 // commits it; neither is a transaction whose outcome is unknown. stop
 // ends the observation. On a store that reports nothing (not one of

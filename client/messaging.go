@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -354,8 +355,8 @@ func (c *Client) ResumeSession(queue, sessionID, lockToken string, opts *sluice.
 	switch {
 	case sessionID == "":
 		return nil, fmt.Errorf("sluice: resume session: empty session id: %w", sluice.ErrInvalidArgument)
-	case lockToken == "":
-		return nil, fmt.Errorf("sluice: resume session: empty lock token: %w", sluice.ErrInvalidArgument)
+	case len(lockToken) != 16 || !isHex(lockToken):
+		return nil, fmt.Errorf("sluice: resume session: lock token %q: want 16 hex digits: %w", lockToken, sluice.ErrInvalidArgument)
 	case opts != nil && opts.SubQueue != sluice.SubQueueNone:
 		return nil, fmt.Errorf("sluice: resume session: sessions have no sub-queue: %w", sluice.ErrInvalidArgument)
 	}
@@ -458,4 +459,10 @@ func (s *SessionReceiver) Close(ctx context.Context) error {
 		return nil
 	}
 	return err
+}
+
+// isHex reports whether s is hex digits only.
+func isHex(s string) bool {
+	_, err := strconv.ParseUint(s, 16, 64)
+	return err == nil
 }

@@ -206,8 +206,10 @@ func (l *labelSet) forget(v, under string) []string {
 	return out
 }
 
-// entity is the label of an entity's name.
-func (m *metrics) entity(name string) string { return m.entities.label(name) }
+// entity is the label of an entity's name, in its canonical form (as
+// the library's observers and listings name it, however a caller
+// spelled it).
+func (m *metrics) entity(name string) string { return m.entities.label(sluice.CanonicalName(name)) }
 
 // receivedMessages records messages a receive returned.
 func (m *metrics) receivedMessages(entity string, mode sluice.ReceiveMode, msgs []*sluice.ReceivedMessage) {
@@ -246,7 +248,10 @@ func (m *metrics) settledMessage(entity, action string, err error) {
 // subscriptions under it when it is a topic (under: their prefix), with
 // their labels.
 func (m *metrics) forgetEntity(name, under string) {
-	for _, label := range m.entities.forget(name, under) {
+	if under != "" {
+		under = sluice.CanonicalName(under)
+	}
+	for _, label := range m.entities.forget(sluice.CanonicalName(name), under) {
 		match := prometheus.Labels{"entity": label}
 		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.sent, m.received, m.settled, m.lockLost, m.dead, m.waited} {
 			v.DeletePartialMatch(match)
@@ -346,12 +351,12 @@ func (c *stateCollector) read() []prometheus.Metric {
 	emit := func(m prometheus.Metric) { out = append(out, m) }
 	failed := 0
 	for _, entity := range c.entities(ctx, &failed) {
-		c.s.m.startSeries(entity, false)
 		st, err := c.s.c.GetQueueStats(ctx, entity)
 		if err != nil {
-			failed++
+			failed++ // or deleted since the listing: no series for it
 			continue
 		}
+		c.s.m.startSeries(entity, false)
 		for _, v := range []struct {
 			state string
 			n     int64
@@ -382,7 +387,9 @@ func (c *stateCollector) read() []prometheus.Metric {
 		failed++
 	}
 	for _, t := range topics {
-		c.s.m.startSeries(t.Name, true)
+		if _, err := c.s.c.GetTopic(ctx, t.Name); err == nil { // not deleted since
+			c.s.m.startSeries(t.Name, true)
+		}
 	}
 	cs, err := c.s.c.ClusterStatus(ctx)
 	if err != nil {

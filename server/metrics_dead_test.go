@@ -125,6 +125,14 @@ func TestMetricsCountEveryDeadLettering(t *testing.T) {
 	body := wantMetrics(t, e, series(big, "FilterEvaluationException", 1),
 		`sluice_entity_dead_letters{entity="work",reason="MaxDeliveryCountExceeded"} 2`)
 	lint(t, body)
+	// However a caller spells a name, its series are the entity's.
+	upper, _ := c.NewSender("WORK")
+	if _, err := upper.Send(ctx, &sluice.Message{Body: []byte("loud")}); err != nil {
+		t.Fatal(err)
+	}
+	if body := wantMetrics(t, e, `sluice_messages_sent_total{entity="work"} 5`); strings.Contains(body, `entity="WORK"`) {
+		t.Errorf("a series labelled with a name as a caller spelled it:\n%s", grepLines(body, `entity="WORK"`))
+	}
 
 	// Restarted: the counters start again at 0, every entity's there.
 	shutdown(t, e)

@@ -222,6 +222,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TracerProvider != nil {
 		tracing, err := newTracing(cfg.TracerProvider)
 		if err != nil {
+			s.m.stopDead()
 			return nil, fmt.Errorf("sluice: server: tracing: %w", err)
 		}
 		s.interceptors = append(s.interceptors, tracing)
@@ -333,7 +334,9 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 // /metrics and the dashboard at /, for a program that serves it itself.
 // Without keys (and without Insecure) it answers only requests to a
 // loopback host, as Start's server does. The bounds on connections and
-// the read timeout are Start's: such a program sets its own.
+// the read timeout are Start's: such a program sets its own. Such a
+// program calls Shutdown too once done: it stops the server's
+// observation of the client's dead-letterings.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // Start listens on the configured address and serves in the background

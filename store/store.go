@@ -47,8 +47,9 @@ type DeadLettered struct {
 type DeadLetterObserver interface {
 	// ObserveDeadLetters calls fn after each commit that dead-lettered
 	// messages of the store's tenant, once per queue and reason, until
-	// stop is called. fn runs on the committing goroutine: it must not
-	// block, nor call the store.
+	// stop is called; once stop returns, fn is not called again. fn runs
+	// on the committing goroutine: it must not block, nor call the store
+	// or stop.
 	ObserveDeadLetters(fn func(DeadLettered)) (stop func())
 }
 

@@ -73,7 +73,7 @@ func TestSettleByToken(t *testing.T) {
 			t.Fatalf("dlq list --json: %v", dead)
 		}
 		again := jsonLines(t, w.ok(t, "peek", "work", "--json", "--from", "3", "--max", "1"))
-		if p, _ := again[0]["properties"].(map[string]any); p["retried"] != "yes" || again[0]["deliveryCount"] != 1.0 {
+		if p, _ := again[0]["applicationProperties"].(map[string]any); p["retried"] != "yes" || again[0]["deliveryCount"] != 1.0 {
 			t.Fatalf("the abandoned message: %v", again[0])
 		}
 
@@ -82,7 +82,9 @@ func TestSettleByToken(t *testing.T) {
 		if code == ExitOK || !strings.Contains(errOut, "2 of 2 messages not completed") || strings.Count(out, "not completed") != 2 {
 			t.Fatalf("completing settled tokens: exit %d, %q %q", code, out, errOut)
 		}
-		w.fails(t, ExitError, "lock token", "message", "complete", "work", "not-a-token")
+		w.fails(t, ExitUsage, "lock token", "message", "complete", "work", "not-a-token")
+		w.fails(t, ExitUsage, "lock token", "message", "renew-lock", "work", tok[1]+"0")
+		w.fails(t, ExitUsage, "--session-token", "message", "complete", "work", tok[1], "--session", "s", "--session-token", "xyz")
 		w.fails(t, ExitUsage, "missing arguments", "message", "complete", "work")
 
 		// The deferred message, by its number.
@@ -187,6 +189,8 @@ func TestSessionCommands(t *testing.T) {
 		}
 		w.fails(t, ExitUsage, "exclude each other", "session", "state", "carts", "s1", "--set", "x", "--clear")
 		w.fails(t, ExitError, "", append([]string{"session", "renew", "carts", "s1"}, held...)...) // released: the lock is lost
+		w.fails(t, ExitError, "session lock lost", append([]string{"session", "release", "carts", "s1"}, held...)...)
+		w.fails(t, ExitUsage, "16 hex digits", "session", "state", "carts", "s1", "--session-token", "nope")
 	})
 }
 
@@ -266,7 +270,7 @@ func TestStatsThroughput(t *testing.T) {
 		w.ok(t, "send", "work", "a")
 		wantContains(t, "stats --throughput", w.ok(t, "stats", "--throughput"), "FROM", "SENT/S", "RECEIVED/S", "SETTLED/S")
 		for _, s := range jsonLines(t, w.ok(t, "stats", "--throughput", "--json")) {
-			if s["at"] == nil || !strings.HasSuffix(s["span"].(string), "s") {
+			if s["at"] == nil || !strings.HasSuffix(s["bucket"].(string), "s") {
 				t.Fatalf("stats --throughput --json: %v", s)
 			}
 		}

@@ -59,8 +59,8 @@ func TestSendAndPeek(t *testing.T) {
 				t.Errorf("message 6 %s = %v, want %v", k, m[k], want)
 			}
 		}
-		if p, _ := m["properties"].(map[string]any); p["color"] != "red" || p["size"] != "L" {
-			t.Errorf("message 6 properties = %v", m["properties"])
+		if p, _ := m["applicationProperties"].(map[string]any); p["color"] != "red" || p["size"] != "L" {
+			t.Errorf("message 6 properties = %v", m["applicationProperties"])
 		}
 		for _, k := range []string{"enqueuedTime", "expiresAt"} {
 			if s, _ := m[k].(string); !strings.HasPrefix(s, "20") {

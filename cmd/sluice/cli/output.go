@@ -101,7 +101,7 @@ type messageView struct {
 	DeadLetterReason      string            `json:"deadLetterReason,omitempty"`
 	DeadLetterDescription string            `json:"deadLetterDescription,omitempty"`
 	DeadLetterSource      string            `json:"deadLetterSource,omitempty"`
-	Properties            map[string]string `json:"properties,omitempty"`
+	Properties            map[string]string `json:"applicationProperties,omitempty"`
 	body
 	raw []byte
 }

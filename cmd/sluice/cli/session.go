@@ -50,6 +50,9 @@ func opSessionState() *op {
 			fs.BoolVar(&clear, "clear", false, "clear the state")
 		},
 		check: func([]string) error {
+			if err := checkSessionToken(h.token); err != nil {
+				return err
+			}
 			n := 0
 			for _, b := range []bool{set != "", setFile != "", clear} {
 				if b {
@@ -120,7 +123,7 @@ func sessionLockOp(name, about string, do func(ctx context.Context, s sessionRec
 			if h.token == "" {
 				return fmt.Errorf("--session-token is required: it names the lock to %s", name)
 			}
-			return nil
+			return checkSessionToken(h.token)
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			s, _, err := h.open(ctx, e, args[0], args[1])
@@ -155,6 +158,11 @@ func opSessionRelease() *op {
 	return sessionLockOp("release",
 		"Releases a session lock: the session's messages still locked by it are delivered again.",
 		func(ctx context.Context, s sessionReceiver) (string, string, string, error) {
+			// A release of a lock that has ended succeeds, releasing
+			// nothing: the renewal says whether it is still held.
+			if err := s.RenewSessionLock(ctx); err != nil {
+				return "", "", "", err
+			}
 			return "outcome", "released", "released", s.Close(ctx)
 		})
 }

@@ -35,6 +35,39 @@ func (f *lockFlags) check() error {
 	case f.session != "" && f.dlq:
 		return errors.New("--session and --dlq exclude each other: a dead-letter queue has no sessions")
 	}
+	return checkSessionToken(f.sessionToken)
+}
+
+// hexToken matches n hex digits.
+func hexToken(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for _, c := range s {
+		if !strings.ContainsRune("0123456789abcdefABCDEF", c) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkTokens refuses arguments that are not lock tokens (32 hex
+// digits, as receive prints them).
+func checkTokens(tokens []string) error {
+	for _, t := range tokens {
+		if !hexToken(t, 32) {
+			return fmt.Errorf("lock token %q: want the 32 hex digits receive --no-complete printed", t)
+		}
+	}
+	return nil
+}
+
+// checkSessionToken refuses a session lock token that is not 16 hex
+// digits ("" passes: none given).
+func checkSessionToken(t string) error {
+	if t != "" && !hexToken(t, 16) {
+		return fmt.Errorf("--session-token %q: want the 16 hex digits receive --session printed", t)
+	}
 	return nil
 }
 
@@ -126,8 +159,11 @@ func settleOp(name, outcome, about string, lf *lockFlags, more func(fs *flag.Fla
 				more(fs)
 			}
 		},
-		check: func([]string) error {
+		check: func(args []string) error {
 			if err := lf.check(); err != nil {
+				return err
+			}
+			if err := checkTokens(args[1:]); err != nil {
 				return err
 			}
 			if check != nil {
@@ -263,6 +299,7 @@ func opMessageRenewLock() *op {
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&dlq, "dlq", false, "the messages were received from the entity's dead-letter queue")
 		},
+		check: func(args []string) error { return checkTokens(args[1:]) },
 		run: func(ctx context.Context, e *env, args []string) error {
 			r, err := e.api.NewReceiver(args[0], &sluice.ReceiverOptions{SubQueue: subQueue(dlq)})
 			if err != nil {

@@ -100,12 +100,13 @@ func opStats() *op {
 }
 
 // throughputView is a sample of the server's rates as --json prints it.
+// Rates are per second; bucket is the time each sample spans.
 type throughputView struct {
 	At       time.Time `json:"at"`
-	Span     string    `json:"span"`
-	Sent     float64   `json:"sentPerSecond"`
-	Received float64   `json:"receivedPerSecond"`
-	Settled  float64   `json:"settledPerSecond"`
+	Bucket   string    `json:"bucket"`
+	Sent     float64   `json:"sent"`
+	Received float64   `json:"received"`
+	Settled  float64   `json:"settled"`
 }
 
 func printThroughput(ctx context.Context, e *env) error {
@@ -115,7 +116,7 @@ func printThroughput(ctx context.Context, e *env) error {
 	}
 	if e.json {
 		for _, s := range samples {
-			if err := e.emit(throughputView{At: s.At.UTC(), Span: formatDuration(span), Sent: s.Sent, Received: s.Received,
+			if err := e.emit(throughputView{At: s.At.UTC(), Bucket: formatDuration(span), Sent: s.Sent, Received: s.Received,
 				Settled: s.Settled}); err != nil {
 				return err
 			}

@@ -21,8 +21,11 @@ type Hub struct {
 	mu       sync.Mutex
 	watchers map[string]map[chan struct{}]struct{}
 	tails    map[string]map[*tail]struct{}
-	// dead holds the observers of dead-letterings, by registration.
-	dead map[*func(store.DeadLettered)]store.Tenant
+	// dead holds the observers of dead-letterings, by registration;
+	// deadMu is held for reading while they are called, so that a stop
+	// returns only once its observer will not be called again.
+	deadMu sync.RWMutex
+	dead   map[*func(store.DeadLettered)]store.Tenant
 }
 
 // NewHub returns an empty hub.
@@ -39,13 +42,13 @@ func NewHub() *Hub {
 // (see store.DeadLetterObserver) until stop.
 func (h *Hub) ObserveDeadLetters(t store.Tenant, fn func(store.DeadLettered)) (stop func()) {
 	key := &fn
-	h.mu.Lock()
+	h.deadMu.Lock()
 	h.dead[key] = t
-	h.mu.Unlock()
+	h.deadMu.Unlock()
 	return func() {
-		h.mu.Lock()
+		h.deadMu.Lock()
 		delete(h.dead, key)
-		h.mu.Unlock()
+		h.deadMu.Unlock()
 	}
 }
 
@@ -54,20 +57,40 @@ func (h *Hub) DeadLettered(notes []store.DeadLettered) {
 	if len(notes) == 0 {
 		return
 	}
-	h.mu.Lock()
-	var fns []func(store.DeadLettered)
-	var tenants []store.Tenant
-	for fn, t := range h.dead {
-		fns, tenants = append(fns, *fn), append(tenants, t)
-	}
-	h.mu.Unlock()
-	for _, d := range notes {
-		for i, fn := range fns {
-			if tenants[i] == d.Tenant {
-				fn(d)
+	h.deadMu.RLock()
+	defer h.deadMu.RUnlock()
+	for _, d := range mergeNotes(notes) {
+		for fn, t := range h.dead {
+			if t == d.Tenant {
+				(*fn)(d)
 			}
 		}
 	}
+}
+
+// mergeNotes adds up the notes of one tenant, queue and reason (a group
+// of settles, or an arrival's copies by description, make several), in
+// the order each first appears.
+func mergeNotes(notes []store.DeadLettered) []store.DeadLettered {
+	if len(notes) == 1 {
+		return notes
+	}
+	type key struct {
+		t             store.Tenant
+		queue, reason string
+	}
+	at := make(map[key]int, len(notes))
+	var out []store.DeadLettered
+	for _, d := range notes {
+		k := key{d.Tenant, d.Queue, d.Reason}
+		if i, ok := at[k]; ok {
+			out[i].Count += d.Count
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, d)
+	}
+	return out
 }
 
 // NotifyPayload is what a backend sends other processes to signal key:

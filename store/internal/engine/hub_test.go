@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
 )
 
 // TestSignalRemote checks that a hub acts on another hub's payloads only:
@@ -91,5 +92,29 @@ func TestTailKeepsOneRun(t *testing.T) {
 	h.Appended(key, run(15, 15))
 	if recs, read := tail.Take(); len(recs) != 0 || read {
 		t.Fatalf("a stopped tail took %d records, read %v", len(recs), read)
+	}
+}
+
+// Dead-letterings reach the observers of their tenant only, added up by
+// queue and reason, and none after stop.
+func TestHubDeadLettered(t *testing.T) {
+	h := NewHub()
+	a, b := store.Tenant{Service: "a", Provider: "p"}, store.Tenant{Service: "b", Provider: "p"}
+	var got []store.DeadLettered
+	stop := h.ObserveDeadLetters(a, func(d store.DeadLettered) { got = append(got, d) })
+	otherCalled := false
+	defer h.ObserveDeadLetters(b, func(store.DeadLettered) { otherCalled = true })()
+	h.DeadLettered([]store.DeadLettered{
+		{Tenant: a, Queue: "q", Reason: "r", Count: 2}, {Tenant: a, Queue: "q", Reason: "s", Count: 1},
+		{Tenant: a, Queue: "q", Reason: "r", Count: 3},
+	})
+	want := []store.DeadLettered{{Tenant: a, Queue: "q", Reason: "r", Count: 5}, {Tenant: a, Queue: "q", Reason: "s", Count: 1}}
+	if !slices.Equal(got, want) || otherCalled {
+		t.Fatalf("observed %v (the other tenant's observer called: %v), want %v", got, otherCalled, want)
+	}
+	stop()
+	h.DeadLettered([]store.DeadLettered{{Tenant: a, Queue: "q", Reason: "r", Count: 1}})
+	if len(got) != 2 {
+		t.Fatalf("observed after stop: %v", got)
 	}
 }
