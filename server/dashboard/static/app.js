@@ -2,7 +2,13 @@
 // protocol) with the tab's API token, if the server wants one.
 "use strict";
 
-const state = { view: "entities", token: sessionStorage.getItem("sluice-token") || "", entities: [], timer: null };
+const state = {
+  view: "entities", token: sessionStorage.getItem("sluice-token") || "", entities: [], timer: null,
+  // The entity page's: its path, and where the browse stands (from:
+  // the first sequence number shown, back: the pages before, next: the
+  // next page's first, 0 at the end).
+  entity: "", browse: { from: 1, back: [], next: 0 },
+};
 
 // call makes a unary call and returns its JSON answer.
 async function call(service, method, body) {
@@ -105,11 +111,43 @@ const views = {
     state.entities = await allEntities();
     fill(document.querySelector("#entities-table tbody"), state.entities.map((e) => {
       const s = e.stats || {};
-      return el("tr", { class: int(s.deadLettered) > 0 ? "bad" : "", "data-entity": e.entity },
+      const row = el("tr", { class: int(s.deadLettered) > 0 ? "bad" : "", "data-entity": e.entity, title: "open " + e.entity },
         el("td", {}, e.entity), el("td", {}, e.topic ? "subscription" : "queue"),
         num(s.active), num(s.expired), num(s.inFlight), num(s.scheduled), num(s.deferred), num(s.deadLettered),
         el("td", {}, age(s.oldestAge)), el("td", {}, age(s.oldestDeferredAge)));
+      row.addEventListener("click", () => openEntity(e.entity));
+      return row;
     }));
+  },
+
+  async entity() {
+    const path = state.entity;
+    const sub = isSubscription(path);
+    document.getElementById("entity-title").textContent = (sub ? "Subscription " : "Queue ") + path;
+    let props = {}, rules = [], forward = "";
+    if (sub) {
+      const at = path.indexOf(subscriptionsSep);
+      const s = (await call("EntityService", "GetSubscription", { topic: path.slice(0, at), name: path.slice(at + subscriptionsSep.length) })).subscription || {};
+      props = s.properties || {};
+      rules = s.rules || [];
+    } else {
+      const q = (await call("EntityService", "GetQueue", { name: path })).queue || {};
+      props = q.properties || {};
+      forward = q.forwardTo || "";
+    }
+    // The API's JSON leaves out what is false, zero or empty.
+    const settings = (sub ? subscriptionSettings : queueSettings).map((k) => [k, k === "forwardTo" && !sub ? forward : props[k]]);
+    fill(document.querySelector("#entity-props tbody"), settings.map(([k, v]) =>
+      el("tr", { "data-setting": k }, el("td", { class: "key" }, words(k)), el("td", {}, setting(v, k)))));
+    document.getElementById("entity-rules").replaceChildren(...rules.map((r) => el("li", { "data-rule": r.name }, `rule ${r.name}: ${ruleText(r)}`)));
+    const st = (await call("EntityService", "GetEntityStats", { entity: path })).stats || {};
+    const counts = [["active", num(st.active)], ["expired", num(st.expired)], ["in flight", num(st.inFlight)],
+      ["scheduled", num(st.scheduled)], ["deferred", num(st.deferred)], ["dead-lettered", num(st.deadLettered)],
+      ["oldest active", el("td", {}, age(st.oldestAge) || "-")], ["oldest deferred", el("td", {}, age(st.oldestDeferredAge) || "-")]];
+    fill(document.querySelector("#entity-counts tbody"), counts.map(([k, cell]) => el("tr", { "data-count": k }, el("td", { class: "key" }, k), cell)));
+    document.getElementById("entity-purge").disabled = int(st.deadLettered) === 0;
+    document.getElementById("entity-cancel").hidden = sub; // a topic's scheduled messages are cancelled on the topic
+    await browse();
   },
 
   async topics() {
@@ -199,6 +237,136 @@ const views = {
     await showDeadLetters();
   },
 };
+
+const subscriptionsSep = "/Subscriptions/";
+const isSubscription = (path) => path.includes(subscriptionsSep);
+
+// words turns an API field name into words: "lockDuration", "lock duration".
+const words = (k) => k.replace(/([A-Z])/g, " $1").toLowerCase();
+
+// The settings of each kind, in the order the CLI shows them.
+const queueSettings = ["lockDuration", "maxDeliveryCount", "defaultTtl", "deadLetterOnExpiry", "deadLetterRetention",
+  "maxMessageSize", "requiresDuplicateDetection", "duplicateDetectionWindow", "requiresSession", "forwardTo"];
+const subscriptionSettings = ["lockDuration", "maxDeliveryCount", "defaultTtl", "deadLetterOnExpiry", "deadLetterRetention",
+  "requiresSession", "forwardTo", "ignoreFilterErrors"];
+const flags = new Set(["deadLetterOnExpiry", "requiresDuplicateDetection", "requiresSession", "ignoreFilterErrors"]);
+
+// setting shows a setting's value (v undefined: the API left out its
+// zero): a duration for people, the longest one as "none" (it means
+// never).
+function setting(v, k) {
+  if (flags.has(k)) return v ? "yes" : "no";
+  if (v === undefined || v === "") return k === "forwardTo" ? "-" : "0";
+  if (typeof v === "string" && /^\d+(\.\d+)?s$/.test(v)) return parseFloat(v) >= 9223372036 ? "none" : age(v) || "0 s";
+  return String(v);
+}
+
+function ruleText(r) {
+  if (r.sqlFilter) return r.sqlFilter.expression;
+  if (r.trueFilter) return "every message";
+  if (r.falseFilter) return "no message";
+  if (r.correlationFilter) {
+    const f = r.correlationFilter;
+    const parts = Object.entries(f).filter(([k]) => k !== "properties").map(([k, v]) => `${words(k)} = ${v}`);
+    for (const [k, v] of Object.entries(f.properties || {})) parts.push(`${k} = ${v}`);
+    return parts.join(" and ");
+  }
+  return "";
+}
+
+const stateNames = { MESSAGE_STATE_ACTIVE: "active", MESSAGE_STATE_LOCKED: "locked", MESSAGE_STATE_SCHEDULED: "scheduled",
+  MESSAGE_STATE_DEFERRED: "deferred", MESSAGE_STATE_EXPIRED: "expired" };
+const pageSize = 50;
+
+// openEntity shows an entity's page, its browse from the start.
+function openEntity(path) {
+  state.entity = path;
+  state.browse = { from: 1, back: [], next: 0 };
+  document.getElementById("entity-state").value = "";
+  show("entity");
+}
+
+// browse lists a page of the entity's messages in the state chosen, in
+// sequence order from state.browse.from, peeking as many pages as it
+// takes (at most 20 of 250).
+async function browse() {
+  const path = state.entity, want = document.getElementById("entity-state").value;
+  const dead = want === "dead";
+  const shown = [];
+  let from = state.browse.from, last = from - 1, end = false;
+  for (let peeks = 0; shown.length < pageSize && peeks < 20; peeks++) {
+    const body = { entity: path, maxMessages: 250, fromSequenceNumber: from };
+    if (dead) body.subQueue = "SUB_QUEUE_DEAD_LETTER";
+    const page = (await call("MessagingService", "Peek", body)).messages || [];
+    let used = 0;
+    for (const m of page) {
+      if (shown.length === pageSize) break;
+      used++;
+      last = int(m.sequenceNumber);
+      if (dead || !want || m.state === want) shown.push(m);
+    }
+    if (used < page.length) break; // the page is full: more follow
+    if (page.length < 250) {
+      end = true;
+      break;
+    }
+    from = last + 1;
+  }
+  state.browse.next = end ? 0 : last + 1;
+  fill(document.querySelector("#entity-messages tbody"), shown.map((m) => {
+    const st = dead ? "dead-lettered" : stateNames[m.state] || "";
+    const msg = m.message || {};
+    const pick = st === "scheduled" || st === "dead-lettered" ? el("input", { type: "checkbox", value: m.sequenceNumber }) : "";
+    const row = el("tr", { "data-seq": m.sequenceNumber, "data-state": st, class: st === "expired" || dead ? "bad" : "" },
+      el("td", {}, pick), num(m.sequenceNumber), el("td", {}, st), el("td", {}, when(m.enqueuedTime)), num(m.deliveryCount),
+      el("td", {}, when(m.expiresAt)), el("td", {}, when(m.lockedUntil)), el("td", {}, msg.messageId || ""),
+      el("td", {}, msg.subject || ""), el("td", { class: "body" }, preview(msg.body)));
+    row.addEventListener("click", (ev) => { if (ev.target.tagName !== "INPUT") showMessage(m, st); });
+    return row;
+  }));
+  document.getElementById("entity-page").textContent = shown.length
+    ? `#${int(shown[0].sequenceNumber)} to #${int(shown[shown.length - 1].sequenceNumber)}${end ? ", the last" : ""}` : "none";
+  document.getElementById("entity-prev").disabled = !state.browse.back.length;
+  document.getElementById("entity-next").disabled = !state.browse.next;
+  document.getElementById("entity-resubmit").hidden = !dead;
+  document.getElementById("message-detail").hidden = true;
+}
+
+// showMessage shows everything a peek tells of a message.
+function showMessage(m, st) {
+  const msg = m.message || {};
+  const rows = [["sequence number", int(m.sequenceNumber)], ["state", st], ["delivery count", int(m.deliveryCount)],
+    ["enqueued", m.enqueuedTime], ["expires", m.expiresAt], ["locked until", m.lockedUntil],
+    ["scheduled for", msg.scheduledEnqueueTime], ["time to live", msg.timeToLive],
+    ["message id", msg.messageId], ["session id", msg.sessionId], ["partition key", msg.partitionKey],
+    ["correlation id", msg.correlationId], ["subject", msg.subject], ["content type", msg.contentType],
+    ["reply to", msg.replyTo], ["reply-to session id", msg.replyToSessionId], ["to", msg.to],
+    ["dead-letter reason", m.deadLetterReason], ["dead-letter description", m.deadLetterDescription],
+    ["dead-letter source", m.deadLetterSource]];
+  for (const [k, v] of Object.entries(msg.applicationProperties || {})) rows.push(["property " + k, v]);
+  fill(document.querySelector("#message-props tbody"), rows.filter(([, v]) => v !== undefined && v !== "").map(([k, v]) =>
+    el("tr", { "data-field": k }, el("td", { class: "key" }, k), el("td", {}, String(v)))));
+  document.getElementById("message-title").textContent = `Message #${int(m.sequenceNumber)}`;
+  document.getElementById("message-body").textContent = preview(msg.body);
+  document.getElementById("message-detail").hidden = false;
+}
+
+// entityAction asks to confirm what it is about to do, does it, says
+// what came of it, and shows the entity again.
+async function entityAction(question, act) {
+  const out = document.getElementById("entity-result");
+  if (question && !window.confirm(question)) return;
+  let said;
+  try {
+    said = await act();
+  } catch (e) {
+    said = "failed: " + e.message;
+  }
+  await refresh();
+  out.textContent = said; // once the page shows what it did
+}
+
+const checkedSeqs = () => [...document.querySelectorAll("#entity-messages input:checked")].map((c) => c.value);
 
 // describeReposition is a recorded reposition on one line.
 function describeReposition(r) {
@@ -309,11 +477,27 @@ async function refresh() {
   }
 }
 
+// show shows a view and puts it in the URL, so that it can be linked
+// (#streams, #entity/<path>).
 function show(view) {
   state.view = view;
-  for (const b of document.querySelectorAll("nav button")) b.classList.toggle("active", b.dataset.view === view);
+  const hash = view === "entity" ? "entity/" + encodeURIComponent(state.entity) : view;
+  if (location.hash.slice(1) !== hash) history.pushState(null, "", "#" + hash);
+  for (const b of document.querySelectorAll("nav button")) b.classList.toggle("active", b.dataset.view === (view === "entity" ? "entities" : view));
   for (const s of document.querySelectorAll(".view")) s.hidden = s.id !== "view-" + view;
   refresh();
+}
+
+// route shows what the URL names.
+function route() {
+  const hash = location.hash.slice(1);
+  if (hash.startsWith("entity/")) {
+    state.entity = decodeURIComponent(hash.slice("entity/".length));
+    state.browse = { from: 1, back: [], next: 0 };
+    show("entity");
+    return;
+  }
+  show(views[hash] && hash !== "entity" ? hash : "entities");
 }
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -328,7 +512,38 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("dlq-resubmit-selected").addEventListener("click", () => resubmit(false));
   document.getElementById("dlq-resubmit-all").addEventListener("click", () => resubmit(true));
   document.getElementById("reposition").addEventListener("submit", (ev) => { ev.preventDefault(); reposition(); });
-  const hash = location.hash.slice(1);
-  show(views[hash] ? hash : "entities");
-  state.timer = setInterval(() => { if (state.view !== "deadletters") refresh(); }, 5000);
+  document.getElementById("entity-state").addEventListener("change", () => { state.browse = { from: 1, back: [], next: 0 }; browse(); });
+  document.getElementById("entity-next").addEventListener("click", () => {
+    state.browse.back.push(state.browse.from);
+    state.browse.from = state.browse.next;
+    browse();
+  });
+  document.getElementById("entity-prev").addEventListener("click", () => {
+    state.browse.from = state.browse.back.pop() || 1;
+    browse();
+  });
+  document.getElementById("entity-purge").addEventListener("click", () => entityAction(
+    `Delete every dead letter of ${state.entity}?`, async () => {
+      const res = await call("MessagingService", "PurgeDeadLetters", { entity: state.entity });
+      return `purged ${int(res.purged)} dead letter(s)`;
+    }));
+  document.getElementById("entity-cancel").addEventListener("click", () => {
+    const seqs = checkedSeqs();
+    if (!seqs.length) return;
+    entityAction(`Cancel scheduled message(s) ${seqs.map((s) => "#" + s).join(", ")} of ${state.entity}?`, async () => {
+      await call("MessagingService", "CancelScheduled", { entity: state.entity, sequenceNumbers: seqs });
+      return `cancelled ${seqs.length} scheduled message(s)`;
+    });
+  });
+  document.getElementById("entity-resubmit").addEventListener("click", () => {
+    const seqs = checkedSeqs();
+    if (!seqs.length) return;
+    entityAction("", async () => {
+      const steps = await stream("MessagingService", "ResubmitDeadLetters", { entity: state.entity, sequenceNumbers: seqs });
+      return `resubmitted ${int((steps[steps.length - 1] || {}).done)} dead letter(s)`;
+    });
+  });
+  window.addEventListener("popstate", route);
+  route();
+  state.timer = setInterval(() => { if (state.view !== "deadletters" && state.view !== "entity") refresh(); }, 5000);
 });

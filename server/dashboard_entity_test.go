@@ -1,0 +1,198 @@
+package server_test
+
+import (
+	"bytes"
+	"image/png"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/server"
+)
+
+// An entity's page, linked by its URL: its settings, its counts by
+// state, its messages browsed by state with a message's detail, and the
+// actions (cancel scheduled, resubmit and purge dead letters) behind a
+// confirmation; the screenshot is checked to be a rendered page.
+func TestDashboardEntityPage(t *testing.T) {
+	path := chromium(t)
+	e := start(t, "sqlite", server.Config{})
+	ctx := t.Context()
+	lib := e.lib
+	if _, err := lib.CreateQueue(ctx, "orders", &sluice.QueueProperties{LockDuration: 30 * time.Second, MaxDeliveryCount: 3}); err != nil {
+		t.Fatal(err)
+	}
+	snd, _ := lib.NewSender("orders")
+	if _, err := snd.SendBatch(ctx, []*sluice.Message{{Body: []byte("to defer")}, {Body: []byte("to lock")}, {Body: []byte("to dead-letter")}}); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := lib.NewReceiver("orders", nil)
+	got, err := r.Receive(ctx, 3)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("Receive = %v, %v", got, err)
+	}
+	if err := r.Defer(ctx, got[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.DeadLetter(ctx, got[2], &sluice.DeadLetterOptions{Reason: "OutOfStock", Description: "no pizza left"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snd.SendBatch(ctx, []*sluice.Message{
+		{Body: []byte("pizza"), MessageID: "m-4", Subject: "order", ApplicationProperties: map[string]string{"size": "L"}},
+		{Body: []byte("pasta")},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := snd.Send(ctx, &sluice.Message{Body: []byte("later"), ScheduledEnqueueTime: time.Now().Add(time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	const ttl = 300 * time.Millisecond
+	if _, err := snd.Send(ctx, &sluice.Message{Body: []byte("stale"), TimeToLive: ttl}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl + 100*time.Millisecond) // its life; nothing receives it
+
+	bctx := newBrowser(t, path)
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(bctx, steps...); err != nil {
+			t.Fatalf("dashboard: %s: %v", what, err)
+		}
+	}
+	text := func(css string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(css)))
+		if err != nil {
+			t.Fatalf("dashboard: text of %s: %v", css, err)
+		}
+		return s
+	}
+	wait := func(what, expr string) {
+		t.Helper()
+		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](expr)); err != nil {
+			t.Fatalf("dashboard: waiting for %s: %v", what, err)
+		}
+	}
+	choose := func(state string) {
+		t.Helper()
+		do("choose "+state, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById("entity-state"); s.value = "`+state+
+			`"; s.dispatchEvent(new Event("change")); })()`))
+	}
+
+	// The page's URL opens it; every message's state shows.
+	do("open the entity's URL", chromedp.Navigate(e.url+"/#entity/orders"),
+		chromedp.WaitVisible(chromedp.CSS(`#entity-messages tbody tr[data-seq="7"]`)))
+	title, settings, counts, messages := text(`#entity-title`), text(`#entity-props`), text(`#entity-counts`), text(`#entity-messages tbody`)
+	if title != "Queue orders" || !strings.Contains(settings, "lock duration\t30.0 s") || !strings.Contains(settings, "max delivery count\t3") ||
+		!strings.Contains(settings, "requires session\tno") || !strings.Contains(settings, "default ttl\tnone") {
+		t.Errorf("the entity page shows %q with settings %q", title, settings)
+	}
+	for _, want := range []string{"active\t2", "expired\t1", "in flight\t1", "scheduled\t1", "deferred\t1", "dead-lettered\t1"} {
+		if !strings.Contains(counts, want) {
+			t.Errorf("the counts %q lack %q", counts, want)
+		}
+	}
+	states, err := chromedp.Run(bctx, chromedp.Evaluate[string](
+		`[...document.querySelectorAll("#entity-messages tbody tr")].map((r) => r.dataset.seq + ":" + r.dataset.state).join(" ")`))
+	if err != nil || states != "1:deferred 2:locked 4:active 5:active 6:scheduled 7:expired" {
+		t.Errorf("the messages' states: %q, %v (rows %q)", states, err, messages)
+	}
+	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("dashboard: screenshot: %v", err)
+	}
+	checkShot(t, shot)
+	if err := os.WriteFile(artifact(t, "dashboard-entity.png"), shot, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// A message's detail.
+	do("a message's detail", chromedp.Click(chromedp.CSS(`#entity-messages tbody tr[data-seq="4"] td:nth-child(3)`)),
+		chromedp.WaitVisible(chromedp.CSS(`#message-detail`)))
+	if detail := text(`#message-detail`); !strings.Contains(detail, "Message #4") || !strings.Contains(detail, "message id\tm-4") ||
+		!strings.Contains(detail, "subject\torder") || !strings.Contains(detail, "property size\tL") || !strings.Contains(detail, "pizza") {
+		t.Errorf("the detail of message 4 shows %q", detail)
+	}
+
+	// Browse by state; cancel the scheduled message, confirmed.
+	choose("MESSAGE_STATE_SCHEDULED")
+	wait("only the scheduled message", `document.querySelectorAll("#entity-messages tbody tr").length === 1 && !!document.querySelector('#entity-messages tr[data-seq="6"]')`)
+	do("refuse the confirmation", chromedp.Evaluate[chromedp.Void](`window.confirm = () => false`),
+		chromedp.Click(chromedp.CSS(`#entity-messages input[value="6"]`)), chromedp.Click(chromedp.CSS(`#entity-cancel`)))
+	if st, err := lib.GetQueueStats(ctx, "orders"); err != nil || st.Scheduled != 1 {
+		t.Fatalf("a refused confirmation cancelled: %+v, %v", st, err)
+	}
+	do("confirm", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.Click(chromedp.CSS(`#entity-cancel`)))
+	wait("the cancel", `document.getElementById("entity-result").textContent === "cancelled 1 scheduled message(s)"`)
+	if st, err := lib.GetQueueStats(ctx, "orders"); err != nil || st.Scheduled != 0 {
+		t.Fatalf("after the dashboard cancelled the scheduled message: %+v, %v", st, err)
+	}
+
+	// The dead letters: resubmitted, then (after another) purged.
+	choose("dead")
+	wait("the dead letter", `!!document.querySelector('#entity-messages tr[data-seq="3"][data-state="dead-lettered"]')`)
+	do("resubmit it", chromedp.Click(chromedp.CSS(`#entity-messages input[value="3"]`)), chromedp.Click(chromedp.CSS(`#entity-resubmit`)))
+	wait("the resubmit", `document.getElementById("entity-result").textContent === "resubmitted 1 dead letter(s)"`)
+	m, err := r.Receive(ctx, 1)
+	if err != nil || len(m) != 1 {
+		t.Fatalf("Receive = %v, %v", m, err)
+	}
+	if err := r.DeadLetter(ctx, m[0], &sluice.DeadLetterOptions{Reason: "again"}); err != nil {
+		t.Fatal(err)
+	}
+	do("reload the page", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#entity-counts tr[data-count="dead-lettered"]`)))
+	wait("the dead letter counted", `document.querySelector('#entity-counts tr[data-count="dead-lettered"]').textContent.endsWith("1")`)
+	do("purge, confirmed", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`), chromedp.Click(chromedp.CSS(`#entity-purge`)))
+	wait("the purge", `document.getElementById("entity-result").textContent === "purged 1 dead letter(s)"`)
+	if st, err := lib.GetQueueStats(ctx, "orders"); err != nil || st.DeadLettered != 0 {
+		t.Fatalf("after the dashboard purged: %+v, %v", st, err)
+	}
+
+	// From the entities view a click opens a subscription's page, its
+	// rules shown, and the URL names it.
+	if _, err := lib.CreateTopic(ctx, "events", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lib.CreateSubscription(ctx, "events", "audit", nil, sluice.Rule{Name: "vip", Filter: sluice.SQLFilter{Expression: "tier = 'gold'"}}); err != nil {
+		t.Fatal(err)
+	}
+	do("the entities view", chromedp.Navigate(e.url+"/#entities"),
+		chromedp.WaitVisible(chromedp.CSS(`#entities-table tr[data-entity="events/Subscriptions/audit"]`)),
+		chromedp.Click(chromedp.CSS(`#entities-table tr[data-entity="events/Subscriptions/audit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#entity-rules li[data-rule="vip"]`)))
+	url, err := chromedp.Run(bctx, chromedp.Evaluate[string](`location.hash`))
+	if err != nil || url != "#entity/events%2FSubscriptions%2Faudit" {
+		t.Errorf("the subscription's page is at %q, %v", url, err)
+	}
+	if rules := text(`#entity-rules`); rules != "rule vip: tier = 'gold'" {
+		t.Errorf("the subscription's rules: %q", rules)
+	}
+}
+
+// checkShot fails unless png is a screenshot of a rendered page: a PNG
+// of the browser window's width whose pixels are not all of one colour.
+func checkShot(t *testing.T, shot []byte) {
+	t.Helper()
+	img, err := png.Decode(bytes.NewReader(shot))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	b := img.Bounds()
+	if b.Dx() != 1280 || b.Dy() < 400 {
+		t.Fatalf("screenshot of %dx%d", b.Dx(), b.Dy())
+	}
+	colours := map[[3]uint32]bool{}
+	for y := b.Min.Y; y < b.Max.Y; y += 7 {
+		for x := b.Min.X; x < b.Max.X; x += 7 {
+			r, g, bl, _ := img.At(x, y).RGBA()
+			colours[[3]uint32{r >> 8, g >> 8, bl >> 8}] = true
+		}
+	}
+	if len(colours) < 8 {
+		t.Fatalf("screenshot holds %d colours: a blank page?", len(colours))
+	}
+}
