@@ -107,7 +107,8 @@ type ReceivedMessage struct {
 	EnqueuedTime time.Time
 	ExpiresAt    time.Time
 	// LockedUntil is when the lock of a peek-lock receive ends unless it
-	// is renewed.
+	// is renewed; for a peeked message that is locked, when its lock
+	// ends.
 	LockedUntil time.Time
 	// LockToken is the lock of a peek-lock receive ("" otherwise): 32 hex
 	// digits. A receiver of the same entity settles or renews a message

@@ -405,9 +405,10 @@ func TestPeek(t *testing.T) {
 		if err := r.Defer(ctx, ms[0], nil); err != nil {
 			t.Fatal(err)
 		}
-		receive(t, r, 1) // 2 stays locked
+		locked := receive(t, r, 1)[0] // 2 stays locked
 		var seen []string
 		var states []sluice.MessageState
+		var lockedUntil []time.Time
 		for {
 			page, err := r.Peek(ctx, 2, nil)
 			if err != nil {
@@ -418,6 +419,7 @@ func TestPeek(t *testing.T) {
 			}
 			for _, m := range page {
 				seen, states = append(seen, string(m.Body)), append(states, m.State)
+				lockedUntil = append(lockedUntil, m.LockedUntil)
 			}
 		}
 		if !slices.Equal(seen, []string{"1", "2", "3", "4", "5"}) {
@@ -425,6 +427,10 @@ func TestPeek(t *testing.T) {
 		}
 		if want := []sluice.MessageState{sluice.StateDeferred, sluice.StateLocked, sluice.StateActive, sluice.StateActive, sluice.StateActive}; !slices.Equal(states, want) {
 			t.Fatalf("Peek states = %v, want %v", states, want)
+		}
+		// The locked one says when its lock ends; none has a lock token.
+		if !lockedUntil[1].Equal(locked.LockedUntil) || !lockedUntil[0].IsZero() || !lockedUntil[2].IsZero() {
+			t.Fatalf("Peek: locked until %v, want %v for the locked message alone", lockedUntil, locked.LockedUntil)
 		}
 		from, err := r.Peek(ctx, 10, &sluice.PeekOptions{FromSequenceNumber: 4})
 		if err != nil || !slices.Equal(bodies(from), []string{"4", "5"}) {

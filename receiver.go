@@ -547,7 +547,11 @@ func (r *Receiver) Peek(ctx context.Context, max int, opts *PeekOptions) ([]*Rec
 			return nil, err
 		}
 		for _, m := range ms {
-			out = append(out, received(r.queue, m))
+			rm := received(r.queue, m)
+			if m.State == StateLocked {
+				rm.LockedUntil = m.VisibleAt // when its lock ends, unless renewed
+			}
+			out = append(out, rm)
 		}
 	}
 	if len(out) > 0 {

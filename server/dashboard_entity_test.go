@@ -101,6 +101,9 @@ func TestDashboardEntityPage(t *testing.T) {
 	if err != nil || states != "1:deferred 2:locked 4:active 5:active 6:scheduled 7:expired" {
 		t.Errorf("the messages' states: %q, %v (rows %q)", states, err, messages)
 	}
+	if locked := text(`#entity-messages tr[data-seq="2"] td:nth-child(7)`); locked == "" {
+		t.Errorf("the locked message shows no lock expiry: %q", messages)
+	}
 	shot, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("dashboard: screenshot: %v", err)
