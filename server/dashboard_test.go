@@ -177,6 +177,11 @@ func TestDashboard(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 
+	// ghost's subscription has no processor: the streams view says so.
+	if _, err := lib.Subscribe(ctx, sluice.StreamID{Namespace: "shop", Key: "haunted"}, "ghost", sluice.FromNow()); err != nil {
+		t.Fatal(err)
+	}
+
 	bctx := newBrowser(t, path)
 
 	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
@@ -217,11 +222,31 @@ func TestDashboard(t *testing.T) {
 	topics := text(`#topics-list`)
 	view("streams", `#partitions-table tbody tr:nth-child(16)`)
 	partitions, nodes := text(`#partitions-table tbody`), text(`#nodes-table tbody`)
+	if unserved := text(`#unserved`); !strings.HasPrefix(unserved, "No live processor serves ghost:") {
+		t.Errorf("the streams view's warning of consumers no processor serves: %q", unserved)
+	}
+	if !strings.Contains(partitions, "ghost · shop/haunted (0)") {
+		t.Errorf("the streams view does not name ghost's subscription:\n%s", partitions)
+	}
 	shot("streams")
 	view("throughput", `#throughput-chart svg polyline.sent`)
 	chart, err := chromedp.Run(bctx, chromedp.TextContent(chromedp.CSS(`#throughput-chart svg text`)))
 	if err != nil {
 		t.Fatalf("dashboard: the chart's label: %v", err)
+	}
+	// Time ticks once there are samples (one every bucket), a note before.
+	axes, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => { const q = (s) => document.querySelectorAll("#throughput-chart svg " + s);
+		return q("text.rate-tick").length + " rate ticks, time ticks: " + (q("text.time-tick").length > 0 || q("text.empty").length === 1) +
+			", unit: " + [...q("text")].some((t) => t.textContent === "msg/s"); })()`))
+	if err != nil {
+		t.Fatalf("dashboard: the chart's axes: %v", err)
+	}
+	shot("throughput")
+	drawn, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => {
+		const svg = chart([{ at: "2026-01-01T00:00:00Z", sent: 3 }, { at: "2026-01-01T00:00:10Z", sent: 7, received: 2 }]);
+		return svg.querySelectorAll("text.time-tick").length + " " + [...svg.querySelectorAll("text.rate-tick")].map((t) => t.textContent).join(","); })()`))
+	if err != nil || drawn != "3 0,5,10" {
+		t.Errorf("a chart of two samples peaking at 7/s: %q, %v; want 3 time ticks and rate ticks 0,5,10", drawn, err)
 	}
 	view("deadletters", `#dlq-table tbody tr[data-seq]`)
 	dead := text(`#dlq-table tbody`)
@@ -266,19 +291,22 @@ func TestDashboard(t *testing.T) {
 	}
 	// The stuck partition: held, head 2, checkpoint 0, lag 2, and the
 	// lag of h's subscription.
-	stuckRow := regexp.MustCompile(fmt.Sprintf(`(?m)^%d\t[^\t]*%s[^\t]*\t\d+\tyes\t2\t0\t2\t.*ns/shop/h \(2\)`, stuckPart, p.NodeID()))
+	stuckRow := regexp.MustCompile(fmt.Sprintf(`(?m)^%d\t[^\t]*%s[^\t]*\t\d+\tyes\t2\t0\t2\t.*h · shop/\* \(2\)`, stuckPart, p.NodeID()))
 	if !stuckRow.MatchString(partitions) {
 		t.Errorf("the streams view does not show partition %d lagging by 2:\n%s", stuckPart, partitions)
 	}
-	if !strings.Contains(topics, "audit: 1 rule(s)") {
+	if !strings.Contains(topics, "audit vip: tier = 'gold'") {
 		t.Errorf("the topics view shows %q", topics)
 	}
 	if !strings.Contains(nodes, p.NodeID()) || strings.Count(partitions, p.NodeID()) != 16 ||
 		!strings.Contains(nodes, "mailers\tmail\t") || strings.Count(partitions, mail.NodeID()+" [mailers]") != 16 {
 		t.Errorf("the streams view shows nodes %q and partitions %q", nodes, partitions)
 	}
-	if !strings.Contains(chart, "samples") {
+	if !strings.Contains(chart, "msg/s over") || !strings.Contains(chart, "samples") {
 		t.Errorf("the throughput view shows %q", chart)
+	}
+	if axes != "3 rate ticks, time ticks: true, unit: true" {
+		t.Errorf("the throughput chart's axes: %q", axes)
 	}
 	if !strings.Contains(dead, "OutOfStock") || !strings.Contains(dead, "no pizza left") || !strings.Contains(dead, "order 0") {
 		t.Errorf("the dead-letter view shows %q", dead)

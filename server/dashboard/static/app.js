@@ -156,7 +156,12 @@ const views = {
     for (const t of topics) {
       const subs = (await call("EntityService", "ListSubscriptions", { topic: t.name })).subscriptions || [];
       blocks.push(el("div", { class: "topic", "data-topic": t.name }, el("strong", {}, t.name),
-        el("ul", {}, ...subs.map((s) => el("li", {}, `${s.name}: ${(s.rules || []).length} rule(s)`)))));
+        el("ul", {}, ...subs.map((s) => {
+          const path = t.name + subscriptionsSep + s.name;
+          const link = el("a", { href: "#entity/" + encodeURIComponent(path), "data-subscription": path }, s.name);
+          const rules = (s.rules || []).map((r) => `${r.name}: ${ruleText(r)}`).join("; ");
+          return el("li", {}, link, " ", el("span", { class: "rules" }, rules || "no rules: receives nothing"));
+        }))));
     }
     document.getElementById("topics-list").replaceChildren(...(blocks.length ? blocks : [el("p", {}, "No topics.")]));
   },
@@ -174,7 +179,16 @@ const views = {
         num(p.head), num(p.checkpoint), num(p.lag),
         // What each owner's cache holds, lease by lease as the owners.
         el("td", {}, (p.leases || []).map((l) => l.held ? `${int(l.cachedRecords).toLocaleString()} in ${int(l.cacheWindows)}` : "-").join(", ")),
-        el("td", {}, (p.subscriptions || []).map((s) => `${s.id} (${int(s.lag)})`).join(", ")))));
+        el("td", {}, (p.subscriptions || []).map((s) => `${subscriptionName(s)} (${int(s.lag)})`).join(", ")))));
+    // Consumers with subscriptions that no live node serves hold their
+    // partitions' checkpoints and retention back.
+    const served = new Set((st.nodes || []).filter((n) => n.alive).flatMap((n) => n.consumers || []));
+    const unserved = [...new Set((st.partitions || []).flatMap((p) => (p.subscriptions || []).map((s) => s.consumer))
+      .filter((c) => c && !served.has(c)))].sort();
+    const warn = document.getElementById("unserved");
+    warn.hidden = !unserved.length;
+    warn.textContent = unserved.length ? `No live processor serves ${unserved.join(", ")}: their subscriptions hold their partitions' ` +
+      "checkpoints and retention back." : "";
     const ids = new Set((st.partitions || []).flatMap((p) => (p.subscriptions || []).map((s) => s.id)));
     document.getElementById("reposition-subs").replaceChildren(...[...ids].sort().map((id) => el("option", { value: id })));
     const consumers = [...new Set((st.nodes || []).flatMap((n) => n.consumers || []))].sort();
@@ -368,6 +382,13 @@ async function entityAction(question, act) {
 
 const checkedSeqs = () => [...document.querySelectorAll("#entity-messages input:checked")].map((c) => c.value);
 
+// subscriptionName names a subscription for people: its consumer and
+// what it reads (a stream, or a namespace's every stream), else its id.
+function subscriptionName(s) {
+  if (!s.consumer) return s.id;
+  return `${s.consumer} · ${s.namespace}${s.key ? "/" + s.key : "/*"}`;
+}
+
 // describeReposition is a recorded reposition on one line.
 function describeReposition(r) {
   const to = { REPOSITION_TARGET_POSITION: "a position", REPOSITION_TARGET_OLDEST: "the oldest event kept", REPOSITION_TARGET_HEAD: "the head" }[r.target] || r.target;
@@ -438,32 +459,55 @@ async function resubmit(all) {
   await refresh();
 }
 
-// chart draws the rates as lines on an SVG.
+// chart draws the rates as lines on an SVG, with a time axis and a rate
+// axis in messages per second.
 function chart(samples) {
   const ns = "http://www.w3.org/2000/svg";
+  const W = 800, H = 260, left = 56, right = 12, top = 24, bottom = 28;
+  const w = W - left - right, h = H - top - bottom;
   const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("viewBox", "0 0 600 200");
-  svg.setAttribute("preserveAspectRatio", "none");
-  const top = Math.max(1, ...samples.flatMap((s) => [s.sent || 0, s.received || 0, s.settled || 0]));
-  const series = [["sent", "#2d6cdf"], ["received", "#2f8a4c"], ["settled", "#b8860b"]];
-  for (const [key, color] of series) {
-    const points = samples.map((s, i) => `${(i / Math.max(1, samples.length - 1)) * 600},${200 - ((s[key] || 0) / top) * 190}`);
-    const line = document.createElementNS(ns, "polyline");
-    line.setAttribute("points", points.join(" "));
-    line.setAttribute("fill", "none");
-    line.setAttribute("stroke", color);
-    line.setAttribute("stroke-width", "2");
-    line.setAttribute("vector-effect", "non-scaling-stroke");
-    line.setAttribute("class", key);
-    svg.append(line);
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  const add = (tag, attrs, text) => {
+    const e = document.createElementNS(ns, tag);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    svg.append(e);
+    return e;
+  };
+  const peak = Math.max(0, ...samples.flatMap((s) => [s.sent || 0, s.received || 0, s.settled || 0]));
+  const scale = niceCeil(peak);
+  add("text", { x: left, y: 14, "font-size": 12, class: "caption" }, `peak ${peak.toFixed(1)} msg/s over ${samples.length} samples`);
+  // The rate axis: 0, half and the scale's top, in msg/s.
+  for (const f of [0, 0.5, 1]) {
+    const y = top + h - f * h;
+    add("line", { x1: left, x2: left + w, y1: y, y2: y, stroke: "#dde1ea" });
+    add("text", { x: left - 6, y: y + 4, "font-size": 11, "text-anchor": "end", class: "rate-tick" }, `${+(scale * f).toFixed(1)}`);
   }
-  const label = document.createElementNS(ns, "text");
-  label.setAttribute("x", "4");
-  label.setAttribute("y", "14");
-  label.setAttribute("font-size", "12");
-  label.textContent = `peak ${top.toFixed(1)}/s over ${samples.length} samples`;
-  svg.append(label);
+  add("text", { x: 12, y: top + h / 2, "font-size": 11, transform: `rotate(-90 12 ${top + h / 2})`, "text-anchor": "middle" }, "msg/s");
+  // The time axis: the first, middle and last samples' times.
+  const x = (i) => left + (i / Math.max(1, samples.length - 1)) * w;
+  if (samples.length) {
+    for (const i of [0, Math.floor((samples.length - 1) / 2), samples.length - 1]) {
+      add("text", { x: x(i), y: H - 8, "font-size": 11, "text-anchor": "middle", class: "time-tick" }, when(samples[i].at));
+    }
+  } else {
+    add("text", { x: left + w / 2, y: top + h / 2, "font-size": 12, "text-anchor": "middle", class: "empty" },
+      "no samples yet: the server takes one every bucket");
+  }
+  for (const [key, color] of [["sent", "#2d6cdf"], ["received", "#2f8a4c"], ["settled", "#b8860b"]]) {
+    const points = samples.map((s, i) => `${x(i)},${top + h - ((s[key] || 0) / scale) * h}`);
+    add("polyline", { points: points.join(" "), fill: "none", stroke: color, "stroke-width": 2, class: key });
+  }
   return svg;
+}
+
+// niceCeil rounds a rate up to 1, 2 or 5 times a power of ten (1 at
+// least), so that the rate axis has round ticks.
+function niceCeil(v) {
+  if (v <= 1) return 1;
+  const p = 10 ** Math.floor(Math.log10(v));
+  for (const m of [1, 2, 5, 10]) if (v <= m * p) return m * p;
+  return 10 * p;
 }
 
 async function refresh() {
