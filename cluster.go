@@ -84,8 +84,8 @@ type PartitionStatus struct {
 
 // SubscriptionLag is a subscription's position on a partition, with
 // whom it is for: its consumer, its namespace, and its stream's key (""
-// for a subscription to the whole namespace). A subscription deleted
-// while the status was read has none of the three.
+// for a subscription to the whole namespace). A subscription created or
+// deleted while the status was read may have none of the three.
 type SubscriptionLag struct {
 	ID        string
 	Consumer  string
@@ -126,6 +126,15 @@ func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
 		s.Nodes = append(s.Nodes, ClusterNode{ID: nd.ID, Group: nd.Group, Consumers: nd.Consumers, Address: nd.Address,
 			StartedAt: nd.StartedAt, HeartbeatAt: nd.HeartbeatAt, Alive: nd.Alive, Partitions: held[nd.ID]})
 	}
+	// One read names every subscription, whatever its partition.
+	subs, err := c.st.Subscriptions(ctx, &store.SubscriptionFilter{})
+	if err != nil {
+		return s, err
+	}
+	byID := make(map[string]store.Subscription, len(subs))
+	for _, sub := range subs {
+		byID[sub.ID] = sub
+	}
 	for part := range n {
 		info, err := c.st.PartitionInfo(ctx, part)
 		if err != nil {
@@ -146,14 +155,6 @@ func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
 				ps.CacheWindows, ps.CachedRecords = gl.CacheWindows, gl.CachedRecords
 			}
 			ps.Leases = append(ps.Leases, gl)
-		}
-		subs, err := c.st.Subscriptions(ctx, &store.SubscriptionFilter{Partition: &part})
-		if err != nil {
-			return s, err
-		}
-		byID := make(map[string]store.Subscription, len(subs))
-		for _, sub := range subs {
-			byID[sub.ID] = sub
 		}
 		for _, id := range slices.Sorted(maps.Keys(prog.Positions)) {
 			pos, sub := prog.Positions[id], byID[id]
