@@ -34,6 +34,7 @@ commands:
   demo     run a short tour of queues and partition logs on an embedded SQLite file
   bench    measure throughput and latency against a database (sluice bench -h)
   version  print sluice's version, its Go version and the commit it was built from
+  completion bash|zsh|fish  print the shell's completion script (source <(sluice completion bash))
 
 %s
   An ENTITY is a queue or a subscription's path, TOPIC/Subscriptions/NAME (send takes a topic too).
@@ -87,6 +88,10 @@ func dispatch(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return bench(ctx, args[1:], stdout, stderr)
 	case "version":
 		return version(args[1:], stdout, stderr)
+	case "completion":
+		return completion(args[1:], stdout, stderr)
+	case completeCommand: // what the completion scripts ask
+		return complete(args[1:], stdout)
 	case benchNodeCommand: // a node process of sluice bench --scenario cluster
 		return benchNode(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "--help":

@@ -110,22 +110,9 @@ func runOperator(ctx context.Context, args []string, stdin io.Reader, stdout, st
 // exec parses the command's flags and arguments, connects, runs it, and
 // turns its error into an exit code.
 func (o *op) exec(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet(o.name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
 	var t target
 	var force bool
-	if o.confirm != nil {
-		fs.BoolVar(&force, "f", false, "do not ask for confirmation")
-	}
-	if o.noTarget {
-		fs.BoolVar(&t.json, "json", false, "print one JSON object a line")
-	} else {
-		t.register(fs)
-	}
-	if o.flags != nil {
-		o.flags(fs)
-	}
+	fs := o.flagSet(&t, &force)
 	pos, err := parseArgs(fs, args)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintf(stdout, "usage: %s\n\n%s\n\nflags:\n", o.usage(), o.about)
@@ -157,6 +144,26 @@ func (o *op) exec(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return exitCode(err)
 	}
 	return ExitOK
+}
+
+// flagSet returns the command's flags: -f for one that asks before it
+// destroys, where it works (or only --json), and its own.
+func (o *op) flagSet(t *target, force *bool) *flag.FlagSet {
+	fs := flag.NewFlagSet(o.name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	if o.confirm != nil {
+		fs.BoolVar(force, "f", false, "do not ask for confirmation")
+	}
+	if o.noTarget {
+		fs.BoolVar(&t.json, "json", false, "print one JSON object a line")
+	} else {
+		t.register(fs)
+	}
+	if o.flags != nil {
+		o.flags(fs)
+	}
+	return fs
 }
 
 // summary is the first clause of what the command does, for the
