@@ -7,9 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect/v2"
@@ -19,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluiceprom"
 )
 
 // metrics are the server's Prometheus metrics, served at /metrics: the
@@ -27,8 +25,7 @@ import (
 // each scrape, the entities' depths and the stream partitions' lag.
 type metrics struct {
 	tp       *throughput
-	entities labelSet // entity names
-	reasons  labelSet // dead-letter reasons
+	x        *sluiceprom.Collector // the database's figures, dead-letterings, the labels of entities
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -37,18 +34,13 @@ type metrics struct {
 	received *prometheus.CounterVec
 	settled  *prometheus.CounterVec
 	lockLost *prometheus.CounterVec
-	dead     *prometheus.CounterVec
 	waited   *prometheus.HistogramVec
-	// stopDead ends the observation of the library's dead-letterings.
-	stopDead func()
-	state    *stateCollector
 }
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{
-		tp:    &s.tp,
-		state: &stateCollector{s: s},
-		reg:   prometheus.NewRegistry(),
+		tp:  &s.tp,
+		reg: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_api_calls_total",
 			Help: "API calls served, by procedure and status code."}, []string{"procedure", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_api_call_duration_seconds",
@@ -66,33 +58,33 @@ func newMetrics(s *Server) *metrics {
 		lockLost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lock_lost_total",
 			Help: "Settlements and renewals refused because the message's or the session's lock was lost, by entity."},
 			[]string{"entity"}),
-		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_dead_lettered_total",
-			Help: "Messages this server's process dead-lettered, by entity and reason, whatever the cause: a receiver's reason, " +
-				"MaxDeliveryCountExceeded, TTLExpiredException, FilterEvaluationException."}, []string{"entity", "reason"}),
 		waited: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_message_wait_seconds",
 			Help:    "How long received messages had been in their entity, from send to receive, by entity.",
 			Buckets: prometheus.ExponentialBuckets(.001, 4, 12)}, []string{"entity"}),
 	}
-	m.reg.MustRegister(m.calls, m.duration, m.inFlight, m.sent, m.received, m.settled, m.lockLost, m.dead, m.waited,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.state)
-	m.stopDead = s.c.ObserveDeadLetters(func(entity, reason string, n int) {
-		m.dead.WithLabelValues(m.entity(entity), m.reasons.label(reason)).Add(float64(n))
-	})
+	m.x = sluiceprom.New(s.c, &sluiceprom.Options{MaxEntities: maxScrapeEntities, SubscriptionLag: s.cfg.SubscriptionLagMetrics,
+		OnEntity: m.startSeries})
+	m.reg.MustRegister(m.calls, m.duration, m.inFlight, m.sent, m.received, m.settled, m.lockLost, m.waited,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m.x)
 	return m
 }
 
+// maxScrapeEntities bounds the entities a scrape reads.
+const maxScrapeEntities = 1000
+
+// stopDead ends the observation of the library's dead-letterings.
+func (m *metrics) stopDead() { m.x.Close() }
+
 // Labels the series of an entity start with, so that each exists (at 0)
-// before its first event: receive modes, settle actions, and the reasons
-// sluice dead-letters for.
+// before its first event: receive modes and settle actions.
 var (
-	receiveModes     = []string{"peek_lock", "receive_and_delete"}
-	settleActions    = []string{"complete", "abandon", "dead_letter", "defer"}
-	sluiceDeadReason = []string{sluice.ReasonMaxDeliveryCountExceeded, sluice.ReasonTTLExpired}
+	receiveModes  = []string{"peek_lock", "receive_and_delete"}
+	settleActions = []string{"complete", "abandon", "dead_letter", "defer"}
 )
 
 // startSeries makes the counters of an entity exist: a queue's or a
-// subscription's all of them, a topic's (topic set) those of sends.
+// subscription's all of them, a topic's (topic set) those of sends (the
+// collector starts the dead-letter counters).
 func (m *metrics) startSeries(entity string, topic bool) {
 	label := m.entity(entity)
 	m.sent.WithLabelValues(label)
@@ -106,12 +98,6 @@ func (m *metrics) startSeries(entity string, topic bool) {
 		m.settled.WithLabelValues(label, action)
 	}
 	m.lockLost.WithLabelValues(label)
-	for _, reason := range sluiceDeadReason {
-		m.dead.WithLabelValues(label, m.reasons.label(reason))
-	}
-	if strings.Contains(entity, sluice.SubscriptionPath("", "")) {
-		m.dead.WithLabelValues(label, m.reasons.label(sluice.ReasonFilterEvaluation))
-	}
 }
 
 // observe counts and times every call, before authentication, so that
@@ -159,57 +145,15 @@ func (s requestStream) Receive(msg any) error {
 	return err
 }
 
-// maxEntityLabels bounds the entity names the metrics label: beyond it,
-// an entity counts as "_other", so that callers naming ever new entities
-// cannot grow the metrics without bound. Only entities that exist are
-// labelled: a call names its entity in a metric only once its outcome
-// shows that the entity exists (it succeeded, or lost a lock), and a
-// deleted entity's label goes with its series (forgetEntity), so that
-// calls on missing names, and throwaway queues such as the self-check's,
-// never fill the set.
-const maxEntityLabels = 10000
-
-// labelSet admits label values up to a bound.
-type labelSet struct {
-	mu   sync.Mutex
-	seen map[string]bool
-}
-
-func (l *labelSet) label(v string) string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.seen[v] {
-		return v
-	}
-	if len(l.seen) >= maxEntityLabels {
-		return "_other"
-	}
-	if l.seen == nil {
-		l.seen = make(map[string]bool)
-	}
-	l.seen[v] = true
-	return v
-}
-
-// forget drops the values that are v or, with under set, start with
-// under, and returns them.
-func (l *labelSet) forget(v, under string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for s := range l.seen {
-		if s == v || under != "" && strings.HasPrefix(s, under) {
-			delete(l.seen, s)
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // entity is the label of an entity's name, in its canonical form (as
 // the library's observers and listings name it, however a caller
-// spelled it).
-func (m *metrics) entity(name string) string { return m.entities.label(sluice.CanonicalName(name)) }
+// spelled it). Only entities that exist are labelled: a call names its
+// entity in a metric only once its outcome shows that the entity exists
+// (it succeeded, or lost a lock), and a deleted entity's label goes with
+// its series (forgetEntity), so that calls on missing names, and
+// throwaway queues such as the self-check's, never fill the labels
+// (10,000, past which an entity counts as "_other").
+func (m *metrics) entity(name string) string { return m.x.EntityLabel(name) }
 
 // receivedMessages records messages a receive returned.
 func (m *metrics) receivedMessages(entity string, mode sluice.ReceiveMode, msgs []*sluice.ReceivedMessage) {
@@ -248,12 +192,9 @@ func (m *metrics) settledMessage(entity, action string, err error) {
 // subscriptions under it when it is a topic (under: their prefix), with
 // their labels.
 func (m *metrics) forgetEntity(name, under string) {
-	if under != "" {
-		under = sluice.CanonicalName(under)
-	}
-	for _, label := range m.entities.forget(sluice.CanonicalName(name), under) {
+	for _, label := range m.x.ForgetEntity(name, under) {
 		match := prometheus.Labels{"entity": label}
-		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.sent, m.received, m.settled, m.lockLost, m.dead, m.waited} {
+		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.sent, m.received, m.settled, m.lockLost, m.waited} {
 			v.DeletePartialMatch(match)
 		}
 	}
@@ -270,214 +211,6 @@ func (m *metrics) settledBatch(entity, action string, n, failed int) {
 	}
 }
 
-// stateCollector reads the depth of every entity (up to
-// maxScrapeEntities) and the lag of every stream partition and
-// subscription from the database, at most once per stateFresh: scrapes
-// within it, and scrapes that come while it reads, get the figures of
-// the last read, so that a scrape costs at most one read of the database
-// however many ask.
-type stateCollector struct {
-	s *Server
-
-	mu   sync.Mutex // held while reading
-	at   time.Time  // when last read
-	last []prometheus.Metric
-}
-
-// maxScrapeEntities bounds the entities a scrape reads; stateFresh is
-// how long the figures read serve scrapes.
-const (
-	maxScrapeEntities = 1000
-	stateFresh        = 5 * time.Second
-)
-
-var (
-	entityMessagesDesc = prometheus.NewDesc("sluice_entity_messages",
-		"Messages of a queue or subscription by state (active, expired, scheduled, in_flight, deferred, dead_lettered).",
-		[]string{"entity", "state"}, nil)
-	entityDeadLettersDesc = prometheus.NewDesc("sluice_entity_dead_letters",
-		"Dead letters of a queue or subscription by reason (MaxDeliveryCountExceeded, TTLExpiredException, "+
-			"or a receiver's), however they were dead-lettered.", []string{"entity", "reason"}, nil)
-	entityOldestDesc = prometheus.NewDesc("sluice_entity_oldest_message_age_seconds",
-		"How long the oldest message of a queue or subscription in a state (active, deferred) has been in it; "+
-			"0 with none.", []string{"entity", "state"}, nil)
-	partitionLagDesc = prometheus.NewDesc("sluice_stream_partition_lag",
-		"Records of a stream partition past its checkpoint.", []string{"partition"}, nil)
-	consumerLagDesc = prometheus.NewDesc("sluice_stream_consumer_lag",
-		"Records past the stored positions of a consumer's subscriptions in a namespace, summed over its subscriptions "+
-			"and partitions; group is the processor group serving it.", []string{"group", "consumer", "namespace"}, nil)
-	consumerProcessorsDesc = prometheus.NewDesc("sluice_stream_consumer_processors",
-		"Live stream processors (nodes) serving a consumer that has subscriptions; 0: none does, and its subscriptions "+
-			"hold their partitions' checkpoints and retention back.", []string{"group", "consumer"}, nil)
-	subscriptionLagDesc = prometheus.NewDesc("sluice_stream_subscription_lag",
-		"Records of a stream partition past a subscription's stored position (with the server's "+
-			"SubscriptionLagMetrics).", []string{"subscription", "consumer", "namespace", "partition"}, nil)
-	nodesDesc = prometheus.NewDesc("sluice_stream_nodes",
-		"Registered stream nodes, by liveness.", []string{"alive"}, nil)
-	scrapeErrorsDesc = prometheus.NewDesc("sluice_scrape_errors",
-		"Reads of the database this scrape could not make (1: the figures above are partial).", nil, nil)
-)
-
-func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{entityMessagesDesc, entityDeadLettersDesc, entityOldestDesc, partitionLagDesc,
-		consumerLagDesc, consumerProcessorsDesc, subscriptionLagDesc, nodesDesc, scrapeErrorsDesc} {
-		ch <- d
-	}
-}
-
-func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range c.figures() {
-		ch <- m
-	}
-}
-
-// figures returns the last figures read, reading them again once they
-// are older than stateFresh.
-func (c *stateCollector) figures() []prometheus.Metric {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.last == nil || time.Since(c.at) >= stateFresh {
-		c.last = c.read()
-		c.at = time.Now()
-	}
-	return c.last
-}
-
-// read reads the figures from the database.
-func (c *stateCollector) read() []prometheus.Metric {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var out []prometheus.Metric
-	emit := func(m prometheus.Metric) { out = append(out, m) }
-	failed := 0
-	for _, entity := range c.entities(ctx, &failed) {
-		st, err := c.s.c.GetQueueStats(ctx, entity)
-		if err != nil {
-			failed++ // or deleted since the listing: no series for it
-			continue
-		}
-		c.s.m.startSeries(entity, false)
-		for _, v := range []struct {
-			state string
-			n     int64
-		}{{"active", st.Active}, {"expired", st.Expired}, {"scheduled", st.Scheduled}, {"in_flight", st.InFlight},
-			{"deferred", st.Deferred}, {"dead_lettered", st.DeadLettered}} {
-			emit(prometheus.MustNewConstMetric(entityMessagesDesc, prometheus.GaugeValue, float64(v.n), entity, v.state))
-		}
-		emit(prometheus.MustNewConstMetric(entityOldestDesc, prometheus.GaugeValue, st.OldestAge.Seconds(), entity, "active"))
-		emit(prometheus.MustNewConstMetric(entityOldestDesc, prometheus.GaugeValue, st.OldestDeferredAge.Seconds(), entity, "deferred"))
-		if st.DeadLettered > 0 {
-			reasons, err := c.s.c.DeadLetterReasons(ctx, entity)
-			if err != nil {
-				failed++
-				continue
-			}
-			// Reasons past the label bound add up under "_other".
-			byLabel := make(map[string]int64, len(reasons))
-			for r, n := range reasons {
-				byLabel[c.s.m.reasons.label(r)] += n
-			}
-			for r, n := range byLabel {
-				emit(prometheus.MustNewConstMetric(entityDeadLettersDesc, prometheus.GaugeValue, float64(n), entity, r))
-			}
-		}
-	}
-	topics, err := c.s.c.ListTopics(ctx, "", maxScrapeEntities)
-	if err != nil {
-		failed++
-	}
-	for _, t := range topics {
-		if _, err := c.s.c.GetTopic(ctx, t.Name); err == nil { // not deleted since
-			c.s.m.startSeries(t.Name, true)
-		}
-	}
-	cs, err := c.s.c.ClusterStatus(ctx)
-	if err != nil {
-		failed++
-	}
-	alive := map[bool]int{}
-	for _, n := range cs.Nodes {
-		alive[n.Alive]++
-	}
-	for _, a := range []bool{true, false} {
-		emit(prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(alive[a]), strconv.FormatBool(a)))
-	}
-	for _, m := range c.streamLag(cs) {
-		emit(m)
-	}
-	emit(prometheus.MustNewConstMetric(scrapeErrorsDesc, prometheus.GaugeValue, float64(failed)))
-	return out
-}
-
-// streamLag is the lag of each partition, of each consumer in each
-// namespace (and with SubscriptionLagMetrics of each subscription on
-// each partition), and how many live processors serve each consumer.
-func (c *stateCollector) streamLag(cs sluice.ClusterStatus) []prometheus.Metric {
-	type consumerNS struct{ consumer, namespace string }
-	group := map[string]string{} // consumer -> the group of the live nodes serving it
-	serving := map[string]int{}  // consumer -> live nodes serving it
-	for _, n := range cs.Nodes {
-		for _, consumer := range n.Consumers {
-			if _, ok := group[consumer]; !ok || n.Alive {
-				group[consumer] = n.Group
-			}
-			if n.Alive {
-				serving[consumer]++
-			}
-		}
-	}
-	var out []prometheus.Metric
-	lag := map[consumerNS]int64{}
-	for _, p := range cs.Partitions {
-		part := strconv.Itoa(int(p.Partition))
-		out = append(out, prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(p.Lag), part))
-		for _, s := range p.Subscriptions {
-			if s.Consumer == "" {
-				continue // deleted while the status was read
-			}
-			lag[consumerNS{s.Consumer, s.Namespace}] += s.Lag
-			if c.s.cfg.SubscriptionLagMetrics {
-				out = append(out, prometheus.MustNewConstMetric(subscriptionLagDesc, prometheus.GaugeValue, float64(s.Lag),
-					s.ID, s.Consumer, s.Namespace, part))
-			}
-		}
-	}
-	consumers := map[string]bool{}
-	for k, n := range lag {
-		consumers[k.consumer] = true
-		out = append(out, prometheus.MustNewConstMetric(consumerLagDesc, prometheus.GaugeValue, float64(n),
-			groupLabel(group[k.consumer]), k.consumer, k.namespace))
-	}
-	for consumer := range consumers {
-		out = append(out, prometheus.MustNewConstMetric(consumerProcessorsDesc, prometheus.GaugeValue, float64(serving[consumer]),
-			groupLabel(group[consumer]), consumer))
-	}
-	return out
-}
-
-// groupLabel names a processor group in a label: "default" for the
-// default group's "".
-func groupLabel(g string) string {
-	if g == "" {
-		return "default"
-	}
-	return g
-}
-
-// entities lists the queues and the topics' subscriptions, up to
-// maxScrapeEntities of them, in one walk of the entities' names.
-func (c *stateCollector) entities(ctx context.Context, failed *int) []string {
-	es, err := c.s.c.ListMessageEntities(ctx, "", "", maxScrapeEntities)
-	if err != nil {
-		*failed++
-	}
-	out := make([]string, len(es))
-	for i, e := range es {
-		out[i] = e.Path
-	}
-	return out
-}
-
 // MetricsEntity is the name a grant names to let a key read /metrics
 // with Manage ("*" covers it too).
 const MetricsEntity = "$metrics"
@@ -490,7 +223,7 @@ func (m *metrics) handler(s *Server) http.Handler {
 	// The database's figures are read first: the read starts the series
 	// of entities with no events yet, which this scrape then shows.
 	gather := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		m.state.figures()
+		m.x.Refresh()
 		return m.reg.Gather()
 	})
 	h := promhttp.HandlerFor(gather, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})

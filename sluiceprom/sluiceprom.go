@@ -1,0 +1,360 @@
+// Package sluiceprom exports a sluice client's figures to Prometheus: what
+// its database holds (every entity's messages by state, dead letters by
+// reason, the oldest messages' ages, the stream partitions' and
+// consumers' lag) and every dead-lettering the client's process commits.
+// The server serves the same metrics at /metrics; a program that embeds
+// the library registers a Collector with its own registry:
+//
+//	m := sluiceprom.New(client, nil)
+//	prometheus.MustRegister(m)
+//	defer m.Close()
+//
+// It is a package of its own so that a program that does not use it does
+// not link Prometheus.
+package sluiceprom
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/sluicehq/sluice"
+)
+
+// Options configure a Collector. Zero values take the defaults.
+type Options struct {
+	// MaxEntities bounds the entities one read of the database covers
+	// (default 1,000, listed in one walk).
+	MaxEntities int
+	// Fresh is how long the figures of one read serve collections
+	// (default 5 s): any number of scrapers within it cost the database
+	// one read.
+	Fresh time.Duration
+	// SubscriptionLag adds a series per stream subscription and partition
+	// (sluice_stream_subscription_lag); without it lag is summed per
+	// consumer and namespace.
+	SubscriptionLag bool
+	// MaxLabels bounds the entity names and dead-letter reasons the
+	// metrics label (default 10,000 each); past it they count as
+	// "_other".
+	MaxLabels int
+	// OnEntity, when set, is called for each entity a read of the
+	// database finds, with topic set for a topic (queues and
+	// subscriptions otherwise): the server starts its own series of it.
+	OnEntity func(entity string, topic bool)
+}
+
+// Collector is a prometheus.Collector of a client's figures. Its methods
+// are safe for concurrent use.
+type Collector struct {
+	c        *sluice.Client
+	opts     Options
+	entities labelSet
+	reasons  labelSet
+	dead     *prometheus.CounterVec
+	stopDead func()
+
+	mu   sync.Mutex // held while reading
+	at   time.Time  // when last read
+	last []prometheus.Metric
+}
+
+// New returns a collector of c's figures; it observes c's dead-letterings
+// until Close.
+func New(c *sluice.Client, opts *Options) *Collector {
+	x := &Collector{c: c}
+	if opts != nil {
+		x.opts = *opts
+	}
+	if x.opts.MaxEntities <= 0 {
+		x.opts.MaxEntities = 1000
+	}
+	if x.opts.Fresh <= 0 {
+		x.opts.Fresh = 5 * time.Second
+	}
+	if x.opts.MaxLabels <= 0 {
+		x.opts.MaxLabels = 10000
+	}
+	x.entities.max, x.reasons.max = x.opts.MaxLabels, x.opts.MaxLabels
+	x.dead = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_dead_lettered_total",
+		Help: "Messages this process dead-lettered, by entity and reason, whatever the cause: a receiver's reason, " +
+			"MaxDeliveryCountExceeded, TTLExpiredException, FilterEvaluationException."}, []string{"entity", "reason"})
+	x.stopDead = c.ObserveDeadLetters(func(entity, reason string, n int) {
+		x.dead.WithLabelValues(x.EntityLabel(entity), x.reasons.label(reason)).Add(float64(n))
+	})
+	return x
+}
+
+// Close stops observing the client's dead-letterings.
+func (x *Collector) Close() { x.stopDead() }
+
+// EntityLabel is the label of an entity's name: its canonical form
+// (however a caller spelled it), or "_other" once MaxLabels names are
+// labelled.
+func (x *Collector) EntityLabel(name string) string {
+	return x.entities.label(sluice.CanonicalName(name))
+}
+
+// ForgetEntity drops the series of a deleted entity, and of the
+// subscriptions under it when it is a topic (under: their prefix), and
+// returns the labels it dropped, for a caller's own series of them.
+func (x *Collector) ForgetEntity(name, under string) []string {
+	if under != "" {
+		under = sluice.CanonicalName(under)
+	}
+	labels := x.entities.forget(sluice.CanonicalName(name), under)
+	for _, l := range labels {
+		x.dead.DeletePartialMatch(prometheus.Labels{"entity": l})
+	}
+	return labels
+}
+
+var (
+	entityMessagesDesc = prometheus.NewDesc("sluice_entity_messages",
+		"Messages of a queue or subscription by state (active, expired, scheduled, in_flight, deferred, dead_lettered).",
+		[]string{"entity", "state"}, nil)
+	entityDeadLettersDesc = prometheus.NewDesc("sluice_entity_dead_letters",
+		"Dead letters of a queue or subscription by reason (MaxDeliveryCountExceeded, TTLExpiredException, "+
+			"or a receiver's), however they were dead-lettered.", []string{"entity", "reason"}, nil)
+	entityOldestDesc = prometheus.NewDesc("sluice_entity_oldest_message_age_seconds",
+		"How long the oldest message of a queue or subscription in a state (active, deferred) has been in it; "+
+			"0 with none.", []string{"entity", "state"}, nil)
+	partitionLagDesc = prometheus.NewDesc("sluice_stream_partition_lag",
+		"Records of a stream partition past its checkpoint.", []string{"partition"}, nil)
+	consumerLagDesc = prometheus.NewDesc("sluice_stream_consumer_lag",
+		"Records past the stored positions of a consumer's subscriptions in a namespace, summed over its subscriptions "+
+			"and partitions; group is the processor group serving it.", []string{"group", "consumer", "namespace"}, nil)
+	consumerProcessorsDesc = prometheus.NewDesc("sluice_stream_consumer_processors",
+		"Live stream processors (nodes) serving a consumer that has subscriptions; 0: none does, and its subscriptions "+
+			"hold their partitions' checkpoints and retention back.", []string{"group", "consumer"}, nil)
+	subscriptionLagDesc = prometheus.NewDesc("sluice_stream_subscription_lag",
+		"Records of a stream partition past a subscription's stored position (with SubscriptionLag).",
+		[]string{"subscription", "consumer", "namespace", "partition"}, nil)
+	nodesDesc = prometheus.NewDesc("sluice_stream_nodes",
+		"Registered stream nodes, by liveness.", []string{"alive"}, nil)
+	scrapeErrorsDesc = prometheus.NewDesc("sluice_scrape_errors",
+		"Reads of the database this scrape could not make (1: the figures above are partial).", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (x *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{entityMessagesDesc, entityDeadLettersDesc, entityOldestDesc, partitionLagDesc,
+		consumerLagDesc, consumerProcessorsDesc, subscriptionLagDesc, nodesDesc, scrapeErrorsDesc} {
+		ch <- d
+	}
+	x.dead.Describe(ch)
+}
+
+// Collect implements prometheus.Collector: the figures of the last read
+// (reading again once they are older than Options.Fresh), then the
+// dead-letterings counted, with a series of every entity found at 0.
+func (x *Collector) Collect(ch chan<- prometheus.Metric) {
+	for _, m := range x.Refresh() {
+		ch <- m
+	}
+	x.dead.Collect(ch)
+}
+
+// Refresh returns the figures of the last read, reading them again once
+// they are older than Options.Fresh; collections that come while it
+// reads wait for its figures. A caller that gathers other collectors
+// calls it first, so that the series OnEntity starts show in that
+// gathering.
+func (x *Collector) Refresh() []prometheus.Metric {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.last == nil || time.Since(x.at) >= x.opts.Fresh {
+		x.last = x.read()
+		x.at = time.Now()
+	}
+	return x.last
+}
+
+// sluiceReasons are the dead-letter reasons sluice assigns: each
+// entity's counter starts at 0 with them.
+var sluiceReasons = []string{sluice.ReasonMaxDeliveryCountExceeded, sluice.ReasonTTLExpired}
+
+// read reads the figures from the database.
+func (x *Collector) read() []prometheus.Metric {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []prometheus.Metric
+	emit := func(m prometheus.Metric) { out = append(out, m) }
+	failed := 0
+	es, err := x.c.ListMessageEntities(ctx, "", "", x.opts.MaxEntities)
+	if err != nil {
+		failed++
+	}
+	for _, e := range es {
+		entity := e.Path
+		st, err := x.c.GetQueueStats(ctx, entity)
+		if err != nil {
+			failed++ // or deleted since the listing: no series for it
+			continue
+		}
+		x.startSeries(entity)
+		for _, v := range []struct {
+			state string
+			n     int64
+		}{{"active", st.Active}, {"expired", st.Expired}, {"scheduled", st.Scheduled}, {"in_flight", st.InFlight},
+			{"deferred", st.Deferred}, {"dead_lettered", st.DeadLettered}} {
+			emit(prometheus.MustNewConstMetric(entityMessagesDesc, prometheus.GaugeValue, float64(v.n), entity, v.state))
+		}
+		emit(prometheus.MustNewConstMetric(entityOldestDesc, prometheus.GaugeValue, st.OldestAge.Seconds(), entity, "active"))
+		emit(prometheus.MustNewConstMetric(entityOldestDesc, prometheus.GaugeValue, st.OldestDeferredAge.Seconds(), entity, "deferred"))
+		if st.DeadLettered > 0 {
+			reasons, err := x.c.DeadLetterReasons(ctx, entity)
+			if err != nil {
+				failed++
+				continue
+			}
+			// Reasons past the label bound add up under "_other".
+			byLabel := make(map[string]int64, len(reasons))
+			for r, n := range reasons {
+				byLabel[x.reasons.label(r)] += n
+			}
+			for r, n := range byLabel {
+				emit(prometheus.MustNewConstMetric(entityDeadLettersDesc, prometheus.GaugeValue, float64(n), entity, r))
+			}
+		}
+	}
+	if x.opts.OnEntity != nil {
+		topics, err := x.c.ListTopics(ctx, "", x.opts.MaxEntities)
+		if err != nil {
+			failed++
+		}
+		for _, t := range topics {
+			if _, err := x.c.GetTopic(ctx, t.Name); err == nil { // not deleted since
+				x.opts.OnEntity(t.Name, true)
+			}
+		}
+	}
+	cs, err := x.c.ClusterStatus(ctx)
+	if err != nil {
+		failed++
+	}
+	alive := map[bool]int{}
+	for _, n := range cs.Nodes {
+		alive[n.Alive]++
+	}
+	for _, a := range []bool{true, false} {
+		emit(prometheus.MustNewConstMetric(nodesDesc, prometheus.GaugeValue, float64(alive[a]), strconv.FormatBool(a)))
+	}
+	out = append(out, x.streamLag(cs)...)
+	emit(prometheus.MustNewConstMetric(scrapeErrorsDesc, prometheus.GaugeValue, float64(failed)))
+	return out
+}
+
+// startSeries makes the dead-letter counters of an entity exist at 0,
+// with the reasons sluice assigns, and tells OnEntity.
+func (x *Collector) startSeries(entity string) {
+	label := x.EntityLabel(entity)
+	for _, reason := range sluiceReasons {
+		x.dead.WithLabelValues(label, x.reasons.label(reason))
+	}
+	if strings.Contains(entity, sluice.SubscriptionPath("", "")) {
+		x.dead.WithLabelValues(label, x.reasons.label(sluice.ReasonFilterEvaluation))
+	}
+	if x.opts.OnEntity != nil {
+		x.opts.OnEntity(entity, false)
+	}
+}
+
+// streamLag is the lag of each partition, of each consumer in each
+// namespace (and with SubscriptionLag of each subscription on each
+// partition), and how many live processors serve each consumer.
+func (x *Collector) streamLag(cs sluice.ClusterStatus) []prometheus.Metric {
+	type consumerNS struct{ consumer, namespace string }
+	group := map[string]string{} // consumer -> the group of the live nodes serving it
+	serving := map[string]int{}  // consumer -> live nodes serving it
+	for _, n := range cs.Nodes {
+		for _, consumer := range n.Consumers {
+			if _, ok := group[consumer]; !ok || n.Alive {
+				group[consumer] = n.Group
+			}
+			if n.Alive {
+				serving[consumer]++
+			}
+		}
+	}
+	var out []prometheus.Metric
+	lag := map[consumerNS]int64{}
+	for _, p := range cs.Partitions {
+		part := strconv.Itoa(int(p.Partition))
+		out = append(out, prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(p.Lag), part))
+		for _, s := range p.Subscriptions {
+			if s.Consumer == "" {
+				continue // created or deleted while the status was read
+			}
+			lag[consumerNS{s.Consumer, s.Namespace}] += s.Lag
+			if x.opts.SubscriptionLag {
+				out = append(out, prometheus.MustNewConstMetric(subscriptionLagDesc, prometheus.GaugeValue, float64(s.Lag),
+					s.ID, s.Consumer, s.Namespace, part))
+			}
+		}
+	}
+	consumers := map[string]bool{}
+	for k, n := range lag {
+		consumers[k.consumer] = true
+		out = append(out, prometheus.MustNewConstMetric(consumerLagDesc, prometheus.GaugeValue, float64(n),
+			groupLabel(group[k.consumer]), k.consumer, k.namespace))
+	}
+	for consumer := range consumers {
+		out = append(out, prometheus.MustNewConstMetric(consumerProcessorsDesc, prometheus.GaugeValue, float64(serving[consumer]),
+			groupLabel(group[consumer]), consumer))
+	}
+	return out
+}
+
+// groupLabel names a processor group in a label: "default" for the
+// default group's "".
+func groupLabel(g string) string {
+	if g == "" {
+		return "default"
+	}
+	return g
+}
+
+// labelSet admits label values up to a bound: past it a value counts as
+// "_other", so that ever new names cannot grow the metrics without
+// bound.
+type labelSet struct {
+	max  int
+	mu   sync.Mutex
+	seen map[string]bool
+}
+
+func (l *labelSet) label(v string) string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen[v] {
+		return v
+	}
+	if len(l.seen) >= l.max {
+		return "_other"
+	}
+	if l.seen == nil {
+		l.seen = make(map[string]bool)
+	}
+	l.seen[v] = true
+	return v
+}
+
+// forget drops the values that are v or, with under set, start with
+// under, and returns them.
+func (l *labelSet) forget(v, under string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for s := range l.seen {
+		if s == v || under != "" && strings.HasPrefix(s, under) {
+			delete(l.seen, s)
+			out = append(out, s)
+		}
+	}
+	return out
+}
