@@ -120,6 +120,15 @@ func (c *Client) PurgeDeadLetters(ctx context.Context, entity string) (int64, er
 	return c.st.PurgeDeadLetters(ctx, canonical(entity))
 }
 
+// DeleteDeadLetters deletes the dead letters of an entity that seqs name
+// (1 to the backend's batch limit of them, 1,000 by default), in one
+// transaction, and returns how many it deleted: a number that names no
+// dead letter (any more) deletes nothing. ErrInvalidArgument, and
+// nothing deleted, for none, too many, or a number below 1.
+func (c *Client) DeleteDeadLetters(ctx context.Context, entity string, seqs ...int64) (int64, error) {
+	return c.st.DeleteDeadLetters(ctx, canonical(entity), seqs)
+}
+
 // ObserveDeadLetters calls fn after each transaction of this process that
 // moved messages of the client's tenant to dead letters, once per entity
 // (a queue, or a subscription's path) and reason, with how many it moved,

@@ -399,6 +399,20 @@ func (c *Client) ResubmitDeadLetters(ctx context.Context, entity string, opts *s
 	}
 }
 
+// DeleteDeadLetters deletes the dead letters of an entity that seqs name,
+// in one transaction, as sluice.Client.DeleteDeadLetters does, and
+// returns how many it deleted.
+func (c *Client) DeleteDeadLetters(ctx context.Context, entity string, seqs ...int64) (int64, error) {
+	if len(seqs) == 0 {
+		return 0, fmt.Errorf("sluice: delete dead letters: no sequence numbers: %w", sluice.ErrInvalidArgument)
+	}
+	res, err := call(ctx, c.messaging.PurgeDeadLetters, &sluicev1.PurgeDeadLettersRequest{Entity: entity, SequenceNumbers: seqs})
+	if err != nil {
+		return 0, err
+	}
+	return res.Purged, nil
+}
+
 // PurgeDeadLetters deletes an entity's dead letters and returns how many.
 func (c *Client) PurgeDeadLetters(ctx context.Context, entity string) (int64, error) {
 	res, err := call(ctx, c.messaging.PurgeDeadLetters, &sluicev1.PurgeDeadLettersRequest{Entity: entity})

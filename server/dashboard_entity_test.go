@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"fmt"
 	"image/png"
 	"os"
 	"strings"
@@ -140,12 +141,26 @@ func TestDashboardEntityPage(t *testing.T) {
 	wait("the dead letter", `!!document.querySelector('#entity-messages tr[data-seq="3"][data-state="dead-lettered"]')`)
 	do("resubmit it", chromedp.Click(chromedp.CSS(`#entity-messages input[value="3"]`)), chromedp.Click(chromedp.CSS(`#entity-resubmit`)))
 	wait("the resubmit", `document.getElementById("entity-result").textContent === "resubmitted 1 dead letter(s)"`)
-	m, err := r.Receive(ctx, 1)
-	if err != nil || len(m) != 1 {
+	m, err := r.Receive(ctx, 2)
+	if err != nil || len(m) != 2 {
 		t.Fatalf("Receive = %v, %v", m, err)
 	}
-	if err := r.DeadLetter(ctx, m[0], &sluice.DeadLetterOptions{Reason: "again"}); err != nil {
-		t.Fatal(err)
+	for _, msg := range m {
+		if err := r.DeadLetter(ctx, msg, &sluice.DeadLetterOptions{Reason: "again"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One deleted by its number, confirmed.
+	keep, gone := m[0].SequenceNumber, m[1].SequenceNumber
+	choose("")
+	choose("dead")
+	wait("the two dead letters", `document.querySelectorAll('#entity-messages tr[data-state="dead-lettered"]').length === 2`)
+	do("delete one", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#entity-messages input[value="%d"]`, gone))), chromedp.Click(chromedp.CSS(`#entity-delete`)))
+	wait("the delete", `document.getElementById("entity-result").textContent === "deleted 1 dead letter(s)"`)
+	dlq, _ := lib.NewReceiver("orders", &sluice.ReceiverOptions{SubQueue: sluice.SubQueueDeadLetter})
+	if left, err := dlq.Peek(ctx, 10, &sluice.PeekOptions{FromSequenceNumber: 1}); err != nil || len(left) != 1 || left[0].SequenceNumber != keep {
+		t.Fatalf("dead letters after the dashboard deleted #%d: %v, %v", gone, left, err)
 	}
 	do("reload the page", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(`#entity-counts tr[data-count="dead-lettered"]`)))
 	wait("the dead letter counted", `document.querySelector('#entity-counts tr[data-count="dead-lettered"]').textContent.endsWith("1")`)

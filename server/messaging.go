@@ -440,7 +440,13 @@ func (h *messaging) PurgeDeadLetters(ctx context.Context, req *sluicev1.PurgeDea
 	if err := h.s.authorize(ctx, Manage, req.Entity); err != nil {
 		return nil, err
 	}
-	n, err := h.s.c.PurgeDeadLetters(ctx, req.Entity)
+	var n int64
+	var err error
+	if len(req.SequenceNumbers) > 0 {
+		n, err = h.s.c.DeleteDeadLetters(ctx, req.Entity, req.SequenceNumbers...)
+	} else {
+		n, err = h.s.c.PurgeDeadLetters(ctx, req.Entity)
+	}
 	if err != nil {
 		return nil, h.s.fail("purge dead letters", err)
 	}

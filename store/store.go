@@ -156,6 +156,11 @@ type QueueStore interface {
 	// PurgeDeadLetters deletes all of a queue's dead letters, in bounded
 	// transactions, and returns how many it deleted.
 	PurgeDeadLetters(ctx context.Context, queue string) (int64, error)
+	// DeleteDeadLetters deletes the dead letters of a queue that seqs
+	// name (1 to Limits.MaxBatch of them, each from 1), in one
+	// transaction, and returns how many it deleted: a number that names
+	// none deletes nothing.
+	DeleteDeadLetters(ctx context.Context, queue string, seqs []int64) (int64, error)
 
 	// Evict runs one bounded eviction batch now, whatever the control row
 	// says. Leases run it on their own once per eviction interval.

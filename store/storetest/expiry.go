@@ -31,6 +31,7 @@ var deadLetterTests = []suiteTest{
 	{"Resubmit", testResubmit},
 	{"ResubmitUnknown", testResubmitUnknown},
 	{"Purge", testPurge},
+	{"DeleteDeadLetters", testDeleteDeadLetters},
 }
 
 func testLeaseExpiry(t *testing.T, h *harness) {
@@ -456,6 +457,28 @@ func testPurge(t *testing.T, h *harness) {
 		t.Fatalf("second PurgeDeadLetters = %d, %v; want 0", n, err)
 	}
 	wantCounts(t, ctx, st, q, store.QueueStats{Active: 1})
+}
+
+// DeleteDeadLetters deletes the dead letters named, those alone, and
+// refuses bad lists whole.
+func testDeleteDeadLetters(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	deadLetterAll(t, st, q, msgs("1", "2", "3", "4")...)
+	enqueue(t, ctx, st, q, msg("live"))
+	for _, bad := range [][]int64{nil, {2, 0}, {-1}, make([]int64, store.DefaultMaxBatch+1)} {
+		_, err := st.DeleteDeadLetters(ctx, q, bad)
+		wantErr(t, fmt.Sprintf("DeleteDeadLetters of %d numbers", len(bad)), err, sluicetype.ErrInvalidArgument)
+	}
+	_, err := st.DeleteDeadLetters(ctx, "missing", []int64{1})
+	wantErr(t, "DeleteDeadLetters of a missing queue", err, sluicetype.ErrEntityNotFound)
+	wantSeqs(t, "dead letters after refused deletes", deadSeqs(deadAll(t, ctx, st, q)), []int64{1, 2, 3, 4})
+	// 5 is the live message, 9 nothing: neither is deleted.
+	if n, err := st.DeleteDeadLetters(ctx, q, []int64{3, 1, 3, 5, 9}); err != nil || n != 2 {
+		t.Fatalf("DeleteDeadLetters(3, 1, 3, 5, 9) = %d, %v; want 2", n, err)
+	}
+	wantSeqs(t, "dead letters after the delete", deadSeqs(deadAll(t, ctx, st, q)), []int64{2, 4})
+	wantSeqs(t, "messages after the delete", messageSeqs(peekAll(t, ctx, st, q)), []int64{5})
 }
 
 // Reasons as long as allowed, alike but for their last byte, are counted

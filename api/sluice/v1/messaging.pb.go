@@ -2386,10 +2386,13 @@ func (x *ResubmitDeadLettersResponse) GetTotal() int64 {
 }
 
 type PurgeDeadLettersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entity        string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Entity string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	// When set, only these dead letters (1 to 1,000 of them), in one
+	// transaction; unset: every one.
+	SequenceNumbers []int64 `protobuf:"varint,2,rep,packed,name=sequence_numbers,json=sequenceNumbers,proto3" json:"sequence_numbers,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *PurgeDeadLettersRequest) Reset() {
@@ -2427,6 +2430,13 @@ func (x *PurgeDeadLettersRequest) GetEntity() string {
 		return x.Entity
 	}
 	return ""
+}
+
+func (x *PurgeDeadLettersRequest) GetSequenceNumbers() []int64 {
+	if x != nil {
+		return x.SequenceNumbers
+	}
+	return nil
 }
 
 type PurgeDeadLettersResponse struct {
@@ -2644,9 +2654,10 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"G\n" +
 	"\x1bResubmitDeadLettersResponse\x12\x12\n" +
 	"\x04done\x18\x01 \x01(\x03R\x04done\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x03R\x05total\"1\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\"\\\n" +
 	"\x17PurgeDeadLettersRequest\x12\x16\n" +
-	"\x06entity\x18\x01 \x01(\tR\x06entity\"2\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12)\n" +
+	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"2\n" +
 	"\x18PurgeDeadLettersResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\x03R\x06purged*\xb5\x01\n" +
 	"\fMessageState\x12\x1d\n" +

@@ -43,6 +43,7 @@ type sluiceAPI interface {
 
 	ResubmitDeadLetters(ctx context.Context, entity string, opts *sluice.ResubmitOptions) (int, error)
 	PurgeDeadLetters(ctx context.Context, entity string) (int64, error)
+	DeleteDeadLetters(ctx context.Context, entity string, seqs ...int64) (int64, error)
 	ClusterStatus(ctx context.Context) (sluice.ClusterStatus, error)
 
 	NewSender(entity string) (batchSender, error)

@@ -56,6 +56,8 @@ func TestConfirmations(t *testing.T) {
 		{[]string{"dlq", "purge", "q"}, "Delete every dead letter of q?"},
 		{[]string{"dlq", "resubmit", "q"}, "Resubmit every dead letter of q?"},
 		{[]string{"dlq", "resubmit", "q", "--reason", "Late"}, `Resubmit every dead letter of q dead-lettered for "Late"?`},
+		{[]string{"dlq", "purge", "q", "--reason", "Late"}, `Delete every dead letter of q dead-lettered for "Late"?`},
+		{[]string{"dlq", "purge", "q", "3", "4"}, "Delete 2 dead letter(s) of q?"},
 		{[]string{"topic", "delete", "t"}, `Delete topic "t" with its subscriptions and their messages?`},
 		{[]string{"subscription", "delete", "t", "s"}, "Delete subscription t/Subscriptions/s with its messages and dead letters?"},
 	} {

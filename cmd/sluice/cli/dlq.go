@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -103,19 +104,63 @@ func opDLQResubmit() *op {
 }
 
 func opDLQPurge() *op {
-	return &op{name: "dlq purge", args: "ENTITY", minArgs: 1, maxArgs: 1,
-		about: "Deletes every dead letter of a queue or subscription.",
+	var seqs []int64
+	var reason string
+	return &op{name: "dlq purge", args: "ENTITY [SEQ...]", minArgs: 1, maxArgs: -1,
+		about: "Deletes dead letters of a queue or subscription: those whose sequence numbers are given, those\n" +
+			"dead-lettered for --reason, or every one.",
+		flags: func(fs *flag.FlagSet) {
+			fs.StringVar(&reason, "reason", "", "only the dead letters with this dead-letter reason (as dlq list shows it)")
+		},
 		confirm: func(args []string) string {
+			switch {
+			case len(args) > 1:
+				return fmt.Sprintf("Delete %d dead letter(s) of %s", len(args)-1, args[0])
+			case reason != "":
+				return fmt.Sprintf("Delete every dead letter of %s dead-lettered for %q", args[0], reason)
+			}
 			return fmt.Sprintf("Delete every dead letter of %s", args[0])
 		},
-		run: func(ctx context.Context, e *env, args []string) error {
-			n, err := e.api.PurgeDeadLetters(ctx, args[0])
-			if err != nil {
-				return err
+		check: func(args []string) (err error) {
+			if reason != "" && len(args) > 1 {
+				return errors.New("--reason and sequence numbers exclude each other")
 			}
-			return e.printCount("purged", n)
+			seqs, err = sequenceNumbers(args[1:])
+			return err
+		},
+		run: func(ctx context.Context, e *env, args []string) error {
+			if reason == "" && len(seqs) == 0 {
+				n, err := e.api.PurgeDeadLetters(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return e.printCount("purged", n)
+			}
+			if reason != "" {
+				var err error
+				if seqs, err = deadLettersFor(ctx, e.api, args[0], reason); err != nil {
+					return err
+				}
+			}
+			// In batches, each one transaction.
+			var total int64
+			for batch := range slices.Chunk(seqs, deleteBatch) {
+				n, err := e.api.DeleteDeadLetters(ctx, args[0], batch...)
+				total += n
+				if err != nil {
+					if total > 0 {
+						e.printCount("purged", total)
+					}
+					return err
+				}
+			}
+			return e.printCount("purged", total)
 		}}
 }
+
+// deleteBatch is how many dead letters one delete names: the backends'
+// default batch limit.
+const deleteBatch = 1000
 
 // printCount prints how many things an action did: "purged 3", or
 // {"purged": 3}.

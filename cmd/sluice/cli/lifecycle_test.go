@@ -364,6 +364,31 @@ func TestResubmitByReason(t *testing.T) {
 		if got := states(t, w, "work"); len(got) != 2 {
 			t.Fatalf("after resubmit: %v", got)
 		}
+
+		// Purges by reason and by number delete those alone.
+		w.ok(t, "receive", "work", "--dead-letter", "Broken")
+		w.ok(t, "receive", "work", "--dead-letter", "Stale")
+		if out := w.ok(t, "dlq", "purge", "work", "--reason", "Broken", "-f"); out != "purged 1\n" {
+			t.Fatalf("dlq purge --reason printed %q", out)
+		}
+		var late string
+		for _, d := range jsonLines(t, w.ok(t, "dlq", "list", "work", "--json")) {
+			if d["deadLetterReason"] == "Broken" {
+				t.Fatalf("a Broken dead letter left after the purge: %v", d)
+			}
+			if d["deadLetterReason"] == "Late" {
+				late = strconv.Itoa(int(d["sequenceNumber"].(float64)))
+			}
+		}
+		if out := w.ok(t, "dlq", "purge", "work", late, "999", "--json"); out != "{\"purged\":1}\n" {
+			t.Fatalf("dlq purge %s 999 printed %q", late, out)
+		}
+		dead = jsonLines(t, w.ok(t, "dlq", "list", "work", "--json"))
+		if len(dead) != 1 || dead[0]["deadLetterReason"] != "Stale" {
+			t.Fatalf("dead letters after the purges: %v", dead)
+		}
+		w.fails(t, ExitUsage, "exclude each other", "dlq", "purge", "work", "2", "--reason", "Late")
+		w.fails(t, ExitUsage, "sequence number", "dlq", "purge", "work", "0")
 	})
 }
 

@@ -343,6 +343,7 @@ async function browse() {
   document.getElementById("entity-prev").disabled = !state.browse.back.length;
   document.getElementById("entity-next").disabled = !state.browse.next;
   document.getElementById("entity-resubmit").hidden = !dead;
+  document.getElementById("entity-delete").hidden = !dead;
   document.getElementById("message-detail").hidden = true;
 }
 
@@ -585,6 +586,14 @@ document.addEventListener("DOMContentLoaded", () => {
     entityAction("", async () => {
       const steps = await stream("MessagingService", "ResubmitDeadLetters", { entity: state.entity, sequenceNumbers: seqs });
       return `resubmitted ${int((steps[steps.length - 1] || {}).done)} dead letter(s)`;
+    });
+  });
+  document.getElementById("entity-delete").addEventListener("click", () => {
+    const seqs = checkedSeqs();
+    if (!seqs.length) return;
+    entityAction(`Delete dead letter(s) ${seqs.map((s) => "#" + s).join(", ")} of ${state.entity}?`, async () => {
+      const res = await call("MessagingService", "PurgeDeadLetters", { entity: state.entity, sequenceNumbers: seqs });
+      return `deleted ${int(res.purged)} dead letter(s)`;
     });
   });
   window.addEventListener("popstate", route);

@@ -1381,6 +1381,35 @@ func (s *tenantStore) PurgeDeadLetters(ctx context.Context, queue string) (int64
 	}
 }
 
+func (s *tenantStore) DeleteDeadLetters(ctx context.Context, queue string, seqs []int64) (int64, error) {
+	if err := store.ValidateName("queue", queue); err != nil {
+		return 0, fmt.Errorf("sluice: delete dead letters: %w", err)
+	}
+	if len(seqs) == 0 || len(seqs) > s.e.limits.MaxBatch {
+		return 0, fmt.Errorf("sluice: delete dead letters: %d sequence numbers, want 1 to %d: %w", len(seqs), s.e.limits.MaxBatch,
+			sluicetype.ErrInvalidArgument)
+	}
+	for _, n := range seqs {
+		if n < 1 {
+			return 0, fmt.Errorf("sluice: delete dead letters: sequence number %d: numbers start at 1: %w", n, sluicetype.ErrInvalidArgument)
+		}
+	}
+	if err := s.mustExist(ctx, queue); err != nil {
+		return 0, fmt.Errorf("sluice: delete dead letters: %w", err)
+	}
+	sorted := slices.Compact(slices.Sorted(slices.Values(seqs)))
+	var n int64
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, queue, s.e.d.IntList(sorted))
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sluice: delete dead letters: %w", err)
+	}
+	return n, nil
+}
+
 func (s *tenantStore) DeadLetterReasons(ctx context.Context, queue string) (map[string]int64, error) {
 	if err := store.ValidateName("queue", queue); err != nil {
 		return nil, fmt.Errorf("sluice: dead letter reasons: %w", err)
