@@ -548,7 +548,7 @@ func (r *Receiver) Peek(ctx context.Context, max int, opts *PeekOptions) ([]*Rec
 		}
 		for _, m := range ms {
 			rm := received(r.queue, m)
-			if m.State == StateLocked {
+			if m.State == StateLocked && m.VisibleAt.After(time.Now()) {
 				rm.LockedUntil = m.VisibleAt // when its lock ends, unless renewed
 			}
 			out = append(out, rm)

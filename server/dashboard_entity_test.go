@@ -139,7 +139,8 @@ func TestDashboardEntityPage(t *testing.T) {
 	// The dead letters: resubmitted, then (after another) purged.
 	choose("dead")
 	wait("the dead letter", `!!document.querySelector('#entity-messages tr[data-seq="3"][data-state="dead-lettered"]')`)
-	do("resubmit it", chromedp.Click(chromedp.CSS(`#entity-messages input[value="3"]`)), chromedp.Click(chromedp.CSS(`#entity-resubmit`)))
+	do("resubmit it, confirmed", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+		chromedp.Click(chromedp.CSS(`#entity-messages input[value="3"]`)), chromedp.Click(chromedp.CSS(`#entity-resubmit`)))
 	wait("the resubmit", `document.getElementById("entity-result").textContent === "resubmitted 1 dead letter(s)"`)
 	m, err := r.Receive(ctx, 2)
 	if err != nil || len(m) != 2 {
@@ -152,7 +153,6 @@ func TestDashboardEntityPage(t *testing.T) {
 	}
 	// One deleted by its number, confirmed.
 	keep, gone := m[0].SequenceNumber, m[1].SequenceNumber
-	choose("")
 	choose("dead")
 	wait("the two dead letters", `document.querySelectorAll('#entity-messages tr[data-state="dead-lettered"]').length === 2`)
 	do("delete one", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
@@ -188,6 +188,17 @@ func TestDashboardEntityPage(t *testing.T) {
 	}
 	if rules := text(`#entity-rules`); rules != "rule vip: tier = 'gold'" {
 		t.Errorf("the subscription's rules: %q", rules)
+	}
+	// Back goes back to the entities, and adds no entry of its own (a
+	// URL that names nothing is rewritten, not pushed).
+	entries, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`history.length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	do("back", chromedp.Evaluate[chromedp.Void](`history.back()`), chromedp.WaitVisible(chromedp.CSS(`#view-entities`)))
+	wait("the entities' URL", `location.hash === "#entities"`)
+	if after, err := chromedp.Run(bctx, chromedp.Evaluate[float64](`history.length`)); err != nil || after != entries {
+		t.Errorf("history holds %v entries after back, %v before (%v)", after, entries, err)
 	}
 }
 

@@ -15,6 +15,7 @@ package sluiceprom
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,8 +40,9 @@ type Options struct {
 	// consumer and namespace.
 	SubscriptionLag bool
 	// MaxLabels bounds the entity names and dead-letter reasons the
-	// metrics label (default 10,000 each); past it they count as
-	// "_other".
+	// dead-letter counter labels (default 10,000 each); past it they
+	// count as "_other". (The gauges of the database's figures are
+	// bounded by MaxEntities: they hold what one read found.)
 	MaxLabels int
 	// OnEntity, when set, is called for each entity a read of the
 	// database finds, with topic set for a topic (queues and
@@ -101,7 +103,9 @@ func (x *Collector) EntityLabel(name string) string {
 
 // ForgetEntity drops the series of a deleted entity, and of the
 // subscriptions under it when it is a topic (under: their prefix), and
-// returns the labels it dropped, for a caller's own series of them.
+// returns the labels it dropped, for a caller's own series of them. A
+// program that deletes entities calls it, so that their counters (and
+// their labels, of the MaxLabels) go with them.
 func (x *Collector) ForgetEntity(name, under string) []string {
 	if under != "" {
 		under = sluice.CanonicalName(under)
@@ -171,7 +175,7 @@ func (x *Collector) Refresh() []prometheus.Metric {
 		x.last = x.read()
 		x.at = time.Now()
 	}
-	return x.last
+	return slices.Clone(x.last)
 }
 
 // sluiceReasons are the dead-letter reasons sluice assigns: each

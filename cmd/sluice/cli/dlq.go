@@ -115,7 +115,7 @@ func opDLQPurge() *op {
 		confirm: func(args []string) string {
 			switch {
 			case len(args) > 1:
-				return fmt.Sprintf("Delete %d dead letter(s) of %s", len(args)-1, args[0])
+				return fmt.Sprintf("Delete %d dead letter(s) of %s", len(seqs), args[0])
 			case reason != "":
 				return fmt.Sprintf("Delete every dead letter of %s dead-lettered for %q", args[0], reason)
 			}

@@ -8,6 +8,9 @@ const state = {
   // the first sequence number shown, back: the pages before, next: the
   // next page's first, 0 at the end).
   entity: "", browse: { from: 1, back: [], next: 0 },
+  // browses counts the browses started: one that finds a later one
+  // started draws nothing (the page shows the last asked for).
+  browses: 0,
 };
 
 // call makes a unary call and returns its JSON answer.
@@ -306,12 +309,16 @@ function openEntity(path) {
 async function browse() {
   const path = state.entity, want = document.getElementById("entity-state").value;
   const dead = want === "dead";
+  const mine = ++state.browses;
+  const stale = () => mine !== state.browses;
+  document.getElementById("entity-prev").disabled = document.getElementById("entity-next").disabled = true;
   const shown = [];
   let from = state.browse.from, last = from - 1, end = false;
   for (let peeks = 0; shown.length < pageSize && peeks < 20; peeks++) {
     const body = { entity: path, maxMessages: 250, fromSequenceNumber: from };
     if (dead) body.subQueue = "SUB_QUEUE_DEAD_LETTER";
     const page = (await call("MessagingService", "Peek", body)).messages || [];
+    if (stale()) return;
     let used = 0;
     for (const m of page) {
       if (shown.length === pageSize) break;
@@ -523,11 +530,15 @@ async function refresh() {
 }
 
 // show shows a view and puts it in the URL, so that it can be linked
-// (#streams, #entity/<path>).
-function show(view) {
+// (#streams, #entity/<path>): a new entry of the history for a click, the
+// same entry rewritten when the URL itself led here (route).
+function show(view, replace) {
   state.view = view;
   const hash = view === "entity" ? "entity/" + encodeURIComponent(state.entity) : view;
-  if (location.hash.slice(1) !== hash) history.pushState(null, "", "#" + hash);
+  if (location.hash.slice(1) !== hash) {
+    if (replace) history.replaceState(null, "", "#" + hash);
+    else history.pushState(null, "", "#" + hash);
+  }
   for (const b of document.querySelectorAll("nav button")) b.classList.toggle("active", b.dataset.view === (view === "entity" ? "entities" : view));
   for (const s of document.querySelectorAll(".view")) s.hidden = s.id !== "view-" + view;
   refresh();
@@ -537,12 +548,16 @@ function show(view) {
 function route() {
   const hash = location.hash.slice(1);
   if (hash.startsWith("entity/")) {
-    state.entity = decodeURIComponent(hash.slice("entity/".length));
+    try {
+      state.entity = decodeURIComponent(hash.slice("entity/".length));
+    } catch {
+      state.entity = hash.slice("entity/".length); // a stray "%": taken as it is
+    }
     state.browse = { from: 1, back: [], next: 0 };
-    show("entity");
+    show("entity", true);
     return;
   }
-  show(views[hash] && hash !== "entity" ? hash : "entities");
+  show(Object.hasOwn(views, hash) && hash !== "entity" ? hash : "entities", true);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
@@ -583,7 +598,7 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("entity-resubmit").addEventListener("click", () => {
     const seqs = checkedSeqs();
     if (!seqs.length) return;
-    entityAction("", async () => {
+    entityAction(`Resubmit dead letter(s) ${seqs.map((s) => "#" + s).join(", ")} of ${state.entity}?`, async () => {
       const steps = await stream("MessagingService", "ResubmitDeadLetters", { entity: state.entity, sequenceNumbers: seqs });
       return `resubmitted ${int((steps[steps.length - 1] || {}).done)} dead letter(s)`;
     });
