@@ -93,6 +93,8 @@ type SubscriptionLag struct {
 	Key       string
 	Position  int64
 	Lag       int64
+	// Fault says why the subscription stopped ("" while it runs).
+	Fault string
 }
 
 // ClusterStatus reads the stream nodes of the client's tenant, their
@@ -159,7 +161,7 @@ func (c *Client) ClusterStatus(ctx context.Context) (ClusterStatus, error) {
 		for _, id := range slices.Sorted(maps.Keys(prog.Positions)) {
 			pos, sub := prog.Positions[id], byID[id]
 			ps.Subscriptions = append(ps.Subscriptions, SubscriptionLag{ID: id, Consumer: sub.Consumer, Namespace: sub.Namespace,
-				Key: sub.Key, Position: pos, Lag: max(0, info.Head-pos)})
+				Key: sub.Key, Position: pos, Lag: max(0, info.Head-pos), Fault: sub.Fault})
 		}
 		s.Partitions = append(s.Partitions, ps)
 	}

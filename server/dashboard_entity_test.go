@@ -2,10 +2,13 @@ package server_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"image/png"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -223,5 +226,106 @@ func checkShot(t *testing.T, shot []byte) {
 	}
 	if len(colours) < 8 {
 		t.Fatalf("screenshot holds %d colours: a blank page?", len(colours))
+	}
+}
+
+// The streams view lists each subscription with its consumer, whether a
+// live processor serves it, its lag and its fault; it shows a
+// subscription's parked events, replays them (here refused: no Consume
+// stream of the consumer is open on this server) and clears a fault,
+// confirmed.
+func TestDashboardStreamSubscriptions(t *testing.T) {
+	path := chromium(t)
+	e := start(t, "sqlite", server.Config{})
+	ctx := t.Context()
+	var broken atomic.Bool
+	broken.Store(true)
+	p := e.lib.NewStreamProcessor(&sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond, ProgressInterval: 100 * time.Millisecond})
+	p.Handle("pager", func(context.Context, *sluice.StreamEvent) error {
+		if broken.Load() {
+			return errors.New("pager down")
+		}
+		return nil
+	}, &sluice.ConsumerOptions{Namespace: "ops", MaxAttempts: 1, OnFailure: sluice.FaultOnFailure})
+	p.Handle("parker", func(context.Context, *sluice.StreamEvent) error { return errors.New("parker down") },
+		&sluice.ConsumerOptions{Namespace: "ops", MaxAttempts: 1})
+	if err := p.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.WithoutCancel(ctx))
+	if _, err := e.lib.Publish(ctx, sluice.StreamID{Namespace: "ops", Key: "disk"}, sluice.Event{Body: []byte("disk full")}); err != nil {
+		t.Fatal(err)
+	}
+	pager, parker := "ns/ops/pager", "ns/ops/parker"
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		sub, err := e.lib.GetStreamSubscription(ctx, pager)
+		parked, perr := e.lib.ParkedEvents(ctx, parker, 10)
+		if err == nil && perr == nil && sub.Fault != "" && len(parked) == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fault and parked event after 20s: %+v %v, %v %v", sub, err, parked, perr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	bctx := newBrowser(t, path)
+	run := func(what, js string) {
+		t.Helper()
+		// One evaluation finds and clicks, so that a refresh of the view
+		// between the two cannot take the node away.
+		if err := chromedp.Do(bctx, chromedp.Evaluate[chromedp.Void](js)); err != nil {
+			t.Fatalf("dashboard: %s: %v", what, err)
+		}
+	}
+	wait := func(what, expr string) {
+		t.Helper()
+		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](expr)); err != nil {
+			t.Fatalf("dashboard: waiting for %s: %v", what, err)
+		}
+	}
+	text := func(css string) string {
+		t.Helper()
+		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(css)))
+		if err != nil {
+			t.Fatalf("dashboard: text of %s: %v", css, err)
+		}
+		return s
+	}
+	if err := chromedp.Do(bctx, chromedp.Navigate(e.url+"/#streams"),
+		chromedp.WaitVisible(chromedp.CSS(`#stream-subs-table tr[data-subscription="ns/ops/pager"]`))); err != nil {
+		t.Fatalf("dashboard: the streams view's subscriptions: %v", err)
+	}
+	if row := text(`#stream-subs-table tr[data-subscription="ns/ops/pager"]`); !strings.HasPrefix(row, "pager\tops/*\tns/ops/pager\tyes\t") ||
+		!strings.Contains(row, "pager down") || !strings.Contains(row, "Clear fault") {
+		t.Errorf("pager's row: %q", row)
+	}
+	run("parker's parked events", `document.querySelector('#stream-subs-table tr[data-subscription="ns/ops/parker"] button[data-action="parked"]').click()`)
+	wait("the parked event", `!!document.querySelector("#parked-table tr[data-position]")`)
+	if parked := text(`#parked-table tbody`); !strings.Contains(parked, "ops/disk") || !strings.Contains(parked, "parker down") ||
+		!strings.Contains(parked, "disk full") {
+		t.Errorf("parker's parked events: %q", parked)
+	}
+	run("replay", `document.getElementById("parked-replay").click()`)
+	wait("the replay's answer", `document.getElementById("parked-result").textContent.startsWith("replay failed")`)
+	if got := text(`#parked-result`); !strings.Contains(got, "no Consume stream") {
+		t.Errorf("a replay with no Consume stream on the server says %q", got)
+	}
+
+	broken.Store(false)
+	run("clear pager's fault, confirmed", `window.confirm = () => true;
+		document.querySelector('#stream-subs-table tr[data-subscription="ns/ops/pager"] button[data-action="clear-fault"]').click()`)
+	wait("the clear", `document.getElementById("stream-sub-result").textContent === "cleared the fault of ns/ops/pager"`)
+	deadline = time.Now().Add(20 * time.Second)
+	for {
+		sub, err := e.lib.GetStreamSubscription(ctx, pager)
+		if err == nil && sub.Fault == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pager still faulted after the dashboard cleared it: %+v, %v", sub, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -333,7 +333,7 @@ func ClusterStatus(s sluice.ClusterStatus) *sluicev1.GetClusterStatusResponse {
 			Held: p.Held, Head: p.Head, Checkpoint: p.Checkpoint, Lag: p.Lag, CacheWindows: int32(p.CacheWindows), CachedRecords: p.CachedRecords}
 		for _, l := range p.Subscriptions {
 			ps.Subscriptions = append(ps.Subscriptions, &sluicev1.SubscriptionLag{Id: l.ID, Position: l.Position, Lag: l.Lag,
-				Consumer: l.Consumer, Namespace: l.Namespace, Key: l.Key})
+				Consumer: l.Consumer, Namespace: l.Namespace, Key: l.Key, Fault: l.Fault})
 		}
 		for _, l := range p.Leases {
 			ps.Leases = append(ps.Leases, &sluicev1.GroupLease{Group: l.Group, Owner: l.Owner, Epoch: l.Epoch,
@@ -358,7 +358,7 @@ func FromClusterStatus(s *sluicev1.GetClusterStatusResponse) sluice.ClusterStatu
 			CacheWindows: int(p.GetCacheWindows()), CachedRecords: p.GetCachedRecords()}
 		for _, l := range p.GetSubscriptions() {
 			ps.Subscriptions = append(ps.Subscriptions, sluice.SubscriptionLag{ID: l.GetId(), Position: l.GetPosition(), Lag: l.GetLag(),
-				Consumer: l.GetConsumer(), Namespace: l.GetNamespace(), Key: l.GetKey()})
+				Consumer: l.GetConsumer(), Namespace: l.GetNamespace(), Key: l.GetKey(), Fault: l.GetFault()})
 		}
 		for _, l := range p.GetLeases() {
 			ps.Leases = append(ps.Leases, sluice.GroupLease{Group: l.GetGroup(), Owner: l.GetOwner(), Epoch: l.GetEpoch(),

@@ -458,9 +458,11 @@ type SubscriptionLag struct {
 	Lag      int64                  `protobuf:"varint,3,opt,name=lag,proto3" json:"lag,omitempty"`
 	// Whom it is for ("" for a subscription deleted meanwhile); key is ""
 	// for a subscription to the whole namespace.
-	Consumer      string `protobuf:"bytes,4,opt,name=consumer,proto3" json:"consumer,omitempty"`
-	Namespace     string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Key           string `protobuf:"bytes,6,opt,name=key,proto3" json:"key,omitempty"`
+	Consumer  string `protobuf:"bytes,4,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Namespace string `protobuf:"bytes,5,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Key       string `protobuf:"bytes,6,opt,name=key,proto3" json:"key,omitempty"`
+	// Why the subscription stopped ("" while it runs).
+	Fault         string `protobuf:"bytes,7,opt,name=fault,proto3" json:"fault,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -537,6 +539,13 @@ func (x *SubscriptionLag) GetKey() string {
 	return ""
 }
 
+func (x *SubscriptionLag) GetFault() string {
+	if x != nil {
+		return x.Fault
+	}
+	return ""
+}
+
 var File_sluice_v1_cluster_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_cluster_proto_rawDesc = "" +
@@ -586,14 +595,15 @@ const file_sluice_v1_cluster_proto_rawDesc = "" +
 	"\x06leases\x18\n" +
 	" \x03(\v2\x15.sluice.v1.GroupLeaseR\x06leases\x12#\n" +
 	"\rcache_windows\x18\v \x01(\x05R\fcacheWindows\x12%\n" +
-	"\x0ecached_records\x18\f \x01(\x03R\rcachedRecords\"\x9b\x01\n" +
+	"\x0ecached_records\x18\f \x01(\x03R\rcachedRecords\"\xb1\x01\n" +
 	"\x0fSubscriptionLag\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bposition\x18\x02 \x01(\x03R\bposition\x12\x10\n" +
 	"\x03lag\x18\x03 \x01(\x03R\x03lag\x12\x1a\n" +
 	"\bconsumer\x18\x04 \x01(\tR\bconsumer\x12\x1c\n" +
 	"\tnamespace\x18\x05 \x01(\tR\tnamespace\x12\x10\n" +
-	"\x03key\x18\x06 \x01(\tR\x03key2m\n" +
+	"\x03key\x18\x06 \x01(\tR\x03key\x12\x14\n" +
+	"\x05fault\x18\a \x01(\tR\x05fault2m\n" +
 	"\x0eClusterService\x12[\n" +
 	"\x10GetClusterStatus\x12\".sluice.v1.GetClusterStatusRequest\x1a#.sluice.v1.GetClusterStatusResponseB\x95\x01\n" +
 	"\rcom.sluice.v1B\fClusterProtoP\x01Z1github.com/sluicehq/sluice/api/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +

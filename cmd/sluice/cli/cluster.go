@@ -56,6 +56,7 @@ type subscriptionLagView struct {
 	Consumer  string `json:"consumer,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
 	Key       string `json:"key,omitempty"`
+	Fault     string `json:"fault,omitempty"`
 }
 
 // streamOf names what a subscription reads: a stream, or a whole
@@ -112,7 +113,7 @@ func (e *env) emitCluster(st sluice.ClusterStatus) error {
 		}
 		for _, s := range p.Subscriptions {
 			v.Subscriptions = append(v.Subscriptions, subscriptionLagView{ID: s.ID, Position: s.Position, Lag: s.Lag,
-				Consumer: s.Consumer, Namespace: s.Namespace, Key: s.Key})
+				Consumer: s.Consumer, Namespace: s.Namespace, Key: s.Key, Fault: s.Fault})
 		}
 		if err := e.emit(v); err != nil {
 			return err

@@ -192,6 +192,29 @@ const views = {
     warn.hidden = !unserved.length;
     warn.textContent = unserved.length ? `No live processor serves ${unserved.join(", ")}: their subscriptions hold their partitions' ` +
       "checkpoints and retention back." : "";
+    // Each subscription once, its lag over its partitions.
+    const bySub = new Map();
+    for (const p of st.partitions || []) {
+      for (const s of p.subscriptions || []) {
+        const seen = bySub.get(s.id);
+        if (seen) seen.lag += int(s.lag);
+        else bySub.set(s.id, { ...s, lag: int(s.lag) });
+      }
+    }
+    fill(document.querySelector("#stream-subs-table tbody"), [...bySub.values()].filter((s) => s.consumer)
+      .sort((a, b) => (a.consumer + a.id).localeCompare(b.consumer + b.id)).map((s) => {
+        const parked = el("button", { type: "button", "data-action": "parked" }, "Parked events");
+        parked.addEventListener("click", () => showParked(s.id, subscriptionName(s)));
+        const actions = el("td", {}, parked);
+        if (s.fault) {
+          const clear = el("button", { type: "button", "data-action": "clear-fault" }, "Clear fault");
+          clear.addEventListener("click", () => clearFault(s.id));
+          actions.append(" ", clear);
+        }
+        return el("tr", { "data-subscription": s.id, class: s.fault || !served.has(s.consumer) ? "bad" : "" },
+          el("td", {}, s.consumer), el("td", {}, `${s.namespace}/${s.key || "*"}`), el("td", {}, s.id),
+          el("td", {}, served.has(s.consumer) ? "yes" : "no"), num(s.lag), el("td", {}, s.fault || ""), actions);
+      }));
     const ids = new Set((st.partitions || []).flatMap((p) => (p.subscriptions || []).map((s) => s.id)));
     document.getElementById("reposition-subs").replaceChildren(...[...ids].sort().map((id) => el("option", { value: id })));
     const consumers = [...new Set((st.nodes || []).flatMap((n) => n.consumers || []))].sort();
@@ -389,6 +412,52 @@ async function entityAction(question, act) {
 }
 
 const checkedSeqs = () => [...document.querySelectorAll("#entity-messages input:checked")].map((c) => c.value);
+
+// showParked lists a subscription's parked events (the oldest 100).
+async function showParked(id, name) {
+  state.parked = id;
+  document.getElementById("parked-title").textContent = `Parked events of ${name}`;
+  document.getElementById("parked-panel").hidden = false;
+  try {
+    const events = (await call("StreamService", "ListParkedEvents", { subscription: id, max: 100 })).events || [];
+    fill(document.querySelector("#parked-table tbody"), events.map((p) => {
+      const ev = p.event || {}, sid = ev.stream || {};
+      return el("tr", { "data-position": int(ev.position) }, el("td", {}, `${sid.namespace}/${sid.key}`), num(ev.partition),
+        num(ev.position), num(p.attempts), el("td", {}, p.error || ""), el("td", {}, when(p.parkedAt)), el("td", { class: "body" }, preview(ev.body)));
+    }));
+    if (!events.length) fill(document.querySelector("#parked-table tbody"), [el("tr", {}, el("td", {}, "none"))]);
+  } catch (e) {
+    document.getElementById("parked-result").textContent = "failed: " + e.message;
+  }
+}
+
+async function replayParked() {
+  const id = state.parked, out = document.getElementById("parked-result");
+  out.textContent = "replaying…";
+  let said;
+  try {
+    const res = await call("StreamService", "ReplayParkedEvents", { subscription: id, max: 100 });
+    said = res.failure ? `replayed ${int(res.delivered)}, then stopped: ${res.failure}` : `replayed ${int(res.delivered)}`;
+  } catch (e) {
+    said = "replay failed: " + e.message;
+  }
+  await showParked(id, document.getElementById("parked-title").textContent.replace(/^Parked events of /, ""));
+  out.textContent = said;
+}
+
+async function clearFault(id) {
+  const out = document.getElementById("stream-sub-result");
+  if (!window.confirm(`Clear the fault of ${id}? Its consumer delivers its events again from its position.`)) return;
+  let said;
+  try {
+    await call("StreamService", "ClearFault", { subscription: id });
+    said = `cleared the fault of ${id}`;
+  } catch (e) {
+    said = "clear fault failed: " + e.message;
+  }
+  await refresh();
+  out.textContent = said;
+}
 
 // subscriptionName names a subscription for people: its consumer and
 // what it reads (a stream, or a namespace's every stream), else its id.
@@ -611,6 +680,7 @@ document.addEventListener("DOMContentLoaded", () => {
       return `deleted ${int(res.purged)} dead letter(s)`;
     });
   });
+  document.getElementById("parked-replay").addEventListener("click", replayParked);
   window.addEventListener("popstate", route);
   route();
   state.timer = setInterval(() => { if (state.view !== "deadletters" && state.view !== "entity") refresh(); }, 5000);
