@@ -125,6 +125,24 @@ func TestDashboardEntityPage(t *testing.T) {
 		t.Errorf("the detail of message 4 shows %q", detail)
 	}
 
+	// Find by message id, by subject, by property.
+	find := func(what string) string {
+		t.Helper()
+		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(async () => { const f = document.getElementById("entity-find"); f.value = "`+
+			what+`"; await browse(); return [...document.querySelectorAll("#entity-messages tbody tr")].map((r) => r.dataset.seq).join(" "); })()`,
+			chromedp.EvalAwaitPromise))
+		if err != nil {
+			t.Fatalf("dashboard: find %q: %v", what, err)
+		}
+		return got
+	}
+	for what, want := range map[string]string{"m-4": "4", "order": "4", "size=L": "4", "size=S": "", "": "1 2 4 5 6 7"} {
+		if got := find(what); got != want {
+			t.Errorf("finding %q shows messages %q, want %q", what, got, want)
+		}
+	}
+	find("")
+
 	// Browse by state; cancel the scheduled message, confirmed.
 	choose("MESSAGE_STATE_SCHEDULED")
 	wait("only the scheduled message", `document.querySelectorAll("#entity-messages tbody tr").length === 1 && !!document.querySelector('#entity-messages tr[data-seq="6"]')`)

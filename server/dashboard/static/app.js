@@ -323,14 +323,27 @@ function openEntity(path) {
   state.entity = path;
   state.browse = { from: 1, back: [], next: 0 };
   document.getElementById("entity-state").value = "";
+  document.getElementById("entity-find").value = "";
   show("entity");
 }
 
 // browse lists a page of the entity's messages in the state chosen, in
 // sequence order from state.browse.from, peeking as many pages as it
 // takes (at most 20 of 250).
+// matches says whether a peeked message is the one searched for: its
+// message id, correlation id or subject equal to find, or with
+// "key=value" an application property of that value ("" finds all).
+function matches(m, find) {
+  if (!find) return true;
+  const msg = m.message || {};
+  const eq = find.indexOf("=");
+  if (eq > 0) return (msg.applicationProperties || {})[find.slice(0, eq)] === find.slice(eq + 1);
+  return msg.messageId === find || msg.correlationId === find || msg.subject === find;
+}
+
 async function browse() {
   const path = state.entity, want = document.getElementById("entity-state").value;
+  const find = document.getElementById("entity-find").value.trim();
   const dead = want === "dead";
   const mine = ++state.browses;
   const stale = () => mine !== state.browses;
@@ -347,7 +360,7 @@ async function browse() {
       if (shown.length === pageSize) break;
       used++;
       last = int(m.sequenceNumber);
-      if (dead || !want || m.state === want) shown.push(m);
+      if ((dead || !want || m.state === want) && matches(m, find)) shown.push(m);
     }
     if (used < page.length) break; // the page is full: more follow
     if (page.length < 250) {
@@ -642,6 +655,7 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("dlq-resubmit-all").addEventListener("click", () => resubmit(true));
   document.getElementById("reposition").addEventListener("submit", (ev) => { ev.preventDefault(); reposition(); });
   document.getElementById("entity-state").addEventListener("change", () => { state.browse = { from: 1, back: [], next: 0 }; browse(); });
+  document.getElementById("entity-find").addEventListener("change", () => { state.browse = { from: 1, back: [], next: 0 }; browse(); });
   document.getElementById("entity-next").addEventListener("click", () => {
     state.browse.back.push(state.browse.from);
     state.browse.from = state.browse.next;
