@@ -105,6 +105,14 @@ func TestDashboardEntityPage(t *testing.T) {
 	if err != nil || states != "1:deferred 2:locked 4:active 5:active 6:scheduled 7:expired" {
 		t.Errorf("the messages' states: %q, %v (rows %q)", states, err, messages)
 	}
+	// The counts over time: a sample at least, with the count axis.
+	drawn, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(() => { const svg = document.querySelector("#entity-chart svg");
+		return svg ? [...svg.querySelectorAll("polyline")].map((l) => l.getAttribute("class")).join(",") + " " +
+			svg.querySelector("text.caption").textContent : "none"; })()`))
+	if err != nil || !strings.HasPrefix(drawn, "active,inFlight,scheduled,deferred,deadLettered peak 2 messages over ") ||
+		!strings.HasSuffix(drawn, "since this page was opened") {
+		t.Errorf("the counts over time: %q, %v", drawn, err)
+	}
 	if locked := text(`#entity-messages tr[data-seq="2"] td:nth-child(7)`); locked == "" {
 		t.Errorf("the locked message shows no lock expiry: %q", messages)
 	}

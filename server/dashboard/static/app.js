@@ -148,6 +148,7 @@ const views = {
       ["scheduled", num(st.scheduled)], ["deferred", num(st.deferred)], ["dead-lettered", num(st.deadLettered)],
       ["oldest active", el("td", {}, age(st.oldestAge) || "-")], ["oldest deferred", el("td", {}, age(st.oldestDeferredAge) || "-")]];
     fill(document.querySelector("#entity-counts tbody"), counts.map(([k, cell]) => el("tr", { "data-count": k }, el("td", { class: "key" }, k), cell)));
+    sampleCounts(path, st);
     document.getElementById("entity-purge").disabled = int(st.deadLettered) === 0;
     document.getElementById("entity-cancel").hidden = sub; // a topic's scheduled messages are cancelled on the topic
     await browse();
@@ -317,6 +318,33 @@ function ruleText(r) {
 const stateNames = { MESSAGE_STATE_ACTIVE: "active", MESSAGE_STATE_LOCKED: "locked", MESSAGE_STATE_SCHEDULED: "scheduled",
   MESSAGE_STATE_DEFERRED: "deferred", MESSAGE_STATE_EXPIRED: "expired" };
 const pageSize = 50;
+
+// countSeries are the entity chart's lines: a count's key, colour.
+const countSeries = [["active", "#2d6cdf"], ["inFlight", "#2f8a4c"], ["scheduled", "#8a63d2"], ["deferred", "#b8860b"],
+  ["deadLettered", "#c2362b"]];
+const historyLength = 120; // ten minutes of samples every 5 s
+
+// sampleCounts keeps an entity's counts over time, from when its page was
+// first opened in this tab, and draws them.
+function sampleCounts(path, st) {
+  state.history = state.history || {};
+  const h = (state.history[path] = state.history[path] || []);
+  h.push({ at: new Date().toISOString(), active: int(st.active), inFlight: int(st.inFlight), scheduled: int(st.scheduled),
+    deferred: int(st.deferred), deadLettered: int(st.deadLettered) });
+  if (h.length > historyLength) h.splice(0, h.length - historyLength);
+  document.getElementById("entity-chart").replaceChildren(chart(h, countSeries, "messages", "since this page was opened"));
+}
+
+// refreshCounts reads the open entity's counts again, for its chart.
+async function refreshCounts() {
+  const path = state.entity;
+  try {
+    const st = (await call("EntityService", "GetEntityStats", { entity: path })).stats || {};
+    if (state.view === "entity" && state.entity === path) sampleCounts(path, st);
+  } catch {
+    // the next one tries again; the page says the rest
+  }
+}
 
 // openEntity shows an entity's page, its browse from the start.
 function openEntity(path) {
@@ -551,7 +579,10 @@ async function resubmit(all) {
 
 // chart draws the rates as lines on an SVG, with a time axis and a rate
 // axis in messages per second.
-function chart(samples) {
+// rateSeries are the throughput chart's lines: a sample's key, colour.
+const rateSeries = [["sent", "#2d6cdf"], ["received", "#2f8a4c"], ["settled", "#b8860b"]];
+
+function chart(samples, series = rateSeries, unit = "msg/s", caption = "") {
   const ns = "http://www.w3.org/2000/svg";
   const W = 800, H = 260, left = 56, right = 12, top = 24, bottom = 28;
   const w = W - left - right, h = H - top - bottom;
@@ -564,16 +595,17 @@ function chart(samples) {
     svg.append(e);
     return e;
   };
-  const peak = Math.max(0, ...samples.flatMap((s) => [s.sent || 0, s.received || 0, s.settled || 0]));
+  const peak = Math.max(0, ...samples.flatMap((s) => series.map(([key]) => s[key] || 0)));
   const scale = niceCeil(peak);
-  add("text", { x: left, y: 14, "font-size": 12, class: "caption" }, `peak ${peak.toFixed(1)} msg/s over ${samples.length} samples`);
+  add("text", { x: left, y: 14, "font-size": 12, class: "caption" },
+    `peak ${+peak.toFixed(1)} ${unit} over ${samples.length} samples${caption ? ", " + caption : ""}`);
   // The rate axis: 0, half and the scale's top, in msg/s.
   for (const f of [0, 0.5, 1]) {
     const y = top + h - f * h;
     add("line", { x1: left, x2: left + w, y1: y, y2: y, stroke: "#dde1ea" });
     add("text", { x: left - 6, y: y + 4, "font-size": 11, "text-anchor": "end", class: "rate-tick" }, `${+(scale * f).toFixed(1)}`);
   }
-  add("text", { x: 12, y: top + h / 2, "font-size": 11, transform: `rotate(-90 12 ${top + h / 2})`, "text-anchor": "middle" }, "msg/s");
+  add("text", { x: 12, y: top + h / 2, "font-size": 11, transform: `rotate(-90 12 ${top + h / 2})`, "text-anchor": "middle" }, unit);
   // The time axis: the first, middle and last samples' times.
   const x = (i) => left + (i / Math.max(1, samples.length - 1)) * w;
   if (samples.length) {
@@ -584,9 +616,10 @@ function chart(samples) {
     add("text", { x: left + w / 2, y: top + h / 2, "font-size": 12, "text-anchor": "middle", class: "empty" },
       "no samples yet: the server takes one every bucket");
   }
-  for (const [key, color] of [["sent", "#2d6cdf"], ["received", "#2f8a4c"], ["settled", "#b8860b"]]) {
-    const points = samples.map((s, i) => `${x(i)},${top + h - ((s[key] || 0) / scale) * h}`);
-    add("polyline", { points: points.join(" "), fill: "none", stroke: color, "stroke-width": 2, class: key });
+  for (const [key, color] of series) {
+    const y = (s) => top + h - ((s[key] || 0) / scale) * h;
+    add("polyline", { points: samples.map((s, i) => `${x(i)},${y(s)}`).join(" "), fill: "none", stroke: color, "stroke-width": 2, class: key });
+    if (samples.length === 1) add("circle", { cx: x(0), cy: y(samples[0]), r: 3, fill: color }); // a line needs two
   }
   return svg;
 }
@@ -697,5 +730,8 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("parked-replay").addEventListener("click", replayParked);
   window.addEventListener("popstate", route);
   route();
-  state.timer = setInterval(() => { if (state.view !== "deadletters" && state.view !== "entity") refresh(); }, 5000);
+  state.timer = setInterval(() => {
+    if (state.view === "entity") refreshCounts();
+    else if (state.view !== "deadletters") refresh();
+  }, 5000);
 });
