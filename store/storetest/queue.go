@@ -29,6 +29,7 @@ var queueTests = []suiteTest{
 	{"LeaseDeliveryCount", testLeaseDeliveryCount},
 	{"Peek", testPeek},
 	{"Stats", testStats},
+	{"PeekStateNow", testPeekStateNow},
 	{"WatchQueue", testWatchQueue},
 	{"WatchQueueCrossBackend", testWatchQueueCrossBackend},
 	{"Closed", testClosed},
@@ -514,6 +515,33 @@ func testStats(t *testing.T, h *harness) {
 		}
 		return s.OldestDeferredAge > 0
 	})
+}
+
+// Peek tells where each message stands now, as stats count it: a lease
+// that ended leaves its message active (a deferred one deferred), and an
+// active message past its time-to-live is expired, however its row
+// still reads.
+func testPeekStateNow(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{MaxDeliveryCount: 10})
+	const short = 300 * time.Millisecond
+	enqueue(t, ctx, st, q, store.NewMessage{Payload: []byte("lease ends")}, store.NewMessage{Payload: []byte("deferred")},
+		store.NewMessage{Payload: []byte("lease ends, then life"), TTL: 2 * short}, store.NewMessage{Payload: []byte("held")})
+	ls := lease(t, ctx, st, q, 3, short)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer}, ls[1])
+	leaseDeferred(t, st, q, short, 2)
+	lease(t, ctx, st, q, 1, long) // 4 stays held
+	// Every short lease, and the time-to-live counted from the enqueue,
+	// ended by then, however slowly the calls above ran.
+	sleepUntil(t, time.Now().Add(2*short+50*time.Millisecond))
+	want := map[int64]sluicetype.MessageState{1: sluicetype.StateReady, 2: sluicetype.StateDeferred, 3: sluicetype.StateExpired,
+		4: sluicetype.StateLeased}
+	for _, m := range peekAll(t, ctx, st, q) {
+		if m.State != want[m.Seq] {
+			t.Errorf("peek: seq %d is %v, want %v", m.Seq, m.State, want[m.Seq])
+		}
+	}
+	wantCounts(t, ctx, st, q, store.QueueStats{Active: 1, Expired: 1, Deferred: 1, InFlight: 1})
 }
 
 // waitWoken waits on ch until try (called after each wake-up) succeeds,

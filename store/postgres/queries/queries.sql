@@ -812,8 +812,10 @@ WHERE d.service = $4 AND d.provider = $5 AND d.queue = $6;
 
 -- name: PeekMessages
 -- args: service, provider, queue, from_seq, limit
+-- The last column, deferred, tells where a row whose lease or schedule
+-- ended goes next (Peek reports its state as of now).
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
-       message_id, session_id, partition_key, content_type, properties, CASE WHEN sluice_messages.body_id IS NULL THEN sluice_messages.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_messages.service AND b.provider = sluice_messages.provider AND b.id = sluice_messages.body_id) END AS payload, headers
+       message_id, session_id, partition_key, content_type, properties, CASE WHEN sluice_messages.body_id IS NULL THEN sluice_messages.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_messages.service AND b.provider = sluice_messages.provider AND b.id = sluice_messages.body_id) END AS payload, headers, deferred
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3 AND seq >= $4::bigint
 ORDER BY seq
