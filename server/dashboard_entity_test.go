@@ -61,26 +61,8 @@ func TestDashboardEntityPage(t *testing.T) {
 	time.Sleep(ttl + 100*time.Millisecond) // its life; nothing receives it
 
 	bctx := newBrowser(t, path)
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("dashboard: %s: %v", what, err)
-		}
-	}
-	text := func(css string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			t.Fatalf("dashboard: text of %s: %v", css, err)
-		}
-		return s
-	}
-	wait := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](expr)); err != nil {
-			t.Fatalf("dashboard: waiting for %s: %v", what, err)
-		}
-	}
+	pg := page{t, bctx}
+	do, text, wait := pg.do, pg.text, pg.wait
 	choose := func(state string) {
 		t.Helper()
 		do("choose "+state, chromedp.Evaluate[chromedp.Void](`(() => { const s = document.getElementById("entity-state"); s.value = "`+state+
@@ -297,28 +279,8 @@ func TestDashboardStreamSubscriptions(t *testing.T) {
 	}
 
 	bctx := newBrowser(t, path)
-	run := func(what, js string) {
-		t.Helper()
-		// One evaluation finds and clicks, so that a refresh of the view
-		// between the two cannot take the node away.
-		if err := chromedp.Do(bctx, chromedp.Evaluate[chromedp.Void](js)); err != nil {
-			t.Fatalf("dashboard: %s: %v", what, err)
-		}
-	}
-	wait := func(what, expr string) {
-		t.Helper()
-		if _, err := chromedp.Run(bctx, chromedp.Poll[bool](expr)); err != nil {
-			t.Fatalf("dashboard: waiting for %s: %v", what, err)
-		}
-	}
-	text := func(css string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			t.Fatalf("dashboard: text of %s: %v", css, err)
-		}
-		return s
-	}
+	pg := page{t, bctx}
+	run, wait, text := pg.run, pg.wait, pg.text
 	if err := chromedp.Do(bctx, chromedp.Navigate(e.url+"/#streams"),
 		chromedp.WaitVisible(chromedp.CSS(`#stream-subs-table tr[data-subscription="ns/ops/pager"]`))); err != nil {
 		t.Fatalf("dashboard: the streams view's subscriptions: %v", err)

@@ -69,6 +69,45 @@ func newBrowser(t *testing.T, path string) context.Context {
 	return bctx
 }
 
+// page drives one browser tab for a test, failing the test on any error.
+type page struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// do runs steps.
+func (p page) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	p.t.Helper()
+	if err := chromedp.Do(p.ctx, steps...); err != nil {
+		p.t.Fatalf("dashboard: %s: %v", what, err)
+	}
+}
+
+// text is the text of the element css selects.
+func (p page) text(css string) string {
+	p.t.Helper()
+	s, err := chromedp.Run(p.ctx, chromedp.Text(chromedp.CSS(css)))
+	if err != nil {
+		p.t.Fatalf("dashboard: text of %s: %v", css, err)
+	}
+	return s
+}
+
+// wait polls until the expression is true.
+func (p page) wait(what, expr string) {
+	p.t.Helper()
+	if _, err := chromedp.Run(p.ctx, chromedp.Poll[bool](expr)); err != nil {
+		p.t.Fatalf("dashboard: waiting for %s: %v", what, err)
+	}
+}
+
+// run evaluates js: one evaluation that finds and clicks, so that a
+// refresh of the view between the two cannot take the node away.
+func (p page) run(what, js string) {
+	p.t.Helper()
+	p.do(what, chromedp.Evaluate[chromedp.Void](js))
+}
+
 // On a server with keys the dashboard asks for a token, and shows the
 // entities once given one.
 func TestDashboardToken(t *testing.T) {
@@ -184,20 +223,7 @@ func TestDashboard(t *testing.T) {
 
 	bctx := newBrowser(t, path)
 
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(bctx, steps...); err != nil {
-			t.Fatalf("dashboard: %s: %v", what, err)
-		}
-	}
-	text := func(css string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			t.Fatalf("dashboard: text of %s: %v", css, err)
-		}
-		return s
-	}
+	do, text := page{t, bctx}.do, page{t, bctx}.text
 	shot := func(name string) {
 		t.Helper()
 		png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
@@ -335,14 +361,7 @@ func TestDashboardStreamCache(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`nav button[data-view="streams"]`)), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
 		t.Fatalf("dashboard: the streams view with reader's partition %d: %v", l.partition, err)
 	}
-	text := func(css string) string {
-		t.Helper()
-		s, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS(css)))
-		if err != nil {
-			t.Fatalf("dashboard: text of %s: %v", css, err)
-		}
-		return s
-	}
+	text := page{t, bctx}.text
 	partition := text(row)
 	lease := text(fmt.Sprintf(`#partitions-table tr[data-partition="%d"]`, l.partition))
 	windowRows := text(`#cache-windows-table tbody`) // in one read, all of one refresh

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 
 	"golang.org/x/term"
@@ -45,48 +44,64 @@ func opDLQList() *op {
 		}}
 }
 
+// deadSelection is which dead letters a command acts on: those whose
+// sequence numbers are its arguments, those of --reason, or all.
+type deadSelection struct {
+	seqs   []int64
+	reason string
+}
+
+func (d *deadSelection) register(fs *flag.FlagSet) {
+	fs.StringVar(&d.reason, "reason", "", "only the dead letters with this dead-letter reason (as dlq list shows it)")
+}
+
+// check reads the sequence numbers among args (after the entity).
+func (d *deadSelection) check(args []string) (err error) {
+	if d.reason != "" && len(args) > 1 {
+		return errors.New("--reason and sequence numbers exclude each other")
+	}
+	d.seqs, err = sequenceNumbers(args[1:])
+	return err
+}
+
+// all says whether the selection is every dead letter.
+func (d *deadSelection) all() bool { return d.reason == "" && len(d.seqs) == 0 }
+
+// resolve finds the dead letters of --reason, if it was given.
+func (d *deadSelection) resolve(ctx context.Context, a sluiceAPI, entity string) error {
+	if d.reason == "" {
+		return nil
+	}
+	var err error
+	d.seqs, err = deadLettersFor(ctx, a, entity, d.reason)
+	return err
+}
+
 func opDLQResubmit() *op {
-	var seqs []int64
-	var reason string
+	var sel deadSelection
 	return &op{name: "dlq resubmit", args: "ENTITY [SEQ...]", minArgs: 1, maxArgs: -1,
 		about: "Moves dead letters back to their queue or subscription as new messages, in atomic batches:\n" +
 			"those whose sequence numbers are given, those dead-lettered for --reason, or all of them.",
-		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&reason, "reason", "", "only the dead letters with this dead-letter reason (as dlq list shows it)")
-		},
+		flags: sel.register,
 		confirm: func(args []string) string {
 			switch {
 			case len(args) > 1:
 				return "" // only those named
-			case reason != "":
-				return fmt.Sprintf("Resubmit every dead letter of %s dead-lettered for %q", args[0], reason)
+			case sel.reason != "":
+				return fmt.Sprintf("Resubmit every dead letter of %s dead-lettered for %q", args[0], sel.reason)
 			}
 			return fmt.Sprintf("Resubmit every dead letter of %s", args[0])
 		},
-		check: func(args []string) error {
-			if reason != "" && len(args) > 1 {
-				return errors.New("--reason and sequence numbers exclude each other")
-			}
-			for _, a := range args[1:] {
-				seq, err := strconv.ParseInt(a, 10, 64)
-				if err != nil || seq < 1 {
-					return fmt.Errorf("sequence number %q: want a positive integer", a)
-				}
-				seqs = append(seqs, seq)
-			}
-			return nil
-		},
+		check: sel.check,
 		run: func(ctx context.Context, e *env, args []string) error {
-			if reason != "" {
-				var err error
-				if seqs, err = deadLettersFor(ctx, e.api, args[0], reason); err != nil {
-					return err
-				}
-				if len(seqs) == 0 {
-					return e.printCount("resubmitted", 0)
-				}
+			byReason := sel.reason != ""
+			if err := sel.resolve(ctx, e.api, args[0]); err != nil {
+				return err
 			}
-			opts := &sluice.ResubmitOptions{SequenceNumbers: seqs}
+			if byReason && len(sel.seqs) == 0 {
+				return e.printCount("resubmitted", 0)
+			}
+			opts := &sluice.ResubmitOptions{SequenceNumbers: sel.seqs}
 			bar := &progressBar{w: e.stderr}
 			if isTerminal(e.stderr) {
 				opts.Progress = bar.update
@@ -104,47 +119,35 @@ func opDLQResubmit() *op {
 }
 
 func opDLQPurge() *op {
-	var seqs []int64
-	var reason string
+	var sel deadSelection
 	return &op{name: "dlq purge", args: "ENTITY [SEQ...]", minArgs: 1, maxArgs: -1,
 		about: "Deletes dead letters of a queue or subscription: those whose sequence numbers are given, those\n" +
 			"dead-lettered for --reason, or every one.",
-		flags: func(fs *flag.FlagSet) {
-			fs.StringVar(&reason, "reason", "", "only the dead letters with this dead-letter reason (as dlq list shows it)")
-		},
+		flags: sel.register,
 		confirm: func(args []string) string {
 			switch {
 			case len(args) > 1:
-				return fmt.Sprintf("Delete %d dead letter(s) of %s", len(seqs), args[0])
-			case reason != "":
-				return fmt.Sprintf("Delete every dead letter of %s dead-lettered for %q", args[0], reason)
+				return fmt.Sprintf("Delete %d dead letter(s) of %s", len(sel.seqs), args[0])
+			case sel.reason != "":
+				return fmt.Sprintf("Delete every dead letter of %s dead-lettered for %q", args[0], sel.reason)
 			}
 			return fmt.Sprintf("Delete every dead letter of %s", args[0])
 		},
-		check: func(args []string) (err error) {
-			if reason != "" && len(args) > 1 {
-				return errors.New("--reason and sequence numbers exclude each other")
-			}
-			seqs, err = sequenceNumbers(args[1:])
-			return err
-		},
+		check: sel.check,
 		run: func(ctx context.Context, e *env, args []string) error {
-			if reason == "" && len(seqs) == 0 {
+			if sel.all() {
 				n, err := e.api.PurgeDeadLetters(ctx, args[0])
 				if err != nil {
 					return err
 				}
 				return e.printCount("purged", n)
 			}
-			if reason != "" {
-				var err error
-				if seqs, err = deadLettersFor(ctx, e.api, args[0], reason); err != nil {
-					return err
-				}
+			if err := sel.resolve(ctx, e.api, args[0]); err != nil {
+				return err
 			}
 			// In batches, each one transaction.
 			var total int64
-			for batch := range slices.Chunk(seqs, deleteBatch) {
+			for batch := range slices.Chunk(sel.seqs, deleteBatch) {
 				n, err := e.api.DeleteDeadLetters(ctx, args[0], batch...)
 				total += n
 				if err != nil {
