@@ -59,13 +59,25 @@ func canonical(name string) string {
 	return CanonicalName(name)
 }
 
+// asciiLower lowers ASCII letters alone. (strings.ToLower would also map
+// some non-ASCII runes to ASCII ones, the Kelvin sign to "k": a name no
+// validation accepts would become one it does.)
+func asciiLower(s string) string {
+	return strings.Map(func(r rune) rune {
+		if 'A' <= r && r <= 'Z' {
+			return r + ('a' - 'A')
+		}
+		return r
+	}, s)
+}
+
 // CanonicalName returns the one form in which sluice stores and shows an
 // entity's name: lower case, with a subscription path's
 // "/Subscriptions/" segment spelled so. Two names are one entity exactly
 // when their canonical forms are equal; a server matching names (grants,
 // labels) compares canonical forms.
 func CanonicalName(name string) string {
-	lower := strings.ToLower(name)
+	lower := asciiLower(name)
 	if i := strings.Index(lower, subscriptionsSegment); i >= 0 {
 		return lower[:i] + "/Subscriptions/" + lower[i+len(subscriptionsSegment):]
 	}

@@ -196,3 +196,18 @@ func TestMigrationNamesAndTopicDedup(t *testing.T) {
 		})
 	}
 }
+
+// Names are ASCII, and so is their case: a rune that Unicode lowers to
+// an ASCII letter (the Kelvin sign to "k") is not folded into a valid
+// name, so that such a name is refused, not taken as another's.
+func TestCanonicalNameFoldsASCIIOnly(t *testing.T) {
+	for in, want := range map[string]string{"ORDERS/SUBSCRIPTIONS/EU": "orders/Subscriptions/eu", "\u212a": "\u212a", "ſ": "ſ"} {
+		if got := sluice.CanonicalName(in); got != want {
+			t.Errorf("CanonicalName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		_, err := c.CreateQueue(t.Context(), "\u212a", nil)
+		wantErr(t, "CreateQueue of the Kelvin sign", err, sluice.ErrInvalidName)
+	})
+}

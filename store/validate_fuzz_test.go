@@ -32,12 +32,24 @@ func FuzzValidateName(f *testing.F) {
 		checkRule(t, "tenant", name, store.ValidateTenant(store.Tenant{Service: "s", Provider: name}),
 			validName(name, store.MaxTenantNameLen, false))
 		checkRule(t, "stream key", name, store.ValidateKey(name), name != "" && len(name) <= store.MaxKeyLen && utf8.ValidString(name))
-		for _, other := range []string{strings.ToUpper(name), strings.ToLower(name)} {
+		// Names are ASCII: their case is ASCII's (Unicode's would map
+		// "ſ" to "S" and the Kelvin sign to "k").
+		for _, other := range []string{asciiCase(name, 'a', 'z', 'A'-'a'), asciiCase(name, 'A', 'Z', 'a'-'A')} {
 			if (store.ValidateName("queue", name) == nil) != (store.ValidateName("queue", other) == nil) {
 				t.Fatalf("name %q and %q differ only in case, but one is valid and the other not", name, other)
 			}
 		}
 	})
+}
+
+// asciiCase shifts the ASCII letters from..to of s by delta.
+func asciiCase(s string, from, to rune, delta rune) string {
+	return strings.Map(func(r rune) rune {
+		if from <= r && r <= to {
+			return r + delta
+		}
+		return r
+	}, s)
 }
 
 func checkRule(t *testing.T, what, name string, err error, valid bool) {
