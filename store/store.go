@@ -137,6 +137,17 @@ type QueueStore interface {
 	CancelScheduled(ctx context.Context, p *CancelParams) error
 	// Peek browses messages from a sequence number without leasing them.
 	Peek(ctx context.Context, p *PeekParams) ([]sluicetype.Message, error)
+	// Browse examines a queue's messages, or its dead letters, in
+	// sequence order from p.FromSeq, at most p.Scan of them, reading them
+	// without their bodies, and returns up to p.Max of those p.Match
+	// accepts, with their bodies; the result says where to go on.
+	Browse(ctx context.Context, p *BrowseParams) (BrowseResult, error)
+	// DeleteMessages deletes messages of a queue that no lock holds (a
+	// lease that has not ended), without receiving them: those p.Seqs
+	// names, or the oldest p.Max, enqueued before p.Before when it is set.
+	// It returns how many it deleted, in one transaction; a number that
+	// names no such message deletes nothing.
+	DeleteMessages(ctx context.Context, p *DeleteParams) (int64, error)
 
 	// PeekDeadLetters browses a queue's dead letters from a sequence number.
 	PeekDeadLetters(ctx context.Context, p *PeekParams) ([]sluicetype.DeadLetter, error)
@@ -548,6 +559,52 @@ type PeekParams struct {
 	FromSeq int64
 	// Max is how many to return at most.
 	Max int
+}
+
+// MaxBrowseScan bounds the messages one Browse examines.
+const MaxBrowseScan = 10000
+
+// BrowseParams examine a queue's messages or dead letters.
+type BrowseParams struct {
+	Queue string
+	// DeadLetters browses the queue's dead letters instead of its
+	// messages.
+	DeadLetters bool
+	// FromSeq is the first sequence number to examine.
+	FromSeq int64
+	// Max is how many to return at most (1 to Limits.MaxBatch).
+	Max int
+	// Scan is how many to examine at most (1 to MaxBrowseScan).
+	Scan int
+	// Match says which to return (nil: all). It sees a message without
+	// its body, its State as Peek reports it (a message's Reason and the
+	// other dead-letter fields are zero); it must not keep the pointer.
+	Match func(*sluicetype.DeadLetter) bool
+}
+
+// BrowseResult is what a Browse returned, and where it stopped.
+type BrowseResult struct {
+	// Messages are those Match accepted, in sequence order. A message
+	// (not a dead letter) is in the DeadLetter's Message, the other
+	// fields zero.
+	Messages []sluicetype.DeadLetter
+	// Next is the first sequence number the browse did not examine, to
+	// go on from; 0 when it examined the last there was.
+	Next int64
+}
+
+// DeleteParams name messages to delete: Seqs, or the oldest Max.
+type DeleteParams struct {
+	Queue string
+	// Seqs names the messages (1 to Limits.MaxBatch of them, distinct,
+	// each from 1). Unset: the oldest Max.
+	Seqs []int64
+	// Max is how many of the oldest to delete (1 to Limits.MaxBatch),
+	// when Seqs is unset.
+	Max int
+	// Before, when set, deletes only messages enqueued before it (by the
+	// database's clock), when Seqs is unset.
+	Before time.Time
 }
 
 // ResubmitParams moves dead letters back to their queue.

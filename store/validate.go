@@ -571,6 +571,40 @@ func (p *PeekParams) Validate(l Limits) error {
 	return nil
 }
 
+// Validate checks a browse.
+func (p *BrowseParams) Validate(l Limits) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if p.Max < 1 || p.Max > l.MaxBatch {
+		return invalid("browse returning %d messages: must be between 1 and %d", p.Max, l.MaxBatch)
+	}
+	if p.Scan < 1 || p.Scan > MaxBrowseScan {
+		return invalid("browse examining %d messages: must be between 1 and %d", p.Scan, MaxBrowseScan)
+	}
+	if p.FromSeq < 0 {
+		return invalid("browse from sequence number %d: must not be negative", p.FromSeq)
+	}
+	return nil
+}
+
+// Validate checks a delete: sequence numbers, or a count of the oldest.
+func (p *DeleteParams) Validate(l Limits) error {
+	if err := ValidateName("queue", p.Queue); err != nil {
+		return err
+	}
+	if p.Seqs != nil {
+		if p.Max != 0 || !p.Before.IsZero() {
+			return invalid("delete names sequence numbers and a count or a time: choose one")
+		}
+		return validateSeqs("delete", p.Seqs, l)
+	}
+	if p.Max < 1 || p.Max > l.MaxBatch {
+		return invalid("delete of the %d oldest messages: must be between 1 and %d", p.Max, l.MaxBatch)
+	}
+	return nil
+}
+
 // Validate checks a resubmit.
 func (p *ResubmitParams) Validate(l Limits) error {
 	if err := ValidateName("queue", p.Queue); err != nil {

@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 		{"Dedup", dedupTests},
 		{"Session", sessionTests},
 		{"DeadLetters", deadLetterTests},
+		{"Browse", browseTests},
 		{"Bodies", bodyTests},
 		{"Log", logTests},
 		{"Stream", streamTests},

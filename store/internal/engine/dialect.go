@@ -81,6 +81,7 @@ var queryNames = []string{
 	"PeekDeadLetters", "QueueStats", "CountDeadLetters", "CountDeadLettersByReason",
 	"GetQueueAttributes", "UpdateQueue", "ListQueues", "MakeDeferred", "SetProperties",
 	"SelectDeferred", "SelectScheduled",
+	"ScanMessages", "PeekMessagesBySeqs", "ScanDeadLetters", "PeekDeadLettersBySeqs", "SelectUnlocked", "DeleteUnlocked",
 	"DeleteQueueSessions", "ActivateSessions", "SelectSessionCandidates", "HasReadySessionMessage",
 	"DeactivateSession", "EnsureSession", "LockSession", "SelectSessionLock", "SelectSessionReady", "FirstSessionDue",
 	"SelectIdleSessions", "DeleteIdleSession",

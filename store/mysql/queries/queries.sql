@@ -829,6 +829,76 @@ WHERE service = ? AND provider = ? AND queue = ? AND seq >= ?
 ORDER BY seq
 LIMIT ?;
 
+-- name: ScanMessages
+-- args: service, provider, queue, from_seq, limit
+-- PeekMessages without the bodies: what a browse examines.
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, NULL AS payload, headers, deferred
+FROM sluice_messages
+WHERE service = ? AND provider = ? AND queue = ? AND seq >= ?
+ORDER BY seq
+LIMIT ?;
+
+-- name: PeekMessagesBySeqs
+-- args: service, provider, queue, seqs
+-- The columns of PeekMessages, of the rows named.
+SELECT m.seq, m.state, m.visible_at, m.expires_at, m.delivery_count, m.enqueued_at,
+       m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, CASE WHEN m.body_id IS NULL THEN m.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = m.service AND b.provider = m.provider AND b.id = m.body_id) END AS payload, m.headers, m.deferred
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+ORDER BY m.seq;
+
+-- name: ScanDeadLetters
+-- args: service, provider, queue, from_seq, limit
+-- PeekDeadLetters without the bodies.
+SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
+       content_type, properties, NULL AS payload, reason, description, dead_at, remove_at, headers
+FROM sluice_dead_letters
+WHERE service = ? AND provider = ? AND queue = ? AND seq >= ?
+ORDER BY seq
+LIMIT ?;
+
+-- name: PeekDeadLettersBySeqs
+-- args: service, provider, queue, seqs
+SELECT d.seq, d.delivery_count, d.enqueued_at, d.expires_at, d.message_id, d.session_id, d.partition_key,
+       d.content_type, d.properties, CASE WHEN d.body_id IS NULL THEN d.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = d.service AND b.provider = d.provider AND b.id = d.body_id) END AS payload, d.reason, d.description, d.dead_at, d.remove_at, d.headers
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_dead_letters AS d
+    ON d.service = k.service AND d.provider = k.provider AND d.queue = k.queue AND d.seq = l.seq
+ORDER BY d.seq;
+
+-- name: SelectUnlocked
+-- args: service, provider, queue, now, before, limit
+-- The oldest messages no lock holds (a lease that has not ended),
+-- enqueued before before, for a batch delete.
+SELECT seq
+FROM sluice_messages
+WHERE service = ? AND provider = ? AND queue = ?
+  AND NOT (state = 1 AND visible_at > ?) AND enqueued_at < ?
+ORDER BY seq
+LIMIT ?;
+
+-- name: DeleteUnlocked
+-- args: service, provider, queue, now, seqs
+-- Deletes the rows named that no lock holds; the delete reads the rows
+-- as committed, so a lease that commits first is seen.
+DELETE m
+FROM (SELECT CONVERT(? USING ascii) COLLATE ascii_bin AS service,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS provider,
+             CONVERT(? USING ascii) COLLATE ascii_bin AS queue,
+             CAST(? AS SIGNED) AS now) AS k
+STRAIGHT_JOIN JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS l
+STRAIGHT_JOIN sluice_messages AS m
+    ON m.service = k.service AND m.provider = k.provider AND m.queue = k.queue AND m.seq = l.seq
+WHERE NOT (m.state = 1 AND m.visible_at > k.now);
+
 -- name: SelectDeadLetterReady
 -- args: service, provider, queue, now, limit
 -- A queue's first dead letters that no one holds, with the columns of

@@ -576,6 +576,64 @@ WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND seq >= ?4
 ORDER BY seq
 LIMIT ?5;
 
+-- name: ScanMessages
+-- args: service, provider, queue, from_seq, limit
+-- PeekMessages without the bodies: what a browse examines.
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, NULL AS payload, headers, deferred
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND seq >= ?4
+ORDER BY seq
+LIMIT ?5;
+
+-- name: PeekMessagesBySeqs
+-- args: service, provider, queue, seqs
+-- The columns of PeekMessages, of the rows named.
+SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
+       message_id, session_id, partition_key, content_type, properties, CASE WHEN sluice_messages.body_id IS NULL THEN sluice_messages.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_messages.service AND b.provider = sluice_messages.provider AND b.id = sluice_messages.body_id) END AS payload, headers, deferred
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4))
+ORDER BY seq;
+
+-- name: ScanDeadLetters
+-- args: service, provider, queue, from_seq, limit
+-- PeekDeadLetters without the bodies.
+SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
+       content_type, properties, NULL AS payload, reason, description, dead_at, remove_at, headers
+FROM sluice_dead_letters
+WHERE service = ?1 AND provider = ?2 AND queue = ?3 AND seq >= ?4
+ORDER BY seq
+LIMIT ?5;
+
+-- name: PeekDeadLettersBySeqs
+-- args: service, provider, queue, seqs
+SELECT seq, delivery_count, enqueued_at, expires_at, message_id, session_id, partition_key,
+       content_type, properties, CASE WHEN sluice_dead_letters.body_id IS NULL THEN sluice_dead_letters.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_dead_letters.service AND b.provider = sluice_dead_letters.provider AND b.id = sluice_dead_letters.body_id) END AS payload, reason, description, dead_at, remove_at, headers
+FROM sluice_dead_letters
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?4))
+ORDER BY seq;
+
+-- name: SelectUnlocked
+-- args: service, provider, queue, now, before, limit
+-- The oldest messages no lock holds (a lease that has not ended),
+-- enqueued before before, for a batch delete.
+SELECT seq
+FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND enqueued_at < ?5 AND NOT (state = 1 AND visible_at > ?4)
+ORDER BY seq
+LIMIT ?6;
+
+-- name: DeleteUnlocked
+-- args: service, provider, queue, now, seqs
+-- Deletes the rows named that no lock holds.
+DELETE FROM sluice_messages
+WHERE service = ?1 AND provider = ?2 AND queue = ?3
+  AND seq IN (SELECT value FROM json_each(?5))
+  AND NOT (state = 1 AND visible_at > ?4);
+
 -- name: SelectDeadLetterReady
 -- args: service, provider, queue, now, limit
 -- A queue's first dead letters that no one holds, with the columns of
