@@ -131,6 +131,11 @@ func testBrowseBounds(t *testing.T, h *harness) {
 	if res.Next != 0 {
 		t.Errorf("Next at the end = %d, want 0", res.Next)
 	}
+	// The last match on the last row: the end is known.
+	res = browse(t, st, store.BrowseParams{Queue: q, Max: 1, Scan: 100, FromSeq: 11, Match: even})
+	if len(res.Messages) != 1 || res.Next != 0 {
+		t.Errorf("Browse of the last row = %v, Next %d; want [12], 0", browsedSeqs(res.Messages), res.Next)
+	}
 	// Past the end, and on an empty queue: nothing, and the end.
 	res = browse(t, st, store.BrowseParams{Queue: q, Max: 10, Scan: 100, FromSeq: 1000})
 	if len(res.Messages) != 0 || res.Next != 0 {

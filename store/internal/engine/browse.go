@@ -58,8 +58,8 @@ func (s *tenantStore) Browse(ctx context.Context, p *store.BrowseParams) (store.
 				}
 			}
 		}
-		if len(rows) < limit && len(seqs) < p.Max {
-			from = 0 // the end: nothing after these
+		if len(rows) < limit && (len(rows) == 0 || from == rows[len(rows)-1].Seq+1) {
+			from = 0 // the end, examined: nothing after these
 			break
 		}
 	}
