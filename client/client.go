@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"time"
@@ -416,6 +417,48 @@ func (c *Client) DeleteDeadLetters(ctx context.Context, entity string, seqs ...i
 // PurgeDeadLetters deletes an entity's dead letters and returns how many.
 func (c *Client) PurgeDeadLetters(ctx context.Context, entity string) (int64, error) {
 	res, err := call(ctx, c.messaging.PurgeDeadLetters, &sluicev1.PurgeDeadLettersRequest{Entity: entity})
+	if err != nil {
+		return 0, err
+	}
+	return res.Purged, nil
+}
+
+// DeadLetterReasons counts an entity's dead letters by reason.
+func (c *Client) DeadLetterReasons(ctx context.Context, entity string) (map[string]int64, error) {
+	res, err := call(ctx, c.messaging.ListDeadLetterReasons, &sluicev1.ListDeadLetterReasonsRequest{Entity: entity})
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]int64, len(res.Reasons))
+	for _, r := range res.Reasons {
+		out[r.Reason] = r.Count
+	}
+	return out, nil
+}
+
+// DeleteMessages deletes messages of a queue or subscription that no
+// lock holds, without receiving them, as the library's does.
+func (c *Client) DeleteMessages(ctx context.Context, entity string, opts *sluice.DeleteOptions) (int64, error) {
+	if opts == nil {
+		return 0, fmt.Errorf("sluice: delete messages: no options: name sequence numbers or a count: %w", sluice.ErrInvalidArgument)
+	}
+	if opts.Max > math.MaxInt32 {
+		return 0, fmt.Errorf("sluice: delete messages: max %d: too many: %w", opts.Max, sluice.ErrInvalidArgument)
+	}
+	res, err := call(ctx, c.messaging.DeleteMessages, &sluicev1.DeleteMessagesRequest{Entity: entity, SequenceNumbers: opts.SequenceNumbers,
+		MaxMessages: int32(opts.Max), EnqueuedBefore: apiconv.Timestamp(opts.EnqueuedBefore)})
+	if err != nil {
+		return 0, err
+	}
+	return res.Deleted, nil
+}
+
+// PurgeMessages deletes every message of a queue or subscription that no
+// lock holds (only those enqueued before enqueuedBefore, when it is not
+// zero), as the library's does, and returns how many.
+func (c *Client) PurgeMessages(ctx context.Context, entity string, enqueuedBefore time.Time) (int64, error) {
+	res, err := call(ctx, c.messaging.PurgeMessages, &sluicev1.PurgeMessagesRequest{Entity: entity,
+		EnqueuedBefore: apiconv.Timestamp(enqueuedBefore)})
 	if err != nil {
 		return 0, err
 	}

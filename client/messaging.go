@@ -166,6 +166,23 @@ func (r *Receiver) Peek(ctx context.Context, max int, opts *sluice.PeekOptions) 
 	return out, nil
 }
 
+// Browse searches the entity's messages (or dead letters) as the
+// library's Receiver.Browse does, a bounded page at a time.
+func (r *Receiver) Browse(ctx context.Context, max int, opts *sluice.BrowseOptions) (sluice.BrowsePage, error) {
+	if opts == nil {
+		opts = &sluice.BrowseOptions{}
+	}
+	if max < 1 || max > sluice.MaxPeek {
+		return sluice.BrowsePage{}, fmt.Errorf("sluice: browse: max %d: must be between 1 and %d: %w", max, sluice.MaxPeek, sluice.ErrInvalidArgument)
+	}
+	res, err := call(ctx, r.c.messaging.Peek, &sluicev1.PeekRequest{Entity: r.entity, MaxMessages: int32(max),
+		FromSequenceNumber: opts.FromSequenceNumber, SubQueue: r.sub, Filter: apiconv.WireFilter(opts.Filter)})
+	if err != nil {
+		return sluice.BrowsePage{}, err
+	}
+	return sluice.BrowsePage{Messages: fromWire(res.Messages), Next: res.NextSequenceNumber}, nil
+}
+
 func lockToken(m *sluice.ReceivedMessage) string {
 	if m == nil {
 		return ""

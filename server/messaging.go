@@ -190,11 +190,26 @@ func (h *messaging) Peek(ctx context.Context, req *sluicev1.PeekRequest) (*sluic
 	if from == 0 {
 		from = 1
 	}
+	if req.Filter != nil {
+		f, err := apiconv.Filter(req.Filter)
+		if err != nil {
+			return nil, h.s.fail("peek", err)
+		}
+		page, err := r.Browse(ctx, max, &sluice.BrowseOptions{FromSequenceNumber: from, Filter: f})
+		if err != nil {
+			return nil, h.s.fail("peek", err)
+		}
+		return &sluicev1.PeekResponse{Messages: apiconv.ReceivedList(page.Messages), NextSequenceNumber: page.Next}, nil
+	}
 	msgs, err := r.Peek(ctx, max, &sluice.PeekOptions{FromSequenceNumber: from})
 	if err != nil {
 		return nil, h.s.fail("peek", err)
 	}
-	return &sluicev1.PeekResponse{Messages: apiconv.ReceivedList(msgs)}, nil
+	res := &sluicev1.PeekResponse{Messages: apiconv.ReceivedList(msgs)}
+	if len(msgs) == max { // a page short of max is the last there is
+		res.NextSequenceNumber = msgs[len(msgs)-1].SequenceNumber + 1
+	}
+	return res, nil
 }
 
 // settle runs a settlement (action, as the metrics name it) on the
@@ -451,6 +466,40 @@ func (h *messaging) PurgeDeadLetters(ctx context.Context, req *sluicev1.PurgeDea
 		return nil, h.s.fail("purge dead letters", err)
 	}
 	return &sluicev1.PurgeDeadLettersResponse{Purged: n}, nil
+}
+
+func (h *messaging) ListDeadLetterReasons(ctx context.Context, req *sluicev1.ListDeadLetterReasonsRequest) (*sluicev1.ListDeadLetterReasonsResponse, error) {
+	if err := h.s.authorize(ctx, Manage, req.Entity); err != nil {
+		return nil, err
+	}
+	byReason, err := h.s.c.DeadLetterReasons(ctx, req.Entity)
+	if err != nil {
+		return nil, h.s.fail("dead-letter reasons", err)
+	}
+	return &sluicev1.ListDeadLetterReasonsResponse{Reasons: apiconv.ReasonCounts(byReason)}, nil
+}
+
+func (h *messaging) DeleteMessages(ctx context.Context, req *sluicev1.DeleteMessagesRequest) (*sluicev1.DeleteMessagesResponse, error) {
+	if err := h.s.authorize(ctx, Manage, req.Entity); err != nil {
+		return nil, err
+	}
+	n, err := h.s.c.DeleteMessages(ctx, req.Entity, &sluice.DeleteOptions{SequenceNumbers: req.SequenceNumbers,
+		Max: int(req.MaxMessages), EnqueuedBefore: apiconv.Time(req.EnqueuedBefore)})
+	if err != nil {
+		return nil, h.s.fail("delete messages", err)
+	}
+	return &sluicev1.DeleteMessagesResponse{Deleted: n}, nil
+}
+
+func (h *messaging) PurgeMessages(ctx context.Context, req *sluicev1.PurgeMessagesRequest) (*sluicev1.PurgeMessagesResponse, error) {
+	if err := h.s.authorize(ctx, Manage, req.Entity); err != nil {
+		return nil, err
+	}
+	n, err := h.s.c.PurgeMessages(ctx, req.Entity, apiconv.Time(req.EnqueuedBefore))
+	if err != nil {
+		return nil, h.s.fail("purge messages", err)
+	}
+	return &sluicev1.PurgeMessagesResponse{Purged: n}, nil
 }
 
 // cluster serves ClusterService.

@@ -188,6 +188,12 @@ var rpcTable = map[string]rpcCase{
 		names: []rpcName{isName("entity")}},
 	"MessagingService/PurgeDeadLetters": {body: `{"entity":"orders"}`, perm: server.Manage, entity: "orders",
 		names: []rpcName{isName("entity")}},
+	"MessagingService/ListDeadLetterReasons": {body: `{"entity":"orders"}`, perm: server.Manage, entity: "orders",
+		names: []rpcName{isName("entity")}},
+	"MessagingService/DeleteMessages": {body: `{"entity":"orders","maxMessages":1}`, perm: server.Manage, entity: "orders",
+		names: []rpcName{isName("entity")}},
+	"MessagingService/PurgeMessages": {body: `{"entity":"orders"}`, perm: server.Manage, entity: "orders",
+		names: []rpcName{isName("entity")}},
 
 	"ClusterService/GetClusterStatus": {body: `{}`, perm: server.Manage, entity: server.ClusterEntity},
 	"StatsService/GetThroughput":      {body: `{}`, perm: server.Manage, entity: server.MetricsEntity},

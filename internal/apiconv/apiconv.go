@@ -5,7 +5,10 @@
 package apiconv
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -231,6 +234,59 @@ var states = map[sluice.MessageState]sluicev1.MessageState{
 	sluice.StateScheduled: sluicev1.MessageState_MESSAGE_STATE_SCHEDULED,
 	sluice.StateDeferred:  sluicev1.MessageState_MESSAGE_STATE_DEFERRED,
 	sluice.StateExpired:   sluicev1.MessageState_MESSAGE_STATE_EXPIRED,
+}
+
+// Filter converts a message filter from the wire (nil: the zero
+// filter); ErrInvalidArgument for a state that is not one.
+func Filter(f *sluicev1.MessageFilter) (sluice.MessageFilter, error) {
+	out := sluice.MessageFilter{MessageID: f.GetMessageId(), CorrelationID: f.GetCorrelationId(), Subject: f.GetSubject(),
+		SessionID: f.GetSessionId(), Properties: f.GetApplicationProperties(), DeadLetterReason: f.DeadLetterReason}
+	for _, s := range f.GetStates() {
+		st, ok := fromStates[s]
+		if !ok {
+			return out, fmt.Errorf("unknown message state %d: %w", s, sluice.ErrInvalidArgument)
+		}
+		out.States = append(out.States, st)
+	}
+	return out, nil
+}
+
+// WireFilter converts a message filter to the wire.
+func WireFilter(f sluice.MessageFilter) *sluicev1.MessageFilter {
+	out := &sluicev1.MessageFilter{MessageId: f.MessageID, CorrelationId: f.CorrelationID, Subject: f.Subject,
+		SessionId: f.SessionID, ApplicationProperties: f.Properties, DeadLetterReason: f.DeadLetterReason}
+	for _, s := range f.States {
+		w, ok := states[s]
+		if !ok {
+			w = sluicev1.MessageState(-1) // not a state: the server refuses it
+		}
+		out.States = append(out.States, w)
+	}
+	return out
+}
+
+var fromStates = func() map[sluicev1.MessageState]sluice.MessageState {
+	m := make(map[sluicev1.MessageState]sluice.MessageState, len(states))
+	for k, v := range states {
+		m[v] = k
+	}
+	return m
+}()
+
+// ReasonCounts converts dead-letter counts by reason to the wire, the
+// most first (ties by reason).
+func ReasonCounts(byReason map[string]int64) []*sluicev1.DeadLetterReasonCount {
+	out := make([]*sluicev1.DeadLetterReasonCount, 0, len(byReason))
+	for r, n := range byReason {
+		out = append(out, &sluicev1.DeadLetterReasonCount{Reason: r, Count: n})
+	}
+	slices.SortFunc(out, func(a, b *sluicev1.DeadLetterReasonCount) int {
+		if c := cmp.Compare(b.Count, a.Count); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Reason, b.Reason)
+	})
+	return out
 }
 
 // Received converts a received message to the wire.

@@ -953,8 +953,12 @@ type PeekRequest struct {
 	// From this sequence number (unset: the first).
 	FromSequenceNumber int64    `protobuf:"varint,3,opt,name=from_sequence_number,json=fromSequenceNumber,proto3" json:"from_sequence_number,omitempty"`
 	SubQueue           SubQueue `protobuf:"varint,4,opt,name=sub_queue,json=subQueue,proto3,enum=sluice.v1.SubQueue" json:"sub_queue,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// When set, only the messages that match it, of at most 10,000
+	// examined from from_sequence_number: a page may hold fewer than
+	// max_messages, or none, and still have a next_sequence_number.
+	Filter        *MessageFilter `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PeekRequest) Reset() {
@@ -1015,11 +1019,21 @@ func (x *PeekRequest) GetSubQueue() SubQueue {
 	return SubQueue_SUB_QUEUE_UNSPECIFIED
 }
 
+func (x *PeekRequest) GetFilter() *MessageFilter {
+	if x != nil {
+		return x.Filter
+	}
+	return nil
+}
+
 type PeekResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Messages      []*ReceivedMessage     `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Messages []*ReceivedMessage     `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	// Where the next page starts: after the last message examined. 0 when
+	// this page examined the entity's last message.
+	NextSequenceNumber int64 `protobuf:"varint,2,opt,name=next_sequence_number,json=nextSequenceNumber,proto3" json:"next_sequence_number,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *PeekResponse) Reset() {
@@ -1059,6 +1073,110 @@ func (x *PeekResponse) GetMessages() []*ReceivedMessage {
 	return nil
 }
 
+func (x *PeekResponse) GetNextSequenceNumber() int64 {
+	if x != nil {
+		return x.NextSequenceNumber
+	}
+	return 0
+}
+
+// MessageFilter selects messages: those that match every field set.
+type MessageFilter struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One of these states (none: any). Dead letters have none.
+	States        []MessageState `protobuf:"varint,1,rep,packed,name=states,proto3,enum=sluice.v1.MessageState" json:"states,omitempty"`
+	MessageId     string         `protobuf:"bytes,2,opt,name=message_id,json=messageId,proto3" json:"message_id,omitempty"`
+	CorrelationId string         `protobuf:"bytes,3,opt,name=correlation_id,json=correlationId,proto3" json:"correlation_id,omitempty"`
+	Subject       string         `protobuf:"bytes,4,opt,name=subject,proto3" json:"subject,omitempty"`
+	SessionId     string         `protobuf:"bytes,5,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	// Each of these application properties, with this value.
+	ApplicationProperties map[string]string `protobuf:"bytes,6,rep,name=application_properties,json=applicationProperties,proto3" json:"application_properties,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Dead letters of this reason ("" those without one); the dead-letter
+	// sub-queue only.
+	DeadLetterReason *string `protobuf:"bytes,7,opt,name=dead_letter_reason,json=deadLetterReason,proto3,oneof" json:"dead_letter_reason,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *MessageFilter) Reset() {
+	*x = MessageFilter{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageFilter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageFilter) ProtoMessage() {}
+
+func (x *MessageFilter) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageFilter.ProtoReflect.Descriptor instead.
+func (*MessageFilter) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *MessageFilter) GetStates() []MessageState {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *MessageFilter) GetMessageId() string {
+	if x != nil {
+		return x.MessageId
+	}
+	return ""
+}
+
+func (x *MessageFilter) GetCorrelationId() string {
+	if x != nil {
+		return x.CorrelationId
+	}
+	return ""
+}
+
+func (x *MessageFilter) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *MessageFilter) GetSessionId() string {
+	if x != nil {
+		return x.SessionId
+	}
+	return ""
+}
+
+func (x *MessageFilter) GetApplicationProperties() map[string]string {
+	if x != nil {
+		return x.ApplicationProperties
+	}
+	return nil
+}
+
+func (x *MessageFilter) GetDeadLetterReason() string {
+	if x != nil && x.DeadLetterReason != nil {
+		return *x.DeadLetterReason
+	}
+	return ""
+}
+
 // The settle requests name the entity the message was received from, the
 // sub-queue it was received from, and its lock token; a message of a
 // session names the session too, so that a lost session lock is reported
@@ -1075,7 +1193,7 @@ type CompleteRequest struct {
 
 func (x *CompleteRequest) Reset() {
 	*x = CompleteRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[13]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1205,7 @@ func (x *CompleteRequest) String() string {
 func (*CompleteRequest) ProtoMessage() {}
 
 func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[13]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1218,7 @@ func (x *CompleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteRequest.ProtoReflect.Descriptor instead.
 func (*CompleteRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CompleteRequest) GetEntity() string {
@@ -1139,7 +1257,7 @@ type CompleteResponse struct {
 
 func (x *CompleteResponse) Reset() {
 	*x = CompleteResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[14]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1151,7 +1269,7 @@ func (x *CompleteResponse) String() string {
 func (*CompleteResponse) ProtoMessage() {}
 
 func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[14]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1164,7 +1282,7 @@ func (x *CompleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteResponse.ProtoReflect.Descriptor instead.
 func (*CompleteResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{14}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{15}
 }
 
 type CompleteBatchRequest struct {
@@ -1181,7 +1299,7 @@ type CompleteBatchRequest struct {
 
 func (x *CompleteBatchRequest) Reset() {
 	*x = CompleteBatchRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[15]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1311,7 @@ func (x *CompleteBatchRequest) String() string {
 func (*CompleteBatchRequest) ProtoMessage() {}
 
 func (x *CompleteBatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[15]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1324,7 @@ func (x *CompleteBatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteBatchRequest.ProtoReflect.Descriptor instead.
 func (*CompleteBatchRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{15}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CompleteBatchRequest) GetEntity() string {
@@ -1248,7 +1366,7 @@ type CompleteBatchResponse struct {
 
 func (x *CompleteBatchResponse) Reset() {
 	*x = CompleteBatchResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[16]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1378,7 @@ func (x *CompleteBatchResponse) String() string {
 func (*CompleteBatchResponse) ProtoMessage() {}
 
 func (x *CompleteBatchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[16]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1391,7 @@ func (x *CompleteBatchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CompleteBatchResponse.ProtoReflect.Descriptor instead.
 func (*CompleteBatchResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{16}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CompleteBatchResponse) GetFailures() []*SettleFailure {
@@ -1300,7 +1418,7 @@ type SettleFailure struct {
 
 func (x *SettleFailure) Reset() {
 	*x = SettleFailure{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[17]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1430,7 @@ func (x *SettleFailure) String() string {
 func (*SettleFailure) ProtoMessage() {}
 
 func (x *SettleFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[17]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1443,7 @@ func (x *SettleFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SettleFailure.ProtoReflect.Descriptor instead.
 func (*SettleFailure) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{17}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SettleFailure) GetIndex() int32 {
@@ -1370,7 +1488,7 @@ type AbandonRequest struct {
 
 func (x *AbandonRequest) Reset() {
 	*x = AbandonRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[18]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1500,7 @@ func (x *AbandonRequest) String() string {
 func (*AbandonRequest) ProtoMessage() {}
 
 func (x *AbandonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[18]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1513,7 @@ func (x *AbandonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonRequest.ProtoReflect.Descriptor instead.
 func (*AbandonRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{18}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AbandonRequest) GetEntity() string {
@@ -1441,7 +1559,7 @@ type AbandonResponse struct {
 
 func (x *AbandonResponse) Reset() {
 	*x = AbandonResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1571,7 @@ func (x *AbandonResponse) String() string {
 func (*AbandonResponse) ProtoMessage() {}
 
 func (x *AbandonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1584,7 @@ func (x *AbandonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonResponse.ProtoReflect.Descriptor instead.
 func (*AbandonResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{20}
 }
 
 type DeadLetterRequest struct {
@@ -1483,7 +1601,7 @@ type DeadLetterRequest struct {
 
 func (x *DeadLetterRequest) Reset() {
 	*x = DeadLetterRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1495,7 +1613,7 @@ func (x *DeadLetterRequest) String() string {
 func (*DeadLetterRequest) ProtoMessage() {}
 
 func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1508,7 +1626,7 @@ func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*DeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeadLetterRequest) GetEntity() string {
@@ -1561,7 +1679,7 @@ type DeadLetterResponse struct {
 
 func (x *DeadLetterResponse) Reset() {
 	*x = DeadLetterResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1573,7 +1691,7 @@ func (x *DeadLetterResponse) String() string {
 func (*DeadLetterResponse) ProtoMessage() {}
 
 func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1586,7 +1704,7 @@ func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*DeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{22}
 }
 
 type DeferRequest struct {
@@ -1601,7 +1719,7 @@ type DeferRequest struct {
 
 func (x *DeferRequest) Reset() {
 	*x = DeferRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1731,7 @@ func (x *DeferRequest) String() string {
 func (*DeferRequest) ProtoMessage() {}
 
 func (x *DeferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1744,7 @@ func (x *DeferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferRequest.ProtoReflect.Descriptor instead.
 func (*DeferRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeferRequest) GetEntity() string {
@@ -1665,7 +1783,7 @@ type DeferResponse struct {
 
 func (x *DeferResponse) Reset() {
 	*x = DeferResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1795,7 @@ func (x *DeferResponse) String() string {
 func (*DeferResponse) ProtoMessage() {}
 
 func (x *DeferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1808,7 @@ func (x *DeferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferResponse.ProtoReflect.Descriptor instead.
 func (*DeferResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{24}
 }
 
 type RenewLockRequest struct {
@@ -1704,7 +1822,7 @@ type RenewLockRequest struct {
 
 func (x *RenewLockRequest) Reset() {
 	*x = RenewLockRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1834,7 @@ func (x *RenewLockRequest) String() string {
 func (*RenewLockRequest) ProtoMessage() {}
 
 func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1847,7 @@ func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewLockRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RenewLockRequest) GetEntity() string {
@@ -1762,7 +1880,7 @@ type RenewLockResponse struct {
 
 func (x *RenewLockResponse) Reset() {
 	*x = RenewLockResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1774,7 +1892,7 @@ func (x *RenewLockResponse) String() string {
 func (*RenewLockResponse) ProtoMessage() {}
 
 func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1787,7 +1905,7 @@ func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewLockResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RenewLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -1810,7 +1928,7 @@ type AcceptSessionRequest struct {
 
 func (x *AcceptSessionRequest) Reset() {
 	*x = AcceptSessionRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +1940,7 @@ func (x *AcceptSessionRequest) String() string {
 func (*AcceptSessionRequest) ProtoMessage() {}
 
 func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +1953,7 @@ func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionRequest.ProtoReflect.Descriptor instead.
 func (*AcceptSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *AcceptSessionRequest) GetEntity() string {
@@ -1868,7 +1986,7 @@ type AcceptSessionResponse struct {
 
 func (x *AcceptSessionResponse) Reset() {
 	*x = AcceptSessionResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +1998,7 @@ func (x *AcceptSessionResponse) String() string {
 func (*AcceptSessionResponse) ProtoMessage() {}
 
 func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2011,7 @@ func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionResponse.ProtoReflect.Descriptor instead.
 func (*AcceptSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *AcceptSessionResponse) GetSession() *SessionLock {
@@ -1913,7 +2031,7 @@ type RenewSessionLockRequest struct {
 
 func (x *RenewSessionLockRequest) Reset() {
 	*x = RenewSessionLockRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1925,7 +2043,7 @@ func (x *RenewSessionLockRequest) String() string {
 func (*RenewSessionLockRequest) ProtoMessage() {}
 
 func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1938,7 +2056,7 @@ func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{28}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RenewSessionLockRequest) GetEntity() string {
@@ -1964,7 +2082,7 @@ type RenewSessionLockResponse struct {
 
 func (x *RenewSessionLockResponse) Reset() {
 	*x = RenewSessionLockResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2094,7 @@ func (x *RenewSessionLockResponse) String() string {
 func (*RenewSessionLockResponse) ProtoMessage() {}
 
 func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2107,7 @@ func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{29}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RenewSessionLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -2009,7 +2127,7 @@ type GetSessionStateRequest struct {
 
 func (x *GetSessionStateRequest) Reset() {
 	*x = GetSessionStateRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2139,7 @@ func (x *GetSessionStateRequest) String() string {
 func (*GetSessionStateRequest) ProtoMessage() {}
 
 func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2152,7 @@ func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{30}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetSessionStateRequest) GetEntity() string {
@@ -2060,7 +2178,7 @@ type GetSessionStateResponse struct {
 
 func (x *GetSessionStateResponse) Reset() {
 	*x = GetSessionStateResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2190,7 @@ func (x *GetSessionStateResponse) String() string {
 func (*GetSessionStateResponse) ProtoMessage() {}
 
 func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2203,7 @@ func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{31}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetSessionStateResponse) GetState() []byte {
@@ -2106,7 +2224,7 @@ type SetSessionStateRequest struct {
 
 func (x *SetSessionStateRequest) Reset() {
 	*x = SetSessionStateRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2236,7 @@ func (x *SetSessionStateRequest) String() string {
 func (*SetSessionStateRequest) ProtoMessage() {}
 
 func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2249,7 @@ func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*SetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{32}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SetSessionStateRequest) GetEntity() string {
@@ -2163,7 +2281,7 @@ type SetSessionStateResponse struct {
 
 func (x *SetSessionStateResponse) Reset() {
 	*x = SetSessionStateResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2293,7 @@ func (x *SetSessionStateResponse) String() string {
 func (*SetSessionStateResponse) ProtoMessage() {}
 
 func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2306,7 @@ func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*SetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{33}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{34}
 }
 
 type CloseSessionRequest struct {
@@ -2201,7 +2319,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2213,7 +2331,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2226,7 +2344,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{34}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CloseSessionRequest) GetEntity() string {
@@ -2251,7 +2369,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2381,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2394,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{35}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{36}
 }
 
 type ResubmitDeadLettersRequest struct {
@@ -2290,7 +2408,7 @@ type ResubmitDeadLettersRequest struct {
 
 func (x *ResubmitDeadLettersRequest) Reset() {
 	*x = ResubmitDeadLettersRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2302,7 +2420,7 @@ func (x *ResubmitDeadLettersRequest) String() string {
 func (*ResubmitDeadLettersRequest) ProtoMessage() {}
 
 func (x *ResubmitDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2315,7 +2433,7 @@ func (x *ResubmitDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResubmitDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ResubmitDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{36}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResubmitDeadLettersRequest) GetEntity() string {
@@ -2343,7 +2461,7 @@ type ResubmitDeadLettersResponse struct {
 
 func (x *ResubmitDeadLettersResponse) Reset() {
 	*x = ResubmitDeadLettersResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[37]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2473,7 @@ func (x *ResubmitDeadLettersResponse) String() string {
 func (*ResubmitDeadLettersResponse) ProtoMessage() {}
 
 func (x *ResubmitDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[37]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2486,7 @@ func (x *ResubmitDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResubmitDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ResubmitDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{37}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ResubmitDeadLettersResponse) GetDone() int64 {
@@ -2397,7 +2515,7 @@ type PurgeDeadLettersRequest struct {
 
 func (x *PurgeDeadLettersRequest) Reset() {
 	*x = PurgeDeadLettersRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[38]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2527,7 @@ func (x *PurgeDeadLettersRequest) String() string {
 func (*PurgeDeadLettersRequest) ProtoMessage() {}
 
 func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[38]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2540,7 @@ func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{38}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PurgeDeadLettersRequest) GetEntity() string {
@@ -2448,7 +2566,7 @@ type PurgeDeadLettersResponse struct {
 
 func (x *PurgeDeadLettersResponse) Reset() {
 	*x = PurgeDeadLettersResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[39]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2460,7 +2578,7 @@ func (x *PurgeDeadLettersResponse) String() string {
 func (*PurgeDeadLettersResponse) ProtoMessage() {}
 
 func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[39]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2473,10 +2591,368 @@ func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{39}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PurgeDeadLettersResponse) GetPurged() int64 {
+	if x != nil {
+		return x.Purged
+	}
+	return 0
+}
+
+type ListDeadLetterReasonsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entity        string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLetterReasonsRequest) Reset() {
+	*x = ListDeadLetterReasonsRequest{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLetterReasonsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLetterReasonsRequest) ProtoMessage() {}
+
+func (x *ListDeadLetterReasonsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLetterReasonsRequest.ProtoReflect.Descriptor instead.
+func (*ListDeadLetterReasonsRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ListDeadLetterReasonsRequest) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+type ListDeadLetterReasonsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Each reason once, the most dead letters first.
+	Reasons       []*DeadLetterReasonCount `protobuf:"bytes,1,rep,name=reasons,proto3" json:"reasons,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDeadLetterReasonsResponse) Reset() {
+	*x = ListDeadLetterReasonsResponse{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDeadLetterReasonsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDeadLetterReasonsResponse) ProtoMessage() {}
+
+func (x *ListDeadLetterReasonsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDeadLetterReasonsResponse.ProtoReflect.Descriptor instead.
+func (*ListDeadLetterReasonsResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *ListDeadLetterReasonsResponse) GetReasons() []*DeadLetterReasonCount {
+	if x != nil {
+		return x.Reasons
+	}
+	return nil
+}
+
+// DeadLetterReasonCount is how many dead letters have a reason ("": none
+// given).
+type DeadLetterReasonCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeadLetterReasonCount) Reset() {
+	*x = DeadLetterReasonCount{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeadLetterReasonCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeadLetterReasonCount) ProtoMessage() {}
+
+func (x *DeadLetterReasonCount) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeadLetterReasonCount.ProtoReflect.Descriptor instead.
+func (*DeadLetterReasonCount) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *DeadLetterReasonCount) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DeadLetterReasonCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type DeleteMessagesRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Entity string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	// The messages to delete (1 to the server's batch limit, 1,000 by
+	// default); unset: the oldest max_messages.
+	SequenceNumbers []int64 `protobuf:"varint,2,rep,packed,name=sequence_numbers,json=sequenceNumbers,proto3" json:"sequence_numbers,omitempty"`
+	// How many of the oldest to delete (1 to the batch limit), when no
+	// sequence numbers are given.
+	MaxMessages int32 `protobuf:"varint,3,opt,name=max_messages,json=maxMessages,proto3" json:"max_messages,omitempty"`
+	// When set (without sequence numbers), only messages enqueued before
+	// it.
+	EnqueuedBefore *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=enqueued_before,json=enqueuedBefore,proto3" json:"enqueued_before,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteMessagesRequest) Reset() {
+	*x = DeleteMessagesRequest{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMessagesRequest) ProtoMessage() {}
+
+func (x *DeleteMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMessagesRequest.ProtoReflect.Descriptor instead.
+func (*DeleteMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *DeleteMessagesRequest) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *DeleteMessagesRequest) GetSequenceNumbers() []int64 {
+	if x != nil {
+		return x.SequenceNumbers
+	}
+	return nil
+}
+
+func (x *DeleteMessagesRequest) GetMaxMessages() int32 {
+	if x != nil {
+		return x.MaxMessages
+	}
+	return 0
+}
+
+func (x *DeleteMessagesRequest) GetEnqueuedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EnqueuedBefore
+	}
+	return nil
+}
+
+type DeleteMessagesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Deleted       int64                  `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteMessagesResponse) Reset() {
+	*x = DeleteMessagesResponse{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteMessagesResponse) ProtoMessage() {}
+
+func (x *DeleteMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteMessagesResponse.ProtoReflect.Descriptor instead.
+func (*DeleteMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *DeleteMessagesResponse) GetDeleted() int64 {
+	if x != nil {
+		return x.Deleted
+	}
+	return 0
+}
+
+type PurgeMessagesRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Entity string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	// When set, only messages enqueued before it.
+	EnqueuedBefore *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=enqueued_before,json=enqueuedBefore,proto3" json:"enqueued_before,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PurgeMessagesRequest) Reset() {
+	*x = PurgeMessagesRequest{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeMessagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeMessagesRequest) ProtoMessage() {}
+
+func (x *PurgeMessagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeMessagesRequest.ProtoReflect.Descriptor instead.
+func (*PurgeMessagesRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *PurgeMessagesRequest) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *PurgeMessagesRequest) GetEnqueuedBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EnqueuedBefore
+	}
+	return nil
+}
+
+type PurgeMessagesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Purged        int64                  `protobuf:"varint,1,opt,name=purged,proto3" json:"purged,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PurgeMessagesResponse) Reset() {
+	*x = PurgeMessagesResponse{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PurgeMessagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PurgeMessagesResponse) ProtoMessage() {}
+
+func (x *PurgeMessagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PurgeMessagesResponse.ProtoReflect.Descriptor instead.
+func (*PurgeMessagesResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *PurgeMessagesResponse) GetPurged() int64 {
 	if x != nil {
 		return x.Purged
 	}
@@ -2554,14 +3030,30 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x04mode\x18\x03 \x01(\x0e2\x16.sluice.v1.ReceiveModeR\x04mode\x120\n" +
 	"\asession\x18\x04 \x01(\v2\x16.sluice.v1.SessionLockR\asession\"Q\n" +
 	"\x17ReceiveDeferredResponse\x126\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1a.sluice.v1.ReceivedMessageR\bmessages\"\xac\x01\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1a.sluice.v1.ReceivedMessageR\bmessages\"\xde\x01\n" +
 	"\vPeekRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x12!\n" +
 	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\x120\n" +
 	"\x14from_sequence_number\x18\x03 \x01(\x03R\x12fromSequenceNumber\x120\n" +
-	"\tsub_queue\x18\x04 \x01(\x0e2\x13.sluice.v1.SubQueueR\bsubQueue\"F\n" +
+	"\tsub_queue\x18\x04 \x01(\x0e2\x13.sluice.v1.SubQueueR\bsubQueue\x120\n" +
+	"\x06filter\x18\x05 \x01(\v2\x18.sluice.v1.MessageFilterR\x06filter\"x\n" +
 	"\fPeekResponse\x126\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1a.sluice.v1.ReceivedMessageR\bmessages\"\xac\x01\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1a.sluice.v1.ReceivedMessageR\bmessages\x120\n" +
+	"\x14next_sequence_number\x18\x02 \x01(\x03R\x12nextSequenceNumber\"\xbf\x03\n" +
+	"\rMessageFilter\x12/\n" +
+	"\x06states\x18\x01 \x03(\x0e2\x17.sluice.v1.MessageStateR\x06states\x12\x1d\n" +
+	"\n" +
+	"message_id\x18\x02 \x01(\tR\tmessageId\x12%\n" +
+	"\x0ecorrelation_id\x18\x03 \x01(\tR\rcorrelationId\x12\x18\n" +
+	"\asubject\x18\x04 \x01(\tR\asubject\x12\x1d\n" +
+	"\n" +
+	"session_id\x18\x05 \x01(\tR\tsessionId\x12j\n" +
+	"\x16application_properties\x18\x06 \x03(\v23.sluice.v1.MessageFilter.ApplicationPropertiesEntryR\x15applicationProperties\x121\n" +
+	"\x12dead_letter_reason\x18\a \x01(\tH\x00R\x10deadLetterReason\x88\x01\x01\x1aH\n" +
+	"\x1aApplicationPropertiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\x15\n" +
+	"\x13_dead_letter_reason\"\xac\x01\n" +
 	"\x0fCompleteRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x120\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x13.sluice.v1.SubQueueR\bsubQueue\x12\x1d\n" +
@@ -2659,6 +3151,25 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x12)\n" +
 	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"2\n" +
 	"\x18PurgeDeadLettersResponse\x12\x16\n" +
+	"\x06purged\x18\x01 \x01(\x03R\x06purged\"6\n" +
+	"\x1cListDeadLetterReasonsRequest\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\"[\n" +
+	"\x1dListDeadLetterReasonsResponse\x12:\n" +
+	"\areasons\x18\x01 \x03(\v2 .sluice.v1.DeadLetterReasonCountR\areasons\"E\n" +
+	"\x15DeadLetterReasonCount\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\xc2\x01\n" +
+	"\x15DeleteMessagesRequest\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12)\n" +
+	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\x12!\n" +
+	"\fmax_messages\x18\x03 \x01(\x05R\vmaxMessages\x12C\n" +
+	"\x0fenqueued_before\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x0eenqueuedBefore\"2\n" +
+	"\x16DeleteMessagesResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\x03R\adeleted\"s\n" +
+	"\x14PurgeMessagesRequest\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x12C\n" +
+	"\x0fenqueued_before\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x0eenqueuedBefore\"/\n" +
+	"\x15PurgeMessagesResponse\x12\x16\n" +
 	"\x06purged\x18\x01 \x01(\x03R\x06purged*\xb5\x01\n" +
 	"\fMessageState\x12\x1d\n" +
 	"\x19MESSAGE_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
@@ -2673,7 +3184,7 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x1fRECEIVE_MODE_RECEIVE_AND_DELETE\x10\x02*@\n" +
 	"\bSubQueue\x12\x19\n" +
 	"\x15SUB_QUEUE_UNSPECIFIED\x10\x00\x12\x19\n" +
-	"\x15SUB_QUEUE_DEAD_LETTER\x10\x012\x9f\v\n" +
+	"\x15SUB_QUEUE_DEAD_LETTER\x10\x012\xb6\r\n" +
 	"\x10MessagingService\x127\n" +
 	"\x04Send\x12\x16.sluice.v1.SendRequest\x1a\x17.sluice.v1.SendResponse\x12X\n" +
 	"\x0fCancelScheduled\x12!.sluice.v1.CancelScheduledRequest\x1a\".sluice.v1.CancelScheduledResponse\x12@\n" +
@@ -2693,7 +3204,10 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x0fSetSessionState\x12!.sluice.v1.SetSessionStateRequest\x1a\".sluice.v1.SetSessionStateResponse\x12O\n" +
 	"\fCloseSession\x12\x1e.sluice.v1.CloseSessionRequest\x1a\x1f.sluice.v1.CloseSessionResponse\x12f\n" +
 	"\x13ResubmitDeadLetters\x12%.sluice.v1.ResubmitDeadLettersRequest\x1a&.sluice.v1.ResubmitDeadLettersResponse0\x01\x12[\n" +
-	"\x10PurgeDeadLetters\x12\".sluice.v1.PurgeDeadLettersRequest\x1a#.sluice.v1.PurgeDeadLettersResponseB\x97\x01\n" +
+	"\x10PurgeDeadLetters\x12\".sluice.v1.PurgeDeadLettersRequest\x1a#.sluice.v1.PurgeDeadLettersResponse\x12j\n" +
+	"\x15ListDeadLetterReasons\x12'.sluice.v1.ListDeadLetterReasonsRequest\x1a(.sluice.v1.ListDeadLetterReasonsResponse\x12U\n" +
+	"\x0eDeleteMessages\x12 .sluice.v1.DeleteMessagesRequest\x1a!.sluice.v1.DeleteMessagesResponse\x12R\n" +
+	"\rPurgeMessages\x12\x1f.sluice.v1.PurgeMessagesRequest\x1a .sluice.v1.PurgeMessagesResponseB\x97\x01\n" +
 	"\rcom.sluice.v1B\x0eMessagingProtoP\x01Z1github.com/sluicehq/sluice/api/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
 
@@ -2710,70 +3224,79 @@ func file_sluice_v1_messaging_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_sluice_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_sluice_v1_messaging_proto_goTypes = []any{
-	(MessageState)(0),                   // 0: sluice.v1.MessageState
-	(ReceiveMode)(0),                    // 1: sluice.v1.ReceiveMode
-	(SubQueue)(0),                       // 2: sluice.v1.SubQueue
-	(*Message)(nil),                     // 3: sluice.v1.Message
-	(*ReceivedMessage)(nil),             // 4: sluice.v1.ReceivedMessage
-	(*SessionLock)(nil),                 // 5: sluice.v1.SessionLock
-	(*SendRequest)(nil),                 // 6: sluice.v1.SendRequest
-	(*SendResponse)(nil),                // 7: sluice.v1.SendResponse
-	(*CancelScheduledRequest)(nil),      // 8: sluice.v1.CancelScheduledRequest
-	(*CancelScheduledResponse)(nil),     // 9: sluice.v1.CancelScheduledResponse
-	(*ReceiveRequest)(nil),              // 10: sluice.v1.ReceiveRequest
-	(*ReceiveResponse)(nil),             // 11: sluice.v1.ReceiveResponse
-	(*ReceiveDeferredRequest)(nil),      // 12: sluice.v1.ReceiveDeferredRequest
-	(*ReceiveDeferredResponse)(nil),     // 13: sluice.v1.ReceiveDeferredResponse
-	(*PeekRequest)(nil),                 // 14: sluice.v1.PeekRequest
-	(*PeekResponse)(nil),                // 15: sluice.v1.PeekResponse
-	(*CompleteRequest)(nil),             // 16: sluice.v1.CompleteRequest
-	(*CompleteResponse)(nil),            // 17: sluice.v1.CompleteResponse
-	(*CompleteBatchRequest)(nil),        // 18: sluice.v1.CompleteBatchRequest
-	(*CompleteBatchResponse)(nil),       // 19: sluice.v1.CompleteBatchResponse
-	(*SettleFailure)(nil),               // 20: sluice.v1.SettleFailure
-	(*AbandonRequest)(nil),              // 21: sluice.v1.AbandonRequest
-	(*AbandonResponse)(nil),             // 22: sluice.v1.AbandonResponse
-	(*DeadLetterRequest)(nil),           // 23: sluice.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),          // 24: sluice.v1.DeadLetterResponse
-	(*DeferRequest)(nil),                // 25: sluice.v1.DeferRequest
-	(*DeferResponse)(nil),               // 26: sluice.v1.DeferResponse
-	(*RenewLockRequest)(nil),            // 27: sluice.v1.RenewLockRequest
-	(*RenewLockResponse)(nil),           // 28: sluice.v1.RenewLockResponse
-	(*AcceptSessionRequest)(nil),        // 29: sluice.v1.AcceptSessionRequest
-	(*AcceptSessionResponse)(nil),       // 30: sluice.v1.AcceptSessionResponse
-	(*RenewSessionLockRequest)(nil),     // 31: sluice.v1.RenewSessionLockRequest
-	(*RenewSessionLockResponse)(nil),    // 32: sluice.v1.RenewSessionLockResponse
-	(*GetSessionStateRequest)(nil),      // 33: sluice.v1.GetSessionStateRequest
-	(*GetSessionStateResponse)(nil),     // 34: sluice.v1.GetSessionStateResponse
-	(*SetSessionStateRequest)(nil),      // 35: sluice.v1.SetSessionStateRequest
-	(*SetSessionStateResponse)(nil),     // 36: sluice.v1.SetSessionStateResponse
-	(*CloseSessionRequest)(nil),         // 37: sluice.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),        // 38: sluice.v1.CloseSessionResponse
-	(*ResubmitDeadLettersRequest)(nil),  // 39: sluice.v1.ResubmitDeadLettersRequest
-	(*ResubmitDeadLettersResponse)(nil), // 40: sluice.v1.ResubmitDeadLettersResponse
-	(*PurgeDeadLettersRequest)(nil),     // 41: sluice.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil),    // 42: sluice.v1.PurgeDeadLettersResponse
-	nil,                                 // 43: sluice.v1.Message.ApplicationPropertiesEntry
-	nil,                                 // 44: sluice.v1.AbandonRequest.PropertiesToModifyEntry
-	nil,                                 // 45: sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
-	nil,                                 // 46: sluice.v1.DeferRequest.PropertiesToModifyEntry
-	(*durationpb.Duration)(nil),         // 47: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),       // 48: google.protobuf.Timestamp
+	(MessageState)(0),                     // 0: sluice.v1.MessageState
+	(ReceiveMode)(0),                      // 1: sluice.v1.ReceiveMode
+	(SubQueue)(0),                         // 2: sluice.v1.SubQueue
+	(*Message)(nil),                       // 3: sluice.v1.Message
+	(*ReceivedMessage)(nil),               // 4: sluice.v1.ReceivedMessage
+	(*SessionLock)(nil),                   // 5: sluice.v1.SessionLock
+	(*SendRequest)(nil),                   // 6: sluice.v1.SendRequest
+	(*SendResponse)(nil),                  // 7: sluice.v1.SendResponse
+	(*CancelScheduledRequest)(nil),        // 8: sluice.v1.CancelScheduledRequest
+	(*CancelScheduledResponse)(nil),       // 9: sluice.v1.CancelScheduledResponse
+	(*ReceiveRequest)(nil),                // 10: sluice.v1.ReceiveRequest
+	(*ReceiveResponse)(nil),               // 11: sluice.v1.ReceiveResponse
+	(*ReceiveDeferredRequest)(nil),        // 12: sluice.v1.ReceiveDeferredRequest
+	(*ReceiveDeferredResponse)(nil),       // 13: sluice.v1.ReceiveDeferredResponse
+	(*PeekRequest)(nil),                   // 14: sluice.v1.PeekRequest
+	(*PeekResponse)(nil),                  // 15: sluice.v1.PeekResponse
+	(*MessageFilter)(nil),                 // 16: sluice.v1.MessageFilter
+	(*CompleteRequest)(nil),               // 17: sluice.v1.CompleteRequest
+	(*CompleteResponse)(nil),              // 18: sluice.v1.CompleteResponse
+	(*CompleteBatchRequest)(nil),          // 19: sluice.v1.CompleteBatchRequest
+	(*CompleteBatchResponse)(nil),         // 20: sluice.v1.CompleteBatchResponse
+	(*SettleFailure)(nil),                 // 21: sluice.v1.SettleFailure
+	(*AbandonRequest)(nil),                // 22: sluice.v1.AbandonRequest
+	(*AbandonResponse)(nil),               // 23: sluice.v1.AbandonResponse
+	(*DeadLetterRequest)(nil),             // 24: sluice.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),            // 25: sluice.v1.DeadLetterResponse
+	(*DeferRequest)(nil),                  // 26: sluice.v1.DeferRequest
+	(*DeferResponse)(nil),                 // 27: sluice.v1.DeferResponse
+	(*RenewLockRequest)(nil),              // 28: sluice.v1.RenewLockRequest
+	(*RenewLockResponse)(nil),             // 29: sluice.v1.RenewLockResponse
+	(*AcceptSessionRequest)(nil),          // 30: sluice.v1.AcceptSessionRequest
+	(*AcceptSessionResponse)(nil),         // 31: sluice.v1.AcceptSessionResponse
+	(*RenewSessionLockRequest)(nil),       // 32: sluice.v1.RenewSessionLockRequest
+	(*RenewSessionLockResponse)(nil),      // 33: sluice.v1.RenewSessionLockResponse
+	(*GetSessionStateRequest)(nil),        // 34: sluice.v1.GetSessionStateRequest
+	(*GetSessionStateResponse)(nil),       // 35: sluice.v1.GetSessionStateResponse
+	(*SetSessionStateRequest)(nil),        // 36: sluice.v1.SetSessionStateRequest
+	(*SetSessionStateResponse)(nil),       // 37: sluice.v1.SetSessionStateResponse
+	(*CloseSessionRequest)(nil),           // 38: sluice.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),          // 39: sluice.v1.CloseSessionResponse
+	(*ResubmitDeadLettersRequest)(nil),    // 40: sluice.v1.ResubmitDeadLettersRequest
+	(*ResubmitDeadLettersResponse)(nil),   // 41: sluice.v1.ResubmitDeadLettersResponse
+	(*PurgeDeadLettersRequest)(nil),       // 42: sluice.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil),      // 43: sluice.v1.PurgeDeadLettersResponse
+	(*ListDeadLetterReasonsRequest)(nil),  // 44: sluice.v1.ListDeadLetterReasonsRequest
+	(*ListDeadLetterReasonsResponse)(nil), // 45: sluice.v1.ListDeadLetterReasonsResponse
+	(*DeadLetterReasonCount)(nil),         // 46: sluice.v1.DeadLetterReasonCount
+	(*DeleteMessagesRequest)(nil),         // 47: sluice.v1.DeleteMessagesRequest
+	(*DeleteMessagesResponse)(nil),        // 48: sluice.v1.DeleteMessagesResponse
+	(*PurgeMessagesRequest)(nil),          // 49: sluice.v1.PurgeMessagesRequest
+	(*PurgeMessagesResponse)(nil),         // 50: sluice.v1.PurgeMessagesResponse
+	nil,                                   // 51: sluice.v1.Message.ApplicationPropertiesEntry
+	nil,                                   // 52: sluice.v1.MessageFilter.ApplicationPropertiesEntry
+	nil,                                   // 53: sluice.v1.AbandonRequest.PropertiesToModifyEntry
+	nil,                                   // 54: sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
+	nil,                                   // 55: sluice.v1.DeferRequest.PropertiesToModifyEntry
+	(*durationpb.Duration)(nil),           // 56: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),         // 57: google.protobuf.Timestamp
 }
 var file_sluice_v1_messaging_proto_depIdxs = []int32{
-	43, // 0: sluice.v1.Message.application_properties:type_name -> sluice.v1.Message.ApplicationPropertiesEntry
-	47, // 1: sluice.v1.Message.time_to_live:type_name -> google.protobuf.Duration
-	48, // 2: sluice.v1.Message.scheduled_enqueue_time:type_name -> google.protobuf.Timestamp
+	51, // 0: sluice.v1.Message.application_properties:type_name -> sluice.v1.Message.ApplicationPropertiesEntry
+	56, // 1: sluice.v1.Message.time_to_live:type_name -> google.protobuf.Duration
+	57, // 2: sluice.v1.Message.scheduled_enqueue_time:type_name -> google.protobuf.Timestamp
 	3,  // 3: sluice.v1.ReceivedMessage.message:type_name -> sluice.v1.Message
-	48, // 4: sluice.v1.ReceivedMessage.enqueued_time:type_name -> google.protobuf.Timestamp
-	48, // 5: sluice.v1.ReceivedMessage.expires_at:type_name -> google.protobuf.Timestamp
-	48, // 6: sluice.v1.ReceivedMessage.locked_until:type_name -> google.protobuf.Timestamp
+	57, // 4: sluice.v1.ReceivedMessage.enqueued_time:type_name -> google.protobuf.Timestamp
+	57, // 5: sluice.v1.ReceivedMessage.expires_at:type_name -> google.protobuf.Timestamp
+	57, // 6: sluice.v1.ReceivedMessage.locked_until:type_name -> google.protobuf.Timestamp
 	0,  // 7: sluice.v1.ReceivedMessage.state:type_name -> sluice.v1.MessageState
-	48, // 8: sluice.v1.SessionLock.locked_until:type_name -> google.protobuf.Timestamp
+	57, // 8: sluice.v1.SessionLock.locked_until:type_name -> google.protobuf.Timestamp
 	3,  // 9: sluice.v1.SendRequest.messages:type_name -> sluice.v1.Message
-	47, // 10: sluice.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
+	56, // 10: sluice.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
 	1,  // 11: sluice.v1.ReceiveRequest.mode:type_name -> sluice.v1.ReceiveMode
 	2,  // 12: sluice.v1.ReceiveRequest.sub_queue:type_name -> sluice.v1.SubQueue
 	5,  // 13: sluice.v1.ReceiveRequest.session:type_name -> sluice.v1.SessionLock
@@ -2782,69 +3305,81 @@ var file_sluice_v1_messaging_proto_depIdxs = []int32{
 	5,  // 16: sluice.v1.ReceiveDeferredRequest.session:type_name -> sluice.v1.SessionLock
 	4,  // 17: sluice.v1.ReceiveDeferredResponse.messages:type_name -> sluice.v1.ReceivedMessage
 	2,  // 18: sluice.v1.PeekRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	4,  // 19: sluice.v1.PeekResponse.messages:type_name -> sluice.v1.ReceivedMessage
-	2,  // 20: sluice.v1.CompleteRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 21: sluice.v1.CompleteRequest.session:type_name -> sluice.v1.SessionLock
-	2,  // 22: sluice.v1.CompleteBatchRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 23: sluice.v1.CompleteBatchRequest.session:type_name -> sluice.v1.SessionLock
-	20, // 24: sluice.v1.CompleteBatchResponse.failures:type_name -> sluice.v1.SettleFailure
-	2,  // 25: sluice.v1.AbandonRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 26: sluice.v1.AbandonRequest.session:type_name -> sluice.v1.SessionLock
-	44, // 27: sluice.v1.AbandonRequest.properties_to_modify:type_name -> sluice.v1.AbandonRequest.PropertiesToModifyEntry
-	5,  // 28: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
-	45, // 29: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
-	5,  // 30: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
-	46, // 31: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
-	2,  // 32: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	48, // 33: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	47, // 34: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
-	5,  // 35: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
-	5,  // 36: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
-	48, // 37: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	5,  // 38: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 39: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 40: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
-	6,  // 41: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
-	8,  // 42: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
-	10, // 43: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
-	12, // 44: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
-	14, // 45: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
-	16, // 46: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
-	18, // 47: sluice.v1.MessagingService.CompleteBatch:input_type -> sluice.v1.CompleteBatchRequest
-	21, // 48: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
-	23, // 49: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
-	25, // 50: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
-	27, // 51: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
-	29, // 52: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
-	31, // 53: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
-	33, // 54: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
-	35, // 55: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
-	37, // 56: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
-	39, // 57: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
-	41, // 58: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
-	7,  // 59: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
-	9,  // 60: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
-	11, // 61: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
-	13, // 62: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
-	15, // 63: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
-	17, // 64: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
-	19, // 65: sluice.v1.MessagingService.CompleteBatch:output_type -> sluice.v1.CompleteBatchResponse
-	22, // 66: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
-	24, // 67: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
-	26, // 68: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
-	28, // 69: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
-	30, // 70: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
-	32, // 71: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
-	34, // 72: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
-	36, // 73: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
-	38, // 74: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
-	40, // 75: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
-	42, // 76: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
-	59, // [59:77] is the sub-list for method output_type
-	41, // [41:59] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	16, // 19: sluice.v1.PeekRequest.filter:type_name -> sluice.v1.MessageFilter
+	4,  // 20: sluice.v1.PeekResponse.messages:type_name -> sluice.v1.ReceivedMessage
+	0,  // 21: sluice.v1.MessageFilter.states:type_name -> sluice.v1.MessageState
+	52, // 22: sluice.v1.MessageFilter.application_properties:type_name -> sluice.v1.MessageFilter.ApplicationPropertiesEntry
+	2,  // 23: sluice.v1.CompleteRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 24: sluice.v1.CompleteRequest.session:type_name -> sluice.v1.SessionLock
+	2,  // 25: sluice.v1.CompleteBatchRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 26: sluice.v1.CompleteBatchRequest.session:type_name -> sluice.v1.SessionLock
+	21, // 27: sluice.v1.CompleteBatchResponse.failures:type_name -> sluice.v1.SettleFailure
+	2,  // 28: sluice.v1.AbandonRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 29: sluice.v1.AbandonRequest.session:type_name -> sluice.v1.SessionLock
+	53, // 30: sluice.v1.AbandonRequest.properties_to_modify:type_name -> sluice.v1.AbandonRequest.PropertiesToModifyEntry
+	5,  // 31: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
+	54, // 32: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
+	5,  // 33: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
+	55, // 34: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
+	2,  // 35: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	57, // 36: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	56, // 37: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
+	5,  // 38: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
+	5,  // 39: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
+	57, // 40: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	5,  // 41: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 42: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 43: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
+	46, // 44: sluice.v1.ListDeadLetterReasonsResponse.reasons:type_name -> sluice.v1.DeadLetterReasonCount
+	57, // 45: sluice.v1.DeleteMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
+	57, // 46: sluice.v1.PurgeMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
+	6,  // 47: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
+	8,  // 48: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
+	10, // 49: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
+	12, // 50: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
+	14, // 51: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
+	17, // 52: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
+	19, // 53: sluice.v1.MessagingService.CompleteBatch:input_type -> sluice.v1.CompleteBatchRequest
+	22, // 54: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
+	24, // 55: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
+	26, // 56: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
+	28, // 57: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
+	30, // 58: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
+	32, // 59: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
+	34, // 60: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
+	36, // 61: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
+	38, // 62: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
+	40, // 63: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
+	42, // 64: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
+	44, // 65: sluice.v1.MessagingService.ListDeadLetterReasons:input_type -> sluice.v1.ListDeadLetterReasonsRequest
+	47, // 66: sluice.v1.MessagingService.DeleteMessages:input_type -> sluice.v1.DeleteMessagesRequest
+	49, // 67: sluice.v1.MessagingService.PurgeMessages:input_type -> sluice.v1.PurgeMessagesRequest
+	7,  // 68: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
+	9,  // 69: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
+	11, // 70: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
+	13, // 71: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
+	15, // 72: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
+	18, // 73: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
+	20, // 74: sluice.v1.MessagingService.CompleteBatch:output_type -> sluice.v1.CompleteBatchResponse
+	23, // 75: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
+	25, // 76: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
+	27, // 77: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
+	29, // 78: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
+	31, // 79: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
+	33, // 80: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
+	35, // 81: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
+	37, // 82: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
+	39, // 83: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
+	41, // 84: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
+	43, // 85: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
+	45, // 86: sluice.v1.MessagingService.ListDeadLetterReasons:output_type -> sluice.v1.ListDeadLetterReasonsResponse
+	48, // 87: sluice.v1.MessagingService.DeleteMessages:output_type -> sluice.v1.DeleteMessagesResponse
+	50, // 88: sluice.v1.MessagingService.PurgeMessages:output_type -> sluice.v1.PurgeMessagesResponse
+	68, // [68:89] is the sub-list for method output_type
+	47, // [47:68] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_messaging_proto_init() }
@@ -2852,13 +3387,14 @@ func file_sluice_v1_messaging_proto_init() {
 	if File_sluice_v1_messaging_proto != nil {
 		return
 	}
+	file_sluice_v1_messaging_proto_msgTypes[13].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_messaging_proto_rawDesc), len(file_sluice_v1_messaging_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   44,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -44,6 +44,9 @@ type sluiceAPI interface {
 	ResubmitDeadLetters(ctx context.Context, entity string, opts *sluice.ResubmitOptions) (int, error)
 	PurgeDeadLetters(ctx context.Context, entity string) (int64, error)
 	DeleteDeadLetters(ctx context.Context, entity string, seqs ...int64) (int64, error)
+	DeadLetterReasons(ctx context.Context, entity string) (map[string]int64, error)
+	DeleteMessages(ctx context.Context, entity string, opts *sluice.DeleteOptions) (int64, error)
+	PurgeMessages(ctx context.Context, entity string, enqueuedBefore time.Time) (int64, error)
 	ClusterStatus(ctx context.Context) (sluice.ClusterStatus, error)
 
 	NewSender(entity string) (batchSender, error)
@@ -101,6 +104,7 @@ type messageSource interface {
 type peekReceiver interface {
 	messageSource
 	Peek(ctx context.Context, max int, opts *sluice.PeekOptions) ([]*sluice.ReceivedMessage, error)
+	Browse(ctx context.Context, max int, opts *sluice.BrowseOptions) (sluice.BrowsePage, error)
 	RenewLock(ctx context.Context, m *sluice.ReceivedMessage) error
 }
 

@@ -58,6 +58,11 @@ func TestConfirmations(t *testing.T) {
 		{[]string{"dlq", "resubmit", "q", "--reason", "Late"}, `Resubmit every dead letter of q dead-lettered for "Late"?`},
 		{[]string{"dlq", "purge", "q", "--reason", "Late"}, `Delete every dead letter of q dead-lettered for "Late"?`},
 		{[]string{"dlq", "purge", "q", "3", "4"}, "Delete 2 dead letter(s) of q?"},
+		{[]string{"message", "delete", "q", "3,4"}, "Delete 2 message(s) of q?"},
+		{[]string{"message", "delete", "q", "--oldest", "5"}, "Delete the 5 oldest messages of q?"},
+		{[]string{"message", "delete", "q", "--oldest", "5", "--before", "2026-01-02T03:04:05Z"},
+			"Delete the 5 oldest messages of q enqueued before 2026-01-02T03:04:05Z?"},
+		{[]string{"message", "purge", "q"}, "Delete every message of q?"},
 		{[]string{"topic", "delete", "t"}, `Delete topic "t" with its subscriptions and their messages?`},
 		{[]string{"subscription", "delete", "t", "s"}, "Delete subscription t/Subscriptions/s with its messages and dead letters?"},
 	} {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -207,23 +208,12 @@ func isTerminal(w io.Writer) bool {
 }
 
 // deadLettersFor lists the sequence numbers of an entity's dead letters
-// dead-lettered for reason.
+// dead-lettered for reason, searched on the server (or the database).
 func deadLettersFor(ctx context.Context, a sluiceAPI, entity, reason string) ([]int64, error) {
-	r, err := a.NewReceiver(entity, &sluice.ReceiverOptions{SubQueue: sluice.SubQueueDeadLetter})
-	if err != nil {
-		return nil, err
+	msgs, err := search(ctx, a, entity, true, 0, math.MaxInt, sluice.MessageFilter{DeadLetterReason: &reason})
+	seqs := make([]int64, len(msgs))
+	for i, m := range msgs {
+		seqs[i] = m.SequenceNumber
 	}
-	var seqs []int64
-	for from := int64(1); ; {
-		page, err := r.Peek(ctx, sluice.MaxPeek, &sluice.PeekOptions{FromSequenceNumber: from})
-		if err != nil || len(page) == 0 {
-			return seqs, err
-		}
-		for _, m := range page {
-			if m.DeadLetterReason == reason {
-				seqs = append(seqs, m.SequenceNumber)
-			}
-		}
-		from = page[len(page)-1].SequenceNumber + 1
-	}
+	return seqs, err
 }

@@ -243,22 +243,33 @@ func (r *receive) nothing(ctx context.Context, err error) error {
 func opPeek() *op {
 	var from int64
 	var limit int
-	var dlq bool
+	var dlq, filtered bool
+	var ff filterFlags
 	return &op{name: "peek", args: "ENTITY", minArgs: 1, maxArgs: 1,
-		about: "Prints messages of a queue or subscription in sequence order, whatever their state, without locking them.",
+		about: "Prints messages of a queue or subscription in sequence order, whatever their state, without locking them;\n" +
+			"with --state, --message-id, --correlation-id, --subject, --session, --property or --reason, only those that\n" +
+			"match, searched on the server (or the database) a bounded page at a time.",
 		flags: func(fs *flag.FlagSet) {
 			fs.Int64Var(&from, "from", 0, "the first sequence number to print (default the first message)")
 			fs.IntVar(&limit, "max", 10, fmt.Sprintf("print up to this many messages (at most %d)", sluice.MaxPeek))
 			fs.BoolVar(&dlq, "dlq", false, "peek the entity's dead-letter queue")
+			ff.register(fs)
 		},
-		check: func([]string) error {
+		check: func([]string) (err error) {
 			if limit < 1 || limit > sluice.MaxPeek {
 				return fmt.Errorf("--max %d: want 1 to %d", limit, sluice.MaxPeek)
 			}
-			return nil
+			filtered, err = ff.check(dlq)
+			return err
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
-			msgs, err := peek(ctx, e.api, args[0], dlq, from, limit)
+			var msgs []*sluice.ReceivedMessage
+			var err error
+			if filtered {
+				msgs, err = search(ctx, e.api, args[0], dlq, from, limit, ff.filter)
+			} else {
+				msgs, err = peek(ctx, e.api, args[0], dlq, from, limit)
+			}
 			if err != nil {
 				return err
 			}

@@ -71,6 +71,15 @@ const (
 	// MessagingServicePurgeDeadLettersProcedure is the procedure name of the MessagingService's
 	// PurgeDeadLetters RPC.
 	MessagingServicePurgeDeadLettersProcedure = "/sluice.v1.MessagingService/PurgeDeadLetters"
+	// MessagingServiceListDeadLetterReasonsProcedure is the procedure name of the MessagingService's
+	// ListDeadLetterReasons RPC.
+	MessagingServiceListDeadLetterReasonsProcedure = "/sluice.v1.MessagingService/ListDeadLetterReasons"
+	// MessagingServiceDeleteMessagesProcedure is the procedure name of the MessagingService's
+	// DeleteMessages RPC.
+	MessagingServiceDeleteMessagesProcedure = "/sluice.v1.MessagingService/DeleteMessages"
+	// MessagingServicePurgeMessagesProcedure is the procedure name of the MessagingService's
+	// PurgeMessages RPC.
+	MessagingServicePurgeMessagesProcedure = "/sluice.v1.MessagingService/PurgeMessages"
 )
 
 var (
@@ -200,6 +209,27 @@ var (
 			Procedure:  MessagingServicePurgeDeadLettersProcedure,
 		}
 	})
+	messagingServiceListDeadLetterReasonsSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_sluice_v1_messaging_proto.Services().ByName("MessagingService").Methods().ByName("ListDeadLetterReasons"),
+			Procedure:  MessagingServiceListDeadLetterReasonsProcedure,
+		}
+	})
+	messagingServiceDeleteMessagesSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_sluice_v1_messaging_proto.Services().ByName("MessagingService").Methods().ByName("DeleteMessages"),
+			Procedure:  MessagingServiceDeleteMessagesProcedure,
+		}
+	})
+	messagingServicePurgeMessagesSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_sluice_v1_messaging_proto.Services().ByName("MessagingService").Methods().ByName("PurgeMessages"),
+			Procedure:  MessagingServicePurgeMessagesProcedure,
+		}
+	})
 )
 
 // MessagingServiceClient is a client for the sluice.v1.MessagingService service.
@@ -215,7 +245,8 @@ type MessagingServiceClient interface {
 	// ReceiveDeferred receives deferred messages by sequence number.
 	ReceiveDeferred(context.Context, *v1.ReceiveDeferredRequest) (*v1.ReceiveDeferredResponse, error)
 	// Peek returns messages in sequence order, whatever their state,
-	// without locking them.
+	// without locking them; with a filter, those that match it (a search,
+	// a bounded page at a time).
 	Peek(context.Context, *v1.PeekRequest) (*v1.PeekResponse, error)
 	// Complete removes a locked message.
 	Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error)
@@ -252,6 +283,17 @@ type MessagingServiceClient interface {
 	ResubmitDeadLetters(context.Context, *v1.ResubmitDeadLettersRequest) (MessagingServiceResubmitDeadLettersClientStream, error)
 	// PurgeDeadLetters deletes an entity's dead letters.
 	PurgeDeadLetters(context.Context, *v1.PurgeDeadLettersRequest) (*v1.PurgeDeadLettersResponse, error)
+	// ListDeadLetterReasons counts an entity's dead letters by reason.
+	ListDeadLetterReasons(context.Context, *v1.ListDeadLetterReasonsRequest) (*v1.ListDeadLetterReasonsResponse, error)
+	// DeleteMessages deletes messages of a queue or subscription without
+	// receiving them, in one transaction, as Service Bus's batch delete
+	// does: those named, or the oldest. A message a lock holds stays, and
+	// so do dead letters. It needs the manage permission.
+	DeleteMessages(context.Context, *v1.DeleteMessagesRequest) (*v1.DeleteMessagesResponse, error)
+	// PurgeMessages deletes every message of a queue or subscription that
+	// no lock holds, in bounded transactions, oldest first, at most as
+	// many as it held when the call began. It needs the manage permission.
+	PurgeMessages(context.Context, *v1.PurgeMessagesRequest) (*v1.PurgeMessagesResponse, error)
 }
 
 // NewMessagingServiceClient constructs a client for the sluice.v1.MessagingService service.
@@ -294,7 +336,8 @@ type MessagingServiceHandler interface {
 	// ReceiveDeferred receives deferred messages by sequence number.
 	ReceiveDeferred(context.Context, *v1.ReceiveDeferredRequest) (*v1.ReceiveDeferredResponse, error)
 	// Peek returns messages in sequence order, whatever their state,
-	// without locking them.
+	// without locking them; with a filter, those that match it (a search,
+	// a bounded page at a time).
 	Peek(context.Context, *v1.PeekRequest) (*v1.PeekResponse, error)
 	// Complete removes a locked message.
 	Complete(context.Context, *v1.CompleteRequest) (*v1.CompleteResponse, error)
@@ -331,6 +374,17 @@ type MessagingServiceHandler interface {
 	ResubmitDeadLetters(context.Context, *v1.ResubmitDeadLettersRequest, MessagingServiceResubmitDeadLettersServerStream) error
 	// PurgeDeadLetters deletes an entity's dead letters.
 	PurgeDeadLetters(context.Context, *v1.PurgeDeadLettersRequest) (*v1.PurgeDeadLettersResponse, error)
+	// ListDeadLetterReasons counts an entity's dead letters by reason.
+	ListDeadLetterReasons(context.Context, *v1.ListDeadLetterReasonsRequest) (*v1.ListDeadLetterReasonsResponse, error)
+	// DeleteMessages deletes messages of a queue or subscription without
+	// receiving them, in one transaction, as Service Bus's batch delete
+	// does: those named, or the oldest. A message a lock holds stays, and
+	// so do dead letters. It needs the manage permission.
+	DeleteMessages(context.Context, *v1.DeleteMessagesRequest) (*v1.DeleteMessagesResponse, error)
+	// PurgeMessages deletes every message of a queue or subscription that
+	// no lock holds, in bounded transactions, oldest first, at most as
+	// many as it held when the call began. It needs the manage permission.
+	PurgeMessages(context.Context, *v1.PurgeMessagesRequest) (*v1.PurgeMessagesResponse, error)
 }
 
 // RegisterMessagingServiceHandler registers svc as the sluice.v1.MessagingService implementation on
@@ -356,6 +410,9 @@ func RegisterMessagingServiceHandler(server *connect.Server, svc MessagingServic
 		connect.Method{Spec: messagingServiceCloseSessionSpec(), Handler: adapter.closeSession},
 		connect.Method{Spec: messagingServiceResubmitDeadLettersSpec(), Handler: adapter.resubmitDeadLetters},
 		connect.Method{Spec: messagingServicePurgeDeadLettersSpec(), Handler: adapter.purgeDeadLetters},
+		connect.Method{Spec: messagingServiceListDeadLetterReasonsSpec(), Handler: adapter.listDeadLetterReasons},
+		connect.Method{Spec: messagingServiceDeleteMessagesSpec(), Handler: adapter.deleteMessages},
+		connect.Method{Spec: messagingServicePurgeMessagesSpec(), Handler: adapter.purgeMessages},
 	)
 }
 
@@ -448,6 +505,18 @@ func (UnimplementedMessagingServiceHandler) ResubmitDeadLetters(context.Context,
 
 func (UnimplementedMessagingServiceHandler) PurgeDeadLetters(context.Context, *v1.PurgeDeadLettersRequest) (*v1.PurgeDeadLettersResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.MessagingService.PurgeDeadLetters is not implemented")
+}
+
+func (UnimplementedMessagingServiceHandler) ListDeadLetterReasons(context.Context, *v1.ListDeadLetterReasonsRequest) (*v1.ListDeadLetterReasonsResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.MessagingService.ListDeadLetterReasons is not implemented")
+}
+
+func (UnimplementedMessagingServiceHandler) DeleteMessages(context.Context, *v1.DeleteMessagesRequest) (*v1.DeleteMessagesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.MessagingService.DeleteMessages is not implemented")
+}
+
+func (UnimplementedMessagingServiceHandler) PurgeMessages(context.Context, *v1.PurgeMessagesRequest) (*v1.PurgeMessagesResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.MessagingService.PurgeMessages is not implemented")
 }
 
 type messagingServiceClient struct {
@@ -593,6 +662,30 @@ func (c *messagingServiceClient) ResubmitDeadLetters(ctx context.Context, req *v
 func (c *messagingServiceClient) PurgeDeadLetters(ctx context.Context, req *v1.PurgeDeadLettersRequest) (*v1.PurgeDeadLettersResponse, error) {
 	var res v1.PurgeDeadLettersResponse
 	if err := c.client.CallUnary(ctx, messagingServicePurgeDeadLettersSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *messagingServiceClient) ListDeadLetterReasons(ctx context.Context, req *v1.ListDeadLetterReasonsRequest) (*v1.ListDeadLetterReasonsResponse, error) {
+	var res v1.ListDeadLetterReasonsResponse
+	if err := c.client.CallUnary(ctx, messagingServiceListDeadLetterReasonsSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *messagingServiceClient) DeleteMessages(ctx context.Context, req *v1.DeleteMessagesRequest) (*v1.DeleteMessagesResponse, error) {
+	var res v1.DeleteMessagesResponse
+	if err := c.client.CallUnary(ctx, messagingServiceDeleteMessagesSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *messagingServiceClient) PurgeMessages(ctx context.Context, req *v1.PurgeMessagesRequest) (*v1.PurgeMessagesResponse, error) {
+	var res v1.PurgeMessagesResponse
+	if err := c.client.CallUnary(ctx, messagingServicePurgeMessagesSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -806,6 +899,42 @@ func (h messagingServiceHandler) purgeDeadLetters(ctx context.Context, _ connect
 		return err
 	}
 	res, err := h.svc.PurgeDeadLetters(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h messagingServiceHandler) listDeadLetterReasons(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.ListDeadLetterReasonsRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.ListDeadLetterReasons(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h messagingServiceHandler) deleteMessages(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.DeleteMessagesRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.DeleteMessages(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h messagingServiceHandler) purgeMessages(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.PurgeMessagesRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.PurgeMessages(ctx, &req)
 	if err != nil {
 		return err
 	}
