@@ -115,23 +115,39 @@ func TestDashboardEntityPage(t *testing.T) {
 		t.Errorf("the detail of message 4 shows %q", detail)
 	}
 
-	// Find by message id, by subject, by property.
-	find := func(what string) string {
+	// Find (on the server) by message id, by subject, by property.
+	find := func(by, what string) string {
 		t.Helper()
-		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(async () => { const f = document.getElementById("entity-find"); f.value = "`+
-			what+`"; await browse(); return [...document.querySelectorAll("#entity-messages tbody tr")].map((r) => r.dataset.seq).join(" "); })()`,
+		got, err := chromedp.Run(bctx, chromedp.Evaluate[string](`(async () => { document.getElementById("entity-find-by").value = "`+by+
+			`"; document.getElementById("entity-find").value = "`+what+`"; await browse();
+			return [...document.querySelectorAll("#entity-messages tbody tr")].map((r) => r.dataset.seq).join(" "); })()`,
 			chromedp.EvalAwaitPromise))
 		if err != nil {
-			t.Fatalf("dashboard: find %q: %v", what, err)
+			t.Fatalf("dashboard: find %s %q: %v", by, what, err)
 		}
 		return got
 	}
-	for what, want := range map[string]string{"m-4": "4", "order": "4", "size=L": "4", "size=S": "", "": "1 2 4 5 6 7"} {
-		if got := find(what); got != want {
-			t.Errorf("finding %q shows messages %q, want %q", what, got, want)
+	for _, c := range []struct{ by, what, want string }{
+		{"messageId", "m-4", "4"}, {"subject", "order", "4"}, {"correlationId", "order", ""}, {"property", "size=L", "4"},
+		{"property", "size=S", ""}, {"messageId", "", "1 2 4 5 6 7"},
+	} {
+		if got := find(c.by, c.what); got != c.want {
+			t.Errorf("finding %s %q shows messages %q, want %q", c.by, c.what, got, c.want)
 		}
 	}
-	find("")
+	if find("property", "size"); !strings.Contains(text(`#entity-page`), "key=value") {
+		t.Errorf("finding a property without a value says %q", text(`#entity-page`))
+	}
+	find("messageId", "")
+
+	// Delete selected messages, confirmed: the locked one stays.
+	do("delete an active and a locked message", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+		chromedp.Click(chromedp.CSS(`#entity-messages input[value="5"]`)), chromedp.Click(chromedp.CSS(`#entity-messages input[value="2"]`)),
+		chromedp.Click(chromedp.CSS(`#entity-delete`)))
+	wait("the delete", `document.getElementById("entity-result").textContent.startsWith("deleted 1 of 2 message(s)")`)
+	if ms, err := r.Peek(ctx, 10, &sluice.PeekOptions{FromSequenceNumber: 1}); err != nil || len(ms) != 5 || ms[1].SequenceNumber != 2 || ms[2].SequenceNumber != 4 {
+		t.Fatalf("after the dashboard deleted #5 and (locked) #2: %v, %v", ms, err)
+	}
 
 	// Browse by state; cancel the scheduled message, confirmed.
 	choose("MESSAGE_STATE_SCHEDULED")
@@ -166,6 +182,9 @@ func TestDashboardEntityPage(t *testing.T) {
 	keep, gone := m[0].SequenceNumber, m[1].SequenceNumber
 	choose("dead")
 	wait("the two dead letters", `document.querySelectorAll('#entity-messages tr[data-state="dead-lettered"]').length === 2`)
+	if reasons := text(`#entity-reason`); !strings.Contains(reasons, "any reason (2)") || !strings.Contains(reasons, "again (2)") {
+		t.Errorf("the reasons to choose from: %q", reasons)
+	}
 	do("delete one", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#entity-messages input[value="%d"]`, gone))), chromedp.Click(chromedp.CSS(`#entity-delete`)))
 	wait("the delete", `document.getElementById("entity-result").textContent === "deleted 1 dead letter(s)"`)
@@ -179,6 +198,14 @@ func TestDashboardEntityPage(t *testing.T) {
 	wait("the purge", `document.getElementById("entity-result").textContent === "purged 1 dead letter(s)"`)
 	if st, err := lib.GetQueueStats(ctx, "orders"); err != nil || st.DeadLettered != 0 {
 		t.Fatalf("after the dashboard purged: %+v, %v", st, err)
+	}
+	// Every message no lock holds, purged, confirmed.
+	wait("the purge's button", `!document.getElementById("entity-purge-messages").disabled`)
+	do("purge the messages, confirmed", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+		chromedp.Click(chromedp.CSS(`#entity-purge-messages`)))
+	wait("the purge of messages", `/^purged \d+ message\(s\)$/.test(document.getElementById("entity-result").textContent)`)
+	if st, err := lib.GetQueueStats(ctx, "orders"); err != nil || st.Active+st.Deferred+st.Scheduled+st.Expired != 0 {
+		t.Fatalf("after the dashboard purged the messages: %+v, %v", st, err)
 	}
 
 	// From the entities view a click opens a subscription's page, its

@@ -277,8 +277,8 @@ func TestDashboard(t *testing.T) {
 	view("deadletters", `#dlq-table tbody tr[data-seq]`)
 	dead := text(`#dlq-table tbody`)
 	shot("deadletters")
-	do("resubmit the dead letter", chromedp.Click(chromedp.CSS(`#dlq-table tbody input[type=checkbox]`)),
-		chromedp.Click(chromedp.CSS(`#dlq-resubmit-selected`)))
+	do("resubmit the dead letter, confirmed", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
+		chromedp.Click(chromedp.CSS(`#dlq-table tbody input[type=checkbox]`)), chromedp.Click(chromedp.CSS(`#dlq-resubmit-selected`)))
 	if _, err := chromedp.Run(bctx, chromedp.Poll[bool](`document.getElementById("dlq-progress").textContent.startsWith("resubmitted")`)); err != nil {
 		t.Fatalf("dashboard: waiting for the resubmit: %v", err)
 	}

@@ -150,6 +150,8 @@ const views = {
     fill(document.querySelector("#entity-counts tbody"), counts.map(([k, cell]) => el("tr", { "data-count": k }, el("td", { class: "key" }, k), cell)));
     sampleCounts(path, st);
     document.getElementById("entity-purge").disabled = int(st.deadLettered) === 0;
+    document.getElementById("entity-purge-messages").disabled =
+      int(st.active) + int(st.expired) + int(st.scheduled) + int(st.deferred) === 0;
     document.getElementById("entity-cancel").hidden = sub; // a topic's scheduled messages are cancelled on the topic
     await browse();
   },
@@ -355,66 +357,94 @@ function openEntity(path) {
   show("entity");
 }
 
-// browse lists a page of the entity's messages in the state chosen, in
-// sequence order from state.browse.from, peeking as many pages as it
-// takes (at most 20 of 250).
-// matches says whether a peeked message is the one searched for: its
-// message id, correlation id or subject equal to find, or with
-// "key=value" an application property of that value ("" finds all).
-function matches(m, find) {
-  if (!find) return true;
-  const msg = m.message || {};
-  const eq = find.indexOf("=");
-  if (eq > 0) return (msg.applicationProperties || {})[find.slice(0, eq)] === find.slice(eq + 1);
-  return msg.messageId === find || msg.correlationId === find || msg.subject === find;
+// showReasons fills the entity page's reason choice with its dead
+// letters' reasons and counts (the choice is kept while it exists).
+async function showReasons(path) {
+  const select = document.getElementById("entity-reason");
+  const chosen = select.value;
+  const reasons = (await call("MessagingService", "ListDeadLetterReasons", { entity: path })).reasons || [];
+  const total = reasons.reduce((n, r) => n + int(r.count), 0);
+  select.replaceChildren(el("option", { value: "*" }, `any reason (${total})`),
+    ...reasons.map((r) => el("option", { value: "=" + (r.reason || "") }, `${reasonLabel(r.reason)} (${int(r.count)})`)));
+  select.value = [...select.options].some((o) => o.value === chosen) ? chosen : "*";
 }
 
-async function browse() {
-  const path = state.entity, want = document.getElementById("entity-state").value;
+const reasonLabel = (r) => r || "(no reason)";
+
+// filterOf is the search the browse controls ask for, as the API's
+// MessageFilter: the state (not of dead letters), the dead letters'
+// reason, and one field to find.
+function filterOf(dead) {
+  const f = {};
+  const want = document.getElementById("entity-state").value;
+  if (want && !dead) f.states = [want];
+  const reason = document.getElementById("entity-reason").value;
+  if (dead && reason.startsWith("=")) f.deadLetterReason = reason.slice(1);
+  const by = document.getElementById("entity-find-by").value;
   const find = document.getElementById("entity-find").value.trim();
-  const dead = want === "dead";
+  if (!find) return f;
+  if (by !== "property") {
+    f[by] = find;
+    return f;
+  }
+  const eq = find.indexOf("=");
+  if (eq < 1) throw new Error(`find "${find}": a property is found as key=value`);
+  f.applicationProperties = { [find.slice(0, eq)]: find.slice(eq + 1) };
+  return f;
+}
+
+// browse lists a page of the entity's messages that match the browse
+// controls, in sequence order from state.browse.from: the server
+// searches (Peek with a filter), examining a bounded number of messages
+// a call; a page takes at most 10 calls.
+async function browse() {
+  const path = state.entity, dead = document.getElementById("entity-state").value === "dead";
   const mine = ++state.browses;
   const stale = () => mine !== state.browses;
+  document.getElementById("entity-reason").parentElement.hidden = !dead;
   document.getElementById("entity-prev").disabled = document.getElementById("entity-next").disabled = true;
-  const shown = [];
-  let from = state.browse.from, last = from - 1, end = false;
-  for (let peeks = 0; shown.length < pageSize && peeks < 20; peeks++) {
-    const body = { entity: path, maxMessages: 250, fromSequenceNumber: from };
-    if (dead) body.subQueue = "SUB_QUEUE_DEAD_LETTER";
-    const page = (await call("MessagingService", "Peek", body)).messages || [];
+  if (dead) {
+    await showReasons(path);
     if (stale()) return;
-    let used = 0;
-    for (const m of page) {
-      if (shown.length === pageSize) break;
-      used++;
-      last = int(m.sequenceNumber);
-      if ((dead || !want || m.state === want) && matches(m, find)) shown.push(m);
-    }
-    if (used < page.length) break; // the page is full: more follow
-    if (page.length < 250) {
-      end = true;
-      break;
-    }
-    from = last + 1;
   }
-  state.browse.next = end ? 0 : last + 1;
+  let filter;
+  try {
+    filter = filterOf(dead);
+  } catch (e) {
+    document.getElementById("entity-page").textContent = e.message;
+    return;
+  }
+  const shown = [];
+  let from = state.browse.from, next = 0;
+  for (let calls = 0; shown.length < pageSize && calls < 10; calls++) {
+    const body = { entity: path, maxMessages: pageSize - shown.length, fromSequenceNumber: from, filter };
+    if (dead) body.subQueue = "SUB_QUEUE_DEAD_LETTER";
+    const res = await call("MessagingService", "Peek", body);
+    if (stale()) return;
+    shown.push(...(res.messages || []));
+    next = int(res.nextSequenceNumber);
+    if (!next) break;
+    from = next;
+  }
+  state.browse.next = next;
   fill(document.querySelector("#entity-messages tbody"), shown.map((m) => {
     const st = dead ? "dead-lettered" : stateNames[m.state] || "";
     const msg = m.message || {};
-    const pick = st === "scheduled" || st === "dead-lettered" ? el("input", { type: "checkbox", value: m.sequenceNumber }) : "";
     const row = el("tr", { "data-seq": m.sequenceNumber, "data-state": st, class: st === "expired" || dead ? "bad" : "" },
-      el("td", {}, pick), num(m.sequenceNumber), el("td", {}, st), el("td", {}, when(m.enqueuedTime)), num(m.deliveryCount),
+      el("td", {}, el("input", { type: "checkbox", value: m.sequenceNumber })), num(m.sequenceNumber), el("td", {}, st),
+      el("td", {}, when(m.enqueuedTime)), num(m.deliveryCount),
       el("td", {}, when(m.expiresAt)), el("td", {}, when(m.lockedUntil)), el("td", {}, msg.messageId || ""),
       el("td", {}, msg.subject || ""), el("td", { class: "body" }, preview(msg.body)));
     row.addEventListener("click", (ev) => { if (ev.target.tagName !== "INPUT") showMessage(m, st); });
     return row;
   }));
-  document.getElementById("entity-page").textContent = shown.length
-    ? `#${int(shown[0].sequenceNumber)} to #${int(shown[shown.length - 1].sequenceNumber)}${end ? ", the last" : ""}` : "none";
+  document.getElementById("entity-page").textContent = (shown.length
+    ? `#${int(shown[0].sequenceNumber)} to #${int(shown[shown.length - 1].sequenceNumber)}` : "none") +
+    (next ? (shown.length < pageSize ? `, searched to #${next - 1}` : "") : ", the last");
   document.getElementById("entity-prev").disabled = !state.browse.back.length;
   document.getElementById("entity-next").disabled = !state.browse.next;
   document.getElementById("entity-resubmit").hidden = !dead;
-  document.getElementById("entity-delete").hidden = !dead;
+  document.getElementById("entity-delete").textContent = dead ? "Delete selected dead letters" : "Delete selected messages";
   document.getElementById("message-detail").hidden = true;
 }
 
@@ -537,15 +567,83 @@ async function reposition() {
   }
 }
 
+// showDeadLetters shows the chosen entity's dead letters counted by
+// reason, each reason with its actions, and the oldest 250 (of the
+// reason shown, state.dlqReason, when one is).
 async function showDeadLetters() {
   const entity = document.getElementById("dlq-entity").value;
   const tbody = document.querySelector("#dlq-table tbody");
-  if (!entity) return fill(tbody, []);
-  const msgs = (await call("MessagingService", "Peek", { entity, maxMessages: 250, subQueue: "SUB_QUEUE_DEAD_LETTER" })).messages || [];
+  if (!entity) {
+    fill(document.querySelector("#dlq-reasons tbody"), []);
+    return fill(tbody, []);
+  }
+  if (state.dlqEntity !== entity) state.dlqReason = undefined; // a reason is the entity's
+  state.dlqEntity = entity;
+  const reasons = (await call("MessagingService", "ListDeadLetterReasons", { entity })).reasons || [];
+  if (state.dlqReason !== undefined && !reasons.some((r) => (r.reason || "") === state.dlqReason)) state.dlqReason = undefined;
+  fill(document.querySelector("#dlq-reasons tbody"), reasons.map((r) => {
+    const reason = r.reason || "";
+    const button = (action, text, fn) => {
+      const b = el("button", { type: "button", "data-action": action }, text);
+      b.addEventListener("click", fn);
+      return b;
+    };
+    return el("tr", { "data-reason": reason, class: state.dlqReason === reason ? "chosen" : "" },
+      el("td", {}, reasonLabel(reason)), num(r.count),
+      el("td", {}, button("show", "Show", () => { state.dlqReason = state.dlqReason === reason ? undefined : reason; showDeadLetters(); }), " ",
+        button("resubmit", "Resubmit all", () => reasonAction(entity, reason, int(r.count), true)), " ",
+        button("purge", "Purge all", () => reasonAction(entity, reason, int(r.count), false))));
+  }));
+  const body = { entity, maxMessages: 250, subQueue: "SUB_QUEUE_DEAD_LETTER" };
+  if (state.dlqReason !== undefined) body.filter = { deadLetterReason: state.dlqReason };
+  document.getElementById("dlq-list-title").textContent = state.dlqReason === undefined
+    ? "The oldest" : `The oldest dead-lettered for ${reasonLabel(state.dlqReason)}`;
+  const msgs = (await call("MessagingService", "Peek", body)).messages || [];
   fill(tbody, msgs.map((m) => el("tr", { "data-seq": m.sequenceNumber },
     el("td", {}, el("input", { type: "checkbox", value: m.sequenceNumber })),
     num(m.sequenceNumber), el("td", {}, when(m.enqueuedTime)), el("td", {}, m.deadLetterReason || ""),
     el("td", {}, m.deadLetterDescription || ""), num(m.deliveryCount), el("td", { class: "body" }, preview(m.message && m.message.body)))));
+}
+
+// reasonSeqs finds the sequence numbers of an entity's dead letters of a
+// reason, searched on the server a page at a time.
+async function reasonSeqs(entity, reason) {
+  const seqs = [];
+  for (let from = 1; ;) {
+    const res = await call("MessagingService", "Peek", { entity, subQueue: "SUB_QUEUE_DEAD_LETTER", maxMessages: 250,
+      fromSequenceNumber: from, filter: { deadLetterReason: reason } });
+    seqs.push(...(res.messages || []).map((m) => m.sequenceNumber));
+    from = int(res.nextSequenceNumber);
+    if (!from) return seqs;
+  }
+}
+
+// reasonAction resubmits (or deletes) every dead letter of a reason,
+// confirmed, in transactions of at most 1,000.
+async function reasonAction(entity, reason, count, resubmitting) {
+  const verb = resubmitting ? "Resubmit" : "Delete";
+  if (!window.confirm(`${verb} every dead letter of ${entity} dead-lettered for ${reasonLabel(reason)} (${count})?`)) return;
+  const progress = document.getElementById("dlq-progress");
+  progress.textContent = resubmitting ? "resubmitting…" : "deleting…";
+  let done = 0, said;
+  try {
+    const seqs = await reasonSeqs(entity, reason);
+    for (let i = 0; i < seqs.length; i += 1000) {
+      const batch = seqs.slice(i, i + 1000);
+      if (resubmitting) {
+        const steps = await stream("MessagingService", "ResubmitDeadLetters", { entity, sequenceNumbers: batch });
+        done += int((steps[steps.length - 1] || {}).done);
+      } else {
+        done += int((await call("MessagingService", "PurgeDeadLetters", { entity, sequenceNumbers: batch })).purged);
+      }
+    }
+    said = `${resubmitting ? "resubmitted" : "deleted"} ${done} dead letter(s) of ${reasonLabel(reason)}`;
+  } catch (e) {
+    said = `${verb.toLowerCase()} failed after ${done}: ${e.message}`;
+  }
+  state.entities = [];
+  await refresh();
+  progress.textContent = said; // once the view shows what it did
 }
 
 // preview shows a body as text when it is UTF-8, else as base64.
@@ -564,6 +662,8 @@ async function resubmit(all) {
   const entity = document.getElementById("dlq-entity").value;
   const seqs = all ? [] : [...document.querySelectorAll("#dlq-table input:checked")].map((c) => c.value);
   if (!entity || (!all && !seqs.length)) return;
+  if (!window.confirm(all ? `Resubmit every dead letter of ${entity}?` :
+    `Resubmit dead letter(s) ${seqs.map((s) => "#" + s).join(", ")} of ${entity}?`)) return;
   const progress = document.getElementById("dlq-progress");
   progress.textContent = "resubmitting…";
   try {
@@ -688,7 +788,9 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("dlq-resubmit-all").addEventListener("click", () => resubmit(true));
   document.getElementById("reposition").addEventListener("submit", (ev) => { ev.preventDefault(); reposition(); });
   document.getElementById("entity-state").addEventListener("change", () => { state.browse = { from: 1, back: [], next: 0 }; browse(); });
-  document.getElementById("entity-find").addEventListener("change", () => { state.browse = { from: 1, back: [], next: 0 }; browse(); });
+  for (const id of ["entity-find", "entity-find-by", "entity-reason"]) {
+    document.getElementById(id).addEventListener("change", () => { state.browse = { from: 1, back: [], next: 0 }; browse(); });
+  }
   document.getElementById("entity-next").addEventListener("click", () => {
     state.browse.back.push(state.browse.from);
     state.browse.from = state.browse.next;
@@ -722,11 +824,25 @@ document.addEventListener("DOMContentLoaded", () => {
   document.getElementById("entity-delete").addEventListener("click", () => {
     const seqs = checkedSeqs();
     if (!seqs.length) return;
-    entityAction(`Delete dead letter(s) ${seqs.map((s) => "#" + s).join(", ")} of ${state.entity}?`, async () => {
-      const res = await call("MessagingService", "PurgeDeadLetters", { entity: state.entity, sequenceNumbers: seqs });
-      return `deleted ${int(res.purged)} dead letter(s)`;
+    const named = seqs.map((s) => "#" + s).join(", ");
+    if (document.getElementById("entity-state").value === "dead") {
+      entityAction(`Delete dead letter(s) ${named} of ${state.entity}?`, async () => {
+        const res = await call("MessagingService", "PurgeDeadLetters", { entity: state.entity, sequenceNumbers: seqs });
+        return `deleted ${int(res.purged)} dead letter(s)`;
+      });
+      return;
+    }
+    entityAction(`Delete message(s) ${named} of ${state.entity}? A message a receiver holds locked stays.`, async () => {
+      const res = await call("MessagingService", "DeleteMessages", { entity: state.entity, sequenceNumbers: seqs });
+      const n = int(res.deleted);
+      return `deleted ${n} of ${seqs.length} message(s)` + (n < seqs.length ? "; the others were locked, or gone" : "");
     });
   });
+  document.getElementById("entity-purge-messages").addEventListener("click", () => entityAction(
+    `Delete every message of ${state.entity} that no receiver holds locked? Dead letters stay.`, async () => {
+      const res = await call("MessagingService", "PurgeMessages", { entity: state.entity });
+      return `purged ${int(res.purged)} message(s)`;
+    }));
   document.getElementById("parked-replay").addEventListener("click", replayParked);
   window.addEventListener("popstate", route);
   route();
