@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -32,6 +33,10 @@ func TestMain(m *testing.M) {
 	}
 	localServer = func(context.Context) (string, bool) { return "", false }
 	code := m.Run()
+	if msg := untried(); code == 0 && msg != "" {
+		fmt.Fprintln(os.Stderr, "FAIL:", msg)
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -68,6 +68,7 @@ func both(t *testing.T, f func(t *testing.T, w where)) {
 // input, and returns the exit code, stdout and stderr.
 func (w where) run(t *testing.T, stdin string, args ...string) (int, string, string) {
 	t.Helper()
+	noteRan(w.name, args)
 	var out, errOut bytes.Buffer
 	code := dispatch(t.Context(), append(slices.Clone(args), w.flags...), strings.NewReader(stdin), &out, &errOut)
 	return code, out.String(), errOut.String()

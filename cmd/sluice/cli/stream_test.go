@@ -17,6 +17,7 @@ func startTail(t *testing.T, w where, args ...string) func() (int, string) {
 	t.Helper()
 	var stdout, stderr lockedBuffer
 	exited := make(chan int, 1)
+	noteRan(w.name, []string{"stream", "tail"})
 	go func() {
 		args := append(append([]string{"stream", "tail"}, args...), w.flags...)
 		exited <- dispatch(t.Context(), args, strings.NewReader(""), &stdout, &stderr)
