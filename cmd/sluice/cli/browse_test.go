@@ -77,6 +77,13 @@ func TestPeekSearch(t *testing.T) {
 		if got := seqField(jsonLines(t, w.ok(t, "peek", "orders", "--dlq", "--json"))); len(got) != 1 {
 			t.Fatalf("after purging Late the dead letters are %v", got)
 		}
+		// --reason "" selects those without a reason: none here.
+		if got := seqField(jsonLines(t, w.ok(t, "peek", "orders", "--dlq", "--reason", "", "--json"))); len(got) != 0 {
+			t.Fatalf("peek --dlq --reason '' found %v", got)
+		}
+		if out := w.ok(t, "dlq", "purge", "orders", "--reason", "", "-f"); out != "purged 0\n" {
+			t.Fatalf("dlq purge --reason '' printed %q", out)
+		}
 	})
 }
 

@@ -46,19 +46,24 @@ func opDLQList() *op {
 }
 
 // deadSelection is which dead letters a command acts on: those whose
-// sequence numbers are its arguments, those of --reason, or all.
+// sequence numbers are its arguments, those of --reason (--reason ""
+// those dead-lettered without one), or all.
 type deadSelection struct {
-	seqs   []int64
-	reason string
+	seqs     []int64
+	reason   string
+	byReason bool
 }
 
 func (d *deadSelection) register(fs *flag.FlagSet) {
-	fs.StringVar(&d.reason, "reason", "", "only the dead letters with this dead-letter reason (as dlq list shows it)")
+	fs.Func("reason", `only the dead letters with this dead-letter reason, as dlq reasons shows it ("" for those without one)`, func(s string) error {
+		d.reason, d.byReason = s, true
+		return nil
+	})
 }
 
 // check reads the sequence numbers among args (after the entity).
 func (d *deadSelection) check(args []string) (err error) {
-	if d.reason != "" && len(args) > 1 {
+	if d.byReason && len(args) > 1 {
 		return errors.New("--reason and sequence numbers exclude each other")
 	}
 	d.seqs, err = sequenceNumbers(args[1:])
@@ -66,11 +71,11 @@ func (d *deadSelection) check(args []string) (err error) {
 }
 
 // all says whether the selection is every dead letter.
-func (d *deadSelection) all() bool { return d.reason == "" && len(d.seqs) == 0 }
+func (d *deadSelection) all() bool { return !d.byReason && len(d.seqs) == 0 }
 
 // resolve finds the dead letters of --reason, if it was given.
 func (d *deadSelection) resolve(ctx context.Context, a sluiceAPI, entity string) error {
-	if d.reason == "" {
+	if !d.byReason {
 		return nil
 	}
 	var err error
@@ -88,18 +93,17 @@ func opDLQResubmit() *op {
 			switch {
 			case len(args) > 1:
 				return "" // only those named
-			case sel.reason != "":
+			case sel.byReason:
 				return fmt.Sprintf("Resubmit every dead letter of %s dead-lettered for %q", args[0], sel.reason)
 			}
 			return fmt.Sprintf("Resubmit every dead letter of %s", args[0])
 		},
 		check: sel.check,
 		run: func(ctx context.Context, e *env, args []string) error {
-			byReason := sel.reason != ""
 			if err := sel.resolve(ctx, e.api, args[0]); err != nil {
 				return err
 			}
-			if byReason && len(sel.seqs) == 0 {
+			if sel.byReason && len(sel.seqs) == 0 {
 				return e.printCount("resubmitted", 0)
 			}
 			opts := &sluice.ResubmitOptions{SequenceNumbers: sel.seqs}
@@ -129,7 +133,7 @@ func opDLQPurge() *op {
 			switch {
 			case len(args) > 1:
 				return fmt.Sprintf("Delete %d dead letter(s) of %s", len(sel.seqs), args[0])
-			case sel.reason != "":
+			case sel.byReason:
 				return fmt.Sprintf("Delete every dead letter of %s dead-lettered for %q", args[0], sel.reason)
 			}
 			return fmt.Sprintf("Delete every dead letter of %s", args[0])
