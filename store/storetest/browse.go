@@ -32,14 +32,6 @@ func browse(t *testing.T, st store.Store, p store.BrowseParams) store.BrowseResu
 	return res
 }
 
-func browsedSeqs(ds []sluicetype.DeadLetter) []int64 {
-	out := make([]int64, len(ds))
-	for i, d := range ds {
-		out[i] = d.Seq
-	}
-	return out
-}
-
 // A browse examines rows without their bodies, returns those that match
 // with their bodies and their state as Peek reports it, and says where
 // it stopped.
@@ -88,18 +80,18 @@ func testBrowseMatch(t *testing.T, h *harness) {
 	red := browse(t, st, store.BrowseParams{Queue: q, Max: 10, Scan: 10, Match: func(d *sluicetype.DeadLetter) bool {
 		return d.Properties["colour"] == "red"
 	}})
-	wantSeqs(t, "messages whose colour is red", browsedSeqs(red.Messages), []int64{3})
+	wantSeqs(t, "messages whose colour is red", deadSeqs(red.Messages), []int64{3})
 	states := browse(t, st, store.BrowseParams{Queue: q, Max: 10, Scan: 10, Match: func(d *sluicetype.DeadLetter) bool {
 		return d.State == sluicetype.StateLeased || d.State == sluicetype.StateScheduled
 	}})
-	wantSeqs(t, "locked and scheduled messages", browsedSeqs(states.Messages), []int64{1, 4})
+	wantSeqs(t, "locked and scheduled messages", deadSeqs(states.Messages), []int64{1, 4})
 	// A match that no longer holds when the body is read is left out.
 	calls := map[int64]int{}
 	fickle := browse(t, st, store.BrowseParams{Queue: q, Max: 10, Scan: 10, Match: func(d *sluicetype.DeadLetter) bool {
 		calls[d.Seq]++
 		return calls[d.Seq] == 1 || d.Seq != 2
 	}})
-	wantSeqs(t, "messages still matching when read", browsedSeqs(fickle.Messages), []int64{1, 3, 4, 5})
+	wantSeqs(t, "messages still matching when read", deadSeqs(fickle.Messages), []int64{1, 3, 4, 5})
 }
 
 // Max bounds the matches, Scan the rows examined; Next goes on from
@@ -116,36 +108,36 @@ func testBrowseBounds(t *testing.T, h *harness) {
 
 	// Two matches: it stops at the second, and goes on after it.
 	res := browse(t, st, store.BrowseParams{Queue: q, Max: 2, Scan: 100, Match: even})
-	wantSeqs(t, "the first two even", browsedSeqs(res.Messages), []int64{2, 4})
+	wantSeqs(t, "the first two even", deadSeqs(res.Messages), []int64{2, 4})
 	if res.Next != 5 {
 		t.Errorf("Next after the second match = %d, want 5", res.Next)
 	}
 	// Five rows examined: two matches, and Next after the fifth row.
 	res = browse(t, st, store.BrowseParams{Queue: q, Max: 10, Scan: 5, FromSeq: res.Next, Match: even})
-	wantSeqs(t, "even of 5 to 9", browsedSeqs(res.Messages), []int64{6, 8})
+	wantSeqs(t, "even of 5 to 9", deadSeqs(res.Messages), []int64{6, 8})
 	if res.Next != 10 {
 		t.Errorf("Next after examining 5 to 9 = %d, want 10", res.Next)
 	}
 	res = browse(t, st, store.BrowseParams{Queue: q, Max: 10, Scan: 100, FromSeq: res.Next, Match: even})
-	wantSeqs(t, "even of 10 on", browsedSeqs(res.Messages), []int64{10, 12})
+	wantSeqs(t, "even of 10 on", deadSeqs(res.Messages), []int64{10, 12})
 	if res.Next != 0 {
 		t.Errorf("Next at the end = %d, want 0", res.Next)
 	}
 	// The last match on the last row: the end is known.
 	res = browse(t, st, store.BrowseParams{Queue: q, Max: 1, Scan: 100, FromSeq: 11, Match: even})
 	if len(res.Messages) != 1 || res.Next != 0 {
-		t.Errorf("Browse of the last row = %v, Next %d; want [12], 0", browsedSeqs(res.Messages), res.Next)
+		t.Errorf("Browse of the last row = %v, Next %d; want [12], 0", deadSeqs(res.Messages), res.Next)
 	}
 	// Past the end, and on an empty queue: nothing, and the end.
 	res = browse(t, st, store.BrowseParams{Queue: q, Max: 10, Scan: 100, FromSeq: 1000})
 	if len(res.Messages) != 0 || res.Next != 0 {
-		t.Errorf("Browse past the end = %v, Next %d", browsedSeqs(res.Messages), res.Next)
+		t.Errorf("Browse past the end = %v, Next %d", deadSeqs(res.Messages), res.Next)
 	}
 	// Exactly the last row examined by a full scan: the end is not
 	// proven, so Next says where to look.
 	res = browse(t, st, store.BrowseParams{Queue: q, Max: 10, Scan: 12})
 	if len(res.Messages) != 10 || res.Next != 11 {
-		t.Errorf("Browse of 10 of 12 = %v, Next %d; want 1 to 10, Next 11", browsedSeqs(res.Messages), res.Next)
+		t.Errorf("Browse of 10 of 12 = %v, Next %d; want 1 to 10, Next 11", deadSeqs(res.Messages), res.Next)
 	}
 	// More rows than one statement examines.
 	big := createQueue(t, ctx, st, store.QueueSettings{})
@@ -160,12 +152,12 @@ func testBrowseBounds(t *testing.T, h *harness) {
 	res = browse(t, st, store.BrowseParams{Queue: big, Max: 1, Scan: store.MaxBrowseScan,
 		Match: func(d *sluicetype.DeadLetter) bool { return d.MessageID == "needle" }})
 	if len(res.Messages) != 1 || res.Messages[0].Seq != 3001 || string(res.Messages[0].Payload) != "needle" {
-		t.Errorf("the needle after 3,000 messages: %v", browsedSeqs(res.Messages))
+		t.Errorf("the needle after 3,000 messages: %v", deadSeqs(res.Messages))
 	}
 	res = browse(t, st, store.BrowseParams{Queue: big, Max: 1, Scan: 2500,
 		Match: func(d *sluicetype.DeadLetter) bool { return d.MessageID == "needle" }})
 	if len(res.Messages) != 0 || res.Next != 2501 {
-		t.Errorf("a browse of 2,500 rows found %v, Next %d; want none, 2501", browsedSeqs(res.Messages), res.Next)
+		t.Errorf("a browse of 2,500 rows found %v, Next %d; want none, 2501", deadSeqs(res.Messages), res.Next)
 	}
 }
 
@@ -180,7 +172,7 @@ func testBrowseDeadLetters(t *testing.T, h *harness) {
 	for reason, want := range map[string][]int64{"Bad": {1, 3}, "": {2}, "Other": nil} {
 		res := browse(t, st, store.BrowseParams{Queue: q, DeadLetters: true, Max: 10, Scan: 10,
 			Match: func(d *sluicetype.DeadLetter) bool { return d.Reason == reason }})
-		wantSeqs(t, fmt.Sprintf("dead letters of reason %q", reason), browsedSeqs(res.Messages), want)
+		wantSeqs(t, fmt.Sprintf("dead letters of reason %q", reason), deadSeqs(res.Messages), want)
 		for _, d := range res.Messages {
 			if d.Reason != reason || d.DeadAt.IsZero() || len(d.Payload) != 1 {
 				t.Errorf("dead letter %d browsed as %+v", d.Seq, d)
