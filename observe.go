@@ -121,8 +121,12 @@ type MessageEvent struct {
 // reported, since the caller commits it, and neither are resubmitted
 // dead letters (ResubmitDeadLetters) or a call that failed, whose
 // outcome may be unknown. stop ends the observation; it is idempotent.
-// With no observer, a call pays one atomic load for this.
+// With no observer, a call pays one atomic load for this. A nil fn
+// observes nothing.
 func (c *Client) ObserveMessages(fn func(MessageEvent)) (stop func()) {
+	if fn == nil {
+		return func() {}
+	}
 	o := &messageObserver{fn: fn}
 	c.obsMu.Lock()
 	list := append(slices.Clone(c.loadObservers()), o)

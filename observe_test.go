@@ -303,7 +303,7 @@ func must(t *testing.T, err error) {
 }
 
 // After stop returns, fn is not called again, even while other
-// goroutines send; another observer goes on.
+// goroutines send; another observer goes on; a nil fn observes nothing.
 func TestObserveMessagesStop(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
 		ctx := t.Context()
@@ -344,7 +344,51 @@ func TestObserveMessagesStop(t *testing.T) {
 		}
 		other.want("the other observer", map[string]int{"sent " + q: 40})
 		stopOther()
+		stopNil := c.ObserveMessages(nil) // observes nothing
 		send(t, s, "y")
+		stopNil()
 		other.want("the other observer, stopped", map[string]int{"sent " + q: 40})
 	})
+}
+
+// BenchmarkMessageRound sends, receives and completes a message on
+// SQLite, with no observer of message events (what every client pays
+// for the hook: an atomic load a call) and with one.
+func BenchmarkMessageRound(b *testing.B) {
+	for _, observers := range []int{0, 1} {
+		b.Run(fmt.Sprintf("observers=%d", observers), func(b *testing.B) {
+			ctx := b.Context()
+			c, err := sluice.Open(ctx, b.TempDir()+"/bench.db", sluice.Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := c.CreateQueue(ctx, "q", nil); err != nil {
+				b.Fatal(err)
+			}
+			var events atomic.Int64
+			for range observers {
+				defer c.ObserveMessages(func(sluice.MessageEvent) { events.Add(1) })()
+			}
+			s, _ := c.NewSender("q")
+			r, _ := c.NewReceiver("q", nil)
+			msg := &sluice.Message{Body: []byte("x")}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := s.Send(ctx, msg); err != nil {
+					b.Fatal(err)
+				}
+				ms, err := r.TryReceive(ctx, 1)
+				if err != nil || len(ms) != 1 {
+					b.Fatalf("TryReceive = %v, %v", ms, err)
+				}
+				if err := r.Complete(ctx, ms[0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if want := int64(3 * observers * b.N); events.Load() != want {
+				b.Fatalf("%d events, want %d", events.Load(), want)
+			}
+		})
+	}
 }
