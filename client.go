@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/stream"
@@ -65,6 +66,11 @@ type Client struct {
 	sharedStreams bool
 	// positionedReads: stream caches may keep several windows.
 	positionedReads bool
+
+	// observers are the observers of message events (ObserveMessages),
+	// copied on change; nil: none. obsMu serialises changes.
+	observers atomic.Pointer[[]*messageObserver]
+	obsMu     sync.Mutex
 
 	mu                sync.Mutex
 	entities          map[string]cachedEntity

@@ -26,6 +26,7 @@ func (r *Receiver) takeDead(ctx context.Context, max int, props QueueProperties)
 		for _, d := range ds {
 			out = append(out, deadLetterMessage(r.queue, d))
 		}
+		r.noteReceived(out)
 		return out, nil
 	}
 	p := store.SettleParams{Queue: r.queue, Action: store.Complete}
@@ -43,6 +44,7 @@ func (r *Receiver) takeDead(ctx context.Context, max int, props QueueProperties)
 			out = append(out, m)
 		}
 	}
+	r.noteReceived(out)
 	return out, nil
 }
 

@@ -275,6 +275,7 @@ func (p *Processor) renewLoop(ctx context.Context, cancel context.CancelCauseFun
 		case m.settled.Load():
 			return // settled by the handler meanwhile
 		case errors.Is(err, ErrLockLost):
+			p.r.noteLockLost(err)
 			p.opts.OnError(err)
 			cancel(err)
 			return

@@ -174,6 +174,7 @@ func (r *Receiver) deliver(ctx context.Context, op string, ls []sluicetype.Lease
 		for _, l := range ls {
 			out = append(out, leasedMessage(r.queue, l))
 		}
+		r.noteReceived(out)
 		return out, nil
 	}
 	receipts := make([]sluicetype.Receipt, len(ls))
@@ -196,6 +197,7 @@ func (r *Receiver) deliver(ctx context.Context, op string, ls []sluicetype.Lease
 			out = append(out, received(r.queue, l.Message))
 		}
 	}
+	r.noteReceived(out)
 	return out, nil
 }
 
@@ -279,14 +281,19 @@ func (r *Receiver) CompleteBatch(ctx context.Context, msgs []*ReceivedMessage) e
 	if err != nil {
 		return fmt.Errorf("sluice: %s: %w", op, err)
 	}
-	var failed []SettleFailure
+	var (
+		failed []SettleFailure
+		errs   []error
+	)
 	for i, rs := range res {
 		if rs.Err != nil {
 			failed = append(failed, SettleFailure{Index: i, Message: msgs[i], Err: rs.Err})
+			errs = append(errs, rs.Err)
 			continue
 		}
 		msgs[i].settled.Store(true)
 	}
+	r.noteSettled(store.Complete, len(msgs)-len(failed), errs...)
 	if failed != nil {
 		return &SettleBatchError{Op: op, Total: len(msgs), Failed: failed}
 	}
@@ -414,6 +421,7 @@ func (r *Receiver) Defer(ctx context.Context, m *ReceivedMessage, opts *DeferOpt
 func (r *Receiver) RenewLock(ctx context.Context, m *ReceivedMessage) error {
 	until, err := r.renew(ctx, m)
 	if err != nil {
+		r.noteLockLost(err)
 		return err
 	}
 	m.LockedUntil = until
@@ -461,8 +469,19 @@ func (r *Receiver) check(op string, m *ReceivedMessage) (sluicetype.Receipt, err
 }
 
 // settle settles m, merging changes (when not nil) into its application
-// properties.
+// properties, and tells the observers of message events.
 func (r *Receiver) settle(ctx context.Context, op string, m *ReceivedMessage, p store.SettleParams, changes map[string]string) error {
+	err := r.settleOne(ctx, op, m, p, changes)
+	if err != nil {
+		r.noteSettled(p.Action, 0, err)
+	} else {
+		r.noteSettled(p.Action, 1)
+	}
+	return err
+}
+
+// settleOne does settle's work.
+func (r *Receiver) settleOne(ctx context.Context, op string, m *ReceivedMessage, p store.SettleParams, changes map[string]string) error {
 	receipt, err := r.check(op, m)
 	if err != nil {
 		return err

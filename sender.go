@@ -75,6 +75,9 @@ func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error
 		}
 		seqs, err = s.enqueue(ctx, e, &p, len(msgs))
 	}
+	if err == nil {
+		s.c.noteSent(s.queue, len(msgs))
+	}
 	return seqs, err
 }
 

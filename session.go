@@ -270,6 +270,7 @@ func (s *SessionReceiver) RenewSessionLock(ctx context.Context) error {
 	p.Duration = props.LockDuration
 	until, err := s.r.c.st.RenewSession(ctx, &p)
 	if err != nil {
+		s.r.noteLockLost(err)
 		return err
 	}
 	s.mu.Lock()

@@ -99,8 +99,6 @@ func (h *messaging) Send(ctx context.Context, req *sluicev1.SendRequest) (*sluic
 	if err != nil {
 		return nil, h.s.fail("send", err)
 	}
-	h.s.m.sent.WithLabelValues(h.s.m.entity(req.Entity)).Add(float64(len(msgs)))
-	h.s.tp.sent.Add(int64(len(msgs)))
 	return &sluicev1.SendResponse{SequenceNumbers: seqs}, nil
 }
 
@@ -150,8 +148,6 @@ func (h *messaging) Receive(ctx context.Context, req *sluicev1.ReceiveRequest) (
 	if err != nil {
 		return nil, h.s.fail("receive", err)
 	}
-	mode, _ := apiconv.Mode(req.Mode)
-	h.s.m.receivedMessages(req.Entity, mode, msgs)
 	return &sluicev1.ReceiveResponse{Messages: apiconv.ReceivedList(msgs)}, nil
 }
 
@@ -212,8 +208,8 @@ func (h *messaging) Peek(ctx context.Context, req *sluicev1.PeekRequest) (*sluic
 	return res, nil
 }
 
-// settle runs a settlement (action, as the metrics name it) on the
-// message a lock token names.
+// settle runs a settlement (action, as errors name it) on the message a
+// lock token names.
 func (h *messaging) settle(ctx context.Context, action, entity string, sub sluicev1.SubQueue, session *sluicev1.SessionLock, token string,
 	do func(settler, *sluice.ReceivedMessage) error) error {
 	if err := h.s.authorize(ctx, Receive, entity); err != nil {
@@ -223,9 +219,7 @@ func (h *messaging) settle(ctx context.Context, action, entity string, sub sluic
 	if err != nil {
 		return err
 	}
-	err = do(r, &sluice.ReceivedMessage{LockToken: token})
-	h.s.m.settledMessage(entity, action, err)
-	if err != nil {
+	if err := do(r, &sluice.ReceivedMessage{LockToken: token}); err != nil {
 		return h.s.fail(action, err)
 	}
 	return nil
@@ -268,7 +262,6 @@ func (h *messaging) CompleteBatch(ctx context.Context, req *sluicev1.CompleteBat
 				Reason: apierr.Reason(f.Err), Message: f.Err.Error()})
 		}
 	}
-	h.s.m.settledBatch(req.Entity, "complete", len(msgs), len(res.Failures))
 	return res, nil
 }
 
@@ -319,9 +312,6 @@ func (h *messaging) RenewLock(ctx context.Context, req *sluicev1.RenewLockReques
 	}
 	m := &sluice.ReceivedMessage{LockToken: req.LockToken}
 	if err := r.RenewLock(ctx, m); err != nil {
-		if isLockLost(err) {
-			h.s.m.lockLost.WithLabelValues(h.s.m.entity(req.Entity)).Inc()
-		}
 		return nil, h.s.fail("renew lock", err)
 	}
 	return &sluicev1.RenewLockResponse{LockedUntil: apiconv.Timestamp(m.LockedUntil)}, nil

@@ -13,33 +13,27 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	dto "github.com/prometheus/client_model/go"
 
-	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sluiceprom"
 )
 
 // metrics are the server's Prometheus metrics, served at /metrics: the
-// calls it serves, what they did to messages, the stream caches of the
-// consumers it runs (cacheCollector), and, read from the database at
-// each scrape, the entities' depths and the stream partitions' lag.
+// calls it serves, and from sluiceprom's collector what the calls of
+// its client did to messages, its process's dead-letterings and, read
+// from the database at each scrape, the entities' depths and the stream
+// partitions' lag; and the stream caches of the consumers it runs
+// (cacheCollector).
 type metrics struct {
-	tp       *throughput
-	x        *sluiceprom.Collector // the database's figures, dead-letterings, the labels of entities
+	x        *sluiceprom.Collector // what the calls did to messages, the database's figures, the labels of entities
+	stopTP   func()                // ends the throughput's observation of the calls
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inFlight prometheus.Gauge
-	sent     *prometheus.CounterVec
-	received *prometheus.CounterVec
-	settled  *prometheus.CounterVec
-	lockLost *prometheus.CounterVec
-	waited   *prometheus.HistogramVec
 }
 
 func newMetrics(s *Server) *metrics {
 	m := &metrics{
-		tp:  &s.tp,
 		reg: prometheus.NewRegistry(),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_api_calls_total",
 			Help: "API calls served, by procedure and status code."}, []string{"procedure", "code"}),
@@ -48,23 +42,10 @@ func newMetrics(s *Server) *metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 10, 30, 60}}, []string{"procedure"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_api_calls_in_flight",
 			Help: "API calls in progress, waiting receives included."}),
-		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_sent_total",
-			Help: "Messages sent through the API, by entity."}, []string{"entity"}),
-		received: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_received_total",
-			Help: "Messages received through the API, by entity and mode (peek_lock, receive_and_delete)."}, []string{"entity", "mode"}),
-		settled: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_settled_total",
-			Help: "Messages settled through the API, by entity and action (complete, abandon, dead_letter, defer)."},
-			[]string{"entity", "action"}),
-		lockLost: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lock_lost_total",
-			Help: "Settlements and renewals refused because the message's or the session's lock was lost, by entity."},
-			[]string{"entity"}),
-		waited: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_message_wait_seconds",
-			Help:    "How long received messages had been in their entity, from send to receive, by entity.",
-			Buckets: prometheus.ExponentialBuckets(.001, 4, 12)}, []string{"entity"}),
 	}
-	m.x = sluiceprom.New(s.c, &sluiceprom.Options{MaxEntities: maxScrapeEntities, SubscriptionLag: s.cfg.SubscriptionLagMetrics,
-		OnEntity: m.startSeries})
-	m.reg.MustRegister(m.calls, m.duration, m.inFlight, m.sent, m.received, m.settled, m.lockLost, m.waited,
+	m.x = sluiceprom.New(s.c, &sluiceprom.Options{MaxEntities: maxScrapeEntities, SubscriptionLag: s.cfg.SubscriptionLagMetrics})
+	m.stopTP = s.c.ObserveMessages(s.tp.observe)
+	m.reg.MustRegister(m.calls, m.duration, m.inFlight,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), m.x)
 	return m
 }
@@ -72,32 +53,11 @@ func newMetrics(s *Server) *metrics {
 // maxScrapeEntities bounds the entities a scrape reads.
 const maxScrapeEntities = 1000
 
-// stopDead ends the observation of the library's dead-letterings.
-func (m *metrics) stopDead() { m.x.Close() }
-
-// Labels the series of an entity start with, so that each exists (at 0)
-// before its first event: receive modes and settle actions.
-var (
-	receiveModes  = []string{"peek_lock", "receive_and_delete"}
-	settleActions = []string{"complete", "abandon", "dead_letter", "defer"}
-)
-
-// startSeries makes the counters of an entity exist: a queue's or a
-// subscription's all of them, a topic's (topic set) those of sends (the
-// collector starts the dead-letter counters).
-func (m *metrics) startSeries(entity string, topic bool) {
-	label := m.entity(entity)
-	m.sent.WithLabelValues(label)
-	if topic {
-		return
-	}
-	for _, mode := range receiveModes {
-		m.received.WithLabelValues(label, mode)
-	}
-	for _, action := range settleActions {
-		m.settled.WithLabelValues(label, action)
-	}
-	m.lockLost.WithLabelValues(label)
+// close ends the observations of the library's dead-letterings and
+// calls. It is idempotent.
+func (m *metrics) close() {
+	m.x.Close()
+	m.stopTP()
 }
 
 // observe counts and times every call, before authentication, so that
@@ -145,71 +105,16 @@ func (s requestStream) Receive(msg any) error {
 	return err
 }
 
-// entity is the label of an entity's name, in its canonical form (as
-// the library's observers and listings name it, however a caller
-// spelled it). Only entities that exist are labelled: a call names its
-// entity in a metric only once its outcome shows that the entity exists
-// (it succeeded, or lost a lock), and a deleted entity's label goes with
-// its series (forgetEntity), so that calls on missing names, and
-// throwaway queues such as the self-check's, never fill the labels
-// (10,000, past which an entity counts as "_other").
+// entity is the label of an entity's name (a stream namespace's or a
+// consumer's, too), as sluiceprom labels entities: its canonical form,
+// or "_other" past the collector's bound.
 func (m *metrics) entity(name string) string { return m.x.EntityLabel(name) }
-
-// receivedMessages records messages a receive returned.
-func (m *metrics) receivedMessages(entity string, mode sluice.ReceiveMode, msgs []*sluice.ReceivedMessage) {
-	if len(msgs) == 0 {
-		return
-	}
-	label := "peek_lock"
-	if mode == sluice.ReceiveAndDelete {
-		label = "receive_and_delete"
-	}
-	entity = m.entity(entity)
-	m.received.WithLabelValues(entity, label).Add(float64(len(msgs)))
-	m.tp.received.Add(int64(len(msgs)))
-	now := time.Now()
-	for _, msg := range msgs {
-		if !msg.EnqueuedTime.IsZero() {
-			m.waited.WithLabelValues(entity).Observe(max(now.Sub(msg.EnqueuedTime).Seconds(), 0))
-		}
-	}
-}
-
-// settledMessage records a settlement's outcome. Only a success or a
-// lost lock names the entity: either shows that it exists (the library
-// looks the entity up before it settles).
-func (m *metrics) settledMessage(entity, action string, err error) {
-	switch {
-	case err == nil:
-		m.settled.WithLabelValues(m.entity(entity), action).Inc()
-		m.tp.settled.Add(1)
-	case isLockLost(err):
-		m.lockLost.WithLabelValues(m.entity(entity)).Inc()
-	}
-}
 
 // forgetEntity drops the series of a deleted entity, and of the
 // subscriptions under it when it is a topic (under: their prefix), with
-// their labels.
-func (m *metrics) forgetEntity(name, under string) {
-	for _, label := range m.x.ForgetEntity(name, under) {
-		match := prometheus.Labels{"entity": label}
-		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.sent, m.received, m.settled, m.lockLost, m.waited} {
-			v.DeletePartialMatch(match)
-		}
-	}
-}
-
-// settledBatch records a batch settlement of n messages, failed of which
-// lost their locks.
-func (m *metrics) settledBatch(entity, action string, n, failed int) {
-	entity = m.entity(entity)
-	m.settled.WithLabelValues(entity, action).Add(float64(n - failed))
-	m.tp.settled.Add(int64(n - failed))
-	if failed > 0 {
-		m.lockLost.WithLabelValues(entity).Add(float64(failed))
-	}
-}
+// their labels, so that throwaway queues (the self-check's) never fill
+// the labels.
+func (m *metrics) forgetEntity(name, under string) { m.x.ForgetEntity(name, under) }
 
 // MetricsEntity is the name a grant names to let a key read /metrics
 // with Manage ("*" covers it too).
@@ -220,13 +125,7 @@ const MetricsEntity = "$metrics"
 // sends the token as "Authorization: Bearer <token>") and within the
 // key's rate limit.
 func (m *metrics) handler(s *Server) http.Handler {
-	// The database's figures are read first: the read starts the series
-	// of entities with no events yet, which this scrape then shows.
-	gather := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
-		m.x.Refresh()
-		return m.reg.Gather()
-	})
-	h := promhttp.HandlerFor(gather, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
+	h := promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if s.keys != nil {
 			k, err := s.keys.admit(r.Header.Get("Authorization"))
@@ -243,8 +142,4 @@ func (m *metrics) handler(s *Server) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-func isLockLost(err error) bool {
-	return errors.Is(err, sluice.ErrLockLost) || errors.Is(err, sluice.ErrSessionLockLost)
 }

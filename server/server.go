@@ -222,7 +222,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TracerProvider != nil {
 		tracing, err := newTracing(cfg.TracerProvider)
 		if err != nil {
-			s.m.stopDead()
+			s.m.close()
 			return nil, fmt.Errorf("sluice: server: tracing: %w", err)
 		}
 		s.interceptors = append(s.interceptors, tracing)
@@ -430,7 +430,7 @@ func (s *Server) Addr() net.Addr {
 // finish until ctx ends. It is safe to call twice.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop()
-	s.m.stopDead()
+	s.m.close()
 	s.mu.Lock()
 	h := s.http
 	s.mu.Unlock()

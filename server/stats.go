@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice"
 	sluicev1 "github.com/sluicehq/sluice/api/sluice/v1"
 	"github.com/sluicehq/sluice/internal/apiconv"
 )
@@ -18,7 +19,9 @@ const (
 )
 
 // throughput keeps the server's totals of messages sent, received and
-// settled, and a ring of their rates over the last throughputWindow.
+// settled, as its client's calls report them (the API's and any other
+// of the process's on that client), and a ring of their rates over the
+// last throughputWindow.
 type throughput struct {
 	sent, received, settled atomic.Int64
 
@@ -26,6 +29,18 @@ type throughput struct {
 	samples []*sluicev1.ThroughputSample // oldest first
 	last    [3]int64
 	lastAt  time.Time
+}
+
+// observe adds what a call did to the totals.
+func (t *throughput) observe(e sluice.MessageEvent) {
+	switch e.Kind {
+	case sluice.MessagesSent:
+		t.sent.Add(int64(e.Count))
+	case sluice.MessagesReceived:
+		t.received.Add(int64(e.Count))
+	case sluice.MessagesSettled:
+		t.settled.Add(int64(e.Count))
+	}
 }
 
 // sample closes a bucket: the rates since the last one.

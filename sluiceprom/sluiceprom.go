@@ -1,9 +1,11 @@
 // Package sluiceprom exports a sluice client's figures to Prometheus: what
 // its database holds (every entity's messages by state, dead letters by
 // reason, the oldest messages' ages, the stream partitions' and
-// consumers' lag) and every dead-lettering the client's process commits.
-// The server serves the same metrics at /metrics; a program that embeds
-// the library registers a Collector with its own registry:
+// consumers' lag), what the client's calls did to messages (sent,
+// received, settled, locks lost, how long received messages waited),
+// and every dead-lettering the client's process commits. The server
+// serves the same metrics at /metrics, from this collector; a program
+// that embeds the library registers a Collector with its own registry:
 //
 //	m := sluiceprom.New(client, nil)
 //	prometheus.MustRegister(m)
@@ -40,25 +42,36 @@ type Options struct {
 	// consumer and namespace.
 	SubscriptionLag bool
 	// MaxLabels bounds the entity names and dead-letter reasons the
-	// dead-letter counter labels (default 10,000 each); past it they
-	// count as "_other". (The gauges of the database's figures are
-	// bounded by MaxEntities: they hold what one read found.)
+	// counters label (default 10,000 each); past it they count as
+	// "_other". (The gauges of the database's figures are bounded by
+	// MaxEntities: they hold what one read found.)
 	MaxLabels int
-	// OnEntity, when set, is called for each entity a read of the
-	// database finds, with topic set for a topic (queues and
-	// subscriptions otherwise): the server starts its own series of it.
-	OnEntity func(entity string, topic bool)
 }
 
 // Collector is a prometheus.Collector of a client's figures. Its methods
 // are safe for concurrent use.
+//
+// Its counters of messages count the calls of the client it was given
+// (sluice.Client.ObserveMessages), whatever the path: a Sender, a
+// Receiver in either mode, a SessionReceiver, a Processor, a server's API
+// calls. A receive or settlement of an entity's dead letters counts under
+// the entity, as the server always counted it. An entity is labelled
+// only once a call's outcome shows that it exists (the client reports
+// successes and lost locks, never a call on a missing name), and each
+// entity a read of the database finds gets its series at 0.
 type Collector struct {
 	c        *sluice.Client
 	opts     Options
 	entities labelSet
 	reasons  labelSet
 	dead     *prometheus.CounterVec
+	sent     *prometheus.CounterVec
+	received *prometheus.CounterVec
+	settled  *prometheus.CounterVec
+	lockLost *prometheus.CounterVec
+	waited   *prometheus.HistogramVec
 	stopDead func()
+	stopMsgs func()
 
 	mu   sync.Mutex // held while reading
 	at   time.Time  // when last read
@@ -66,7 +79,7 @@ type Collector struct {
 }
 
 // New returns a collector of c's figures; it observes c's dead-letterings
-// until Close.
+// and its calls' messages until Close.
 func New(c *sluice.Client, opts *Options) *Collector {
 	x := &Collector{c: c}
 	if opts != nil {
@@ -85,14 +98,61 @@ func New(c *sluice.Client, opts *Options) *Collector {
 	x.dead = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_dead_lettered_total",
 		Help: "Messages this process dead-lettered, by entity and reason, whatever the cause: a receiver's reason, " +
 			"MaxDeliveryCountExceeded, TTLExpiredException, FilterEvaluationException."}, []string{"entity", "reason"})
+	x.sent = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_sent_total",
+		Help: "Messages this process's calls sent, by entity, whatever the path (library, API)."}, []string{"entity"})
+	x.received = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_received_total",
+		Help: "Messages this process's calls received, by entity and mode (peek_lock, receive_and_delete), " +
+			"whatever the path (library, processor, API)."}, []string{"entity", "mode"})
+	x.settled = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_settled_total",
+		Help: "Messages this process's calls settled, by entity and action (complete, abandon, dead_letter, defer), " +
+			"whatever the path (library, processor, API)."}, []string{"entity", "action"})
+	x.lockLost = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_lock_lost_total",
+		Help: "Settlements and renewals of this process refused because the message's or the session's lock was lost, " +
+			"by entity."}, []string{"entity"})
+	x.waited = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_message_wait_seconds",
+		Help:    "How long the messages this process's calls received had been in their entity, from send to receive, by entity.",
+		Buckets: prometheus.ExponentialBuckets(.001, 4, 12)}, []string{"entity"})
 	x.stopDead = c.ObserveDeadLetters(func(entity, reason string, n int) {
 		x.dead.WithLabelValues(x.EntityLabel(entity), x.reasons.label(reason)).Add(float64(n))
 	})
+	x.stopMsgs = c.ObserveMessages(x.observe)
 	return x
 }
 
-// Close stops observing the client's dead-letterings.
-func (x *Collector) Close() { x.stopDead() }
+// observe counts what a call of the client did to messages.
+func (x *Collector) observe(e sluice.MessageEvent) {
+	entity, n := x.EntityLabel(e.Entity), float64(e.Count)
+	switch e.Kind {
+	case sluice.MessagesSent:
+		x.sent.WithLabelValues(entity).Add(n)
+	case sluice.MessagesReceived:
+		x.received.WithLabelValues(entity, modeLabel(e.Mode)).Add(n)
+		waited, now := x.waited.WithLabelValues(entity), time.Now()
+		for _, at := range e.EnqueuedTimes {
+			if !at.IsZero() {
+				waited.Observe(max(now.Sub(at).Seconds(), 0))
+			}
+		}
+	case sluice.MessagesSettled:
+		x.settled.WithLabelValues(entity, e.Action.String()).Add(n)
+	case sluice.LocksLost:
+		x.lockLost.WithLabelValues(entity).Add(n)
+	}
+}
+
+// modeLabel names a receive mode in a label.
+func modeLabel(m sluice.ReceiveMode) string {
+	if m == sluice.ReceiveAndDelete {
+		return "receive_and_delete"
+	}
+	return "peek_lock"
+}
+
+// Close stops observing the client's dead-letterings and calls.
+func (x *Collector) Close() {
+	x.stopDead()
+	x.stopMsgs()
+}
 
 // EntityLabel is the label of an entity's name: its canonical form
 // (however a caller spelled it), or "_other" once MaxLabels names are
@@ -112,9 +172,23 @@ func (x *Collector) ForgetEntity(name, under string) []string {
 	}
 	labels := x.entities.forget(sluice.CanonicalName(name), under)
 	for _, l := range labels {
-		x.dead.DeletePartialMatch(prometheus.Labels{"entity": l})
+		match := prometheus.Labels{"entity": l}
+		for _, v := range x.vecs() {
+			v.DeletePartialMatch(match)
+		}
 	}
 	return labels
+}
+
+// vec is a metric vector: a counter's or a histogram's.
+type vec interface {
+	prometheus.Collector
+	DeletePartialMatch(prometheus.Labels) int
+}
+
+// vecs are the collector's series by entity.
+func (x *Collector) vecs() []vec {
+	return []vec{x.dead, x.sent, x.received, x.settled, x.lockLost, x.waited}
 }
 
 var (
@@ -150,25 +224,27 @@ func (x *Collector) Describe(ch chan<- *prometheus.Desc) {
 		consumerLagDesc, consumerProcessorsDesc, subscriptionLagDesc, nodesDesc, scrapeErrorsDesc} {
 		ch <- d
 	}
-	x.dead.Describe(ch)
+	for _, v := range x.vecs() {
+		v.Describe(ch)
+	}
 }
 
 // Collect implements prometheus.Collector: the figures of the last read
 // (reading again once they are older than Options.Fresh), then the
-// dead-letterings counted, with a series of every entity found at 0.
+// counters, with the series of every entity that read found at 0.
 func (x *Collector) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range x.Refresh() {
+	for _, m := range x.refresh() {
 		ch <- m
 	}
-	x.dead.Collect(ch)
+	for _, v := range x.vecs() {
+		v.Collect(ch)
+	}
 }
 
-// Refresh returns the figures of the last read, reading them again once
+// refresh returns the figures of the last read, reading them again once
 // they are older than Options.Fresh; collections that come while it
-// reads wait for its figures. A caller that gathers other collectors
-// calls it first, so that the series OnEntity starts show in that
-// gathering.
-func (x *Collector) Refresh() []prometheus.Metric {
+// reads wait for its figures.
+func (x *Collector) refresh() []prometheus.Metric {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if x.last == nil || time.Since(x.at) >= x.opts.Fresh {
@@ -226,15 +302,13 @@ func (x *Collector) read() []prometheus.Metric {
 			}
 		}
 	}
-	if x.opts.OnEntity != nil {
-		topics, err := x.c.ListTopics(ctx, "", x.opts.MaxEntities)
-		if err != nil {
-			failed++
-		}
-		for _, t := range topics {
-			if _, err := x.c.GetTopic(ctx, t.Name); err == nil { // not deleted since
-				x.opts.OnEntity(t.Name, true)
-			}
+	topics, err := x.c.ListTopics(ctx, "", x.opts.MaxEntities)
+	if err != nil {
+		failed++
+	}
+	for _, t := range topics {
+		if _, err := x.c.GetTopic(ctx, t.Name); err == nil { // not deleted since
+			x.sent.WithLabelValues(x.EntityLabel(t.Name))
 		}
 	}
 	cs, err := x.c.ClusterStatus(ctx)
@@ -253,8 +327,17 @@ func (x *Collector) read() []prometheus.Metric {
 	return out
 }
 
-// startSeries makes the dead-letter counters of an entity exist at 0,
-// with the reasons sluice assigns, and tells OnEntity.
+// Labels the series of a queue or subscription start with, so that each
+// exists (at 0) before its first event: receive modes and settle
+// actions.
+var (
+	receiveModes  = []sluice.ReceiveMode{sluice.PeekLock, sluice.ReceiveAndDelete}
+	settleActions = []sluice.SettleAction{sluice.SettleComplete, sluice.SettleAbandon, sluice.SettleDeadLetter, sluice.SettleDefer}
+)
+
+// startSeries makes the counters of a queue or subscription exist at 0:
+// messages by mode and action, lost locks, and dead-letterings with the
+// reasons sluice assigns. (A topic's, of sends only, start in read.)
 func (x *Collector) startSeries(entity string) {
 	label := x.EntityLabel(entity)
 	for _, reason := range sluiceReasons {
@@ -263,9 +346,14 @@ func (x *Collector) startSeries(entity string) {
 	if strings.Contains(entity, sluice.SubscriptionPath("", "")) {
 		x.dead.WithLabelValues(label, x.reasons.label(sluice.ReasonFilterEvaluation))
 	}
-	if x.opts.OnEntity != nil {
-		x.opts.OnEntity(entity, false)
+	x.sent.WithLabelValues(label)
+	for _, mode := range receiveModes {
+		x.received.WithLabelValues(label, modeLabel(mode))
 	}
+	for _, action := range settleActions {
+		x.settled.WithLabelValues(label, action.String())
+	}
+	x.lockLost.WithLabelValues(label)
 }
 
 // streamLag is the lag of each partition, of each consumer in each

@@ -225,7 +225,8 @@ func (l *library) consumerStats(context.Context, string) (string, []sluice.Strea
 
 func (l *library) newStreamProcessor() streamProcessor { return l.NewStreamProcessor(nil) }
 
-// throughput is the server's: a library counts nothing of its own.
+// throughput is a server's: one command's process keeps no history of
+// rates.
 func (l *library) throughput(context.Context) (time.Duration, []client.ThroughputSample, error) {
 	return 0, nil, fmt.Errorf("throughput is counted by a server: use --server: %w", sluice.ErrInvalidArgument)
 }
