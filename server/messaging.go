@@ -101,6 +101,7 @@ func (h *messaging) Send(ctx context.Context, req *sluicev1.SendRequest) (*sluic
 	}
 	h.s.m.sent.WithLabelValues(h.s.m.entity(req.Entity)).Add(float64(len(msgs)))
 	h.s.tp.sent.Add(int64(len(msgs)))
+	h.s.hist.count(req.Entity, flowSent, len(msgs))
 	return &sluicev1.SendResponse{SequenceNumbers: seqs}, nil
 }
 

@@ -25,6 +25,7 @@ import (
 // each scrape, the entities' depths and the stream partitions' lag.
 type metrics struct {
 	tp       *throughput
+	hist     *history              // counts messages per entity for the history's rates
 	x        *sluiceprom.Collector // the database's figures, dead-letterings, the labels of entities
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
@@ -164,6 +165,7 @@ func (m *metrics) receivedMessages(entity string, mode sluice.ReceiveMode, msgs 
 	if mode == sluice.ReceiveAndDelete {
 		label = "receive_and_delete"
 	}
+	m.hist.count(entity, flowReceived, len(msgs))
 	entity = m.entity(entity)
 	m.received.WithLabelValues(entity, label).Add(float64(len(msgs)))
 	m.tp.received.Add(int64(len(msgs)))
@@ -183,6 +185,7 @@ func (m *metrics) settledMessage(entity, action string, err error) {
 	case err == nil:
 		m.settled.WithLabelValues(m.entity(entity), action).Inc()
 		m.tp.settled.Add(1)
+		m.hist.count(entity, flowSettled, 1)
 	case isLockLost(err):
 		m.lockLost.WithLabelValues(m.entity(entity)).Inc()
 	}
@@ -190,8 +193,9 @@ func (m *metrics) settledMessage(entity, action string, err error) {
 
 // forgetEntity drops the series of a deleted entity, and of the
 // subscriptions under it when it is a topic (under: their prefix), with
-// their labels.
+// their labels, and their history.
 func (m *metrics) forgetEntity(name, under string) {
+	m.hist.forget(name, under)
 	for _, label := range m.x.ForgetEntity(name, under) {
 		match := prometheus.Labels{"entity": label}
 		for _, v := range []interface{ DeletePartialMatch(prometheus.Labels) int }{m.sent, m.received, m.settled, m.lockLost, m.waited} {
@@ -203,6 +207,7 @@ func (m *metrics) forgetEntity(name, under string) {
 // settledBatch records a batch settlement of n messages, failed of which
 // lost their locks.
 func (m *metrics) settledBatch(entity, action string, n, failed int) {
+	m.hist.count(entity, flowSettled, n-failed)
 	entity = m.entity(entity)
 	m.settled.WithLabelValues(entity, action).Add(float64(n - failed))
 	m.tp.settled.Add(int64(n - failed))

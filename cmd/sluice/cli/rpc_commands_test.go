@@ -56,7 +56,9 @@ var rpcCommands = map[string]string{
 	"MessagingService.ResubmitDeadLetters": "dlq resubmit",
 	"MessagingService.PurgeDeadLetters":    "dlq purge",
 
-	"StatsService.GetThroughput": "stats --throughput",
+	"StatsService.GetThroughput":       "stats --throughput",
+	"StatsService.GetEntityHistory":    "stats --history",
+	"StatsService.GetStreamLagHistory": "stream lag --history",
 
 	"StreamService.Publish":                      "stream publish",
 	"StreamService.Subscribe":                    "stream subscribe",
