@@ -176,3 +176,21 @@ func TestHistoryInterval(t *testing.T) {
 		}
 	}
 }
+
+// An entity that exists but has not been sampled yet has a history of
+// no samples, not NOT_FOUND.
+func TestEntityHistoryNotSampledYet(t *testing.T) {
+	t.Parallel()
+	e := start(t, "sqlite", server.Config{HistoryInterval: 5 * time.Minute})
+	c := e.remote(t, nil)
+	if _, err := c.CreateQueue(t.Context(), "fresh", nil); err != nil {
+		t.Fatal(err)
+	}
+	interval, samples, err := c.EntityHistory(t.Context(), "fresh")
+	if err != nil || interval != 5*time.Minute || len(samples) != 0 {
+		t.Errorf("the history of a queue not sampled yet: %v, %+v, %v", interval, samples, err)
+	}
+	if _, _, err := c.EntityHistory(t.Context(), "bad name!"); !errors.Is(err, sluice.ErrInvalidName) {
+		t.Errorf("the history of an invalid name: %v", err)
+	}
+}
