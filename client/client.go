@@ -519,6 +519,105 @@ func (c *Client) Throughput(ctx context.Context) (time.Duration, []ThroughputSam
 	return apiconv.Duration(res.Bucket), out, nil
 }
 
+// EntitySample is what a server sampled of a queue or subscription at
+// At: its messages by state, and that server's rates since the sample
+// before, in messages per second, of messages sent to it, received from
+// it and settled (completed, abandoned, dead-lettered or deferred)
+// through its API.
+type EntitySample struct {
+	At                                                           time.Time
+	Active, InFlight, Scheduled, Deferred, DeadLettered, Expired int64
+	Sent, Received, Settled                                      float64
+}
+
+// EntityHistory returns what the server sampled of a queue or a
+// subscription (its path) over the last hour, oldest first, and how
+// often it samples. Each server keeps its own history, from its start:
+// its rates count its own calls. An entity that does not exist is
+// sluice.ErrEntityNotFound; one the server has not sampled (new since
+// its last sample, or past the first 1,000 entities) has no samples.
+func (c *Client) EntityHistory(ctx context.Context, entity string) (time.Duration, []EntitySample, error) {
+	res, err := call(ctx, c.stats.GetEntityHistory, &sluicev1.GetEntityHistoryRequest{Entity: entity})
+	if err != nil {
+		return 0, nil, err
+	}
+	out := make([]EntitySample, len(res.Samples))
+	for i, s := range res.Samples {
+		out[i] = EntitySample{At: apiconv.Time(s.At), Active: s.Active, InFlight: s.InFlight, Scheduled: s.Scheduled,
+			Deferred: s.Deferred, DeadLettered: s.DeadLettered, Expired: s.Expired, Sent: s.Sent, Received: s.Received, Settled: s.Settled}
+	}
+	return apiconv.Duration(res.Interval), out, nil
+}
+
+// LagSample is a stream lag a server sampled at At: records past the
+// stored positions.
+type LagSample struct {
+	At  time.Time
+	Lag int64
+}
+
+// ConsumerLagHistory is a consumer's lag in a namespace over time,
+// summed over its subscriptions there and their partitions; Group is
+// that of the live processors serving it at the last sample ("" for the
+// default group, or none).
+type ConsumerLagHistory struct {
+	Group, Consumer, Namespace string
+	Samples                    []LagSample
+}
+
+// SubscriptionLagHistory is a stream subscription's lag over time,
+// summed over its partitions; Key is "" for a subscription to a whole
+// namespace.
+type SubscriptionLagHistory struct {
+	ID, Consumer, Namespace, Key string
+	Samples                      []LagSample
+}
+
+// ConsumerLagHistory returns the lag the server sampled over the last
+// hour, oldest first, of a consumer in each of its namespaces ("": of
+// every consumer), up to max series (0: 10; at most 1,000), those
+// lagging most at the last sample first, and how often it samples.
+func (c *Client) ConsumerLagHistory(ctx context.Context, consumer string, max int) (time.Duration, []ConsumerLagHistory, error) {
+	if max < 0 || max > math.MaxInt32 {
+		return 0, nil, fmt.Errorf("sluice: consumer lag history: max %d: %w", max, sluice.ErrInvalidArgument)
+	}
+	res, err := call(ctx, c.stats.GetStreamLagHistory, &sluicev1.GetStreamLagHistoryRequest{Consumer: consumer, Max: int32(max)})
+	if err != nil {
+		return 0, nil, err
+	}
+	out := make([]ConsumerLagHistory, len(res.Consumers))
+	for i, h := range res.Consumers {
+		out[i] = ConsumerLagHistory{Group: h.Group, Consumer: h.Consumer, Namespace: h.Namespace, Samples: lagSamples(h.Samples)}
+	}
+	return apiconv.Duration(res.Interval), out, nil
+}
+
+// SubscriptionLagHistory returns the lag the server sampled of a stream
+// subscription over the last hour, oldest first, and how often it
+// samples. A subscription that does not exist is
+// sluice.ErrSubscriptionNotFound; the server samples the 1,000 lagging
+// most, so one past them has no samples.
+func (c *Client) SubscriptionLagHistory(ctx context.Context, subscription string) (time.Duration, SubscriptionLagHistory, error) {
+	if subscription == "" {
+		return 0, SubscriptionLagHistory{}, fmt.Errorf("sluice: subscription lag history: no subscription: %w", sluice.ErrInvalidArgument)
+	}
+	res, err := call(ctx, c.stats.GetStreamLagHistory, &sluicev1.GetStreamLagHistoryRequest{Subscription: subscription})
+	if err != nil {
+		return 0, SubscriptionLagHistory{}, err
+	}
+	h := res.Subscription
+	return apiconv.Duration(res.Interval), SubscriptionLagHistory{ID: h.GetId(), Consumer: h.GetConsumer(), Namespace: h.GetNamespace(),
+		Key: h.GetKey(), Samples: lagSamples(h.GetSamples())}, nil
+}
+
+func lagSamples(in []*sluicev1.LagSample) []LagSample {
+	out := make([]LagSample, len(in))
+	for i, s := range in {
+		out[i] = LagSample{At: apiconv.Time(s.At), Lag: s.Lag}
+	}
+	return out
+}
+
 // maxWait is the longest wait one receive call asks the server for; a
 // Receive waits longer by calling again.
 const maxWait = 50 * time.Second

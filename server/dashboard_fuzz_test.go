@@ -47,6 +47,8 @@ var dashboardCalls = []dashboardCall{
 	// 15.11: truncated, or compressed without an encoding).
 	{path: "/sluice.v1.MessagingService/ResubmitDeadLetters", stream: true, raw: true,
 		answer: &sluicev1.ResubmitDeadLettersResponse{}},
+	{path: "/sluice.v1.StatsService/GetEntityHistory", answer: &sluicev1.GetEntityHistoryResponse{}},
+	{path: "/sluice.v1.StatsService/GetStreamLagHistory", answer: &sluicev1.GetStreamLagHistoryResponse{}},
 }
 
 // FuzzDashboard makes the dashboard's requests, with arbitrary query
@@ -118,6 +120,8 @@ func dashboardBodies(path string) []string {
 		"/sluice.v1.StatsService/GetThroughput":           {`{}`},
 		"/sluice.v1.MessagingService/Peek":                {`{"entity": "q", "maxMessages": 250, "subQueue": "SUB_QUEUE_DEAD_LETTER"}`, `{"entity": "q", "fromSequenceNumber": "-1"}`, `{"entity": "q", "subQueue": 7}`},
 		"/sluice.v1.MessagingService/ResubmitDeadLetters": {`{"entity": "q", "sequenceNumbers": ["1", "2"]}`, `{"entity": "q"}`, `{"entity": "nope"}`},
+		"/sluice.v1.StatsService/GetEntityHistory":        {`{"entity": "q"}`, `{"entity": "t/Subscriptions/s"}`, `{"entity": "nope"}`, `{"entity": "bad name"}`},
+		"/sluice.v1.StatsService/GetStreamLagHistory":     {`{"max": 20}`, `{"consumer": "c"}`, `{"subscription": "nope"}`, `{"max": -1}`, `{"consumer": "c", "subscription": "x"}`},
 	}[path]
 	return append(bodies, `{}`, ``, `{"unknown": 1}`, `[`)
 }

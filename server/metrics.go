@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sluiceprom"
 )
 
@@ -26,6 +27,8 @@ import (
 type metrics struct {
 	x        *sluiceprom.Collector // what the calls did to messages, the database's figures, the labels of entities
 	stopTP   func()                // ends the throughput's observation of the calls
+	hist     *history              // fed the calls' counts per entity, and forgetting what the metrics forget (feed)
+	stopHist func()                // ends the history's observation of the calls
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
@@ -53,11 +56,21 @@ func newMetrics(s *Server) *metrics {
 // maxScrapeEntities bounds the entities a scrape reads.
 const maxScrapeEntities = 1000
 
+// feed has the history count what c's calls do to messages, per entity,
+// and forget the entities the metrics forget.
+func (m *metrics) feed(h *history, c *sluice.Client) {
+	m.hist = h
+	m.stopHist = c.ObserveMessages(h.observe)
+}
+
 // close ends the observations of the library's dead-letterings and
 // calls. It is idempotent.
 func (m *metrics) close() {
 	m.x.Close()
 	m.stopTP()
+	if m.stopHist != nil {
+		m.stopHist()
+	}
 }
 
 // observe counts and times every call, before authentication, so that
@@ -113,8 +126,11 @@ func (m *metrics) entity(name string) string { return m.x.EntityLabel(name) }
 // forgetEntity drops the series of a deleted entity, and of the
 // subscriptions under it when it is a topic (under: their prefix), with
 // their labels, so that throwaway queues (the self-check's) never fill
-// the labels.
-func (m *metrics) forgetEntity(name, under string) { m.x.ForgetEntity(name, under) }
+// the labels, and their history.
+func (m *metrics) forgetEntity(name, under string) {
+	m.hist.forget(name, under)
+	m.x.ForgetEntity(name, under)
+}
 
 // MetricsEntity is the name a grant names to let a key read /metrics
 // with Manage ("*" covers it too).

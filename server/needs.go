@@ -50,8 +50,10 @@ var procedureNeeds = map[string]Action{
 	sluicev1connect.MessagingServiceDeleteMessagesProcedure:        Manage,
 	sluicev1connect.MessagingServicePurgeMessagesProcedure:         Manage,
 
-	sluicev1connect.ClusterServiceGetClusterStatusProcedure: Manage,
-	sluicev1connect.StatsServiceGetThroughputProcedure:      Manage,
+	sluicev1connect.ClusterServiceGetClusterStatusProcedure:  Manage,
+	sluicev1connect.StatsServiceGetThroughputProcedure:       Manage,
+	sluicev1connect.StatsServiceGetEntityHistoryProcedure:    Manage,
+	sluicev1connect.StatsServiceGetStreamLagHistoryProcedure: Manage,
 
 	sluicev1connect.StreamServicePublishProcedure:                      Send,
 	sluicev1connect.StreamServiceSubscribeProcedure:                    Receive,

@@ -197,6 +197,10 @@ var rpcTable = map[string]rpcCase{
 
 	"ClusterService/GetClusterStatus": {body: `{}`, perm: server.Manage, entity: server.ClusterEntity},
 	"StatsService/GetThroughput":      {body: `{}`, perm: server.Manage, entity: server.MetricsEntity},
+	"StatsService/GetEntityHistory": {body: `{"entity":"orders"}`, perm: server.Manage, entity: "orders",
+		names: []rpcName{isName("entity")}},
+	"StatsService/GetStreamLagHistory": {body: `{"consumer":"billing"}`, perm: server.Manage, entity: server.ClusterEntity,
+		names: []rpcName{isName("consumer"), isID("subscription")}},
 
 	"StreamService/Publish": {body: `{"stream":{"namespace":"ledger","key":"k1"},"events":[{"body":"eA=="}]}`, perm: server.Send,
 		entity: "ledger", names: []rpcName{isName("stream.namespace"), isKey("stream.key")}},

@@ -17,6 +17,7 @@ package sluiceprom
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,8 +75,8 @@ type Collector struct {
 	stopMsgs func()
 
 	mu   sync.Mutex // held while reading
-	at   time.Time  // when last read
 	last []prometheus.Metric
+	snap Snapshot // what the last read found, and when
 }
 
 // New returns a collector of c's figures; it observes c's dead-letterings
@@ -247,35 +248,105 @@ func (x *Collector) Collect(ch chan<- prometheus.Metric) {
 func (x *Collector) refresh() []prometheus.Metric {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if x.last == nil || time.Since(x.at) >= x.opts.Fresh {
-		x.last = x.read()
-		x.at = time.Now()
+	if x.last == nil || time.Since(x.snap.At) >= x.opts.Fresh {
+		x.last, x.snap = x.read()
 	}
 	return slices.Clone(x.last)
+}
+
+// Snapshot is what one read of the database found, as values: the
+// figures the collector's gauges of entities and stream lag report.
+type Snapshot struct {
+	// At is when the read ended.
+	At time.Time
+	// Entities are the queues and subscriptions the read counted, up to
+	// Options.MaxEntities, in name order.
+	Entities []EntityStats
+	// EntitiesComplete: the listing and every listed entity's counts
+	// were read (an entity deleted meanwhile is left out). Otherwise
+	// Entities holds what could be read, and an entity missing from it
+	// may still exist.
+	EntitiesComplete bool
+	// Cluster is the stream cluster's status, when ClusterRead.
+	Cluster     sluice.ClusterStatus
+	ClusterRead bool
+}
+
+// EntityStats is a queue's or a subscription's counts.
+type EntityStats struct {
+	// Path is the queue's name or the subscription's path, in canonical
+	// form; Topic is the subscription's topic ("" for a queue).
+	Path, Topic string
+	Stats       sluice.QueueStats
+}
+
+// Snapshot returns the entities' counts and the cluster's status: those
+// the collections' last read found if it ended within maxAge, else a
+// read of its own (for at most 10 s, or until ctx ends). A program that
+// samples the figures and is scraped thus reads the database once for
+// both when the scrapes come often enough. A read of its own serves
+// only its caller, and reads only the counts and the status (no
+// dead-letter reasons, no topics): what collections report stays as
+// fresh as Options.Fresh says.
+func (x *Collector) Snapshot(ctx context.Context, maxAge time.Duration) Snapshot {
+	x.mu.Lock()
+	if x.last != nil && time.Since(x.snap.At) < maxAge {
+		defer x.mu.Unlock()
+		return x.snap
+	}
+	x.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	snap, _ := x.readSnapshot(ctx)
+	return snap
+}
+
+// readTimeout bounds a read of the database's figures.
+const readTimeout = 10 * time.Second
+
+// readSnapshot reads the entities' counts and the cluster's status, and
+// counts the reads that failed (an entity deleted since the listing
+// counts too).
+func (x *Collector) readSnapshot(ctx context.Context) (snap Snapshot, failed int) {
+	es, err := x.c.ListMessageEntities(ctx, "", "", x.opts.MaxEntities)
+	if err != nil {
+		failed++
+	}
+	snap.EntitiesComplete = err == nil
+	for _, e := range es {
+		st, err := x.c.GetQueueStats(ctx, e.Path)
+		if err != nil {
+			failed++ // or deleted since the listing: no series for it
+			if !errors.Is(err, sluice.ErrEntityNotFound) {
+				snap.EntitiesComplete = false
+			}
+			continue
+		}
+		snap.Entities = append(snap.Entities, EntityStats{Path: e.Path, Topic: e.Topic, Stats: st})
+	}
+	snap.Cluster, err = x.c.ClusterStatus(ctx)
+	if err != nil {
+		failed++
+	}
+	snap.ClusterRead = err == nil
+	snap.At = time.Now()
+	return snap, failed
 }
 
 // sluiceReasons are the dead-letter reasons sluice assigns: each
 // entity's counter starts at 0 with them.
 var sluiceReasons = []string{sluice.ReasonMaxDeliveryCountExceeded, sluice.ReasonTTLExpired}
 
-// read reads the figures from the database.
-func (x *Collector) read() []prometheus.Metric {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// read reads the figures from the database: the snapshot, then each
+// entity's dead letters by reason and (for OnEntity) the topics.
+func (x *Collector) read() ([]prometheus.Metric, Snapshot) {
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
 	defer cancel()
+	snap, failed := x.readSnapshot(ctx)
 	var out []prometheus.Metric
 	emit := func(m prometheus.Metric) { out = append(out, m) }
-	failed := 0
-	es, err := x.c.ListMessageEntities(ctx, "", "", x.opts.MaxEntities)
-	if err != nil {
-		failed++
-	}
-	for _, e := range es {
-		entity := e.Path
-		st, err := x.c.GetQueueStats(ctx, entity)
-		if err != nil {
-			failed++ // or deleted since the listing: no series for it
-			continue
-		}
+	for _, e := range snap.Entities {
+		entity, st := e.Path, e.Stats
 		x.startSeries(entity)
 		for _, v := range []struct {
 			state string
@@ -311,10 +382,7 @@ func (x *Collector) read() []prometheus.Metric {
 			x.sent.WithLabelValues(x.EntityLabel(t.Name))
 		}
 	}
-	cs, err := x.c.ClusterStatus(ctx)
-	if err != nil {
-		failed++
-	}
+	cs := snap.Cluster
 	alive := map[bool]int{}
 	for _, n := range cs.Nodes {
 		alive[n.Alive]++
@@ -324,7 +392,7 @@ func (x *Collector) read() []prometheus.Metric {
 	}
 	out = append(out, x.streamLag(cs)...)
 	emit(prometheus.MustNewConstMetric(scrapeErrorsDesc, prometheus.GaugeValue, float64(failed)))
-	return out
+	return out, snap
 }
 
 // Labels the series of a queue or subscription start with, so that each
@@ -360,46 +428,91 @@ func (x *Collector) startSeries(entity string) {
 // namespace (and with SubscriptionLag of each subscription on each
 // partition), and how many live processors serve each consumer.
 func (x *Collector) streamLag(cs sluice.ClusterStatus) []prometheus.Metric {
-	type consumerNS struct{ consumer, namespace string }
-	group := map[string]string{} // consumer -> the group of the live nodes serving it
-	serving := map[string]int{}  // consumer -> live nodes serving it
-	for _, n := range cs.Nodes {
-		for _, consumer := range n.Consumers {
-			if _, ok := group[consumer]; !ok || n.Alive {
-				group[consumer] = n.Group
-			}
-			if n.Alive {
-				serving[consumer]++
-			}
-		}
-	}
 	var out []prometheus.Metric
-	lag := map[consumerNS]int64{}
 	for _, p := range cs.Partitions {
 		part := strconv.Itoa(int(p.Partition))
 		out = append(out, prometheus.MustNewConstMetric(partitionLagDesc, prometheus.GaugeValue, float64(p.Lag), part))
+		if !x.opts.SubscriptionLag {
+			continue
+		}
 		for _, s := range p.Subscriptions {
-			if s.Consumer == "" {
-				continue // created or deleted while the status was read
-			}
-			lag[consumerNS{s.Consumer, s.Namespace}] += s.Lag
-			if x.opts.SubscriptionLag {
+			if s.Consumer != "" { // else created or deleted while the status was read
 				out = append(out, prometheus.MustNewConstMetric(subscriptionLagDesc, prometheus.GaugeValue, float64(s.Lag),
 					s.ID, s.Consumer, s.Namespace, part))
 			}
 		}
 	}
-	consumers := map[string]bool{}
-	for k, n := range lag {
-		consumers[k.consumer] = true
-		out = append(out, prometheus.MustNewConstMetric(consumerLagDesc, prometheus.GaugeValue, float64(n),
-			groupLabel(group[k.consumer]), k.consumer, k.namespace))
+	serving := map[string]int{}
+	for _, l := range ConsumerLags(cs) {
+		serving[l.Consumer] = l.Processors
+		out = append(out, prometheus.MustNewConstMetric(consumerLagDesc, prometheus.GaugeValue, float64(l.Lag),
+			groupLabel(l.Group), l.Consumer, l.Namespace))
 	}
-	for consumer := range consumers {
-		out = append(out, prometheus.MustNewConstMetric(consumerProcessorsDesc, prometheus.GaugeValue, float64(serving[consumer]),
-			groupLabel(group[consumer]), consumer))
+	for consumer, n := range serving {
+		out = append(out, prometheus.MustNewConstMetric(consumerProcessorsDesc, prometheus.GaugeValue, float64(n),
+			groupLabel(consumerGroup(cs, consumer)), consumer))
 	}
 	return out
+}
+
+// ConsumerLag is a consumer's lag in a namespace: the records past the
+// stored positions of its subscriptions there, summed over them and
+// their partitions (the metric sluice_stream_consumer_lag).
+type ConsumerLag struct {
+	// Group is the group of the live processors serving the consumer
+	// ("" for the default group); for a consumer none serves, that of a
+	// dead node that named it, if any, else "".
+	Group, Consumer, Namespace string
+	Lag                        int64
+	// Processors counts the live processors (nodes) serving the
+	// consumer: 0, and its subscriptions hold their partitions'
+	// checkpoints and retention back.
+	Processors int
+}
+
+// ConsumerLags sums a cluster status's lag per consumer and namespace,
+// in no particular order. A subscription created or deleted while the
+// status was read (no consumer) counts for none.
+func ConsumerLags(cs sluice.ClusterStatus) []ConsumerLag {
+	type consumerNS struct{ consumer, namespace string }
+	lag := map[consumerNS]int64{}
+	for _, p := range cs.Partitions {
+		for _, s := range p.Subscriptions {
+			if s.Consumer != "" {
+				lag[consumerNS{s.Consumer, s.Namespace}] += s.Lag
+			}
+		}
+	}
+	serving := map[string]int{} // consumer -> live nodes serving it
+	for _, n := range cs.Nodes {
+		for _, consumer := range n.Consumers {
+			if n.Alive {
+				serving[consumer]++
+			}
+		}
+	}
+	out := make([]ConsumerLag, 0, len(lag))
+	for k, n := range lag {
+		out = append(out, ConsumerLag{Group: consumerGroup(cs, k.consumer), Consumer: k.consumer, Namespace: k.namespace, Lag: n,
+			Processors: serving[k.consumer]})
+	}
+	return out
+}
+
+// consumerGroup is the group of the live nodes serving a consumer (a
+// consumer runs in one group at a time), else of the first node that
+// names it, else "".
+func consumerGroup(cs sluice.ClusterStatus, consumer string) string {
+	group, found := "", false
+	for _, n := range cs.Nodes {
+		if slices.Contains(n.Consumers, consumer) && (!found || n.Alive) {
+			group, found = n.Group, true
+			if n.Alive {
+				return group
+			}
+		}
+	}
+	return group
 }
 
 // groupLabel names a processor group in a label: "default" for the

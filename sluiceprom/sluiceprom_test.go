@@ -1,7 +1,9 @@
 package sluiceprom_test
 
 import (
+	"context"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,4 +114,81 @@ func TestCollector(t *testing.T) {
 		t.Fatalf("TryReceive = %v, %v", ms, err)
 	}
 	want(gather(), "sluice_messages_dead_lettered_total{entity=orders,reason=Broken} 1")
+}
+
+// Snapshot hands out the collections' last read while it is fresh, else
+// reads the counts and the cluster's status itself, without making the
+// collections' figures any older.
+func TestSnapshot(t *testing.T) {
+	ctx := t.Context()
+	c, err := sluice.Open(ctx, filepath.Join(t.TempDir(), "app.db"), sluice.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.CreateQueue(ctx, "Orders", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTopic(ctx, "news", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateSubscription(ctx, "news", "reader", nil); err != nil {
+		t.Fatal(err)
+	}
+	m := sluiceprom.New(c, &sluiceprom.Options{Fresh: time.Hour})
+	defer m.Close()
+
+	// Before any collection: a read of its own.
+	first := m.Snapshot(ctx, time.Hour)
+	if !first.EntitiesComplete || !first.ClusterRead || len(first.Entities) != 2 || first.Entities[0].Path != "news/Subscriptions/reader" ||
+		first.Entities[0].Topic != "news" || first.Entities[1].Path != "orders" || first.At.IsZero() {
+		t.Fatalf("the first snapshot: %+v", first)
+	}
+	snd, _ := c.NewSender("orders")
+	if _, err := snd.Send(ctx, &sluice.Message{Body: []byte("one")}); err != nil {
+		t.Fatal(err)
+	}
+	// Its read served only it: the collection reads now, and sees the
+	// message.
+	m.Refresh()
+	collected := m.Snapshot(ctx, time.Hour)
+	if collected.At.Equal(first.At) || collected.Entities[1].Stats.Active != 1 {
+		t.Fatalf("after a collection: %+v (the first read at %v)", collected, first.At)
+	}
+	// A fresh collection serves the next snapshot; an older one does not.
+	if again := m.Snapshot(ctx, time.Hour); !again.At.Equal(collected.At) {
+		t.Errorf("a snapshot within maxAge of the collection read at %v, not %v", again.At, collected.At)
+	}
+	if own := m.Snapshot(ctx, time.Nanosecond); !own.At.After(collected.At) || own.Entities[1].Stats.Active != 1 {
+		t.Errorf("a snapshot with a tiny maxAge: %+v", own)
+	}
+	// A read cut short says so: not complete, no status.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if cut := m.Snapshot(done, time.Nanosecond); cut.EntitiesComplete || cut.ClusterRead {
+		t.Errorf("a snapshot of a cancelled context: %+v", cut)
+	}
+}
+
+// ConsumerLags sums lag per consumer and namespace, with the group and
+// the live processors serving each consumer.
+func TestConsumerLags(t *testing.T) {
+	cs := sluice.ClusterStatus{
+		Nodes: []sluice.ClusterNode{{ID: "dead", Group: "old", Consumers: []string{"a"}}, {ID: "n1", Group: "g", Consumers: []string{"a"}, Alive: true},
+			{ID: "n2", Group: "g", Consumers: []string{"a", "b"}, Alive: true}},
+		Partitions: []sluice.PartitionStatus{
+			{Partition: 0, Subscriptions: []sluice.SubscriptionLag{{ID: "s1", Consumer: "a", Namespace: "x", Lag: 2}, {ID: "gone", Lag: 9}}},
+			{Partition: 1, Subscriptions: []sluice.SubscriptionLag{{ID: "s1", Consumer: "a", Namespace: "x", Lag: 3},
+				{ID: "s2", Consumer: "a", Namespace: "y", Lag: 1}, {ID: "s3", Consumer: "c", Namespace: "x", Lag: 4}}},
+		},
+	}
+	got := sluiceprom.ConsumerLags(cs)
+	slices.SortFunc(got, func(a, b sluiceprom.ConsumerLag) int {
+		return strings.Compare(a.Consumer+a.Namespace, b.Consumer+b.Namespace)
+	})
+	want := []sluiceprom.ConsumerLag{{Group: "g", Consumer: "a", Namespace: "x", Lag: 5, Processors: 2},
+		{Group: "g", Consumer: "a", Namespace: "y", Lag: 1, Processors: 2}, {Consumer: "c", Namespace: "x", Lag: 4}}
+	if !slices.Equal(got, want) {
+		t.Errorf("ConsumerLags = %+v, want %+v", got, want)
+	}
 }

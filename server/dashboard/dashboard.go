@@ -1,9 +1,11 @@
 // Package dashboard is the server's web dashboard: a page of plain HTML
 // and JavaScript, embedded in the binary, that reads the HTTP/JSON API
 // (the same calls, the same keys) in the browser. It shows the entities
-// with their counts, topics and subscriptions, the stream cluster's nodes
-// and partitions, the server's throughput over the last minutes, and an
-// entity's dead letters, which it can resubmit.
+// with their counts, and each entity's counts and this server's rates of
+// its messages over the last hour (the server's history), topics and
+// subscriptions, the stream cluster's nodes and partitions with the lag
+// over the last hour, the server's throughput over the last minutes, and
+// an entity's dead letters, which it can resubmit.
 package dashboard
 
 import (

@@ -181,6 +181,569 @@ func (x *ThroughputSample) GetSettled() float64 {
 	return 0
 }
 
+type GetEntityHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A queue's name or a subscription's path (topic/Subscriptions/name).
+	Entity        string `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEntityHistoryRequest) Reset() {
+	*x = GetEntityHistoryRequest{}
+	mi := &file_sluice_v1_stats_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEntityHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEntityHistoryRequest) ProtoMessage() {}
+
+func (x *GetEntityHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stats_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEntityHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetEntityHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stats_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GetEntityHistoryRequest) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+type GetEntityHistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How often the server samples (its HistoryInterval).
+	Interval *durationpb.Duration `protobuf:"bytes,1,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Oldest first: an hour's, or 360 samples when the interval is
+	// shorter than 10 s.
+	Samples       []*EntitySample `protobuf:"bytes,2,rep,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetEntityHistoryResponse) Reset() {
+	*x = GetEntityHistoryResponse{}
+	mi := &file_sluice_v1_stats_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetEntityHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetEntityHistoryResponse) ProtoMessage() {}
+
+func (x *GetEntityHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stats_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetEntityHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetEntityHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stats_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetEntityHistoryResponse) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *GetEntityHistoryResponse) GetSamples() []*EntitySample {
+	if x != nil {
+		return x.Samples
+	}
+	return nil
+}
+
+// EntitySample is what one sample found of a queue or subscription.
+type EntitySample struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the sample was taken. The counts were read then, or at most
+	// half an interval before (a read of the database the metrics made).
+	At *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	// Its messages by state, as GetEntityStats counts them.
+	Active       int64 `protobuf:"varint,2,opt,name=active,proto3" json:"active,omitempty"`
+	InFlight     int64 `protobuf:"varint,3,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	Scheduled    int64 `protobuf:"varint,4,opt,name=scheduled,proto3" json:"scheduled,omitempty"`
+	Deferred     int64 `protobuf:"varint,5,opt,name=deferred,proto3" json:"deferred,omitempty"`
+	DeadLettered int64 `protobuf:"varint,6,opt,name=dead_lettered,json=deadLettered,proto3" json:"dead_lettered,omitempty"`
+	Expired      int64 `protobuf:"varint,7,opt,name=expired,proto3" json:"expired,omitempty"`
+	// This server's rates since the sample before, in messages per
+	// second: sent to the entity (a topic's sends count on the topic, not
+	// its subscriptions), received from it, and settled (completed,
+	// abandoned, dead-lettered or deferred) through this server's API.
+	Sent          float64 `protobuf:"fixed64,8,opt,name=sent,proto3" json:"sent,omitempty"`
+	Received      float64 `protobuf:"fixed64,9,opt,name=received,proto3" json:"received,omitempty"`
+	Settled       float64 `protobuf:"fixed64,10,opt,name=settled,proto3" json:"settled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EntitySample) Reset() {
+	*x = EntitySample{}
+	mi := &file_sluice_v1_stats_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EntitySample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EntitySample) ProtoMessage() {}
+
+func (x *EntitySample) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stats_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EntitySample.ProtoReflect.Descriptor instead.
+func (*EntitySample) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stats_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *EntitySample) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *EntitySample) GetActive() int64 {
+	if x != nil {
+		return x.Active
+	}
+	return 0
+}
+
+func (x *EntitySample) GetInFlight() int64 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *EntitySample) GetScheduled() int64 {
+	if x != nil {
+		return x.Scheduled
+	}
+	return 0
+}
+
+func (x *EntitySample) GetDeferred() int64 {
+	if x != nil {
+		return x.Deferred
+	}
+	return 0
+}
+
+func (x *EntitySample) GetDeadLettered() int64 {
+	if x != nil {
+		return x.DeadLettered
+	}
+	return 0
+}
+
+func (x *EntitySample) GetExpired() int64 {
+	if x != nil {
+		return x.Expired
+	}
+	return 0
+}
+
+func (x *EntitySample) GetSent() float64 {
+	if x != nil {
+		return x.Sent
+	}
+	return 0
+}
+
+func (x *EntitySample) GetReceived() float64 {
+	if x != nil {
+		return x.Received
+	}
+	return 0
+}
+
+func (x *EntitySample) GetSettled() float64 {
+	if x != nil {
+		return x.Settled
+	}
+	return 0
+}
+
+type GetStreamLagHistoryRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most one of consumer and subscription. consumer: that
+	// consumer's lag in each of its namespaces; subscription (a stream
+	// subscription's id): its lag; neither: every consumer's.
+	Consumer     string `protobuf:"bytes,1,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Subscription string `protobuf:"bytes,2,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	// At most this many consumer series, those lagging most at the last
+	// sample first (0: 10; at most 1,000).
+	Max           int32 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStreamLagHistoryRequest) Reset() {
+	*x = GetStreamLagHistoryRequest{}
+	mi := &file_sluice_v1_stats_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStreamLagHistoryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStreamLagHistoryRequest) ProtoMessage() {}
+
+func (x *GetStreamLagHistoryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stats_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStreamLagHistoryRequest.ProtoReflect.Descriptor instead.
+func (*GetStreamLagHistoryRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stats_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetStreamLagHistoryRequest) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *GetStreamLagHistoryRequest) GetSubscription() string {
+	if x != nil {
+		return x.Subscription
+	}
+	return ""
+}
+
+func (x *GetStreamLagHistoryRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+type GetStreamLagHistoryResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How often the server samples (its HistoryInterval).
+	Interval *durationpb.Duration `protobuf:"bytes,1,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Without a subscription: the consumers' series.
+	Consumers []*ConsumerLagHistory `protobuf:"bytes,2,rep,name=consumers,proto3" json:"consumers,omitempty"`
+	// With one: its series.
+	Subscription  *SubscriptionLagHistory `protobuf:"bytes,3,opt,name=subscription,proto3" json:"subscription,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetStreamLagHistoryResponse) Reset() {
+	*x = GetStreamLagHistoryResponse{}
+	mi := &file_sluice_v1_stats_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetStreamLagHistoryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetStreamLagHistoryResponse) ProtoMessage() {}
+
+func (x *GetStreamLagHistoryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stats_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetStreamLagHistoryResponse.ProtoReflect.Descriptor instead.
+func (*GetStreamLagHistoryResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stats_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *GetStreamLagHistoryResponse) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *GetStreamLagHistoryResponse) GetConsumers() []*ConsumerLagHistory {
+	if x != nil {
+		return x.Consumers
+	}
+	return nil
+}
+
+func (x *GetStreamLagHistoryResponse) GetSubscription() *SubscriptionLagHistory {
+	if x != nil {
+		return x.Subscription
+	}
+	return nil
+}
+
+// ConsumerLagHistory is a consumer's lag in a namespace over time,
+// summed over its subscriptions there and their partitions, as the
+// metric sluice_stream_consumer_lag labels it. The server samples the
+// 1,000 consumer namespaces lagging most at each sample: one that falls
+// out of them loses its series.
+type ConsumerLagHistory struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The group of the live processors serving the consumer at the last
+	// sample ("" for the default group, or none).
+	Group     string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Consumer  string `protobuf:"bytes,2,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Namespace string `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Oldest first.
+	Samples       []*LagSample `protobuf:"bytes,4,rep,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConsumerLagHistory) Reset() {
+	*x = ConsumerLagHistory{}
+	mi := &file_sluice_v1_stats_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConsumerLagHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConsumerLagHistory) ProtoMessage() {}
+
+func (x *ConsumerLagHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stats_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConsumerLagHistory.ProtoReflect.Descriptor instead.
+func (*ConsumerLagHistory) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stats_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ConsumerLagHistory) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *ConsumerLagHistory) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *ConsumerLagHistory) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *ConsumerLagHistory) GetSamples() []*LagSample {
+	if x != nil {
+		return x.Samples
+	}
+	return nil
+}
+
+// SubscriptionLagHistory is a stream subscription's lag over time,
+// summed over its partitions. The server samples the 1,000 subscriptions
+// lagging most at each sample: one that falls out of them loses its
+// series (and starts a new one if it comes back).
+type SubscriptionLagHistory struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Consumer  string                 `protobuf:"bytes,2,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Namespace string                 `protobuf:"bytes,3,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// "" for a subscription to the whole namespace.
+	Key string `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	// Oldest first.
+	Samples       []*LagSample `protobuf:"bytes,5,rep,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscriptionLagHistory) Reset() {
+	*x = SubscriptionLagHistory{}
+	mi := &file_sluice_v1_stats_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscriptionLagHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscriptionLagHistory) ProtoMessage() {}
+
+func (x *SubscriptionLagHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stats_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscriptionLagHistory.ProtoReflect.Descriptor instead.
+func (*SubscriptionLagHistory) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stats_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SubscriptionLagHistory) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SubscriptionLagHistory) GetConsumer() string {
+	if x != nil {
+		return x.Consumer
+	}
+	return ""
+}
+
+func (x *SubscriptionLagHistory) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *SubscriptionLagHistory) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *SubscriptionLagHistory) GetSamples() []*LagSample {
+	if x != nil {
+		return x.Samples
+	}
+	return nil
+}
+
+// LagSample is a lag at a sample: records past the stored positions.
+type LagSample struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"`
+	Lag           int64                  `protobuf:"varint,2,opt,name=lag,proto3" json:"lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LagSample) Reset() {
+	*x = LagSample{}
+	mi := &file_sluice_v1_stats_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LagSample) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LagSample) ProtoMessage() {}
+
+func (x *LagSample) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_stats_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LagSample.ProtoReflect.Descriptor instead.
+func (*LagSample) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_stats_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *LagSample) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *LagSample) GetLag() int64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
 var File_sluice_v1_stats_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_stats_proto_rawDesc = "" +
@@ -194,9 +757,50 @@ const file_sluice_v1_stats_proto_rawDesc = "" +
 	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x12\n" +
 	"\x04sent\x18\x02 \x01(\x01R\x04sent\x12\x1a\n" +
 	"\breceived\x18\x03 \x01(\x01R\breceived\x12\x18\n" +
-	"\asettled\x18\x04 \x01(\x01R\asettled2b\n" +
+	"\asettled\x18\x04 \x01(\x01R\asettled\"1\n" +
+	"\x17GetEntityHistoryRequest\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\"\x84\x01\n" +
+	"\x18GetEntityHistoryResponse\x125\n" +
+	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\x121\n" +
+	"\asamples\x18\x02 \x03(\v2\x17.sluice.v1.EntitySampleR\asamples\"\xb2\x02\n" +
+	"\fEntitySample\x12*\n" +
+	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
+	"\x06active\x18\x02 \x01(\x03R\x06active\x12\x1b\n" +
+	"\tin_flight\x18\x03 \x01(\x03R\binFlight\x12\x1c\n" +
+	"\tscheduled\x18\x04 \x01(\x03R\tscheduled\x12\x1a\n" +
+	"\bdeferred\x18\x05 \x01(\x03R\bdeferred\x12#\n" +
+	"\rdead_lettered\x18\x06 \x01(\x03R\fdeadLettered\x12\x18\n" +
+	"\aexpired\x18\a \x01(\x03R\aexpired\x12\x12\n" +
+	"\x04sent\x18\b \x01(\x01R\x04sent\x12\x1a\n" +
+	"\breceived\x18\t \x01(\x01R\breceived\x12\x18\n" +
+	"\asettled\x18\n" +
+	" \x01(\x01R\asettled\"n\n" +
+	"\x1aGetStreamLagHistoryRequest\x12\x1a\n" +
+	"\bconsumer\x18\x01 \x01(\tR\bconsumer\x12\"\n" +
+	"\fsubscription\x18\x02 \x01(\tR\fsubscription\x12\x10\n" +
+	"\x03max\x18\x03 \x01(\x05R\x03max\"\xd8\x01\n" +
+	"\x1bGetStreamLagHistoryResponse\x125\n" +
+	"\binterval\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12;\n" +
+	"\tconsumers\x18\x02 \x03(\v2\x1d.sluice.v1.ConsumerLagHistoryR\tconsumers\x12E\n" +
+	"\fsubscription\x18\x03 \x01(\v2!.sluice.v1.SubscriptionLagHistoryR\fsubscription\"\x94\x01\n" +
+	"\x12ConsumerLagHistory\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x1a\n" +
+	"\bconsumer\x18\x02 \x01(\tR\bconsumer\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12.\n" +
+	"\asamples\x18\x04 \x03(\v2\x14.sluice.v1.LagSampleR\asamples\"\xa4\x01\n" +
+	"\x16SubscriptionLagHistory\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
+	"\bconsumer\x18\x02 \x01(\tR\bconsumer\x12\x1c\n" +
+	"\tnamespace\x18\x03 \x01(\tR\tnamespace\x12\x10\n" +
+	"\x03key\x18\x04 \x01(\tR\x03key\x12.\n" +
+	"\asamples\x18\x05 \x03(\v2\x14.sluice.v1.LagSampleR\asamples\"I\n" +
+	"\tLagSample\x12*\n" +
+	"\x02at\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x10\n" +
+	"\x03lag\x18\x02 \x01(\x03R\x03lag2\xa5\x02\n" +
 	"\fStatsService\x12R\n" +
-	"\rGetThroughput\x12\x1f.sluice.v1.GetThroughputRequest\x1a .sluice.v1.GetThroughputResponseB\x93\x01\n" +
+	"\rGetThroughput\x12\x1f.sluice.v1.GetThroughputRequest\x1a .sluice.v1.GetThroughputResponse\x12[\n" +
+	"\x10GetEntityHistory\x12\".sluice.v1.GetEntityHistoryRequest\x1a#.sluice.v1.GetEntityHistoryResponse\x12d\n" +
+	"\x13GetStreamLagHistory\x12%.sluice.v1.GetStreamLagHistoryRequest\x1a&.sluice.v1.GetStreamLagHistoryResponseB\x93\x01\n" +
 	"\rcom.sluice.v1B\n" +
 	"StatsProtoP\x01Z1github.com/sluicehq/sluice/api/sluice/v1;sluicev1\xa2\x02\x03SXX\xaa\x02\tSluice.V1\xca\x02\tSluice\\V1\xe2\x02\x15Sluice\\V1\\GPBMetadata\xea\x02\n" +
 	"Sluice::V1b\x06proto3"
@@ -213,25 +817,46 @@ func file_sluice_v1_stats_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_stats_proto_rawDescData
 }
 
-var file_sluice_v1_stats_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_sluice_v1_stats_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_sluice_v1_stats_proto_goTypes = []any{
-	(*GetThroughputRequest)(nil),  // 0: sluice.v1.GetThroughputRequest
-	(*GetThroughputResponse)(nil), // 1: sluice.v1.GetThroughputResponse
-	(*ThroughputSample)(nil),      // 2: sluice.v1.ThroughputSample
-	(*durationpb.Duration)(nil),   // 3: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*GetThroughputRequest)(nil),        // 0: sluice.v1.GetThroughputRequest
+	(*GetThroughputResponse)(nil),       // 1: sluice.v1.GetThroughputResponse
+	(*ThroughputSample)(nil),            // 2: sluice.v1.ThroughputSample
+	(*GetEntityHistoryRequest)(nil),     // 3: sluice.v1.GetEntityHistoryRequest
+	(*GetEntityHistoryResponse)(nil),    // 4: sluice.v1.GetEntityHistoryResponse
+	(*EntitySample)(nil),                // 5: sluice.v1.EntitySample
+	(*GetStreamLagHistoryRequest)(nil),  // 6: sluice.v1.GetStreamLagHistoryRequest
+	(*GetStreamLagHistoryResponse)(nil), // 7: sluice.v1.GetStreamLagHistoryResponse
+	(*ConsumerLagHistory)(nil),          // 8: sluice.v1.ConsumerLagHistory
+	(*SubscriptionLagHistory)(nil),      // 9: sluice.v1.SubscriptionLagHistory
+	(*LagSample)(nil),                   // 10: sluice.v1.LagSample
+	(*durationpb.Duration)(nil),         // 11: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),       // 12: google.protobuf.Timestamp
 }
 var file_sluice_v1_stats_proto_depIdxs = []int32{
-	3, // 0: sluice.v1.GetThroughputResponse.bucket:type_name -> google.protobuf.Duration
-	2, // 1: sluice.v1.GetThroughputResponse.samples:type_name -> sluice.v1.ThroughputSample
-	4, // 2: sluice.v1.ThroughputSample.at:type_name -> google.protobuf.Timestamp
-	0, // 3: sluice.v1.StatsService.GetThroughput:input_type -> sluice.v1.GetThroughputRequest
-	1, // 4: sluice.v1.StatsService.GetThroughput:output_type -> sluice.v1.GetThroughputResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	11, // 0: sluice.v1.GetThroughputResponse.bucket:type_name -> google.protobuf.Duration
+	2,  // 1: sluice.v1.GetThroughputResponse.samples:type_name -> sluice.v1.ThroughputSample
+	12, // 2: sluice.v1.ThroughputSample.at:type_name -> google.protobuf.Timestamp
+	11, // 3: sluice.v1.GetEntityHistoryResponse.interval:type_name -> google.protobuf.Duration
+	5,  // 4: sluice.v1.GetEntityHistoryResponse.samples:type_name -> sluice.v1.EntitySample
+	12, // 5: sluice.v1.EntitySample.at:type_name -> google.protobuf.Timestamp
+	11, // 6: sluice.v1.GetStreamLagHistoryResponse.interval:type_name -> google.protobuf.Duration
+	8,  // 7: sluice.v1.GetStreamLagHistoryResponse.consumers:type_name -> sluice.v1.ConsumerLagHistory
+	9,  // 8: sluice.v1.GetStreamLagHistoryResponse.subscription:type_name -> sluice.v1.SubscriptionLagHistory
+	10, // 9: sluice.v1.ConsumerLagHistory.samples:type_name -> sluice.v1.LagSample
+	10, // 10: sluice.v1.SubscriptionLagHistory.samples:type_name -> sluice.v1.LagSample
+	12, // 11: sluice.v1.LagSample.at:type_name -> google.protobuf.Timestamp
+	0,  // 12: sluice.v1.StatsService.GetThroughput:input_type -> sluice.v1.GetThroughputRequest
+	3,  // 13: sluice.v1.StatsService.GetEntityHistory:input_type -> sluice.v1.GetEntityHistoryRequest
+	6,  // 14: sluice.v1.StatsService.GetStreamLagHistory:input_type -> sluice.v1.GetStreamLagHistoryRequest
+	1,  // 15: sluice.v1.StatsService.GetThroughput:output_type -> sluice.v1.GetThroughputResponse
+	4,  // 16: sluice.v1.StatsService.GetEntityHistory:output_type -> sluice.v1.GetEntityHistoryResponse
+	7,  // 17: sluice.v1.StatsService.GetStreamLagHistory:output_type -> sluice.v1.GetStreamLagHistoryResponse
+	15, // [15:18] is the sub-list for method output_type
+	12, // [12:15] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_stats_proto_init() }
@@ -245,7 +870,7 @@ func file_sluice_v1_stats_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_stats_proto_rawDesc), len(file_sluice_v1_stats_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

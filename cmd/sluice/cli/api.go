@@ -76,6 +76,12 @@ type sluiceAPI interface {
 	// throughput is the server's rates of messages (only through a
 	// server).
 	throughput(ctx context.Context) (time.Duration, []client.ThroughputSample, error)
+	// entityHistory, consumerLagHistory and subscriptionLagHistory are
+	// what a server sampled over the last hour, with its interval (only
+	// through a server).
+	entityHistory(ctx context.Context, entity string) (time.Duration, []client.EntitySample, error)
+	consumerLagHistory(ctx context.Context, consumer string, max int) (time.Duration, []client.ConsumerLagHistory, error)
+	subscriptionLagHistory(ctx context.Context, subscription string) (time.Duration, client.SubscriptionLagHistory, error)
 
 	// allStats lists every queue and subscription with its counts, in
 	// the order of their paths.
@@ -231,6 +237,21 @@ func (l *library) throughput(context.Context) (time.Duration, []client.Throughpu
 	return 0, nil, fmt.Errorf("throughput is counted by a server: use --server: %w", sluice.ErrInvalidArgument)
 }
 
+// errHistory says where history is kept: a library samples nothing.
+var errHistory = fmt.Errorf("history is kept by a server, which samples it while it runs: use --server: %w", sluice.ErrInvalidArgument)
+
+func (l *library) entityHistory(context.Context, string) (time.Duration, []client.EntitySample, error) {
+	return 0, nil, errHistory
+}
+
+func (l *library) consumerLagHistory(context.Context, string, int) (time.Duration, []client.ConsumerLagHistory, error) {
+	return 0, nil, errHistory
+}
+
+func (l *library) subscriptionLagHistory(context.Context, string) (time.Duration, client.SubscriptionLagHistory, error) {
+	return 0, client.SubscriptionLagHistory{}, errHistory
+}
+
 // remote is a server, through package client.
 type remote struct{ *client.Client }
 
@@ -242,6 +263,18 @@ func (r remote) newStreamProcessor() streamProcessor { return r.NewStreamProcess
 
 func (r remote) throughput(ctx context.Context) (time.Duration, []client.ThroughputSample, error) {
 	return r.Throughput(ctx)
+}
+
+func (r remote) entityHistory(ctx context.Context, entity string) (time.Duration, []client.EntitySample, error) {
+	return r.EntityHistory(ctx, entity)
+}
+
+func (r remote) consumerLagHistory(ctx context.Context, consumer string, max int) (time.Duration, []client.ConsumerLagHistory, error) {
+	return r.ConsumerLagHistory(ctx, consumer, max)
+}
+
+func (r remote) subscriptionLagHistory(ctx context.Context, subscription string) (time.Duration, client.SubscriptionLagHistory, error) {
+	return r.SubscriptionLagHistory(ctx, subscription)
 }
 
 func (r remote) publish(ctx context.Context, id sluice.StreamID, events ...sluice.Event) (int32, []int64, error) {

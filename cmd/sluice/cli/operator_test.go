@@ -27,12 +27,20 @@ type where struct {
 // until the test ends, and returns its URL.
 func startServer(t *testing.T, keys ...server.Key) string {
 	t.Helper()
+	return startServerWith(t, server.Config{Keys: keys})
+}
+
+// startServerWith is startServer with a configuration (its client and
+// address are set here).
+func startServerWith(t *testing.T, cfg server.Config) string {
+	t.Helper()
 	c, err := sluice.Open(t.Context(), filepath.Join(t.TempDir(), "server.db"), sluice.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	srv, err := server.New(server.Config{Client: c, Addr: "127.0.0.1:0", Keys: keys})
+	cfg.Client, cfg.Addr = c, "127.0.0.1:0"
+	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

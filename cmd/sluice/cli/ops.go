@@ -65,7 +65,7 @@ func operatorOps() []*op {
 		opDLQList(), opDLQReasons(), opDLQResubmit(), opDLQPurge(),
 		opStreamPublish(), opStreamTail(),
 		opStreamSubscribe(), opStreamSubscriptions(), opStreamSubscription(), opStreamUnsubscribe(),
-		opStreamClearFault(), opStreamParked(), opStreamReposition(), opStreamStats(), opStreamRetention(), opStreamConsume(),
+		opStreamClearFault(), opStreamParked(), opStreamReposition(), opStreamStats(), opStreamLag(), opStreamRetention(), opStreamConsume(),
 		opSessionState(), opSessionRenew(), opSessionRelease(),
 		opClusterStatus(), opStats(),
 		opContextAdd(), opContextList(), opContextSelect(), opContextShow(), opContextRemove(),

@@ -59,7 +59,9 @@ var rpcCommands = map[string]string{
 	"MessagingService.DeleteMessages":        "message delete",
 	"MessagingService.PurgeMessages":         "message purge",
 
-	"StatsService.GetThroughput": "stats --throughput",
+	"StatsService.GetThroughput":       "stats --throughput",
+	"StatsService.GetEntityHistory":    "stats --history",
+	"StatsService.GetStreamLagHistory": "stream lag --history",
 
 	"StreamService.Publish":                      "stream publish",
 	"StreamService.Subscribe":                    "stream subscribe",

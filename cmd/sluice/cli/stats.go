@@ -51,22 +51,33 @@ func statsRows(s sluice.QueueStats) [][2]string {
 }
 
 func opStats() *op {
-	var throughput bool
+	var throughput, history bool
 	return &op{name: "stats", args: "[ENTITY]", maxArgs: 1,
 		about: "Prints an entity's message counts, or those of every queue and subscription; --throughput, the\n" +
-			"server's rates of messages sent, received and settled over the last minutes.",
+			"server's rates of messages sent, received and settled over the last minutes; --history, what the\n" +
+			"server sampled of ENTITY over the last hour, oldest first: its counts by state and the server's\n" +
+			"rates of messages sent to it, received and settled, in messages per second.",
 		flags: func(fs *flag.FlagSet) {
 			fs.BoolVar(&throughput, "throughput", false, "print the server's message rates, oldest first (through a server)")
+			fs.BoolVar(&history, "history", false, "print ENTITY's counts and rates over the last hour, oldest first (through a server)")
 		},
 		check: func(args []string) error {
-			if throughput && len(args) > 0 {
+			switch {
+			case throughput && history:
+				return errors.New("--throughput and --history exclude each other")
+			case throughput && len(args) > 0:
 				return errors.New("--throughput counts every entity: give no ENTITY")
+			case history && len(args) == 0:
+				return errors.New("--history samples one entity: give ENTITY")
 			}
 			return nil
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
 			if throughput {
 				return printThroughput(ctx, e)
+			}
+			if history {
+				return printEntityHistory(ctx, e, args[0])
 			}
 			var all []client.EntityStats
 			if len(args) == 1 {
@@ -127,6 +138,49 @@ func printThroughput(ctx context.Context, e *env) error {
 	fmt.Fprintf(tw, "FROM\tSENT/S\tRECEIVED/S\tSETTLED/S\t(each row %s)\n", span)
 	for _, s := range samples {
 		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t\n", when(s.At), s.Sent, s.Received, s.Settled)
+	}
+	return tw.Flush()
+}
+
+// entityHistoryView is a sample of an entity's history as --json prints
+// it, with the API's field names: its counts by state, and the server's
+// rates since the sample before (per second); interval is how often the
+// server samples.
+type entityHistoryView struct {
+	Entity       string    `json:"entity"`
+	Interval     string    `json:"interval"`
+	At           time.Time `json:"at"`
+	Active       int64     `json:"active"`
+	InFlight     int64     `json:"inFlight"`
+	Scheduled    int64     `json:"scheduled"`
+	Deferred     int64     `json:"deferred"`
+	DeadLettered int64     `json:"deadLettered"`
+	Expired      int64     `json:"expired"`
+	Sent         float64   `json:"sent"`
+	Received     float64   `json:"received"`
+	Settled      float64   `json:"settled"`
+}
+
+func printEntityHistory(ctx context.Context, e *env, entity string) error {
+	interval, samples, err := e.api.entityHistory(ctx, entity)
+	if err != nil {
+		return err
+	}
+	if e.json {
+		for _, s := range samples {
+			if err := e.emit(entityHistoryView{Entity: entity, Interval: formatDuration(interval), At: s.At.UTC(), Active: s.Active,
+				InFlight: s.InFlight, Scheduled: s.Scheduled, Deferred: s.Deferred, DeadLettered: s.DeadLettered, Expired: s.Expired,
+				Sent: s.Sent, Received: s.Received, Settled: s.Settled}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	tw := table(e.stdout)
+	fmt.Fprintf(tw, "AT\tACTIVE\tIN FLIGHT\tSCHEDULED\tDEFERRED\tDEAD-LETTERED\tEXPIRED\tSENT/S\tRECEIVED/S\tSETTLED/S\t(a sample every %s)\n", interval)
+	for _, s := range samples {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t\n", when(s.At), s.Active, s.InFlight, s.Scheduled,
+			s.Deferred, s.DeadLettered, s.Expired, s.Sent, s.Received, s.Settled)
 	}
 	return tw.Flush()
 }

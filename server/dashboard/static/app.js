@@ -148,7 +148,7 @@ const views = {
       ["scheduled", num(st.scheduled)], ["deferred", num(st.deferred)], ["dead-lettered", num(st.deadLettered)],
       ["oldest active", el("td", {}, age(st.oldestAge) || "-")], ["oldest deferred", el("td", {}, age(st.oldestDeferredAge) || "-")]];
     fill(document.querySelector("#entity-counts tbody"), counts.map(([k, cell]) => el("tr", { "data-count": k }, el("td", { class: "key" }, k), cell)));
-    sampleCounts(path, st);
+    await drawHistory(path);
     document.getElementById("entity-purge").disabled = int(st.deadLettered) === 0;
     document.getElementById("entity-purge-messages").disabled =
       int(st.active) + int(st.expired) + int(st.scheduled) + int(st.deferred) === 0;
@@ -218,6 +218,7 @@ const views = {
           el("td", {}, s.consumer), el("td", {}, `${s.namespace}/${s.key || "*"}`), el("td", {}, s.id),
           el("td", {}, served.has(s.consumer) ? "yes" : "no"), num(s.lag), el("td", {}, s.fault || ""), actions);
       }));
+    await drawLag([...bySub.values()]);
     const ids = new Set((st.partitions || []).flatMap((p) => (p.subscriptions || []).map((s) => s.id)));
     document.getElementById("reposition-subs").replaceChildren(...[...ids].sort().map((id) => el("option", { value: id })));
     const consumers = [...new Set((st.nodes || []).flatMap((n) => n.consumers || []))].sort();
@@ -323,29 +324,82 @@ const pageSize = 50;
 
 // countSeries are the entity chart's lines: a count's key, colour.
 const countSeries = [["active", "#2d6cdf"], ["inFlight", "#2f8a4c"], ["scheduled", "#8a63d2"], ["deferred", "#b8860b"],
-  ["deadLettered", "#c2362b"]];
-const historyLength = 120; // ten minutes of samples every 5 s
+  ["deadLettered", "#c2362b"], ["expired", "#7a7f8c"]];
 
-// sampleCounts keeps an entity's counts over time, from when its page was
-// first opened in this tab, and draws them.
-function sampleCounts(path, st) {
-  state.history = state.history || {};
-  const h = (state.history[path] = state.history[path] || []);
-  h.push({ at: new Date().toISOString(), active: int(st.active), inFlight: int(st.inFlight), scheduled: int(st.scheduled),
-    deferred: int(st.deferred), deadLettered: int(st.deadLettered) });
-  if (h.length > historyLength) h.splice(0, h.length - historyLength);
-  document.getElementById("entity-chart").replaceChildren(chart(h, countSeries, "messages", "since this page was opened"));
+// every says how often the server samples, from the API's interval
+// ("10s", "0.250s").
+function every(interval) {
+  const s = parseFloat(interval || "0");
+  return "every " + (s > 0 && s < 1 ? Math.round(s * 1000) + " ms" : age(interval) || "interval");
 }
 
-// refreshCounts reads the open entity's counts again, for its chart.
-async function refreshCounts() {
-  const path = state.entity;
+// drawHistory draws an entity's counts by state and this server's rates
+// of its messages over the last hour, as the server sampled them.
+async function drawHistory(path) {
+  const h = await call("StatsService", "GetEntityHistory", { entity: path });
+  if (state.view !== "entity" || state.entity !== path) return; // another page opened meanwhile
+  const samples = h.samples || [];
+  const sampled = "sampled by the server " + every(h.interval);
+  document.getElementById("entity-chart").replaceChildren(chart(samples, countSeries, "messages", sampled, every(h.interval)));
+  document.getElementById("entity-rates").replaceChildren(chart(samples, rateSeries, "msg/s", "through this server, " + sampled,
+    every(h.interval)));
+}
+
+// refreshHistory draws the open entity's history again.
+async function refreshHistory() {
   try {
-    const st = (await call("EntityService", "GetEntityStats", { entity: path })).stats || {};
-    if (state.view === "entity" && state.entity === path) sampleCounts(path, st);
+    await drawHistory(state.entity);
   } catch {
     // the next one tries again; the page says the rest
   }
+}
+
+// lagColours are the lag chart's lines' colours, one a series; app.css
+// has the legend's (.lag-0 ...).
+const lagColours = ["#2d6cdf", "#c2362b", "#2f8a4c", "#8a63d2", "#b8860b", "#1b9aaa", "#d45d9a", "#5b6b2f", "#e07b24", "#555b6e"];
+
+// drawLag draws the lag over the last hour of the consumers in their
+// namespaces lagging most (a line each), and of the subscription picked
+// (subs: every subscription of the cluster's status, each once, with
+// its lag now).
+async function drawLag(subs) {
+  const h = await call("StatsService", "GetStreamLagHistory", { max: lagColours.length });
+  // One sample a time, a series' lag under its index (null where the
+  // series has no sample then: a gap, not a zero).
+  const consumers = h.consumers || [];
+  const byTime = new Map();
+  consumers.forEach((c, i) => {
+    for (const s of c.samples || []) {
+      if (!byTime.has(s.at)) byTime.set(s.at, { at: s.at, ...Object.fromEntries(consumers.map((_, j) => ["c" + j, null])) });
+      byTime.get(s.at)["c" + i] = int(s.lag);
+    }
+  });
+  const samples = [...byTime.values()].sort((a, b) => Date.parse(a.at) - Date.parse(b.at));
+  const series = consumers.map((c, i) => ["c" + i, lagColours[i], `${c.consumer} · ${c.namespace}`]);
+  document.getElementById("lag-chart").replaceChildren(chart(samples, series, "records",
+    `a line per consumer · namespace (the ${lagColours.length} lagging most), sampled by the server ${every(h.interval)}`,
+    every(h.interval)));
+  document.getElementById("lag-legend").replaceChildren(...series.map(([key, , label], i) =>
+    el("span", { class: "lag-" + i, "data-series": key }, label)));
+  // The subscription picked, else the one lagging most.
+  const select = document.getElementById("lag-sub");
+  const ids = subs.filter((s) => s.consumer).sort((a, b) => b.lag - a.lag || a.id.localeCompare(b.id));
+  select.replaceChildren(...ids.map((s) => el("option", { value: s.id }, `${subscriptionName(s)} (${s.id}), lag ${s.lag}`)));
+  select.value = ids.some((s) => s.id === state.lagSub) ? state.lagSub : ids.length ? ids[0].id : "";
+  state.lagSub = select.value;
+  await drawSubscriptionLag();
+}
+
+// drawSubscriptionLag draws the lag of the subscription picked over the
+// last hour.
+async function drawSubscriptionLag() {
+  const id = state.lagSub, out = document.getElementById("sub-lag-chart");
+  if (!id) return out.replaceChildren();
+  const h = await call("StatsService", "GetStreamLagHistory", { subscription: id });
+  if (state.lagSub !== id) return; // another picked meanwhile
+  const sub = h.subscription || {};
+  out.replaceChildren(chart(sub.samples || [], [["lag", lagColours[0]]], "records",
+    `${subscriptionName(sub)}, sampled by the server ${every(h.interval)}`, every(h.interval)));
 }
 
 // openEntity shows an entity's page, its browse from the start.
@@ -677,17 +731,29 @@ async function resubmit(all) {
   await refresh();
 }
 
-// chart draws the rates as lines on an SVG, with a time axis and a rate
-// axis in messages per second.
 // rateSeries are the throughput chart's lines: a sample's key, colour.
 const rateSeries = [["sent", "#2d6cdf"], ["received", "#2f8a4c"], ["settled", "#b8860b"]];
 
-function chart(samples, series = rateSeries, unit = "msg/s", caption = "") {
+// chart draws samples as lines on an SVG, each at its time on the time
+// axis, against a value axis in unit, with a caption of the peak. A
+// series is [key, colour], or [key, colour, label] (the line then
+// carries its label, for a legend beside the chart). A sample without a
+// series' key counts 0 there (the API's JSON leaves zeros out); one
+// whose value is null leaves a gap. every says how often samples come,
+// for the note on a chart with none.
+function chart(samples, series = rateSeries, unit = "msg/s", caption = "", every = "every bucket") {
   const ns = "http://www.w3.org/2000/svg";
   const W = 800, H = 260, left = 56, right = 12, top = 24, bottom = 28;
   const w = W - left - right, h = H - top - bottom;
   const svg = document.createElementNS(ns, "svg");
   svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  // What it draws, for a reader of the page: how many samples, from
+  // and to when.
+  svg.setAttribute("data-samples", samples.length);
+  if (samples.length) {
+    svg.setAttribute("data-from", samples[0].at);
+    svg.setAttribute("data-to", samples[samples.length - 1].at);
+  }
   const add = (tag, attrs, text) => {
     const e = document.createElementNS(ns, tag);
     for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
@@ -695,31 +761,38 @@ function chart(samples, series = rateSeries, unit = "msg/s", caption = "") {
     svg.append(e);
     return e;
   };
-  const peak = Math.max(0, ...samples.flatMap((s) => series.map(([key]) => s[key] || 0)));
+  const value = (s, key) => (s[key] === null ? null : Number(s[key] || 0));
+  const peak = Math.max(0, ...samples.flatMap((s) => series.map(([key]) => value(s, key) || 0)));
   const scale = niceCeil(peak);
   add("text", { x: left, y: 14, "font-size": 12, class: "caption" },
     `peak ${+peak.toFixed(1)} ${unit} over ${samples.length} samples${caption ? ", " + caption : ""}`);
-  // The rate axis: 0, half and the scale's top, in msg/s.
+  // The value axis: 0, half and the scale's top, in unit.
   for (const f of [0, 0.5, 1]) {
     const y = top + h - f * h;
     add("line", { x1: left, x2: left + w, y1: y, y2: y, stroke: "#dde1ea" });
     add("text", { x: left - 6, y: y + 4, "font-size": 11, "text-anchor": "end", class: "rate-tick" }, `${+(scale * f).toFixed(1)}`);
   }
   add("text", { x: 12, y: top + h / 2, "font-size": 11, transform: `rotate(-90 12 ${top + h / 2})`, "text-anchor": "middle" }, unit);
-  // The time axis: the first, middle and last samples' times.
-  const x = (i) => left + (i / Math.max(1, samples.length - 1)) * w;
+  // The time axis: each sample at its time; the first, middle and last
+  // samples' times as ticks.
+  const times = samples.map((s) => Date.parse(s.at));
+  const t0 = Math.min(...times), t1 = Math.max(...times);
+  const x = (i) => left + (t1 > t0 ? (times[i] - t0) / (t1 - t0) : i / Math.max(1, samples.length - 1)) * w;
   if (samples.length) {
     for (const i of [0, Math.floor((samples.length - 1) / 2), samples.length - 1]) {
       add("text", { x: x(i), y: H - 8, "font-size": 11, "text-anchor": "middle", class: "time-tick" }, when(samples[i].at));
     }
   } else {
     add("text", { x: left + w / 2, y: top + h / 2, "font-size": 12, "text-anchor": "middle", class: "empty" },
-      "no samples yet: the server takes one every bucket");
+      `no samples yet: the server takes one ${every}`);
   }
-  for (const [key, color] of series) {
-    const y = (s) => top + h - ((s[key] || 0) / scale) * h;
-    add("polyline", { points: samples.map((s, i) => `${x(i)},${y(s)}`).join(" "), fill: "none", stroke: color, "stroke-width": 2, class: key });
-    if (samples.length === 1) add("circle", { cx: x(0), cy: y(samples[0]), r: 3, fill: color }); // a line needs two
+  for (const [key, color, label] of series) {
+    const y = (v) => top + h - (v / scale) * h;
+    const points = samples.map((s, i) => [i, value(s, key)]).filter(([, v]) => v !== null);
+    const line = add("polyline", { points: points.map(([i, v]) => `${x(i)},${y(v)}`).join(" "), fill: "none", stroke: color,
+      "stroke-width": 2, class: key });
+    if (label !== undefined) line.setAttribute("data-label", label);
+    if (points.length === 1) add("circle", { cx: x(points[0][0]), cy: y(points[0][1]), r: 3, fill: color }); // a line needs two
   }
   return svg;
 }
@@ -844,10 +917,14 @@ document.addEventListener("DOMContentLoaded", () => {
       return `purged ${int(res.purged)} message(s)`;
     }));
   document.getElementById("parked-replay").addEventListener("click", replayParked);
+  document.getElementById("lag-sub").addEventListener("change", (ev) => {
+    state.lagSub = ev.target.value;
+    drawSubscriptionLag().catch((e) => setStatus(e.message, true));
+  });
   window.addEventListener("popstate", route);
   route();
   state.timer = setInterval(() => {
-    if (state.view === "entity") refreshCounts();
+    if (state.view === "entity") refreshHistory();
     else if (state.view !== "deadletters") refresh();
   }, 5000);
 });

@@ -26,6 +26,12 @@ const (
 const (
 	// StatsServiceGetThroughputProcedure is the procedure name of the StatsService's GetThroughput RPC.
 	StatsServiceGetThroughputProcedure = "/sluice.v1.StatsService/GetThroughput"
+	// StatsServiceGetEntityHistoryProcedure is the procedure name of the StatsService's
+	// GetEntityHistory RPC.
+	StatsServiceGetEntityHistoryProcedure = "/sluice.v1.StatsService/GetEntityHistory"
+	// StatsServiceGetStreamLagHistoryProcedure is the procedure name of the StatsService's
+	// GetStreamLagHistory RPC.
+	StatsServiceGetStreamLagHistoryProcedure = "/sluice.v1.StatsService/GetStreamLagHistory"
 )
 
 var (
@@ -36,14 +42,46 @@ var (
 			Procedure:  StatsServiceGetThroughputProcedure,
 		}
 	})
+	statsServiceGetEntityHistorySpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_sluice_v1_stats_proto.Services().ByName("StatsService").Methods().ByName("GetEntityHistory"),
+			Procedure:  StatsServiceGetEntityHistoryProcedure,
+		}
+	})
+	statsServiceGetStreamLagHistorySpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_sluice_v1_stats_proto.Services().ByName("StatsService").Methods().ByName("GetStreamLagHistory"),
+			Procedure:  StatsServiceGetStreamLagHistoryProcedure,
+		}
+	})
 )
 
 // StatsServiceClient is a client for the sluice.v1.StatsService service.
 type StatsServiceClient interface {
 	// GetThroughput returns this server's rates of messages sent, received
 	// and settled over the last ten minutes, oldest first, in buckets of
-	// bucket each. Each server of a deployment reports its own calls.
+	// bucket each. It needs the manage permission on "$metrics".
 	GetThroughput(context.Context, *v1.GetThroughputRequest) (*v1.GetThroughputResponse, error)
+	// GetEntityHistory returns what this server sampled of a queue or a
+	// subscription over the last hour, oldest first: its messages by state
+	// and this server's rates of messages sent to it, received from it and
+	// settled. It needs the manage permission on the entity (as
+	// GetEntityStats does). An invalid name is INVALID_ARGUMENT
+	// (INVALID_NAME); an entity that does not exist is NOT_FOUND
+	// (ENTITY_NOT_FOUND); one that exists with no samples (created since
+	// the last sample, or past the first 1,000 entities in name order,
+	// which alone are sampled) has none.
+	GetEntityHistory(context.Context, *v1.GetEntityHistoryRequest) (*v1.GetEntityHistoryResponse, error)
+	// GetStreamLagHistory returns the stream lag this server sampled over
+	// the last hour, oldest first: of each consumer in each namespace, or
+	// of one stream subscription. It needs the manage permission on
+	// "$cluster" (as GetClusterStatus does, which shows every lag). A
+	// subscription that does not exist is NOT_FOUND
+	// (SUBSCRIPTION_NOT_FOUND); a consumer is only a name its
+	// subscriptions carry, so one with none has no series.
+	GetStreamLagHistory(context.Context, *v1.GetStreamLagHistoryRequest) (*v1.GetStreamLagHistoryResponse, error)
 }
 
 // NewStatsServiceClient constructs a client for the sluice.v1.StatsService service. Multiple
@@ -56,8 +94,26 @@ func NewStatsServiceClient(client *connect.Client) StatsServiceClient {
 type StatsServiceHandler interface {
 	// GetThroughput returns this server's rates of messages sent, received
 	// and settled over the last ten minutes, oldest first, in buckets of
-	// bucket each. Each server of a deployment reports its own calls.
+	// bucket each. It needs the manage permission on "$metrics".
 	GetThroughput(context.Context, *v1.GetThroughputRequest) (*v1.GetThroughputResponse, error)
+	// GetEntityHistory returns what this server sampled of a queue or a
+	// subscription over the last hour, oldest first: its messages by state
+	// and this server's rates of messages sent to it, received from it and
+	// settled. It needs the manage permission on the entity (as
+	// GetEntityStats does). An invalid name is INVALID_ARGUMENT
+	// (INVALID_NAME); an entity that does not exist is NOT_FOUND
+	// (ENTITY_NOT_FOUND); one that exists with no samples (created since
+	// the last sample, or past the first 1,000 entities in name order,
+	// which alone are sampled) has none.
+	GetEntityHistory(context.Context, *v1.GetEntityHistoryRequest) (*v1.GetEntityHistoryResponse, error)
+	// GetStreamLagHistory returns the stream lag this server sampled over
+	// the last hour, oldest first: of each consumer in each namespace, or
+	// of one stream subscription. It needs the manage permission on
+	// "$cluster" (as GetClusterStatus does, which shows every lag). A
+	// subscription that does not exist is NOT_FOUND
+	// (SUBSCRIPTION_NOT_FOUND); a consumer is only a name its
+	// subscriptions carry, so one with none has no series.
+	GetStreamLagHistory(context.Context, *v1.GetStreamLagHistoryRequest) (*v1.GetStreamLagHistoryResponse, error)
 }
 
 // RegisterStatsServiceHandler registers svc as the sluice.v1.StatsService implementation on server.
@@ -65,6 +121,8 @@ func RegisterStatsServiceHandler(server *connect.Server, svc StatsServiceHandler
 	adapter := statsServiceHandler{svc: svc}
 	server.Register(
 		connect.Method{Spec: statsServiceGetThroughputSpec(), Handler: adapter.getThroughput},
+		connect.Method{Spec: statsServiceGetEntityHistorySpec(), Handler: adapter.getEntityHistory},
+		connect.Method{Spec: statsServiceGetStreamLagHistorySpec(), Handler: adapter.getStreamLagHistory},
 	)
 }
 
@@ -73,6 +131,14 @@ type UnimplementedStatsServiceHandler struct{}
 
 func (UnimplementedStatsServiceHandler) GetThroughput(context.Context, *v1.GetThroughputRequest) (*v1.GetThroughputResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.StatsService.GetThroughput is not implemented")
+}
+
+func (UnimplementedStatsServiceHandler) GetEntityHistory(context.Context, *v1.GetEntityHistoryRequest) (*v1.GetEntityHistoryResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.StatsService.GetEntityHistory is not implemented")
+}
+
+func (UnimplementedStatsServiceHandler) GetStreamLagHistory(context.Context, *v1.GetStreamLagHistoryRequest) (*v1.GetStreamLagHistoryResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.StatsService.GetStreamLagHistory is not implemented")
 }
 
 type statsServiceClient struct {
@@ -87,6 +153,22 @@ func (c *statsServiceClient) GetThroughput(ctx context.Context, req *v1.GetThrou
 	return &res, nil
 }
 
+func (c *statsServiceClient) GetEntityHistory(ctx context.Context, req *v1.GetEntityHistoryRequest) (*v1.GetEntityHistoryResponse, error) {
+	var res v1.GetEntityHistoryResponse
+	if err := c.client.CallUnary(ctx, statsServiceGetEntityHistorySpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *statsServiceClient) GetStreamLagHistory(ctx context.Context, req *v1.GetStreamLagHistoryRequest) (*v1.GetStreamLagHistoryResponse, error) {
+	var res v1.GetStreamLagHistoryResponse
+	if err := c.client.CallUnary(ctx, statsServiceGetStreamLagHistorySpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
 type statsServiceHandler struct{ svc StatsServiceHandler }
 
 func (h statsServiceHandler) getThroughput(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
@@ -95,6 +177,30 @@ func (h statsServiceHandler) getThroughput(ctx context.Context, _ connect.Spec, 
 		return err
 	}
 	res, err := h.svc.GetThroughput(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h statsServiceHandler) getEntityHistory(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.GetEntityHistoryRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.GetEntityHistory(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h statsServiceHandler) getStreamLagHistory(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.GetStreamLagHistoryRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.GetStreamLagHistory(ctx, &req)
 	if err != nil {
 		return err
 	}
