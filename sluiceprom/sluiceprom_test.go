@@ -150,7 +150,7 @@ func TestSnapshot(t *testing.T) {
 	}
 	// Its read served only it: the collection reads now, and sees the
 	// message.
-	m.Refresh()
+	testutil.CollectAndCount(m) // a collection, which reads
 	collected := m.Snapshot(ctx, time.Hour)
 	if collected.At.Equal(first.At) || collected.Entities[1].Stats.Active != 1 {
 		t.Fatalf("after a collection: %+v (the first read at %v)", collected, first.At)
