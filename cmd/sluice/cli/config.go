@@ -34,6 +34,7 @@ type serveConfig struct {
 	MaxConsumers     int      `json:"max_consumers"`
 	MaxConnections   int      `json:"max_connections"`
 	ReadTimeout      duration `json:"read_timeout"`
+	HistoryInterval  duration `json:"history_interval"`
 	LogLevel         string   `json:"log_level"`
 	LogFormat        string   `json:"log_format"`
 	SelfCheck        bool     `json:"self_check"`
@@ -143,6 +144,15 @@ func configSettings(c *serveConfig) []setting {
 			c.ReadTimeout = duration(v)
 			return err
 		}, "duration"},
+		{"history-interval", "SLUICE_HISTORY_INTERVAL", "how often the server samples entities' counts, its rates and stream lag for " +
+			"the dashboard's last hour (100ms to 5m)", func(s string) error {
+			v, err := time.ParseDuration(s)
+			if err == nil && (v < 100*time.Millisecond || v > 5*time.Minute) {
+				err = errors.New("want 100ms to 5m")
+			}
+			c.HistoryInterval = duration(v)
+			return err
+		}, "duration"},
 		{"stream-partitions", "SLUICE_STREAM_PARTITIONS", "stream partitions: those the database recorded, else this many (else 16)", func(s string) error {
 			v, err := strconv.ParseInt(s, 10, 32)
 			c.StreamPartitions = int32(v)
@@ -164,8 +174,8 @@ func defaultServeConfig() serveConfig {
 	return serveConfig{DB: "sqlite://sluice-data/sluice.db", Addr: server.DefaultAddr, Service: "default", Provider: "default",
 		MaxRequestBytes: server.DefaultMaxRequestBytes, MaxReceiveWait: duration(server.DefaultMaxReceiveWait),
 		MaxConsumers: server.DefaultMaxConsumers, MaxConnections: server.DefaultMaxConnections,
-		ReadTimeout: duration(server.DefaultReadTimeout),
-		LogLevel:    "info", LogFormat: "text", SelfCheck: true, ShutdownTimeout: 30 * time.Second}
+		ReadTimeout: duration(server.DefaultReadTimeout), HistoryInterval: duration(server.DefaultHistoryInterval),
+		LogLevel: "info", LogFormat: "text", SelfCheck: true, ShutdownTimeout: 30 * time.Second}
 }
 
 // loadServeConfig reads the configuration from args, the environment

@@ -87,7 +87,8 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	scfg := server.Config{Client: c, Addr: cfg.Addr, Keys: keys, Insecure: cfg.Insecure, TLS: tlsCfg,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReceiveWait: time.Duration(cfg.MaxReceiveWait), MaxConsumers: cfg.MaxConsumers,
 		MaxConnections: cfg.MaxConnections, ReadTimeout: time.Duration(cfg.ReadTimeout), SubscriptionLagMetrics: cfg.SubscriptionLagMetrics,
-		Logger: log}
+		HistoryInterval: time.Duration(cfg.HistoryInterval),
+		Logger:          log}
 	tp, err := newTracerProvider(ctx, cfg.OTLPEndpoint, os.Getenv, log)
 	if err != nil {
 		return err

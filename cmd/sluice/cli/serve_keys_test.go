@@ -46,7 +46,8 @@ func TestServeConfigBounds(t *testing.T) {
 	if tok, app := keys[0], keys[1]; tok.MaxConnections != -1 || tok.MaxConsumers != -1 || app.MaxConnections != 3 || app.MaxConsumers != 2 {
 		t.Fatalf("keys' bounds: --token %+v, app %+v", tok, app)
 	}
-	for _, bad := range [][]string{{"--read-timeout", "0s"}, {"--read-timeout", "soon"}, {"--max-connections", "0"}} {
+	for _, bad := range [][]string{{"--read-timeout", "0s"}, {"--read-timeout", "soon"}, {"--max-connections", "0"},
+		{"--history-interval", "10ms"}, {"--history-interval", "6m"}} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		fs.SetOutput(io.Discard)
 		if _, err := loadServeConfig(fs, bad, func(string) string { return "" }); err == nil || !strings.Contains(err.Error(), bad[0]) {

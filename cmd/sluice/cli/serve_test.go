@@ -47,8 +47,8 @@ func TestServeConfigPrecedence(t *testing.T) {
 		t.Fatalf("the environment over the file: %+v", c)
 	}
 	if c := load(env, "--addr", "127.0.0.1:1003", "--self-check=false", "--stream-partitions", "32", "--max-consumers", "9",
-		"--metrics-subscription-lag"); c.Addr != "127.0.0.1:1003" ||
-		c.SelfCheck || c.StreamPartitions != 32 || c.MaxConsumers != 9 || !c.SubscriptionLagMetrics {
+		"--metrics-subscription-lag", "--history-interval", "30s"); c.Addr != "127.0.0.1:1003" ||
+		c.SelfCheck || c.StreamPartitions != 32 || c.MaxConsumers != 9 || !c.SubscriptionLagMetrics || time.Duration(c.HistoryInterval) != 30*time.Second {
 		t.Fatalf("a flag over the environment: %+v", c)
 	}
 	if c := load(nil, "--config", file, "--db", "sqlite://flag.db"); c.DB != "sqlite://flag.db" || c.Addr != "127.0.0.1:1001" {
