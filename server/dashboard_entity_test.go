@@ -143,6 +143,27 @@ func TestDashboardEntityPage(t *testing.T) {
 	}
 	find("messageId", "")
 
+	// A queue of sessions: its messages found by session, each showing
+	// its session in its detail.
+	if _, err := lib.CreateQueue(ctx, "carts", &sluice.QueueProperties{RequiresSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	carts, _ := lib.NewSender("carts")
+	if _, err := carts.SendBatch(ctx, []*sluice.Message{{Body: []byte("apple"), SessionID: "alice"}, {Body: []byte("bread"), SessionID: "bob"},
+		{Body: []byte("cheese"), SessionID: "alice"}}); err != nil {
+		t.Fatal(err)
+	}
+	do("the sessions' queue", chromedp.Navigate(e.url+"/#entity/carts"), chromedp.WaitVisible(chromedp.CSS(`#entity-messages tr[data-seq="3"]`)))
+	if got := find("sessionId", "alice"); got != "1 3" {
+		t.Errorf("finding session alice shows messages %q, want 1 3", got)
+	}
+	do("a session message's detail", chromedp.Click(chromedp.CSS(`#entity-messages tbody tr[data-seq="3"] td:nth-child(3)`)),
+		chromedp.WaitVisible(chromedp.CSS(`#message-detail`)))
+	if detail := text(`#message-detail`); !strings.Contains(detail, "session id\talice") || !strings.Contains(detail, "cheese") {
+		t.Errorf("the detail of a session's message shows %q", detail)
+	}
+	do("back to orders", chromedp.Navigate(e.url+"/#entity/orders"), chromedp.WaitVisible(chromedp.CSS(`#entity-messages tr[data-seq="7"]`)))
+
 	// Delete selected messages, confirmed: the locked one stays.
 	do("delete an active and a locked message", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
 		chromedp.Click(chromedp.CSS(`#entity-messages input[value="5"]`)), chromedp.Click(chromedp.CSS(`#entity-messages input[value="2"]`)),

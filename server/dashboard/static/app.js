@@ -402,13 +402,14 @@ async function drawSubscriptionLag() {
     `${subscriptionName(sub)}, sampled by the server ${every(h.interval)}`, every(h.interval)));
 }
 
-// openEntity shows an entity's page, its browse from the start.
-function openEntity(path) {
+// openEntity shows an entity's page, its browse and search from the
+// start, whether a click or the URL (replace, see show) led there.
+function openEntity(path, replace) {
   state.entity = path;
   state.browse = { from: 1, back: [], next: 0 };
   document.getElementById("entity-state").value = "";
   document.getElementById("entity-find").value = "";
-  show("entity");
+  show("entity", replace);
 }
 
 // showReasons fills the entity page's reason choice with its dead
@@ -836,13 +837,13 @@ function show(view, replace) {
 function route() {
   const hash = location.hash.slice(1);
   if (hash.startsWith("entity/")) {
+    let path = hash.slice("entity/".length);
     try {
-      state.entity = decodeURIComponent(hash.slice("entity/".length));
+      path = decodeURIComponent(path);
     } catch {
-      state.entity = hash.slice("entity/".length); // a stray "%": taken as it is
+      // a stray "%": taken as it is
     }
-    state.browse = { from: 1, back: [], next: 0 };
-    show("entity", true);
+    openEntity(path, true);
     return;
   }
   show(Object.hasOwn(views, hash) && hash !== "entity" ? hash : "entities", true);
