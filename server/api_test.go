@@ -25,7 +25,7 @@ func wantErr(t *testing.T, what string, err, target error) {
 func TestEntitiesAPI(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{})
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		ctx := t.Context()
 
 		q, err := c.CreateQueue(ctx, "orders", &sluice.QueueProperties{LockDuration: 30 * time.Second, MaxDeliveryCount: 3,
@@ -53,7 +53,7 @@ func TestEntitiesAPI(t *testing.T) {
 		if got, err := c.UpdateQueue(ctx, "orders", q.QueueProperties); err != nil || got.MaxDeliveryCount != 7 {
 			t.Fatalf("UpdateQueue = %+v, %v", got, err)
 		}
-		if lib, _ := e.lib.GetQueue(ctx, "orders"); lib.MaxDeliveryCount != 7 {
+		if lib, _ := e.Lib.GetQueue(ctx, "orders"); lib.MaxDeliveryCount != 7 {
 			t.Fatalf("the library sees max delivery count %d after the update", lib.MaxDeliveryCount)
 		}
 		// An update that does not mention forwarding keeps it.
@@ -158,7 +158,7 @@ func TestEntitiesAPI(t *testing.T) {
 func TestMessagingAPI(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{})
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		ctx := t.Context()
 		if _, err := c.CreateQueue(ctx, "work", &sluice.QueueProperties{MaxDeliveryCount: 2}); err != nil {
 			t.Fatal(err)
@@ -241,7 +241,7 @@ func TestMessagingAPI(t *testing.T) {
 		if got, err := rd.Receive(ctx, 1); err != nil || string(got[0].Body) != "gone" || got[0].LockToken != "" {
 			t.Fatalf("receive-and-delete = %+v, %v", got, err)
 		}
-		if st, _ := e.lib.GetQueueStats(ctx, "work"); st.Active+st.InFlight != 0 || st.DeadLettered != 1 {
+		if st, _ := e.Lib.GetQueueStats(ctx, "work"); st.Active+st.InFlight != 0 || st.DeadLettered != 1 {
 			t.Fatalf("stats after receive-and-delete: %+v", st)
 		}
 		at := time.Now().Add(time.Hour)
@@ -300,7 +300,7 @@ func TestMessagingAPI(t *testing.T) {
 func TestSessionsAPI(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{})
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		ctx := t.Context()
 		if _, err := c.CreateQueue(ctx, "sess", &sluice.QueueProperties{RequiresSession: true}); err != nil {
 			t.Fatal(err)
@@ -349,7 +349,7 @@ func TestSessionsAPI(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantErr(t, "SetSessionState after Close", s.SetSessionState(ctx, nil), sluice.ErrSessionLockLost)
-		if lib, err := e.lib.AcceptSession(ctx, "sess", "a", nil); err != nil {
+		if lib, err := e.Lib.AcceptSession(ctx, "sess", "a", nil); err != nil {
 			t.Fatalf("the library cannot accept the closed session: %v", err)
 		} else if st, _ := lib.SessionState(ctx); string(st) != "halfway" {
 			t.Fatalf("state seen by the library: %q", st)
@@ -370,7 +370,7 @@ func TestSessionsAPI(t *testing.T) {
 			t.Fatalf("AcceptNextSession with an ended context and a free session = %v, %v", b, err)
 		} else {
 			b.Close(ctx)
-			lib, _ := e.lib.AcceptSession(ctx, "sess", "b", nil)
+			lib, _ := e.Lib.AcceptSession(ctx, "sess", "b", nil)
 			ms, _ := lib.Receive(ctx, 1)
 			lib.Complete(ctx, ms[0])
 			lib.Close(ctx)
@@ -386,9 +386,9 @@ func TestSessionsAPI(t *testing.T) {
 // each partition holds once it renewed its leases.
 func TestClusterAPI(t *testing.T) {
 	e := start(t, "sqlite", server.Config{})
-	c := e.remote(t, nil)
+	c := e.Remote(t, nil)
 	ctx := t.Context()
-	p := e.lib.NewStreamProcessor(&sluice.StreamProcessorOptions{Name: "n"})
+	p := e.Lib.NewStreamProcessor(&sluice.StreamProcessorOptions{Name: "n"})
 	if err := p.Handle("h", func(context.Context, *sluice.StreamEvent) error { return nil }, &sluice.ConsumerOptions{Namespace: "ns"}); err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +396,7 @@ func TestClusterAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop(context.Background())
-	if _, err := e.lib.Publish(ctx, sluice.StreamID{Namespace: "ns", Key: "k"}, sluice.Event{Body: []byte("x")}); err != nil {
+	if _, err := e.Lib.Publish(ctx, sluice.StreamID{Namespace: "ns", Key: "k"}, sluice.Event{Body: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -405,7 +405,7 @@ func TestClusterAPI(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ClusterStatus: %v", err)
 		}
-		lib, _ := e.lib.ClusterStatus(ctx)
+		lib, _ := e.Lib.ClusterStatus(ctx)
 		renewed := !slices.ContainsFunc(st.Partitions, func(ps sluice.PartitionStatus) bool {
 			return ps.CacheWindows < 1 || len(ps.Leases) != 1 || ps.Leases[0].CacheWindows != ps.CacheWindows
 		})
@@ -427,7 +427,7 @@ func TestClusterAPI(t *testing.T) {
 func TestProtocols(t *testing.T) {
 	e := start(t, "sqlite", server.Config{})
 	for _, opts := range []*client.Options{{GRPC: true}, {JSON: true}, nil} {
-		c := e.remote(t, opts)
+		c := e.Remote(t, opts)
 		name := "q-" + randHex(3)
 		if _, err := c.CreateQueue(t.Context(), name, nil); err != nil {
 			t.Fatalf("%+v: CreateQueue: %v", opts, err)
@@ -484,7 +484,7 @@ var (
 // counts, page by page; Throughput reports the server's recent rates.
 func TestEntityStatsAndThroughput(t *testing.T) {
 	e := start(t, "sqlite", server.Config{})
-	c := e.remote(t, nil)
+	c := e.Remote(t, nil)
 	ctx := t.Context()
 	for _, q := range []string{"b-queue", "a-queue"} {
 		if _, err := c.CreateQueue(ctx, q, nil); err != nil {

@@ -23,7 +23,7 @@ import (
 // headers, announcing a body of bodyLen bytes, and none of the body yet.
 func rawCall(t *testing.T, e *env, procedure, token string, streaming bool, bodyLen int) net.Conn {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+	c, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func rawCall(t *testing.T, e *env, procedure, token string, streaming bool, body
 		ct = "application/connect+json"
 	}
 	head := fmt.Sprintf("POST /sluice.v1.%s HTTP/1.1\r\nHost: %s\r\nContent-Type: %s\r\nConnect-Protocol-Version: 1\r\n"+
-		"Content-Length: %d\r\n", procedure, strings.TrimPrefix(e.url, "http://"), ct, bodyLen)
+		"Content-Length: %d\r\n", procedure, strings.TrimPrefix(e.URL, "http://"), ct, bodyLen)
 	if token != "" {
 		head += "Authorization: Bearer " + token + "\r\n"
 	}
@@ -161,7 +161,7 @@ func TestSlowRequestsCut(t *testing.T) {
 	began := time.Now()
 	conns := slowClients(t, e, 20)
 	for range 5 { // headers a byte at a time, never finished
-		c, err := net.Dial("tcp", strings.TrimPrefix(e.url, "http://"))
+		c, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,7 +197,7 @@ func waitForMetric(t *testing.T, e *env, name string, want float64) bool {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		req, _ := http.NewRequest(http.MethodGet, e.url+"/metrics", nil)
+		req, _ := http.NewRequest(http.MethodGet, e.URL+"/metrics", nil)
 		req.Header.Set("Authorization", "Bearer hard-admin-token-0123456789")
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -236,7 +236,7 @@ func TestReadBoundSparesLongCalls(t *testing.T) {
 		t.Fatalf("the receive returned after %v, want its wait of 2 s", d)
 	}
 	// Over HTTP/2 (gRPC over h2c): a receive that waits, and a tail.
-	c := e.remote(t, &client.Options{Token: admin, GRPC: true})
+	c := e.Remote(t, &client.Options{Token: admin, GRPC: true})
 	r, err := c.NewReceiver("q", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -273,7 +273,7 @@ func TestMaxConnections(t *testing.T) {
 	t.Parallel()
 	logs := &logRecords{}
 	e := start(t, "sqlite", server.Config{MaxConnections: 3, Logger: slog.New(logs)})
-	addr := strings.TrimPrefix(e.url, "http://")
+	addr := strings.TrimPrefix(e.URL, "http://")
 	var open []net.Conn
 	for range 3 {
 		c, err := net.Dial("tcp", addr)
@@ -295,7 +295,7 @@ func TestMaxConnections(t *testing.T) {
 		t.Fatalf("the refused connection is not logged with its peer: %q", got)
 	}
 	open[0].Close()
-	if !waitForHealthz(e.url, 10*time.Second) {
+	if !waitForHealthz(e.URL, 10*time.Second) {
 		t.Fatal("no connection is served after one of the three closed")
 	}
 }
@@ -328,7 +328,7 @@ func TestKeyMaxConnections(t *testing.T) {
 		Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}}}, hardeningKeys...)})
 	call := func(tr *http.Transport) (int, connectError, bool) {
 		t.Helper()
-		req, _ := http.NewRequest(http.MethodPost, e.url+"/sluice.v1.EntityService/ListQueues", strings.NewReader(`{}`))
+		req, _ := http.NewRequest(http.MethodPost, e.URL+"/sluice.v1.EntityService/ListQueues", strings.NewReader(`{}`))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer "+token)
 		res, err := (&http.Client{Transport: tr}).Do(req)

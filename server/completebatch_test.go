@@ -45,7 +45,7 @@ func TestCompleteBatchAPI(t *testing.T) {
 		e := start(t, kind, server.Config{})
 		ctx := t.Context()
 		for _, opts := range []*client.Options{nil, {JSON: true}, {GRPC: true}} {
-			c := e.remote(t, opts)
+			c := e.Remote(t, opts)
 			name := "q-" + randHex(3)
 			if _, err := c.CreateQueue(ctx, name, nil); err != nil {
 				t.Fatal(err)
@@ -62,7 +62,7 @@ func TestCompleteBatchAPI(t *testing.T) {
 			if err := r.CompleteBatch(ctx, ms); err != nil {
 				t.Fatalf("%s: CompleteBatch: %v", protocol(opts), err)
 			}
-			if st, _ := e.lib.GetQueueStats(ctx, name); st.Active+st.InFlight != 0 {
+			if st, _ := e.Lib.GetQueueStats(ctx, name); st.Active+st.InFlight != 0 {
 				t.Fatalf("%s: after CompleteBatch: %+v", protocol(opts), st)
 			}
 			err = r.CompleteBatch(ctx, ms)
@@ -71,7 +71,7 @@ func TestCompleteBatchAPI(t *testing.T) {
 			}
 		}
 
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		if _, err := c.CreateQueue(ctx, "short", &sluice.QueueProperties{LockDuration: time.Second}); err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestCompleteBatchAPI(t *testing.T) {
 		if be.Total != 4 || be.Failed[0].Message != old[0] || be.Failed[1].Message != ms[2] || !strings.Contains(be.Failed[0].Err.Error(), "lock lost") {
 			t.Fatalf("the batch error: %+v", be)
 		}
-		if st, _ := e.lib.GetQueueStats(ctx, "short"); st.Active+st.InFlight != 0 {
+		if st, _ := e.Lib.GetQueueStats(ctx, "short"); st.Active+st.InFlight != 0 {
 			t.Fatalf("after CompleteBatch with lost locks: %+v", st)
 		}
 
@@ -119,7 +119,7 @@ func TestCompleteBatchAPI(t *testing.T) {
 		if err := dlq.CompleteBatch(ctx, receiveN(t, dlq, 2)); err != nil {
 			t.Fatalf("CompleteBatch of dead letters: %v", err)
 		}
-		if st, _ := e.lib.GetQueueStats(ctx, "short"); st.DeadLettered != 0 {
+		if st, _ := e.Lib.GetQueueStats(ctx, "short"); st.DeadLettered != 0 {
 			t.Fatalf("after CompleteBatch of the dead letters: %+v", st)
 		}
 		if _, err := c.CreateQueue(ctx, "sess", &sluice.QueueProperties{RequiresSession: true}); err != nil {
@@ -174,7 +174,7 @@ func TestCompleteBatchBadRequests(t *testing.T) {
 			{Name: "producer", Token: producer, Grants: []server.Grant{{Actions: server.Send, Entities: []string{"*"}}}},
 		}})
 		ctx := t.Context()
-		c := e.remote(t, &client.Options{Token: admin})
+		c := e.Remote(t, &client.Options{Token: admin})
 		if _, err := c.CreateQueue(ctx, "q1", nil); err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +213,7 @@ func TestCompleteBatchBadRequests(t *testing.T) {
 			status, ce := post(t, e, "MessagingService/CompleteBatch", bad.token, bad.body)
 			wantStatus(t, bad.what, status, ce, bad.status, bad.code, bad.reason, bad.says)
 		}
-		if st, _ := e.lib.GetQueueStats(ctx, "q1"); st.InFlight != 2 {
+		if st, _ := e.Lib.GetQueueStats(ctx, "q1"); st.InFlight != 2 {
 			t.Fatalf("the refused batches completed messages: %+v", st)
 		}
 		wantErr(t, "the client's CompleteBatch with a nil message", r.CompleteBatch(ctx, []*sluice.ReceivedMessage{ms[0], nil}), sluice.ErrInvalidArgument)
@@ -221,7 +221,7 @@ func TestCompleteBatchBadRequests(t *testing.T) {
 			sluice.ErrInvalidArgument)
 
 		// A token that holds nothing fails alone; the held ones complete.
-		raw := sluicev1connect.NewMessagingServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.url)))
+		raw := sluicev1connect.NewMessagingServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.URL)))
 		const stale = "00000000000000090000000000000001"
 		cctx, info := connect.NewClientContext(ctx)
 		info.RequestHeader().Set("Authorization", "Bearer "+admin)
@@ -232,7 +232,7 @@ func TestCompleteBatchBadRequests(t *testing.T) {
 		if f := res.Failures[0]; f.Index != 1 || f.LockToken != stale || f.Reason != "LOCK_LOST" || !strings.Contains(f.Message, "lock lost") {
 			t.Fatalf("the stale token's failure: %v", f)
 		}
-		if st, _ := e.lib.GetQueueStats(ctx, "q1"); st.Active+st.InFlight != 0 {
+		if st, _ := e.Lib.GetQueueStats(ctx, "q1"); st.Active+st.InFlight != 0 {
 			t.Fatalf("after CompleteBatch with a stale token: %+v", st)
 		}
 	})

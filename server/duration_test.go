@@ -26,7 +26,7 @@ func TestAPIDurationEdges(t *testing.T) {
 			return raw
 		}
 		call("EntityService/CreateQueue", `{"name":"q","properties":{"defaultTtl":"315576000000s","deadLetterRetention":"315576000000s","deadLetterOnExpiry":true}}`)
-		q, err := e.lib.GetQueue(ctx, "q")
+		q, err := e.Lib.GetQueue(ctx, "q")
 		if err != nil || q.DefaultTTL != sluice.Forever || q.DeadLetterRetention != sluice.Forever {
 			t.Fatalf("queue created with protobuf's maximum durations: %+v, %v; want Forever (never)", q.QueueProperties, err)
 		}
@@ -37,14 +37,14 @@ func TestAPIDurationEdges(t *testing.T) {
 		if strings.Count(raw, `"sequenceNumber"`) != 1 || strings.Contains(raw, `"expiresAt"`) {
 			t.Fatalf("Receive after a send with protobuf's maximum TTL: %s; want the one message, expiring never", raw)
 		}
-		if reasons, err := e.lib.DeadLetterReasons(ctx, "q"); err != nil || len(reasons) != 0 {
+		if reasons, err := e.Lib.DeadLetterReasons(ctx, "q"); err != nil || len(reasons) != 0 {
 			t.Fatalf("dead letters: %v, %v", reasons, err)
 		}
 		call("StreamService/SetStreamRetention", `{"namespace":"ns","maxAge":"315576000000s"}`)
 		// A negative wait is refused before anything is received.
 		status, ce = post(t, e, "MessagingService/Receive", "", `{"entity":"q","maxWait":"-1s"}`)
 		wantStatus(t, "Receive with a negative wait", status, ce, http.StatusBadRequest, "invalid_argument", "INVALID_ARGUMENT", "negative")
-		if st, err := e.lib.GetQueueStats(ctx, "q"); err != nil || st.InFlight != 1 || st.Active != 0 {
+		if st, err := e.Lib.GetQueueStats(ctx, "q"); err != nil || st.InFlight != 1 || st.Active != 0 {
 			t.Fatalf("stats after a refused receive: %+v, %v", st, err)
 		}
 	})
@@ -93,7 +93,7 @@ func TestAPINeverReadsBackAsForever(t *testing.T) {
 				}
 			}
 		}
-		cl := e.remote(t, nil)
+		cl := e.Remote(t, nil)
 		q, err := cl.GetQueue(ctx, "q")
 		if err != nil || q.DefaultTTL != sluice.Forever || q.DeadLetterRetention != sluice.Forever {
 			t.Fatalf("the client's GetQueue = %+v, %v; want Forever", q, err)
@@ -119,7 +119,7 @@ func TestAPINeverReadsBackAsForever(t *testing.T) {
 		p := props(call("EntityService/GetQueue", `{"name":"q"}`), "queue")
 		raw, _ := json.Marshal(map[string]any{"name": "q", "properties": p})
 		call("EntityService/UpdateQueue", string(raw))
-		if again, err := e.lib.GetQueue(ctx, "q"); err != nil || again != q {
+		if again, err := e.Lib.GetQueue(ctx, "q"); err != nil || again != q {
 			t.Fatalf("after an update with the JSON read back: %+v, %v; want %+v", again, err, q)
 		}
 	})

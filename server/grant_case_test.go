@@ -25,23 +25,23 @@ func TestGrantsIgnoreCase(t *testing.T) {
 			{Name: "other", Token: other, Grants: []server.Grant{{Actions: server.All, Entities: []string{"payroll"}}}},
 		}})
 		ctx := t.Context()
-		if _, err := e.lib.CreateQueue(ctx, "orders-1", nil); err != nil {
+		if _, err := e.Lib.CreateQueue(ctx, "orders-1", nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.lib.CreateTopic(ctx, "feed", nil); err != nil {
+		if _, err := e.Lib.CreateTopic(ctx, "feed", nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.lib.CreateSubscription(ctx, "feed", "audit", nil); err != nil {
+		if _, err := e.Lib.CreateSubscription(ctx, "feed", "audit", nil); err != nil {
 			t.Fatal(err)
 		}
-		c := e.remote(t, &client.Options{Token: mixed})
+		c := e.Remote(t, &client.Options{Token: mixed})
 		for _, name := range []string{"orders-1", "ORDERS-1", "Orders-1"} {
 			s, _ := c.NewSender(name)
 			if _, err := s.Send(ctx, &sluice.Message{Body: []byte(name)}); err != nil {
 				t.Fatalf("send to %q with a grant of Orders*: %v", name, err)
 			}
 		}
-		if st, err := e.lib.GetQueueStats(ctx, "orders-1"); err != nil || st.Active != 3 {
+		if st, err := e.Lib.GetQueueStats(ctx, "orders-1"); err != nil || st.Active != 3 {
 			t.Fatalf("orders-1 after three sends: %+v, %v", st, err)
 		}
 		qs, err := c.ListQueues(ctx, "", 10)
@@ -52,7 +52,7 @@ func TestGrantsIgnoreCase(t *testing.T) {
 		if err != nil || !slices.ContainsFunc(subs, func(s sluice.SubscriptionInfo) bool { return s.Name == "audit" }) {
 			t.Fatalf("ListSubscriptions(FEED) by a key granted Feed/Subscriptions/*: %+v, %v", subs, err)
 		}
-		o := e.remote(t, &client.Options{Token: other})
+		o := e.Remote(t, &client.Options{Token: other})
 		for _, name := range []string{"orders-1", "ORDERS-1"} {
 			s, _ := o.NewSender(name)
 			if _, err := s.Send(ctx, &sluice.Message{Body: []byte("no")}); connect.CodeOf(err) != connect.CodePermissionDenied {
@@ -76,11 +76,11 @@ func TestGrantPrefixCutInSubscriptionsSegment(t *testing.T) {
 		subs := map[string][]string{"t": {"a", "b"}, "u": {"sa", "sb", "x"}, "v": {"p"}, "w": {"q", "stuff"}, "x": {"y"},
 			"y": {"z"}}
 		for topic, names := range subs {
-			if _, err := e.lib.CreateTopic(ctx, topic, nil); err != nil {
+			if _, err := e.Lib.CreateTopic(ctx, topic, nil); err != nil {
 				t.Fatal(err)
 			}
 			for _, n := range names {
-				if _, err := e.lib.CreateSubscription(ctx, topic, n, nil); err != nil {
+				if _, err := e.Lib.CreateSubscription(ctx, topic, n, nil); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -88,7 +88,7 @@ func TestGrantPrefixCutInSubscriptionsSegment(t *testing.T) {
 		queues := []string{"t/subscribers", "t/sub", "t/Sz", "u/subs", "v/subscriptions", "v/subscriptionsx", "v/sub",
 			"w/stock", "w/q", "x/q"}
 		for _, q := range queues {
-			if _, err := e.lib.CreateQueue(ctx, q, nil); err != nil {
+			if _, err := e.Lib.CreateQueue(ctx, q, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

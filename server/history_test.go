@@ -21,7 +21,7 @@ func TestEntityHistory(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{HistoryInterval: historyInterval})
 		ctx := t.Context()
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		if _, err := c.CreateQueue(ctx, "orders", nil); err != nil {
 			t.Fatal(err)
 		}
@@ -86,14 +86,14 @@ func TestEntityHistory(t *testing.T) {
 			t.Errorf("the history of a deleted queue: %d samples, %v", len(s), err)
 		}
 		// One deleted by another process goes at the next sample.
-		if _, err := e.lib.CreateQueue(ctx, "elsewhere", nil); err != nil {
+		if _, err := e.Lib.CreateQueue(ctx, "elsewhere", nil); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "sample of elsewhere", 30*time.Second, func() bool {
 			_, s, err := c.EntityHistory(ctx, "elsewhere")
 			return err == nil && len(s) > 0
 		})
-		if err := e.lib.DeleteQueue(ctx, "elsewhere"); err != nil {
+		if err := e.Lib.DeleteQueue(ctx, "elsewhere"); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "sample without elsewhere", 30*time.Second, func() bool {
@@ -114,17 +114,17 @@ func TestStreamLagHistory(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{HistoryInterval: historyInterval})
 		ctx := t.Context()
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		interval, none, err := c.ConsumerLagHistory(ctx, "", 0)
 		if err != nil || len(none) != 0 || interval != historyInterval {
 			t.Fatalf("with no subscriptions: %v, %+v, %v", interval, none, err)
 		}
 		id := sluice.StreamID{Namespace: "ledger", Key: "k1"}
-		sub, err := e.lib.Subscribe(ctx, id, "ghost", sluice.FromBeginning())
+		sub, err := e.Lib.Subscribe(ctx, id, "ghost", sluice.FromBeginning())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.lib.Publish(ctx, id, sluice.Event{Body: []byte("1")}, sluice.Event{Body: []byte("2")}, sluice.Event{Body: []byte("3")}); err != nil {
+		if _, err := e.Lib.Publish(ctx, id, sluice.Event{Body: []byte("1")}, sluice.Event{Body: []byte("2")}, sluice.Event{Body: []byte("3")}); err != nil {
 			t.Fatal(err)
 		}
 		var series []client.ConsumerLagHistory
@@ -150,7 +150,7 @@ func TestStreamLagHistory(t *testing.T) {
 			t.Errorf("max 1001: %v", err)
 		}
 		// Unsubscribed: its series goes at the next sample.
-		if err := e.lib.Unsubscribe(ctx, sub.ID); err != nil {
+		if err := e.Lib.Unsubscribe(ctx, sub.ID); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, "sample without ghost", 30*time.Second, func() bool {
@@ -170,7 +170,7 @@ func TestHistoryInterval(t *testing.T) {
 	for set, want := range map[time.Duration]time.Duration{0: server.DefaultHistoryInterval, -time.Second: server.DefaultHistoryInterval,
 		time.Nanosecond: 100 * time.Millisecond, 42 * time.Second: 42 * time.Second, 24 * time.Hour: 5 * time.Minute} {
 		e := start(t, "sqlite", server.Config{HistoryInterval: set})
-		got, _, err := e.remote(t, nil).ConsumerLagHistory(t.Context(), "", 0)
+		got, _, err := e.Remote(t, nil).ConsumerLagHistory(t.Context(), "", 0)
 		if err != nil || got != want {
 			t.Errorf("HistoryInterval %v: the server samples every %v (%v), want %v", set, got, err, want)
 		}
@@ -182,7 +182,7 @@ func TestHistoryInterval(t *testing.T) {
 func TestEntityHistoryNotSampledYet(t *testing.T) {
 	t.Parallel()
 	e := start(t, "sqlite", server.Config{HistoryInterval: 5 * time.Minute})
-	c := e.remote(t, nil)
+	c := e.Remote(t, nil)
 	if _, err := c.CreateQueue(t.Context(), "fresh", nil); err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func post(t *testing.T, e *env, procedure, token, body string) (int, connectErro
 // returns its status and response body.
 func postRaw(t *testing.T, e *env, procedure, token, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url+"/sluice.v1."+procedure, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+"/sluice.v1."+procedure, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,8 +84,8 @@ func wantStatus(t *testing.T, what string, status int, ce connectError, wantStat
 // nothingWritten checks that the tenant holds no entity.
 func nothingWritten(t *testing.T, e *env, what string) {
 	t.Helper()
-	qs, err := e.lib.ListQueues(t.Context(), "", 10)
-	ts, err2 := e.lib.ListTopics(t.Context(), "", 10)
+	qs, err := e.Lib.ListQueues(t.Context(), "", 10)
+	ts, err2 := e.Lib.ListTopics(t.Context(), "", 10)
 	if err != nil || err2 != nil || len(qs)+len(ts) != 0 {
 		t.Fatalf("%s wrote %v %v (%v, %v)", what, qs, ts, err, err2)
 	}
@@ -129,7 +129,7 @@ func TestBadRequests(t *testing.T) {
 	wantStatus(t, "an unknown receive mode", status, ce, 400, "invalid_argument", "", "mode")
 	status, ce = post(t, e, "MessagingService/Receive", "", `{"entity": "nope"}`)
 	wantStatus(t, "a receive from a missing queue", status, ce, 404, "not_found", "ENTITY_NOT_FOUND", `"nope"`)
-	if st, err := e.lib.GetQueueStats(t.Context(), "q1"); err != nil || st != (sluice.QueueStats{}) {
+	if st, err := e.Lib.GetQueueStats(t.Context(), "q1"); err != nil || st != (sluice.QueueStats{}) {
 		t.Fatalf("the bad sends left %+v (%v)", st, err)
 	}
 	status, ce = post(t, e, "EntityService/NoSuchCall", "", `{}`)
@@ -170,7 +170,7 @@ func TestAuthentication(t *testing.T) {
 	wantStatus(t, "a consumer sending", status, ce, 403, "permission_denied", "", "may not send")
 	status, ce = post(t, e, "MessagingService/Send", producer, `{"entity": "audit", "messages": [{"body": "aGk="}]}`)
 	wantStatus(t, "a producer sending to an entity it has no grant for", status, ce, 403, "permission_denied", "", `"audit"`)
-	if st, _ := e.lib.GetQueueStats(t.Context(), "audit"); st.Active != 0 {
+	if st, _ := e.Lib.GetQueueStats(t.Context(), "audit"); st.Active != 0 {
 		t.Fatalf("a refused send wrote %+v", st)
 	}
 	if status, _ := post(t, e, "MessagingService/Send", producer, `{"entity": "orders-1", "messages": [{"body": "aGk="}]}`); status != 200 {
@@ -180,12 +180,12 @@ func TestAuthentication(t *testing.T) {
 	wantStatus(t, "a producer receiving", status, ce, 403, "permission_denied", "", "may not receive")
 	status, ce = post(t, e, "MessagingService/Send", producer, `{"entity": "orders-1", "messages": [{"body": "aGk="}]}`)
 	wantStatus(t, "a producer past its rate limit", status, ce, 429, "resource_exhausted", "RATE_LIMITED", "rate limit")
-	if st, _ := e.lib.GetQueueStats(t.Context(), "orders-1"); st.Active != 1 {
+	if st, _ := e.Lib.GetQueueStats(t.Context(), "orders-1"); st.Active != 1 {
 		t.Fatalf("after a send and a rate-limited one: %+v", st)
 	}
 
 	// The Go client carries the token; listings show what a key may see.
-	c := e.remote(t, &client.Options{Token: consumer})
+	c := e.Remote(t, &client.Options{Token: consumer})
 	r, _ := c.NewReceiver("orders-1", nil)
 	ms, err := r.Receive(t.Context(), 1)
 	if err != nil || string(ms[0].Body) != "hi" {
@@ -194,7 +194,7 @@ func TestAuthentication(t *testing.T) {
 	if err := r.Complete(t.Context(), ms[0]); err != nil {
 		t.Fatal(err)
 	}
-	qs, err := e.remote(t, &client.Options{Token: admin}).ListQueues(t.Context(), "", 10)
+	qs, err := e.Remote(t, &client.Options{Token: admin}).ListQueues(t.Context(), "", 10)
 	if err != nil || len(qs) != 2 {
 		t.Fatalf("the admin lists %+v, %v", qs, err)
 	}
@@ -243,7 +243,7 @@ func TestConfigRefused(t *testing.T) {
 func TestHealthAndShutdown(t *testing.T) {
 	e := start(t, "sqlite", server.Config{})
 	for _, path := range []string{"/healthz", "/readyz"} {
-		res, err := http.Get(e.url + path)
+		res, err := http.Get(e.URL + path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,10 +253,10 @@ func TestHealthAndShutdown(t *testing.T) {
 			t.Fatalf("GET %s: %d %q", path, res.StatusCode, body)
 		}
 	}
-	if _, err := e.lib.CreateQueue(t.Context(), "idle", nil); err != nil {
+	if _, err := e.Lib.CreateQueue(t.Context(), "idle", nil); err != nil {
 		t.Fatal(err)
 	}
-	raw := sluicev1connect.NewMessagingServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.url)))
+	raw := sluicev1connect.NewMessagingServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.URL)))
 	type result struct {
 		res *sluicev1.ReceiveResponse
 		err error
@@ -271,7 +271,7 @@ func TestHealthAndShutdown(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // the receive waits
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if err := e.srv.Shutdown(ctx); err != nil {
+	if err := e.Srv.Shutdown(ctx); err != nil {
 		t.Fatalf("Shutdown: %v", err)
 	}
 	r := <-done
@@ -283,7 +283,7 @@ func TestHealthAndShutdown(t *testing.T) {
 // scrape returns the server's /metrics, with a token when given.
 func scrape(t *testing.T, e *env, token string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.url+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.URL+"/metrics", nil)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
@@ -301,7 +301,7 @@ func scrape(t *testing.T, e *env, token string) (int, string) {
 // depths and the partitions' lag at each scrape.
 func TestMetrics(t *testing.T) {
 	e := start(t, "sqlite", server.Config{})
-	c := e.remote(t, nil)
+	c := e.Remote(t, nil)
 	ctx := t.Context()
 	if _, err := c.CreateQueue(ctx, "metered", nil); err != nil {
 		t.Fatal(err)
@@ -320,14 +320,14 @@ func TestMetrics(t *testing.T) {
 	r.DeadLetter(ctx, ms[1], &sluice.DeadLetterOptions{Reason: "broken"})
 	// A message the queue dead-lettered, in another process (the library
 	// here), shows by reason.
-	if _, err := e.lib.CreateQueue(ctx, "poison", &sluice.QueueProperties{MaxDeliveryCount: 1}); err != nil {
+	if _, err := e.Lib.CreateQueue(ctx, "poison", &sluice.QueueProperties{MaxDeliveryCount: 1}); err != nil {
 		t.Fatal(err)
 	}
-	psnd, _ := e.lib.NewSender("poison")
+	psnd, _ := e.Lib.NewSender("poison")
 	if _, err := psnd.SendBatch(ctx, []*sluice.Message{{Body: []byte("x")}}); err != nil {
 		t.Fatal(err)
 	}
-	pr, _ := e.lib.NewReceiver("poison", nil)
+	pr, _ := e.Lib.NewReceiver("poison", nil)
 	if pm, err := pr.Receive(ctx, 1); err != nil || len(pm) != 1 || pr.Abandon(ctx, pm[0], nil) != nil {
 		t.Fatalf("poison: %v, %v", pm, err)
 	}
@@ -388,7 +388,7 @@ func TestLoopbackHostsOnly(t *testing.T) {
 	t.Parallel()
 	get := func(e *env, host, path string) *http.Response {
 		t.Helper()
-		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.url+path, nil)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, e.URL+path, nil)
 		req.Host = host
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -398,7 +398,7 @@ func TestLoopbackHostsOnly(t *testing.T) {
 		return res
 	}
 	open := start(t, "sqlite", server.Config{})
-	port := strings.TrimPrefix(open.url, "http://127.0.0.1")
+	port := strings.TrimPrefix(open.URL, "http://127.0.0.1")
 	for _, host := range []string{"127.0.0.1" + port, "localhost" + port, "app.localhost", "[::1]" + port, "LOCALHOST."} {
 		if res := get(open, host, "/healthz"); res.StatusCode != http.StatusOK {
 			t.Errorf("Host %s: %d, want 200", host, res.StatusCode)

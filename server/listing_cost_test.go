@@ -115,11 +115,11 @@ func TestListingCostIgnoresHiddenEntities(t *testing.T) {
 			}
 		}
 		for _, q := range []string{"mine-1", "mine-2", "lone"} {
-			must(e.lib.CreateQueue(ctx, q, nil))
+			must(e.Lib.CreateQueue(ctx, q, nil))
 		}
-		must(e.lib.CreateTopic(ctx, "feed", nil))
-		must(e.lib.CreateTopic(ctx, "mine-topic", nil))
-		must(e.lib.CreateSubscription(ctx, "feed", "mine-sub", nil))
+		must(e.Lib.CreateTopic(ctx, "feed", nil))
+		must(e.Lib.CreateTopic(ctx, "mine-topic", nil))
+		must(e.Lib.CreateSubscription(ctx, "feed", "mine-sub", nil))
 		calls := []struct{ procedure, token, body string }{
 			{"EntityService/ListQueues", "cost-mine-token-0123456789", `{"max":1}`},
 			{"EntityService/ListQueues", "cost-mine-token-0123456789", `{}`},
@@ -148,13 +148,13 @@ func TestListingCostIgnoresHiddenEntities(t *testing.T) {
 		for i := range hidden {
 			switch i % 4 {
 			case 0:
-				must(e.lib.CreateQueue(ctx, fmt.Sprintf("a-%04d", i), nil))
+				must(e.Lib.CreateQueue(ctx, fmt.Sprintf("a-%04d", i), nil))
 			case 1:
-				must(e.lib.CreateQueue(ctx, fmt.Sprintf("mind-%04d", i), nil))
+				must(e.Lib.CreateQueue(ctx, fmt.Sprintf("mind-%04d", i), nil))
 			case 2:
-				must(e.lib.CreateTopic(ctx, fmt.Sprintf("t-%04d", i), nil))
+				must(e.Lib.CreateTopic(ctx, fmt.Sprintf("t-%04d", i), nil))
 			case 3:
-				must(e.lib.CreateSubscription(ctx, "feed", fmt.Sprintf("other-%04d", i), nil))
+				must(e.Lib.CreateSubscription(ctx, "feed", fmt.Sprintf("other-%04d", i), nil))
 			}
 		}
 		many := cost()
@@ -173,11 +173,11 @@ func TestListingCostIgnoresHiddenEntities(t *testing.T) {
 					key = k
 				}
 			}
-			all, err := e.lib.ListQueues(ctx, "", 1000)
+			all, err := e.Lib.ListQueues(ctx, "", 1000)
 			if err != nil {
 				t.Fatal(err)
 			}
-			more, err := e.lib.ListQueues(ctx, all[len(all)-1].Name, 1000)
+			more, err := e.Lib.ListQueues(ctx, all[len(all)-1].Name, 1000)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -243,7 +243,7 @@ func TestStreamSubscriptionListingCost(t *testing.T) {
 		sid := sluice.StreamID{Namespace: "ledger", Key: "k1"}
 		subscribe := func(id sluice.StreamID, consumer string) {
 			t.Helper()
-			if _, err := e.lib.Subscribe(ctx, id, consumer, sluice.FromNow()); err != nil {
+			if _, err := e.Lib.Subscribe(ctx, id, consumer, sluice.FromNow()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -290,7 +290,7 @@ func TestStreamSubscriptionListingCost(t *testing.T) {
 			}
 		}
 		t.Logf("reads per listing: %v", many)
-		all, err := e.lib.StreamSubscriptions(ctx, sid)
+		all, err := e.Lib.StreamSubscriptions(ctx, sid)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -139,7 +139,7 @@ func testSilentStreamReplaced(t *testing.T, opts *client.Options, keys []server.
 	// miss three, short enough for a test.
 	const beat = time.Second
 	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, Heartbeat: beat, Keys: keys})
-	proxy := newStallingProxy(t, strings.TrimPrefix(e.url, "http://"))
+	proxy := newStallingProxy(t, strings.TrimPrefix(e.URL, "http://"))
 	c, err := client.New(proxy.url(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func testSilentStreamReplaced(t *testing.T, opts *client.Options, keys []server.
 			return delivery{}
 		}
 	}
-	lib := e.lib // publishes straight to the database, past the proxy
+	lib := e.Lib // publishes straight to the database, past the proxy
 	if _, err := lib.Publish(ctx, sluice.StreamID{Namespace: "jobs", Key: "j"}, sluice.Event{Body: []byte("one")}); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +214,7 @@ func testSilentStreamReplaced(t *testing.T, opts *client.Options, keys []server.
 // three heartbeats, rather than wait forever.
 func TestTailSilentEnds(t *testing.T) {
 	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, Heartbeat: time.Second})
-	proxy := newStallingProxy(t, strings.TrimPrefix(e.url, "http://"))
+	proxy := newStallingProxy(t, strings.TrimPrefix(e.URL, "http://"))
 	c, err := client.New(proxy.url(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -247,7 +247,7 @@ func TestTailSilentEnds(t *testing.T) {
 // for a silent one: the time in the callback does not count.
 func TestTailSlowCallbackLives(t *testing.T) {
 	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, Heartbeat: time.Second})
-	c := e.remote(t, nil)
+	c := e.Remote(t, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	started := make(chan struct{})
@@ -265,7 +265,7 @@ func TestTailSlowCallbackLives(t *testing.T) {
 	<-started
 	id := sluice.StreamID{Namespace: "orders", Key: "o"}
 	for _, body := range []string{"slow", "after"} {
-		if _, err := e.lib.Publish(t.Context(), id, sluice.Event{Body: []byte(body)}); err != nil {
+		if _, err := e.Lib.Publish(t.Context(), id, sluice.Event{Body: []byte(body)}); err != nil {
 			t.Fatal(err)
 		}
 	}

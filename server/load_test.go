@@ -30,13 +30,13 @@ func TestManyLongPolls(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{})
 		ctx := t.Context()
-		if _, err := e.lib.CreateQueue(ctx, "busy", nil); err != nil {
+		if _, err := e.Lib.CreateQueue(ctx, "busy", nil); err != nil {
 			t.Fatal(err)
 		}
 		const receivers = 1000
 		transport := &http.Transport{MaxIdleConnsPerHost: receivers}
 		defer transport.CloseIdleConnections()
-		c := e.remote(t, &client.Options{HTTPClient: &http.Client{Transport: transport}})
+		c := e.Remote(t, &client.Options{HTTPClient: &http.Client{Transport: transport}})
 		var (
 			waiting  atomic.Int64
 			finished atomic.Int64
@@ -112,7 +112,7 @@ func TestManyLongPolls(t *testing.T) {
 		}
 		t.Logf("%s: %d long-polling receivers got the %d messages sent in %v, without an error",
 			kind, receivers, receivers, time.Since(began).Round(time.Millisecond))
-		if st, _ := e.lib.GetQueueStats(ctx, "busy"); st != (sluice.QueueStats{}) {
+		if st, _ := e.Lib.GetQueueStats(ctx, "busy"); st != (sluice.QueueStats{}) {
 			t.Fatalf("left in the queue: %+v", st)
 		}
 	})

@@ -54,7 +54,7 @@ func TestMetricsCountEveryDeadLettering(t *testing.T) {
 	}
 	lib := open()
 	e := serve(t, lib, server.Config{})
-	c := e.remote(t, nil)
+	c := e.Remote(t, nil)
 	ctx := t.Context()
 	if _, err := c.CreateQueue(ctx, "work", &sluice.QueueProperties{MaxDeliveryCount: 1, LockDuration: time.Second,
 		DeadLetterOnExpiry: true}); err != nil {
@@ -153,7 +153,7 @@ func scrapeBody(t *testing.T, e *env) string {
 func shutdown(t *testing.T, e *env) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := e.srv.Shutdown(ctx); err != nil {
+	if err := e.Srv.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -178,11 +178,11 @@ func TestMetricsStreamLag(t *testing.T) {
 		t.Run(strconv.FormatBool(perSubscription), func(t *testing.T) {
 			e := start(t, "sqlite", server.Config{SubscriptionLagMetrics: perSubscription})
 			ctx := t.Context()
-			sub, err := e.lib.Subscribe(ctx, sluice.StreamID{Namespace: "shop", Key: "cart-7"}, "audit", sluice.FromBeginning())
+			sub, err := e.Lib.Subscribe(ctx, sluice.StreamID{Namespace: "shop", Key: "cart-7"}, "audit", sluice.FromBeginning())
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := e.lib.Publish(ctx, sluice.StreamID{Namespace: "shop", Key: "cart-7"},
+			if _, err := e.Lib.Publish(ctx, sluice.StreamID{Namespace: "shop", Key: "cart-7"},
 				sluice.Event{Body: []byte("a")}, sluice.Event{Body: []byte("b")}, sluice.Event{Body: []byte("c")}); err != nil {
 				t.Fatal(err)
 			}
@@ -200,7 +200,7 @@ func TestMetricsStreamLag(t *testing.T) {
 				return
 			}
 			// Served, it catches up.
-			p := e.lib.NewStreamProcessor(&sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond,
+			p := e.Lib.NewStreamProcessor(&sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond,
 				ProgressInterval: 100 * time.Millisecond})
 			p.Handle("audit", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
 			if err := p.Start(ctx); err != nil {

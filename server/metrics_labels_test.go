@@ -45,7 +45,7 @@ func TestMetricsLabelOnlyEntitiesThatExist(t *testing.T) {
 		if wrong > 0 {
 			t.Fatalf("%d Completes of missing entities did not answer 404", wrong)
 		}
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		ctx := t.Context()
 		for _, q := range []string{"real", "sluice-self-check-1"} {
 			if _, err := c.CreateQueue(ctx, q, nil); err != nil {

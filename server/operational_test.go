@@ -21,7 +21,7 @@ func TestOperationalEndpointsCostBounded(t *testing.T) {
 		e, b := startCounting(t, kind, server.Config{})
 		const queues = 30
 		for i := range queues {
-			if _, err := e.lib.CreateQueue(t.Context(), fmt.Sprintf("q-%02d", i), nil); err != nil {
+			if _, err := e.Lib.CreateQueue(t.Context(), fmt.Sprintf("q-%02d", i), nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -95,7 +95,7 @@ const rpcMetered = "rpc-metered-token-0123456789"
 // the status and body.
 func get(t *testing.T, e *env, path, authorization string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, e.url+path, nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, e.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

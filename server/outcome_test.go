@@ -51,8 +51,8 @@ func TestOutcomeUnknownAcrossTheNetwork(t *testing.T) {
 			defer cancel()
 			srv.Shutdown(ctx)
 		})
-		e := &env{url: "http://" + srv.Addr().String(), lib: lib, srv: srv}
-		c := e.remote(t, nil)
+		e := &env{URL: "http://" + srv.Addr().String(), Lib: lib, Srv: srv}
+		c := e.Remote(t, nil)
 		defer c.Close()
 		if _, err := c.CreateQueue(t.Context(), "q", nil); err != nil {
 			t.Fatal(err)

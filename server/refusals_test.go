@@ -109,7 +109,7 @@ func TestHandshakeErrorsBounded(t *testing.T) {
 	e := start(t, "sqlite", server.Config{TLS: cert.ServerConfig(), Logger: slog.New(logs)})
 	began := time.Now()
 	for range 100 {
-		c, err := net.Dial("tcp", e.srv.Addr().String())
+		c, err := net.Dial("tcp", e.Srv.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}

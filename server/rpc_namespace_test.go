@@ -34,7 +34,7 @@ func checkNamespaceGrants(t *testing.T, e *env, fx rpcFixtures) {
 			t.Errorf("%s %s by a key without receive on ledger: %d %+v; want permission_denied", c.procedure, c.body, status, ce)
 		}
 	}
-	if _, err := e.lib.GetStreamSubscription(t.Context(), fx.sub); err != nil {
+	if _, err := e.Lib.GetStreamSubscription(t.Context(), fx.sub); err != nil {
 		t.Errorf("billing's subscription after the biller's refused Unsubscribe: %v", err)
 	}
 }
@@ -59,7 +59,7 @@ func TestConsumeNamespaceGrants(t *testing.T) {
 		}
 		payments := sluice.StreamID{Namespace: "payments", Key: "p1"}
 		for _, id := range append(ledger, payments) {
-			if _, err := e.lib.Subscribe(ctx, id, "billing", sluice.FromBeginning()); err != nil {
+			if _, err := e.Lib.Subscribe(ctx, id, "billing", sluice.FromBeginning()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -71,7 +71,7 @@ func TestConsumeNamespaceGrants(t *testing.T) {
 		b := consumeStream(t, rpcOpenStream(t, sctx, e, "StreamService/Consume", biller, body))
 		defer b.s.close()
 		for _, id := range ledger {
-			if _, err := e.lib.Publish(ctx, id, sluice.Event{Body: []byte("secret")}); err != nil {
+			if _, err := e.Lib.Publish(ctx, id, sluice.Event{Body: []byte("secret")}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -82,7 +82,7 @@ func TestConsumeNamespaceGrants(t *testing.T) {
 				t.Fatalf("the admin's stream got an event of %q, want the ledger's %d", ns, i+1)
 			}
 		}
-		if _, err := e.lib.Publish(ctx, payments, sluice.Event{Body: []byte("bill")}); err != nil {
+		if _, err := e.Lib.Publish(ctx, payments, sluice.Event{Body: []byte("bill")}); err != nil {
 			t.Fatal(err)
 		}
 		if ns := b.next(t); ns != "payments" {

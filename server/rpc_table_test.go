@@ -372,7 +372,7 @@ func TestEveryRPC(t *testing.T) {
 	if status != http.StatusOK || strings.Contains(body, fx.delivery) {
 		t.Errorf("the admin's Ack of the held delivery: %d %s; want it still awaiting settlement", status, body)
 	}
-	s2, err := e.lib.AcceptSession(t.Context(), "sessions", "s2", nil)
+	s2, err := e.Lib.AcceptSession(t.Context(), "sessions", "s2", nil)
 	if err != nil {
 		t.Errorf("session s2 after the refused calls: %v; want it free", err)
 	} else if err := s2.Close(t.Context()); err != nil {
@@ -553,7 +553,7 @@ func checkSecondEntities(t *testing.T, e *env) {
 		`{"entity":"orders-own","messages":[{"body":"aGk="}]}`); status != http.StatusOK {
 		t.Fatalf("the tenant's Send to its own queue: %d %s", status, body)
 	}
-	if st, err := e.lib.GetQueueStats(t.Context(), "vault"); err != nil || st.Active != 0 {
+	if st, err := e.Lib.GetQueueStats(t.Context(), "vault"); err != nil || st.Active != 0 {
 		t.Errorf("vault after the tenant's Send to orders-own: %+v, %v; want nothing in it", st, err)
 	}
 }
@@ -572,15 +572,15 @@ func setUpRPCFixtures(t *testing.T, e *env) rpcFixtures {
 	}
 	long := &sluice.QueueProperties{LockDuration: 5 * time.Minute}
 	for _, q := range []string{"orders", "vault", "orders-own"} {
-		_, err := e.lib.CreateQueue(ctx, q, long)
+		_, err := e.Lib.CreateQueue(ctx, q, long)
 		must(err)
 	}
-	snd, err := e.lib.NewSender("orders")
+	snd, err := e.Lib.NewSender("orders")
 	must(err)
 	seqs, err := snd.SendBatch(ctx, []*sluice.Message{{Body: []byte("locked")}, {Body: []byte("deferred")}, {Body: []byte("dead")}})
 	must(err)
 	fx.deferred, fx.dead = seqs[1], seqs[2]
-	r, err := e.lib.NewReceiver("orders", nil)
+	r, err := e.Lib.NewReceiver("orders", nil)
 	must(err)
 	ms, err := r.Receive(ctx, 3)
 	must(err)
@@ -595,13 +595,13 @@ func setUpRPCFixtures(t *testing.T, e *env) rpcFixtures {
 	fx.scheduled, err = snd.Send(ctx, &sluice.Message{Body: []byte("later"), ScheduledEnqueueTime: time.Now().Add(time.Hour)})
 	must(err)
 
-	_, err = e.lib.CreateQueue(ctx, "sessions", &sluice.QueueProperties{LockDuration: 5 * time.Minute, RequiresSession: true})
+	_, err = e.Lib.CreateQueue(ctx, "sessions", &sluice.QueueProperties{LockDuration: 5 * time.Minute, RequiresSession: true})
 	must(err)
-	ss, err := e.lib.NewSender("sessions")
+	ss, err := e.Lib.NewSender("sessions")
 	must(err)
 	_, err = ss.SendBatch(ctx, []*sluice.Message{{Body: []byte("s1"), SessionID: "s1"}, {Body: []byte("s2"), SessionID: "s2"}})
 	must(err)
-	held, err := e.lib.AcceptSession(ctx, "sessions", "s1", nil)
+	held, err := e.Lib.AcceptSession(ctx, "sessions", "s1", nil)
 	must(err)
 	fx.session = held.LockToken()
 	must(held.SetSessionState(ctx, []byte("kept")))
@@ -609,21 +609,21 @@ func setUpRPCFixtures(t *testing.T, e *env) rpcFixtures {
 		t.Fatalf("the session's Receive = %v, %v", got, err)
 	}
 
-	_, err = e.lib.CreateTopic(ctx, "events", nil)
+	_, err = e.Lib.CreateTopic(ctx, "events", nil)
 	must(err)
 	for _, s := range []string{"audit", "orders-own"} {
-		_, err = e.lib.CreateSubscription(ctx, "events", s, nil, sluice.Rule{Name: "all", Filter: sluice.TrueFilter{}})
+		_, err = e.Lib.CreateSubscription(ctx, "events", s, nil, sluice.Rule{Name: "all", Filter: sluice.TrueFilter{}})
 		must(err)
 	}
-	ts, err := e.lib.NewSender("events")
+	ts, err := e.Lib.NewSender("events")
 	must(err)
 	_, err = ts.Send(ctx, &sluice.Message{Body: []byte("event")})
 	must(err)
 
 	id := sluice.StreamID{Namespace: "ledger", Key: "k1"}
-	_, err = e.lib.Publish(ctx, id, sluice.Event{Body: []byte("e1")})
+	_, err = e.Lib.Publish(ctx, id, sluice.Event{Body: []byte("e1")})
 	must(err)
-	sub, err := e.lib.Subscribe(ctx, id, "billing", sluice.FromBeginning())
+	sub, err := e.Lib.Subscribe(ctx, id, "billing", sluice.FromBeginning())
 	must(err)
 	fx.sub = sub.ID
 	fx.delivery = holdDelivery(t, e, `{"consumer":"billing","ackTimeout":"600s"}`)
@@ -681,12 +681,12 @@ func rpcSnapshot(t *testing.T, e *env, fx rpcFixtures) map[string]string {
 	var errs []error
 	try := func(err error) { errs = append(errs, err) }
 	var err error
-	snap.Queues, err = e.lib.ListQueues(ctx, "", 1000)
+	snap.Queues, err = e.Lib.ListQueues(ctx, "", 1000)
 	try(err)
-	snap.Topics, err = e.lib.ListTopics(ctx, "", 1000)
+	snap.Topics, err = e.Lib.ListTopics(ctx, "", 1000)
 	try(err)
 	for _, tp := range snap.Topics {
-		subs, err := e.lib.ListSubscriptions(ctx, tp.Name)
+		subs, err := e.Lib.ListSubscriptions(ctx, tp.Name)
 		try(err)
 		snap.Subscriptions = append(snap.Subscriptions, subs...)
 	}
@@ -700,12 +700,12 @@ func rpcSnapshot(t *testing.T, e *env, fx rpcFixtures) map[string]string {
 	snap.Stats = make(map[string]sluice.QueueStats)
 	snap.Messages = make(map[string][]*sluice.ReceivedMessage)
 	for _, name := range entities {
-		st, err := e.lib.GetQueueStats(ctx, name)
+		st, err := e.Lib.GetQueueStats(ctx, name)
 		try(err)
 		st.OldestAge, st.OldestDeferredAge = 0, 0 // grow with time
 		snap.Stats[name] = st
 		for _, sq := range []sluice.SubQueue{sluice.SubQueueNone, sluice.SubQueueDeadLetter} {
-			r, err := e.lib.NewReceiver(name, &sluice.ReceiverOptions{SubQueue: sq})
+			r, err := e.Lib.NewReceiver(name, &sluice.ReceiverOptions{SubQueue: sq})
 			try(err)
 			if err != nil {
 				continue
@@ -715,19 +715,19 @@ func rpcSnapshot(t *testing.T, e *env, fx rpcFixtures) map[string]string {
 			snap.Messages[fmt.Sprintf("%s/%v", name, sq)] = ms
 		}
 	}
-	if s, err := e.lib.ResumeSession("sessions", "s1", fx.session, nil); err != nil {
+	if s, err := e.Lib.ResumeSession("sessions", "s1", fx.session, nil); err != nil {
 		try(err)
 	} else {
 		st, err := s.SessionState(ctx)
 		try(err)
 		snap.SessionState = string(st)
 	}
-	snap.Streams, err = e.lib.StreamSubscriptions(ctx, sluice.StreamID{Namespace: "ledger", Key: "k1"})
+	snap.Streams, err = e.Lib.StreamSubscriptions(ctx, sluice.StreamID{Namespace: "ledger", Key: "k1"})
 	try(err)
 	sort.Slice(snap.Streams, func(i, j int) bool { return snap.Streams[i].ID < snap.Streams[j].ID })
-	parked, err := e.lib.ParkedEvents(ctx, fx.sub, 100)
+	parked, err := e.Lib.ParkedEvents(ctx, fx.sub, 100)
 	snap.Parked = fmt.Sprint(len(parked), err) // an error if the subscription went
-	cs, err := e.lib.ClusterStatus(ctx)
+	cs, err := e.Lib.ClusterStatus(ctx)
 	try(err)
 	snap.Partitions = make(map[int32]string)
 	for _, p := range cs.Partitions {
@@ -854,7 +854,7 @@ func rpcOpenStream(t *testing.T, ctx context.Context, e *env, procedure, token, 
 	env := make([]byte, 5+len(body))
 	binary.BigEndian.PutUint32(env[1:5], uint32(len(body)))
 	copy(env[5:], body)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.url+"/sluice.v1."+procedure, strings.NewReader(string(env)))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.URL+"/sluice.v1."+procedure, strings.NewReader(string(env)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,13 +66,13 @@ var rpcBadValues = []rpcBadValue{
 // the client's error (INVALID_ARGUMENT), which the metrics do not count
 // as the server's.
 func checkBadValues(t *testing.T, e *env, fx rpcFixtures, fill *strings.Replacer) {
-	if _, err := e.lib.CreateQueue(t.Context(), "sessions-b", &sluice.QueueProperties{RequiresSession: true}); err != nil {
+	if _, err := e.Lib.CreateQueue(t.Context(), "sessions-b", &sluice.QueueProperties{RequiresSession: true}); err != nil {
 		t.Fatal(err)
 	}
 	// The admin acked the held delivery: its progress is stored soon,
 	// and must not pass for a change the refused calls made.
 	waitFor(t, "the held delivery's ack stored", 30*time.Second, func() bool {
-		cs, err := e.lib.ClusterStatus(t.Context())
+		cs, err := e.Lib.ClusterStatus(t.Context())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,7 +138,7 @@ func checkBadValues(t *testing.T, e *env, fx rpcFixtures, fill *strings.Replacer
 // given raw, and returns its status and response body.
 func postEnvelope(t *testing.T, e *env, procedure, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url+"/sluice.v1."+procedure, strings.NewReader(body))
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+"/sluice.v1."+procedure, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,10 +14,10 @@ func TestCloseSessionIsNotADelivery(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{})
 		ctx := t.Context()
-		if _, err := e.lib.CreateQueue(ctx, "s", &sluice.QueueProperties{RequiresSession: true, MaxDeliveryCount: 1}); err != nil {
+		if _, err := e.Lib.CreateQueue(ctx, "s", &sluice.QueueProperties{RequiresSession: true, MaxDeliveryCount: 1}); err != nil {
 			t.Fatal(err)
 		}
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		snd, err := c.NewSender("s")
 		if err != nil {
 			t.Fatal(err)
@@ -38,7 +38,7 @@ func TestCloseSessionIsNotADelivery(t *testing.T) {
 				t.Fatalf("round %d: CloseSession: %v", round, err)
 			}
 		}
-		if reasons, err := e.lib.DeadLetterReasons(ctx, "s"); err != nil || len(reasons) != 0 {
+		if reasons, err := e.Lib.DeadLetterReasons(ctx, "s"); err != nil || len(reasons) != 0 {
 			t.Fatalf("dead letters after closing sessions: %v, %v", reasons, err)
 		}
 	})

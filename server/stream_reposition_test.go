@@ -37,7 +37,7 @@ func TestRepositionStreamSubscriptionAPI(t *testing.T) {
 		service := "t-" + randHex(6)
 		e := startTenant(t, kind, service, server.Config{StreamNodes: streamNodes, Keys: []server.Key{{Name: "ops", Token: token,
 			Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}}}})
-		c := e.remote(t, &client.Options{Token: token})
+		c := e.Remote(t, &client.Options{Token: token})
 		ctx := t.Context()
 		id := sluice.StreamID{Namespace: "gap", Key: "k"}
 		sub, err := c.Subscribe(ctx, id, "reader", sluice.FromNow())
@@ -49,7 +49,7 @@ func TestRepositionStreamSubscriptionAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		part := sluice.PartitionOf(id, e.lib.StreamPartitions())
+		part := sluice.PartitionOf(id, e.Lib.StreamPartitions())
 		st, err := shared.Backend(t, kind).Store(store.Tenant{Service: service, Provider: sluice.DefaultProvider})
 		if err != nil {
 			t.Fatal(err)
@@ -127,7 +127,7 @@ func TestRepositionStreamSubscriptionAPI(t *testing.T) {
 func TestReplayThroughAPINeverOverlapsLive(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{StreamNodes: streamNodes})
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		ctx := t.Context()
 		var healed atomic.Bool
 		var mu sync.Mutex

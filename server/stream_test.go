@@ -22,74 +22,6 @@ import (
 	"github.com/sluicehq/sluice/server"
 )
 
-// streamNodes time the server's stream nodes for tests.
-var streamNodes = sluice.StreamProcessorOptions{HeartbeatInterval: 200 * time.Millisecond, FailureTimeout: 3 * time.Second,
-	ProgressInterval: 20 * time.Millisecond, RefreshInterval: 100 * time.Millisecond, IdlePollInterval: 100 * time.Millisecond}
-
-// events collects deliveries by subscription and stream key.
-type events struct {
-	mu  sync.Mutex
-	got map[string][]int64 // subscription|key -> positions
-	n   atomic.Int64
-}
-
-func newEvents() *events { return &events{got: make(map[string][]int64)} }
-
-func (e *events) add(ev *sluice.StreamEvent) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	k := ev.Subscription + "|" + ev.Key
-	e.got[k] = append(e.got[k], ev.Position)
-	e.n.Add(1)
-}
-
-func (e *events) positions(sub, key string) []int64 {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.got[sub+"|"+key])
-}
-
-// firstSeen is positions in the order they first appear.
-func firstSeen(positions []int64) []int64 {
-	seen := make(map[int64]bool)
-	var out []int64
-	for _, p := range positions {
-		if !seen[p] {
-			seen[p] = true
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
-func waitFor(t *testing.T, what string, within time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not after %v", what, within)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// startRemote starts a remote stream processor and stops it when the
-// test ends.
-func startRemote(t *testing.T, c *client.Client, group string, register func(p *client.StreamProcessor)) *client.StreamProcessor {
-	t.Helper()
-	p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{Group: group})
-	register(p)
-	if err := p.Start(t.Context()); err != nil {
-		t.Fatalf("StreamProcessor.Start: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		p.Stop(ctx)
-	})
-	return p
-}
-
 // Streams through the API: publish, subscriptions, and remote consumers
 // that get every stream's events in order; parked events and their
 // replay; and two remote processors of one consumer sharing its
@@ -97,7 +29,7 @@ func startRemote(t *testing.T, c *client.Client, group string, register func(p *
 func TestStreamsAPI(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{StreamNodes: streamNodes})
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		ctx := t.Context()
 
 		pos, err := c.Publish(ctx, sluice.StreamID{Namespace: "orders", Key: "o-0"},
@@ -120,7 +52,7 @@ func TestStreamsAPI(t *testing.T) {
 			if string(ev.Body) == "poison" && poisoned.Load() {
 				return errors.New("boom")
 			}
-			got.add(ev)
+			got.Add(ev)
 			return nil
 		}
 		opts := &sluice.ConsumerOptions{Namespace: "orders", MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond}
@@ -132,7 +64,7 @@ func TestStreamsAPI(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		waitFor(t, "audit reads o-0 from the beginning", 30*time.Second, func() bool { return len(got.positions(audit.ID, "o-0")) == 2 })
+		waitFor(t, "audit reads o-0 from the beginning", 30*time.Second, func() bool { return len(got.Positions(audit.ID, "o-0")) == 2 })
 		if subs, err := c.StreamSubscriptions(ctx, sluice.StreamID{Namespace: "orders", Key: "o-0"}); err != nil || len(subs) != 2 {
 			t.Fatalf("StreamSubscriptions = %+v, %v; want audit's and billing's namespace subscription", subs, err)
 		}
@@ -155,7 +87,7 @@ func TestStreamsAPI(t *testing.T) {
 		// from the last stored progress.
 		inOrder := func(n int) bool {
 			for k := range keys {
-				p := firstSeen(got.positions(billing, fmt.Sprintf("k-%d", k)))
+				p := firstSeen(got.Positions(billing, fmt.Sprintf("k-%d", k)))
 				if !slices.IsSorted(p) {
 					t.Fatalf("stream k-%d first delivered in the order %v", k, p)
 				}
@@ -169,7 +101,7 @@ func TestStreamsAPI(t *testing.T) {
 
 		// A second processor of billing shares its deliveries; the first
 		// stops, handing its part over.
-		second := startRemote(t, e.remote(t, &client.Options{JSON: true}), "", func(p *client.StreamProcessor) {
+		second := startRemote(t, e.Remote(t, &client.Options{JSON: true}), "", func(p *client.StreamProcessor) {
 			p.Handle("billing", handler, opts)
 		})
 		publishAll(1)
@@ -181,7 +113,7 @@ func TestStreamsAPI(t *testing.T) {
 		publishAll(2)
 		waitFor(t, "billing gets all three rounds, in order", 30*time.Second, func() bool { return inOrder(3 * each) })
 		for k := range keys {
-			if p := firstSeen(got.positions(billing, fmt.Sprintf("k-%d", k))); len(p) != 3*each {
+			if p := firstSeen(got.Positions(billing, fmt.Sprintf("k-%d", k))); len(p) != 3*each {
 				t.Fatalf("stream k-%d: %d distinct positions, want %d", k, len(p), 3*each)
 			}
 		}
@@ -199,7 +131,7 @@ func TestStreamsAPI(t *testing.T) {
 		if p := parked[0]; string(p.Body) != "poison" || !strings.Contains(p.Error, "boom") || p.Attempts != 2 || p.Key != "poison" {
 			t.Fatalf("parked %+v, want the poison event after 2 attempts with its error", p)
 		}
-		waitFor(t, "the event after it is delivered", 10*time.Second, func() bool { return len(got.positions(billing, "poison")) == 1 })
+		waitFor(t, "the event after it is delivered", 10*time.Second, func() bool { return len(got.Positions(billing, "poison")) == 1 })
 		poisoned.Store(false)
 		if n, err := second.Replay(ctx, billing, 10); err != nil || n != 1 {
 			t.Fatalf("Replay = %d, %v; want 1", n, err)
@@ -243,7 +175,7 @@ func TestStreamsAPI(t *testing.T) {
 func TestConsumeAckTimeoutAndGroups(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{StreamNodes: streamNodes})
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		ctx := t.Context()
 		var attempts []int
 		var mu sync.Mutex
@@ -270,10 +202,10 @@ func TestConsumeAckTimeoutAndGroups(t *testing.T) {
 
 		// The library cannot take slow while the server runs it, nor a
 		// remote processor take a consumer the library runs.
-		lib := e.lib.NewStreamProcessor(&sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond, FailureTimeout: time.Second})
+		lib := e.Lib.NewStreamProcessor(&sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond, FailureTimeout: time.Second})
 		lib.Handle("slow", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
 		wantErr(t, "a library processor of a consumer the server runs", lib.Start(ctx), sluice.ErrConsumerConflict)
-		mine := e.lib.NewStreamProcessor(&sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond, FailureTimeout: time.Second})
+		mine := e.Lib.NewStreamProcessor(&sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond, FailureTimeout: time.Second})
 		mine.Handle("local", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
 		if err := mine.Start(ctx); err != nil {
 			t.Fatalf("library processor: %v", err)
@@ -301,7 +233,7 @@ func TestConsumeAckTimeoutAndGroups(t *testing.T) {
 			t.Fatalf("Stop: %v", err)
 		}
 		waitFor(t, "slow's node leaves the cluster", 10*time.Second, func() bool {
-			s, err := e.lib.ClusterStatus(ctx)
+			s, err := e.Lib.ClusterStatus(ctx)
 			return err == nil && !slices.ContainsFunc(s.Nodes, func(n sluice.ClusterNode) bool { return n.Group == "slow" })
 		})
 	})
@@ -313,7 +245,7 @@ func TestConsumeAckTimeoutAndGroups(t *testing.T) {
 func TestConsumeFaultAndClear(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{StreamNodes: streamNodes})
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		ctx := t.Context()
 		var broken atomic.Bool
 		broken.Store(true)
@@ -323,7 +255,7 @@ func TestConsumeFaultAndClear(t *testing.T) {
 				if broken.Load() {
 					return errors.New("ledger offline")
 				}
-				got.add(ev)
+				got.Add(ev)
 				return nil
 			}, &sluice.ConsumerOptions{Namespace: "payments", MaxAttempts: 2, RetryBackoff: 10 * time.Millisecond,
 				OnFailure: sluice.FaultOnFailure})
@@ -341,7 +273,7 @@ func TestConsumeFaultAndClear(t *testing.T) {
 		if err := c.ClearFault(ctx, sub); err != nil {
 			t.Fatalf("ClearFault: %v", err)
 		}
-		waitFor(t, "both events after the fault is cleared", 10*time.Second, func() bool { return len(got.positions(sub, "p-1")) == 2 })
+		waitFor(t, "both events after the fault is cleared", 10*time.Second, func() bool { return len(got.Positions(sub, "p-1")) == 2 })
 		if s, err := c.GetStreamSubscription(ctx, sub); err != nil || s.Fault != "" {
 			t.Fatalf("subscription after ClearFault: %+v, %v", s, err)
 		}
@@ -356,7 +288,7 @@ func TestConsumeFaultAndClear(t *testing.T) {
 func TestConsumeStopCutsShort(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{StreamNodes: streamNodes})
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		ctx := t.Context()
 		opts := &sluice.ConsumerOptions{Namespace: "jobs", MaxAttempts: 1}
 		started := make(chan struct{}, 1)
@@ -383,7 +315,7 @@ func TestConsumeStopCutsShort(t *testing.T) {
 		// Once the server's node of worker stopped, no stream of worker
 		// is left to hand the delivery to: it is cut short.
 		waitFor(t, "worker's node leaves the cluster", 10*time.Second, func() bool {
-			s, err := e.lib.ClusterStatus(ctx)
+			s, err := e.Lib.ClusterStatus(ctx)
 			return err == nil && !slices.ContainsFunc(s.Nodes, func(n sluice.ClusterNode) bool { return n.Group == "worker" })
 		})
 
@@ -428,7 +360,7 @@ func grepLines(text, s string) string {
 // message, and write nothing.
 func TestStreamsAPIBadRequests(t *testing.T) {
 	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes})
-	c := e.remote(t, nil)
+	c := e.Remote(t, nil)
 	ctx := t.Context()
 	_, err := c.Publish(ctx, sluice.StreamID{Namespace: "bad name", Key: "k"}, sluice.Event{Body: []byte("x")})
 	wantErr(t, "Publish to a bad namespace", err, sluice.ErrInvalidName)
@@ -468,7 +400,7 @@ func TestStreamsAPIBadRequests(t *testing.T) {
 		status, ce := post(t, e, tc.procedure, "", tc.body)
 		wantStatus(t, tc.what, status, ce, tc.status, tc.code, tc.reason, tc.message)
 	}
-	if res, err := e.lib.ClusterStatus(ctx); err != nil || slices.ContainsFunc(res.Partitions, func(p sluice.PartitionStatus) bool { return p.Head != 0 }) {
+	if res, err := e.Lib.ClusterStatus(ctx); err != nil || slices.ContainsFunc(res.Partitions, func(p sluice.PartitionStatus) bool { return p.Head != 0 }) {
 		t.Fatalf("partitions after the refused publishes: %+v, %v", res.Partitions, err)
 	}
 	// Acks report the deliveries they do not know.
@@ -502,7 +434,7 @@ func TestStreamsAPIBadRequests(t *testing.T) {
 	}
 	// One consumer more than the server runs at once is refused.
 	small := start(t, "sqlite", server.Config{StreamNodes: streamNodes, MaxConsumers: 1})
-	sc := small.remote(t, nil)
+	sc := small.Remote(t, nil)
 	startRemote(t, sc, "", func(p *client.StreamProcessor) {
 		p.Handle("one", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
 	})
@@ -534,8 +466,8 @@ func TestStreamsAPIPermissions(t *testing.T) {
 		{Name: "consumer", Token: consumer, Grants: []server.Grant{{Actions: server.Receive, Entities: []string{"billing", "orders"}}}},
 	}})
 	ctx := t.Context()
-	prod := e.remote(t, &client.Options{Token: producer})
-	cons := e.remote(t, &client.Options{Token: consumer})
+	prod := e.Remote(t, &client.Options{Token: producer})
+	cons := e.Remote(t, &client.Options{Token: consumer})
 	if _, err := prod.Publish(ctx, sluice.StreamID{Namespace: "orders", Key: "k"}, sluice.Event{Body: []byte("x")}); err != nil {
 		t.Fatalf("the producer's Publish: %v", err)
 	}
@@ -553,7 +485,7 @@ func TestStreamsAPIPermissions(t *testing.T) {
 
 	// The consumer's deliveries cannot be settled with the producer's
 	// key: a raw Consume stream shows the delivery's id.
-	raw := sluicev1connect.NewStreamServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.url)))
+	raw := sluicev1connect.NewStreamServiceClient(connect.NewClient(connecthttp.NewTransport(http.DefaultClient, e.URL)))
 	cctx, info := connect.NewClientContext(ctx)
 	info.RequestHeader().Set("Authorization", "Bearer "+consumer)
 	cctx, stopConsume := context.WithCancel(cctx)
@@ -588,7 +520,7 @@ func TestStreamsAPIPermissions(t *testing.T) {
 	if sub, err = cons.GetStreamSubscription(ctx, "ns/orders/billing"); err != nil || sub.Consumer != "billing" {
 		t.Fatalf("the consumer's GetStreamSubscription = %+v, %v", sub, err)
 	}
-	admins := e.remote(t, &client.Options{Token: admin})
+	admins := e.Remote(t, &client.Options{Token: admin})
 	if err := admins.SetStreamRetention(ctx, "orders", sluice.StreamRetention{MaxAge: time.Hour}); err != nil {
 		t.Fatalf("the admin's SetStreamRetention: %v", err)
 	}
@@ -642,7 +574,7 @@ func TestStreamsPerKey(t *testing.T) {
 		{Name: "other", Token: other, Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}},
 	}})
 	ctx := t.Context()
-	c := e.remote(t, &client.Options{Token: small})
+	c := e.Remote(t, &client.Options{Token: small})
 	tailCtx, stopTail := context.WithCancel(ctx)
 	tailed := make(chan error, 1)
 	started := make(chan struct{})
@@ -666,7 +598,7 @@ func TestStreamsPerKey(t *testing.T) {
 		t.Fatalf("a third stream (a tail): %v, want RESOURCE_EXHAUSTED", err)
 	}
 	// Another key has its own bound.
-	q := startRemote(t, e.remote(t, &client.Options{Token: other}), "", func(p *client.StreamProcessor) {
+	q := startRemote(t, e.Remote(t, &client.Options{Token: other}), "", func(p *client.StreamProcessor) {
 		p.Handle("audit", func(context.Context, *sluice.StreamEvent) error { return nil }, nil)
 	})
 	if err := q.Stop(ctx); err != nil {
@@ -692,7 +624,7 @@ func TestStreamsPerKey(t *testing.T) {
 // closes, leaving the event in delivery parked as it was.
 func TestReplayFailureAndStop(t *testing.T) {
 	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes})
-	c := e.remote(t, nil)
+	c := e.Remote(t, nil)
 	ctx := t.Context()
 	var mode atomic.Value // "fail", "replay" or "hang"
 	mode.Store("fail")
@@ -761,7 +693,7 @@ func TestReplayFailureAndStop(t *testing.T) {
 // stream than MaxStreams fails with RESOURCE_EXHAUSTED.
 func TestStreamsPerServer(t *testing.T) {
 	e := start(t, "sqlite", server.Config{StreamNodes: streamNodes, MaxStreams: 1})
-	c := e.remote(t, nil)
+	c := e.Remote(t, nil)
 	ctx := t.Context()
 	tailCtx, stopTail := context.WithCancel(ctx)
 	defer stopTail()

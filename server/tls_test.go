@@ -49,7 +49,7 @@ func (p *protocols) all() []string {
 func TestTLS(t *testing.T) {
 	cert := testcert.New(t)
 	e := start(t, "sqlite", server.Config{TLS: cert.ServerConfig()})
-	url := "https://" + e.srv.Addr().String()
+	url := "https://" + e.Srv.Addr().String()
 	ctx := t.Context()
 
 	h2 := new(http.Protocols)
@@ -97,14 +97,14 @@ func TestTLS(t *testing.T) {
 	}
 
 	// Plain HTTP to the TLS port gets no API.
-	plain, err := client.New("http://"+e.srv.Addr().String(), nil)
+	plain, err := client.New("http://"+e.Srv.Addr().String(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := plain.ListQueues(ctx, "", 10); err == nil {
 		t.Fatal("a Connect call over plain HTTP to the TLS port succeeded")
 	}
-	if res, err := http.Get("http://" + e.srv.Addr().String() + "/healthz"); err == nil {
+	if res, err := http.Get("http://" + e.Srv.Addr().String() + "/healthz"); err == nil {
 		res.Body.Close()
 		if res.StatusCode != http.StatusBadRequest {
 			t.Fatalf("GET /healthz over plain HTTP to the TLS port: %s, want 400", res.Status)

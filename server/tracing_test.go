@@ -96,7 +96,7 @@ func TestTracing(t *testing.T) {
 	t.Parallel()
 	e, sr := traced(t)
 	ctx := t.Context()
-	c := e.remote(t, &client.Options{Token: traceToken})
+	c := e.Remote(t, &client.Options{Token: traceToken})
 	if _, err := c.CreateQueue(ctx, "orders", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +110,7 @@ func TestTracing(t *testing.T) {
 		"rpc.response.status_code": "OK", "error.type": ""})
 
 	t.Run("gRPC", func(t *testing.T) {
-		g := e.remote(t, &client.Options{Token: traceToken, GRPC: true})
+		g := e.Remote(t, &client.Options{Token: traceToken, GRPC: true})
 		if _, err := g.GetQueue(ctx, "orders"); err != nil {
 			t.Fatal(err)
 		}
@@ -128,7 +128,7 @@ func TestTracing(t *testing.T) {
 	})
 
 	t.Run("refused", func(t *testing.T) {
-		anonymous := e.remote(t, nil)
+		anonymous := e.Remote(t, nil)
 		if _, err := anonymous.GetQueue(ctx, "refused"); err == nil {
 			t.Fatal("a call without a token succeeded")
 		}
@@ -138,7 +138,7 @@ func TestTracing(t *testing.T) {
 	})
 
 	t.Run("streaming", func(t *testing.T) {
-		r, _ := e.lib.NewReceiver("orders", nil)
+		r, _ := e.Lib.NewReceiver("orders", nil)
 		msgs, err := r.Receive(ctx, 1)
 		if err != nil || len(msgs) != 1 {
 			t.Fatalf("Receive: %v, %v", msgs, err)
@@ -194,7 +194,7 @@ func TestTracingContinuesTheCallersTrace(t *testing.T) {
 		traceID = "0af7651916cd43dd8448eb211c80319c"
 		spanID  = "b7ad6b7169203331"
 	)
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.url+"/sluice.v1.EntityService/GetQueue",
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, e.URL+"/sluice.v1.EntityService/GetQueue",
 		strings.NewReader(`{"name": "traced"}`))
 	if err != nil {
 		t.Fatal(err)

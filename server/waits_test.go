@@ -26,10 +26,10 @@ func TestWaitsPerKey(t *testing.T) {
 		{Name: "other", Token: other, Grants: all},
 	}})
 	ctx := t.Context()
-	if _, err := e.lib.CreateQueue(ctx, "q", nil); err != nil {
+	if _, err := e.Lib.CreateQueue(ctx, "q", nil); err != nil {
 		t.Fatal(err)
 	}
-	c := e.remote(t, &client.Options{Token: small})
+	c := e.Remote(t, &client.Options{Token: small})
 	// Two receives wait, each until its own context ends.
 	var wg sync.WaitGroup
 	cancels := make([]context.CancelFunc, 2)

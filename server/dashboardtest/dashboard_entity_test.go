@@ -1,4 +1,4 @@
-package server_test
+package dashboardtest
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/internal/servertest"
 )
 
 // An entity's page, linked by its URL: its settings, its counts by
@@ -25,9 +26,9 @@ import (
 // confirmation; the screenshot is checked to be a rendered page.
 func TestDashboardEntityPage(t *testing.T) {
 	path := chromium(t)
-	e := start(t, "sqlite", server.Config{HistoryInterval: 200 * time.Millisecond})
+	e := servertest.Start(t, "sqlite", server.Config{HistoryInterval: 200 * time.Millisecond})
 	ctx := t.Context()
-	lib := e.lib
+	lib := e.Lib
 	if _, err := lib.CreateQueue(ctx, "orders", &sluice.QueueProperties{LockDuration: 30 * time.Second, MaxDeliveryCount: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +72,7 @@ func TestDashboardEntityPage(t *testing.T) {
 	}
 
 	// The page's URL opens it; every message's state shows.
-	do("open the entity's URL", chromedp.Navigate(e.url+"/#entity/orders"),
+	do("open the entity's URL", chromedp.Navigate(e.URL+"/#entity/orders"),
 		chromedp.WaitVisible(chromedp.CSS(`#entity-messages tbody tr[data-seq="7"]`)))
 	title, settings, counts, messages := text(`#entity-title`), text(`#entity-props`), text(`#entity-counts`), text(`#entity-messages tbody`)
 	if title != "Queue orders" || !strings.Contains(settings, "lock duration\t30.0 s") || !strings.Contains(settings, "max delivery count\t3") ||
@@ -153,7 +154,7 @@ func TestDashboardEntityPage(t *testing.T) {
 		{Body: []byte("cheese"), SessionID: "alice"}}); err != nil {
 		t.Fatal(err)
 	}
-	do("the sessions' queue", chromedp.Navigate(e.url+"/#entity/carts"), chromedp.WaitVisible(chromedp.CSS(`#entity-messages tr[data-seq="3"]`)))
+	do("the sessions' queue", chromedp.Navigate(e.URL+"/#entity/carts"), chromedp.WaitVisible(chromedp.CSS(`#entity-messages tr[data-seq="3"]`)))
 	if got := find("sessionId", "alice"); got != "1 3" {
 		t.Errorf("finding session alice shows messages %q, want 1 3", got)
 	}
@@ -162,7 +163,7 @@ func TestDashboardEntityPage(t *testing.T) {
 	if detail := text(`#message-detail`); !strings.Contains(detail, "session id\talice") || !strings.Contains(detail, "cheese") {
 		t.Errorf("the detail of a session's message shows %q", detail)
 	}
-	do("back to orders", chromedp.Navigate(e.url+"/#entity/orders"), chromedp.WaitVisible(chromedp.CSS(`#entity-messages tr[data-seq="7"]`)))
+	do("back to orders", chromedp.Navigate(e.URL+"/#entity/orders"), chromedp.WaitVisible(chromedp.CSS(`#entity-messages tr[data-seq="7"]`)))
 
 	// Delete selected messages, confirmed: the locked one stays.
 	do("delete an active and a locked message", chromedp.Evaluate[chromedp.Void](`window.confirm = () => true`),
@@ -240,7 +241,7 @@ func TestDashboardEntityPage(t *testing.T) {
 	if _, err := lib.CreateSubscription(ctx, "events", "audit", nil, sluice.Rule{Name: "vip", Filter: sluice.SQLFilter{Expression: "tier = 'gold'"}}); err != nil {
 		t.Fatal(err)
 	}
-	do("the entities view", chromedp.Navigate(e.url+"/#entities"),
+	do("the entities view", chromedp.Navigate(e.URL+"/#entities"),
 		chromedp.WaitVisible(chromedp.CSS(`#entities-table tr[data-entity="events/Subscriptions/audit"]`)),
 		chromedp.Click(chromedp.CSS(`#entities-table tr[data-entity="events/Subscriptions/audit"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#entity-rules li[data-rule="vip"]`)))
@@ -296,11 +297,11 @@ func checkShot(t *testing.T, shot []byte) {
 // confirmed.
 func TestDashboardStreamSubscriptions(t *testing.T) {
 	path := chromium(t)
-	e := start(t, "sqlite", server.Config{})
+	e := servertest.Start(t, "sqlite", server.Config{})
 	ctx := t.Context()
 	var broken atomic.Bool
 	broken.Store(true)
-	p := e.lib.NewStreamProcessor(&sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond, ProgressInterval: 100 * time.Millisecond})
+	p := e.Lib.NewStreamProcessor(&sluice.StreamProcessorOptions{HeartbeatInterval: 100 * time.Millisecond, ProgressInterval: 100 * time.Millisecond})
 	p.Handle("pager", func(context.Context, *sluice.StreamEvent) error {
 		if broken.Load() {
 			return errors.New("pager down")
@@ -313,14 +314,14 @@ func TestDashboardStreamSubscriptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Stop(context.WithoutCancel(ctx))
-	if _, err := e.lib.Publish(ctx, sluice.StreamID{Namespace: "ops", Key: "disk"}, sluice.Event{Body: []byte("disk full")}); err != nil {
+	if _, err := e.Lib.Publish(ctx, sluice.StreamID{Namespace: "ops", Key: "disk"}, sluice.Event{Body: []byte("disk full")}); err != nil {
 		t.Fatal(err)
 	}
 	pager, parker := "ns/ops/pager", "ns/ops/parker"
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		sub, err := e.lib.GetStreamSubscription(ctx, pager)
-		parked, perr := e.lib.ParkedEvents(ctx, parker, 10)
+		sub, err := e.Lib.GetStreamSubscription(ctx, pager)
+		parked, perr := e.Lib.ParkedEvents(ctx, parker, 10)
 		if err == nil && perr == nil && sub.Fault != "" && len(parked) == 1 {
 			break
 		}
@@ -333,7 +334,7 @@ func TestDashboardStreamSubscriptions(t *testing.T) {
 	bctx := newBrowser(t, path)
 	pg := page{t, bctx}
 	run, wait, text := pg.run, pg.wait, pg.text
-	if err := chromedp.Do(bctx, chromedp.Navigate(e.url+"/#streams"),
+	if err := chromedp.Do(bctx, chromedp.Navigate(e.URL+"/#streams"),
 		chromedp.WaitVisible(chromedp.CSS(`#stream-subs-table tr[data-subscription="ns/ops/pager"]`))); err != nil {
 		t.Fatalf("dashboard: the streams view's subscriptions: %v", err)
 	}
@@ -359,7 +360,7 @@ func TestDashboardStreamSubscriptions(t *testing.T) {
 	wait("the clear", `document.getElementById("stream-sub-result").textContent === "cleared the fault of ns/ops/pager"`)
 	deadline = time.Now().Add(20 * time.Second)
 	for {
-		sub, err := e.lib.GetStreamSubscription(ctx, pager)
+		sub, err := e.Lib.GetStreamSubscription(ctx, pager)
 		if err == nil && sub.Fault == "" {
 			break
 		}

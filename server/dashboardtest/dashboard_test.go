@@ -1,4 +1,4 @@
-package server_test
+package dashboardtest
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/internal/servertest"
 )
 
 // chromium returns the path of a Chromium to drive: CHROMIUM, else the
@@ -113,13 +114,13 @@ func (p page) run(what, js string) {
 func TestDashboardToken(t *testing.T) {
 	path := chromium(t)
 	const token = "dashboard-token-0123456789"
-	e := start(t, "sqlite", server.Config{Keys: []server.Key{{Name: "ops", Token: token,
+	e := servertest.Start(t, "sqlite", server.Config{Keys: []server.Key{{Name: "ops", Token: token,
 		Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}}}})
-	if _, err := e.lib.CreateQueue(t.Context(), "orders", nil); err != nil {
+	if _, err := e.Lib.CreateQueue(t.Context(), "orders", nil); err != nil {
 		t.Fatal(err)
 	}
 	bctx := newBrowser(t, path)
-	if err := chromedp.Do(bctx, chromedp.Navigate(e.url+"/"), chromedp.WaitVisible(chromedp.CSS(`#login`))); err != nil {
+	if err := chromedp.Do(bctx, chromedp.Navigate(e.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#login`))); err != nil {
 		t.Fatalf("dashboard: the token form: %v", err)
 	}
 	if err := chromedp.Do(bctx, chromedp.SendKeys(chromedp.CSS(`#token`), token), chromedp.Click(chromedp.CSS(`#login button[type=submit]`)),
@@ -134,9 +135,9 @@ func TestDashboardToken(t *testing.T) {
 // letter; a screenshot of each view is kept.
 func TestDashboard(t *testing.T) {
 	path := chromium(t)
-	e := start(t, "sqlite", server.Config{})
+	e := servertest.Start(t, "sqlite", server.Config{})
 	ctx := t.Context()
-	lib := e.lib
+	lib := e.Lib
 	if _, err := lib.CreateQueue(ctx, "orders", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestDashboard(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Through the API, so that the server's throughput counts them.
-	c := e.remote(t, nil)
+	c := e.Remote(t, nil)
 	snd, _ := c.NewSender("orders")
 	var msgs []*sluice.Message
 	for i := range 5 {
@@ -241,7 +242,7 @@ func TestDashboard(t *testing.T) {
 		do("the "+name+" view", chromedp.Click(chromedp.CSS(`nav button[data-view="`+name+`"]`)), chromedp.WaitVisible(chromedp.CSS(ready)))
 	}
 
-	do("open the page", chromedp.Navigate(e.url+"/"), chromedp.WaitVisible(chromedp.CSS(`#entities-table tr[data-entity="orders"]`)))
+	do("open the page", chromedp.Navigate(e.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#entities-table tr[data-entity="orders"]`)))
 	entities := text(`#entities-table tbody`)
 	shot("entities")
 	view("topics", `.topic[data-topic="events"]`)
@@ -353,20 +354,20 @@ func TestDashboard(t *testing.T) {
 // reads the head window.
 func TestDashboardStreamCache(t *testing.T) {
 	path := chromium(t)
-	e := start(t, "sqlite", server.Config{StreamNodes: cacheNodes()})
-	l := startLagging(t, e)
+	e := servertest.Start(t, "sqlite", server.Config{StreamNodes: servertest.CacheNodes()})
+	l := servertest.StartLagging(t, e)
 	bctx := newBrowser(t, path)
-	row := fmt.Sprintf(`#consumers-table tr[data-consumer="reader"][data-partition="%d"]`, l.partition)
-	if err := chromedp.Do(bctx, chromedp.Navigate(e.url+"/"), chromedp.WaitVisible(chromedp.CSS(`nav button[data-view="streams"]`)),
+	row := fmt.Sprintf(`#consumers-table tr[data-consumer="reader"][data-partition="%d"]`, l.Partition)
+	if err := chromedp.Do(bctx, chromedp.Navigate(e.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`nav button[data-view="streams"]`)),
 		chromedp.Click(chromedp.CSS(`nav button[data-view="streams"]`)), chromedp.WaitVisible(chromedp.CSS(row))); err != nil {
-		t.Fatalf("dashboard: the streams view with reader's partition %d: %v", l.partition, err)
+		t.Fatalf("dashboard: the streams view with reader's partition %d: %v", l.Partition, err)
 	}
 	text := page{t, bctx}.text
 	partition := text(row)
-	lease := text(fmt.Sprintf(`#partitions-table tr[data-partition="%d"]`, l.partition))
+	lease := text(fmt.Sprintf(`#partitions-table tr[data-partition="%d"]`, l.Partition))
 	windowRows := text(`#cache-windows-table tbody`) // in one read, all of one refresh
-	slow := text(fmt.Sprintf(`#consumer-subs-table tr[data-subscription="%s"]`, l.slow.ID))
-	fast := text(fmt.Sprintf(`#consumer-subs-table tr[data-subscription="%s"]`, l.fast.ID))
+	slow := text(fmt.Sprintf(`#consumer-subs-table tr[data-subscription="%s"]`, l.Slow.ID))
+	fast := text(fmt.Sprintf(`#consumer-subs-table tr[data-subscription="%s"]`, l.Fast.ID))
 	png, err := chromedp.Run(bctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatalf("dashboard: screenshot: %v", err)
@@ -383,20 +384,20 @@ func TestDashboardStreamCache(t *testing.T) {
 	// reads), reads avoided/duplicate, reclaimed, retention gaps,
 	// deliveries the lagging rate held.
 	rng := `\d+-(?:\d+|\(empty\))`
-	pm := regexp.MustCompile(`^reader\t` + fmt.Sprint(l.partition) + `(?:\t[\d,]+){5}\t(\d+)\t((?:` + rng + ` )+` + rng + `\*)\t([1-9]\d*)/\d+` +
+	pm := regexp.MustCompile(`^reader\t` + fmt.Sprint(l.Partition) + `(?:\t[\d,]+){5}\t(\d+)\t((?:` + rng + ` )+` + rng + `\*)\t([1-9]\d*)/\d+` +
 		`\t[\d,]+\t(?:[\d,]+ in [\d,]+ reads)?\t[\d,]+/[\d,]+\t[\d,]+\t[\d,]+\t[\d,]+$`).
 		FindStringSubmatch(partition)
 	if pm == nil {
-		t.Fatalf("the streams view shows reader's partition %d as %q; want its windows, their ranges, a split", l.partition, partition)
+		t.Fatalf("the streams view shows reader's partition %d as %q; want its windows, their ranges, a split", l.Partition, partition)
 	}
 	if n, _ := strconv.Atoi(pm[1]); n < 2 || strings.Count(pm[2], " ")+1 != n {
 		t.Errorf("the streams view shows %s windows: %q", pm[1], pm[2])
 	}
-	checkWindowRows(t, windowRows, l.partition)
+	checkWindowRows(t, windowRows, l.Partition)
 	// The partitions table shows what the owner's cache holds, as its
 	// last lease renewal stored it: some records, in a window or more.
-	if !regexp.MustCompile(`^` + fmt.Sprint(l.partition) + `\t[^\t]+\t[\d,]+\tyes(?:\t[\d,]+){3}\t[1-9][\d,]* in [1-9]\d*\t`).MatchString(lease) {
-		t.Errorf("the streams view shows partition %d's lease as %q; want its owner's cached records and windows", l.partition, lease)
+	if !regexp.MustCompile(`^` + fmt.Sprint(l.Partition) + `\t[^\t]+\t[\d,]+\tyes(?:\t[\d,]+){3}\t[1-9][\d,]* in [1-9]\d*\t`).MatchString(lease) {
+		t.Errorf("the streams view shows partition %d's lease as %q; want its owner's cached records and windows", l.Partition, lease)
 	}
 	// Slow reads the lagging window (the first), from before the event
 	// it holds, which its cursor passed and its position did not; fast
@@ -406,14 +407,14 @@ func TestDashboardStreamCache(t *testing.T) {
 	if sm == nil || fm == nil {
 		t.Fatalf("the streams view shows the subscriptions as %q and %q", slow, fast)
 	}
-	if start, _ := strconv.ParseInt(sm[5], 10, 64); sm[1] != l.slow.ID || sm[4] != "0" || sm[6] != "" || start > l.slowAt ||
-		fm[1] != l.fast.ID || fm[6] != "*" {
+	if start, _ := strconv.ParseInt(sm[5], 10, 64); sm[1] != l.Slow.ID || sm[4] != "0" || sm[6] != "" || start > l.SlowAt ||
+		fm[1] != l.Fast.ID || fm[6] != "*" {
 		t.Errorf("the streams view shows the subscriptions as %q and %q; want slow in window 0 from %d at most, fast in the head window",
-			slow, fast, l.slowAt)
+			slow, fast, l.SlowAt)
 	}
-	if pos, cur := shownInt(sm[2]), shownInt(sm[3]); pos >= l.slowAt || cur < l.slowAt {
+	if pos, cur := shownInt(sm[2]), shownInt(sm[3]); pos >= l.SlowAt || cur < l.SlowAt {
 		t.Errorf("the streams view shows slow at position %d, cursor %d; want the position below %d and the cursor at or past it",
-			pos, cur, l.slowAt)
+			pos, cur, l.SlowAt)
 	}
 	if pos, cur := shownInt(fm[2]), shownInt(fm[3]); cur < pos {
 		t.Errorf("the streams view shows fast's cursor %d behind its position %d", cur, pos)

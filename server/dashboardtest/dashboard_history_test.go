@@ -1,4 +1,4 @@
-package server_test
+package dashboardtest
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/internal/servertest"
 )
 
 // The dashboard draws the server's history: an entity's page opens on
@@ -23,9 +24,9 @@ import (
 // it draws, and screenshots are kept.
 func TestDashboardHistory(t *testing.T) {
 	path := chromium(t)
-	e := start(t, "sqlite", server.Config{HistoryInterval: 250 * time.Millisecond})
+	e := servertest.Start(t, "sqlite", server.Config{HistoryInterval: 250 * time.Millisecond})
 	ctx := t.Context()
-	c := e.remote(t, nil)
+	c := e.Remote(t, nil)
 	if _, err := c.CreateQueue(ctx, "orders", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestDashboardHistory(t *testing.T) {
 	}
 	// Once the queue is sampled, what the API does to it shows in the
 	// rates of a later sample.
-	waitFor(t, "sample of orders", 30*time.Second, func() bool { return len(history()) > 0 })
+	servertest.WaitFor(t, "sample of orders", 30*time.Second, func() bool { return len(history()) > 0 })
 	snd, _ := c.NewSender("orders")
 	if _, err := snd.SendBatch(ctx, []*sluice.Message{{Body: []byte("1")}, {Body: []byte("2")}, {Body: []byte("3")}}); err != nil {
 		t.Fatal(err)
@@ -54,14 +55,14 @@ func TestDashboardHistory(t *testing.T) {
 	}
 	// ghost's subscription: nobody delivers its events, so it lags.
 	stream := sluice.StreamID{Namespace: "shop", Key: "k"}
-	if _, err := e.lib.Subscribe(ctx, stream, "ghost", sluice.FromBeginning()); err != nil {
+	if _, err := e.Lib.Subscribe(ctx, stream, "ghost", sluice.FromBeginning()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.lib.Publish(ctx, stream, sluice.Event{Body: []byte("a")}, sluice.Event{Body: []byte("b")}, sluice.Event{Body: []byte("c")}); err != nil {
+	if _, err := e.Lib.Publish(ctx, stream, sluice.Event{Body: []byte("a")}, sluice.Event{Body: []byte("b")}, sluice.Event{Body: []byte("c")}); err != nil {
 		t.Fatal(err)
 	}
 	var before []client.EntitySample
-	waitFor(t, "samples of the rates, the counts and the lag", 30*time.Second, func() bool {
+	servertest.WaitFor(t, "samples of the rates, the counts and the lag", 30*time.Second, func() bool {
 		before = history()
 		_, lags, err := c.ConsumerLagHistory(ctx, "ghost", 0)
 		if err != nil {
@@ -129,7 +130,7 @@ func TestDashboardHistory(t *testing.T) {
 	}
 
 	// The entity's page opens on the samples taken before it opened.
-	pg.do("open orders' page", chromedp.Navigate(e.url+"/#entity/orders"),
+	pg.do("open orders' page", chromedp.Navigate(e.URL+"/#entity/orders"),
 		chromedp.WaitVisible(chromedp.CSS(`#entity-chart svg`)), chromedp.WaitVisible(chromedp.CSS(`#entity-rates svg`)))
 	counts, rates := drawn("#entity-chart svg"), drawn("#entity-rates svg")
 	if counts.samples < len(before) || counts.from.IsZero() || counts.from.After(before[len(before)-1].At) {
@@ -148,7 +149,7 @@ func TestDashboardHistory(t *testing.T) {
 		fmt.Sprintf(`+document.querySelector("#entity-chart svg").dataset.samples > %d`, counts.samples))
 
 	// The streams view: ghost's lag over time, and its subscription's.
-	pg.do("the streams view", chromedp.Navigate(e.url+"/#streams"),
+	pg.do("the streams view", chromedp.Navigate(e.URL+"/#streams"),
 		chromedp.WaitVisible(chromedp.CSS(`#lag-chart svg polyline[data-label="ghost · shop"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#sub-lag-chart svg polyline.lag`)))
 	lag, subLag := drawn("#lag-chart svg"), drawn("#sub-lag-chart svg")

@@ -1,4 +1,4 @@
-package server_test
+package dashboardtest
 
 import (
 	"os"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/server"
+	"github.com/sluicehq/sluice/server/internal/servertest"
 )
 
 // The dead-letters view counts an entity's dead letters by reason, the
@@ -16,9 +17,9 @@ import (
 // dead letter of a reason, confirmed.
 func TestDashboardDeadLettersByReason(t *testing.T) {
 	path := chromium(t)
-	e := start(t, "sqlite", server.Config{})
+	e := servertest.Start(t, "sqlite", server.Config{})
 	ctx := t.Context()
-	lib := e.lib
+	lib := e.Lib
 	if _, err := lib.CreateQueue(ctx, "orders", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +46,7 @@ func TestDashboardDeadLettersByReason(t *testing.T) {
 	bctx := newBrowser(t, path)
 	pg := page{t, bctx}
 	run, wait, text := pg.run, pg.wait, pg.text
-	pg.do("open the dead letters", chromedp.Navigate(e.url+"/#deadletters"),
+	pg.do("open the dead letters", chromedp.Navigate(e.URL+"/#deadletters"),
 		chromedp.WaitVisible(chromedp.CSS(`#dlq-reasons tr[data-reason="Burnt"]`)))
 	if reasons := text(`#dlq-reasons tbody`); !strings.HasPrefix(reasons, "OutOfStock\t3\t") ||
 		!strings.Contains(reasons, "\nBurnt\t2\t") || !strings.Contains(reasons, "\n(no reason)\t1\t") {
