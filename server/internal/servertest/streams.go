@@ -170,4 +170,3 @@ func ConsumerPartition(t *testing.T, c *client.Client, part int32) (sluice.Strea
 	}
 	return sluice.StreamPartitionStats{}, false
 }
-
