@@ -75,7 +75,11 @@ func openShared(ctx context.Context, db *sql.DB, cc *pgx.ConnConfig, cfg DBConfi
 	if err := checkPgBouncer(cfg.PgBouncer); err != nil {
 		return nil, err
 	}
-	return start(ctx, db, cc.Copy(), cfg.config(), true)
+	cc = cc.Copy()
+	// A connected pgx connection's settings carry the handler that
+	// buffers its own notifications; the listener needs its own.
+	cc.OnNotification = nil
+	return start(ctx, db, cc, cfg.config(), true)
 }
 
 // poolConnConfig checks that db runs on pgx and returns the settings of
