@@ -101,8 +101,9 @@ type Config struct {
 	// transaction mode a server connection is not the client's beyond
 	// one transaction, so sluice gives up what needs the session: it
 	// does not LISTEN (other processes' writes are noticed on the next
-	// poll, Features.CrossProcessWake is false) and it prepares no named
-	// statement (every query is sent with its text). In a DSN:
+	// poll, Features.CrossProcessWake is false), it prepares no named
+	// statement (every query is sent with its text) and it never vacuums
+	// its tables itself (keep autovacuum on). In a DSN:
 	// sluice_pgbouncer=transaction.
 	PgBouncer string
 }
@@ -226,7 +227,9 @@ func start(ctx context.Context, db *sql.DB, cc *pgx.ConnConfig, cfg Config, keep
 		}
 		return nil, err
 	}
-	if cfg.VacuumInterval >= 0 {
+	// The vacuumer's election is a session lock, which transaction
+	// pooling cannot keep: behind it, autovacuum must do the work.
+	if cfg.VacuumInterval >= 0 && !bouncer {
 		v, err := startVacuumer(ctx, db, log, cmp.Or(cfg.VacuumInterval, defaultVacuumInterval))
 		if err != nil {
 			e.Close()
