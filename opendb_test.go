@@ -79,7 +79,9 @@ func (fakeConnector) Driver() driver.Driver { return fakeDriver{} }
 
 type fakeDriver struct{}
 
-func (fakeDriver) Open(string) (driver.Conn, error) { return nil, errors.New("fake driver: no database") }
+func (fakeDriver) Open(string) (driver.Conn, error) {
+	return nil, errors.New("fake driver: no database")
+}
 
 // A nil pool, or one on a driver no linked backend runs on, is
 // ErrInvalidArgument.
