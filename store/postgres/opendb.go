@@ -42,7 +42,9 @@ func (c DBConfig) config() Config {
 // pgx's database/sql driver (github.com/jackc/pgx/v5/stdlib) and which
 // the backend never closes. sluice's tables live in the first schema of
 // the connections' search_path (current_schema()), which must exist; the
-// pool's size and settings stay the application's. Wake-ups from other
+// pool's size and settings stay the application's (Open also sets
+// idle_in_transaction_session_timeout on its connections; set it in the
+// pool's configuration to keep that guard). Wake-ups from other
 // processes come through one more connection, opened with the settings
 // of one of the pool's (unless PgBouncer is "transaction").
 func OpenDB(ctx context.Context, db *sql.DB, cfg DBConfig) (store.Backend, error) {
