@@ -119,3 +119,25 @@ func TestMaxConnsBounds(t *testing.T) {
 		}
 	})
 }
+
+// SQLite's durability is its DSN's synchronous parameter: FULL or NORMAL
+// open, anything else (another value, another parameter) is
+// ErrInvalidArgument.
+func TestSQLiteDSNParameters(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for dsn, ok := range map[string]bool{
+		"sqlite://" + dir + "/a.db?synchronous=NORMAL": true,
+		"sqlite://" + dir + "/a.db?synchronous=full":   true,
+		"sqlite://" + dir + "/a.db?synchronous=OFF":    false,
+		"sqlite://" + dir + "/a.db?cache=shared":       false,
+	} {
+		c, err := sluice.Open(t.Context(), dsn, sluice.Options{})
+		if ok != (err == nil) || (err != nil && !errors.Is(err, sluice.ErrInvalidArgument)) {
+			t.Errorf("Open(%q): %v", dsn, err)
+		}
+		if c != nil {
+			c.Close()
+		}
+	}
+}
