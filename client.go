@@ -96,13 +96,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := NewClient(b, opts)
-	if err != nil {
-		b.Close()
-		return nil, err
-	}
-	c.closeFn = b.Close
-	return c, nil
+	return clientClosing(b, opts)
 }
 
 // OpenDB returns a client, for the tenant that opts names, on the
@@ -113,6 +107,12 @@ func OpenDB(ctx context.Context, db *sql.DB, opts Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	return clientClosing(b, opts)
+}
+
+// clientClosing returns a client on a backend Open or OpenDB opened,
+// which the client's Close closes.
+func clientClosing(b store.Backend, opts Options) (*Client, error) {
 	c, err := NewClient(b, opts)
 	if err != nil {
 		b.Close()
