@@ -12,6 +12,12 @@ import (
 	"github.com/sluicehq/sluice/internal/testdb"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/storetest"
+
+	// The tests open every kind of database; the package itself links
+	// none (TestRootLinksNoDriver).
+	_ "github.com/sluicehq/sluice/store/mysql"
+	_ "github.com/sluicehq/sluice/store/postgres"
+	_ "github.com/sluicehq/sluice/store/sqlite"
 )
 
 // One backend of each kind serves the whole package: every test works in

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -87,13 +88,31 @@ type cachedEntity struct {
 	at time.Time
 }
 
-// Open opens the database a DSN names (see OpenBackend) and returns a
-// client for the tenant that opts names. Close releases the database.
+// Open opens the database a DSN names (see OpenBackend, and import the
+// DSN's backend package) and returns a client for the tenant that opts
+// names. Close releases the database.
 func Open(ctx context.Context, dsn string, opts Options) (*Client, error) {
 	b, err := OpenBackend(ctx, dsn, opts)
 	if err != nil {
 		return nil, err
 	}
+	return clientClosing(b, opts)
+}
+
+// OpenDB returns a client, for the tenant that opts names, on the
+// application's pool (see OpenBackendDB), migrating it unless
+// opts.SkipMigrations. Close stops the client and leaves db open.
+func OpenDB(ctx context.Context, db *sql.DB, opts Options) (*Client, error) {
+	b, err := OpenBackendDB(ctx, db, opts)
+	if err != nil {
+		return nil, err
+	}
+	return clientClosing(b, opts)
+}
+
+// clientClosing returns a client on a backend Open or OpenDB opened,
+// which the client's Close closes.
+func clientClosing(b store.Backend, opts Options) (*Client, error) {
 	c, err := NewClient(b, opts)
 	if err != nil {
 		b.Close()

@@ -3,7 +3,10 @@
 // when many nodes share the work.
 //
 // Queues follow Azure Service Bus: open a Client, create a queue, send
-// with a Sender and receive with a Receiver or a Processor.
+// with a Sender and receive with a Receiver or a Processor. A program
+// links the database backends it imports, as database/sql links drivers:
+//
+//	import _ "github.com/sluicehq/sluice/store/sqlite" // or store/postgres, store/mysql
 //
 //	c, err := sluice.Open(ctx, "sqlite://./sluice-data/sluice.db", sluice.Options{})
 //	if err != nil { ... }
@@ -27,6 +30,10 @@
 // AcceptNextSession); every entity has a dead-letter queue
 // (ReceiverOptions.SubQueue, ResubmitDeadLetters); and SendTx sends in the
 // application's own database transaction.
+//
+// OpenDB runs a client on the application's own *sql.DB. Open migrates
+// the schema unless Options.SkipMigrations; a Migrator (NewMigrator)
+// applies and reports migrations as a step of its own.
 //
 // Underneath, package store holds the storage seam (durable queues and
 // partition logs) with a backend per database; OpenBackend opens one for

@@ -2,23 +2,17 @@ package sluice
 
 import (
 	"context"
-	"errors"
+	"database/sql"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
 	dsnpkg "github.com/sluicehq/sluice/internal/dsn"
 	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/mysql"
-	"github.com/sluicehq/sluice/store/postgres"
-	"github.com/sluicehq/sluice/store/sqlite"
 )
 
-// Options tune Open, NewClient and OpenBackend. Zero values take
-// defaults.
+// Options tune Open, OpenDB, NewClient, OpenBackend and NewMigrator.
+// Zero values take defaults.
 type Options struct {
 	// Service and Provider name the tenant a client works in (default
 	// "default" and "default"): deployments sharing one database see only
@@ -29,14 +23,27 @@ type Options struct {
 	Limits store.Limits
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
-	// SQLiteSynchronous is SQLite's synchronous setting ("FULL" or
-	// "NORMAL"; default FULL).
-	SQLiteSynchronous string
-	// StreamPartitions is the number of partitions streams hash onto
+	// StreamPartitions is the number of stream partitions streams hash onto
 	// (default 16). The first client to use streams records it in the
 	// database; a client or processor configured with another number
 	// fails with ErrPartitionCount.
 	StreamPartitions int32
+	// MaxConns caps the connections of the pool Open opens (default 16 on
+	// PostgreSQL and MariaDB/MySQL; on SQLite, the readers' pool, default
+	// max(4, GOMAXPROCS), writes having one connection of their own).
+	// Negative or above store.MaxPoolConns is ErrInvalidArgument. A pool
+	// the application passes (OpenDB) keeps its own size.
+	MaxConns int
+	// SkipMigrations opens without applying migrations (leave them to
+	// `sluice migrate up` or a Migrator): the database's schema must be
+	// at the version this build requires, else opening fails with a
+	// *SchemaVersionError matching ErrSchemaTooOld or ErrSchemaTooNew.
+	SkipMigrations bool
+}
+
+// openOptions returns the settings opts gives a backend.
+func (opts Options) openOptions() store.OpenOptions {
+	return store.OpenOptions{Limits: opts.Limits, Logger: opts.Logger, MaxConns: opts.MaxConns, SkipMigrations: opts.SkipMigrations}
 }
 
 // RedactDSN returns dsn with its credentials masked, for a message or a
@@ -47,68 +54,56 @@ type Options struct {
 // shows a DSN nowhere else.
 func RedactDSN(dsn string) string { return dsnpkg.Redact(dsn) }
 
-// Migrations returns the schema's migrations for the database a DSN names
-// (any scheme OpenBackend takes), one SQL file a version in the order
-// they apply, without connecting to it: for a DBA to review. OpenBackend
-// applies those not yet applied.
-func Migrations(dsn string) (fs.FS, error) {
-	scheme, _, found := strings.Cut(dsn, "://")
-	if !found {
-		scheme = "sqlite"
-	}
-	switch scheme {
-	case "sqlite", "sqlite3", "file":
-		return sqlite.Migrations(), nil
-	case "postgres", "postgresql":
-		return postgres.Migrations(), nil
-	case "mysql":
-		return mysql.Migrations(), nil
-	}
-	return nil, fmt.Errorf("sluice: unknown database scheme %q (try sqlite://path, postgres://... or mysql://...): %w", scheme, ErrInvalidArgument)
-}
-
-// OpenBackend opens the database a DSN names and applies migrations:
+// OpenBackend opens the database a DSN names and, unless
+// opts.SkipMigrations, applies migrations:
 //
-//   - sqlite://PATH, file:PATH or a bare PATH: an embedded SQLite file;
+//   - sqlite://PATH, file:PATH or a bare PATH: an embedded SQLite file
+//     (?synchronous=NORMAL trades the last commits on power loss for
+//     speed; default FULL);
 //   - postgres://... or postgresql://...: PostgreSQL (pgx DSN);
 //   - mysql://user:pass@host:port/db: MariaDB or MySQL.
 //
+// The program must import the backend package of the DSN's database
+// (as it imports a database/sql driver), e.g.
+//
+//	import _ "github.com/sluicehq/sluice/store/postgres"
+//
+// else OpenBackend fails with ErrInvalidArgument naming the package.
 // Its errors show the DSN with its credentials masked (RedactDSN).
 func OpenBackend(ctx context.Context, dsn string, opts Options) (store.Backend, error) {
-	b, err := openBackend(ctx, dsn, opts)
+	o, err := store.Lookup(dsn)
+	if err != nil {
+		return nil, redactError(fmt.Errorf("sluice: open: %w", err), dsn)
+	}
+	b, err := o.Open(ctx, dsn, opts.openOptions())
 	if err != nil {
 		return nil, redactError(err, dsn)
 	}
 	return b, nil
 }
 
-func openBackend(ctx context.Context, dsn string, opts Options) (store.Backend, error) {
-	scheme, rest, found := strings.Cut(dsn, "://")
-	if !found {
-		scheme, rest = "sqlite", strings.TrimPrefix(dsn, "file:")
+// OpenBackendDB opens a backend on the application's pool, found by its
+// driver among the linked backends, and, unless opts.SkipMigrations,
+// applies migrations. The backend's Close leaves db open. What each
+// database needs of the pool's connections is in the backend package's
+// OpenDB (SQLite: WAL mode and a busy timeout; MariaDB/MySQL: UTC, READ
+// COMMITTED, utf8mb4); on PostgreSQL a *pgxpool.Pool is taken by
+// postgres.OpenPool.
+func OpenBackendDB(ctx context.Context, db *sql.DB, opts Options) (store.Backend, error) {
+	if db == nil {
+		return nil, fmt.Errorf("sluice: open: the *sql.DB is nil: %w", ErrInvalidArgument)
 	}
-	switch scheme {
-	case "sqlite", "sqlite3", "file":
-		return sqlite.Open(ctx, sqlite.Config{Path: rest, Synchronous: opts.SQLiteSynchronous, Limits: opts.Limits, Logger: opts.Logger})
-	case "postgres", "postgresql":
-		return postgres.Open(ctx, postgres.Config{DSN: dsn, Limits: opts.Limits, Logger: opts.Logger})
-	case "mysql":
-		return mysql.Open(ctx, mysql.Config{DSN: dsn, Limits: opts.Limits, Logger: opts.Logger})
+	o, err := store.LookupDriver(db.Driver())
+	if err != nil {
+		return nil, fmt.Errorf("sluice: open: %w", err)
 	}
-	return nil, fmt.Errorf("sluice: unknown database scheme %q (try sqlite://path, postgres://... or mysql://...)", scheme)
+	return o.OpenDB(ctx, db, opts.openOptions())
 }
 
 // redactError masks dsn's credentials in err's message wherever it
-// quotes dsn (a DSN misread as a SQLite path, say), and in pgx's parse
-// error, whose message masks them already but whose ConnString, which a
-// caller may print, holds them. errors.Is and errors.As still see err.
+// quotes dsn (a DSN misread as a SQLite path, say). errors.Is and
+// errors.As still see err.
 func redactError(err error, dsn string) error {
-	var pe *pgconn.ParseConfigError
-	if errors.As(err, &pe) {
-		red := *pe
-		red.ConnString = dsnpkg.Redact(pe.ConnString)
-		err = fmt.Errorf("sluice: postgres: DSN: %w", &red)
-	}
 	if red := dsnpkg.Redact(dsn); red != dsn && strings.Contains(err.Error(), dsn) {
 		return &redactedError{msg: strings.ReplaceAll(err.Error(), dsn, red), err: err}
 	}

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	// Open opens SQLite: the helpers link its backend.
+	_ "github.com/sluicehq/sluice/store/sqlite"
 )
 
 // Open returns a client on a fresh SQLite file in the test's temporary

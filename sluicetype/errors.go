@@ -56,8 +56,14 @@ var (
 	ErrContention = errors.New("database contention persisted")
 
 	// ErrSchemaTooNew reports a database whose schema was migrated by a newer
-	// sluice than this one.
+	// sluice than this one. The error that wraps it is a
+	// *SchemaVersionError naming both versions.
 	ErrSchemaTooNew = errors.New("database schema is newer than this sluice")
+
+	// ErrSchemaTooOld reports a database whose schema lacks migrations this
+	// sluice needs, opened without migrating it. The error that wraps it is
+	// a *SchemaVersionError naming both versions.
+	ErrSchemaTooOld = errors.New("database schema is older than this sluice")
 
 	// ErrClosed reports a call on a store that has been closed.
 	ErrClosed = errors.New("store closed")

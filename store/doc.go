@@ -17,5 +17,8 @@
 // Every operation is scoped to a Tenant (service, provider), takes a
 // context first and a *Params struct second, and returns errors that wrap
 // the sentinels of package sluicetype. Backends live in the sqlite,
-// postgres and mysql subpackages; storetest holds the suite they all pass.
+// postgres and mysql subpackages, each of which registers a store.Opener
+// for its DSN schemes when imported (Register, Lookup), so that a program
+// links only the backends it imports; storetest holds the suite they all
+// pass. Migrator applies and reports a backend's schema migrations.
 package store

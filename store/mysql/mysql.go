@@ -23,6 +23,7 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	sqldriver "database/sql/driver"
@@ -41,6 +42,7 @@ import (
 
 	driver "github.com/go-sql-driver/mysql"
 
+	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/internal/engine"
 )
@@ -73,11 +75,21 @@ type Config struct {
 	Limits store.Limits
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
+	// MaxConns caps the pool's connections (default 16).
+	MaxConns int
+	// SkipMigrations opens without migrating: the schema must be at this
+	// build's version (see store.OpenOptions.SkipMigrations).
+	SkipMigrations bool
+}
+
+// options returns the settings a Config shares with every backend.
+func (cfg Config) options() store.OpenOptions {
+	return store.OpenOptions{Limits: cfg.Limits, Logger: cfg.Logger, MaxConns: cfg.MaxConns, SkipMigrations: cfg.SkipMigrations}
 }
 
 // Pool settings.
 const (
-	maxOpenConns    = 16
+	defaultMaxConns = 16
 	connMaxLifetime = 30 * time.Minute
 	connMaxIdleTime = 5 * time.Minute
 	// committers is how many group-commit transactions run at once. Two
@@ -92,6 +104,24 @@ const (
 
 // Open connects to the database and applies migrations.
 func Open(ctx context.Context, cfg Config) (store.Backend, error) {
+	db, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	b, err := start(ctx, db, cfg.options(), false)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// openPool validates cfg and opens a pool with the settings sluice
+// relies on.
+func openPool(ctx context.Context, cfg Config) (*sql.DB, error) {
+	if err := cfg.options().Validate(); err != nil {
+		return nil, fmt.Errorf("sluice: mysql: %w", err)
+	}
 	dc, err := connConfig(ctx, cfg.DSN)
 	if err != nil {
 		return nil, err
@@ -101,37 +131,44 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 		return nil, fmt.Errorf("sluice: mysql: %w", err)
 	}
 	db := sql.OpenDB(conn)
-	db.SetMaxOpenConns(maxOpenConns)
-	db.SetMaxIdleConns(maxOpenConns)
+	n := cmp.Or(cfg.MaxConns, defaultMaxConns)
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
 	db.SetConnMaxLifetime(connMaxLifetime)
 	db.SetConnMaxIdleTime(connMaxIdleTime)
-	if err := checkPacketLimit(ctx, db, cfg.Limits.WithDefaults()); err != nil {
-		db.Close()
+	return db, nil
+}
+
+// start runs the engine on db; keepPools leaves db open on Close.
+func start(ctx context.Context, db *sql.DB, o store.OpenOptions, keepPools bool) (store.Backend, error) {
+	if err := checkPacketLimit(ctx, db, o.Limits.WithDefaults()); err != nil {
 		return nil, err
 	}
+	return engine.New(ctx, engine.Config{
+		Dialect:        dialect(),
+		Write:          db,
+		Limits:         o.Limits,
+		Logger:         o.Logger,
+		Committers:     committers,
+		SkipMigrations: o.SkipMigrations,
+		KeepPools:      keepPools,
+	})
+}
+
+// dialect returns what the engine needs to know of MySQL.
+func dialect() *engine.Dialect {
 	qfs, _ := fs.Sub(queries, "queries")
 	mfs, _ := fs.Sub(migrations, "migrations")
-	e, err := engine.New(ctx, engine.Config{
-		Dialect: &engine.Dialect{
-			Features:     store.Features{Name: "mysql", Driver: "github.com/go-sql-driver/mysql", SharedStreams: true, PositionedReads: true},
-			Queries:      qfs,
-			Migrations:   mfs,
-			TxMigrations: false,
-			LockResult:   true,
-			LastInsertID: true,
-			IntList:      engine.JSONList,
-			Classify:     classify,
-		},
-		Write:      db,
-		Limits:     cfg.Limits,
-		Logger:     cfg.Logger,
-		Committers: committers,
-	})
-	if err != nil {
-		db.Close()
-		return nil, err
+	return &engine.Dialect{
+		Features:     store.Features{Name: "mysql", Driver: "github.com/go-sql-driver/mysql", SharedStreams: true, PositionedReads: true},
+		Queries:      qfs,
+		Migrations:   mfs,
+		TxMigrations: false,
+		LockResult:   true,
+		LastInsertID: true,
+		IntList:      engine.JSONList,
+		Classify:     classify,
 	}
-	return e, nil
 }
 
 // statementOverhead bounds what a bulk statement adds to its rows' data:
@@ -188,26 +225,26 @@ func connConfig(ctx context.Context, dsn string) (*driver.Config, error) {
 // the driver's configuration, before sluice forces its settings.
 func parseDSN(dsn string) (*driver.Config, error) {
 	if dsn == "" {
-		return nil, errors.New("sluice: mysql: Config.DSN is empty (try mysql://user:password@127.0.0.1:3306/sluice)")
+		return nil, fmt.Errorf("sluice: mysql: Config.DSN is empty (try mysql://user:password@127.0.0.1:3306/sluice): %w", sluicetype.ErrInvalidArgument)
 	}
 	rest, isURL := strings.CutPrefix(dsn, "mysql://")
 	if !isURL {
 		dc, err := driver.ParseDSN(dsn)
 		if err != nil {
-			return nil, fmt.Errorf("sluice: mysql: DSN: %w (try mysql://user:password@host:3306/db)", err)
+			return nil, fmt.Errorf("sluice: mysql: DSN: %w (try mysql://user:password@host:3306/db): %w", err, sluicetype.ErrInvalidArgument)
 		}
 		return dc, nil
 	}
 	u, err := url.Parse("mysql://" + rest)
 	if err != nil {
 		// url.Parse quotes the DSN, password included; say less.
-		return nil, errors.New("sluice: mysql: DSN is not a valid URL (try mysql://user:password@host:3306/db, with special characters in the password %-escaped)")
+		return nil, fmt.Errorf("sluice: mysql: DSN is not a valid URL (try mysql://user:password@host:3306/db, with special characters in the password %%-escaped): %w", sluicetype.ErrInvalidArgument)
 	}
 	// The driver parses the query parameters, so that both forms accept
 	// the same ones.
 	dc, err := driver.ParseDSN("/?" + u.RawQuery)
 	if err != nil {
-		return nil, fmt.Errorf("sluice: mysql: DSN parameters: %w", err)
+		return nil, fmt.Errorf("sluice: mysql: DSN parameters: %w: %w", err, sluicetype.ErrInvalidArgument)
 	}
 	dc.Net = "tcp"
 	dc.Addr = u.Host
@@ -220,7 +257,7 @@ func parseDSN(dsn string) (*driver.Config, error) {
 	}
 	dc.DBName = strings.TrimPrefix(u.Path, "/")
 	if dc.DBName == "" || strings.Contains(dc.DBName, "/") {
-		return nil, fmt.Errorf("sluice: mysql: DSN names no database %q (try mysql://user:password@host:3306/sluice)", dc.DBName)
+		return nil, fmt.Errorf("sluice: mysql: DSN names no database %q (try mysql://user:password@host:3306/sluice): %w", dc.DBName, sluicetype.ErrInvalidArgument)
 	}
 	return dc, nil
 }

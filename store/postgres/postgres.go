@@ -16,6 +16,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"embed"
 	"errors"
@@ -32,6 +33,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/sluicehq/sluice/internal/dsn"
+	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/internal/engine"
 )
@@ -57,8 +60,8 @@ var queries embed.FS
 // throughput fell to a quarter with two (docs/benchmarks.md). The rest of
 // the pool serves eviction, resubmits, checkpoints and reads.
 const (
-	maxOpenConns = 16
-	committers   = 1
+	defaultMaxConns = 16
+	committers      = 1
 )
 
 // schemaLockKey serializes CREATE SCHEMA IF NOT EXISTS between processes
@@ -69,7 +72,8 @@ const schemaLockKey = 126879297332070
 // Config opens a PostgreSQL backend.
 type Config struct {
 	// DSN is a pgx connection string, postgres://user:pass@host:port/db?...
-	// or "host=... user=... dbname=...".
+	// or "host=... user=... dbname=...". It may carry
+	// sluice_pgbouncer=transaction (see PgBouncer).
 	DSN string
 	// Schema is the PostgreSQL schema holding sluice's tables, created if
 	// missing. It defaults to the search_path parameter of the DSN (taken
@@ -85,28 +89,80 @@ type Config struct {
 	// default 10s; negative, never. Dead row versions left by leases and
 	// completions otherwise slow every lease down without bound.
 	VacuumInterval time.Duration
+	// MaxConns caps the pool's connections (default 16), besides the one
+	// that listens for wake-ups.
+	MaxConns int
+	// SkipMigrations opens without migrating: the schema must be at this
+	// build's version (see store.OpenOptions.SkipMigrations).
+	SkipMigrations bool
+	// PgBouncer says the DSN reaches PostgreSQL through PgBouncer in
+	// transaction pooling mode ("transaction"; "" or "session": directly,
+	// or through session pooling, where everything works). In
+	// transaction mode a server connection is not the client's beyond
+	// one transaction, so sluice gives up what needs the session: it
+	// does not LISTEN (other processes' writes are noticed on the next
+	// poll, Features.CrossProcessWake is false), it prepares no named
+	// statement (every query is sent with its text) and it never vacuums
+	// its tables itself (keep autovacuum on). In a DSN:
+	// sluice_pgbouncer=transaction.
+	PgBouncer string
+}
+
+// options returns the settings a Config shares with every backend.
+func (cfg Config) options() store.OpenOptions {
+	return store.OpenOptions{Limits: cfg.Limits, Logger: cfg.Logger, MaxConns: cfg.MaxConns, SkipMigrations: cfg.SkipMigrations}
 }
 
 // Open connects to PostgreSQL, creates the schema if needed, applies
 // migrations and starts listening for wake-ups from other processes.
 func Open(ctx context.Context, cfg Config) (store.Backend, error) {
-	if cfg.DSN == "" {
-		return nil, errors.New("sluice: postgres: Config.DSN is empty (try postgres://user:password@localhost:5432/dbname)")
+	cc, err := connConfig(ctx, &cfg)
+	if err != nil {
+		return nil, err
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	db := stdlib.OpenDB(*cc)
+	n := cmp.Or(cfg.MaxConns, defaultMaxConns)
+	db.SetMaxOpenConns(n)
+	db.SetMaxIdleConns(n)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	b, err := start(ctx, db, cc, cfg, false)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// connConfig validates cfg, completes it from its DSN, creates its
+// schema and returns the configuration of sluice's connections.
+func connConfig(ctx context.Context, cfg *Config) (*pgx.ConnConfig, error) {
+	if cfg.DSN == "" {
+		return nil, fmt.Errorf("sluice: postgres: Config.DSN is empty (try postgres://user:password@localhost:5432/dbname): %w",
+			sluicetype.ErrInvalidArgument)
+	}
+	if err := cfg.options().Validate(); err != nil {
+		return nil, fmt.Errorf("sluice: postgres: %w", err)
 	}
 	cc, err := pgx.ParseConfig(cfg.DSN)
 	if err != nil {
-		return nil, fmt.Errorf("sluice: postgres: DSN: %w", err)
+		return nil, fmt.Errorf("sluice: postgres: DSN: %w", redactParseError(err))
+	}
+	if v, ok := cc.RuntimeParams[pgBouncerParam]; ok {
+		// sluice's parameter, not the server's.
+		delete(cc.RuntimeParams, pgBouncerParam)
+		if cfg.PgBouncer == "" {
+			cfg.PgBouncer = v
+		}
+	}
+	if err := checkPgBouncer(cfg.PgBouncer); err != nil {
+		return nil, err
 	}
 	if cfg.Schema == "" {
 		// A search_path given in the DSN names the schema.
 		sp := cc.RuntimeParams["search_path"]
 		if strings.ContainsAny(sp, `,"$ `) {
 			return nil, fmt.Errorf("sluice: postgres: the DSN's search_path %q is not one schema name: "+
-				"name the one schema that holds sluice's tables (or set Config.Schema)", sp)
+				"name the one schema that holds sluice's tables (or set Config.Schema): %w", sp, sluicetype.ErrInvalidArgument)
 		}
 		cfg.Schema = cmp.Or(sp, "public")
 	}
@@ -124,45 +180,56 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 	if _, ok := cc.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
 		cc.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(store.IdleTransactionTimeout.Milliseconds()))
 	}
-
-	l, err := startListener(ctx, cc, log)
-	if err != nil {
-		return nil, fmt.Errorf("sluice: postgres: listen: %w", err)
+	if cfg.PgBouncer == pgBouncerTransaction {
+		// A statement pgx would prepare (its default cache) lives on one
+		// server connection, which the next transaction may not get.
+		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
-	db := stdlib.OpenDB(*cc)
-	db.SetMaxOpenConns(maxOpenConns)
-	db.SetMaxIdleConns(maxOpenConns)
-	db.SetConnMaxIdleTime(5 * time.Minute)
+	return cc, nil
+}
 
-	qfs, _ := fs.Sub(queries, "queries")
-	mfs, _ := fs.Sub(migrations, "migrations")
+// start runs the engine on db and, unless cfg says PgBouncer's
+// transaction mode or cc is nil, a listener on a connection of cc.
+// keepPools leaves db open on Close.
+func start(ctx context.Context, db *sql.DB, cc *pgx.ConnConfig, cfg Config, keepPools bool) (store.Backend, error) {
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	bouncer := cfg.PgBouncer == pgBouncerTransaction
+	var l *listener
+	if !bouncer && cc != nil {
+		var err error
+		if l, err = startListener(ctx, cc, log); err != nil {
+			return nil, fmt.Errorf("sluice: postgres: listen: %w", err)
+		}
+	}
+	d := dialect()
+	d.Features.CrossProcessWake = l != nil
 	stopVacuumer := func() {}
 	e, err := engine.New(ctx, engine.Config{
-		Dialect: &engine.Dialect{
-			Features:        store.Features{Name: "postgres", Driver: "github.com/jackc/pgx/v5", CrossProcessWake: true, SharedStreams: true, PositionedReads: true},
-			Queries:         qfs,
-			Migrations:      mfs,
-			TxMigrations:    true,
-			NotifyOnReserve: true,
-			IntList:         intList,
-			Classify:        classify,
-		},
-		Write:      db,
-		Read:       db,
-		Limits:     cfg.Limits,
-		Logger:     cfg.Logger,
-		Committers: committers,
+		Dialect:        d,
+		Write:          db,
+		Read:           db,
+		Limits:         cfg.Limits,
+		Logger:         cfg.Logger,
+		Committers:     committers,
+		SkipMigrations: cfg.SkipMigrations,
+		KeepPools:      keepPools,
+		Unprepared:     bouncer,
 		OnClose: func() {
 			stopVacuumer()
-			l.stop()
+			if l != nil {
+				l.stop()
+			}
 		},
 	})
 	if err != nil {
-		l.stop()
-		db.Close()
+		if l != nil {
+			l.stop()
+		}
 		return nil, err
 	}
-	if cfg.VacuumInterval >= 0 {
+	// The vacuumer's election is a session lock, which transaction
+	// pooling cannot keep: behind it, autovacuum must do the work.
+	if cfg.VacuumInterval >= 0 && !bouncer {
 		v, err := startVacuumer(ctx, db, log, cmp.Or(cfg.VacuumInterval, defaultVacuumInterval))
 		if err != nil {
 			e.Close()
@@ -170,8 +237,39 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 		}
 		stopVacuumer = v.stop
 	}
-	l.start(e.Hub())
+	if l != nil {
+		l.start(e.Hub())
+	}
 	return e, nil
+}
+
+// dialect returns what the engine needs to know of PostgreSQL.
+func dialect() *engine.Dialect {
+	qfs, _ := fs.Sub(queries, "queries")
+	mfs, _ := fs.Sub(migrations, "migrations")
+	return &engine.Dialect{
+		Features:        store.Features{Name: "postgres", Driver: "github.com/jackc/pgx/v5", CrossProcessWake: true, SharedStreams: true, PositionedReads: true},
+		Queries:         qfs,
+		Migrations:      mfs,
+		TxMigrations:    true,
+		NotifyOnReserve: true,
+		IntList:         intList,
+		Classify:        classify,
+	}
+}
+
+// redactParseError returns pgx's DSN parse error with the connection
+// string it carries masked: its message masks the credentials already,
+// but its ConnString, which a caller may print, holds them. errors.As
+// still finds a *pgconn.ParseConfigError.
+func redactParseError(err error) error {
+	var pe *pgconn.ParseConfigError
+	if !errors.As(err, &pe) {
+		return err
+	}
+	red := *pe
+	red.ConnString = dsn.Redact(pe.ConnString)
+	return &red
 }
 
 // createSchema creates the schema name if it does not exist. It looks

@@ -11,10 +11,10 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"embed"
-	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -24,6 +24,7 @@ import (
 	"runtime"
 	"strings"
 
+	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/internal/engine"
 )
@@ -49,62 +50,39 @@ type Config struct {
 	// Path is the database file; its directory is created if missing.
 	Path string
 	// Synchronous is SQLite's synchronous setting: "FULL" (default) or
-	// "NORMAL". See the package documentation.
+	// "NORMAL". See the package documentation. In a DSN:
+	// sqlite://PATH?synchronous=NORMAL.
 	Synchronous string
 	// Limits bound calls; zero fields take defaults.
 	Limits store.Limits
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
+	// MaxConns caps the readers' pool (default max(4, GOMAXPROCS)); writes
+	// always go through one connection of their own.
+	MaxConns int
+	// SkipMigrations opens without migrating: the schema must be at this
+	// build's version (see store.OpenOptions.SkipMigrations).
+	SkipMigrations bool
+}
+
+// options returns the settings a Config shares with every backend.
+func (cfg Config) options() store.OpenOptions {
+	return store.OpenOptions{Limits: cfg.Limits, Logger: cfg.Logger, MaxConns: cfg.MaxConns, SkipMigrations: cfg.SkipMigrations}
 }
 
 // Open opens (creating if needed) and migrates a SQLite database.
 func Open(ctx context.Context, cfg Config) (store.Backend, error) {
-	if cfg.Path == "" {
-		return nil, errors.New("sluice: sqlite: Config.Path is empty (try a file such as ./sluice-data/sluice.db)")
-	}
-	sync := strings.ToUpper(cfg.Synchronous)
-	switch sync {
-	case "":
-		sync = "FULL"
-	case "FULL", "NORMAL":
-	default:
-		return nil, fmt.Errorf("sluice: sqlite: synchronous %q: use FULL or NORMAL", cfg.Synchronous)
-	}
-	if dir := filepath.Dir(cfg.Path); dir != "." {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("sluice: sqlite: %w", err)
-		}
-	}
-	w, err := sql.Open(driverName, dsn(cfg.Path, sync, false))
+	w, r, err := openPools(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("sluice: sqlite: %w", err)
+		return nil, err
 	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	r, err := sql.Open(driverName, dsn(cfg.Path, sync, true))
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("sluice: sqlite: %w", err)
-	}
-	n := max(4, runtime.GOMAXPROCS(0))
-	r.SetMaxOpenConns(n)
-	r.SetMaxIdleConns(n)
-	qfs, _ := fs.Sub(queries, "queries")
-	mfs, _ := fs.Sub(migrations, "migrations")
 	e, err := engine.New(ctx, engine.Config{
-		Dialect: &engine.Dialect{
-			Features:        store.Features{Name: "sqlite", Driver: driverModule, PositionedReads: true},
-			Queries:         qfs,
-			Migrations:      mfs,
-			LeasePerRequest: true,
-			IntList:         engine.JSONList,
-			Classify:        classify,
-		},
-		Write:  w,
-		Read:   r,
-		Limits: cfg.Limits,
-		Logger: cfg.Logger,
+		Dialect:        dialect(),
+		Write:          w,
+		Read:           r,
+		Limits:         cfg.Limits,
+		Logger:         cfg.Logger,
+		SkipMigrations: cfg.SkipMigrations,
 	})
 	if err != nil {
 		w.Close()
@@ -112,6 +90,61 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 		return nil, err
 	}
 	return e, nil
+}
+
+// openPools validates cfg and opens the writer's connection and the
+// readers' pool on its file.
+func openPools(cfg Config) (w, r *sql.DB, err error) {
+	if cfg.Path == "" {
+		return nil, nil, fmt.Errorf("sluice: sqlite: Config.Path is empty (try a file such as ./sluice-data/sluice.db): %w",
+			sluicetype.ErrInvalidArgument)
+	}
+	if err := cfg.options().Validate(); err != nil {
+		return nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
+	}
+	sync := strings.ToUpper(cfg.Synchronous)
+	switch sync {
+	case "":
+		sync = "FULL"
+	case "FULL", "NORMAL":
+	default:
+		return nil, nil, fmt.Errorf("sluice: sqlite: synchronous %q: use FULL or NORMAL: %w", cfg.Synchronous, sluicetype.ErrInvalidArgument)
+	}
+	if dir := filepath.Dir(cfg.Path); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
+		}
+	}
+	w, err = sql.Open(driverName, dsn(cfg.Path, sync, false))
+	if err != nil {
+		return nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	r, err = sql.Open(driverName, dsn(cfg.Path, sync, true))
+	if err != nil {
+		w.Close()
+		return nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
+	}
+	n := cmp.Or(cfg.MaxConns, max(4, runtime.GOMAXPROCS(0)))
+	r.SetMaxOpenConns(n)
+	r.SetMaxIdleConns(n)
+	return w, r, nil
+}
+
+// dialect returns what the engine needs to know of SQLite.
+func dialect() *engine.Dialect {
+	qfs, _ := fs.Sub(queries, "queries")
+	mfs, _ := fs.Sub(migrations, "migrations")
+	return &engine.Dialect{
+		Features:        store.Features{Name: "sqlite", Driver: driverModule, PositionedReads: true},
+		Queries:         qfs,
+		Migrations:      mfs,
+		LeasePerRequest: true,
+		IntList:         engine.JSONList,
+		Classify:        classify,
+	}
 }
 
 // pragmaDSN builds the connection string the modernc and ncruces drivers

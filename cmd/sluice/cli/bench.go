@@ -256,7 +256,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	b, err := sluice.OpenBackend(ctx, c.db, sluice.Options{SQLiteSynchronous: c.sync})
+	b, err := sluice.OpenBackend(ctx, sqliteSynchronous(c.db, c.sync), sluice.Options{})
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return ExitError
@@ -1010,4 +1010,17 @@ func benchRawInsert(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	r.Clients, r.Batch = e.cfg.clients, e.cfg.batch
 	r.Note = "p50/p99: one transaction"
 	return []benchResult{r}, nil
+}
+
+// sqliteSynchronous adds SQLite's synchronous setting to a SQLite DSN
+// that does not name one; other DSNs are returned as they are.
+func sqliteSynchronous(dsn, sync string) string {
+	if sync == "" || store.Scheme(dsn) != "sqlite" || strings.Contains(dsn, "synchronous=") {
+		return dsn
+	}
+	sep := "?"
+	if strings.Contains(dsn, "?") {
+		sep = "&"
+	}
+	return dsn + sep + "synchronous=" + sync
 }

@@ -30,7 +30,7 @@ const usageText = `usage: sluice <command> [flags]
 
 commands:
   serve    serve the API on embedded SQLite or a database (sluice serve -h)
-  migrate  apply the schema's migrations to a database, or print their SQL
+  migrate  up, status or print: apply the schema's migrations, show where a database stands, print their SQL
   demo     run a short tour of queues and partition logs on an embedded SQLite file
   bench    measure throughput and latency against a database (sluice bench -h)
   version  print sluice's version, its Go version and the commit it was built from

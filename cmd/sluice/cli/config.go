@@ -38,6 +38,7 @@ type serveConfig struct {
 	LogLevel         string   `json:"log_level"`
 	LogFormat        string   `json:"log_format"`
 	SelfCheck        bool     `json:"self_check"`
+	NoMigrate        bool     `json:"no_migrate"`
 	StreamPartitions int32    `json:"stream_partitions"`
 	OTLPEndpoint     string   `json:"otlp_endpoint"`
 	// SubscriptionLagMetrics: a lag series per stream subscription and
@@ -161,6 +162,7 @@ func configSettings(c *serveConfig) []setting {
 		{"log-level", "SLUICE_LOG_LEVEL", "debug, info, warn or error", str(&c.LogLevel), "string"},
 		{"log-format", "SLUICE_LOG_FORMAT", "text or json", str(&c.LogFormat), "string"},
 		{"self-check", "SLUICE_SELF_CHECK", "at start, send and receive a message through the API and say how long it took", boolean(&c.SelfCheck), "bool"},
+		{"no-migrate", "SLUICE_NO_MIGRATE", "do not apply migrations at start (sluice migrate up does): refuse a schema at another version", boolean(&c.NoMigrate), "bool"},
 		{"metrics-subscription-lag", "SLUICE_METRICS_SUBSCRIPTION_LAG", "add a lag series per stream subscription and partition to /metrics " +
 			"(lag is summed per consumer and namespace without it)", boolean(&c.SubscriptionLagMetrics), "bool"},
 		{"otlp-endpoint", "SLUICE_OTLP_ENDPOINT", "trace every API call, exporting the spans over OTLP/HTTP to this collector " +

@@ -72,7 +72,7 @@ var (
 // queryNames lists every query a dialect must define.
 var queryNames = []string{
 	"CreateMigrationsTable", "MigrateLock", "MigrateUnlock", "MigrateAbort",
-	"AppliedMigrations", "RecordMigration", "Now",
+	"AppliedMigrations", "RecordMigration", "MigrationsTableExists", "Now",
 	"CreateQueue", "GetQueue", "DeleteQueue", "DeleteQueueMessages", "DeleteQueueDeadLetters",
 	"ReserveSeqs", "SelectDue", "MakeReady", "TryLockQueue", "ActivateScheduled", "RenumberDedup", "ReleaseMessages", "MakeScheduled", "ExtendLeases",
 	"MoveToDeadLetters", "DeleteMessages", "SelectReady", "LeaseMessages", "SelectHeld",
@@ -206,6 +206,7 @@ func contains(list []string, s string) bool {
 type migration struct {
 	version    int
 	name       string
+	text       string
 	statements []string
 }
 
@@ -228,7 +229,7 @@ func parseMigrations(fsys fs.FS) ([]migration, error) {
 		if err != nil {
 			return nil, err
 		}
-		m := migration{version: v, name: base}
+		m := migration{version: v, name: base, text: string(data)}
 		var stmt strings.Builder
 		sc := bufio.NewScanner(strings.NewReader(string(data)))
 		for sc.Scan() {

@@ -34,6 +34,14 @@ type Config struct {
 	Committers int
 	// OnClose runs after the engine stopped, before the pools are closed.
 	OnClose func()
+	// SkipMigrations checks that the schema is at the version the
+	// dialect's migrations end at instead of applying them.
+	SkipMigrations bool
+	// KeepPools leaves Write and Read open on Close: the caller owns them.
+	KeepPools bool
+	// Unprepared sends every query with its text instead of preparing it
+	// (a connection pooler that does not keep prepared statements).
+	Unprepared bool
 }
 
 // Engine implements store.Backend.
@@ -51,7 +59,11 @@ type Engine struct {
 	closeMu  sync.RWMutex
 	closed   bool
 	notifyOn bool
-	sweeps   bodySweeps
+	// keepPools: the pools are the caller's; Close leaves them open.
+	keepPools bool
+	// unprepared: queries are never prepared (Config.Unprepared).
+	unprepared bool
+	sweeps     bodySweeps
 	// deadNotes holds, for each transaction tryTx has open, the
 	// dead-letterings it made (*[]store.DeadLettered, by *sql.Tx), to
 	// report once it commits.
@@ -75,13 +87,23 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{
 		d: cfg.Dialect, q: q, w: cfg.Write, r: cfg.Read,
 		limits: cfg.Limits.WithDefaults(), log: log, hub: NewHub(), onClose: cfg.OnClose,
-		stmts: make(map[stmtKey]*sql.Stmt),
+		stmts: make(map[stmtKey]*sql.Stmt), keepPools: cfg.KeepPools,
+		unprepared: cfg.Unprepared,
 	}
 	if e.r == nil {
 		e.r = e.w
 	}
 	_, e.notifyOn = q["Notify"]
-	if err := e.migrate(ctx); err != nil {
+	m, err := newMigrator(cfg.Dialect, q, e.w, log)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.SkipMigrations {
+		err = m.check(ctx)
+	} else {
+		_, err = m.Up(ctx)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if err := e.prepareAll(ctx); err != nil {
@@ -122,6 +144,9 @@ func (e *Engine) Close() error {
 		err = errors.Join(err, st.Close())
 	}
 	e.stmtMu.Unlock()
+	if e.keepPools {
+		return err
+	}
 	err = errors.Join(err, e.w.Close())
 	if e.r != e.w {
 		err = errors.Join(err, e.r.Close())
@@ -273,6 +298,9 @@ func (e *Engine) prepared(ctx context.Context, db *sql.DB, name string) (*sql.St
 // prepareAll prepares the operations' queries on the write pool, so that
 // transactions find them ready (see stmt).
 func (e *Engine) prepareAll(ctx context.Context) error {
+	if e.unprepared {
+		return nil
+	}
 	for _, name := range queryNames {
 		if migrationQueries[name] {
 			continue
@@ -302,6 +330,7 @@ func (e *Engine) has(name string) bool {
 var migrationQueries = map[string]bool{
 	"CreateMigrationsTable": true, "MigrateLock": true, "MigrateUnlock": true,
 	"MigrateAbort": true, "AppliedMigrations": true, "RecordMigration": true,
+	"MigrationsTableExists": true,
 }
 
 // runner is what runs one named query: a prepared statement, or the
@@ -346,6 +375,9 @@ func (e *Engine) stmt(ctx context.Context, q querier, name string) (runner, erro
 		}
 		return v.StmtContext(ctx, st), nil
 	case *sql.DB:
+		if e.unprepared {
+			return textRunner{v, e.q[name]}, nil
+		}
 		return e.prepared(ctx, v, name)
 	}
 	return textRunner{q, e.q[name]}, nil
@@ -431,122 +463,6 @@ func pairs[K comparable, V any](ctx context.Context, e *Engine, q querier, name 
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	return out, nil
-}
-
-func (e *Engine) migrate(ctx context.Context) (err error) {
-	migs, err := parseMigrations(e.d.Migrations)
-	if err != nil {
-		return fmt.Errorf("sluice: migrate: %w", err)
-	}
-	conn, err := e.w.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("sluice: migrate: %w", err)
-	}
-	defer conn.Close()
-	if err := e.migrateLock(ctx, conn); err != nil {
-		return fmt.Errorf("sluice: migrate: lock: %w", err)
-	}
-	defer func() {
-		end := e.q["MigrateUnlock"]
-		if err != nil {
-			end = e.q["MigrateAbort"]
-		}
-		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), end); uerr != nil && err == nil {
-			err = fmt.Errorf("sluice: migrate: unlock: %w", uerr)
-		}
-	}()
-	if _, err := conn.ExecContext(ctx, e.q["CreateMigrationsTable"]); err != nil {
-		return fmt.Errorf("sluice: migrate: %w", err)
-	}
-	rows, err := conn.QueryContext(ctx, e.q["AppliedMigrations"])
-	if err != nil {
-		return fmt.Errorf("sluice: migrate: %w", err)
-	}
-	var applied []int64
-	for rows.Next() {
-		var v int64
-		if err := rows.Scan(&v); err != nil {
-			rows.Close()
-			return fmt.Errorf("sluice: migrate: %w", err)
-		}
-		applied = append(applied, v)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("sluice: migrate: %w", err)
-	}
-	done := make(map[int64]bool, len(applied))
-	for _, v := range applied {
-		done[v] = true
-		if len(migs) == 0 || v > int64(migs[len(migs)-1].version) {
-			return fmt.Errorf("sluice: migrate: database is at version %d, this build knows up to %d: %w",
-				v, migs[len(migs)-1].version, sluicetype.ErrSchemaTooNew)
-		}
-	}
-	var first, last string
-	n := 0
-	for _, m := range migs {
-		if done[int64(m.version)] {
-			continue
-		}
-		if err := e.applyMigration(ctx, conn, m); err != nil {
-			return fmt.Errorf("sluice: migrate %s: %w", m.name, err)
-		}
-		e.log.Debug("sluice: applied migration", "backend", e.d.Features.Name, "migration", m.name)
-		if n == 0 {
-			first = m.name
-		}
-		last, n = m.name, n+1
-	}
-	if n > 0 {
-		// One line for all of them: a new database applies every one.
-		e.log.Info("sluice: migrated the schema", "backend", e.d.Features.Name, "applied", n, "from", first, "to", last,
-			"version", migs[len(migs)-1].version)
-	}
-	return nil
-}
-
-// migrateLock takes the lock that keeps concurrent starts from migrating
-// at once. Where the dialect's lock reports its outcome as a value (MySQL's
-// GET_LOCK returns 0 on timeout), anything but 1 is an error.
-func (e *Engine) migrateLock(ctx context.Context, conn *sql.Conn) error {
-	if !e.d.LockResult {
-		_, err := conn.ExecContext(ctx, e.q["MigrateLock"])
-		return err
-	}
-	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, e.q["MigrateLock"]).Scan(&got); err != nil {
-		return err
-	}
-	if got.Int64 != 1 {
-		return errors.New("another process holds the migration lock; try again once it has finished")
-	}
-	return nil
-}
-
-func (e *Engine) applyMigration(ctx context.Context, conn *sql.Conn, m migration) error {
-	var q querier = conn
-	var tx *sql.Tx
-	if e.d.TxMigrations {
-		var err error
-		if tx, err = conn.BeginTx(ctx, nil); err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		q = tx
-	}
-	for _, s := range m.statements {
-		if _, err := q.ExecContext(ctx, s); err != nil {
-			return fmt.Errorf("%w\nin statement:\n%s", err, s)
-		}
-	}
-	if _, err := q.ExecContext(ctx, e.q["RecordMigration"], m.version); err != nil {
-		return err
-	}
-	if tx != nil {
-		return tx.Commit()
-	}
-	return nil
 }
 
 // tenantStore is one tenant's view of an Engine.

@@ -1,0 +1,39 @@
+package sluice_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// sqlDrivers are the module paths of the SQL drivers the backends link.
+var sqlDrivers = []string{
+	"modernc.org/sqlite",
+	"github.com/jackc/pgx",
+	"github.com/go-sql-driver/mysql",
+	"github.com/mattn/go-sqlite3",
+	"github.com/ncruces",
+}
+
+// TestRootLinksNoDriver: a program links only the backends it imports.
+// Neither the library's root package nor the network client depends on
+// a SQL driver, nor on a backend package.
+func TestRootLinksNoDriver(t *testing.T) {
+	t.Parallel()
+	for _, pkg := range []string{".", "./client", "./sluicetype", "./store"} {
+		out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, d := range sqlDrivers {
+				if strings.HasPrefix(dep, d) {
+					t.Errorf("%s depends on the SQL driver %s", pkg, dep)
+				}
+			}
+			if strings.HasPrefix(dep, "github.com/sluicehq/sluice/store/") && !strings.HasPrefix(dep, "github.com/sluicehq/sluice/store/internal") {
+				t.Errorf("%s depends on the backend %s", pkg, dep)
+			}
+		}
+	}
+}

@@ -1,0 +1,80 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/engine"
+)
+
+// DBConfig opens a SQLite backend on the application's pool (OpenDB).
+type DBConfig struct {
+	// Limits bound calls; zero fields take defaults.
+	Limits store.Limits
+	// Logger receives warnings; nil discards them.
+	Logger *slog.Logger
+	// SkipMigrations opens without migrating: the schema must be at this
+	// build's version (see store.OpenOptions.SkipMigrations).
+	SkipMigrations bool
+}
+
+// OpenDB opens a backend on the application's *sql.DB, which must run on
+// the driver this package links (modernc.org/sqlite by default) and
+// which OpenDB never closes: the backend's Close leaves it open. Reads
+// and writes share it.
+//
+// sluice does not change the pool's connections: it checks one of them
+// and fails with ErrInvalidArgument unless it is in WAL mode
+// (journal_mode=WAL) with a busy timeout (busy_timeout > 0), since a
+// pragma set on one connection would not reach the pool's others; set
+// them in the DSN, e.g. file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000).
+// Adding _txlock=immediate spares write transactions the SQLITE_BUSY
+// retries of a read lock upgraded to a write lock.
+func OpenDB(ctx context.Context, db *sql.DB, cfg DBConfig) (store.Backend, error) {
+	if err := checkPool(ctx, db); err != nil {
+		return nil, err
+	}
+	return engine.New(ctx, engine.Config{
+		Dialect:        dialect(),
+		Write:          db,
+		Read:           db,
+		Limits:         cfg.Limits,
+		Logger:         cfg.Logger,
+		SkipMigrations: cfg.SkipMigrations,
+		KeepPools:      true,
+	})
+}
+
+// checkPool checks the driver and the pragmas of one of db's connections.
+func checkPool(ctx context.Context, db *sql.DB) error {
+	if db == nil {
+		return fmt.Errorf("sluice: sqlite: the *sql.DB is nil: %w", sluicetype.ErrInvalidArgument)
+	}
+	if !ownsDriver(db.Driver()) {
+		return fmt.Errorf("sluice: sqlite: the *sql.DB runs on driver %T, not %s: %w", db.Driver(), driverModule, sluicetype.ErrInvalidArgument)
+	}
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("sluice: sqlite: %w", err)
+	}
+	defer conn.Close()
+	var mode string
+	var busy int
+	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return fmt.Errorf("sluice: sqlite: read journal_mode: %w", err)
+	}
+	if err := conn.QueryRowContext(ctx, "PRAGMA busy_timeout").Scan(&busy); err != nil {
+		return fmt.Errorf("sluice: sqlite: read busy_timeout: %w", err)
+	}
+	if !strings.EqualFold(mode, "wal") || busy <= 0 {
+		return fmt.Errorf("sluice: sqlite: the *sql.DB's connections have journal_mode=%s and busy_timeout=%d; sluice needs "+
+			"journal_mode=WAL and a busy_timeout above 0 on every connection: set them in the DSN "+
+			"(e.g. ?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)): %w", mode, busy, sluicetype.ErrInvalidArgument)
+	}
+	return nil
+}
