@@ -44,6 +44,10 @@ func TestAbandonDelay(t *testing.T) {
 		if st, err := c.GetQueueStats(ctx, q); err != nil || st.Scheduled != 2 || st.Active+st.InFlight != 0 {
 			t.Fatalf("stats after delayed abandons: %+v, %v; want two scheduled", st, err)
 		}
+		found, err := r.Browse(ctx, 10, &sluice.BrowseOptions{Filter: sluice.MessageFilter{States: []sluice.MessageState{sluice.StateScheduled}}})
+		if err != nil || len(found.Messages) != 2 {
+			t.Fatalf("Browse for scheduled messages after delayed abandons: %d found, %v; want 2", len(found.Messages), err)
+		}
 		again, err := r.Receive(ctx, 2)
 		if e := time.Since(start); e < delay-100*time.Millisecond {
 			t.Fatalf("message abandoned with delay %v received again after %v", delay, e)

@@ -224,10 +224,7 @@ func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
 	}
 	if err != nil {
 		p.opts.OnError(fmt.Errorf("sluice: handler of message %d: %w", m.SequenceNumber, err))
-		var delay time.Duration
-		if !p.r.dead { // a dead letter comes back at once
-			delay = retryDelay(p.opts.Retry, m.DeliveryCount, err)
-		}
+		delay := retryDelay(p.opts.Retry, m.DeliveryCount, err)
 		if serr := p.r.Abandon(sctx, m, &AbandonOptions{Delay: delay}); serr != nil && !lost {
 			p.opts.OnError(serr)
 		}
