@@ -144,6 +144,45 @@ func ExampleProcessor() {
 	// resize photo on delivery 2
 }
 
+// A retry policy keeps a failed message away for a while before it comes
+// again; a handler that knows when to try again says so with RetryAfter.
+func ExampleProcessorOptions_retry() {
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+
+	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), sluice.Options{})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	c.CreateQueue(ctx, "emails", nil)
+	s, _ := c.NewSender("emails")
+	s.Send(ctx, &sluice.Message{Body: []byte("welcome mail")})
+
+	done := make(chan string)
+	start := time.Now()
+	p, _ := c.NewProcessor("emails", func(ctx context.Context, r *sluice.Receiver, m *sluice.ReceivedMessage) error {
+		switch m.DeliveryCount {
+		case 1:
+			return errors.New("mail server down") // back after 50-100ms (jittered)
+		case 2:
+			return sluice.RetryAfter(errors.New("rate limited"), 200*time.Millisecond)
+		}
+		done <- fmt.Sprintf("%s on delivery %d, after at least 250ms: %v",
+			m.Body, m.DeliveryCount, time.Since(start) >= 250*time.Millisecond)
+		return nil
+	}, &sluice.ProcessorOptions{
+		Retry:   sluice.ExponentialBackoff{Initial: 100 * time.Millisecond, Max: time.Minute, Jitter: true},
+		OnError: func(error) {},
+	})
+	p.Start(ctx)
+	fmt.Println(<-done)
+	p.Stop(ctx)
+	// Output:
+	// welcome mail on delivery 3, after at least 250ms: true
+}
+
 // A topic copies each message to the subscriptions whose rules match.
 func ExampleClient_CreateTopic() {
 	dir, _ := os.MkdirTemp("", "sluice-example")

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/sluicehq/sluice/internal/backoff"
 )
 
 // Handler processes one message. Returning nil completes it; an error (or
-// a panic) abandons it, so it is delivered again. A handler may settle the
+// a panic) abandons it, so it is delivered again, at once or after the
+// delay ProcessorOptions.Retry or RetryAfter gives. A handler may settle the
 // message itself through r (dead-letter it, defer it); the processor then
 // leaves it alone. ctx ends when the message's lock is lost or the
 // processor is stopped without waiting.
@@ -24,6 +27,12 @@ type ProcessorOptions struct {
 	// Forever: as long as the handler runs; negative: never, the one
 	// duration where negative has a meaning).
 	MaxAutoLockRenewal time.Duration
+	// Retry chooses how long a message whose handler failed stays hidden
+	// before it is delivered again (ExponentialBackoff, RetryFunc); an
+	// error wrapped by RetryAfter chooses for itself. nil: at once, as
+	// Service Bus abandons. A message on its last allowed delivery is
+	// dead-lettered at once whatever the delay.
+	Retry RetryPolicy
 	// OnError receives what the processor cannot return: failed receives
 	// (retried after a pause), handler errors, settles that failed and
 	// locks that were lost. nil logs them at warning level.
@@ -33,6 +42,9 @@ type ProcessorOptions struct {
 // DefaultMaxAutoLockRenewal is ProcessorOptions.MaxAutoLockRenewal's
 // default.
 const DefaultMaxAutoLockRenewal = 5 * time.Minute
+
+// receivePause spaces the processor's receives after one failed.
+var receivePause = backoff.Policy{Initial: minPoll, Max: 5 * time.Second}
 
 // settleTimeout bounds the settle after a handler, which runs even while
 // the processor stops.
@@ -71,6 +83,11 @@ func (c *Client) NewProcessor(queue string, h Handler, opts *ProcessorOptions) (
 	}
 	if o.MaxConcurrent < 0 || o.MaxConcurrent > c.limits.MaxBatch {
 		return nil, errInvalid("new processor", "max concurrent %d: must be between 1 and %d", o.MaxConcurrent, c.limits.MaxBatch)
+	}
+	if v, ok := o.Retry.(interface{ validate() error }); ok {
+		if err := v.validate(); err != nil {
+			return nil, fmt.Errorf("sluice: new processor: retry: %w", err)
+		}
 	}
 	if o.MaxAutoLockRenewal == 0 {
 		o.MaxAutoLockRenewal = DefaultMaxAutoLockRenewal
@@ -138,7 +155,7 @@ func (p *Processor) Stop(ctx context.Context) error {
 func (p *Processor) loop(recv, all context.Context) {
 	defer close(p.loopDone)
 	slots := make(chan struct{}, p.opts.MaxConcurrent)
-	pause := minPoll
+	failures := 0
 	for {
 		select {
 		case slots <- struct{}{}:
@@ -167,20 +184,15 @@ func (p *Processor) loop(recv, all context.Context) {
 			}()
 		}
 		if err == nil {
-			pause = minPoll
+			failures = 0
 			continue
 		}
 		if recv.Err() != nil || errors.Is(err, ErrClosed) {
 			return
 		}
 		p.opts.OnError(err)
-		t := time.NewTimer(pause)
-		select {
-		case <-t.C:
-		case <-recv.Done():
-		}
-		t.Stop()
-		pause = min(2*pause, 5*time.Second)
+		failures++
+		_ = backoff.Wait(recv, receivePause.Delay(failures))
 	}
 }
 
@@ -212,7 +224,8 @@ func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
 	}
 	if err != nil {
 		p.opts.OnError(fmt.Errorf("sluice: handler of message %d: %w", m.SequenceNumber, err))
-		if serr := p.r.Abandon(sctx, m, nil); serr != nil && !lost {
+		delay := retryDelay(p.opts.Retry, m.DeliveryCount, err)
+		if serr := p.r.Abandon(sctx, m, &AbandonOptions{Delay: delay}); serr != nil && !lost {
 			p.opts.OnError(serr)
 		}
 		return
@@ -250,10 +263,8 @@ func (p *Processor) renewLoop(ctx context.Context, cancel context.CancelCauseFun
 			return
 		}
 		p.opts.OnError(fmt.Errorf("sluice: renew lock of message %d: %w", m.SequenceNumber, err))
-		select {
-		case <-ctx.Done():
+		if backoff.Wait(ctx, time.Second) != nil {
 			return
-		case <-time.After(time.Second):
 		}
 	}
 	every := props.LockDuration / 2

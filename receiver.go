@@ -357,17 +357,33 @@ type AbandonOptions struct {
 	// PropertiesToModify are merged into the message's application
 	// properties.
 	PropertiesToModify map[string]string
+	// Delay keeps the message hidden that long, by the database's clock,
+	// before it is delivered again; meanwhile Peek shows it as
+	// StateScheduled and the queue's counts as scheduled. 0 delivers it
+	// again at once; negative is refused with ErrInvalidArgument; Forever
+	// saturates (the message then waits until it expires, or for ever).
+	// A message on its last allowed delivery is dead-lettered at once,
+	// whatever the delay. A dead letter cannot be abandoned with a delay.
+	Delay time.Duration
 }
 
-// Abandon releases a message's lock so that it is delivered again at
-// once; on its last allowed delivery it is dead-lettered instead, with
-// reason MaxDeliveryCountExceeded. nil opts change nothing else.
+// Abandon releases a message's lock so that it is delivered again, at
+// once or after opts.Delay; on its last allowed delivery it is
+// dead-lettered instead, with reason MaxDeliveryCountExceeded. nil opts
+// change nothing else.
 func (r *Receiver) Abandon(ctx context.Context, m *ReceivedMessage, opts *AbandonOptions) error {
+	p := store.SettleParams{Action: store.Abandon}
 	var changes map[string]string
 	if opts != nil {
-		changes = opts.PropertiesToModify
+		changes, p.Delay = opts.PropertiesToModify, opts.Delay
 	}
-	return r.settle(ctx, "abandon", m, store.SettleParams{Action: store.Abandon}, changes)
+	if p.Delay < 0 {
+		return errInvalid("abandon", "delay %v: must not be negative", p.Delay)
+	}
+	if p.Delay > 0 && r.dead {
+		return errInvalid("abandon", "a dead letter cannot be abandoned with a delay")
+	}
+	return r.settle(ctx, "abandon", m, p, changes)
 }
 
 // release hands a message back without counting a delivery, for a

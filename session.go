@@ -243,8 +243,9 @@ func (s *SessionReceiver) CompleteBatch(ctx context.Context, msgs []*ReceivedMes
 	return err
 }
 
-// Abandon makes a message of the session available again; it comes next,
-// before later messages of the session.
+// Abandon makes a message of the session available again, at once or
+// after opts.Delay; it comes next, before later messages of the session,
+// which wait for it however long its delay.
 func (s *SessionReceiver) Abandon(ctx context.Context, m *ReceivedMessage, opts *AbandonOptions) error {
 	return s.sessionErr(ctx, s.r.Abandon(ctx, m, opts))
 }

@@ -229,11 +229,12 @@ func (r *Receiver) CompleteBatch(ctx context.Context, msgs []*sluice.ReceivedMes
 	return be
 }
 
-// Abandon makes a message available again at once.
+// Abandon makes a message available again, at once or after opts.Delay
+// (see sluice.AbandonOptions).
 func (r *Receiver) Abandon(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.AbandonOptions) error {
 	req := &sluicev1.AbandonRequest{Entity: r.entity, SubQueue: r.sub, LockToken: lockToken(m), Session: r.session}
 	if opts != nil {
-		req.PropertiesToModify = opts.PropertiesToModify
+		req.PropertiesToModify, req.Delay = opts.PropertiesToModify, apiconv.DurationPB(opts.Delay)
 	}
 	_, err := call(ctx, r.c.messaging.Abandon, req)
 	return err
@@ -423,7 +424,8 @@ func (s *SessionReceiver) CompleteBatch(ctx context.Context, msgs []*sluice.Rece
 	return s.r.CompleteBatch(ctx, msgs)
 }
 
-// Abandon makes a message of the session available again.
+// Abandon makes a message of the session available again, at once or
+// after opts.Delay; the session's later messages wait for it.
 func (s *SessionReceiver) Abandon(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.AbandonOptions) error {
 	return s.r.Abandon(ctx, m, opts)
 }

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"math/rand/v2"
 	"net"
 	"net/http/httptrace"
 	"runtime/debug"
@@ -21,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/api/sluice/v1/sluicev1connect"
 	"github.com/sluicehq/sluice/internal/apiconv"
 	"github.com/sluicehq/sluice/internal/apierr"
+	"github.com/sluicehq/sluice/internal/backoff"
 )
 
 // Publish appends events to a stream atomically and returns their
@@ -367,7 +367,6 @@ func (p *StreamProcessor) open(run, wait context.Context, rc *remoteConsumer, re
 // the break yet ends it at once.
 func (p *StreamProcessor) consume(ctx context.Context, rc *remoteConsumer, stream *consumeStream) {
 	defer p.loops.Done()
-	backoff := 100 * time.Millisecond
 	for {
 		var handlers sync.WaitGroup
 		p.receive(rc, stream, &handlers)
@@ -375,27 +374,31 @@ func (p *StreamProcessor) consume(ctx context.Context, rc *remoteConsumer, strea
 		stream.cancel()
 		handlers.Wait()
 		broken := stream.id
-		for {
+		for failures := 1; ; failures++ {
+			t := time.NewTimer(reopenBackoff.Delay(failures))
 			select {
 			case <-ctx.Done():
+				t.Stop()
 				return
 			case <-p.draining:
+				t.Stop()
 				return
-			case <-time.After(backoff/2 + rand.N(backoff/2)):
+			case <-t.C:
 			}
 			wait, cancel := context.WithTimeout(ctx, reopenWait)
 			var err error
 			stream, err = p.open(ctx, wait, rc, broken)
 			cancel()
 			if err == nil {
-				backoff = 100 * time.Millisecond
 				break
 			}
 			p.log.Warn("sluice: client: cannot consume; trying again", "consumer", rc.name, "err", err)
-			backoff = min(2*backoff, 5*time.Second)
 		}
 	}
 }
+
+// reopenBackoff spaces the attempts to open a consumer's stream again.
+var reopenBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: true}
 
 // receive hands each delivery of stream to its handler until the stream
 // ends, or reads nothing (no delivery, no heartbeat, not a byte) for too

@@ -267,7 +267,7 @@ func (h *messaging) CompleteBatch(ctx context.Context, req *sluicev1.CompleteBat
 
 func (h *messaging) Abandon(ctx context.Context, req *sluicev1.AbandonRequest) (*sluicev1.AbandonResponse, error) {
 	err := h.settle(ctx, "abandon", req.Entity, req.SubQueue, req.Session, req.LockToken, func(r settler, m *sluice.ReceivedMessage) error {
-		return r.Abandon(ctx, m, &sluice.AbandonOptions{PropertiesToModify: req.PropertiesToModify})
+		return r.Abandon(ctx, m, &sluice.AbandonOptions{PropertiesToModify: req.PropertiesToModify, Delay: apiconv.Duration(req.Delay)})
 	})
 	if err != nil {
 		return nil, err

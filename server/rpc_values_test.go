@@ -46,6 +46,7 @@ var rpcBadValues = []rpcBadValue{
 	{procedure: "MessagingService/Complete", body: `{"entity":"vault","lockToken":"$LOCK"}`, code: "failed_precondition", reason: "LOCK_LOST"},
 	{procedure: "MessagingService/Abandon", body: `{"entity":"orders-own","lockToken":"$LOCK"}`, code: "failed_precondition",
 		reason: "LOCK_LOST"},
+	{procedure: "MessagingService/Abandon", body: `{"entity":"orders","lockToken":"$LOCK","delay":"-1s"}`, code: "invalid_argument"},
 	{procedure: "MessagingService/RenewLock", body: `{"entity":"vault","lockToken":"$LOCK"}`, code: "failed_precondition", reason: "LOCK_LOST"},
 	{procedure: "StreamService/ListParkedEvents", body: `{"subscription":"$SUB","max":-1}`, code: "invalid_argument"},
 	{procedure: "StreamService/ReplayParkedEvents", body: `{"subscription":"$SUB","max":100000}`, code: "invalid_argument"},

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/backoff"
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
@@ -204,21 +205,29 @@ func (a *agent) stopFenced(err error) {
 // with backoff while the database fails, until it succeeds or the agent
 // is stopped.
 func (a *agent) start() bool {
-	wait := 100 * time.Millisecond
-	for {
+	for failures := 1; ; failures++ {
 		err := a.load()
 		if err == nil {
 			return true
 		}
+		wait := startBackoff.Delay(failures)
 		a.log.Warn("sluice: stream agent cannot start; trying again", "err", err, "in", wait)
+		t := time.NewTimer(wait)
 		select {
 		case <-a.stop:
+			t.Stop()
 			return false
-		case <-time.After(wait):
+		case <-t.C:
 		}
-		wait = min(2*wait, 10*time.Second)
 	}
 }
+
+// startBackoff spaces an agent's attempts to load its partition, and
+// parkBackoff its attempts to park an event, while the database fails.
+var (
+	startBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: true}
+	parkBackoff  = backoff.Policy{Initial: 100 * time.Millisecond, Max: 5 * time.Second, Jitter: true}
+)
 
 // run is the agent's loop; it returns when stopped (after finishing or
 // abandoning its deliveries and storing final progress), or fenced.
@@ -849,34 +858,30 @@ func (a *agent) report(r result) {
 // retrying until it is stored or the agent's deliveries are cancelled.
 func (a *agent) park(ctx context.Context, sub string, r *sluicetype.Record, cause error, attempts int) bool {
 	ev := store.ParkedEvent{Partition: a.partition, Record: *r, Error: store.Truncate(cause.Error(), store.MaxReasonLen), Attempts: attempts}
-	wait := 100 * time.Millisecond
-	for {
+	parked := false
+	_ = backoff.Retry(ctx, parkBackoff, func(int) bool {
 		if !a.owns() || ctx.Err() != nil {
-			return false // another node may own the partition, or the subscription stopped
+			return true // another node may own the partition, or the subscription stopped
 		}
 		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := a.n.st.Park(tctx, &store.ParkParams{Subscription: sub, Events: []store.ParkedEvent{ev}, Fence: a.fence()})
 		cancel()
-		if err == nil {
+		switch {
+		case err == nil:
+			parked = true
 			return true
-		}
-		if errors.Is(err, sluicetype.ErrFenced) {
+		case errors.Is(err, sluicetype.ErrFenced):
 			// Another node owns the partition: it delivers the event
 			// again. The agent stops at its next fenced save.
 			a.fenced.Store(true)
-			return false
-		}
-		if errors.Is(err, sluicetype.ErrSubscriptionNotFound) {
-			return false // unsubscribed meanwhile
+			return true
+		case errors.Is(err, sluicetype.ErrSubscriptionNotFound):
+			return true // unsubscribed meanwhile
 		}
 		a.log.Warn("sluice: cannot park a stream event", "subscription", sub, "position", r.Position, "err", err)
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
-	}
+		return false
+	})
+	return parked
 }
 
 // resolve applies a finished delivery.

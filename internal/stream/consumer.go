@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/backoff"
 	"github.com/sluicehq/sluice/sluicetype"
 )
 
@@ -148,7 +149,7 @@ func (c *Consumer) call(ctx context.Context, ev *Event, d *inDelivery) (err erro
 // when set, returning false before an attempt (stopped is true: the
 // event is neither delivered nor given up on). d is call's.
 func (c *Consumer) deliver(ctx context.Context, ev Event, may func() bool, d *inDelivery) (attempts int, stopped bool, err error) {
-	wait := c.RetryBackoff
+	retry := backoff.Policy{Initial: c.RetryBackoff, Max: c.MaxRetryBackoff}
 	for attempts = 1; ; attempts++ {
 		if may != nil && !may() {
 			return attempts - 1, true, errLeaseLapsed
@@ -164,12 +165,9 @@ func (c *Consumer) deliver(ctx context.Context, ev Event, may func() bool, d *in
 		if attempts >= c.MaxAttempts {
 			return attempts, false, err
 		}
-		select {
-		case <-ctx.Done():
+		if backoff.Wait(ctx, retry.Delay(attempts)) != nil {
 			return attempts, true, err
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, c.MaxRetryBackoff)
 	}
 }
 

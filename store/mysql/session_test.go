@@ -162,8 +162,10 @@ func TestSessionCost(t *testing.T) {
 		{"HasReadySessionMessage", []any{tenant.Service, tenant.Provider, q, "big", now}, []string{"sluice_messages"}, 2},
 		{"SelectSessionReady", []any{tenant.Service, tenant.Provider, q, "big", now, limit}, []string{"sluice_messages"}, limit + 2},
 		// Nothing is due: the due index's range is empty, the session's
-		// leased messages are not read.
-		{"FirstSessionDue", []any{tenant.Service, tenant.Provider, q, "big", now}, []string{"sluice_messages"}, 2},
+		// leased messages are not read; nor is anything of the session
+		// scheduled: its range for state 2 is empty too.
+		{"FirstSessionDue", []any{tenant.Service, tenant.Provider, q, "big", now, tenant.Service, tenant.Provider, q, "big", now},
+			[]string{"sluice_messages"}, 2},
 		{"SelectSessionReady", []any{tenant.Service, tenant.Provider, q, name(0), now, limit}, []string{"sluice_messages"}, 2},
 	} {
 		read := rowsReadOf(t, db, qs[c.name], c.args, c.tables...)

@@ -3,23 +3,20 @@ package postgres
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/sluicehq/sluice/internal/backoff"
 	"github.com/sluicehq/sluice/store/internal/engine"
 )
 
 // channel is the LISTEN/NOTIFY channel of the Notify query.
 const channel = "sluice"
 
-// Bounds of the listener's reconnect backoff.
-const (
-	minBackoff = 100 * time.Millisecond
-	maxBackoff = 10 * time.Second
-)
+// reconnectBackoff spaces the listener's attempts to reconnect.
+var reconnectBackoff = backoff.Policy{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Jitter: true}
 
 // listener holds one dedicated connection that LISTENs on the sluice
 // channel and feeds every hub key it hears to the engine's hub, so that a
@@ -85,25 +82,12 @@ func (l *listener) stop() {
 func (l *listener) run(hub *engine.Hub) {
 	defer close(l.done)
 	conn := l.conn
-	backoff := minBackoff
 	for {
 		if conn == nil {
-			c, err := listen(l.ctx, l.cc)
-			if err != nil {
-				if l.ctx.Err() != nil {
-					return
-				}
-				l.log.Warn("sluice: postgres: listener cannot reconnect; retrying", "in", backoff, "err", err)
-				select {
-				case <-l.ctx.Done():
-					return
-				case <-time.After(backoff/2 + rand.N(backoff)):
-				}
-				backoff = min(backoff*2, maxBackoff)
-				continue
+			conn = l.reconnect()
+			if conn == nil {
+				return
 			}
-			l.log.Info("sluice: postgres: listener reconnected")
-			conn, backoff = c, minBackoff
 		}
 		n, err := conn.WaitForNotification(l.ctx)
 		if err != nil {
@@ -119,6 +103,28 @@ func (l *listener) run(hub *engine.Hub) {
 			hub.SignalRemote(n.Payload)
 		}
 	}
+}
+
+// reconnect opens a listening connection again, with backoff between
+// attempts; nil when the listener stops first.
+func (l *listener) reconnect() *pgx.Conn {
+	var conn *pgx.Conn
+	err := backoff.Retry(l.ctx, reconnectBackoff, func(attempt int) bool {
+		c, err := listen(l.ctx, l.cc)
+		if err != nil {
+			if l.ctx.Err() == nil {
+				l.log.Warn("sluice: postgres: listener cannot reconnect; retrying", "attempt", attempt, "err", err)
+			}
+			return l.ctx.Err() != nil
+		}
+		conn = c
+		return true
+	})
+	if err != nil || conn == nil {
+		return nil
+	}
+	l.log.Info("sluice: postgres: listener reconnected")
+	return conn
 }
 
 // closeConn closes a connection, giving the server a moment to hear the

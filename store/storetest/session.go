@@ -17,6 +17,7 @@ var sessionTests = []suiteTest{
 	{"AcceptNext", testSessionAcceptNext},
 	{"LockCoversLater", testSessionLockCoversLater},
 	{"FIFOAfterAbandon", testSessionFIFOAfterAbandon},
+	{"FIFOAfterDelayedAbandon", testSessionFIFOAfterDelayedAbandon},
 	{"Renew", testSessionRenew},
 	{"LockExpires", testSessionLockExpires},
 	{"Release", testSessionRelease},
@@ -158,6 +159,49 @@ func testSessionFIFOAfterAbandon(t *testing.T, h *harness) {
 	}
 	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, append(again, ls[1])...)
 	wantCounts(t, ctx, st, q, store.QueueStats{})
+}
+
+// testSessionFIFOAfterDelayedAbandon checks that a message of a session
+// abandoned with a delay holds the session's later messages back until it
+// comes again, first; a deferred one abandoned so holds nothing back.
+func testSessionFIFOAfterDelayedAbandon(t *testing.T, h *harness) {
+	t, st, q := sessionQueue(t, h)
+	ctx := t.Context()
+	enqueue(t, ctx, st, q, inSession("s", "1"), inSession("s", "2"), inSession("s", "3"))
+	l := accept(t, st, q, "s", long)
+	first := leaseIn(t, st, q, l, 1)
+	const delay = 1500 * time.Millisecond
+	start := time.Now()
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Abandon, Delay: delay}, first...)
+	wantCounts(t, ctx, st, q, store.QueueStats{Active: 2, Scheduled: 1})
+	eventually(t, "the delayed message leased again, ahead of the rest", func() bool {
+		got := leaseIn(t, st, q, l, 10)
+		if len(got) == 0 {
+			return false
+		}
+		if e := time.Since(start); e < delay-100*time.Millisecond {
+			t.Fatalf("after abandoning 1 with delay %v, leased %v after %v", delay, payloads(got), e)
+		}
+		if p := payloads(got); !slices.Equal(p, []string{"1", "2", "3"}) || got[0].DeliveryCount != 2 {
+			t.Fatalf("after the delay, leased %v (delivery %d), want [1 2 3] with 1 on delivery 2", p, got[0].DeliveryCount)
+		}
+		settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer}, got[0])
+		settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Complete}, got[1:]...)
+		return true
+	})
+
+	// A deferred message comes back deferred: its delay holds the
+	// session's later messages back no longer than it does outside one.
+	enqueue(t, ctx, st, q, inSession("s", "4"))
+	sp := sessionParams(q, l)
+	d, err := st.LeaseDeferred(ctx, &store.LeaseDeferredParams{Queue: q, Seqs: []int64{first[0].Seq}, Visibility: long, Session: &sp})
+	if err != nil || len(d) != 1 {
+		t.Fatalf("LeaseDeferred of the deferred session message: %d messages, %v", len(d), err)
+	}
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Abandon, Delay: long}, d...)
+	if got := payloads(leaseIn(t, st, q, l, 10)); !slices.Equal(got, []string{"4"}) {
+		t.Fatalf("with a deferred message abandoned with a delay, leased %v, want [4]", got)
+	}
 }
 
 func testSessionRenew(t *testing.T, h *harness) {

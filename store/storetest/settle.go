@@ -16,6 +16,7 @@ var settleTests = []suiteTest{
 	{"Complete", testComplete},
 	{"Abandon", testAbandon},
 	{"AbandonDelay", testAbandonDelay},
+	{"AbandonDelayLastDelivery", testAbandonDelayLastDelivery},
 	{"ReleaseNotDelivery", testReleaseNotDelivery},
 	{"DeadLetter", testDeadLetter},
 	{"Extend", testExtend},
@@ -82,6 +83,22 @@ func testAbandonDelay(t *testing.T, h *harness) {
 		}
 		return true
 	})
+}
+
+// testAbandonDelayLastDelivery checks that a delay does not postpone the
+// dead-lettering of a message abandoned on its last allowed delivery.
+func testAbandonDelayLastDelivery(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{MaxDeliveryCount: 2})
+	enqueue(t, ctx, st, q, msg("m"))
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Abandon}, lease(t, ctx, st, q, 1, long)...)
+	ls := lease(t, ctx, st, q, 1, long)
+	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Abandon, Delay: time.Hour}, ls...)
+	d := deadAll(t, ctx, st, q)
+	if len(d) != 1 || d[0].Reason != sluicetype.ReasonMaxDeliveryCountExceeded {
+		t.Fatalf("after a delayed abandon on the last delivery, dead letters %+v, want one for MaxDeliveryCountExceeded", d)
+	}
+	wantCounts(t, ctx, st, q, store.QueueStats{DeadLettered: 1})
 }
 
 func testDeadLetter(t *testing.T, h *harness) {

@@ -1482,8 +1482,15 @@ type AbandonRequest struct {
 	Session   *SessionLock           `protobuf:"bytes,4,opt,name=session,proto3" json:"session,omitempty"`
 	// Merged into the message's application properties.
 	PropertiesToModify map[string]string `protobuf:"bytes,5,rep,name=properties_to_modify,json=propertiesToModify,proto3" json:"properties_to_modify,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Keeps the message hidden that long before it is delivered again
+	// (absent or 0: at once); meanwhile peek shows it as scheduled. A
+	// negative delay is refused with INVALID_ARGUMENT; one beyond
+	// time.Duration's range saturates. On its last allowed delivery the
+	// message is dead-lettered at once whatever the delay; a dead letter
+	// cannot be abandoned with a delay.
+	Delay         *durationpb.Duration `protobuf:"bytes,6,opt,name=delay,proto3" json:"delay,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AbandonRequest) Reset() {
@@ -1547,6 +1554,13 @@ func (x *AbandonRequest) GetSession() *SessionLock {
 func (x *AbandonRequest) GetPropertiesToModify() map[string]string {
 	if x != nil {
 		return x.PropertiesToModify
+	}
+	return nil
+}
+
+func (x *AbandonRequest) GetDelay() *durationpb.Duration {
+	if x != nil {
+		return x.Delay
 	}
 	return nil
 }
@@ -3074,14 +3088,15 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\n" +
 	"lock_token\x18\x02 \x01(\tR\tlockToken\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xd7\x02\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"\x88\x03\n" +
 	"\x0eAbandonRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x120\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x13.sluice.v1.SubQueueR\bsubQueue\x12\x1d\n" +
 	"\n" +
 	"lock_token\x18\x03 \x01(\tR\tlockToken\x120\n" +
 	"\asession\x18\x04 \x01(\v2\x16.sluice.v1.SessionLockR\asession\x12c\n" +
-	"\x14properties_to_modify\x18\x05 \x03(\v21.sluice.v1.AbandonRequest.PropertiesToModifyEntryR\x12propertiesToModify\x1aE\n" +
+	"\x14properties_to_modify\x18\x05 \x03(\v21.sluice.v1.AbandonRequest.PropertiesToModifyEntryR\x12propertiesToModify\x12/\n" +
+	"\x05delay\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x05delay\x1aE\n" +
 	"\x17PropertiesToModifyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x11\n" +
@@ -3317,69 +3332,70 @@ var file_sluice_v1_messaging_proto_depIdxs = []int32{
 	2,  // 28: sluice.v1.AbandonRequest.sub_queue:type_name -> sluice.v1.SubQueue
 	5,  // 29: sluice.v1.AbandonRequest.session:type_name -> sluice.v1.SessionLock
 	53, // 30: sluice.v1.AbandonRequest.properties_to_modify:type_name -> sluice.v1.AbandonRequest.PropertiesToModifyEntry
-	5,  // 31: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
-	54, // 32: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
-	5,  // 33: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
-	55, // 34: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
-	2,  // 35: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	57, // 36: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	56, // 37: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
-	5,  // 38: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
-	5,  // 39: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
-	57, // 40: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	5,  // 41: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 42: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 43: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
-	46, // 44: sluice.v1.ListDeadLetterReasonsResponse.reasons:type_name -> sluice.v1.DeadLetterReasonCount
-	57, // 45: sluice.v1.DeleteMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
-	57, // 46: sluice.v1.PurgeMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
-	6,  // 47: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
-	8,  // 48: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
-	10, // 49: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
-	12, // 50: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
-	14, // 51: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
-	17, // 52: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
-	19, // 53: sluice.v1.MessagingService.CompleteBatch:input_type -> sluice.v1.CompleteBatchRequest
-	22, // 54: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
-	24, // 55: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
-	26, // 56: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
-	28, // 57: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
-	30, // 58: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
-	32, // 59: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
-	34, // 60: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
-	36, // 61: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
-	38, // 62: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
-	40, // 63: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
-	42, // 64: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
-	44, // 65: sluice.v1.MessagingService.ListDeadLetterReasons:input_type -> sluice.v1.ListDeadLetterReasonsRequest
-	47, // 66: sluice.v1.MessagingService.DeleteMessages:input_type -> sluice.v1.DeleteMessagesRequest
-	49, // 67: sluice.v1.MessagingService.PurgeMessages:input_type -> sluice.v1.PurgeMessagesRequest
-	7,  // 68: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
-	9,  // 69: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
-	11, // 70: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
-	13, // 71: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
-	15, // 72: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
-	18, // 73: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
-	20, // 74: sluice.v1.MessagingService.CompleteBatch:output_type -> sluice.v1.CompleteBatchResponse
-	23, // 75: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
-	25, // 76: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
-	27, // 77: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
-	29, // 78: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
-	31, // 79: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
-	33, // 80: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
-	35, // 81: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
-	37, // 82: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
-	39, // 83: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
-	41, // 84: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
-	43, // 85: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
-	45, // 86: sluice.v1.MessagingService.ListDeadLetterReasons:output_type -> sluice.v1.ListDeadLetterReasonsResponse
-	48, // 87: sluice.v1.MessagingService.DeleteMessages:output_type -> sluice.v1.DeleteMessagesResponse
-	50, // 88: sluice.v1.MessagingService.PurgeMessages:output_type -> sluice.v1.PurgeMessagesResponse
-	68, // [68:89] is the sub-list for method output_type
-	47, // [47:68] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	56, // 31: sluice.v1.AbandonRequest.delay:type_name -> google.protobuf.Duration
+	5,  // 32: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
+	54, // 33: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
+	5,  // 34: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
+	55, // 35: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
+	2,  // 36: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	57, // 37: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	56, // 38: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
+	5,  // 39: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
+	5,  // 40: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
+	57, // 41: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	5,  // 42: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 43: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 44: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
+	46, // 45: sluice.v1.ListDeadLetterReasonsResponse.reasons:type_name -> sluice.v1.DeadLetterReasonCount
+	57, // 46: sluice.v1.DeleteMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
+	57, // 47: sluice.v1.PurgeMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
+	6,  // 48: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
+	8,  // 49: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
+	10, // 50: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
+	12, // 51: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
+	14, // 52: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
+	17, // 53: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
+	19, // 54: sluice.v1.MessagingService.CompleteBatch:input_type -> sluice.v1.CompleteBatchRequest
+	22, // 55: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
+	24, // 56: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
+	26, // 57: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
+	28, // 58: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
+	30, // 59: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
+	32, // 60: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
+	34, // 61: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
+	36, // 62: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
+	38, // 63: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
+	40, // 64: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
+	42, // 65: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
+	44, // 66: sluice.v1.MessagingService.ListDeadLetterReasons:input_type -> sluice.v1.ListDeadLetterReasonsRequest
+	47, // 67: sluice.v1.MessagingService.DeleteMessages:input_type -> sluice.v1.DeleteMessagesRequest
+	49, // 68: sluice.v1.MessagingService.PurgeMessages:input_type -> sluice.v1.PurgeMessagesRequest
+	7,  // 69: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
+	9,  // 70: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
+	11, // 71: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
+	13, // 72: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
+	15, // 73: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
+	18, // 74: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
+	20, // 75: sluice.v1.MessagingService.CompleteBatch:output_type -> sluice.v1.CompleteBatchResponse
+	23, // 76: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
+	25, // 77: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
+	27, // 78: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
+	29, // 79: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
+	31, // 80: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
+	33, // 81: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
+	35, // 82: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
+	37, // 83: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
+	39, // 84: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
+	41, // 85: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
+	43, // 86: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
+	45, // 87: sluice.v1.MessagingService.ListDeadLetterReasons:output_type -> sluice.v1.ListDeadLetterReasonsResponse
+	48, // 88: sluice.v1.MessagingService.DeleteMessages:output_type -> sluice.v1.DeleteMessagesResponse
+	50, // 89: sluice.v1.MessagingService.PurgeMessages:output_type -> sluice.v1.PurgeMessagesResponse
+	69, // [69:90] is the sub-list for method output_type
+	48, // [48:69] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_messaging_proto_init() }

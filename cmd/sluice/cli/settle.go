@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -243,10 +244,15 @@ func (p *propertyChanges) parse() (err error) {
 func opMessageAbandon() *op {
 	var lf lockFlags
 	var pc propertyChanges
-	return settleOp("abandon", "abandoned", "Abandons locked messages: they are delivered again (a delivery counts).", &lf,
-		pc.register, pc.parse,
+	var delay time.Duration
+	return settleOp("abandon", "abandoned", "Abandons locked messages: they are delivered again (a delivery counts), at once or after --delay.", &lf,
+		func(fs *flag.FlagSet) {
+			pc.register(fs)
+			fs.Var((*durationValue)(&delay), "delay", "keep the messages hidden this long before they are delivered again (peek shows them scheduled)")
+		},
+		pc.parse,
 		func(ctx context.Context, src messageSource, m *sluice.ReceivedMessage) error {
-			return src.Abandon(ctx, m, &sluice.AbandonOptions{PropertiesToModify: pc.changes})
+			return src.Abandon(ctx, m, &sluice.AbandonOptions{PropertiesToModify: pc.changes, Delay: delay})
 		})
 }
 

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/backoff"
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
@@ -175,29 +176,32 @@ func (e *Engine) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return e.retry(ctx, func() error { return e.tryTx(ctx, fn) })
 }
 
+// txBackoff spaces the retries of a transaction: short, for contention
+// clears within milliseconds.
+var txBackoff = backoff.Policy{Initial: time.Millisecond, Max: 100 * time.Millisecond, Jitter: true}
+
 // retry runs fn again while it fails with ErrRetry, as inTx says.
 func (e *Engine) retry(ctx context.Context, fn func() error) error {
 	if e.isClosed() {
 		return sluicetype.ErrClosed
 	}
-	backoff := time.Millisecond
-	for attempt := 0; ; attempt++ {
-		err := e.wrap(fn())
+	var err error
+	werr := backoff.Retry(ctx, txBackoff, func(attempt int) bool {
+		err = e.wrap(fn())
 		if err == nil || !errors.Is(err, ErrRetry) {
-			return err
+			return true
 		}
-		if attempt == maxRetries {
-			return fmt.Errorf("%w after %d attempts: %v", sluicetype.ErrContention, attempt+1, err)
+		if attempt > maxRetries {
+			err = fmt.Errorf("%w after %d attempts: %v", sluicetype.ErrContention, attempt, err)
+			return true
 		}
-		e.log.Debug("sluice: retrying transaction", "attempt", attempt+1, "err", err)
-		sleep := backoff/2 + rand.N(backoff)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(sleep):
-		}
-		backoff = min(backoff*2, 100*time.Millisecond)
+		e.log.Debug("sluice: retrying transaction", "attempt", attempt, "err", err)
+		return false
+	})
+	if werr != nil {
+		return werr
 	}
+	return err
 }
 
 func (e *Engine) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {

@@ -248,10 +248,11 @@ func (s *tenantStore) LeaseSession(ctx context.Context, p *store.LeaseSessionPar
 		}
 		// A message of the session whose lease or schedule ended, and that
 		// is not ready yet (another transaction resolving it holds it, or
-		// it was beyond this one's batch), comes before every later one:
-		// lease only what precedes it.
+		// it was beyond this one's batch), or that an abandon delays,
+		// comes before every later one: lease only what precedes it.
 		var first sql.NullInt64
-		if err := s.e.queryRow(ctx, tx, "FirstSessionDue", []any{s.t.Service, s.t.Provider, p.Queue, p.SessionID, qr.now}, &first); err != nil {
+		if err := s.e.queryRow(ctx, tx, "FirstSessionDue", []any{s.t.Service, s.t.Provider, p.Queue, p.SessionID, qr.now,
+			s.t.Service, s.t.Provider, p.Queue, p.SessionID, qr.now}, &first); err != nil {
 			return fmt.Errorf("FirstSessionDue: %w", err)
 		}
 		rows, err := s.e.query(ctx, tx, "SelectSessionReady", s.t.Service, s.t.Provider, p.Queue, p.SessionID, qr.now, p.Max)

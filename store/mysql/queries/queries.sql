@@ -265,22 +265,32 @@ LIMIT ?
 FOR UPDATE;
 
 -- name: FirstSessionDue
--- args: service, provider, queue, session_id, now
--- The first message of a session whose lease or delayed abandon has ended
--- and that is not ready again yet (NULL when none): a lease of the session
--- takes nothing after it, so the session's order holds while another
--- transaction resolving it holds the row. A message first scheduled takes
--- a new number when it activates, after every other: it holds nothing
--- back. A plain read, the session id
--- compared as in HasReadySessionMessage. No index is forced: the
--- optimizer weighs, by index dives, the session index's ranges for states
--- 1 and 2 (the session's leased and scheduled messages) against the due
--- index's range (the queue's messages due and not resolved yet, usually
--- few just after resolveDue), and reads the smaller.
-SELECT MIN(seq)
-FROM sluice_messages
-WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY)
-  AND (state = 1 OR state = 2 AND delivery_count > 0) AND visible_at <= ?;
+-- args: service, provider, queue, session_id, now, service, provider, queue, session_id, now
+-- The first message of a session that comes back before every later one
+-- (NULL when none): a lease or delayed abandon that has ended and is not
+-- ready again yet (another transaction resolving it may hold the row), or
+-- a delayed abandon still waiting (not one of a deferred message, which
+-- comes back deferred). A lease of the session takes nothing after it, so
+-- the session's order holds. A message first scheduled takes a new number
+-- when it activates, after every other: it holds nothing back.
+-- A plain read, the session id compared as in HasReadySessionMessage.
+-- Two branches, each cheap on its own index, and no index is forced: in
+-- the first the optimizer weighs, by index dives, the session index's
+-- ranges for states 1 and 2 against the due index's range (rows due and
+-- not resolved yet, usually few just after resolveDue) and reads the
+-- smaller; the second reads the session index's range for state 2 (the
+-- session's scheduled rows).
+SELECT MIN(seq) FROM (
+  SELECT MIN(seq) AS seq
+  FROM sluice_messages
+  WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY)
+    AND (state = 1 OR state = 2 AND delivery_count > 0) AND visible_at <= ?
+  UNION ALL
+  SELECT MIN(seq) AS seq
+  FROM sluice_messages
+  WHERE service = ? AND provider = ? AND queue = ? AND session_id = CAST(? AS BINARY)
+    AND state = 2 AND delivery_count > 0 AND deferred = 0 AND visible_at > ?
+) AS firsts;
 
 -- name: RenewSession
 -- args: lock_until, service, provider, queue, session_id, lock_token

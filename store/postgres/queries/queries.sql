@@ -243,18 +243,29 @@ WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
 FOR UPDATE;
 
 -- name: FirstSessionDue
--- args: service, provider, queue, session_id, now
--- The first message of a session whose lease or delayed abandon has ended
--- and that is not ready again yet (NULL when none): a lease of the session
--- takes nothing after it, so the session's order holds while another
--- transaction resolving it holds the row. A message first scheduled takes
--- a new number when it activates, after every other: it holds nothing
--- back. Ranges of
--- sluice_messages_session for states 1 and 2.
-SELECT MIN(seq)
-FROM sluice_messages
-WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
-  AND (state = 1 OR state = 2 AND delivery_count > 0) AND visible_at <= $5::bigint;
+-- args: service, provider, queue, session_id, now, service, provider, queue, session_id, now
+-- The first message of a session that comes back before every later one
+-- (NULL when none): a lease or delayed abandon that has ended and is not
+-- ready again yet (another transaction resolving it may hold the row), or
+-- a delayed abandon still waiting (not one of a deferred message, which
+-- comes back deferred). A lease of the session takes nothing after it, so
+-- the session's order holds. A message first scheduled takes a new number
+-- when it activates, after every other: it holds nothing back.
+-- Two branches, each cheap on its own index: the first reads the due
+-- index's range (rows due and not resolved yet, few just after
+-- resolveDue) or the session index's, the second the session index's
+-- range for state 2 (the session's scheduled rows).
+SELECT MIN(seq) FROM (
+  SELECT MIN(seq) AS seq
+  FROM sluice_messages
+  WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
+    AND (state = 1 OR state = 2 AND delivery_count > 0) AND visible_at <= $5::bigint
+  UNION ALL
+  SELECT MIN(seq) AS seq
+  FROM sluice_messages
+  WHERE service = $6 AND provider = $7 AND queue = $8 AND session_id = $9
+    AND state = 2 AND delivery_count > 0 AND deferred = 0 AND visible_at > $10::bigint
+) AS firsts;
 
 -- name: SelectSessionReady
 -- args: service, provider, queue, session_id, now, limit
