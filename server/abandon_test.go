@@ -15,7 +15,7 @@ import (
 func TestAbandonDelayAPI(t *testing.T) {
 	forEachKind(t, func(t *testing.T, kind string) {
 		e := start(t, kind, server.Config{})
-		c := e.remote(t, nil)
+		c := e.Remote(t, nil)
 		ctx := t.Context()
 		if _, err := c.CreateQueue(ctx, "work", nil); err != nil {
 			t.Fatal(err)
