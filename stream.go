@@ -696,6 +696,11 @@ type StreamProcessorOptions struct {
 	// HeartbeatInterval or FailureTimeout over 24 hours: Start fails with
 	// ErrInvalidArgument.
 	RefreshInterval time.Duration
+	// Middleware wraps every consumer's handler, the first outermost:
+	// each sees every delivery attempt (see StreamMiddleware). The
+	// processor runs the whole chain inside RecoverStream, so that a
+	// panic fails the delivery and never ends the process.
+	Middleware []StreamMiddleware
 }
 
 // StreamProcessor pulls stream partitions and delivers their events to
@@ -706,6 +711,8 @@ type StreamProcessor struct {
 	node      *stream.Node
 	balancer  *stream.Leases
 	consumers []string
+	// middleware wraps each consumer's handler.
+	middleware []StreamMiddleware
 	// invalid is why the options are refused: Start fails with it.
 	invalid error
 }
@@ -740,7 +747,7 @@ func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcess
 		CacheRecords: o.CacheRecords, CacheBytes: o.CacheBytes, CacheWindows: windows, WindowLimit: o.WindowLimit,
 		ProgressInterval: o.ProgressInterval, RefreshInterval: o.RefreshInterval, LaggingRate: o.LaggingRate,
 	})
-	p := &StreamProcessor{c: c, id: id, node: node, balancer: bal}
+	p := &StreamProcessor{c: c, id: id, node: node, balancer: bal, middleware: o.Middleware}
 	if err := checkDurations(namedDuration{"heartbeat interval", o.HeartbeatInterval}, namedDuration{"failure timeout", o.FailureTimeout},
 		namedDuration{"poll interval", o.PollInterval}, namedDuration{"idle poll interval", o.IdlePollInterval},
 		namedDuration{"progress interval", o.ProgressInterval}, namedDuration{"refresh interval", o.RefreshInterval}); err != nil {
@@ -804,6 +811,9 @@ func (p *StreamProcessor) Handle(consumer string, h StreamHandler, opts *Consume
 	if err := checkDurations(namedDuration{"delivery timeout", o.DeliveryTimeout}, namedDuration{"retry backoff", o.RetryBackoff},
 		namedDuration{"max retry backoff", o.MaxRetryBackoff}); err != nil {
 		return fmt.Errorf("sluice: handle %q: %w", consumer, err)
+	}
+	if h != nil {
+		h = WrapStream(h, p.middleware)
 	}
 	err := p.node.Register(stream.Consumer{Name: consumer, Handler: h, Namespace: o.Namespace,
 		MaxConcurrency: o.MaxConcurrency, DeliveryTimeout: o.DeliveryTimeout, MaxAttempts: o.MaxAttempts,
