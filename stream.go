@@ -163,6 +163,19 @@ func (c *Client) streamPartitions(ctx context.Context) (int32, error) {
 // positions in the stream's partition, in order. Concurrent publishes
 // share commits. When it returns nil the events are stored durably.
 func (c *Client) Publish(ctx context.Context, id StreamID, events ...Event) ([]int64, error) {
+	in := c.instrumentation()
+	if in == nil {
+		return c.publish(ctx, id, events)
+	}
+	op := &Operation{Kind: OperationPublish, Stream: id, Events: CopyEvents(events)}
+	ctx, end := in.Start(ctx, op)
+	pos, err := c.publish(ctx, id, op.Events)
+	end(err)
+	return pos, err
+}
+
+// publish does Publish's work.
+func (c *Client) publish(ctx context.Context, id StreamID, events []Event) ([]int64, error) {
 	p, err := c.appendParams(ctx, id, events)
 	if err != nil {
 		return nil, err
@@ -181,6 +194,19 @@ func (c *Client) Publish(ctx context.Context, id StreamID, events ...Event) ([]i
 // it short; on SQLite make no other sluice call that writes while it is
 // open.
 func (c *Client) PublishTx(ctx context.Context, tx *sql.Tx, id StreamID, events ...Event) ([]int64, error) {
+	in := c.instrumentation()
+	if in == nil {
+		return c.publishTx(ctx, tx, id, events)
+	}
+	op := &Operation{Kind: OperationPublish, Stream: id, Events: CopyEvents(events), InTx: true}
+	ctx, end := in.Start(ctx, op)
+	pos, err := c.publishTx(ctx, tx, id, op.Events)
+	end(err)
+	return pos, err
+}
+
+// publishTx does PublishTx's work.
+func (c *Client) publishTx(ctx context.Context, tx *sql.Tx, id StreamID, events []Event) ([]int64, error) {
 	ta, ok := c.st.(store.TxAppender)
 	if !ok {
 		return nil, errInvalid("publish", "this backend cannot join a caller's transaction")
