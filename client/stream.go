@@ -677,9 +677,11 @@ func watch(ctx context.Context, read *atomic.Int64, busy *atomic.Bool, silence t
 
 // PublishPartition is Publish that also returns the stream's partition.
 func (c *Client) PublishPartition(ctx context.Context, id sluice.StreamID, events ...sluice.Event) (int32, []int64, error) {
-	res, err := call(ctx, c.streams.Publish, &sluicev1.PublishRequest{Stream: apiconv.StreamID(id), Events: apiconv.Events(events)})
-	if err != nil {
-		return 0, nil, err
-	}
-	return res.Partition, res.Positions, nil
+	return c.tracePublish(ctx, id, events, func(ctx context.Context, events []sluice.Event) (int32, []int64, error) {
+		res, err := call(ctx, c.streams.Publish, &sluicev1.PublishRequest{Stream: apiconv.StreamID(id), Events: apiconv.Events(events)})
+		if err != nil {
+			return 0, nil, err
+		}
+		return res.Partition, res.Positions, nil
+	})
 }
