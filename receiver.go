@@ -503,9 +503,14 @@ func (r *Receiver) check(op string, m *ReceivedMessage) (sluicetype.Receipt, err
 // settle settles m, merging changes (when not nil) into its application
 // properties, and tells the observers of message events.
 func (r *Receiver) settle(ctx context.Context, op string, m *ReceivedMessage, p store.SettleParams, changes map[string]string) error {
-	err := r.traceSettle(ctx, settleAction(p.Action), []*ReceivedMessage{m}, func(ctx context.Context) error {
-		return r.settleOne(ctx, op, m, p, changes)
-	})
+	var err error
+	if r.c.instrumentation() == nil {
+		err = r.settleOne(ctx, op, m, p, changes) // without building traceSettle's slice
+	} else {
+		err = r.traceSettle(ctx, settleAction(p.Action), []*ReceivedMessage{m}, func(ctx context.Context) error {
+			return r.settleOne(ctx, op, m, p, changes)
+		})
+	}
 	if err != nil {
 		r.noteSettled(p.Action, 0, err)
 	} else {
