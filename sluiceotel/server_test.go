@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -36,32 +38,46 @@ func (h headerPropagation) RoundTrip(req *http.Request) (*http.Response, error) 
 // properties, unchanged, and the consumer's process span is a child of
 // the producer's send span. The server's span of the Send call joins the
 // trace as well, from the call's headers.
+// serve starts a server on a SQLite file, tracing its calls with tp, and
+// returns its address and the file's DSN; it stops when the test ends.
+func serve(t *testing.T, tp trace.TracerProvider) (addr, dsn string) {
+	t.Helper()
+	dsn = "sqlite://" + filepath.Join(t.TempDir(), "sluice.db")
+	lib, err := sluice.Open(t.Context(), dsn, sluice.Options{Logger: storetest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lib.Close() })
+	srv, err := server.New(server.Config{Client: lib, Addr: "127.0.0.1:0", TracerProvider: tp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	return "http://" + srv.Addr().String(), dsn
+}
+
+// newNetworkClient returns a network client of addr instrumented with
+// tr, whose calls carry their trace context in W3C headers; it closes
+// when the test ends.
+func newNetworkClient(t *testing.T, addr string, tr *sluiceotel.Tracing) *client.Client {
+	t.Helper()
+	c, err := client.New(addr, &client.Options{Instrumentation: tr,
+		HTTPClient: &http.Client{Transport: headerPropagation{http.DefaultTransport}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 func TestTraceThroughServer(t *testing.T) {
 	ctx := t.Context()
-	dsn := "sqlite://" + filepath.Join(t.TempDir(), "sluice.db")
-	lib, err := sluice.Open(ctx, dsn, sluice.Options{Logger: storetest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lib.Close()
 	serverSpans, producerSpans, consumerSpans := newRecorder(t), newRecorder(t), newRecorder(t)
-	srv, err := server.New(server.Config{Client: lib, Addr: "127.0.0.1:0", TracerProvider: serverSpans})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown(context.Background())
-
-	producer, err := client.New("http://"+srv.Addr().String(), &client.Options{
-		Instrumentation: sluiceotel.New(&sluiceotel.Options{TracerProvider: producerSpans}),
-		HTTPClient:      &http.Client{Transport: headerPropagation{http.DefaultTransport}},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer producer.Close()
+	addr, dsn := serve(t, serverSpans)
+	producer := newNetworkClient(t, addr, sluiceotel.New(&sluiceotel.Options{TracerProvider: producerSpans}))
 	const q = "orders"
 	if _, err := producer.CreateQueue(ctx, q, nil); err != nil {
 		t.Fatal(err)
@@ -119,5 +135,59 @@ func TestTraceThroughServer(t *testing.T) {
 	rpc := serverSpans.one(t, "sluice.v1.MessagingService/Send")
 	if rpc.SpanContext().TraceID() != traceID || rpc.Parent().SpanID() != send.SpanContext().SpanID() {
 		t.Fatalf("the server's Send span in trace %v under %v, want trace %v under the send span", rpc.SpanContext().TraceID(), rpc.Parent(), traceID)
+	}
+}
+
+// A stream event published through the server by an instrumented
+// network client is handled, by the network client's stream processor
+// with sluiceotel's stream middleware, in the publisher's trace: its
+// properties carry the context through the server both ways.
+func TestTraceStreamThroughServer(t *testing.T) {
+	producerSpans, consumerSpans := newRecorder(t), newRecorder(t)
+	addr, _ := serve(t, nil)
+	producer := newNetworkClient(t, addr, sluiceotel.New(&sluiceotel.Options{TracerProvider: producerSpans}))
+	tr := sluiceotel.New(&sluiceotel.Options{TracerProvider: consumerSpans})
+	consumer := newNetworkClient(t, addr, tr)
+	const ns = "clicks"
+	var mu sync.Mutex
+	var props map[string]string
+	p := consumer.NewStreamProcessor(&sluice.StreamProcessorOptions{Middleware: []sluice.StreamMiddleware{tr.StreamMiddleware()}})
+	err := p.Handle("counter", func(_ context.Context, ev *sluice.StreamEvent) error {
+		mu.Lock()
+		defer mu.Unlock()
+		props = ev.Properties
+		return nil
+	}, &sluice.ConsumerOptions{Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background())
+	ctx, root := producerSpans.Tracer("test").Start(t.Context(), "click")
+	defer root.End()
+	// The namespace's subscription takes the events published once it is
+	// stored: publish until one is handled.
+	waitFor(t, "a process span", func() bool {
+		if _, err := producer.Publish(ctx, sluice.StreamID{Namespace: ns, Key: "user-1"}, sluice.Event{Body: []byte("c")}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(50 * time.Millisecond)
+		return len(consumerSpans.named("process "+ns)) > 0
+	})
+	process := consumerSpans.named("process " + ns)[0]
+	parents := make(map[trace.SpanID]bool)
+	for _, s := range producerSpans.named("publish " + ns) {
+		parents[s.SpanContext().SpanID()] = true
+	}
+	if process.SpanContext().TraceID() != root.SpanContext().TraceID() || !parents[process.Parent().SpanID()] {
+		t.Fatalf("process span in trace %v under %v, want trace %v under a publish span", process.SpanContext().TraceID(),
+			process.Parent(), root.SpanContext().TraceID())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.HasPrefix(props["traceparent"], "00-"+root.SpanContext().TraceID().String()+"-") {
+		t.Fatalf("the handled event's properties %v: want the publisher's traceparent", props)
 	}
 }
