@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // trail records what middleware saw, in order, per delivery.
@@ -286,4 +288,46 @@ func TestStreamMiddleware(t *testing.T) {
 			t.Fatalf("middleware steps\n%v\nwant\n%v", steps, want)
 		}
 	})
+}
+
+// Logging logs a delivery that succeeded at debug level and one that
+// failed at warning level with its error; a level the logger leaves out
+// is not logged.
+func TestLoggingMiddleware(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	m := &sluice.ReceivedMessage{Message: sluice.Message{MessageID: "order-1"}, SequenceNumber: 7, DeliveryCount: 2}
+	c := sluicetest.Open(t, nil)
+	r, err := c.NewReceiver("orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := func(context.Context, *sluice.Receiver, *sluice.ReceivedMessage) error { return nil }
+	fail := func(context.Context, *sluice.Receiver, *sluice.ReceivedMessage) error { return errors.New("no pizza") }
+	if err := sluice.Logging(log)(ok)(t.Context(), r, m); err != nil {
+		t.Fatal(err)
+	}
+	if err := sluice.Logging(log)(fail)(t.Context(), r, m); err == nil || err.Error() != "no pizza" {
+		t.Fatalf("Logging changed the handler's error to %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "level=DEBUG") || strings.Contains(lines[0], "err=") ||
+		!strings.Contains(lines[1], "level=WARN") || !strings.Contains(lines[1], `err="no pizza"`) {
+		t.Fatalf("log:\n%s", buf.String())
+	}
+	for _, want := range []string{"entity=orders", "sequence_number=7", "message_id=order-1", "delivery_count=2", "took="} {
+		if !strings.Contains(lines[0], want) {
+			t.Fatalf("log line %q lacks %s", lines[0], want)
+		}
+	}
+	buf.Reset()
+	quiet := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	sluice.Logging(quiet)(ok)(t.Context(), r, m)
+	ev := &sluice.StreamEvent{Namespace: "clicks", Key: "u1", Subscription: "ns/clicks/c", Position: 3, Attempt: 1}
+	sluice.LoggingStream(quiet)(func(context.Context, *sluice.StreamEvent) error { return errors.New("bad click") })(t.Context(), ev)
+	lines = strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 1 || !strings.Contains(lines[0], "level=WARN") || !strings.Contains(lines[0], "subscription=ns/clicks/c") ||
+		!strings.Contains(lines[0], "position=3") || !strings.Contains(lines[0], `err="bad click"`) {
+		t.Fatalf("log at info level:\n%s", buf.String())
+	}
 }

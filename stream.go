@@ -828,7 +828,8 @@ func nodeID(name string) string {
 	return clean + "-" + hex.EncodeToString(b)
 }
 
-// Handle registers a consumer and its handler, before Start.
+// Handle registers a consumer and its handler, before Start. The handler
+// runs inside the processor's middleware (StreamProcessorOptions.Middleware).
 func (p *StreamProcessor) Handle(consumer string, h StreamHandler, opts *ConsumerOptions) error {
 	var o ConsumerOptions
 	if opts != nil {

@@ -115,7 +115,9 @@ var errDeliveryTimeout = errors.New("delivery timed out")
 
 // PanicError is a handler's panic, as the failed delivery's error.
 type PanicError struct {
+	// Value is what the handler panicked with.
 	Value any
+	// Stack is the panicking goroutine's stack, as debug.Stack formats it.
 	Stack []byte
 }
 
