@@ -13,14 +13,14 @@ import (
 
 // opRecord is an operation an Instrumentation saw, with how it ended.
 type opRecord struct {
-	kind     sluice.OperationKind
-	entity   string
-	stream   sluice.StreamID
-	count    int // messages, events or received messages at the end
-	action   sluice.SettleAction
-	inTx     bool
-	err      error
-	ended    int
+	kind   sluice.OperationKind
+	entity string
+	stream sluice.StreamID
+	count  int // messages, events or received messages at the end
+	action sluice.SettleAction
+	inTx   bool
+	err    error
+	ended  int
 }
 
 // opRecorder is an Instrumentation that records what it sees and marks
