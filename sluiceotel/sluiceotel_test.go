@@ -11,12 +11,14 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/sluiceotel"
+	"github.com/sluicehq/sluice/sluicetest"
 )
 
 // recorder is a tracer provider whose ended spans a test reads.
@@ -232,4 +234,83 @@ func TestTraceStream(t *testing.T) {
 		wantAttrs(t, first, "sluice.delivery_count", "1", "sluice.stream.key", "user-1", "error.type", "_OTHER")
 		wantAttrs(t, second, "sluice.delivery_count", "2")
 	})
+}
+
+// A failed send's span records its error and error.type; a receive that
+// got nothing because its context ended, or found nothing, makes no span.
+func TestTraceFailuresAndEmptyReceives(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		rec := newRecorder(t)
+		c.Instrument(sluiceotel.New(&sluiceotel.Options{TracerProvider: rec}))
+		s, err := c.NewSender("missing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Send(t.Context(), &sluice.Message{}); !errors.Is(err, sluice.ErrEntityNotFound) {
+			t.Fatalf("send to a missing queue: %v", err)
+		}
+		send := rec.one(t, "send missing")
+		if send.Status().Code != codes.Error || len(send.Events()) != 1 || send.Events()[0].Name != "exception" {
+			t.Fatalf("failed send span: status %v, events %v", send.Status(), send.Events())
+		}
+		wantAttrs(t, send, "error.type", "entity_not_found")
+
+		q := createQueue(t, c)
+		r, err := c.NewReceiver(q, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		if _, err := r.Receive(short, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Receive of an empty queue: %v", err)
+		}
+		if ms, err := r.TryReceive(t.Context(), 1); err != nil || len(ms) != 0 {
+			t.Fatalf("TryReceive of an empty queue: %v, %v", ms, err)
+		}
+		if _, err := r.Receive(t.Context(), 0); !errors.Is(err, sluice.ErrInvalidArgument) {
+			t.Fatalf("Receive of 0 messages: %v", err)
+		}
+		got := rec.named("receive " + q)
+		if len(got) != 1 || got[0].Status().Code != codes.Error {
+			t.Fatalf("receive spans %v: want one, of the refused receive", got)
+		}
+		wantAttrs(t, got[0], "error.type", "invalid_argument")
+	})
+}
+
+// A delivery whose message carries no trace context is processed under
+// the handler's context; one that carries it, under the producer, linked
+// to the handler's context.
+func TestProcessParent(t *testing.T) {
+	rec := newRecorder(t)
+	tr := sluiceotel.New(&sluiceotel.Options{TracerProvider: rec})
+	r, err := sluicetest.Open(t, nil).NewReceiver("orders", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, local := rec.Tracer("test").Start(t.Context(), "poller")
+	defer local.End()
+	_, producer := rec.Tracer("test").Start(t.Context(), "producer")
+	producer.End()
+	props := map[string]string{}
+	propagation.TraceContext{}.Inject(trace.ContextWithSpan(t.Context(), producer), propagation.MapCarrier(props))
+	h := tr.Middleware()(func(context.Context, *sluice.Receiver, *sluice.ReceivedMessage) error { return nil })
+	if err := h(ctx, r, &sluice.ReceivedMessage{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := h(ctx, r, &sluice.ReceivedMessage{Message: sluice.Message{ApplicationProperties: props}}); err != nil {
+		t.Fatal(err)
+	}
+	spans := rec.named("process orders")
+	if len(spans) != 2 {
+		t.Fatalf("%d process spans, want 2", len(spans))
+	}
+	if spans[0].Parent().SpanID() != local.SpanContext().SpanID() || len(spans[0].Links()) != 0 {
+		t.Fatalf("without trace context: parent %v, links %v; want the handler's span, no link", spans[0].Parent(), spans[0].Links())
+	}
+	if spans[1].Parent().SpanID() != producer.SpanContext().SpanID() || spans[1].SpanContext().TraceID() != producer.SpanContext().TraceID() ||
+		len(spans[1].Links()) != 1 || spans[1].Links()[0].SpanContext.SpanID() != local.SpanContext().SpanID() {
+		t.Fatalf("with trace context: parent %v, links %v; want the producer, linked to the handler's span", spans[1].Parent(), spans[1].Links())
+	}
 }
