@@ -85,20 +85,32 @@ func Timeout(d time.Duration) Middleware {
 	}
 }
 
-// wrap applies mws to h, the first outermost, inside Recover.
-func wrap(h Handler, mws []Middleware) Handler {
+// wrap applies mws to h, the first outermost, inside Recover. A nil
+// middleware, or one that returns a nil handler, is refused.
+func wrap(h Handler, mws []Middleware) (Handler, error) {
 	for i := len(mws) - 1; i >= 0; i-- {
-		h = mws[i](h)
+		if mws[i] == nil {
+			return nil, fmt.Errorf("middleware %d is nil: %w", i, ErrInvalidArgument)
+		}
+		if h = mws[i](h); h == nil {
+			return nil, fmt.Errorf("middleware %d returned a nil handler: %w", i, ErrInvalidArgument)
+		}
 	}
-	return Recover()(h)
+	return Recover()(h), nil
 }
 
 // WrapStream applies mws to h, the first outermost, inside RecoverStream:
 // what a StreamProcessor does to each consumer's handler, for a processor
-// of another kind (the network client's) to do alike.
-func WrapStream(h StreamHandler, mws []StreamMiddleware) StreamHandler {
+// of another kind (the network client's) to do alike. A nil middleware,
+// or one that returns a nil handler, is refused with ErrInvalidArgument.
+func WrapStream(h StreamHandler, mws []StreamMiddleware) (StreamHandler, error) {
 	for i := len(mws) - 1; i >= 0; i-- {
-		h = mws[i](h)
+		if mws[i] == nil {
+			return nil, fmt.Errorf("middleware %d is nil: %w", i, ErrInvalidArgument)
+		}
+		if h = mws[i](h); h == nil {
+			return nil, fmt.Errorf("middleware %d returned a nil handler: %w", i, ErrInvalidArgument)
+		}
 	}
-	return RecoverStream()(h)
+	return RecoverStream()(h), nil
 }

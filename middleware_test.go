@@ -331,3 +331,25 @@ func TestLoggingMiddleware(t *testing.T) {
 		t.Fatalf("log at info level:\n%s", buf.String())
 	}
 }
+
+// A nil middleware, or one that returns a nil handler, is refused when
+// the processor is made or the consumer registered, not at the first
+// delivery.
+func TestMiddlewareRefusesNil(t *testing.T) {
+	c := sluicetest.Open(t, nil)
+	h := func(context.Context, *sluice.Receiver, *sluice.ReceivedMessage) error { return nil }
+	broken := func(sluice.Handler) sluice.Handler { return nil }
+	for _, mws := range [][]sluice.Middleware{{nil}, {sluice.Recover(), broken}} {
+		_, err := c.NewProcessor("orders", h, &sluice.ProcessorOptions{Middleware: mws})
+		wantErr(t, fmt.Sprintf("NewProcessor with middleware %d of them", len(mws)), err, sluice.ErrInvalidArgument)
+	}
+	sh := func(context.Context, *sluice.StreamEvent) error { return nil }
+	sbroken := func(sluice.StreamHandler) sluice.StreamHandler { return nil }
+	for _, mws := range [][]sluice.StreamMiddleware{{nil}, {sbroken, sluice.RecoverStream()}} {
+		p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{Middleware: mws})
+		wantErr(t, "Handle with a broken middleware", p.Handle("c", sh, nil), sluice.ErrInvalidArgument)
+	}
+	if _, err := sluice.WrapStream(sh, nil); err != nil {
+		t.Fatalf("WrapStream without middleware: %v", err)
+	}
+}

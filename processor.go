@@ -84,7 +84,11 @@ func (c *Client) NewProcessor(queue string, h Handler, opts *ProcessorOptions) (
 		log := c.log
 		o.OnError = func(err error) { log.Warn("sluice: processor", "queue", queue, "err", err) }
 	}
-	return &Processor{r: r, h: wrap(h, o.Middleware), opts: o}, nil
+	wrapped, err := wrap(h, o.Middleware)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: new processor: %w", err)
+	}
+	return &Processor{r: r, h: wrapped, opts: o}, nil
 }
 
 // Start starts receiving and handling messages in the background. It

@@ -840,7 +840,10 @@ func (p *StreamProcessor) Handle(consumer string, h StreamHandler, opts *Consume
 		return fmt.Errorf("sluice: handle %q: %w", consumer, err)
 	}
 	if h != nil {
-		h = WrapStream(h, p.middleware)
+		var err error
+		if h, err = WrapStream(h, p.middleware); err != nil {
+			return fmt.Errorf("sluice: handle %q: %w", consumer, err)
+		}
 	}
 	err := p.node.Register(stream.Consumer{Name: consumer, Handler: h, Namespace: o.Namespace,
 		MaxConcurrency: o.MaxConcurrency, DeliveryTimeout: o.DeliveryTimeout, MaxAttempts: o.MaxAttempts,

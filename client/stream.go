@@ -223,7 +223,11 @@ func (p *StreamProcessor) Handle(consumer string, h sluice.StreamHandler, opts *
 	if slices.ContainsFunc(p.consumers, func(rc *remoteConsumer) bool { return rc.name == consumer }) {
 		return fmt.Errorf("sluice: register consumer %q: %w", consumer, sluice.ErrEntityExists)
 	}
-	rc := &remoteConsumer{name: consumer, h: sluice.WrapStream(h, p.middleware)}
+	wrapped, err := sluice.WrapStream(h, p.middleware)
+	if err != nil {
+		return fmt.Errorf("sluice: register consumer %q: %w", consumer, err)
+	}
+	rc := &remoteConsumer{name: consumer, h: wrapped}
 	if opts != nil {
 		rc.opts = *opts
 	}
