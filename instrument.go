@@ -62,7 +62,8 @@ type Operation struct {
 	Events []Event
 	// Received are, for a receive, the messages it returned (set before
 	// end is called; none when it failed or ctx ended first), and for a
-	// settlement the messages it settles.
+	// settlement the messages it settles: the caller's, to read, not to
+	// change.
 	Received []*ReceivedMessage
 	// Action is what a settlement does (OperationSettle).
 	Action SettleAction

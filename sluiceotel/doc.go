@@ -6,7 +6,8 @@
 // or publish (traceparent, tracestate) travels in the message's
 // application properties, or the event's properties, so that the
 // consumer's span continues the producer's trace, across processes and
-// through a sluice server:
+// through a sluice server (a message that carries a trace context already
+// keeps it, so that the trace stays the first producer's):
 //
 //	tr := sluiceotel.New(nil) // the global TracerProvider and propagator
 //	client.Instrument(tr)

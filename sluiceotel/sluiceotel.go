@@ -75,7 +75,8 @@ func (t *Tracing) propagator() propagation.TextMapPropagator {
 
 // Start starts tracing an operation (see sluice.Instrumentation): a send
 // or publish gets a producer span, whose context it writes into each
-// message's or event's properties; a settlement a client span, a child of
+// message's or event's properties that carry none yet (one that does
+// keeps it, and the span links to it); a settlement a client span, a child of
 // ctx's span or else of the producer of the message it settles. A
 // receive gets a consumer span only once it returned messages or failed
 // (a long poll that ended with its context is no operation), with links
@@ -103,14 +104,38 @@ func (t *Tracing) startSend(ctx context.Context, op *sluice.Operation) (context.
 	if len(op.Messages) == 1 && op.Messages[0] != nil && op.Messages[0].MessageID != "" {
 		attrs = append(attrs, semconv.MessagingMessageID(op.Messages[0].MessageID))
 	}
-	ctx, span := t.tracer().Start(ctx, "send "+op.Entity, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
-	prop := t.propagator()
+	var carried []map[string]string
 	for _, m := range op.Messages {
 		if m != nil {
-			prop.Inject(ctx, propagation.MapCarrier(m.ApplicationProperties))
+			carried = append(carried, m.ApplicationProperties)
 		}
 	}
+	ctx, span := t.startProducer(ctx, "send "+op.Entity, attrs, carried)
 	return ctx, ender(span)
+}
+
+// startProducer starts the span of a send or publish and writes its
+// context into each of props that carries none yet. Properties that
+// carry one already (a message sent on, or a server sending for a
+// traced caller) keep it, so that the trace stays the first producer's,
+// and the span links to it.
+func (t *Tracing) startProducer(ctx context.Context, name string, attrs []attribute.KeyValue, props []map[string]string) (context.Context, trace.Span) {
+	prop := t.propagator()
+	var links []trace.Link
+	carries := make([]bool, len(props))
+	for i, p := range props {
+		sc := trace.SpanContextFromContext(prop.Extract(context.Background(), propagation.MapCarrier(p)))
+		if carries[i] = sc.IsValid(); carries[i] && len(links) < maxLinks {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	ctx, span := t.tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...), trace.WithLinks(links...))
+	for i, p := range props {
+		if !carries[i] {
+			prop.Inject(ctx, propagation.MapCarrier(p))
+		}
+	}
+	return ctx, span
 }
 
 func (t *Tracing) startPublish(ctx context.Context, op *sluice.Operation) (context.Context, func(error)) {
@@ -119,11 +144,11 @@ func (t *Tracing) startPublish(ctx context.Context, op *sluice.Operation) (conte
 		semconv.MessagingDestinationName(op.Stream.Namespace), StreamKeyAttribute.String(op.Stream.Key),
 	}
 	attrs = appendCount(attrs, len(op.Events))
-	ctx, span := t.tracer().Start(ctx, "publish "+op.Stream.Namespace, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
-	prop := t.propagator()
+	carried := make([]map[string]string, len(op.Events))
 	for i := range op.Events {
-		prop.Inject(ctx, propagation.MapCarrier(op.Events[i].Properties))
+		carried[i] = op.Events[i].Properties
 	}
+	ctx, span := t.startProducer(ctx, "publish "+op.Stream.Namespace, attrs, carried)
 	return ctx, ender(span)
 }
 

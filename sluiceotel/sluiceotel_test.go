@@ -314,3 +314,42 @@ func TestProcessParent(t *testing.T) {
 		t.Fatalf("with trace context: parent %v, links %v; want the producer, linked to the handler's span", spans[1].Parent(), spans[1].Links())
 	}
 }
+
+// A message that carries a trace context already (sent on, or sent by a
+// server for a traced caller) keeps it: the send span links to it, and
+// the consumer continues the first producer's trace.
+func TestSendKeepsCarriedContext(t *testing.T) {
+	rec := newRecorder(t)
+	c := sluicetest.Open(t, nil)
+	c.Instrument(sluiceotel.New(&sluiceotel.Options{TracerProvider: rec}))
+	q := createQueue(t, c)
+	_, first := rec.Tracer("test").Start(t.Context(), "first producer")
+	first.End()
+	carried := map[string]string{}
+	propagation.TraceContext{}.Inject(trace.ContextWithSpan(t.Context(), first), propagation.MapCarrier(carried))
+	s, err := c.NewSender(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SendBatch(t.Context(), []*sluice.Message{{ApplicationProperties: carried}, {}}); err != nil {
+		t.Fatal(err)
+	}
+	send := rec.one(t, "send "+q)
+	if len(send.Links()) != 1 || send.Links()[0].SpanContext.SpanID() != first.SpanContext().SpanID() {
+		t.Fatalf("send span links %v, want the carried context", send.Links())
+	}
+	wantAttrs(t, send, "messaging.batch.message_count", "2")
+	r, err := c.NewReceiver(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := r.Receive(t.Context(), 2)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("Receive: %v, %v", ms, err)
+	}
+	own := fmt.Sprintf("00-%s-%s-01", send.SpanContext().TraceID(), send.SpanContext().SpanID())
+	if ms[0].ApplicationProperties["traceparent"] != carried["traceparent"] || ms[1].ApplicationProperties["traceparent"] != own {
+		t.Fatalf("traceparents %q and %q, want the carried %q and the send's %q", ms[0].ApplicationProperties["traceparent"],
+			ms[1].ApplicationProperties["traceparent"], carried["traceparent"], own)
+	}
+}
