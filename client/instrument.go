@@ -19,7 +19,7 @@ func (c *Client) traceSend(ctx context.Context, entity string, msgs []*sluice.Me
 	if c.instr == nil {
 		return send(ctx, msgs)
 	}
-	op := &sluice.Operation{Kind: sluice.OperationSend, Entity: entity, Messages: sluice.CopyMessages(msgs)}
+	op := &sluice.Operation{Kind: sluice.OperationSend, Entity: sluice.CanonicalName(entity), Messages: sluice.CopyMessages(msgs)}
 	ctx, end := c.instr.Start(ctx, op)
 	seqs, err := send(ctx, op.Messages)
 	end(err)
@@ -45,7 +45,7 @@ func (r *Receiver) traceReceive(ctx context.Context, recv func(context.Context) 
 	if r.c.instr == nil {
 		return recv(ctx)
 	}
-	op := &sluice.Operation{Kind: sluice.OperationReceive, Entity: r.entity, SubQueue: r.subQueue()}
+	op := &sluice.Operation{Kind: sluice.OperationReceive, Entity: sluice.CanonicalName(r.entity), SubQueue: r.subQueue()}
 	ctx, end := r.c.instr.Start(ctx, op)
 	msgs, err := recv(ctx)
 	op.Received = msgs
@@ -59,7 +59,7 @@ func (r *Receiver) traceSettle(ctx context.Context, a sluice.SettleAction, msgs 
 	if r.c.instr == nil {
 		return settle(ctx)
 	}
-	ctx, end := r.c.instr.Start(ctx, &sluice.Operation{Kind: sluice.OperationSettle, Entity: r.entity, SubQueue: r.subQueue(),
+	ctx, end := r.c.instr.Start(ctx, &sluice.Operation{Kind: sluice.OperationSettle, Entity: sluice.CanonicalName(r.entity), SubQueue: r.subQueue(),
 		Received: msgs, Action: a})
 	err := settle(ctx)
 	end(err)
