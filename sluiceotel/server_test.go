@@ -191,3 +191,52 @@ func TestTraceStreamThroughServer(t *testing.T) {
 		t.Fatalf("the handled event's properties %v: want the publisher's traceparent", props)
 	}
 }
+
+// The network client's receives and settlements are traced as the
+// library's: the receive span links to the message's producer, and a
+// settlement outside any span is a child of it.
+func TestTraceNetworkReceiveAndSettle(t *testing.T) {
+	producerSpans, consumerSpans := newRecorder(t), newRecorder(t)
+	addr, _ := serve(t, nil)
+	producer := newNetworkClient(t, addr, sluiceotel.New(&sluiceotel.Options{TracerProvider: producerSpans}))
+	consumer := newNetworkClient(t, addr, sluiceotel.New(&sluiceotel.Options{TracerProvider: consumerSpans}))
+	const q = "Orders" // named canonically in spans
+	if _, err := producer.CreateQueue(t.Context(), q, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := producer.NewSender(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, root := producerSpans.Tracer("test").Start(t.Context(), "checkout")
+	if _, err := s.SendBatch(ctx, []*sluice.Message{{Body: []byte("a")}, {Body: []byte("b")}}); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	send := producerSpans.one(t, "send orders")
+	r, err := consumer.NewReceiver(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := r.Receive(t.Context(), 2)
+	if err != nil || len(ms) != 2 {
+		t.Fatalf("Receive: %v, %v", ms, err)
+	}
+	if err := r.Complete(t.Context(), ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Abandon(t.Context(), ms[1], nil); err != nil {
+		t.Fatal(err)
+	}
+	recv := consumerSpans.one(t, "receive orders")
+	if len(recv.Links()) != 2 || recv.Links()[0].SpanContext.SpanID() != send.SpanContext().SpanID() {
+		t.Fatalf("receive span links %v, want the send span twice", recv.Links())
+	}
+	wantAttrs(t, recv, "messaging.batch.message_count", "2", "messaging.operation.type", "receive")
+	for _, name := range []string{"complete orders", "abandon orders"} {
+		settle := consumerSpans.one(t, name)
+		if settle.Parent().SpanID() != send.SpanContext().SpanID() || settle.SpanContext().TraceID() != root.SpanContext().TraceID() {
+			t.Fatalf("%s span under %v, want the send span", name, settle.Parent())
+		}
+	}
+}
