@@ -58,14 +58,19 @@ func (t *Tracing) StreamMiddleware() sluice.StreamMiddleware {
 }
 
 // startProcess starts a delivery's span: a child of the producer whose
-// context props carry, linked to ctx's span, or else a child of ctx's.
+// context props carry, linked to it and to ctx's span, or else a child
+// of ctx's.
 func (t *Tracing) startProcess(ctx context.Context, name string, props map[string]string, attrs []attribute.KeyValue) (context.Context, trace.Span) {
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...)}
 	parent := ctx
 	if sc := trace.SpanContextFromContext(t.extract(context.Background(), props)); sc.IsValid() {
+		// The conventions ask for a link to the message's creation
+		// context even where it is the parent.
+		links := []trace.Link{{SpanContext: sc}}
 		if local := trace.SpanContextFromContext(ctx); local.IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: local}))
+			links = append(links, trace.Link{SpanContext: local})
 		}
+		opts = append(opts, trace.WithLinks(links...))
 		// Extracted into ctx, so that the producer's baggage comes too.
 		parent = t.extract(ctx, props)
 	}

@@ -310,8 +310,9 @@ func TestProcessParent(t *testing.T) {
 		t.Fatalf("without trace context: parent %v, links %v; want the handler's span, no link", spans[0].Parent(), spans[0].Links())
 	}
 	if spans[1].Parent().SpanID() != producer.SpanContext().SpanID() || spans[1].SpanContext().TraceID() != producer.SpanContext().TraceID() ||
-		len(spans[1].Links()) != 1 || spans[1].Links()[0].SpanContext.SpanID() != local.SpanContext().SpanID() {
-		t.Fatalf("with trace context: parent %v, links %v; want the producer, linked to the handler's span", spans[1].Parent(), spans[1].Links())
+		len(spans[1].Links()) != 2 || spans[1].Links()[0].SpanContext.SpanID() != producer.SpanContext().SpanID() ||
+		spans[1].Links()[1].SpanContext.SpanID() != local.SpanContext().SpanID() {
+		t.Fatalf("with trace context: parent %v, links %v; want the producer, linked to it and to the handler's span", spans[1].Parent(), spans[1].Links())
 	}
 }
 
