@@ -7,7 +7,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/sluicehq/sluice/internal/stream"
 	"github.com/sluicehq/sluice/sluicetype"
 )
 
@@ -22,9 +21,16 @@ type Middleware func(Handler) Handler
 type StreamMiddleware func(StreamHandler) StreamHandler
 
 // PanicError is a handler's panic, as the error of the failed delivery:
-// Recover and RecoverStream return it, with the panicking goroutine's
-// stack.
-type PanicError = stream.PanicError
+// Recover and RecoverStream return it.
+type PanicError struct {
+	// Value is what the handler panicked with.
+	Value any
+	// Stack is the panicking goroutine's stack, as debug.Stack formats it.
+	Stack []byte
+}
+
+// Error says that the handler panicked, and with what.
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 
 // Recover turns a panic of the handler it wraps into a *PanicError. A
 // Processor and a StreamProcessor always run their handlers inside one
