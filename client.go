@@ -73,6 +73,9 @@ type Client struct {
 	observers atomic.Pointer[[]*messageObserver]
 	obsMu     sync.Mutex
 
+	// instr intercepts operations (Instrument); nil: none.
+	instr atomic.Pointer[instrumentation]
+
 	mu                sync.Mutex
 	entities          map[string]cachedEntity
 	partitionsChecked bool

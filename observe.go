@@ -210,18 +210,7 @@ func (r *Receiver) noteSettled(action store.SettleAction, n int, failures ...err
 		return
 	}
 	if n > 0 {
-		a := SettleAction(0)
-		switch action {
-		case store.Complete:
-			a = SettleComplete
-		case store.Abandon, store.Release:
-			a = SettleAbandon
-		case store.DeadLetter:
-			a = SettleDeadLetter
-		case store.Defer:
-			a = SettleDefer
-		}
-		notify(obs, MessageEvent{Kind: MessagesSettled, Entity: r.queue, SubQueue: r.subQueue(), Count: n, Action: a})
+		notify(obs, MessageEvent{Kind: MessagesSettled, Entity: r.queue, SubQueue: r.subQueue(), Count: n, Action: settleAction(action)})
 	}
 	lost := 0
 	for _, err := range failures {
@@ -232,6 +221,22 @@ func (r *Receiver) noteSettled(action store.SettleAction, n int, failures ...err
 	if lost > 0 {
 		notify(obs, MessageEvent{Kind: LocksLost, Entity: r.queue, SubQueue: r.subQueue(), Count: lost})
 	}
+}
+
+// settleAction is the SettleAction of a storage action: a release (a
+// stopping processor's hand-back) is an abandon.
+func settleAction(action store.SettleAction) SettleAction {
+	switch action {
+	case store.Complete:
+		return SettleComplete
+	case store.Abandon, store.Release:
+		return SettleAbandon
+	case store.DeadLetter:
+		return SettleDeadLetter
+	case store.Defer:
+		return SettleDefer
+	}
+	return 0
 }
 
 // noteLockLost reports a renewal of r refused with err when err is a

@@ -37,6 +37,11 @@ type ProcessorOptions struct {
 	// (retried after a pause), handler errors, settles that failed and
 	// locks that were lost. nil logs them at warning level.
 	OnError func(error)
+	// Middleware wraps the handler, the first outermost: each sees every
+	// delivery (see Middleware). The processor runs the whole chain inside
+	// Recover, so that a panic, in the handler or in a middleware, fails
+	// the delivery (the message is abandoned) and never ends the process.
+	Middleware []Middleware
 }
 
 // DefaultMaxAutoLockRenewal is ProcessorOptions.MaxAutoLockRenewal's
@@ -54,7 +59,7 @@ const settleTimeout = 30 * time.Second
 // PeekLock mode, with bounded concurrency and automatic lock renewal.
 type Processor struct {
 	r    *Receiver
-	h    Handler
+	h    Handler // the handler wrapped in its middleware
 	opts ProcessorOptions
 
 	mu       sync.Mutex
@@ -96,7 +101,11 @@ func (c *Client) NewProcessor(queue string, h Handler, opts *ProcessorOptions) (
 		log := c.log
 		o.OnError = func(err error) { log.Warn("sluice: processor", "queue", queue, "err", err) }
 	}
-	return &Processor{r: r, h: h, opts: o}, nil
+	wrapped, err := wrap(h, o.Middleware)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: new processor: %w", err)
+	}
+	return &Processor{r: r, h: wrapped, opts: o}, nil
 }
 
 // Start starts receiving and handling messages in the background. It
@@ -205,7 +214,7 @@ func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
 		defer close(renewed)
 		p.renewLoop(ctx, cancel, m)
 	}()
-	err := p.call(ctx, m)
+	err := p.h(ctx, p.r, m)
 	lost := errors.Is(context.Cause(ctx), ErrLockLost)
 	cancel(nil)
 	<-renewed
@@ -233,16 +242,6 @@ func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
 	if serr := p.r.Complete(sctx, m); serr != nil {
 		p.opts.OnError(serr)
 	}
-}
-
-// call runs the handler, turning a panic into an error.
-func (p *Processor) call(ctx context.Context, m *ReceivedMessage) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("handler panicked: %v", v)
-		}
-	}()
-	return p.h(ctx, p.r, m)
 }
 
 // renewLoop renews m's lock every half lock duration until ctx ends or

@@ -77,6 +77,10 @@ func (c *Client) NewReceiver(queue string, opts *ReceiverOptions) (*Receiver, er
 	return &Receiver{c: c, queue: queue, mode: opts.Mode, dead: opts.SubQueue == SubQueueDeadLetter}, nil
 }
 
+// Entity returns the canonical name of the queue or subscription path
+// the receiver receives from.
+func (r *Receiver) Entity() string { return r.queue }
+
 // Waiting for messages: a receiver wakes when a send on this node (or, on
 // PostgreSQL, on any node) signals the queue, and polls in between, from
 // minPoll backing off to maxPoll, for what no signal announces (sends of
@@ -90,6 +94,13 @@ const (
 // once with up to max of them, in sequence order. When ctx ends first it
 // returns ctx's error.
 func (r *Receiver) Receive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
+	return r.c.traceReceive(ctx, r.queue, r.subQueue(), func(ctx context.Context) ([]*ReceivedMessage, error) {
+		return r.receive(ctx, max)
+	})
+}
+
+// receive does Receive's work.
+func (r *Receiver) receive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
 	if max < 1 || max > r.c.limits.MaxBatch {
 		return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, r.c.limits.MaxBatch)
 	}
@@ -109,6 +120,13 @@ func (r *Receiver) Receive(ctx context.Context, max int) ([]*ReceivedMessage, er
 // TryReceive returns at once with up to max of the messages available
 // now, in sequence order: none when there are none.
 func (r *Receiver) TryReceive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
+	return r.c.traceReceive(ctx, r.queue, r.subQueue(), func(ctx context.Context) ([]*ReceivedMessage, error) {
+		return r.tryReceive(ctx, max)
+	})
+}
+
+// tryReceive does TryReceive's work.
+func (r *Receiver) tryReceive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
 	if max < 1 || max > r.c.limits.MaxBatch {
 		return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, r.c.limits.MaxBatch)
 	}
@@ -207,6 +225,13 @@ func (r *Receiver) deliver(ctx context.Context, op string, ls []sluicetype.Lease
 // ReceiveAndDelete mode. ErrMessageNotFound, and nothing received, if any
 // number names no deferred message.
 func (r *Receiver) ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*ReceivedMessage, error) {
+	return r.c.traceReceive(ctx, r.queue, r.subQueue(), func(ctx context.Context) ([]*ReceivedMessage, error) {
+		return r.receiveDeferred(ctx, seqs)
+	})
+}
+
+// receiveDeferred does ReceiveDeferred's work.
+func (r *Receiver) receiveDeferred(ctx context.Context, seqs []int64) ([]*ReceivedMessage, error) {
 	props, err := r.c.properties(ctx, r.queue)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: receive deferred: %w", err)
@@ -253,6 +278,13 @@ func (r *Receiver) Complete(ctx context.Context, m *ReceivedMessage) error {
 // first may or may not have completed them, and a message that was not
 // is delivered again when its lock ends.
 func (r *Receiver) CompleteBatch(ctx context.Context, msgs []*ReceivedMessage) error {
+	return r.traceSettle(ctx, SettleComplete, msgs, func(ctx context.Context) error {
+		return r.completeBatch(ctx, msgs)
+	})
+}
+
+// completeBatch does CompleteBatch's work.
+func (r *Receiver) completeBatch(ctx context.Context, msgs []*ReceivedMessage) error {
 	const op = "complete batch"
 	if len(msgs) == 0 {
 		return nil
@@ -487,7 +519,14 @@ func (r *Receiver) check(op string, m *ReceivedMessage) (sluicetype.Receipt, err
 // settle settles m, merging changes (when not nil) into its application
 // properties, and tells the observers of message events.
 func (r *Receiver) settle(ctx context.Context, op string, m *ReceivedMessage, p store.SettleParams, changes map[string]string) error {
-	err := r.settleOne(ctx, op, m, p, changes)
+	var err error
+	if r.c.instrumentation() == nil {
+		err = r.settleOne(ctx, op, m, p, changes) // without building traceSettle's slice
+	} else {
+		err = r.traceSettle(ctx, settleAction(p.Action), []*ReceivedMessage{m}, func(ctx context.Context) error {
+			return r.settleOne(ctx, op, m, p, changes)
+		})
+	}
 	if err != nil {
 		r.noteSettled(p.Action, 0, err)
 	} else {

@@ -60,6 +60,19 @@ func (s *Sender) Send(ctx context.Context, m *Message) (int64, error) {
 // a SessionID, the chain is too long) is dead-lettered there with a
 // reason, and the send succeeds for the others.
 func (s *Sender) SendBatch(ctx context.Context, msgs []*Message) ([]int64, error) {
+	in := s.c.instrumentation()
+	if in == nil {
+		return s.sendBatch(ctx, msgs)
+	}
+	op := &Operation{Kind: OperationSend, Entity: s.queue, Messages: CopyMessages(msgs)}
+	ctx, end := in.Start(ctx, op)
+	seqs, err := s.sendBatch(ctx, op.Messages)
+	end(err)
+	return seqs, err
+}
+
+// sendBatch does SendBatch's work.
+func (s *Sender) sendBatch(ctx context.Context, msgs []*Message) ([]int64, error) {
 	e, p, err := s.prepare(ctx, msgs)
 	if err != nil {
 		return nil, err
@@ -114,6 +127,19 @@ func (s *Sender) enqueue(ctx context.Context, e entity, p *store.EnqueueAllParam
 // they find the messages on their next poll. It returns numbers as
 // SendBatch does.
 func (s *Sender) SendTx(ctx context.Context, tx *sql.Tx, msgs ...*Message) ([]int64, error) {
+	in := s.c.instrumentation()
+	if in == nil {
+		return s.sendTx(ctx, tx, msgs)
+	}
+	op := &Operation{Kind: OperationSend, Entity: s.queue, Messages: CopyMessages(msgs), InTx: true}
+	ctx, end := in.Start(ctx, op)
+	seqs, err := s.sendTx(ctx, tx, op.Messages)
+	end(err)
+	return seqs, err
+}
+
+// sendTx does SendTx's work.
+func (s *Sender) sendTx(ctx context.Context, tx *sql.Tx, msgs []*Message) ([]int64, error) {
 	txe, ok := s.c.st.(store.TxEnqueuer)
 	if !ok {
 		return nil, errInvalid("send", "this backend cannot join a caller's transaction")

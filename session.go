@@ -142,6 +142,13 @@ func (s *SessionReceiver) params() store.SessionParams {
 // and returns at once with up to max of them, in the order they were
 // sent. ErrSessionLockLost once the session lock has ended.
 func (s *SessionReceiver) Receive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
+	return s.r.c.traceReceive(ctx, s.r.queue, s.r.subQueue(), func(ctx context.Context) ([]*ReceivedMessage, error) {
+		return s.receive(ctx, max)
+	})
+}
+
+// receive does Receive's work.
+func (s *SessionReceiver) receive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
 	if max < 1 || max > s.r.c.limits.MaxBatch {
 		return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, s.r.c.limits.MaxBatch)
 	}
@@ -157,10 +164,12 @@ func (s *SessionReceiver) Receive(ctx context.Context, max int) ([]*ReceivedMess
 // TryReceive returns at once with up to max of the session's messages
 // available now: none when there are none.
 func (s *SessionReceiver) TryReceive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
-	if max < 1 || max > s.r.c.limits.MaxBatch {
-		return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, s.r.c.limits.MaxBatch)
-	}
-	return s.take(ctx, max)
+	return s.r.c.traceReceive(ctx, s.r.queue, s.r.subQueue(), func(ctx context.Context) ([]*ReceivedMessage, error) {
+		if max < 1 || max > s.r.c.limits.MaxBatch {
+			return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, s.r.c.limits.MaxBatch)
+		}
+		return s.take(ctx, max)
+	})
 }
 
 // take leases what the session has available now.
@@ -178,6 +187,13 @@ func (s *SessionReceiver) take(ctx context.Context, max int) ([]*ReceivedMessage
 // number, under the session lock. ErrMessageNotFound, and nothing
 // received, if any names no deferred message of this session.
 func (s *SessionReceiver) ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*ReceivedMessage, error) {
+	return s.r.c.traceReceive(ctx, s.r.queue, s.r.subQueue(), func(ctx context.Context) ([]*ReceivedMessage, error) {
+		return s.receiveDeferred(ctx, seqs)
+	})
+}
+
+// receiveDeferred does ReceiveDeferred's work.
+func (s *SessionReceiver) receiveDeferred(ctx context.Context, seqs []int64) ([]*ReceivedMessage, error) {
 	p := s.params()
 	lctx, cancel := detached(ctx)
 	defer cancel()

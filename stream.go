@@ -163,6 +163,19 @@ func (c *Client) streamPartitions(ctx context.Context) (int32, error) {
 // positions in the stream's partition, in order. Concurrent publishes
 // share commits. When it returns nil the events are stored durably.
 func (c *Client) Publish(ctx context.Context, id StreamID, events ...Event) ([]int64, error) {
+	in := c.instrumentation()
+	if in == nil {
+		return c.publish(ctx, id, events)
+	}
+	op := &Operation{Kind: OperationPublish, Stream: id, Events: CopyEvents(events)}
+	ctx, end := in.Start(ctx, op)
+	pos, err := c.publish(ctx, id, op.Events)
+	end(err)
+	return pos, err
+}
+
+// publish does Publish's work.
+func (c *Client) publish(ctx context.Context, id StreamID, events []Event) ([]int64, error) {
 	p, err := c.appendParams(ctx, id, events)
 	if err != nil {
 		return nil, err
@@ -181,6 +194,19 @@ func (c *Client) Publish(ctx context.Context, id StreamID, events ...Event) ([]i
 // it short; on SQLite make no other sluice call that writes while it is
 // open.
 func (c *Client) PublishTx(ctx context.Context, tx *sql.Tx, id StreamID, events ...Event) ([]int64, error) {
+	in := c.instrumentation()
+	if in == nil {
+		return c.publishTx(ctx, tx, id, events)
+	}
+	op := &Operation{Kind: OperationPublish, Stream: id, Events: CopyEvents(events), InTx: true}
+	ctx, end := in.Start(ctx, op)
+	pos, err := c.publishTx(ctx, tx, id, op.Events)
+	end(err)
+	return pos, err
+}
+
+// publishTx does PublishTx's work.
+func (c *Client) publishTx(ctx context.Context, tx *sql.Tx, id StreamID, events []Event) ([]int64, error) {
 	ta, ok := c.st.(store.TxAppender)
 	if !ok {
 		return nil, errInvalid("publish", "this backend cannot join a caller's transaction")
@@ -696,6 +722,11 @@ type StreamProcessorOptions struct {
 	// HeartbeatInterval or FailureTimeout over 24 hours: Start fails with
 	// ErrInvalidArgument.
 	RefreshInterval time.Duration
+	// Middleware wraps every consumer's handler, the first outermost:
+	// each sees every delivery attempt (see StreamMiddleware). The
+	// processor runs the whole chain inside RecoverStream, so that a
+	// panic fails the delivery and never ends the process.
+	Middleware []StreamMiddleware
 }
 
 // StreamProcessor pulls stream partitions and delivers their events to
@@ -706,6 +737,8 @@ type StreamProcessor struct {
 	node      *stream.Node
 	balancer  *stream.Leases
 	consumers []string
+	// middleware wraps each consumer's handler.
+	middleware []StreamMiddleware
 	// invalid is why the options are refused: Start fails with it.
 	invalid error
 }
@@ -740,7 +773,7 @@ func (c *Client) NewStreamProcessor(opts *StreamProcessorOptions) *StreamProcess
 		CacheRecords: o.CacheRecords, CacheBytes: o.CacheBytes, CacheWindows: windows, WindowLimit: o.WindowLimit,
 		ProgressInterval: o.ProgressInterval, RefreshInterval: o.RefreshInterval, LaggingRate: o.LaggingRate,
 	})
-	p := &StreamProcessor{c: c, id: id, node: node, balancer: bal}
+	p := &StreamProcessor{c: c, id: id, node: node, balancer: bal, middleware: o.Middleware}
 	if err := checkDurations(namedDuration{"heartbeat interval", o.HeartbeatInterval}, namedDuration{"failure timeout", o.FailureTimeout},
 		namedDuration{"poll interval", o.PollInterval}, namedDuration{"idle poll interval", o.IdlePollInterval},
 		namedDuration{"progress interval", o.ProgressInterval}, namedDuration{"refresh interval", o.RefreshInterval}); err != nil {
@@ -795,7 +828,8 @@ func nodeID(name string) string {
 	return clean + "-" + hex.EncodeToString(b)
 }
 
-// Handle registers a consumer and its handler, before Start.
+// Handle registers a consumer and its handler, before Start. The handler
+// runs inside the processor's middleware (StreamProcessorOptions.Middleware).
 func (p *StreamProcessor) Handle(consumer string, h StreamHandler, opts *ConsumerOptions) error {
 	var o ConsumerOptions
 	if opts != nil {
@@ -804,6 +838,12 @@ func (p *StreamProcessor) Handle(consumer string, h StreamHandler, opts *Consume
 	if err := checkDurations(namedDuration{"delivery timeout", o.DeliveryTimeout}, namedDuration{"retry backoff", o.RetryBackoff},
 		namedDuration{"max retry backoff", o.MaxRetryBackoff}); err != nil {
 		return fmt.Errorf("sluice: handle %q: %w", consumer, err)
+	}
+	if h != nil {
+		var err error
+		if h, err = WrapStream(h, p.middleware); err != nil {
+			return fmt.Errorf("sluice: handle %q: %w", consumer, err)
+		}
 	}
 	err := p.node.Register(stream.Consumer{Name: consumer, Handler: h, Namespace: o.Namespace,
 		MaxConcurrency: o.MaxConcurrency, DeliveryTimeout: o.DeliveryTimeout, MaxAttempts: o.MaxAttempts,

@@ -49,12 +49,18 @@ type Options struct {
 	// protocol in JSON instead of protobuf.
 	GRPC bool
 	JSON bool
+	// Instrumentation, when set, intercepts the client's sends, receives,
+	// settlements and publishes, as sluice.Client.Instrument does the
+	// library's: with sluiceotel's, a send carries its trace context to
+	// the consumer, through the server, in the message's properties.
+	Instrumentation sluice.Instrumentation
 }
 
 // Client calls a sluice server. It is safe for concurrent use.
 type Client struct {
-	hc  *http.Client // carries the calls
-	own bool         // New made hc
+	hc    *http.Client // carries the calls
+	own   bool         // New made hc
+	instr sluice.Instrumentation
 
 	entities  sluicev1connect.EntityServiceClient
 	messaging sluicev1connect.MessagingServiceClient
@@ -95,6 +101,7 @@ func New(baseURL string, opts *Options) (*Client, error) {
 	return &Client{
 		hc:        hc,
 		own:       own,
+		instr:     o.Instrumentation,
 		entities:  sluicev1connect.NewEntityServiceClient(cc),
 		messaging: sluicev1connect.NewMessagingServiceClient(cc),
 		cluster:   sluicev1connect.NewClusterServiceClient(cc),

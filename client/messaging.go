@@ -39,6 +39,10 @@ func (s *Sender) Send(ctx context.Context, m *sluice.Message) (int64, error) {
 
 // SendBatch sends messages atomically: all of them or none.
 func (s *Sender) SendBatch(ctx context.Context, msgs []*sluice.Message) ([]int64, error) {
+	return s.c.traceSend(ctx, s.entity, msgs, s.sendBatch)
+}
+
+func (s *Sender) sendBatch(ctx context.Context, msgs []*sluice.Message) ([]int64, error) {
 	req := &sluicev1.SendRequest{Entity: s.entity, Messages: make([]*sluicev1.Message, len(msgs))}
 	for i, m := range msgs {
 		if m == nil {
@@ -94,6 +98,11 @@ func (c *Client) NewReceiver(entity string, opts *sluice.ReceiverOptions) (*Rece
 // once with up to max of them. When ctx ends first it returns ctx's
 // error.
 func (r *Receiver) Receive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error) {
+	return r.traceReceive(ctx, func(ctx context.Context) ([]*sluice.ReceivedMessage, error) { return r.waitReceive(ctx, max) })
+}
+
+// waitReceive does Receive's work.
+func (r *Receiver) waitReceive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error) {
 	for {
 		wait, err := waitFor(ctx)
 		if err != nil {
@@ -115,7 +124,7 @@ func (r *Receiver) Receive(ctx context.Context, max int) ([]*sluice.ReceivedMess
 // TryReceive returns at once with up to max of the messages available
 // now: none when there are none.
 func (r *Receiver) TryReceive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error) {
-	return r.receive(ctx, max, 0)
+	return r.traceReceive(ctx, func(ctx context.Context) ([]*sluice.ReceivedMessage, error) { return r.receive(ctx, max, 0) })
 }
 
 func (r *Receiver) receive(ctx context.Context, max int, wait time.Duration) ([]*sluice.ReceivedMessage, error) {
@@ -137,12 +146,14 @@ func fromWire(ms []*sluicev1.ReceivedMessage) []*sluice.ReceivedMessage {
 
 // ReceiveDeferred receives deferred messages by sequence number.
 func (r *Receiver) ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*sluice.ReceivedMessage, error) {
-	res, err := call(ctx, r.c.messaging.ReceiveDeferred, &sluicev1.ReceiveDeferredRequest{Entity: r.entity,
-		SequenceNumbers: seqs, Mode: r.mode, Session: r.session})
-	if err != nil {
-		return nil, err
-	}
-	return fromWire(res.Messages), nil
+	return r.traceReceive(ctx, func(ctx context.Context) ([]*sluice.ReceivedMessage, error) {
+		res, err := call(ctx, r.c.messaging.ReceiveDeferred, &sluicev1.ReceiveDeferredRequest{Entity: r.entity,
+			SequenceNumbers: seqs, Mode: r.mode, Session: r.session})
+		if err != nil {
+			return nil, err
+		}
+		return fromWire(res.Messages), nil
+	})
 }
 
 // Peek returns up to max messages in sequence order without locking
@@ -192,9 +203,11 @@ func lockToken(m *sluice.ReceivedMessage) string {
 
 // Complete removes a message received in PeekLock mode.
 func (r *Receiver) Complete(ctx context.Context, m *sluice.ReceivedMessage) error {
-	_, err := call(ctx, r.c.messaging.Complete, &sluicev1.CompleteRequest{Entity: r.entity, SubQueue: r.sub,
-		LockToken: lockToken(m), Session: r.session})
-	return err
+	return r.traceSettle(ctx, sluice.SettleComplete, []*sluice.ReceivedMessage{m}, func(ctx context.Context) error {
+		_, err := call(ctx, r.c.messaging.Complete, &sluicev1.CompleteRequest{Entity: r.entity, SubQueue: r.sub,
+			LockToken: lockToken(m), Session: r.session})
+		return err
+	})
 }
 
 // CompleteBatch removes messages received in PeekLock mode in one call,
@@ -203,6 +216,10 @@ func (r *Receiver) Complete(ctx context.Context, m *sluice.ReceivedMessage) erro
 // lists the others (errors.Is(err, sluice.ErrLockLost)); an invalid batch
 // fails with sluice.ErrInvalidArgument and completes nothing.
 func (r *Receiver) CompleteBatch(ctx context.Context, msgs []*sluice.ReceivedMessage) error {
+	return r.traceSettle(ctx, sluice.SettleComplete, msgs, func(ctx context.Context) error { return r.completeBatch(ctx, msgs) })
+}
+
+func (r *Receiver) completeBatch(ctx context.Context, msgs []*sluice.ReceivedMessage) error {
 	const op = "complete batch"
 	if len(msgs) == 0 {
 		return nil
@@ -232,38 +249,44 @@ func (r *Receiver) CompleteBatch(ctx context.Context, msgs []*sluice.ReceivedMes
 // Abandon makes a message available again, at once or after opts.Delay
 // (see sluice.AbandonOptions).
 func (r *Receiver) Abandon(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.AbandonOptions) error {
-	req := &sluicev1.AbandonRequest{Entity: r.entity, SubQueue: r.sub, LockToken: lockToken(m), Session: r.session}
-	if opts != nil {
-		req.PropertiesToModify, req.Delay = opts.PropertiesToModify, apiconv.DurationPB(opts.Delay)
-	}
-	_, err := call(ctx, r.c.messaging.Abandon, req)
-	return err
+	return r.traceSettle(ctx, sluice.SettleAbandon, []*sluice.ReceivedMessage{m}, func(ctx context.Context) error {
+		req := &sluicev1.AbandonRequest{Entity: r.entity, SubQueue: r.sub, LockToken: lockToken(m), Session: r.session}
+		if opts != nil {
+			req.PropertiesToModify, req.Delay = opts.PropertiesToModify, apiconv.DurationPB(opts.Delay)
+		}
+		_, err := call(ctx, r.c.messaging.Abandon, req)
+		return err
+	})
 }
 
 // DeadLetter moves a message to the dead-letter queue.
 func (r *Receiver) DeadLetter(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeadLetterOptions) error {
-	if r.sub != sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED {
-		return fmt.Errorf("sluice: dead-letter: a dead letter can only be completed or abandoned: %w", sluice.ErrInvalidArgument)
-	}
-	req := &sluicev1.DeadLetterRequest{Entity: r.entity, LockToken: lockToken(m), Session: r.session}
-	if opts != nil {
-		req.Reason, req.Description, req.PropertiesToModify = opts.Reason, opts.Description, opts.PropertiesToModify
-	}
-	_, err := call(ctx, r.c.messaging.DeadLetter, req)
-	return err
+	return r.traceSettle(ctx, sluice.SettleDeadLetter, []*sluice.ReceivedMessage{m}, func(ctx context.Context) error {
+		if r.sub != sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED {
+			return fmt.Errorf("sluice: dead-letter: a dead letter can only be completed or abandoned: %w", sluice.ErrInvalidArgument)
+		}
+		req := &sluicev1.DeadLetterRequest{Entity: r.entity, LockToken: lockToken(m), Session: r.session}
+		if opts != nil {
+			req.Reason, req.Description, req.PropertiesToModify = opts.Reason, opts.Description, opts.PropertiesToModify
+		}
+		_, err := call(ctx, r.c.messaging.DeadLetter, req)
+		return err
+	})
 }
 
 // Defer sets a message aside, to receive by sequence number.
 func (r *Receiver) Defer(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeferOptions) error {
-	if r.sub != sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED {
-		return fmt.Errorf("sluice: defer: a dead letter can only be completed or abandoned: %w", sluice.ErrInvalidArgument)
-	}
-	req := &sluicev1.DeferRequest{Entity: r.entity, LockToken: lockToken(m), Session: r.session}
-	if opts != nil {
-		req.PropertiesToModify = opts.PropertiesToModify
-	}
-	_, err := call(ctx, r.c.messaging.Defer, req)
-	return err
+	return r.traceSettle(ctx, sluice.SettleDefer, []*sluice.ReceivedMessage{m}, func(ctx context.Context) error {
+		if r.sub != sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED {
+			return fmt.Errorf("sluice: defer: a dead letter can only be completed or abandoned: %w", sluice.ErrInvalidArgument)
+		}
+		req := &sluicev1.DeferRequest{Entity: r.entity, LockToken: lockToken(m), Session: r.session}
+		if opts != nil {
+			req.PropertiesToModify = opts.PropertiesToModify
+		}
+		_, err := call(ctx, r.c.messaging.Defer, req)
+		return err
+	})
 }
 
 // RenewLock extends a message's lock and updates m.LockedUntil.

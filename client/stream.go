@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 	"net/http/httptrace"
-	"runtime/debug"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -167,9 +166,10 @@ func (c *Client) SetStreamRetention(ctx context.Context, namespace string, r slu
 // by then. A broken connection is opened again with backoff until Stop;
 // deliveries whose settlement it lost are delivered again.
 type StreamProcessor struct {
-	c     *Client
-	group string
-	log   *slog.Logger
+	c          *Client
+	group      string
+	middleware []sluice.StreamMiddleware
+	log        *slog.Logger
 
 	mu        sync.Mutex
 	consumers []*remoteConsumer
@@ -196,14 +196,16 @@ type remoteConsumer struct {
 }
 
 // NewStreamProcessor returns a processor; register consumers with
-// Handle, then Start it. Of opts only Group applies (the group of
-// stream nodes the server joins for each consumer; by default the
-// consumer's name): the server's configuration times its nodes.
+// Handle, then Start it. Of opts only Group (the group of stream nodes
+// the server joins for each consumer; by default the consumer's name)
+// and Middleware (run around each handler, inside
+// sluice.RecoverStream, as in process) apply: the server's
+// configuration times its nodes.
 func (c *Client) NewStreamProcessor(opts *sluice.StreamProcessorOptions) *StreamProcessor {
 	p := &StreamProcessor{c: c, log: slog.New(slog.DiscardHandler), draining: make(chan struct{}), acks: make(chan string, 1024),
 		flush: make(chan struct{}), acked: make(chan struct{})}
 	if opts != nil {
-		p.group = opts.Group
+		p.group, p.middleware = opts.Group, opts.Middleware
 	}
 	return p
 }
@@ -221,7 +223,11 @@ func (p *StreamProcessor) Handle(consumer string, h sluice.StreamHandler, opts *
 	if slices.ContainsFunc(p.consumers, func(rc *remoteConsumer) bool { return rc.name == consumer }) {
 		return fmt.Errorf("sluice: register consumer %q: %w", consumer, sluice.ErrEntityExists)
 	}
-	rc := &remoteConsumer{name: consumer, h: h}
+	wrapped, err := sluice.WrapStream(h, p.middleware)
+	if err != nil {
+		return fmt.Errorf("sluice: register consumer %q: %w", consumer, err)
+	}
+	rc := &remoteConsumer{name: consumer, h: wrapped}
 	if opts != nil {
 		rc.opts = *opts
 	}
@@ -465,7 +471,7 @@ func (p *StreamProcessor) handle(ctx context.Context, rc *remoteConsumer, d *slu
 		hctx, cancel = context.WithDeadline(ctx, deadline)
 		defer cancel()
 	}
-	err := call1(hctx, rc.h, apiconv.FromStreamEvent(d.GetEvent()))
+	err := rc.h(hctx, apiconv.FromStreamEvent(d.GetEvent()))
 	if err == nil {
 		select {
 		case p.acks <- d.DeliveryId:
@@ -487,16 +493,6 @@ func (p *StreamProcessor) handle(ctx context.Context, rc *remoteConsumer, d *slu
 	if _, err := p.c.streams.Nack(nctx, &sluicev1.NackRequest{DeliveryId: d.DeliveryId, Error: msg}); err != nil {
 		p.log.Warn("sluice: client: cannot fail a delivery; it is delivered again once its ack timeout passes", "err", err)
 	}
-}
-
-// call1 runs a handler, turning a panic into an error.
-func call1(ctx context.Context, h sluice.StreamHandler, ev *sluice.StreamEvent) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("handler panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	return h(ctx, ev)
 }
 
 // ackLoop acknowledges handled deliveries, as many in one call as are
@@ -688,9 +684,11 @@ func watch(ctx context.Context, read *atomic.Int64, busy *atomic.Bool, silence t
 
 // PublishPartition is Publish that also returns the stream's partition.
 func (c *Client) PublishPartition(ctx context.Context, id sluice.StreamID, events ...sluice.Event) (int32, []int64, error) {
-	res, err := call(ctx, c.streams.Publish, &sluicev1.PublishRequest{Stream: apiconv.StreamID(id), Events: apiconv.Events(events)})
-	if err != nil {
-		return 0, nil, err
-	}
-	return res.Partition, res.Positions, nil
+	return c.tracePublish(ctx, id, events, func(ctx context.Context, events []sluice.Event) (int32, []int64, error) {
+		res, err := call(ctx, c.streams.Publish, &sluicev1.PublishRequest{Stream: apiconv.StreamID(id), Events: apiconv.Events(events)})
+		if err != nil {
+			return 0, nil, err
+		}
+		return res.Partition, res.Positions, nil
+	})
 }

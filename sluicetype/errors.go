@@ -137,4 +137,9 @@ var (
 	// ErrInvalidFilter reports a subscription rule whose filter cannot be
 	// parsed.
 	ErrInvalidFilter = errors.New("invalid filter")
+
+	// ErrHandlerTimeout is the cause of a handler's context that a
+	// handler timeout ended, and is wrapped in the error of a handler
+	// that failed after it.
+	ErrHandlerTimeout = errors.New("handler timed out")
 )

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -31,7 +30,9 @@ type Event struct {
 }
 
 // Handler handles one event. It is called for one event of a stream at a
-// time; an error or a panic is a failed delivery, retried with backoff.
+// time; an error is a failed delivery, retried with backoff. The node
+// recovers no panic: its user (package sluice) registers handlers
+// wrapped in a recovering middleware, which turns a panic into an error.
 // It should return when ctx ends (the delivery time is bounded through
 // it): a handler that outlives its attempt holds its stream until it
 // returns, since a stream's deliveries never overlap.
@@ -114,14 +115,6 @@ func (c Consumer) WithDefaults() Consumer {
 // delivery time.
 var errDeliveryTimeout = errors.New("delivery timed out")
 
-// PanicError is a handler's panic, as the failed delivery's error.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
-
-func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
-
 // call runs one delivery attempt in the calling goroutine, bounded by
 // DeliveryTimeout through its context. A handler that outlives its
 // attempt (it ignores the context) is waited for, since the stream's
@@ -133,9 +126,6 @@ func (c *Consumer) call(ctx context.Context, ev *Event, d *inDelivery) (err erro
 	d.enter()
 	defer func() {
 		d.leave()
-		if v := recover(); v != nil {
-			err = &PanicError{Value: v, Stack: debug.Stack()}
-		}
 		if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			err = fmt.Errorf("%w after %v: %w", errDeliveryTimeout, c.DeliveryTimeout, err)
 		}

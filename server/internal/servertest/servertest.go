@@ -16,6 +16,11 @@ import (
 	"github.com/sluicehq/sluice/server"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/storetest"
+
+	// Shared opens databases of every kind.
+	_ "github.com/sluicehq/sluice/store/mysql"
+	_ "github.com/sluicehq/sluice/store/postgres"
+	_ "github.com/sluicehq/sluice/store/sqlite"
 )
 
 // Shared holds one backend of each kind for a test binary, each test in

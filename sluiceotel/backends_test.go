@@ -1,4 +1,4 @@
-package server_test
+package sluiceotel_test
 
 // The tests open databases of every kind; the package itself links no
 // backend.
