@@ -45,6 +45,7 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 	}{
 		{"Queue", queueTests},
 		{"Settle", settleTests},
+		{"SettleTx", settleTxTests},
 		{"Expiry", expiryTests},
 		{"Entity", entityTests},
 		{"Dedup", dedupTests},
