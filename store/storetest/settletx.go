@@ -16,6 +16,7 @@ import (
 
 var settleTxTests = []suiteTest{
 	{"CommitApplies", testSettleTxCommit},
+	{"AbandonOnLastDelivery", testSettleTxAbandonExhausted},
 	{"RollbackKeepsLock", testSettleTxRollback},
 	{"LockLostLeavesTxUsable", testSettleTxLockLost},
 	{"Session", testSettleTxSession},
@@ -102,6 +103,28 @@ func testSettleTxCommit(t *testing.T, h *harness) {
 	if err != nil || len(def) != 1 {
 		t.Fatalf("LeaseDeferred after a defer in a tx: %v, %v", def, err)
 	}
+}
+
+// An abandon on the last allowed delivery dead-letters the message, in
+// the caller's transaction, as Settle does.
+func testSettleTxAbandonExhausted(t *testing.T, h *harness) {
+	ctx, st, ts, begin := h.txSetup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{MaxDeliveryCount: 1})
+	enqueue(t, ctx, st, q, msg("last"))
+	ls := lease(t, ctx, st, q, 1, long)
+	tx := begin()
+	if err := ts.SettleTx(ctx, tx, txParams(q, store.Abandon, ls...)); err != nil {
+		t.Fatalf("SettleTx abandon: %v", err)
+	}
+	if d := deadAll(t, ctx, st, q); len(d) != 0 {
+		t.Fatalf("dead letters visible before the commit: %v", deadSeqs(d))
+	}
+	commit(t, tx)
+	d := deadAll(t, ctx, st, q)
+	if len(d) != 1 || d[0].Seq != ls[0].Seq || d[0].Reason != sluicetype.ReasonMaxDeliveryCountExceeded {
+		t.Fatalf("dead letters after abandoning the last delivery in a tx: %+v", d)
+	}
+	wantCounts(t, ctx, st, q, store.QueueStats{DeadLettered: 1})
 }
 
 // A rolled-back settle changes nothing: the lock still holds (its
