@@ -86,3 +86,41 @@ func (p *SettleTxParams) Validate(l Limits) error {
 type TxBeginner interface {
 	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 }
+
+// TxHandledRecorder is a Store that records, in a transaction the caller
+// opened on the same database, that a subscription's handler handled a
+// stream event: the record commits with the handler's effects, or not at
+// all, so that a delivery of the event after a crash, or after a
+// rollback, can tell whether its effects are in. The backends of this
+// module implement it.
+type TxHandledRecorder interface {
+	// MarkHandledTx records p's event in tx and reports whether it was
+	// recorded for the first time; false means a committed transaction
+	// recorded it before (one recording it concurrently is waited for).
+	// Records at or below the subscription's stored position on the
+	// partition, which no delivery consults again, are deleted now and
+	// then in the same transaction.
+	MarkHandledTx(ctx context.Context, tx *sql.Tx, p *HandledParams) (first bool, err error)
+}
+
+// HandledParams name a stream event delivered to a subscription.
+type HandledParams struct {
+	Subscription string
+	Partition    int32
+	// Position is the event's position in the partition (from 1).
+	Position int64
+}
+
+// Validate checks a handled event's names and numbers.
+func (p *HandledParams) Validate() error {
+	if err := ValidateName("subscription id", p.Subscription); err != nil {
+		return err
+	}
+	if p.Partition < 0 {
+		return invalid("partition %d: must not be negative", p.Partition)
+	}
+	if p.Position < 1 {
+		return invalid("position %d: positions start at 1", p.Position)
+	}
+	return nil
+}
