@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/sluicehq/sluice"
 )
@@ -69,4 +70,54 @@ func ExampleReceiver_CompleteTx() {
 	fmt.Println("shipments:", shipped, "messages left:", stats.Active+stats.InFlight)
 	// Output:
 	// shipments: 1 messages left: 0
+}
+
+// Handle stream events in the transaction that writes their effects: an
+// event whose transaction committed is never handed to the handler
+// again, whatever crashes, so each event's row is written once.
+func ExampleStreamProcessor_HandleTx() {
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	path := filepath.Join(dir, "shop.db")
+
+	c, err := sluice.Open(ctx, "sqlite://"+path, sluice.Options{Service: "shop"})
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		panic(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE ledger (position INTEGER PRIMARY KEY, entry TEXT)"); err != nil {
+		panic(err)
+	}
+
+	p := c.NewStreamProcessor(nil)
+	err = p.HandleTx("ledger", db, func(ctx context.Context, tx *sql.Tx, ev *sluice.StreamEvent) error {
+		_, err := tx.ExecContext(ctx, "INSERT INTO ledger (position, entry) VALUES (?, ?)", ev.Position, string(ev.Body))
+		return err
+	}, &sluice.ConsumerOptions{Namespace: "payments"})
+	if err != nil {
+		panic(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer p.Stop(ctx)
+
+	account := sluice.StreamID{Namespace: "payments", Key: "acct-7"}
+	if _, err := c.Publish(ctx, account, sluice.Event{Body: []byte("+100")}, sluice.Event{Body: []byte("-30")}); err != nil {
+		panic(err)
+	}
+	var entries int
+	for deadline := time.Now().Add(10 * time.Second); entries < 2 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+		_ = db.QueryRowContext(ctx, "SELECT COUNT(*) FROM ledger").Scan(&entries)
+	}
+	fmt.Println("ledger entries:", entries)
+	// Output:
+	// ledger entries: 2
 }
