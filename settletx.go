@@ -38,7 +38,9 @@ import (
 // settled, since the call cannot know whether tx will commit. After a
 // commit, a later Complete (or any settlement) of it fails with
 // ErrLockLost, the message being gone; after a rollback, one succeeds
-// while its lock holds. Settlements in tx are not reported to
+// while its lock holds. A Processor's handler that settles its message
+// with CompleteTx thus meets the processor's own completion failing with
+// ErrLockLost after a commit, which it reports to OnError. Settlements in tx are not reported to
 // ObserveMessages, nor its dead-lettering to the storage's dead-letter
 // observers: their commit is the caller's. A lost lock is reported, as
 // for any settlement.
