@@ -28,9 +28,12 @@ import (
 // error, roll tx back.
 //
 // The message's row (and a session's row) stays locked until tx ends: a
-// renewal or another settlement of that message waits for it, so keep tx
-// short and settle before sending in it (SendTx), which is the order the
-// engine locks rows in. On SQLite tx holds the database's only write
+// renewal or another settlement of that message waits for it, and with
+// it the group commit that carries it, that is every write of this
+// process's client meanwhile (a Processor renews the locks of the
+// messages its handlers hold). So commit soon after settling, and settle
+// before sending in tx (SendTx), which is the order the engine locks
+// rows in. On SQLite tx holds the database's only write
 // lock from its first write: make no other sluice call that writes while
 // it is open.
 //
