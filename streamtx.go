@@ -32,10 +32,10 @@ type StreamTxHandler func(ctx context.Context, tx *sql.Tx, ev *StreamEvent) erro
 // A delivery begins its transaction with the record, so the event is
 // held for the transaction's length: a second delivery of the same event
 // (a partition that moved to another node) waits for it, then skips the
-// handler if it committed. A reposition back over events whose records
-// the stored position has not passed yet skips those events (their
-// effects are in). On SQLite the transaction holds the write lock: keep
-// handlers short.
+// handler if it committed. A reposition (RepositionStreamSubscription)
+// forgets the records of the partitions it moves: the events it delivers
+// again are handed to the handler again. On SQLite the transaction holds
+// the write lock: keep handlers short.
 func (p *StreamProcessor) HandleTx(consumer string, db *sql.DB, h StreamTxHandler, opts *ConsumerOptions) error {
 	rec, ok := p.c.st.(store.TxHandledRecorder)
 	switch {
