@@ -117,8 +117,9 @@ type MessageEvent struct {
 // called again. It sees only this client's calls: those of another
 // client, or of another process, on the same database are not reported
 // (ObserveDeadLetters, which the storage reports, sees every client of
-// the process). A send in the caller's transaction (SendTx) is not
-// reported, since the caller commits it, and neither are resubmitted
+// the process). A send or a settlement in the caller's transaction
+// (SendTx, CompleteTx and its neighbours) is not reported, since the
+// caller commits it, and neither are resubmitted
 // dead letters (ResubmitDeadLetters) or a call that failed, whose
 // outcome may be unknown. stop ends the observation; it is idempotent.
 // With no observer, a call pays one atomic load for this. A nil fn

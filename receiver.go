@@ -552,25 +552,8 @@ func (r *Receiver) settleOne(ctx context.Context, op string, m *ReceivedMessage,
 		}
 		settle = r.c.st.SettleDeadLetters
 	}
-	if changes != nil {
-		current := m.ApplicationProperties
-		if m.queue == "" {
-			// Known by its lock token alone: its properties are the
-			// stored ones, which only the lock's holder can change.
-			ms, err := r.c.st.Peek(ctx, &store.PeekParams{Queue: r.queue, FromSeq: receipt.Seq, Max: 1})
-			if err != nil {
-				return fmt.Errorf("sluice: %s: %w", op, err)
-			}
-			if len(ms) == 0 || ms[0].Seq != receipt.Seq {
-				return fmt.Errorf("sluice: %s: message %d: %w", op, receipt.Seq, ErrLockLost)
-			}
-			current = ms[0].Properties
-		}
-		p.Properties = maps.Clone(current)
-		if p.Properties == nil {
-			p.Properties = make(map[string]string, len(changes))
-		}
-		maps.Copy(p.Properties, changes)
+	if p.Properties, err = r.merged(ctx, op, m, receipt, changes); err != nil {
+		return err
 	}
 	res, err := settle(ctx, &p)
 	if err := settleErr(op, res, err); err != nil {
@@ -578,6 +561,33 @@ func (r *Receiver) settleOne(ctx context.Context, op string, m *ReceivedMessage,
 	}
 	m.settled.Store(true)
 	return nil
+}
+
+// merged returns m's application properties with changes merged in, or
+// nil when changes is nil.
+func (r *Receiver) merged(ctx context.Context, op string, m *ReceivedMessage, receipt sluicetype.Receipt, changes map[string]string) (map[string]string, error) {
+	if changes == nil {
+		return nil, nil
+	}
+	current := m.ApplicationProperties
+	if m.queue == "" {
+		// Known by its lock token alone: its properties are the
+		// stored ones, which only the lock's holder can change.
+		ms, err := r.c.st.Peek(ctx, &store.PeekParams{Queue: r.queue, FromSeq: receipt.Seq, Max: 1})
+		if err != nil {
+			return nil, fmt.Errorf("sluice: %s: %w", op, err)
+		}
+		if len(ms) == 0 || ms[0].Seq != receipt.Seq {
+			return nil, fmt.Errorf("sluice: %s: message %d: %w", op, receipt.Seq, ErrLockLost)
+		}
+		current = ms[0].Properties
+	}
+	props := maps.Clone(current)
+	if props == nil {
+		props = make(map[string]string, len(changes))
+	}
+	maps.Copy(props, changes)
+	return props, nil
 }
 
 // MaxPeek bounds the messages one Peek returns.

@@ -28,7 +28,7 @@ func rawDBFor(t *testing.T, kind, dsn string) *sql.DB {
 	)
 	switch kind {
 	case "sqlite":
-		db, err = sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite://")+"?_pragma=busy_timeout(10000)")
+		db, err = sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite://")+"?_pragma=busy_timeout(10000)&_txlock=immediate")
 	case "postgres":
 		db, err = sql.Open("pgx", dsn)
 	case "mysql":

@@ -45,6 +45,8 @@ func Run(t *testing.T, open func(t *testing.T) store.Backend) {
 	}{
 		{"Queue", queueTests},
 		{"Settle", settleTests},
+		{"SettleTx", settleTxTests},
+		{"HandledTx", handledTxTests},
 		{"Expiry", expiryTests},
 		{"Entity", entityTests},
 		{"Dedup", dedupTests},

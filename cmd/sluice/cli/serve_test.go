@@ -205,7 +205,7 @@ func TestMigrate(t *testing.T) {
 	t.Parallel()
 	db := filepath.Join(t.TempDir(), "migrate.db")
 	code, out, errOut := run(t, "migrate", "--db", db)
-	if code != ExitOK || !strings.Contains(out, "schema at version 0017") || !strings.Contains(errOut, "migrated the schema") {
+	if code != ExitOK || !strings.Contains(out, "schema at version 0018") || !strings.Contains(errOut, "migrated the schema") {
 		t.Fatalf("migrate: exit %d, %s %s", code, out, errOut)
 	}
 	if c, err := sluice.Open(t.Context(), db, sluice.Options{}); err != nil {

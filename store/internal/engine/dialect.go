@@ -103,6 +103,7 @@ var queryNames = []string{
 	"SelectLeases", "EnsurePartitionLease", "RenewLease", "AcquireLease", "ReleaseLease", "LockLeaseNoWait", "LockLeaseEpoch",
 	"SelectSubscriptionProgress", "SetSubscriptionProgress", "RecordReposition", "GetReposition",
 	"InsertBody", "SelectBodies", "DeleteBodies",
+	"MarkHandled", "SelectSubscriptionPosition", "ForgetHandled", "DeleteSubscriptionHandled",
 }
 
 // optionalQueries may be absent; the engine skips what needs them.

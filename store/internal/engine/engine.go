@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/backoff"
@@ -69,6 +70,9 @@ type Engine struct {
 	// dead-letterings it made (*[]store.DeadLettered, by *sql.Tx), to
 	// report once it commits.
 	deadNotes sync.Map
+	// handled counts first records of handled events (MarkHandledTx),
+	// to delete the stale ones now and then.
+	handled atomic.Int64
 }
 
 // maxRetries bounds how often a transaction is retried after a deadlock,

@@ -898,27 +898,9 @@ func (e *Engine) settleGroup(ctx context.Context, gt *groupTx, group []*writeReq
 			all = append(all, rc.Seq)
 		}
 	}
-	slices.Sort(all)
-	all = slices.Compact(all)
-	held := make(map[int64]heldRow, len(all))
-	rows, err := e.query(ctx, tx, "SelectHeld", t.Service, t.Provider, queue, qr.now, e.d.IntList(all))
+	held, err := e.selectHeld(ctx, tx, t, &qr, all)
 	if err != nil {
 		return err
-	}
-	for rows.Next() {
-		var (
-			seq int64
-			h   heldRow
-		)
-		if err := rows.Scan(&seq, &h.token, &h.count); err != nil {
-			rows.Close()
-			return fmt.Errorf("SelectHeld: %w", err)
-		}
-		held[seq] = h
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("SelectHeld: %w", err)
 	}
 	// Completions of the whole group go in one statement.
 	var completed []int64
@@ -933,6 +915,33 @@ func (e *Engine) settleGroup(ctx context.Context, gt *groupTx, group []*writeReq
 	slices.Sort(completed)
 	_, err = e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, queue, e.d.IntList(completed))
 	return err
+}
+
+// selectHeld locks, in sequence order, the rows of seqs whose lease has
+// not ended by the database's clock, and returns their lock tokens and
+// delivery counts by sequence number.
+func (e *Engine) selectHeld(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, seqs []int64) (map[int64]heldRow, error) {
+	sorted := slices.Compact(slices.Sorted(slices.Values(seqs)))
+	held := make(map[int64]heldRow, len(sorted))
+	rows, err := e.query(ctx, tx, "SelectHeld", t.Service, t.Provider, qr.settings.Name, qr.now, e.d.IntList(sorted))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			seq int64
+			h   heldRow
+		)
+		if err := rows.Scan(&seq, &h.token, &h.count); err != nil {
+			return nil, fmt.Errorf("SelectHeld: %w", err)
+		}
+		held[seq] = h
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("SelectHeld: %w", err)
+	}
+	return held, nil
 }
 
 func allComplete(group []*writeReq) bool {

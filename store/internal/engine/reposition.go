@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 
@@ -107,6 +108,11 @@ func (e *Engine) reposition(ctx context.Context, tx querier, t store.Tenant, p *
 			return store.Reposition{}, err
 		}
 		if _, err := e.exec(ctx, tx, "SetSubscriptionProgress", to, t.Service, t.Provider, part, p.ID); err != nil {
+			return store.Reposition{}, err
+		}
+		// The events delivered again are handled again: a transactional
+		// handler's records of them (MarkHandledTx) go.
+		if _, err := e.exec(ctx, tx, "ForgetHandled", t.Service, t.Provider, p.ID, part, int64(math.MaxInt64)); err != nil {
 			return store.Reposition{}, err
 		}
 		// Back: the checkpoint comes with it; forward: the next save

@@ -365,25 +365,28 @@ func (s *tenantStore) SetSessionState(ctx context.Context, p *store.SessionState
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("sluice: set session state: %w", err)
 	}
-	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		qr, err := s.sessionQueue(ctx, tx, p.Queue)
-		if err != nil {
-			return err
-		}
-		if _, err := s.heldSession(ctx, tx, &qr, &p.SessionParams); err != nil {
-			return err
-		}
-		var state any
-		if p.State != nil {
-			state = slices.Clone(p.State)
-		}
-		_, err = s.e.exec(ctx, tx, "SetSessionState", state, s.t.Service, s.t.Provider, p.Queue, p.SessionID)
-		return err
-	})
+	err := s.e.inTx(ctx, func(tx *sql.Tx) error { return s.setSessionState(ctx, tx, p) })
 	if err != nil {
 		return fmt.Errorf("sluice: set session state: %w", err)
 	}
 	return nil
+}
+
+// setSessionState replaces a held session's state in tx.
+func (s *tenantStore) setSessionState(ctx context.Context, tx querier, p *store.SessionStateParams) error {
+	qr, err := s.sessionQueue(ctx, tx, p.Queue)
+	if err != nil {
+		return err
+	}
+	if _, err := s.heldSession(ctx, tx, &qr, &p.SessionParams); err != nil {
+		return err
+	}
+	var state any
+	if p.State != nil {
+		state = slices.Clone(p.State)
+	}
+	_, err = s.e.exec(ctx, tx, "SetSessionState", state, s.t.Service, s.t.Provider, p.Queue, p.SessionID)
+	return err
 }
 
 func (s *tenantStore) SessionHeld(ctx context.Context, p *store.SessionParams) (bool, error) {

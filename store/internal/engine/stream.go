@@ -134,6 +134,9 @@ func (s *tenantStore) DeleteSubscription(ctx context.Context, id string) error {
 		if _, err := s.e.exec(ctx, tx, "DeleteSubscriptionProgress", s.t.Service, s.t.Provider, id); err != nil {
 			return err
 		}
+		if _, err := s.e.exec(ctx, tx, "DeleteSubscriptionHandled", s.t.Service, s.t.Provider, id); err != nil {
+			return err
+		}
 		_, err = s.e.exec(ctx, tx, "DeleteSubscriptionParked", s.t.Service, s.t.Provider, id)
 		return err
 	})

@@ -1593,3 +1593,26 @@ LIMIT ?;
 DELETE FROM sluice_bodies
 WHERE service = ? AND provider = ?
   AND id IN (SELECT l.id FROM JSON_TABLE(?, '$[*]' COLUMNS (id BIGINT PATH '$')) AS l);
+
+-- name: MarkHandled
+-- args: service, provider, subscription, partition, position
+-- Records that a transactional handler handled an event, in the
+-- caller's transaction; no row is changed if it was recorded already (a
+-- transaction recording it concurrently is waited for).
+INSERT INTO sluice_stream_handled (service, provider, subscription_id, `partition`, position)
+VALUES (?, ?, ?, ?, ?)
+ON DUPLICATE KEY UPDATE position = position;
+
+-- name: SelectSubscriptionPosition
+-- args: service, provider, partition, subscription
+SELECT position FROM sluice_stream_progress
+WHERE service = ? AND provider = ? AND `partition` = ? AND subscription_id = ?;
+
+-- name: ForgetHandled
+-- args: service, provider, subscription, partition, through
+DELETE FROM sluice_stream_handled
+WHERE service = ? AND provider = ? AND subscription_id = ? AND `partition` = ? AND position <= ?;
+
+-- name: DeleteSubscriptionHandled
+-- args: service, provider, id
+DELETE FROM sluice_stream_handled WHERE service = ? AND provider = ? AND subscription_id = ?;

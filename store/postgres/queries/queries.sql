@@ -1532,3 +1532,26 @@ LIMIT $4;
 -- args: service, provider, ids
 DELETE FROM sluice_bodies
 WHERE (service, provider, id) IN (SELECT $1::text, $2::text, unnest($3::bigint[]));
+
+-- name: MarkHandled
+-- args: service, provider, subscription, partition, position
+-- Records that a transactional handler handled an event, in the
+-- caller's transaction; no row is affected if it was recorded already
+-- (a transaction recording it concurrently is waited for).
+INSERT INTO sluice_stream_handled (service, provider, subscription_id, partition, position)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT DO NOTHING;
+
+-- name: SelectSubscriptionPosition
+-- args: service, provider, partition, subscription
+SELECT position FROM sluice_stream_progress
+WHERE service = $1 AND provider = $2 AND partition = $3 AND subscription_id = $4;
+
+-- name: ForgetHandled
+-- args: service, provider, subscription, partition, through
+DELETE FROM sluice_stream_handled
+WHERE service = $1 AND provider = $2 AND subscription_id = $3 AND partition = $4 AND position <= $5;
+
+-- name: DeleteSubscriptionHandled
+-- args: service, provider, id
+DELETE FROM sluice_stream_handled WHERE service = $1 AND provider = $2 AND subscription_id = $3;

@@ -1185,3 +1185,24 @@ LIMIT ?4;
 -- args: service, provider, ids
 DELETE FROM sluice_bodies
 WHERE service = ?1 AND provider = ?2 AND id IN (SELECT value FROM json_each(?3));
+
+-- name: MarkHandled
+-- args: service, provider, subscription, partition, position
+-- Records that a transactional handler handled an event, in the
+-- caller's transaction; no row is affected if it was recorded already.
+INSERT OR IGNORE INTO sluice_stream_handled (service, provider, subscription_id, partition, position)
+VALUES (?1, ?2, ?3, ?4, ?5);
+
+-- name: SelectSubscriptionPosition
+-- args: service, provider, partition, subscription
+SELECT position FROM sluice_stream_progress
+WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND subscription_id = ?4;
+
+-- name: ForgetHandled
+-- args: service, provider, subscription, partition, through
+DELETE FROM sluice_stream_handled
+WHERE service = ?1 AND provider = ?2 AND subscription_id = ?3 AND partition = ?4 AND position <= ?5;
+
+-- name: DeleteSubscriptionHandled
+-- args: service, provider, id
+DELETE FROM sluice_stream_handled WHERE service = ?1 AND provider = ?2 AND subscription_id = ?3;
