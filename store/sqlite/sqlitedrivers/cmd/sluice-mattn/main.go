@@ -1,7 +1,8 @@
-// Command sluice-mattn is the sluice command, every subcommand of it, with
-// the DSN scheme mattn.Scheme (sqlite-mattn://PATH) running the SQLite
-// backend on the mattn driver: for benchmarks, e.g.
-// sluice-mattn bench --db sqlite-mattn:///tmp/b.db --scenario e2e.
+// Command sluice-mattn is the sluice command, with every subcommand, plus
+// the DSN scheme sqlite-mattn://PATH: sluice's SQLite backend on the mattn
+// driver. It serves measurements, e.g.
+//
+//	sluice-mattn bench --db sqlite-mattn:///tmp/b.db --scenario e2e
 package main
 
 import (

@@ -1,7 +1,8 @@
-// Command sluice-ncruces is the sluice command, every subcommand of it, with
-// the DSN scheme ncruces.Scheme (sqlite-ncruces://PATH) running the SQLite
-// backend on the ncruces driver: for benchmarks, e.g.
-// sluice-ncruces bench --db sqlite-ncruces:///tmp/b.db --scenario e2e.
+// Command sluice-ncruces is the sluice command, with every subcommand, plus
+// the DSN scheme sqlite-ncruces://PATH: sluice's SQLite backend on the ncruces
+// driver. It serves measurements, e.g.
+//
+//	sluice-ncruces bench --db sqlite-ncruces:///tmp/b.db --scenario e2e
 package main
 
 import (
