@@ -27,14 +27,15 @@ type DBConfig struct {
 }
 
 // OpenDB opens a backend on the application's *sql.DB, which must run on
-// cfg.Driver (modernc.org/sqlite when nil) and which OpenDB never closes: the backend's Close leaves it open. Reads
-// and writes share it.
+// cfg.Driver (modernc.org/sqlite when nil) and which OpenDB never
+// closes: the backend's Close leaves it open. Reads and writes share it.
 //
 // sluice does not change the pool's connections: it checks one of them
 // and fails with ErrInvalidArgument unless it is in WAL mode
 // (journal_mode=WAL) with a busy timeout (busy_timeout > 0), since a
 // pragma set on one connection would not reach the pool's others; set
-// them in the DSN, e.g. file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000).
+// them in the DSN, e.g. file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)
+// on modernc.org/sqlite (PragmaDSN builds such a DSN).
 // Adding _txlock=immediate spares write transactions the SQLITE_BUSY
 // retries of a read lock upgraded to a write lock.
 func OpenDB(ctx context.Context, db *sql.DB, cfg DBConfig) (store.Backend, error) {

@@ -1,6 +1,6 @@
 // Package ncruces runs sluice's SQLite backend on
-// github.com/ncruces/go-sqlite3, SQLite compiled to WebAssembly and run
-// by wazero (pure Go, no cgo). sluice's own backend runs on
+// github.com/ncruces/go-sqlite3, SQLite compiled to WebAssembly and
+// translated to Go by wasm2go (pure Go, no cgo). sluice's own backend runs on
 // modernc.org/sqlite; this driver is kept for measuring against it
 // (docs/benchmarks.md in sluice's repository).
 //
