@@ -37,3 +37,20 @@ func TestRootLinksNoDriver(t *testing.T) {
 		}
 	}
 }
+
+// TestModuleLacksMeasurementDrivers: the SQLite drivers sluice was only
+// measured against live in the module store/sqlite/sqlitedrivers, so
+// that no program building sluice's module downloads or links them.
+func TestModuleLacksMeasurementDrivers(t *testing.T) {
+	t.Parallel()
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-m", "all").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -m all: %v\n%s", err, out)
+	}
+	for line := range strings.Lines(string(out)) {
+		mod, _, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if mod == "github.com/mattn/go-sqlite3" || strings.HasPrefix(mod, "github.com/ncruces/go-sqlite3") {
+			t.Errorf("sluice's module requires %s: it belongs in store/sqlite/sqlitedrivers's go.mod", mod)
+		}
+	}
+}

@@ -85,11 +85,14 @@ var (
 var SQLiteSchemes = []string{"sqlite", "sqlite3", "file"}
 
 // knownBackends says which package registers each scheme of this
-// module, for the error that a DSN's backend is not linked.
+// module and of its module of SQLite drivers, for the error that a DSN's
+// backend is not linked.
 var knownBackends = []struct{ name, pkg string }{
 	{"sqlite", "github.com/sluicehq/sluice/store/sqlite"},
 	{"postgres", "github.com/sluicehq/sluice/store/postgres"},
 	{"mysql", "github.com/sluicehq/sluice/store/mysql"},
+	{"sqlite-mattn", "github.com/sluicehq/sluice/store/sqlite/sqlitedrivers/mattn"},
+	{"sqlite-ncruces", "github.com/sluicehq/sluice/store/sqlite/sqlitedrivers/ncruces"},
 }
 
 // Register makes a backend available under its DSN schemes (without

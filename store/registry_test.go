@@ -13,14 +13,16 @@ import (
 // ErrInvalidArgument and a message naming the package to import.
 func TestLookupUnlinkedBackend(t *testing.T) {
 	for dsn, pkg := range map[string]string{
-		"postgres://h/db":     "github.com/sluicehq/sluice/store/postgres",
-		"postgresql://h/db":   "github.com/sluicehq/sluice/store/postgres",
-		"mysql://root@h/db":   "github.com/sluicehq/sluice/store/mysql",
-		"sqlite:///tmp/x.db":  "github.com/sluicehq/sluice/store/sqlite",
-		"SQLITE3://x.db":      "github.com/sluicehq/sluice/store/sqlite",
-		"file:x.db":           "github.com/sluicehq/sluice/store/sqlite",
-		"./data/sluice.db":    "github.com/sluicehq/sluice/store/sqlite",
-		"oracle://scott@h/db": "unknown database scheme",
+		"postgres://h/db":      "github.com/sluicehq/sluice/store/postgres",
+		"postgresql://h/db":    "github.com/sluicehq/sluice/store/postgres",
+		"mysql://root@h/db":    "github.com/sluicehq/sluice/store/mysql",
+		"sqlite:///tmp/x.db":   "github.com/sluicehq/sluice/store/sqlite",
+		"SQLITE3://x.db":       "github.com/sluicehq/sluice/store/sqlite",
+		"file:x.db":            "github.com/sluicehq/sluice/store/sqlite",
+		"./data/sluice.db":     "github.com/sluicehq/sluice/store/sqlite",
+		"sqlite-mattn:///x.db": "github.com/sluicehq/sluice/store/sqlite/sqlitedrivers/mattn",
+		"sqlite-ncruces://x":   "github.com/sluicehq/sluice/store/sqlite/sqlitedrivers/ncruces",
+		"oracle://scott@h/db":  "unknown database scheme",
 	} {
 		_, err := store.Lookup(dsn)
 		if !errors.Is(err, sluicetype.ErrInvalidArgument) || !strings.Contains(err.Error(), pkg) {

@@ -34,7 +34,7 @@ func TestLeaseCost(t *testing.T) {
 	}
 	storetest.LoadBacklog(t, st, "q")
 
-	db, err := sql.Open(driverName, dsn(path, "FULL", true))
+	db, err := sql.Open(moderncDriver.Name, moderncDriver.DSN(path, ConnOptions{Synchronous: "FULL", ReadOnly: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestReadStreamCost(t *testing.T) {
 	}
 	storetest.LoadInterleavedStreams(t, st)
 
-	db, err := sql.Open(driverName, dsn(path, "FULL", true))
+	db, err := sql.Open(moderncDriver.Name, moderncDriver.DSN(path, ConnOptions{Synchronous: "FULL", ReadOnly: true}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestSubscriptionListingCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.LoadSubscriptions(t, st, "ns", "k")
-	db, err := sql.Open(driverName, dsn(path, "FULL", true))
+	db, err := sql.Open(moderncDriver.Name, moderncDriver.DSN(path, ConnOptions{Synchronous: "FULL", ReadOnly: true}))
 	if err != nil {
 		t.Fatal(err)
 	}

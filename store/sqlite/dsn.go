@@ -3,9 +3,11 @@ package sqlite
 import (
 	"fmt"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
 )
 
 // ParseDSN reads a SQLite DSN into a Config: sqlite://PATH,
@@ -14,14 +16,17 @@ import (
 // parameter is ErrInvalidArgument: the connection's pragmas are
 // sluice's.
 func ParseDSN(dsn string) (Config, error) {
+	return parseDSN(dsn, store.SQLiteSchemes)
+}
+
+// parseDSN reads a DSN in one of schemes, or a bare path, into a Config.
+func parseDSN(dsn string, schemes []string) (Config, error) {
 	rest := dsn
 	if scheme, after, found := strings.Cut(dsn, "://"); found {
-		switch strings.ToLower(scheme) {
-		case "sqlite", "sqlite3", "file":
-			rest = after
-		default:
-			return Config{}, fmt.Errorf("sluice: sqlite: DSN scheme %q is not SQLite's: %w", scheme, sluicetype.ErrInvalidArgument)
+		if !slices.Contains(schemes, strings.ToLower(scheme)) {
+			return Config{}, fmt.Errorf("sluice: sqlite: DSN scheme %q is not one of %v: %w", scheme, schemes, sluicetype.ErrInvalidArgument)
 		}
+		rest = after
 	} else {
 		rest = strings.TrimPrefix(dsn, "file:")
 	}

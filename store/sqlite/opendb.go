@@ -21,26 +21,33 @@ type DBConfig struct {
 	// SkipMigrations opens without migrating: the schema must be at this
 	// build's version (see store.OpenOptions.SkipMigrations).
 	SkipMigrations bool
+	// Driver is the database/sql driver the pool runs on; nil is
+	// modernc.org/sqlite. A pool on another driver is ErrInvalidArgument.
+	Driver *Driver
 }
 
 // OpenDB opens a backend on the application's *sql.DB, which must run on
-// the driver this package links (modernc.org/sqlite by default) and
-// which OpenDB never closes: the backend's Close leaves it open. Reads
-// and writes share it.
+// cfg.Driver (modernc.org/sqlite when nil) and which OpenDB never
+// closes: the backend's Close leaves it open. Reads and writes share it.
 //
 // sluice does not change the pool's connections: it checks one of them
 // and fails with ErrInvalidArgument unless it is in WAL mode
 // (journal_mode=WAL) with a busy timeout (busy_timeout > 0), since a
 // pragma set on one connection would not reach the pool's others; set
-// them in the DSN, e.g. file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000).
+// them in the DSN, e.g. file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)
+// on modernc.org/sqlite (PragmaDSN builds such a DSN).
 // Adding _txlock=immediate spares write transactions the SQLITE_BUSY
 // retries of a read lock upgraded to a write lock.
 func OpenDB(ctx context.Context, db *sql.DB, cfg DBConfig) (store.Backend, error) {
-	if err := checkPool(ctx, db); err != nil {
+	drv, err := driverOr(cfg.Driver)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPool(ctx, db, drv); err != nil {
 		return nil, err
 	}
 	return engine.New(ctx, engine.Config{
-		Dialect:        dialect(),
+		Dialect:        dialect(drv),
 		Write:          db,
 		Read:           db,
 		Limits:         cfg.Limits,
@@ -50,13 +57,15 @@ func OpenDB(ctx context.Context, db *sql.DB, cfg DBConfig) (store.Backend, error
 	})
 }
 
-// checkPool checks the driver and the pragmas of one of db's connections.
-func checkPool(ctx context.Context, db *sql.DB) error {
+// checkPool checks that db runs on drv, and the pragmas of one of its
+// connections.
+func checkPool(ctx context.Context, db *sql.DB, drv *Driver) error {
 	if db == nil {
 		return fmt.Errorf("sluice: sqlite: the *sql.DB is nil: %w", sluicetype.ErrInvalidArgument)
 	}
-	if !ownsDriver(db.Driver()) {
-		return fmt.Errorf("sluice: sqlite: the *sql.DB runs on driver %T, not %s: %w", db.Driver(), driverModule, sluicetype.ErrInvalidArgument)
+	if !drv.owns(db.Driver()) {
+		return fmt.Errorf("sluice: sqlite: the *sql.DB runs on driver %T, not %s (set DBConfig.Driver to the pool's): %w",
+			db.Driver(), drv.Module, sluicetype.ErrInvalidArgument)
 	}
 	conn, err := db.Conn(ctx)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -63,6 +62,10 @@ type Config struct {
 	// SkipMigrations opens without migrating: the schema must be at this
 	// build's version (see store.OpenOptions.SkipMigrations).
 	SkipMigrations bool
+	// Driver is the database/sql driver to run on; nil is
+	// modernc.org/sqlite. One that is incomplete or not registered with
+	// database/sql is ErrInvalidArgument.
+	Driver *Driver
 }
 
 // options returns the settings a Config shares with every backend.
@@ -72,12 +75,12 @@ func (cfg Config) options() store.OpenOptions {
 
 // Open opens (creating if needed) and migrates a SQLite database.
 func Open(ctx context.Context, cfg Config) (store.Backend, error) {
-	w, r, err := openPools(cfg)
+	w, r, drv, err := openPools(cfg)
 	if err != nil {
 		return nil, err
 	}
 	e, err := engine.New(ctx, engine.Config{
-		Dialect:        dialect(),
+		Dialect:        dialect(drv),
 		Write:          w,
 		Read:           r,
 		Limits:         cfg.Limits,
@@ -93,14 +96,17 @@ func Open(ctx context.Context, cfg Config) (store.Backend, error) {
 }
 
 // openPools validates cfg and opens the writer's connection and the
-// readers' pool on its file.
-func openPools(cfg Config) (w, r *sql.DB, err error) {
+// readers' pool on its file, on the driver it returns.
+func openPools(cfg Config) (w, r *sql.DB, drv *Driver, err error) {
 	if cfg.Path == "" {
-		return nil, nil, fmt.Errorf("sluice: sqlite: Config.Path is empty (try a file such as ./sluice-data/sluice.db): %w",
+		return nil, nil, nil, fmt.Errorf("sluice: sqlite: Config.Path is empty (try a file such as ./sluice-data/sluice.db): %w",
 			sluicetype.ErrInvalidArgument)
 	}
 	if err := cfg.options().Validate(); err != nil {
-		return nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
+		return nil, nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
+	}
+	if drv, err = driverOr(cfg.Driver); err != nil {
+		return nil, nil, nil, err
 	}
 	sync := strings.ToUpper(cfg.Synchronous)
 	switch sync {
@@ -108,61 +114,43 @@ func openPools(cfg Config) (w, r *sql.DB, err error) {
 		sync = "FULL"
 	case "FULL", "NORMAL":
 	default:
-		return nil, nil, fmt.Errorf("sluice: sqlite: synchronous %q: use FULL or NORMAL: %w", cfg.Synchronous, sluicetype.ErrInvalidArgument)
+		return nil, nil, nil, fmt.Errorf("sluice: sqlite: synchronous %q: use FULL or NORMAL: %w", cfg.Synchronous, sluicetype.ErrInvalidArgument)
 	}
 	if dir := filepath.Dir(cfg.Path); dir != "." {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
+			return nil, nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
 		}
 	}
-	w, err = sql.Open(driverName, dsn(cfg.Path, sync, false))
+	w, err = sql.Open(drv.Name, drv.DSN(cfg.Path, ConnOptions{Synchronous: sync}))
 	if err != nil {
-		return nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
+		return nil, nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
 	}
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
-	r, err = sql.Open(driverName, dsn(cfg.Path, sync, true))
+	r, err = sql.Open(drv.Name, drv.DSN(cfg.Path, ConnOptions{Synchronous: sync, ReadOnly: true}))
 	if err != nil {
 		w.Close()
-		return nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
+		return nil, nil, nil, fmt.Errorf("sluice: sqlite: %w", err)
 	}
 	n := cmp.Or(cfg.MaxConns, max(4, runtime.GOMAXPROCS(0)))
 	r.SetMaxOpenConns(n)
 	r.SetMaxIdleConns(n)
-	return w, r, nil
+	return w, r, drv, nil
 }
 
-// dialect returns what the engine needs to know of SQLite.
-func dialect() *engine.Dialect {
+// dialect returns what the engine needs to know of SQLite on a driver.
+func dialect(drv *Driver) *engine.Dialect {
 	qfs, _ := fs.Sub(queries, "queries")
 	mfs, _ := fs.Sub(migrations, "migrations")
 	return &engine.Dialect{
-		Features:        store.Features{Name: "sqlite", Driver: driverModule, PositionedReads: true},
+		Features:        store.Features{Name: "sqlite", Driver: drv.Module, PositionedReads: true},
 		Queries:         qfs,
 		Migrations:      mfs,
 		LeasePerRequest: true,
 		IntList:         engine.JSONList,
 		Classify:        classify,
 	}
-}
-
-// pragmaDSN builds the connection string the modernc and ncruces drivers
-// read: pragmas set on every new connection, and BEGIN IMMEDIATE for
-// write transactions, so a second process's writer waits on busy_timeout
-// instead of failing an upgrade mid-transaction.
-func pragmaDSN(path, sync string, readOnly bool) string {
-	v := url.Values{}
-	v.Add("_pragma", "busy_timeout(10000)")
-	v.Add("_pragma", "journal_mode(WAL)")
-	v.Add("_pragma", "synchronous("+sync+")")
-	v.Add("_pragma", "foreign_keys(1)")
-	if readOnly {
-		v.Add("_pragma", "query_only(1)")
-	} else {
-		v.Add("_txlock", "immediate")
-	}
-	return "file:" + path + "?" + v.Encode()
 }
 
 // classify reports busy and locked databases as retryable (a second

@@ -157,7 +157,8 @@ type lagFigures struct {
 
 const benchUsage = `usage: sluice bench --db DSN --scenario NAME [flags]
 
-DSN: sqlite://PATH (or a bare PATH), postgres://..., mysql://...
+DSN: sqlite://PATH (or a bare PATH), postgres://..., mysql://...; sqlite-mattn://PATH and
+sqlite-ncruces://PATH in the commands of store/sqlite/sqlitedrivers/cmd
 scenarios:
   raw-insert    the database's own limit: 1-KiB rows by plain INSERTs (--clients, --batch rows per transaction)
   enqueue       sluice enqueue (--producers, --batch messages per call)
@@ -1013,9 +1014,12 @@ func benchRawInsert(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 }
 
 // sqliteSynchronous adds SQLite's synchronous setting to a SQLite DSN
-// that does not name one; other DSNs are returned as they are.
+// (sqlite://, a path, or sqlite-DRIVER:// of a driver of
+// store/sqlite/sqlitedrivers) that does not name one; other DSNs are
+// returned as they are.
 func sqliteSynchronous(dsn, sync string) string {
-	if sync == "" || store.Scheme(dsn) != "sqlite" || strings.Contains(dsn, "synchronous=") {
+	scheme := store.Scheme(dsn)
+	if sync == "" || (scheme != "sqlite" && !strings.HasPrefix(scheme, "sqlite-")) || strings.Contains(dsn, "synchronous=") {
 		return dsn
 	}
 	sep := "?"
