@@ -128,6 +128,9 @@ type ReceivedMessage struct {
 	queue   string      // "" when built from a LockToken alone
 	dead    bool        // from the dead-letter queue
 	settled atomic.Bool // completed, abandoned, dead-lettered or deferred
+	// settledTx: settled in a caller's transaction, whose outcome the
+	// message cannot know (a Processor then leaves it to that transaction).
+	settledTx atomic.Bool
 }
 
 // lockToken formats a receipt as a LockToken.

@@ -239,6 +239,9 @@ func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
 		}
 		return
 	}
+	if m.settledTx.Load() {
+		return // the handler's transaction settled it, or rolled back
+	}
 	if serr := p.r.Complete(sctx, m); serr != nil {
 		p.opts.OnError(serr)
 	}
@@ -275,7 +278,7 @@ func (p *Processor) renewLoop(ctx context.Context, cancel context.CancelCauseFun
 			return
 		case <-t.C:
 		}
-		if time.Now().After(deadline) || m.settled.Load() {
+		if time.Now().After(deadline) || m.settled.Load() || m.settledTx.Load() {
 			return
 		}
 		_, err := p.r.renew(ctx, m)

@@ -41,9 +41,12 @@ import (
 // settled, since the call cannot know whether tx will commit. After a
 // commit, a later Complete (or any settlement) of it fails with
 // ErrLockLost, the message being gone; after a rollback, one succeeds
-// while its lock holds. A Processor's handler that settles its message
-// with CompleteTx thus meets the processor's own completion failing with
-// ErrLockLost after a commit, which it reports to OnError. Settlements in tx are not reported to
+// while its lock holds. A Processor leaves a message its handler settled
+// in a transaction to that transaction: it stops renewing the message's
+// lock (a renewal would wait for tx's row lock) and, when the handler
+// returns nil, does not complete it; if tx rolled back, the message
+// comes back when its lock ends. A handler that returns an error is
+// abandoned as usual. Settlements in tx are not reported to
 // ObserveMessages, nor its dead-lettering to the storage's dead-letter
 // observers: their commit is the caller's. A lost lock is reported, as
 // for any settlement.
@@ -108,6 +111,9 @@ func (r *Receiver) settleTx(ctx context.Context, tx *sql.Tx, op string, m *Recei
 	p.Queue, p.Receipts = r.queue, []sluicetype.Receipt{receipt}
 	err = ts.SettleTx(ctx, tx, &store.SettleTxParams{SettleParams: p, Session: session})
 	r.noteLockLost(err)
+	if err == nil {
+		m.settledTx.Store(true)
+	}
 	return err
 }
 

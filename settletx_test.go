@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,5 +287,77 @@ func TestSessionSettleTx(t *testing.T) {
 		if err := tx.Rollback(); err != nil { // before the deferred Close, on SQLite
 			t.Fatal(err)
 		}
+	})
+}
+
+// A Processor leaves a message its handler settled in a transaction to
+// that transaction: no renewal while it is open (which would wait for its
+// row lock), no completion of its own after a commit (which would fail
+// with ErrLockLost), and after a rollback the message comes back when its
+// lock ends. OnError hears nothing.
+func TestProcessorSettleTx(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, _ string, c *sluice.Client) {
+		db := rawDB(t, kind)
+		table := appTable(t, db)
+		const lock = time.Second
+		q := createQueue(t, c, &sluice.QueueProperties{LockDuration: lock})
+		send(t, newSender(t, c, q), "order-1")
+		var (
+			mu         sync.Mutex
+			deliveries []int
+			errs       []error
+			done       = make(chan struct{})
+		)
+		h := func(ctx context.Context, r *sluice.Receiver, m *sluice.ReceivedMessage) error {
+			mu.Lock()
+			deliveries = append(deliveries, m.DeliveryCount)
+			mu.Unlock()
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				return err
+			}
+			defer tx.Rollback()
+			if err := insertAppErr(ctx, kind, tx, table, string(m.Body)); err != nil {
+				return err
+			}
+			if err := r.CompleteTx(ctx, tx, m); err != nil {
+				return err
+			}
+			if m.DeliveryCount == 1 {
+				return nil // rolled back: the message comes back once its lock ends
+			}
+			// Hold the transaction past the processor's renewal time (half
+			// the lock); a renewal would wait for the row and then find the
+			// message gone.
+			time.Sleep(lock * 7 / 10)
+			if err := tx.Commit(); err != nil {
+				return err
+			}
+			close(done)
+			return nil
+		}
+		p := startProcessor(t, c, q, h, &sluice.ProcessorOptions{OnError: func(err error) {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}})
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("the second delivery did not commit within a minute")
+		}
+		stop(t, p)
+		mu.Lock()
+		defer mu.Unlock()
+		if len(errs) > 0 {
+			t.Errorf("OnError heard %v", errs)
+		}
+		if len(deliveries) != 2 || deliveries[0] != 1 || deliveries[1] != 2 {
+			t.Errorf("delivery counts %v, want [1 2]", deliveries)
+		}
+		if n := appRows(t, db, table); n != 1 {
+			t.Errorf("%d application rows, want 1", n)
+		}
+		wantEmptyQueue(t, c, q)
 	})
 }
