@@ -1,0 +1,141 @@
+package sluice_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// adoptMain is a program as a new user writes it in a module of their
+// own: their *sql.DB on SQLite, migrations applied as a step of their own,
+// a client that does not migrate, and a message completed in the
+// transaction that writes its effect.
+const adoptMain = `package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+
+	"github.com/sluicehq/sluice"
+	_ "github.com/sluicehq/sluice/store/sqlite" // links SQLite, and only it
+)
+
+func main() {
+	ctx := context.Background()
+	path := filepath.Join(os.Args[1], "app.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, "CREATE TABLE shipments (order_id TEXT PRIMARY KEY)"); err != nil {
+		log.Fatal(err)
+	}
+
+	m, err := sluice.NewMigratorDB(ctx, db, sluice.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	applied, err := m.Up(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := sluice.OpenDB(ctx, db, sluice.Options{SkipMigrations: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	if _, err := c.CreateQueue(ctx, "orders", nil); err != nil {
+		log.Fatal(err)
+	}
+	s, _ := c.NewSender("orders")
+	if _, err := s.Send(ctx, &sluice.Message{Body: []byte("order-42")}); err != nil {
+		log.Fatal(err)
+	}
+	r, _ := c.NewReceiver("orders", nil)
+	msgs, err := r.Receive(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id) VALUES (?)", string(msgs[0].Body)); err != nil {
+		log.Fatal(err)
+	}
+	if err := r.CompleteTx(ctx, tx, msgs[0]); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		log.Fatal(err)
+	}
+	var shipped int
+	if err := db.QueryRowContext(ctx, "SELECT COUNT(*) FROM shipments").Scan(&shipped); err != nil {
+		log.Fatal(err)
+	}
+	st, err := c.GetQueueStats(ctx, "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("migrations=%v shipments=%d left=%d\n", len(applied) > 0, shipped, st.Active+st.InFlight)
+}
+`
+
+// TestAdoptInFreshModule builds and runs adoptMain in a new module that
+// requires sluice (replaced by this checkout), with the module cache
+// alone (GOPROXY=off), and checks that the program links SQLite's driver
+// and no other.
+func TestAdoptInFreshModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	goMod := "module example.com/shop\n\ngo 1.26.0\n\nrequire github.com/sluicehq/sluice v0.0.0\n\nreplace github.com/sluicehq/sluice => " + root + "\n"
+	for name, body := range map[string]string{"go.mod": goMod, "main.go": adoptMain} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go command on PATH")
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(gobin, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("go %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String())
+		}
+		return out.String()
+	}
+	run("mod", "tidy")
+	deps := run("list", "-deps", ".")
+	if !strings.Contains(deps, "modernc.org/sqlite\n") {
+		t.Errorf("the program does not link modernc.org/sqlite")
+	}
+	for _, other := range []string{"github.com/jackc/pgx", "github.com/go-sql-driver/mysql"} {
+		if strings.Contains(deps, other) {
+			t.Errorf("the program links %s, a backend it did not import", other)
+		}
+	}
+	if got, want := run("run", ".", t.TempDir()), "migrations=true shipments=1 left=0\n"; got != want {
+		t.Errorf("the program printed %q, want %q", got, want)
+	}
+}
