@@ -65,16 +65,7 @@ func flows(t *testing.T, b store.Backend) {
 // statement was a LISTEN.
 func listeners(t *testing.T, dsn, app string) int {
 	t.Helper()
-	conn, err := pgx.Connect(t.Context(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	var n int
-	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query ILIKE 'LISTEN%'", app).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return countActivity(t, dsn, "LISTEN%", app)
 }
 
 // Behind PgBouncer's transaction pooling (sluice_pgbouncer=transaction in

@@ -15,13 +15,20 @@ import (
 // connections counts the server connections of an application name.
 func connections(t *testing.T, dsn, app string) int {
 	t.Helper()
+	return countActivity(t, dsn, "", app)
+}
+
+// countActivity counts the server connections of an application name
+// whose last statement matches like ("" for any).
+func countActivity(t *testing.T, dsn, like, app string) int {
+	t.Helper()
 	conn, err := pgx.Connect(t.Context(), dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.Background())
 	var n int
-	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", app).Scan(&n); err != nil {
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND ($2 = '' OR query ILIKE $2)", app, like).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
