@@ -27,6 +27,7 @@ type EntityManager interface {
 	CreateQueueForwarding(ctx context.Context, name string, props *QueueProperties, forwardTo string) (QueueInfo, error)
 	GetQueue(ctx context.Context, name string) (QueueInfo, error)
 	ListQueues(ctx context.Context, after string, max int) ([]QueueInfo, error)
+	ListQueuesWithPrefix(ctx context.Context, prefix, after string, max int) ([]QueueInfo, error)
 	UpdateQueue(ctx context.Context, name string, props QueueProperties) (QueueInfo, error)
 	UpdateQueueForwarding(ctx context.Context, name string, props QueueProperties, forwardTo string) (QueueInfo, error)
 	DeleteQueue(ctx context.Context, name string) error
@@ -35,17 +36,20 @@ type EntityManager interface {
 	CreateTopic(ctx context.Context, name string, props *TopicProperties) (TopicInfo, error)
 	GetTopic(ctx context.Context, name string) (TopicInfo, error)
 	ListTopics(ctx context.Context, after string, max int) ([]TopicInfo, error)
+	ListTopicsWithPrefix(ctx context.Context, prefix, after string, max int) ([]TopicInfo, error)
 	UpdateTopic(ctx context.Context, name string, props TopicProperties) (TopicInfo, error)
 	DeleteTopic(ctx context.Context, name string) error
 
 	CreateSubscription(ctx context.Context, topic, name string, props *SubscriptionProperties, rules ...Rule) (SubscriptionInfo, error)
 	GetSubscription(ctx context.Context, topic, name string) (SubscriptionInfo, error)
 	ListSubscriptions(ctx context.Context, topic string) ([]SubscriptionInfo, error)
+	ListSubscriptionsWithPrefix(ctx context.Context, topic, prefix, after string, max int) ([]SubscriptionInfo, error)
 	UpdateSubscription(ctx context.Context, topic, name string, props SubscriptionProperties) (SubscriptionInfo, error)
 	UpdateSubscriptionForwarding(ctx context.Context, topic, name string, props SubscriptionProperties) (SubscriptionInfo, error)
 	DeleteSubscription(ctx context.Context, topic, name string) error
 	CreateRule(ctx context.Context, topic, subscription string, r Rule) error
 	DeleteRule(ctx context.Context, topic, subscription, rule string) error
+	ListMessageEntities(ctx context.Context, prefix, after string, max int) ([]MessageEntity, error)
 
 	ResubmitDeadLetters(ctx context.Context, entity string, opts *ResubmitOptions) (int, error)
 	PurgeDeadLetters(ctx context.Context, entity string) (int64, error)

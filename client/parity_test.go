@@ -32,7 +32,6 @@ const (
 	whyTx         = "joins the caller's database transaction: a server's client has no database"
 	whyInProcess  = "an in-process hook of the library; the network client takes Options.Instrumentation"
 	whyServerSide = "kept by a server while it runs: a library's process samples nothing"
-	whyNoPrefix   = "the API's list RPCs carry no prefix"
 	whyProcessor  = "the library's Handler takes *sluice.Receiver and Processor calls its lock internals"
 	whyNode       = "describes the library's own stream node; through a server, ConsumerStats asks the server's"
 )
@@ -42,16 +41,12 @@ const (
 var (
 	onlyLibrary = map[string]map[string]string{
 		"Client": {
-			"PublishTx":                   whyTx,
-			"Instrument":                  whyInProcess,
-			"ObserveMessages":             whyInProcess,
-			"ObserveDeadLetters":          whyInProcess,
-			"NewProcessor":                whyProcessor,
-			"StreamPartitions":            "the library reads the count when it opens; through a server it is a call (ClusterStatus, PublishPartition)",
-			"ListQueuesWithPrefix":        whyNoPrefix,
-			"ListTopicsWithPrefix":        whyNoPrefix,
-			"ListSubscriptionsWithPrefix": whyNoPrefix,
-			"ListMessageEntities":         whyNoPrefix + " (ListEntityStats lists them, with their counts)",
+			"PublishTx":          whyTx,
+			"Instrument":         whyInProcess,
+			"ObserveMessages":    whyInProcess,
+			"ObserveDeadLetters": whyInProcess,
+			"NewProcessor":       whyProcessor,
+			"StreamPartitions":   "the library reads the count when it opens; through a server it is a call (ClusterStatus, PublishPartition)",
 		},
 		"Sender":   {"SendTx": whyTx},
 		"Receiver": {"CompleteTx": whyTx, "AbandonTx": whyTx, "DeadLetterTx": whyTx, "DeferTx": whyTx},
