@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/server"
 )
 
@@ -44,7 +45,8 @@ func TestListPrefixWithinGrants(t *testing.T) {
 			{"EntityService/ListSubscriptions", `{"topic":"a-t","prefix":"s-","after":"s-1","max":1}`, "name", []string{"s-2"}},
 			{"EntityService/ListSubscriptions", `{"topic":"a-t","prefix":"S-"}`, "name", []string{"s-1", "s-2", "s-3"}},
 			{"EntityService/ListEntityStats", `{"prefix":"a-t/"}`, "entity",
-				[]string{"a-t/subscriptions/s-1", "a-t/subscriptions/s-2", "a-t/subscriptions/s-3", "a-t/subscriptions/x"}},
+				[]string{sluice.SubscriptionPath("a-t", "s-1"), sluice.SubscriptionPath("a-t", "s-2"),
+					sluice.SubscriptionPath("a-t", "s-3"), sluice.SubscriptionPath("a-t", "x")}},
 			{"EntityService/ListEntityStats", `{"prefix":"b"}`, "entity", nil},
 		} {
 			if got := rpcListed(t, e, c.procedure, token, c.body, c.field); !slices.Equal(got, c.want) {
