@@ -218,17 +218,10 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 	return err
 }
 
-// ListQueues returns up to max queues after a name, in name order.
+// ListQueues returns up to max (1 to 1,000) queues after a name, in
+// name order.
 func (c *Client) ListQueues(ctx context.Context, after string, max int) ([]sluice.QueueInfo, error) {
-	res, err := call(ctx, c.entities.ListQueues, &sluicev1.ListQueuesRequest{After: after, Max: int32(max)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]sluice.QueueInfo, len(res.Queues))
-	for i, q := range res.Queues {
-		out[i] = apiconv.FromQueue(q)
-	}
-	return out, nil
+	return c.ListQueuesWithPrefix(ctx, "", after, max)
 }
 
 // GetQueueStats counts a queue's or subscription's messages by state.
@@ -277,17 +270,10 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	return err
 }
 
-// ListTopics returns up to max topics after a name, in name order.
+// ListTopics returns up to max (1 to 1,000) topics after a name, in
+// name order.
 func (c *Client) ListTopics(ctx context.Context, after string, max int) ([]sluice.TopicInfo, error) {
-	res, err := call(ctx, c.entities.ListTopics, &sluicev1.ListTopicsRequest{After: after, Max: int32(max)})
-	if err != nil {
-		return nil, err
-	}
-	out := make([]sluice.TopicInfo, len(res.Topics))
-	for i, t := range res.Topics {
-		out[i] = apiconv.FromTopic(t)
-	}
-	return out, nil
+	return c.ListTopicsWithPrefix(ctx, "", after, max)
 }
 
 // CreateSubscription creates a subscription of a topic with its rules.

@@ -94,6 +94,11 @@ func (c *Client) NewReceiver(entity string, opts *sluice.ReceiverOptions) (*Rece
 	return &Receiver{c: c, entity: entity, mode: apiconv.WireMode(o.Mode), sub: apiconv.WireSubQueue(o.SubQueue)}, nil
 }
 
+// Entity returns the canonical name (sluice.CanonicalName) of the queue
+// or subscription path the receiver receives from, as the library's
+// Receiver.Entity does.
+func (r *Receiver) Entity() string { return sluice.CanonicalName(r.entity) }
+
 // Receive waits until messages are available or ctx ends, and returns at
 // once with up to max of them. When ctx ends first it returns ctx's
 // error.

@@ -112,7 +112,7 @@ func (h *entities) ListQueues(ctx context.Context, req *sluicev1.ListQueuesReque
 	if err != nil {
 		return nil, err
 	}
-	qs, err := listRanges(ctx, h.s.visibleRanges(ctx, 0, ""), req.After, n, h.s.c.ListQueuesWithPrefix,
+	qs, err := listRanges(ctx, h.s.visibleRanges(ctx, 0, req.Prefix), req.After, n, h.s.c.ListQueuesWithPrefix,
 		func(ctx context.Context, name string) (sluice.QueueInfo, bool, error) {
 			return absent(h.s.c.GetQueue(ctx, name))
 		},
@@ -177,7 +177,7 @@ func (h *entities) ListTopics(ctx context.Context, req *sluicev1.ListTopicsReque
 	if err != nil {
 		return nil, err
 	}
-	ts, err := listRanges(ctx, h.s.visibleRanges(ctx, 0, ""), req.After, n, h.s.c.ListTopicsWithPrefix,
+	ts, err := listRanges(ctx, h.s.visibleRanges(ctx, 0, req.Prefix), req.After, n, h.s.c.ListTopicsWithPrefix,
 		func(ctx context.Context, name string) (sluice.TopicInfo, bool, error) {
 			return absent(h.s.c.GetTopic(ctx, name))
 		},
@@ -284,7 +284,18 @@ func (h *entities) ListSubscriptions(ctx context.Context, req *sluicev1.ListSubs
 	get := func(ctx context.Context, p string) (sluice.SubscriptionInfo, bool, error) {
 		return absent(h.s.c.GetSubscription(ctx, topic, strings.TrimPrefix(p, under)))
 	}
-	subs, err := listRanges(ctx, h.s.visibleRanges(ctx, 0, under), "", math.MaxInt, list, get, path)
+	n := math.MaxInt // unset: all of them
+	if req.Max != 0 {
+		var err error
+		if n, err = listMax(req.Max); err != nil {
+			return nil, err
+		}
+	}
+	after := ""
+	if req.After != "" {
+		after = under + sluice.CanonicalName(req.After)
+	}
+	subs, err := listRanges(ctx, h.s.visibleRanges(ctx, 0, under+req.Prefix), after, n, list, get, path)
 	if err != nil {
 		return nil, h.s.fail("list subscriptions", err)
 	}
@@ -338,11 +349,11 @@ func (h *entities) ListEntityStats(ctx context.Context, req *sluicev1.ListEntity
 	if err != nil {
 		return nil, err
 	}
-	ranges := h.s.visibleRanges(ctx, 0, "")
-	if len(ranges) == 0 {
+	if len(h.s.visibleRanges(ctx, 0, "")) == 0 {
 		k, _ := ctx.Value(keyCtx{}).(*authKey)
 		return nil, denied(k, "list the statistics of any entity (it has no grant)")
 	}
+	ranges := h.s.visibleRanges(ctx, 0, req.Prefix)
 	es, err := listRanges(ctx, ranges, req.After, n, h.s.c.ListMessageEntities, h.messageEntity,
 		func(e sluice.MessageEntity) string { return e.Path })
 	if err != nil {

@@ -587,7 +587,10 @@ type ListQueuesRequest struct {
 	// The last name of the previous page ("" for the first).
 	After string `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
 	// At most this many (1 to 1,000; unset: 100).
-	Max           int32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	Max int32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	// Only the names that start with prefix (compared as names are, in
+	// canonical form; "" for all).
+	Prefix        string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -634,6 +637,13 @@ func (x *ListQueuesRequest) GetMax() int32 {
 		return x.Max
 	}
 	return 0
+}
+
+func (x *ListQueuesRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
 }
 
 type ListQueuesResponse struct {
@@ -1164,9 +1174,12 @@ func (*DeleteTopicResponse) Descriptor() ([]byte, []int) {
 }
 
 type ListTopicsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	After         string                 `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
-	Max           int32                  `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	After string                 `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
+	Max   int32                  `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	// Only the names that start with prefix (compared as names are, in
+	// canonical form; "" for all).
+	Prefix        string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1213,6 +1226,13 @@ func (x *ListTopicsRequest) GetMax() int32 {
 		return x.Max
 	}
 	return 0
+}
+
+func (x *ListTopicsRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
 }
 
 type ListTopicsResponse struct {
@@ -2201,8 +2221,14 @@ func (*DeleteSubscriptionResponse) Descriptor() ([]byte, []int) {
 }
 
 type ListSubscriptionsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Topic string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	// Only the subscriptions whose names start with prefix ("" for all).
+	Prefix string `protobuf:"bytes,2,opt,name=prefix,proto3" json:"prefix,omitempty"`
+	// The last subscription name of the previous page ("" for the first).
+	After string `protobuf:"bytes,3,opt,name=after,proto3" json:"after,omitempty"`
+	// At most this many (1 to 1,000; unset: all of them).
+	Max           int32 `protobuf:"varint,4,opt,name=max,proto3" json:"max,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2242,6 +2268,27 @@ func (x *ListSubscriptionsRequest) GetTopic() string {
 		return x.Topic
 	}
 	return ""
+}
+
+func (x *ListSubscriptionsRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
+}
+
+func (x *ListSubscriptionsRequest) GetAfter() string {
+	if x != nil {
+		return x.After
+	}
+	return ""
+}
+
+func (x *ListSubscriptionsRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
 }
 
 type ListSubscriptionsResponse struct {
@@ -2684,7 +2731,10 @@ type ListEntityStatsRequest struct {
 	// The last path of the previous page ("" for the first).
 	After string `protobuf:"bytes,1,opt,name=after,proto3" json:"after,omitempty"`
 	// At most this many (1 to 1,000; unset: 100).
-	Max           int32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	Max int32 `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`
+	// Only the paths that start with prefix (compared as names are, in
+	// canonical form; "" for all).
+	Prefix        string `protobuf:"bytes,3,opt,name=prefix,proto3" json:"prefix,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2731,6 +2781,13 @@ func (x *ListEntityStatsRequest) GetMax() int32 {
 		return x.Max
 	}
 	return 0
+}
+
+func (x *ListEntityStatsRequest) GetPrefix() string {
+	if x != nil {
+		return x.Prefix
+	}
+	return ""
 }
 
 type ListEntityStatsResponse struct {
@@ -2888,10 +2945,11 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\x05queue\x18\x01 \x01(\v2\x10.sluice.v1.QueueR\x05queue\"(\n" +
 	"\x12DeleteQueueRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteQueueResponse\";\n" +
+	"\x13DeleteQueueResponse\"S\n" +
 	"\x11ListQueuesRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\x05R\x03max\">\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\">\n" +
 	"\x12ListQueuesResponse\x12(\n" +
 	"\x06queues\x18\x01 \x03(\v2\x10.sluice.v1.QueueR\x06queues\"\x92\x02\n" +
 	"\x0fTopicProperties\x12:\n" +
@@ -2925,10 +2983,11 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\x05topic\x18\x01 \x01(\v2\x10.sluice.v1.TopicR\x05topic\"(\n" +
 	"\x12DeleteTopicRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
-	"\x13DeleteTopicResponse\";\n" +
+	"\x13DeleteTopicResponse\"S\n" +
 	"\x11ListTopicsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\x05R\x03max\">\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\">\n" +
 	"\x12ListTopicsResponse\x12(\n" +
 	"\x06topics\x18\x01 \x03(\v2\x10.sluice.v1.TopicR\x06topics\"\xc0\x03\n" +
 	"\x16SubscriptionProperties\x12>\n" +
@@ -3010,9 +3069,12 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\x19DeleteSubscriptionRequest\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"\x1c\n" +
-	"\x1aDeleteSubscriptionResponse\"0\n" +
+	"\x1aDeleteSubscriptionResponse\"p\n" +
 	"\x18ListSubscriptionsRequest\x12\x14\n" +
-	"\x05topic\x18\x01 \x01(\tR\x05topic\"Z\n" +
+	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x16\n" +
+	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12\x14\n" +
+	"\x05after\x18\x03 \x01(\tR\x05after\x12\x10\n" +
+	"\x03max\x18\x04 \x01(\x05R\x03max\"Z\n" +
 	"\x19ListSubscriptionsResponse\x12=\n" +
 	"\rsubscriptions\x18\x01 \x03(\v2\x17.sluice.v1.SubscriptionR\rsubscriptions\"r\n" +
 	"\x11CreateRuleRequest\x12\x14\n" +
@@ -3038,10 +3100,11 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\n" +
 	"oldest_age\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\toldestAge\x12\x18\n" +
 	"\aexpired\x18\a \x01(\x03R\aexpired\x12I\n" +
-	"\x13oldest_deferred_age\x18\b \x01(\v2\x19.google.protobuf.DurationR\x11oldestDeferredAge\"@\n" +
+	"\x13oldest_deferred_age\x18\b \x01(\v2\x19.google.protobuf.DurationR\x11oldestDeferredAge\"X\n" +
 	"\x16ListEntityStatsRequest\x12\x14\n" +
 	"\x05after\x18\x01 \x01(\tR\x05after\x12\x10\n" +
-	"\x03max\x18\x02 \x01(\x05R\x03max\"R\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\x12\x16\n" +
+	"\x06prefix\x18\x03 \x01(\tR\x06prefix\"R\n" +
 	"\x17ListEntityStatsResponse\x127\n" +
 	"\bentities\x18\x01 \x03(\v2\x1b.sluice.v1.EntityStatsEntryR\bentities\"n\n" +
 	"\x10EntityStatsEntry\x12\x16\n" +

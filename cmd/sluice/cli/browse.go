@@ -77,7 +77,7 @@ func (f *filterFlags) check(dlq bool) (set bool, err error) {
 // queue) that match f, from the sequence number from on, in as many
 // bounded pages of the server's (or the database's) search as it takes.
 func search(ctx context.Context, a sluiceAPI, entity string, dlq bool, from int64, limit int, f sluice.MessageFilter) ([]*sluice.ReceivedMessage, error) {
-	r, err := a.NewReceiver(entity, &sluice.ReceiverOptions{SubQueue: subQueue(dlq)})
+	r, err := a.MessageReceiver(entity, &sluice.ReceiverOptions{SubQueue: subQueue(dlq)})
 	if err != nil {
 		return nil, err
 	}

@@ -47,7 +47,7 @@ func (f *settleFlags) check(mode sluice.ReceiveMode, dlq bool) error {
 }
 
 // settle settles m as the flags say, and describes what it did.
-func (f *settleFlags) settle(ctx context.Context, src messageSource, m *sluice.ReceivedMessage) (string, error) {
+func (f *settleFlags) settle(ctx context.Context, src sluice.MessageSource, m *sluice.ReceivedMessage) (string, error) {
 	switch {
 	case f.noComplete:
 		return "left locked until " + when(m.LockedUntil), nil
@@ -200,13 +200,13 @@ func (r *receive) run(ctx context.Context) error {
 // accepted within wctx. release hands the session back, unless its
 // messages stay locked (--no-complete), whose lock then ends with the
 // session's.
-func (r *receive) source(ctx, wctx context.Context) (src messageSource, sessionToken string, release func(), err error) {
+func (r *receive) source(ctx, wctx context.Context) (src sluice.MessageSource, sessionToken string, release func(), err error) {
 	noop := func() {}
 	if r.session == "" {
-		rc, err := r.e.api.NewReceiver(r.entity, r.opts)
+		rc, err := r.e.api.MessageReceiver(r.entity, r.opts)
 		return rc, "", noop, err
 	}
-	var s sessionReceiver
+	var s sluice.MessageSessionReceiver
 	if r.session == "next" {
 		actx := wctx
 		if r.wait == 0 {
@@ -216,9 +216,9 @@ func (r *receive) source(ctx, wctx context.Context) (src messageSource, sessionT
 			actx, cancel = context.WithTimeout(ctx, 0)
 			defer cancel()
 		}
-		s, err = r.e.api.AcceptNextSession(actx, r.entity, r.opts)
+		s, err = r.e.api.AcceptNextMessageSession(actx, r.entity, r.opts)
 	} else {
-		s, err = r.e.api.AcceptSession(wctx, r.entity, r.session, r.opts)
+		s, err = r.e.api.AcceptMessageSession(wctx, r.entity, r.session, r.opts)
 	}
 	if err != nil {
 		return nil, "", noop, err
@@ -289,7 +289,7 @@ func opPeek() *op {
 // peek returns up to limit messages of an entity (or its dead-letter
 // queue) from the sequence number from on, in as many peeks as it takes.
 func peek(ctx context.Context, a sluiceAPI, entity string, dlq bool, from int64, limit int) ([]*sluice.ReceivedMessage, error) {
-	r, err := a.NewReceiver(entity, &sluice.ReceiverOptions{SubQueue: subQueue(dlq)})
+	r, err := a.MessageReceiver(entity, &sluice.ReceiverOptions{SubQueue: subQueue(dlq)})
 	if err != nil {
 		return nil, err
 	}

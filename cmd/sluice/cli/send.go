@@ -121,7 +121,7 @@ func opSend() *op {
 			if err != nil {
 				return err
 			}
-			s, err := e.api.NewSender(args[0])
+			s, err := e.api.MessageSender(args[0])
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/sluicehq/sluice"
 )
 
 // heldSession is a session a command works on: resumed under the lock
@@ -24,12 +26,12 @@ func (h *heldSession) register(fs *flag.FlagSet, required bool) {
 }
 
 // open returns the session and what to call once done with it.
-func (h *heldSession) open(ctx context.Context, e *env, queue, session string) (sessionReceiver, func(), error) {
+func (h *heldSession) open(ctx context.Context, e *env, queue, session string) (sluice.MessageSessionReceiver, func(), error) {
 	if h.token != "" {
-		s, err := e.api.ResumeSession(queue, session, h.token, nil)
+		s, err := e.api.ResumeMessageSession(queue, session, h.token, nil)
 		return s, func() {}, err
 	}
-	s, err := e.api.AcceptSession(ctx, queue, session, nil)
+	s, err := e.api.AcceptMessageSession(ctx, queue, session, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -115,7 +117,7 @@ func opSessionState() *op {
 // sessionLockOp is a command on the session lock --session-token names:
 // do acts on it and says what became of it (a key and value for --json,
 // and the words after "session ID").
-func sessionLockOp(name, about string, do func(ctx context.Context, s sessionReceiver) (key, value, said string, err error)) *op {
+func sessionLockOp(name, about string, do func(ctx context.Context, s sluice.MessageSessionReceiver) (key, value, said string, err error)) *op {
 	var h heldSession
 	return &op{name: "session " + name, args: "QUEUE SESSION", minArgs: 2, maxArgs: 2, about: about,
 		flags: func(fs *flag.FlagSet) { h.register(fs, true) },
@@ -145,7 +147,7 @@ func sessionLockOp(name, about string, do func(ctx context.Context, s sessionRec
 func opSessionRenew() *op {
 	return sessionLockOp("renew",
 		"Renews a session lock and with it the locks of the session's messages, for another lock duration.",
-		func(ctx context.Context, s sessionReceiver) (string, string, string, error) {
+		func(ctx context.Context, s sluice.MessageSessionReceiver) (string, string, string, error) {
 			if err := s.RenewSessionLock(ctx); err != nil {
 				return "", "", "", err
 			}
@@ -157,7 +159,7 @@ func opSessionRenew() *op {
 func opSessionRelease() *op {
 	return sessionLockOp("release",
 		"Releases a session lock: the session's messages still locked by it are delivered again.",
-		func(ctx context.Context, s sessionReceiver) (string, string, string, error) {
+		func(ctx context.Context, s sluice.MessageSessionReceiver) (string, string, string, error) {
 			// A release of a lock that has ended succeeds, releasing
 			// nothing: the renewal says whether it is still held.
 			if err := s.RenewSessionLock(ctx); err != nil {

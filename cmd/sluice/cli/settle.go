@@ -74,11 +74,11 @@ func checkSessionToken(t string) error {
 
 // source is what settles the messages: a receiver of the entity, or the
 // session resumed under its lock.
-func (f *lockFlags) source(e *env, entity string) (messageSource, error) {
+func (f *lockFlags) source(e *env, entity string) (sluice.MessageSource, error) {
 	if f.session != "" {
-		return e.api.ResumeSession(entity, f.session, f.sessionToken, nil)
+		return e.api.ResumeMessageSession(entity, f.session, f.sessionToken, nil)
 	}
-	return e.api.NewReceiver(entity, &sluice.ReceiverOptions{SubQueue: subQueue(f.dlq)})
+	return e.api.MessageReceiver(entity, &sluice.ReceiverOptions{SubQueue: subQueue(f.dlq)})
 }
 
 // tokenSeq is the sequence number a lock token names (its first 16 hex
@@ -151,7 +151,7 @@ func settleEach(e *env, tokens []string, outcome string, do func(m *sluice.Recei
 
 // settleOp is a command that settles messages by their lock tokens.
 func settleOp(name, outcome, about string, lf *lockFlags, more func(fs *flag.FlagSet), check func() error,
-	do func(ctx context.Context, src messageSource, m *sluice.ReceivedMessage) error) *op {
+	do func(ctx context.Context, src sluice.MessageSource, m *sluice.ReceivedMessage) error) *op {
 	return &op{name: "message " + name, args: "ENTITY TOKEN...", minArgs: 2, maxArgs: -1,
 		about: about + "\nTOKEN is a lock token that receive --no-complete printed; the lock must still be held.",
 		flags: func(fs *flag.FlagSet) {
@@ -251,7 +251,7 @@ func opMessageAbandon() *op {
 			fs.Var((*durationValue)(&delay), "delay", "keep the messages hidden this long before they are delivered again (peek shows them scheduled)")
 		},
 		pc.parse,
-		func(ctx context.Context, src messageSource, m *sluice.ReceivedMessage) error {
+		func(ctx context.Context, src sluice.MessageSource, m *sluice.ReceivedMessage) error {
 			return src.Abandon(ctx, m, &sluice.AbandonOptions{PropertiesToModify: pc.changes, Delay: delay})
 		})
 }
@@ -272,7 +272,7 @@ func opMessageDeadLetter() *op {
 			}
 			return pc.parse()
 		},
-		func(ctx context.Context, src messageSource, m *sluice.ReceivedMessage) error {
+		func(ctx context.Context, src sluice.MessageSource, m *sluice.ReceivedMessage) error {
 			return src.DeadLetter(ctx, m, &sluice.DeadLetterOptions{Reason: reason, Description: description,
 				PropertiesToModify: pc.changes})
 		})
@@ -284,7 +284,7 @@ func opMessageDefer() *op {
 	return settleOp("defer", "deferred",
 		"Defers locked messages: they are set aside until received by sequence number (receive --deferred).", &lf,
 		pc.register, pc.parse,
-		func(ctx context.Context, src messageSource, m *sluice.ReceivedMessage) error {
+		func(ctx context.Context, src sluice.MessageSource, m *sluice.ReceivedMessage) error {
 			return src.Defer(ctx, m, &sluice.DeferOptions{PropertiesToModify: pc.changes})
 		})
 }
@@ -307,7 +307,7 @@ func opMessageRenewLock() *op {
 		},
 		check: func(args []string) error { return checkTokens(args[1:]) },
 		run: func(ctx context.Context, e *env, args []string) error {
-			r, err := e.api.NewReceiver(args[0], &sluice.ReceiverOptions{SubQueue: subQueue(dlq)})
+			r, err := e.api.MessageReceiver(args[0], &sluice.ReceiverOptions{SubQueue: subQueue(dlq)})
 			if err != nil {
 				return err
 			}
@@ -349,7 +349,7 @@ func opMessageCancelScheduled() *op {
 			return err
 		},
 		run: func(ctx context.Context, e *env, args []string) error {
-			s, err := e.api.NewSender(args[0])
+			s, err := e.api.MessageSender(args[0])
 			if err != nil {
 				return err
 			}

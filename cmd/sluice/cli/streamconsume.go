@@ -11,15 +11,6 @@ import (
 	"github.com/sluicehq/sluice"
 )
 
-// streamProcessor delivers a consumer's events: the library's on a
-// database, package client's through a server.
-type streamProcessor interface {
-	Handle(consumer string, h sluice.StreamHandler, opts *sluice.ConsumerOptions) error
-	Start(ctx context.Context) error
-	Stop(ctx context.Context) error
-	Replay(ctx context.Context, subscription string, max int) (int, error)
-}
-
 func opStreamRetention() *op {
 	var r sluice.StreamRetention
 	return &op{name: "stream retention", args: "NAMESPACE", minArgs: 1, maxArgs: 1, streams: true,
@@ -106,7 +97,7 @@ func opStreamConsume() *op {
 				}
 				return nil
 			}
-			p := e.api.newStreamProcessor()
+			p := e.api.StreamEventProcessor(nil)
 			if err := p.Handle(args[0], handler, &sluice.ConsumerOptions{Namespace: namespace, MaxConcurrency: 1}); err != nil {
 				return err
 			}
@@ -137,7 +128,7 @@ const replayWait = 30 * time.Second
 
 // replayParked replays up to max parked events of a subscription through
 // p, trying again while p does not pull their partitions yet.
-func replayParked(ctx context.Context, p streamProcessor, subscription string, max int) (int, error) {
+func replayParked(ctx context.Context, p sluice.StreamEventProcessor, subscription string, max int) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, replayWait)
 	defer cancel()
 	total := 0

@@ -13,7 +13,7 @@ import (
 )
 
 // newProcessor returns a stream processor on w's database or server.
-func newProcessor(t *testing.T, w where) streamProcessor {
+func newProcessor(t *testing.T, w where) sluice.StreamEventProcessor {
 	t.Helper()
 	switch w.flags[0] {
 	case "--db":

@@ -250,5 +250,5 @@ func newLibrary(ctx context.Context, b store.Backend, opts sluice.Options, strea
 	if err != nil {
 		return nil, err
 	}
-	return &library{Client: c, backend: b, st: st, partitions: opts.StreamPartitions}, nil
+	return &library{Client: c, backend: b}, nil
 }

@@ -257,8 +257,8 @@ type MessagingServiceClient interface {
 	// server's batch limit, a malformed token or one given twice) fails
 	// with INVALID_ARGUMENT, and nothing is completed.
 	CompleteBatch(context.Context, *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error)
-	// Abandon makes a locked message available again (on its last allowed
-	// delivery, dead-letters it).
+	// Abandon makes a locked message available again, at once or after its
+	// delay (on its last allowed delivery, dead-letters it).
 	Abandon(context.Context, *v1.AbandonRequest) (*v1.AbandonResponse, error)
 	// DeadLetter moves a locked message to the dead-letter queue.
 	DeadLetter(context.Context, *v1.DeadLetterRequest) (*v1.DeadLetterResponse, error)
@@ -348,8 +348,8 @@ type MessagingServiceHandler interface {
 	// server's batch limit, a malformed token or one given twice) fails
 	// with INVALID_ARGUMENT, and nothing is completed.
 	CompleteBatch(context.Context, *v1.CompleteBatchRequest) (*v1.CompleteBatchResponse, error)
-	// Abandon makes a locked message available again (on its last allowed
-	// delivery, dead-letters it).
+	// Abandon makes a locked message available again, at once or after its
+	// delay (on its last allowed delivery, dead-letters it).
 	Abandon(context.Context, *v1.AbandonRequest) (*v1.AbandonResponse, error)
 	// DeadLetter moves a locked message to the dead-letter queue.
 	DeadLetter(context.Context, *v1.DeadLetterRequest) (*v1.DeadLetterResponse, error)
