@@ -304,8 +304,19 @@ func TestStreamConsume(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		// The CLI, now the consumer's processor, delivers it again.
-		code, out, errOut := w.run(t, "", "stream", "consume", "audit", "--replay", sub, "--json", "--for", "60s")
+		// The CLI, now the consumer's processor, delivers it again. A
+		// server lets go of a remote processor's streams after its Stop
+		// returns, and until then refuses another group for the consumer.
+		var code int
+		var out, errOut string
+		deadline = time.Now().Add(20 * time.Second)
+		for {
+			code, out, errOut = w.run(t, "", "stream", "consume", "audit", "--replay", sub, "--json", "--for", "60s")
+			if !strings.Contains(errOut, "until its streams here close") || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		lines := jsonLines(t, out)
 		if code != ExitOK || len(lines) != 2 || lines[0]["body"] != "placed" || lines[1]["replayed"] != 1.0 {
 			t.Fatalf("stream consume --replay: exit %d, %q %q", code, out, errOut)
