@@ -685,20 +685,6 @@ func (p *ReadParams) Validate(l Limits) error {
 	return ValidateKey(p.Key)
 }
 
-// Validate checks a checkpoint write.
-func (p *CheckpointParams) Validate() error {
-	if err := ValidatePartition(p.Partition); err != nil {
-		return err
-	}
-	if err := ValidateName("consumer", p.Consumer); err != nil {
-		return err
-	}
-	if p.Position < 0 || p.Epoch < 0 {
-		return invalid("checkpoint position %d and epoch %d must not be negative", p.Position, p.Epoch)
-	}
-	return nil
-}
-
 // Validate checks a trim.
 func (p *TrimParams) Validate(l Limits) error {
 	if err := ValidatePartition(p.Partition); err != nil {

@@ -85,21 +85,6 @@ func testTenantIsolation(t *testing.T, h *harness) {
 	}
 	wantInfo(t, a, 0, store.PartitionInfo{Head: 3})
 	wantSeqs(t, "A's records after B's trim", positions(read(t, a, 0, 0, 100)), span(1, 3))
-
-	if err := a.SetCheckpoint(ctx, &store.CheckpointParams{Partition: 0, Consumer: "c", Position: 3, Epoch: 5}); err != nil {
-		t.Fatalf("A's SetCheckpoint: %v", err)
-	}
-	for _, x := range []store.Store{b, c} {
-		if cp, err := x.GetCheckpoint(ctx, 0, "c"); err != nil || cp != (store.Checkpoint{}) {
-			t.Fatalf("another tenant's GetCheckpoint = %+v, %v; want the zero Checkpoint", cp, err)
-		}
-		if err := x.SetCheckpoint(ctx, &store.CheckpointParams{Partition: 0, Consumer: "c", Position: 1, Epoch: 0}); err != nil {
-			t.Fatalf("another tenant's SetCheckpoint fenced by A's epoch: %v", err)
-		}
-	}
-	if cp, err := a.GetCheckpoint(ctx, 0, "c"); err != nil || cp.Position != 3 || cp.Epoch != 5 {
-		t.Fatalf("A's checkpoint after other tenants wrote theirs: %+v, %v", cp, err)
-	}
 }
 
 // testTenantNameBoundaries catches backends that join a tenant's names

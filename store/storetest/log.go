@@ -20,7 +20,6 @@ var logTests = []suiteTest{
 	{"ReadStreamModel", testReadStreamModel},
 	{"Trim", testTrim},
 	{"TrimEverything", testTrimEverything},
-	{"Checkpoints", testCheckpoints},
 	{"WatchPartition", testWatchPartition},
 	{"TailPartition", testTailPartition},
 }
@@ -211,68 +210,6 @@ func testTrimEverything(t *testing.T, h *harness) {
 	wantSeqs(t, "Read after the trimmed head", positions(read(t, st, 0, 5, 10)), []int64{6, 7})
 	_, err = st.Read(ctx, &store.ReadParams{Partition: 0, After: 4, Max: 10})
 	wantErr(t, "Read after trimmed position 4", err, sluicetype.ErrTrimmed)
-}
-
-func testCheckpoints(t *testing.T, h *harness) {
-	ctx, st := h.setup(t)
-	get := func(p int32, consumer string) store.Checkpoint {
-		t.Helper()
-		c, err := st.GetCheckpoint(ctx, p, consumer)
-		if err != nil {
-			t.Fatalf("GetCheckpoint(%d, %s): %v", p, consumer, err)
-		}
-		return c
-	}
-	want := func(p int32, consumer string, pos, epoch int64) {
-		t.Helper()
-		c := get(p, consumer)
-		if c.Position != pos || c.Epoch != epoch {
-			t.Fatalf("GetCheckpoint(%d, %s) = position %d epoch %d, want %d and %d", p, consumer, c.Position, c.Epoch, pos, epoch)
-		}
-	}
-	set := func(p int32, consumer string, pos, epoch int64) error {
-		t.Helper()
-		return st.SetCheckpoint(ctx, &store.CheckpointParams{Partition: p, Consumer: consumer, Position: pos, Epoch: epoch})
-	}
-	if c := get(0, "c"); c != (store.Checkpoint{}) {
-		t.Fatalf("GetCheckpoint of a consumer that never stored one = %+v, want the zero Checkpoint", c)
-	}
-	before := time.Now()
-	if err := set(0, "c", 10, 1); err != nil {
-		t.Fatalf("SetCheckpoint: %v", err)
-	}
-	c := get(0, "c")
-	if c.Position != 10 || c.Epoch != 1 {
-		t.Fatalf("GetCheckpoint = %+v, want position 10 epoch 1", c)
-	}
-	near(t, "UpdatedAt", c.UpdatedAt, before, clockSkew)
-
-	wantErr(t, "SetCheckpoint with an older epoch", set(0, "c", 50, 0), sluicetype.ErrFenced)
-	want(0, "c", 10, 1)
-	if err := set(0, "c", 12, 1); err != nil {
-		t.Fatalf("SetCheckpoint with the same epoch: %v", err)
-	}
-	want(0, "c", 12, 1)
-	// A new owner may move the position back.
-	if err := set(0, "c", 3, 5); err != nil {
-		t.Fatalf("SetCheckpoint with a newer epoch: %v", err)
-	}
-	want(0, "c", 3, 5)
-	wantErr(t, "SetCheckpoint with an older epoch", set(0, "c", 100, 4), sluicetype.ErrFenced)
-	want(0, "c", 3, 5)
-
-	// Consumers and partitions are independent.
-	want(0, "d", 0, 0)
-	want(1, "c", 0, 0)
-	if err := set(1, "c", 7, 0); err != nil {
-		t.Fatalf("SetCheckpoint of another partition with epoch 0: %v", err)
-	}
-	if err := set(0, "d", 8, 2); err != nil {
-		t.Fatalf("SetCheckpoint of another consumer with an older epoch: %v", err)
-	}
-	want(1, "c", 7, 0)
-	want(0, "d", 8, 2)
-	want(0, "c", 3, 5)
 }
 
 func testWatchPartition(t *testing.T, h *harness) {

@@ -418,60 +418,6 @@ func (s *tenantStore) PartitionInfo(ctx context.Context, partition int32) (store
 	return info, nil
 }
 
-func (s *tenantStore) SetCheckpoint(ctx context.Context, p *store.CheckpointParams) error {
-	if err := p.Validate(); err != nil {
-		return fmt.Errorf("sluice: checkpoint: %w", err)
-	}
-	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := s.e.exec(ctx, tx, "UpsertCheckpoint", s.t.Service, s.t.Provider, p.Partition, p.Consumer, p.Position, p.Epoch); err != nil {
-			return err
-		}
-		cp, err := s.e.getCheckpoint(ctx, tx, s.t, p.Partition, p.Consumer)
-		if err != nil {
-			return err
-		}
-		if cp.Epoch > p.Epoch {
-			return fmt.Errorf("partition %d consumer %q: epoch %d, stored %d: %w",
-				p.Partition, p.Consumer, p.Epoch, cp.Epoch, sluicetype.ErrFenced)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("sluice: checkpoint: %w", err)
-	}
-	return nil
-}
-
-func (s *tenantStore) GetCheckpoint(ctx context.Context, partition int32, consumer string) (store.Checkpoint, error) {
-	if err := store.ValidatePartition(partition); err != nil {
-		return store.Checkpoint{}, fmt.Errorf("sluice: get checkpoint: %w", err)
-	}
-	if err := store.ValidateName("consumer", consumer); err != nil {
-		return store.Checkpoint{}, fmt.Errorf("sluice: get checkpoint: %w", err)
-	}
-	cp, err := s.e.getCheckpoint(ctx, s.e.r, s.t, partition, consumer)
-	if err != nil {
-		return cp, fmt.Errorf("sluice: get checkpoint: %w", err)
-	}
-	return cp, nil
-}
-
-func (e *Engine) getCheckpoint(ctx context.Context, q querier, t store.Tenant, partition int32, consumer string) (store.Checkpoint, error) {
-	var (
-		cp      store.Checkpoint
-		updated int64
-	)
-	err := e.queryRow(ctx, q, "GetCheckpoint", []any{t.Service, t.Provider, partition, consumer}, &cp.Position, &cp.Epoch, &updated)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Checkpoint{}, nil
-	}
-	if err != nil {
-		return cp, fmt.Errorf("GetCheckpoint: %w", err)
-	}
-	cp.UpdatedAt = fromMS(updated)
-	return cp, nil
-}
-
 func (s *tenantStore) Trim(ctx context.Context, p *store.TrimParams) (int64, error) {
 	if err := p.Validate(s.e.limits); err != nil {
 		return 0, fmt.Errorf("sluice: trim: %w", err)

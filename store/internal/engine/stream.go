@@ -564,23 +564,6 @@ func (s *tenantStore) SetRetention(ctx context.Context, namespace string, r stor
 	return nil
 }
 
-func (s *tenantStore) GetRetention(ctx context.Context, namespace string) (store.Retention, error) {
-	var r store.Retention
-	if err := store.ValidateName("namespace", namespace); err != nil {
-		return r, fmt.Errorf("sluice: get retention: %w", err)
-	}
-	var age, expiry, parked int64
-	err := s.e.queryRow(ctx, s.e.r, "SelectRetention", []any{s.t.Service, s.t.Provider, namespace}, &age, &r.MaxBytes, &expiry, &parked)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Retention{}, nil
-	}
-	if err != nil {
-		return r, fmt.Errorf("sluice: get retention: %w", err)
-	}
-	r.MaxAge, r.Expiry, r.Parked = msDuration(age), msDuration(expiry), msDuration(parked)
-	return r, nil
-}
-
 func (s *tenantStore) TrimConsumed(ctx context.Context, p *store.TrimConsumedParams) (int64, error) {
 	if err := p.Validate(s.e.limits); err != nil {
 		return 0, fmt.Errorf("sluice: trim: %w", err)

@@ -781,22 +781,6 @@ WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND position > ?4 AND po
 UPDATE sluice_partitions SET trimmed = max(trimmed, min(?1, head))
 WHERE service = ?2 AND provider = ?3 AND partition = ?4;
 
--- name: UpsertCheckpoint
--- args: service, provider, partition, consumer, position, epoch
--- Writes only when the stored epoch is not newer; the engine reads the row
--- back to tell a fenced write from an applied one.
-INSERT INTO sluice_checkpoints (service, provider, partition, consumer, position, epoch, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
-ON CONFLICT (service, provider, partition, consumer) DO UPDATE
-SET position = excluded.position, epoch = excluded.epoch, updated_at = excluded.updated_at
-WHERE sluice_checkpoints.epoch <= excluded.epoch;
-
--- name: GetCheckpoint
--- args: service, provider, partition, consumer
-SELECT position, epoch, updated_at
-FROM sluice_checkpoints
-WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND consumer = ?4;
-
 -- Streams: partition count, owners, subscriptions, progress, parked
 -- events and retention.
 
@@ -984,12 +968,6 @@ SET max_age_ms = excluded.max_age_ms, max_bytes = excluded.max_bytes,
 -- name: DeleteRetention
 -- args: service, provider, namespace
 DELETE FROM sluice_stream_retention WHERE service = ?1 AND provider = ?2 AND namespace = ?3;
-
--- name: SelectRetention
--- args: service, provider, namespace
-SELECT max_age_ms, max_bytes, expiry_ms, parked_ms
-FROM sluice_stream_retention
-WHERE service = ?1 AND provider = ?2 AND namespace = ?3;
 
 -- name: SelectRetentions
 -- args: service, provider
