@@ -44,9 +44,9 @@ func (e *Engine) runAlone(ctx context.Context, batch []*writeReq) (bool, error) 
 			return false, nil
 		}
 		return true, e.committed(err)
-	case first.settle != nil && e.has("CompleteMessages") && allComplete(batch):
+	case first.settle != nil && e.d.Capabilities.CompleteStatement && allComplete(batch):
 		return true, e.committed(e.completeGroup(ctx, e.w, batch))
-	case first.lease != nil && e.has("LeaseAlone"):
+	case first.lease != nil && e.d.Capabilities.LeaseStatement:
 		done, err := e.leaseAlone(ctx, batch)
 		return done, e.committed(err)
 	case first.app != nil && e.appendInOne(batch):
@@ -86,7 +86,7 @@ func (r *writeReq) queueName() string {
 // enqueueInOne reports whether EnqueueMessages can write a group of
 // enqueues to one queue: the dialect has it and the rows fit one chunk.
 func (e *Engine) enqueueInOne(group []*writeReq) bool {
-	if !e.has("EnqueueMessages") {
+	if !e.d.Capabilities.EnqueueStatement {
 		return false
 	}
 	n, bytes := 0, 0

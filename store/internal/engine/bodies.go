@@ -129,7 +129,7 @@ func (e *Engine) shareBodies(ctx context.Context, gt *groupTx, alls []allReq) er
 }
 
 func (e *Engine) insertBody(ctx context.Context, tx querier, t store.Tenant, payload []byte) (int64, error) {
-	if e.d.LastInsertID {
+	if e.d.Capabilities.LastInsertID {
 		st, err := e.stmt(ctx, tx, "InsertBody")
 		if err != nil {
 			return 0, err

@@ -222,7 +222,7 @@ func (s *tenantStore) ResubmitDeadLetters(ctx context.Context, p *store.Resubmit
 				return err
 			}
 		}
-		if s.e.d.NotifyOnReserve {
+		if s.e.d.Capabilities.NotifyOnReserve {
 			return nil
 		}
 		return s.e.notify(ctx, tx, QueueKey(s.t, p.Queue))

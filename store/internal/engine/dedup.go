@@ -231,7 +231,7 @@ func (e *Engine) storeDeduped(ctx context.Context, gt *groupTx, t store.Tenant, 
 			return err
 		}
 	}
-	if e.d.NotifyOnReserve {
+	if e.d.Capabilities.NotifyOnReserve {
 		return nil
 	}
 	return e.notify(ctx, gt.tx, QueueKey(t, queue))

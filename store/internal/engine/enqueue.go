@@ -85,7 +85,7 @@ func (e *Engine) enqueueGroup(ctx context.Context, gt *groupTx, group []*writeRe
 	if err := e.activateSessions(ctx, gt.tx, t, &qr, rows); err != nil {
 		return err
 	}
-	if e.d.NotifyOnReserve {
+	if e.d.Capabilities.NotifyOnReserve {
 		return nil
 	}
 	return e.notify(ctx, gt.tx, QueueKey(t, queue))
@@ -109,7 +109,7 @@ func (e *Engine) reserveSeqs(ctx context.Context, gt *groupTx, t store.Tenant, q
 // until commit, and returns the new last number.
 func (e *Engine) takeSeqs(ctx context.Context, tx querier, t store.Tenant, queue string, n int) (int64, error) {
 	var last int64
-	if e.d.LastInsertID {
+	if e.d.Capabilities.LastInsertID {
 		st, err := e.stmt(ctx, tx, "ReserveSeqs")
 		if err != nil {
 			return 0, err
@@ -132,7 +132,7 @@ func (e *Engine) takeSeqs(ctx context.Context, tx querier, t store.Tenant, queue
 		return last, nil
 	}
 	args := []any{n, t.Service, t.Provider, queue}
-	if e.d.NotifyOnReserve {
+	if e.d.Capabilities.NotifyOnReserve {
 		args = append(args, e.payload(tx, QueueKey(t, queue)))
 	}
 	err := e.queryRow(ctx, tx, "ReserveSeqs", args, &last)
@@ -175,7 +175,7 @@ func newMessageRow(m *store.NewMessage, seq int64, qr queueRow) (messageRow, err
 // one statement a row where the dialect has InsertMessage (SQLite, where a
 // statement costs no round trip and binding beats decoding JSON).
 func (e *Engine) insertMessages(ctx context.Context, tx querier, t store.Tenant, queue string, now int64, rows []messageRow) error {
-	if e.has("InsertMessage") {
+	if e.d.Capabilities.RowInserts {
 		for _, r := range rows {
 			payload := []byte(r.Payload)
 			if payload == nil {
@@ -205,7 +205,7 @@ func (e *Engine) insertMessages(ctx context.Context, tx querier, t store.Tenant,
 // notify tells other processes, where the dialect can, that key changed;
 // the message is delivered when the transaction commits.
 func (e *Engine) notify(ctx context.Context, tx querier, key string) error {
-	if !e.notifyOn {
+	if !e.d.Capabilities.Notify {
 		return nil
 	}
 	_, err := tx.ExecContext(ctx, e.q["Notify"], e.payload(tx, key))

@@ -126,7 +126,7 @@ func (e *Engine) leaseRows(ctx context.Context, tx querier, t store.Tenant, queu
 	if len(rows) == 0 {
 		return nil
 	}
-	if !e.d.LeasePerRequest {
+	if !e.d.Capabilities.LeasePerRequest {
 		js, err := jsonText(rows)
 		if err != nil {
 			return err

@@ -117,7 +117,7 @@ func newRecordRow(rec *store.NewRecord) (recordRow, error) {
 // appendInOne reports whether AppendRecords can write a group of appends
 // of one tenant: the dialect has it and the rows fit one chunk.
 func (e *Engine) appendInOne(group []*writeReq) bool {
-	if !e.has("AppendRecords") {
+	if !e.d.Capabilities.AppendStatement {
 		return false
 	}
 	n, bytes := 0, 0
@@ -223,7 +223,7 @@ func (e *Engine) appendRecords(ctx context.Context, q querier, batch []*writeReq
 // says listeners were notified on the way (BumpHeadReturning).
 func (e *Engine) bumpHead(ctx context.Context, tx querier, t store.Tenant, part int32, n int) (head, now int64, notified bool, err error) {
 	for attempt := 0; ; attempt++ {
-		if e.has("BumpHeadReturning") {
+		if e.d.Capabilities.BumpHeadReturning {
 			args := []any{n, t.Service, t.Provider, part, e.payload(tx, PartitionKey(t, part))}
 			err = e.queryRow(ctx, tx, "BumpHeadReturning", args, &head, &now)
 			if err == nil {
@@ -257,7 +257,7 @@ func (e *Engine) bumpHead(ctx context.Context, tx querier, t store.Tenant, part 
 // insertRecords inserts positioned records: as JSON chunks, or one
 // statement a row where the dialect has InsertRecord (SQLite).
 func (e *Engine) insertRecords(ctx context.Context, tx querier, t store.Tenant, part int32, now int64, rows []recordRow) error {
-	if e.has("InsertRecord") {
+	if e.d.Capabilities.RowInserts {
 		for _, r := range rows {
 			payload := []byte(r.Payload)
 			if payload == nil {

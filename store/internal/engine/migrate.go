@@ -216,7 +216,7 @@ func (m *Migrator) index(version int) int {
 // once. Where the dialect's lock reports its outcome as a value (MySQL's
 // GET_LOCK returns 0 on timeout), anything but 1 is an error.
 func (m *Migrator) lock(ctx context.Context, conn *sql.Conn) error {
-	if !m.d.LockResult {
+	if !m.d.Capabilities.LockResult {
 		_, err := conn.ExecContext(ctx, m.q["MigrateLock"])
 		return err
 	}
@@ -235,7 +235,7 @@ func (m *Migrator) lock(ctx context.Context, conn *sql.Conn) error {
 func (m *Migrator) apply(ctx context.Context, conn *sql.Conn, mig migration) error {
 	var q querier = conn
 	var tx *sql.Tx
-	if m.d.TxMigrations {
+	if m.d.Capabilities.TxMigrations {
 		var err error
 		if tx, err = conn.BeginTx(ctx, nil); err != nil {
 			return err

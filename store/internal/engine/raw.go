@@ -3,20 +3,13 @@ package engine
 import (
 	"context"
 	"database/sql"
-	"errors"
 )
-
-// errNoBench reports a dialect without the raw-insert benchmark queries.
-var errNoBench = errors.New("this backend has no raw-insert benchmark queries")
 
 // RawSetup creates the raw-insert benchmark's table: a plain table with
 // no sluice code in its path, on the same pool and durability settings as
 // everything else, so that `sluice bench --scenario raw-insert` measures
 // the database's own limit.
 func (e *Engine) RawSetup(ctx context.Context) error {
-	if e.q["BenchCreateTable"] == "" {
-		return errNoBench
-	}
 	if _, err := e.w.ExecContext(ctx, e.q["BenchDropTable"]); err != nil {
 		return err
 	}

@@ -33,7 +33,7 @@ type heldRow struct {
 // differs, or whose message an earlier request of the group settled gets
 // ErrLockLost.
 func (e *Engine) settleGroup(ctx context.Context, gt *groupTx, group []*writeReq) error {
-	if e.has("CompleteMessages") && allComplete(group) {
+	if e.d.Capabilities.CompleteStatement && allComplete(group) {
 		return e.completeGroup(ctx, gt.tx, group)
 	}
 	t, queue := group[0].t, group[0].settle.Queue
