@@ -125,7 +125,7 @@ func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeR
 	}
 	key := QueueKey(t, queue)
 	var last int64
-	err = e.queryRow(ctx, q, "EnqueueMessages", []any{t.Service, t.Provider, queue, len(rows), e.payload(q, key), js}, &last)
+	err = e.queryRow(ctx, q, qEnqueueMessages, []any{t.Service, t.Provider, queue, len(rows), e.payload(q, key), js}, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		// No such queue, or one with duplicate detection: the general
 		// path tells which, and handles both.
@@ -186,7 +186,7 @@ func (e *Engine) leaseAlone(ctx context.Context, group []*writeReq) (bool, error
 	if err != nil {
 		return false, err
 	}
-	rows, err := e.query(ctx, e.w, "LeaseAlone", t.Service, t.Provider, queue, js, total)
+	rows, err := e.query(ctx, e.w, qLeaseAlone, t.Service, t.Provider, queue, js, total)
 	if err != nil {
 		return false, err
 	}

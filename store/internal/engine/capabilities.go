@@ -66,14 +66,14 @@ var capabilityQueries = []struct {
 	has           func(Capabilities) bool
 	with, without []string
 }{
-	{"Notify", func(c Capabilities) bool { return c.Notify }, []string{"Notify"}, nil},
+	{"Notify", func(c Capabilities) bool { return c.Notify }, []string{qNotify}, nil},
 	{"RowInserts", func(c Capabilities) bool { return c.RowInserts },
-		[]string{"InsertMessage", "InsertRecord"}, []string{"InsertMessages", "InsertRecords"}},
-	{"CompleteStatement", func(c Capabilities) bool { return c.CompleteStatement }, []string{"CompleteMessages"}, nil},
-	{"EnqueueStatement", func(c Capabilities) bool { return c.EnqueueStatement }, []string{"EnqueueMessages"}, nil},
-	{"LeaseStatement", func(c Capabilities) bool { return c.LeaseStatement }, []string{"LeaseAlone"}, nil},
-	{"BumpHeadReturning", func(c Capabilities) bool { return c.BumpHeadReturning }, []string{"BumpHeadReturning"}, nil},
-	{"AppendStatement", func(c Capabilities) bool { return c.AppendStatement }, []string{"AppendRecords"}, nil},
+		[]string{qInsertMessage, qInsertRecord}, []string{qInsertMessages, qInsertRecords}},
+	{"CompleteStatement", func(c Capabilities) bool { return c.CompleteStatement }, []string{qCompleteMessages}, nil},
+	{"EnqueueStatement", func(c Capabilities) bool { return c.EnqueueStatement }, []string{qEnqueueMessages}, nil},
+	{"LeaseStatement", func(c Capabilities) bool { return c.LeaseStatement }, []string{qLeaseAlone}, nil},
+	{"BumpHeadReturning", func(c Capabilities) bool { return c.BumpHeadReturning }, []string{qBumpHeadReturning}, nil},
+	{"AppendStatement", func(c Capabilities) bool { return c.AppendStatement }, []string{qAppendRecords}, nil},
 }
 
 // optionalQueries lists the queries that only some dialects define, each

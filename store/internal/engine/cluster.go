@@ -22,14 +22,14 @@ func (s *tenantStore) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (
 	// nodes heartbeating at once would deadlock on each other's rows
 	// (InnoDB locks every row a DELETE reads).
 	err := s.e.retry(ctx, func() error {
-		_, err := s.e.exec(ctx, s.e.w, "UpsertNode", s.t.Service, s.t.Provider, p.Node, p.Address, ms(p.Timeout),
+		_, err := s.e.exec(ctx, s.e.w, qUpsertNode, s.t.Service, s.t.Provider, p.Node, p.Address, ms(p.Timeout),
 			p.Group, strings.Join(p.Consumers, ","))
 		return s.e.committed(err)
 	})
 	if err == nil {
 		// Housekeeping: the heartbeat stands without it.
 		if derr := s.e.retry(ctx, func() error {
-			_, err := s.e.exec(ctx, s.e.w, "DeleteForgottenNodes", s.t.Service, s.t.Provider, ms(p.Forget))
+			_, err := s.e.exec(ctx, s.e.w, qDeleteForgottenNodes, s.t.Service, s.t.Provider, ms(p.Forget))
 			return err
 		}); derr != nil {
 			s.e.log.Warn("sluice: heartbeat: cannot forget silent nodes", "err", derr)
@@ -54,7 +54,7 @@ func (s *tenantStore) Nodes(ctx context.Context) ([]store.Node, error) {
 }
 
 func (e *Engine) nodes(ctx context.Context, q querier, t store.Tenant) ([]store.Node, error) {
-	rows, err := e.query(ctx, q, "SelectNodes", t.Service, t.Provider)
+	rows, err := e.query(ctx, q, qSelectNodes, t.Service, t.Provider)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (s *tenantStore) LeaveCluster(ctx context.Context, node string) error {
 	if err := store.ValidateName("node", node); err != nil {
 		return fmt.Errorf("sluice: leave cluster: %w", err)
 	}
-	if _, err := s.e.exec(ctx, s.e.w, "DeleteNode", s.t.Service, s.t.Provider, node); err != nil {
+	if _, err := s.e.exec(ctx, s.e.w, qDeleteNode, s.t.Service, s.t.Provider, node); err != nil {
 		return fmt.Errorf("sluice: leave cluster: %w", s.e.committed(err))
 	}
 	return nil
@@ -99,7 +99,7 @@ func (s *tenantStore) Leases(ctx context.Context) ([]store.PartitionLease, error
 }
 
 func (e *Engine) leases(ctx context.Context, q querier, t store.Tenant) ([]store.PartitionLease, error) {
-	rows, err := e.query(ctx, q, "SelectLeases", t.Service, t.Provider)
+	rows, err := e.query(ctx, q, qSelectLeases, t.Service, t.Provider)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +155,7 @@ func (s *tenantStore) renewLeases(ctx context.Context, p *store.PartitionLeasePa
 	d := ms(p.Duration)
 	return s.e.inTx(ctx, func(tx *sql.Tx) error {
 		for _, l := range renew {
-			if _, err := s.e.exec(ctx, tx, "RenewLease", d, l.CacheWindows, l.CachedRecords, s.t.Service, s.t.Provider,
+			if _, err := s.e.exec(ctx, tx, qRenewLease, d, l.CacheWindows, l.CachedRecords, s.t.Service, s.t.Provider,
 				l.Partition, p.Node, l.Epoch, p.Group); err != nil {
 				return err
 			}
@@ -194,17 +194,17 @@ func (s *tenantStore) acquireLeases(ctx context.Context, p *store.PartitionLease
 func (s *tenantStore) acquireLease(ctx context.Context, p *store.PartitionLeaseParams, part int32) (int64, error) {
 	var epoch int64
 	err := s.e.tryTx(ctx, func(tx *sql.Tx) error {
-		err := s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part, p.Group}, &epoch)
+		err := s.e.queryRow(ctx, tx, qLockLeaseNoWait, []any{s.t.Service, s.t.Provider, part, p.Group}, &epoch)
 		if errors.Is(err, sql.ErrNoRows) {
-			if _, err := s.e.exec(ctx, tx, "EnsurePartitionLease", s.t.Service, s.t.Provider, part, p.Group); err != nil {
+			if _, err := s.e.exec(ctx, tx, qEnsurePartitionLease, s.t.Service, s.t.Provider, part, p.Group); err != nil {
 				return err
 			}
-			err = s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part, p.Group}, &epoch)
+			err = s.e.queryRow(ctx, tx, qLockLeaseNoWait, []any{s.t.Service, s.t.Provider, part, p.Group}, &epoch)
 		}
 		if err != nil {
 			return err
 		}
-		n, err := s.e.exec(ctx, tx, "AcquireLease", p.Node, ms(p.Duration), s.t.Service, s.t.Provider, part, p.Group)
+		n, err := s.e.exec(ctx, tx, qAcquireLease, p.Node, ms(p.Duration), s.t.Service, s.t.Provider, part, p.Group)
 		if n == 0 {
 			epoch = -1 // not free
 		}
@@ -263,7 +263,7 @@ func (s *tenantStore) ReleasePartitions(ctx context.Context, node string, leases
 			if err := store.ValidateGroup(l.Group); err != nil {
 				return err
 			}
-			if _, err := s.e.exec(ctx, tx, "ReleaseLease", s.t.Service, s.t.Provider, l.Partition, node, l.Epoch, l.Group); err != nil {
+			if _, err := s.e.exec(ctx, tx, qReleaseLease, s.t.Service, s.t.Provider, l.Partition, node, l.Epoch, l.Group); err != nil {
 				return err
 			}
 		}

@@ -26,7 +26,7 @@ func (s *tenantStore) LeaseDeadLetters(ctx context.Context, p *store.LeaseParams
 		if err != nil {
 			return err
 		}
-		rows, err := s.e.query(ctx, tx, "SelectDeadLetterReady", s.t.Service, s.t.Provider, p.Queue, qr.now, p.Max)
+		rows, err := s.e.query(ctx, tx, qSelectDeadLetterReady, s.t.Service, s.t.Provider, p.Queue, qr.now, p.Max)
 		if err != nil {
 			return err
 		}
@@ -52,7 +52,7 @@ func (s *tenantStore) LeaseDeadLetters(ctx context.Context, p *store.LeaseParams
 			out[i].Receipt = sluicetype.Receipt{Seq: out[i].Seq, Token: token}
 			out[i].LockedUntil = fromMS(until)
 		}
-		_, err = s.e.exec(ctx, tx, "LockDeadLetterRows", token, until, s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(seqs))
+		_, err = s.e.exec(ctx, tx, qLockDeadLetterRows, token, until, s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(seqs))
 		return err
 	})
 	if err != nil {
@@ -85,7 +85,7 @@ func (s *tenantStore) SettleDeadLetters(ctx context.Context, p *store.SettlePara
 		}
 		slices.Sort(all)
 		all = slices.Compact(all)
-		rows, err := s.e.query(ctx, tx, "SelectHeldDeadLetters", s.t.Service, s.t.Provider, p.Queue, qr.now, s.e.d.IntList(all))
+		rows, err := s.e.query(ctx, tx, qSelectHeldDeadLetters, s.t.Service, s.t.Provider, p.Queue, qr.now, s.e.d.IntList(all))
 		if err != nil {
 			return err
 		}
@@ -122,12 +122,12 @@ func (s *tenantStore) SettleDeadLetters(ctx context.Context, p *store.SettlePara
 		list := s.e.d.IntList(mine)
 		switch p.Action {
 		case store.Complete:
-			_, err = s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, p.Queue, list)
+			_, err = s.e.exec(ctx, tx, qDeleteDeadLetters, s.t.Service, s.t.Provider, p.Queue, list)
 		case store.Abandon:
-			_, err = s.e.exec(ctx, tx, "UnlockDeadLetters", s.t.Service, s.t.Provider, p.Queue, list)
+			_, err = s.e.exec(ctx, tx, qUnlockDeadLetters, s.t.Service, s.t.Provider, p.Queue, list)
 		case store.Extend:
 			until := qr.now + ms(p.Extension)
-			_, err = s.e.exec(ctx, tx, "ExtendDeadLetters", until, s.t.Service, s.t.Provider, p.Queue, list)
+			_, err = s.e.exec(ctx, tx, qExtendDeadLetters, until, s.t.Service, s.t.Provider, p.Queue, list)
 			for i := range res {
 				if res[i].Err == nil {
 					res[i].LockedUntil = fromMS(until)
@@ -149,7 +149,7 @@ func (s *tenantStore) PeekDeadLetters(ctx context.Context, p *store.PeekParams) 
 	if err := s.mustExist(ctx, p.Queue); err != nil {
 		return nil, fmt.Errorf("sluice: peek dead letters: %w", err)
 	}
-	rows, err := s.e.query(ctx, s.e.r, "PeekDeadLetters", s.t.Service, s.t.Provider, p.Queue, p.FromSeq, p.Max)
+	rows, err := s.e.query(ctx, s.e.r, qPeekDeadLetters, s.t.Service, s.t.Provider, p.Queue, p.FromSeq, p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: peek dead letters: %w", err)
 	}
@@ -181,7 +181,7 @@ func (s *tenantStore) ResubmitDeadLetters(ctx context.Context, p *store.Resubmit
 		if _, err := gt.queue(ctx, s.e, s.t, p.Queue); err != nil {
 			return err
 		}
-		found, err := s.e.int64s(ctx, tx, "LockDeadLetters", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted))
+		found, err := s.e.int64s(ctx, tx, qLockDeadLetters, s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted))
 		if err != nil {
 			return err
 		}
@@ -211,14 +211,14 @@ func (s *tenantStore) ResubmitDeadLetters(ctx context.Context, p *store.Resubmit
 		if qr.settings.DefaultTTL > 0 {
 			expires = sql.NullInt64{Int64: qr.now + ms(qr.settings.DefaultTTL), Valid: true}
 		}
-		if _, err := s.e.exec(ctx, tx, "ResubmitDeadLetters", qr.now, expires, js, s.t.Service, s.t.Provider, p.Queue); err != nil {
+		if _, err := s.e.exec(ctx, tx, qResubmitDeadLetters, qr.now, expires, js, s.t.Service, s.t.Provider, p.Queue); err != nil {
 			return err
 		}
-		if _, err := s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted)); err != nil {
+		if _, err := s.e.exec(ctx, tx, qDeleteDeadLetters, s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted)); err != nil {
 			return err
 		}
 		if qr.settings.RequiresSession {
-			if _, err := s.e.exec(ctx, tx, "ActivateSessions", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(out)); err != nil {
+			if _, err := s.e.exec(ctx, tx, qActivateSessions, s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(out)); err != nil {
 				return err
 			}
 		}
@@ -248,12 +248,12 @@ func (s *tenantStore) PurgeDeadLetters(ctx context.Context, queue string) (int64
 	for {
 		var n int64
 		err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-			seqs, err := s.e.int64s(ctx, tx, "SelectDeadLetterSeqs", s.t.Service, s.t.Provider, queue, purgeBatch)
+			seqs, err := s.e.int64s(ctx, tx, qSelectDeadLetterSeqs, s.t.Service, s.t.Provider, queue, purgeBatch)
 			if err != nil || len(seqs) == 0 {
 				n = 0
 				return err
 			}
-			n, err = s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, queue, s.e.d.IntList(seqs))
+			n, err = s.e.exec(ctx, tx, qDeleteDeadLetters, s.t.Service, s.t.Provider, queue, s.e.d.IntList(seqs))
 			return err
 		})
 		if err != nil {
@@ -286,7 +286,7 @@ func (s *tenantStore) DeleteDeadLetters(ctx context.Context, queue string, seqs 
 	var n int64
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		n, err = s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, queue, s.e.d.IntList(sorted))
+		n, err = s.e.exec(ctx, tx, qDeleteDeadLetters, s.t.Service, s.t.Provider, queue, s.e.d.IntList(sorted))
 		return err
 	})
 	if err != nil {
@@ -302,7 +302,7 @@ func (s *tenantStore) DeadLetterReasons(ctx context.Context, queue string) (map[
 	if _, err := s.e.getQueue(ctx, s.e.r, s.t, queue); err != nil {
 		return nil, fmt.Errorf("sluice: dead letter reasons: %w", err)
 	}
-	rows, err := s.e.query(ctx, s.e.r, "CountDeadLettersByReason", s.t.Service, s.t.Provider, queue)
+	rows, err := s.e.query(ctx, s.e.r, qCountDeadLettersByReason, s.t.Service, s.t.Provider, queue)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: dead letter reasons: %w", err)
 	}

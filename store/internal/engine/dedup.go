@@ -94,7 +94,7 @@ func (e *Engine) enqueueDedup(ctx context.Context, gt *groupTx, group []*writeRe
 func (e *Engine) lockDedupQueue(ctx context.Context, gt *groupTx, group []*writeReq) (qr queueRow, ok bool, err error) {
 	t, queue := group[0].t, group[0].enq.Queue
 	var last int64
-	err = e.queryRow(ctx, gt.tx, "LockQueue", []any{t.Service, t.Provider, queue}, &last)
+	err = e.queryRow(ctx, gt.tx, qLockQueue, []any{t.Service, t.Provider, queue}, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		for _, r := range group {
 			r.err = fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
@@ -137,7 +137,7 @@ func (e *Engine) selectSeen(ctx context.Context, tx querier, t store.Tenant, que
 	if err != nil {
 		return nil, err
 	}
-	rows, err := e.query(ctx, tx, "SelectDedup", t.Service, t.Provider, queue, now, js)
+	rows, err := e.query(ctx, tx, qSelectDedup, t.Service, t.Provider, queue, now, js)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +227,7 @@ func (e *Engine) storeDeduped(ctx context.Context, gt *groupTx, t store.Tenant, 
 		if err != nil {
 			return err
 		}
-		if _, err := e.exec(ctx, gt.tx, "UpsertDedup", t.Service, t.Provider, queue, js); err != nil {
+		if _, err := e.exec(ctx, gt.tx, qUpsertDedup, t.Service, t.Provider, queue, js); err != nil {
 			return err
 		}
 	}

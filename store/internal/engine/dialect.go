@@ -52,44 +52,6 @@ var (
 	ErrNoReply = fmt.Errorf("no reply")
 )
 
-// queryNames lists every query a dialect must define.
-var queryNames = []string{
-	"CreateMigrationsTable", "MigrateLock", "MigrateUnlock", "MigrateAbort",
-	"AppliedMigrations", "RecordMigration", "MigrationsTableExists", "Now",
-	"CreateQueue", "GetQueue", "DeleteQueue", "DeleteQueueMessages", "DeleteQueueDeadLetters",
-	"ReserveSeqs", "SelectDue", "MakeReady", "TryLockQueue", "ActivateScheduled", "RenumberDedup", "ReleaseMessages", "MakeScheduled", "ExtendLeases",
-	"MoveToDeadLetters", "DeleteMessages", "SelectReady", "LeaseMessages", "SelectHeld",
-	"ClaimEviction", "SelectExpired", "SelectRemovableDeadLetters", "SelectDeadLetterSeqs",
-	"LockDeadLetters", "DeleteDeadLetters", "ResubmitDeadLetters", "PeekMessages",
-	"PeekDeadLetters", "QueueStats", "CountDeadLetters", "CountDeadLettersByReason",
-	"GetQueueAttributes", "UpdateQueue", "ListQueues", "MakeDeferred", "SetProperties",
-	"SelectDeferred", "SelectScheduled",
-	"ScanMessages", "PeekMessagesBySeqs", "ScanDeadLetters", "PeekDeadLettersBySeqs", "SelectUnlocked", "DeleteUnlocked",
-	"DeleteQueueSessions", "ActivateSessions", "SelectSessionCandidates", "HasReadySessionMessage",
-	"DeactivateSession", "EnsureSession", "LockSession", "SelectSessionLock", "SelectSessionReady", "FirstSessionDue",
-	"SelectIdleSessions", "DeleteIdleSession",
-	"RenewSession", "ExtendSessionMessages", "ReleaseSession", "ReleaseSessionMessages",
-	"GetSessionState", "SetSessionState",
-	"SelectDeadLetterReady", "LockDeadLetterRows", "SelectHeldDeadLetters", "UnlockDeadLetters", "ExtendDeadLetters",
-	"LockQueue", "DeleteQueueDedup", "SelectDedup", "UpsertDedup", "TrimDedup",
-	"InsertRoutedSchedules", "DeleteDueRoutedSchedules", "SelectRoutedSchedules", "SelectRoutedCopies",
-	"DeleteRoutedSchedules", "DeleteQueueRoutedSchedules",
-	"BumpHead", "EnsurePartition", "GetPartition", "ReadRecords", "ReadStreamRecords",
-	"TrimRecords", "DeleteRecordRange", "SetTrimmed",
-	"GetStreamPartitions", "InsertStreamPartitions", "EnsurePartitionCheckpoint",
-	"LockPartitionCheckpoint", "GetPartitionCheckpoint", "SaveCheckpoint", "LowerCheckpoint", "InsertSubscription", "InsertProgress",
-	"DeleteSubscription", "DeleteSubscriptionProgress", "DeleteSubscriptionParked", "SelectSubscriptions", "ListSubscriptions",
-	"SetSubscriptionFault", "SelectProgress", "UpsertProgress", "MinProgress", "LockSubscription", "InsertParked",
-	"SelectParked", "DeleteParked", "UpsertRetention", "DeleteRetention",
-	"SelectRetentions", "MinProgressByNamespace", "DeleteExpiredParked", "NamespaceBytes", "TrimCandidates",
-	"UpsertNode", "DeleteForgottenNodes", "SelectNodes", "DeleteNode",
-	"SelectLeases", "EnsurePartitionLease", "RenewLease", "AcquireLease", "ReleaseLease", "LockLeaseNoWait", "LockLeaseEpoch",
-	"SelectSubscriptionProgress", "SetSubscriptionProgress", "RecordReposition", "GetReposition",
-	"InsertBody", "SelectBodies", "DeleteBodies",
-	"MarkHandled", "SelectSubscriptionPosition", "ForgetHandled", "DeleteSubscriptionHandled",
-	"BenchCreateTable", "BenchInsert", "BenchDropTable",
-}
-
 // ParseQueries reads every *.sql file of fsys and splits it on
 // "-- name: X" lines, as New does with a dialect's queries (backend tests
 // use it to run a named query by itself). Comment lines inside a query

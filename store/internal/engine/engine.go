@@ -327,13 +327,13 @@ func (e *Engine) prepareAll(ctx context.Context) error {
 
 // benchQueries serve `sluice bench --scenario raw-insert` only, on a
 // table of their own; they are prepared when used.
-var benchQueries = map[string]bool{"BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true}
+var benchQueries = map[string]bool{qBenchCreateTable: true, qBenchInsert: true, qBenchDropTable: true}
 
 // migrationQueries run on one connection during migration only.
 var migrationQueries = map[string]bool{
-	"CreateMigrationsTable": true, "MigrateLock": true, "MigrateUnlock": true,
-	"MigrateAbort": true, "AppliedMigrations": true, "RecordMigration": true,
-	"MigrationsTableExists": true,
+	qCreateMigrationsTable: true, qMigrateLock: true, qMigrateUnlock: true,
+	qMigrateAbort: true, qAppliedMigrations: true, qRecordMigration: true,
+	qMigrationsTableExists: true,
 }
 
 // runner is what runs one named query: a prepared statement, or the

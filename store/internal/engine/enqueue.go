@@ -110,7 +110,7 @@ func (e *Engine) reserveSeqs(ctx context.Context, gt *groupTx, t store.Tenant, q
 func (e *Engine) takeSeqs(ctx context.Context, tx querier, t store.Tenant, queue string, n int) (int64, error) {
 	var last int64
 	if e.d.Capabilities.LastInsertID {
-		st, err := e.stmt(ctx, tx, "ReserveSeqs")
+		st, err := e.stmt(ctx, tx, qReserveSeqs)
 		if err != nil {
 			return 0, err
 		}
@@ -135,7 +135,7 @@ func (e *Engine) takeSeqs(ctx context.Context, tx querier, t store.Tenant, queue
 	if e.d.Capabilities.NotifyOnReserve {
 		args = append(args, e.payload(tx, QueueKey(t, queue)))
 	}
-	err := e.queryRow(ctx, tx, "ReserveSeqs", args, &last)
+	err := e.queryRow(ctx, tx, qReserveSeqs, args, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		// Deleted since the group read it.
 		return 0, fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
@@ -181,7 +181,7 @@ func (e *Engine) insertMessages(ctx context.Context, tx querier, t store.Tenant,
 			if payload == nil {
 				payload = []byte{} // an empty payload, not NULL
 			}
-			if _, err := e.exec(ctx, tx, "InsertMessage", t.Service, t.Provider, queue, r.Seq, r.State,
+			if _, err := e.exec(ctx, tx, qInsertMessage, t.Service, t.Provider, queue, r.Seq, r.State,
 				nullable(r.VisibleAt), nullable(r.ExpiresAt), now,
 				r.MessageID, r.SessionID, r.PartitionKey, r.ContentType, nullable(r.Properties), payload,
 				nullable(r.Headers), nullable(r.BodyID)); err != nil {
@@ -195,7 +195,7 @@ func (e *Engine) insertMessages(ctx context.Context, tx querier, t store.Tenant,
 		if err != nil {
 			return err
 		}
-		if _, err := e.exec(ctx, tx, "InsertMessages", t.Service, t.Provider, queue, now, js); err != nil {
+		if _, err := e.exec(ctx, tx, qInsertMessages, t.Service, t.Provider, queue, now, js); err != nil {
 			return err
 		}
 	}
@@ -208,6 +208,6 @@ func (e *Engine) notify(ctx context.Context, tx querier, key string) error {
 	if !e.d.Capabilities.Notify {
 		return nil
 	}
-	_, err := tx.ExecContext(ctx, e.q["Notify"], e.payload(tx, key))
+	_, err := tx.ExecContext(ctx, e.q[qNotify], e.payload(tx, key))
 	return err
 }

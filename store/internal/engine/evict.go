@@ -17,11 +17,11 @@ func (e *Engine) deadLetter(ctx context.Context, tx querier, t store.Tenant, qr 
 	}
 	slices.Sort(seqs)
 	list := e.d.IntList(seqs)
-	if _, err := e.exec(ctx, tx, "MoveToDeadLetters", reason, desc, qr.now, qr.removeAt(),
+	if _, err := e.exec(ctx, tx, qMoveToDeadLetters, reason, desc, qr.now, qr.removeAt(),
 		t.Service, t.Provider, qr.settings.Name, list); err != nil {
 		return err
 	}
-	if _, err := e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, qr.settings.Name, list); err != nil {
+	if _, err := e.exec(ctx, tx, qDeleteMessages, t.Service, t.Provider, qr.settings.Name, list); err != nil {
 		return err
 	}
 	e.noteDeadLetters(tx, t, qr.settings.Name, reason, len(seqs))
@@ -38,7 +38,7 @@ func (e *Engine) expire(ctx context.Context, tx querier, t store.Tenant, qr *que
 		return e.deadLetter(ctx, tx, t, qr, seqs, sluicetype.ReasonTTLExpired, "the message's time-to-live ran out")
 	}
 	slices.Sort(seqs)
-	_, err := e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, qr.settings.Name, e.d.IntList(seqs))
+	_, err := e.exec(ctx, tx, qDeleteMessages, t.Service, t.Provider, qr.settings.Name, e.d.IntList(seqs))
 	return err
 }
 
@@ -49,7 +49,7 @@ func (e *Engine) expire(ctx context.Context, tx querier, t store.Tenant, qr *que
 func (s *tenantStore) maybeEvict(ctx context.Context, queue string, qr queueRow) error {
 	won := false
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		n, err := s.e.exec(ctx, tx, "ClaimEviction", qr.now+ms(qr.settings.EvictionInterval),
+		n, err := s.e.exec(ctx, tx, qClaimEviction, qr.now+ms(qr.settings.EvictionInterval),
 			s.t.Service, s.t.Provider, queue, qr.evictAt)
 		won = n == 1
 		return err
@@ -88,7 +88,7 @@ func (s *tenantStore) evict(ctx context.Context, queue string, sweep bool) (stor
 		if res, err = s.e.resolveDue(ctx, tx, s.t, &qr, batch); err != nil {
 			return err
 		}
-		expired, err := s.e.int64s(ctx, tx, "SelectExpired", s.t.Service, s.t.Provider, queue, qr.now, qr.now, batch)
+		expired, err := s.e.int64s(ctx, tx, qSelectExpired, s.t.Service, s.t.Provider, queue, qr.now, qr.now, batch)
 		if err != nil {
 			return err
 		}
@@ -96,7 +96,7 @@ func (s *tenantStore) evict(ctx context.Context, queue string, sweep bool) (stor
 			return err
 		}
 		res.Expired += int64(len(expired))
-		if _, err := s.e.exec(ctx, tx, "TrimDedup", s.t.Service, s.t.Provider, queue, qr.now, batch); err != nil {
+		if _, err := s.e.exec(ctx, tx, qTrimDedup, s.t.Service, s.t.Provider, queue, qr.now, batch); err != nil {
 			return err
 		}
 		if qr.settings.RequiresSession {
@@ -104,13 +104,13 @@ func (s *tenantStore) evict(ctx context.Context, queue string, sweep bool) (stor
 				return err
 			}
 		}
-		removable, err := s.e.int64s(ctx, tx, "SelectRemovableDeadLetters", s.t.Service, s.t.Provider, queue, qr.now, batch)
+		removable, err := s.e.int64s(ctx, tx, qSelectRemovableDeadLetters, s.t.Service, s.t.Provider, queue, qr.now, batch)
 		if err != nil {
 			return err
 		}
 		if len(removable) > 0 {
 			slices.Sort(removable)
-			if res.Removed, err = s.e.exec(ctx, tx, "DeleteDeadLetters", s.t.Service, s.t.Provider, queue, s.e.d.IntList(removable)); err != nil {
+			if res.Removed, err = s.e.exec(ctx, tx, qDeleteDeadLetters, s.t.Service, s.t.Provider, queue, s.e.d.IntList(removable)); err != nil {
 				return err
 			}
 		}

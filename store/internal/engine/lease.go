@@ -101,7 +101,7 @@ func (e *Engine) leaseGroup(ctx context.Context, gt *groupTx, group []*writeReq)
 }
 
 func (e *Engine) selectReady(ctx context.Context, tx querier, t store.Tenant, queue string, now int64, limit int) ([]sluicetype.Message, error) {
-	rows, err := e.query(ctx, tx, "SelectReady", t.Service, t.Provider, queue, now, limit)
+	rows, err := e.query(ctx, tx, qSelectReady, t.Service, t.Provider, queue, now, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +131,7 @@ func (e *Engine) leaseRows(ctx context.Context, tx querier, t store.Tenant, queu
 		if err != nil {
 			return err
 		}
-		_, err = e.exec(ctx, tx, "LeaseMessages", t.Service, t.Provider, queue, js)
+		_, err = e.exec(ctx, tx, qLeaseMessages, t.Service, t.Provider, queue, js)
 		return err
 	}
 	for start := 0; start < len(rows); {
@@ -143,7 +143,7 @@ func (e *Engine) leaseRows(ctx context.Context, tx querier, t store.Tenant, queu
 		for _, r := range rows[start:end] {
 			seqs = append(seqs, r.Seq)
 		}
-		if _, err := e.exec(ctx, tx, "LeaseMessages", rows[start].Token, rows[start].Until,
+		if _, err := e.exec(ctx, tx, qLeaseMessages, rows[start].Token, rows[start].Until,
 			t.Service, t.Provider, queue, e.d.IntList(seqs)); err != nil {
 			return err
 		}
@@ -215,7 +215,7 @@ func (s *tenantStore) LeaseDeferred(ctx context.Context, p *store.LeaseDeferredP
 				return err
 			}
 		}
-		rows, err := s.e.query(ctx, tx, "SelectDeferred", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted))
+		rows, err := s.e.query(ctx, tx, qSelectDeferred, s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(sorted))
 		if err != nil {
 			return err
 		}

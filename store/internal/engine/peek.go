@@ -16,7 +16,7 @@ func (s *tenantStore) Peek(ctx context.Context, p *store.PeekParams) ([]sluicety
 	if err != nil {
 		return nil, fmt.Errorf("sluice: peek: %w", err)
 	}
-	rows, err := s.e.query(ctx, s.e.r, "PeekMessages", s.t.Service, s.t.Provider, p.Queue, p.FromSeq, p.Max)
+	rows, err := s.e.query(ctx, s.e.r, qPeekMessages, s.t.Service, s.t.Provider, p.Queue, p.FromSeq, p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: peek: %w", err)
 	}

@@ -50,7 +50,7 @@ func (r *queueRow) fill(name string) {
 
 func (e *Engine) getQueue(ctx context.Context, q querier, t store.Tenant, name string) (queueRow, error) {
 	var r queueRow
-	err := e.queryRow(ctx, q, "GetQueue", []any{t.Service, t.Provider, name}, r.scanDest()...)
+	err := e.queryRow(ctx, q, qGetQueue, []any{t.Service, t.Provider, name}, r.scanDest()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, fmt.Errorf("queue %q: %w", name, sluicetype.ErrQueueNotFound)
 	}
@@ -75,7 +75,7 @@ func (s *tenantStore) CreateQueue(ctx context.Context, qs *store.QueueSettings) 
 		return fmt.Errorf("sluice: create queue: %w", err)
 	}
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := s.e.exec(ctx, tx, "CreateQueue", s.t.Service, s.t.Provider, set.Name,
+		_, err := s.e.exec(ctx, tx, qCreateQueue, s.t.Service, s.t.Provider, set.Name,
 			set.MaxDeliveryCount, ms(set.DefaultTTL), boolInt(set.DeadLetterOnExpiry),
 			ms(set.DeadLetterRetention), ms(set.EvictionInterval), set.EvictionBatch, nullText(set.Attributes),
 			ms(set.DuplicateDetectionWindow), boolInt(set.RequiresSession))
@@ -106,7 +106,7 @@ func (s *tenantStore) GetQueue(ctx context.Context, name string) (store.QueueSet
 		return store.QueueSettings{}, fmt.Errorf("sluice: get queue: %w", err)
 	}
 	var attrs sql.NullString
-	err = s.e.queryRow(ctx, s.e.r, "GetQueueAttributes", []any{s.t.Service, s.t.Provider, name}, &attrs)
+	err = s.e.queryRow(ctx, s.e.r, qGetQueueAttributes, []any{s.t.Service, s.t.Provider, name}, &attrs)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.QueueSettings{}, fmt.Errorf("sluice: get queue: queue %q: %w", name, sluicetype.ErrQueueNotFound)
 	}
@@ -133,7 +133,7 @@ func (s *tenantStore) UpdateQueue(ctx context.Context, qs *store.QueueSettings) 
 		return fmt.Errorf("sluice: update queue: %w", err)
 	}
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		n, err := s.e.exec(ctx, tx, "UpdateQueue", set.MaxDeliveryCount, ms(set.DefaultTTL), boolInt(set.DeadLetterOnExpiry),
+		n, err := s.e.exec(ctx, tx, qUpdateQueue, set.MaxDeliveryCount, ms(set.DefaultTTL), boolInt(set.DeadLetterOnExpiry),
 			ms(set.DeadLetterRetention), ms(set.EvictionInterval), set.EvictionBatch, nullText(set.Attributes),
 			ms(set.DuplicateDetectionWindow), s.t.Service, s.t.Provider, set.Name)
 		if err == nil && n == 0 {
@@ -154,7 +154,7 @@ func (s *tenantStore) ListQueues(ctx context.Context, p *store.ListParams) ([]st
 		return nil, fmt.Errorf("sluice: list queues: %w", err)
 	}
 	from, to := store.PrefixRange(p.Prefix)
-	rows, err := s.e.query(ctx, s.e.r, "ListQueues", s.t.Service, s.t.Provider, p.After, from, to, p.Max)
+	rows, err := s.e.query(ctx, s.e.r, qListQueues, s.t.Service, s.t.Provider, p.After, from, to, p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: list queues: %w", err)
 	}
@@ -188,26 +188,26 @@ func (s *tenantStore) DeleteQueue(ctx context.Context, name string) error {
 		return fmt.Errorf("sluice: delete queue: %w", err)
 	}
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		n, err := s.e.exec(ctx, tx, "DeleteQueue", s.t.Service, s.t.Provider, name)
+		n, err := s.e.exec(ctx, tx, qDeleteQueue, s.t.Service, s.t.Provider, name)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
 			return fmt.Errorf("queue %q: %w", name, sluicetype.ErrQueueNotFound)
 		}
-		if _, err := s.e.exec(ctx, tx, "DeleteQueueMessages", s.t.Service, s.t.Provider, name); err != nil {
+		if _, err := s.e.exec(ctx, tx, qDeleteQueueMessages, s.t.Service, s.t.Provider, name); err != nil {
 			return err
 		}
-		if _, err := s.e.exec(ctx, tx, "DeleteQueueDedup", s.t.Service, s.t.Provider, name); err != nil {
+		if _, err := s.e.exec(ctx, tx, qDeleteQueueDedup, s.t.Service, s.t.Provider, name); err != nil {
 			return err
 		}
-		if _, err := s.e.exec(ctx, tx, "DeleteQueueSessions", s.t.Service, s.t.Provider, name); err != nil {
+		if _, err := s.e.exec(ctx, tx, qDeleteQueueSessions, s.t.Service, s.t.Provider, name); err != nil {
 			return err
 		}
-		if _, err := s.e.exec(ctx, tx, "DeleteQueueRoutedSchedules", s.t.Service, s.t.Provider, name); err != nil {
+		if _, err := s.e.exec(ctx, tx, qDeleteQueueRoutedSchedules, s.t.Service, s.t.Provider, name); err != nil {
 			return err
 		}
-		if _, err := s.e.exec(ctx, tx, "DeleteQueueDeadLetters", s.t.Service, s.t.Provider, name); err != nil {
+		if _, err := s.e.exec(ctx, tx, qDeleteQueueDeadLetters, s.t.Service, s.t.Provider, name); err != nil {
 			return err
 		}
 		// Bodies only the queue's messages referred to go now, as far as
@@ -231,12 +231,12 @@ func (s *tenantStore) QueueStats(ctx context.Context, queue string) (store.Queue
 		return st, fmt.Errorf("sluice: stats: %w", err)
 	}
 	var oldest, oldestDeferred sql.NullInt64
-	err = s.e.queryRow(ctx, s.e.r, "QueueStats", []any{qr.now, qr.now, qr.now, qr.now, s.t.Service, s.t.Provider, queue},
+	err = s.e.queryRow(ctx, s.e.r, qQueueStats, []any{qr.now, qr.now, qr.now, qr.now, s.t.Service, s.t.Provider, queue},
 		&st.Active, &st.Expired, &st.Scheduled, &st.InFlight, &st.Deferred, &oldest, &oldestDeferred)
 	if err != nil {
 		return st, fmt.Errorf("sluice: stats: %w", err)
 	}
-	if err := s.e.queryRow(ctx, s.e.r, "CountDeadLetters", []any{s.t.Service, s.t.Provider, queue}, &st.DeadLettered); err != nil {
+	if err := s.e.queryRow(ctx, s.e.r, qCountDeadLetters, []any{s.t.Service, s.t.Provider, queue}, &st.DeadLettered); err != nil {
 		return st, fmt.Errorf("sluice: stats: %w", err)
 	}
 	age := func(at sql.NullInt64) time.Duration {

@@ -22,7 +22,7 @@ const dueBatch = 256
 // rest become ready again, in sequence order with the others. Rows another transaction holds are skipped.
 func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, limit int) (store.EvictResult, error) {
 	var res store.EvictResult
-	rows, err := e.query(ctx, tx, "SelectDue", t.Service, t.Provider, qr.settings.Name, qr.now, limit)
+	rows, err := e.query(ctx, tx, qSelectDue, t.Service, t.Provider, qr.settings.Name, qr.now, limit)
 	if err != nil {
 		return res, err
 	}
@@ -67,7 +67,7 @@ func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr 
 	}
 	if len(ready) > 0 {
 		slices.Sort(ready)
-		if _, err := e.exec(ctx, tx, "MakeReady", t.Service, t.Provider, qr.settings.Name, e.d.IntList(ready)); err != nil {
+		if _, err := e.exec(ctx, tx, qMakeReady, t.Service, t.Provider, qr.settings.Name, e.d.IntList(ready)); err != nil {
 			return res, err
 		}
 	}
@@ -77,7 +77,7 @@ func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr 
 	}
 	if available := append(ready, activated...); len(available) > 0 && qr.settings.RequiresSession {
 		slices.Sort(available)
-		if _, err := e.exec(ctx, tx, "ActivateSessions", t.Service, t.Provider, qr.settings.Name, e.d.IntList(available)); err != nil {
+		if _, err := e.exec(ctx, tx, qActivateSessions, t.Service, t.Provider, qr.settings.Name, e.d.IntList(available)); err != nil {
 			return res, err
 		}
 	}
@@ -115,7 +115,7 @@ func (e *Engine) activate(ctx context.Context, tx querier, t store.Tenant, qr *q
 	}
 	queue := qr.settings.Name
 	var last int64
-	err := e.queryRow(ctx, tx, "TryLockQueue", []any{t.Service, t.Provider, queue}, &last)
+	err := e.queryRow(ctx, tx, qTryLockQueue, []any{t.Service, t.Provider, queue}, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
@@ -143,7 +143,7 @@ func (e *Engine) activate(ctx context.Context, tx querier, t store.Tenant, qr *q
 	if err != nil {
 		return nil, err
 	}
-	if _, err := e.exec(ctx, tx, "ActivateScheduled", t.Service, t.Provider, queue, js, qr.now); err != nil {
+	if _, err := e.exec(ctx, tx, qActivateScheduled, t.Service, t.Provider, queue, js, qr.now); err != nil {
 		return nil, err
 	}
 	if len(keys) == 0 {
@@ -152,7 +152,7 @@ func (e *Engine) activate(ctx context.Context, tx querier, t store.Tenant, qr *q
 	if js, err = jsonText(keys); err != nil {
 		return nil, err
 	}
-	if _, err := e.exec(ctx, tx, "RenumberDedup", t.Service, t.Provider, queue, js); err != nil {
+	if _, err := e.exec(ctx, tx, qRenumberDedup, t.Service, t.Provider, queue, js); err != nil {
 		return nil, err
 	}
 	return seqs, nil
@@ -176,7 +176,7 @@ func (s *tenantStore) CancelScheduled(ctx context.Context, p *store.CancelParams
 		if err != nil {
 			return err
 		}
-		found, err := s.e.int64s(ctx, tx, "SelectScheduled", s.t.Service, s.t.Provider, p.Queue, qr.now, s.e.d.IntList(sorted))
+		found, err := s.e.int64s(ctx, tx, qSelectScheduled, s.t.Service, s.t.Provider, p.Queue, qr.now, s.e.d.IntList(sorted))
 		if err != nil {
 			return err
 		}
@@ -189,7 +189,7 @@ func (s *tenantStore) CancelScheduled(ctx context.Context, p *store.CancelParams
 			}
 		}
 		if len(found) > 0 {
-			if _, err := s.e.exec(ctx, tx, "DeleteMessages", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(found)); err != nil {
+			if _, err := s.e.exec(ctx, tx, qDeleteMessages, s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(found)); err != nil {
 				return err
 			}
 		}

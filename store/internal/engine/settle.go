@@ -63,7 +63,7 @@ func (e *Engine) settleGroup(ctx context.Context, gt *groupTx, group []*writeReq
 		return nil
 	}
 	slices.Sort(completed)
-	_, err = e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, queue, e.d.IntList(completed))
+	_, err = e.exec(ctx, tx, qDeleteMessages, t.Service, t.Provider, queue, e.d.IntList(completed))
 	return err
 }
 
@@ -73,7 +73,7 @@ func (e *Engine) settleGroup(ctx context.Context, gt *groupTx, group []*writeReq
 func (e *Engine) selectHeld(ctx context.Context, tx querier, t store.Tenant, qr *queueRow, seqs []int64) (map[int64]heldRow, error) {
 	sorted := slices.Compact(slices.Sorted(slices.Values(seqs)))
 	held := make(map[int64]heldRow, len(sorted))
-	rows, err := e.query(ctx, tx, "SelectHeld", t.Service, t.Provider, qr.settings.Name, qr.now, e.d.IntList(sorted))
+	rows, err := e.query(ctx, tx, qSelectHeld, t.Service, t.Provider, qr.settings.Name, qr.now, e.d.IntList(sorted))
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func (e *Engine) completeGroup(ctx context.Context, q querier, group []*writeReq
 	if err != nil {
 		return err
 	}
-	rs, err := e.query(ctx, q, "CompleteMessages", t.Service, t.Provider, queue, js)
+	rs, err := e.query(ctx, q, qCompleteMessages, t.Service, t.Provider, queue, js)
 	if err != nil {
 		return err
 	}
@@ -210,10 +210,10 @@ func (e *Engine) settleOne(ctx context.Context, tx querier, t store.Tenant, qr *
 		}
 		list := e.d.IntList(mine)
 		if p.Delay > 0 {
-			_, err := e.exec(ctx, tx, "MakeScheduled", qr.now+ms(p.Delay), t.Service, t.Provider, qr.settings.Name, list)
+			_, err := e.exec(ctx, tx, qMakeScheduled, qr.now+ms(p.Delay), t.Service, t.Provider, qr.settings.Name, list)
 			return err
 		}
-		if _, err := e.exec(ctx, tx, "MakeReady", t.Service, t.Provider, qr.settings.Name, list); err != nil {
+		if _, err := e.exec(ctx, tx, qMakeReady, t.Service, t.Provider, qr.settings.Name, list); err != nil {
 			return err
 		}
 		key := QueueKey(t, qr.settings.Name)
@@ -223,13 +223,13 @@ func (e *Engine) settleOne(ctx context.Context, tx querier, t store.Tenant, qr *
 		if len(mine) == 0 {
 			return nil
 		}
-		_, err := e.exec(ctx, tx, "MakeDeferred", t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine))
+		_, err := e.exec(ctx, tx, qMakeDeferred, t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine))
 		return err
 	case store.Release:
 		if len(mine) == 0 {
 			return nil
 		}
-		if _, err := e.exec(ctx, tx, "ReleaseMessages", t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine)); err != nil {
+		if _, err := e.exec(ctx, tx, qReleaseMessages, t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine)); err != nil {
 			return err
 		}
 		key := QueueKey(t, qr.settings.Name)
@@ -240,7 +240,7 @@ func (e *Engine) settleOne(ctx context.Context, tx querier, t store.Tenant, qr *
 			return nil
 		}
 		until := qr.now + ms(p.Extension)
-		if _, err := e.exec(ctx, tx, "ExtendLeases", until, t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine)); err != nil {
+		if _, err := e.exec(ctx, tx, qExtendLeases, until, t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine)); err != nil {
 			return err
 		}
 		for i := range r.settled {
@@ -262,6 +262,6 @@ func (e *Engine) setProperties(ctx context.Context, tx querier, t store.Tenant, 
 	if err != nil {
 		return err
 	}
-	_, err = e.exec(ctx, tx, "SetProperties", nullable(enc), t.Service, t.Provider, qr.settings.Name, e.d.IntList(seqs))
+	_, err = e.exec(ctx, tx, qSetProperties, nullable(enc), t.Service, t.Provider, qr.settings.Name, e.d.IntList(seqs))
 	return err
 }
