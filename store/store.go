@@ -279,9 +279,6 @@ type LogStore interface {
 	// PartitionInfo reports a partition's head (last position) and the
 	// position through which retention has trimmed it.
 	PartitionInfo(ctx context.Context, partition int32) (PartitionInfo, error)
-	// Trim deletes up to p.Max records at or below p.Through and returns how
-	// many it deleted; call it again until it returns 0.
-	Trim(ctx context.Context, p *TrimParams) (int64, error)
 
 	// WatchPartition is WatchQueue for a partition log.
 	WatchPartition(partition int32) (<-chan struct{}, func())
@@ -688,13 +685,4 @@ type PartitionInfo struct {
 	Head int64
 	// Trimmed is the position through which retention deleted records.
 	Trimmed int64
-}
-
-// TrimParams removes old records of a partition.
-type TrimParams struct {
-	Partition int32
-	// Through is the last position to delete.
-	Through int64
-	// Max bounds how many records one call deletes.
-	Max int
 }

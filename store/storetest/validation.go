@@ -302,12 +302,11 @@ func testInvalidReadTrimInfo(t *testing.T, h *harness) {
 	}
 	_, err := st.PartitionInfo(ctx, -1)
 	wantErr(t, "PartitionInfo(-1)", err, sluicetype.ErrInvalidArgument)
-	for _, p := range []store.TrimParams{
-		{Partition: -1, Through: 3, Max: 10}, {Through: -1, Max: 10}, {Through: 3, Max: 0}, {Through: 3, Max: -1},
-		{Through: 3, Max: 100*store.DefaultMaxBatch + 1},
+	for _, p := range []store.TrimConsumedParams{
+		{Partition: -1, Max: 10}, {Max: 0}, {Max: -1}, {Max: 10*store.DefaultMaxBatch + 1},
 	} {
-		_, err := st.Trim(ctx, &p)
-		wantErr(t, fmt.Sprintf("Trim(%+v)", p), err, sluicetype.ErrInvalidArgument)
+		_, err := st.TrimConsumed(ctx, &p)
+		wantErr(t, fmt.Sprintf("TrimConsumed(%+v)", p), err, sluicetype.ErrInvalidArgument)
 	}
 	wantInfo(t, st, 0, store.PartitionInfo{Head: 3})
 }

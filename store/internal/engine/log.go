@@ -418,25 +418,6 @@ func (s *tenantStore) PartitionInfo(ctx context.Context, partition int32) (store
 	return info, nil
 }
 
-func (s *tenantStore) Trim(ctx context.Context, p *store.TrimParams) (int64, error) {
-	if err := p.Validate(s.e.limits); err != nil {
-		return 0, fmt.Errorf("sluice: trim: %w", err)
-	}
-	var n int64
-	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if n, err = s.e.exec(ctx, tx, qTrimRecords, s.t.Service, s.t.Provider, p.Partition, p.Through, p.Max); err != nil {
-			return err
-		}
-		_, err = s.e.exec(ctx, tx, qSetTrimmed, p.Through, s.t.Service, s.t.Provider, p.Partition)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("sluice: trim: %w", err)
-	}
-	return n, nil
-}
-
 func (s *tenantStore) WatchPartition(partition int32) (<-chan struct{}, func()) {
 	return s.e.hub.Watch(PartitionKey(s.t, partition))
 }

@@ -154,7 +154,6 @@ const (
 	qSetTrimmed                 = "SetTrimmed"
 	qTrimCandidates             = "TrimCandidates"
 	qTrimDedup                  = "TrimDedup"
-	qTrimRecords                = "TrimRecords"
 	qTryLockQueue               = "TryLockQueue"
 	qUnlockDeadLetters          = "UnlockDeadLetters"
 	qUpdateQueue                = "UpdateQueue"
@@ -306,7 +305,6 @@ var queryNames = []string{
 	qSetTrimmed,
 	qTrimCandidates,
 	qTrimDedup,
-	qTrimRecords,
 	qTryLockQueue,
 	qUnlockDeadLetters,
 	qUpdateQueue,

@@ -1068,13 +1068,6 @@ WHERE service = ? AND provider = ? AND `partition` = ?
 ORDER BY position
 LIMIT ?;
 
--- name: TrimRecords
--- args: service, provider, partition, through, limit
-DELETE FROM sluice_records
-WHERE service = ? AND provider = ? AND `partition` = ? AND position <= ?
-ORDER BY position
-LIMIT ?;
-
 -- name: DeleteRecordRange
 -- args: service, provider, partition, after, through
 -- A range of the log, in primary key order: TrimConsumed bounds its size.

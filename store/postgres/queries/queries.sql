@@ -1070,22 +1070,6 @@ WHERE service = $1 AND provider = $2 AND partition = $3
 ORDER BY position
 LIMIT $8;
 
--- name: TrimRecords
--- args: service, provider, partition, through, limit
--- A range delete up to the limit-th remaining position: the bound is an
--- uncorrelated subquery evaluated once, so the delete is one walk of the
--- primary key whatever the planner thinks of the table's size. (An IN
--- (subquery ... LIMIT) form let a stale-statistics plan rescan the
--- subquery for every row.)
-DELETE FROM sluice_records
-WHERE service = $1 AND provider = $2 AND partition = $3
-  AND position <= LEAST($4::bigint, COALESCE((
-    SELECT position FROM sluice_records
-    WHERE service = $1 AND provider = $2 AND partition = $3 AND position <= $4::bigint
-    ORDER BY position
-    OFFSET $5::bigint - 1
-    LIMIT 1), $4::bigint));
-
 -- name: DeleteRecordRange
 -- args: service, provider, partition, after, through
 -- A range of the log, in primary key order: TrimConsumed bounds its size.

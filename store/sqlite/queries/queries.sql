@@ -760,16 +760,6 @@ WHERE service = ?1 AND provider = ?2 AND partition = ?3
 ORDER BY position
 LIMIT ?8;
 
--- name: TrimRecords
--- args: service, provider, partition, through, limit
-DELETE FROM sluice_records
-WHERE service = ?1 AND provider = ?2 AND partition = ?3
-  AND position IN (
-    SELECT position FROM sluice_records
-    WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND position <= ?4
-    ORDER BY position
-    LIMIT ?5);
-
 -- name: DeleteRecordRange
 -- args: service, provider, partition, after, through
 -- A range of the log, in primary key order: TrimConsumed bounds its size.
