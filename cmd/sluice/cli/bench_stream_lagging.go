@@ -460,6 +460,8 @@ func (l *lagRun) cleanup(ctx context.Context) {
 	for _, id := range ids {
 		_ = l.e.client.Unsubscribe(ctx, id)
 	}
+	// The records go once the namespace no longer keeps them.
+	_ = l.e.client.SetStreamRetention(ctx, l.ns, sluice.StreamRetention{})
 	l.e.trimAll(ctx, benchPartitions)
 }
 
