@@ -47,8 +47,7 @@ func ExampleOpenBackend() {
 	// completed: true
 }
 
-// A partition log: append records, read them after a position, and keep a
-// consumer's checkpoint behind an owner epoch.
+// A partition log: append records and read them after a position.
 func ExampleOpenBackend_partitionLog() {
 	dir, _ := os.MkdirTemp("", "sluice-example")
 	defer os.RemoveAll(dir)
@@ -68,14 +67,9 @@ func ExampleOpenBackend_partitionLog() {
 	fmt.Println("positions", res.First, "to", res.Last)
 	recs, _ := s.Read(ctx, &store.ReadParams{Partition: 3, After: 1, Max: 10})
 	fmt.Printf("after 1: %d %q\n", recs[0].Position, recs[0].Payload)
-
-	_ = s.SetCheckpoint(ctx, &store.CheckpointParams{Partition: 3, Consumer: "billing", Position: 2, Epoch: 7})
-	err = s.SetCheckpoint(ctx, &store.CheckpointParams{Partition: 3, Consumer: "billing", Position: 1, Epoch: 6})
-	fmt.Println("stale owner fenced:", errors.Is(err, sluicetype.ErrFenced))
 	// Output:
 	// positions 1 to 2
 	// after 1: 2 "checked out"
-	// stale owner fenced: true
 }
 
 // The queue API: create a queue, send, receive in peek-lock mode and

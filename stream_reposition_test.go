@@ -14,6 +14,38 @@ import (
 	"github.com/sluicehq/sluice/store/storetest"
 )
 
+// expireThrough deletes a partition's records through position through
+// although subscriptions of namespace still need them, as a retention
+// expiry does: with an expiry of a millisecond on the namespace,
+// TrimConsumed deletes them, no further; then the namespace's retention is
+// cleared, so that nothing else goes.
+func expireThrough(t *testing.T, st store.Store, namespace string, partition int32, through int64) {
+	t.Helper()
+	ctx := t.Context()
+	if err := st.SetRetention(ctx, namespace, store.Retention{Expiry: time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "records expired", func() (bool, string) {
+		info, err := st.PartitionInfo(ctx, partition)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Trimmed >= through {
+			return true, ""
+		}
+		if _, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: partition, Max: int(through - info.Trimmed)}); err != nil {
+			t.Fatal(err)
+		}
+		return false, fmt.Sprintf("trimmed through %d", info.Trimmed)
+	})
+	if err := st.SetRetention(ctx, namespace, store.Retention{}); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.PartitionInfo(ctx, partition); err != nil || info.Trimmed != through {
+		t.Fatalf("partition %d after the expiry: %+v, %v; want trimmed through %d", partition, info, err, through)
+	}
+}
+
 // waitFault waits until a subscription is faulted (or, with want false,
 // runs).
 func waitFault(t *testing.T, c *sluice.Client, sub string, want bool) sluice.StreamSubscription {
@@ -52,11 +84,8 @@ func TestStreamRepositionPastRetentionGap(t *testing.T) {
 		const implicit = "ns/gap/n"
 		pos := publish(t, c, id, "1", "2", "3", "4", "5", "6", "7", "8", "9", "10")
 		part := sluice.PartitionOf(id, c.StreamPartitions())
-		// Records both still need go, as a bug or an operator's mistake
-		// would delete them.
-		if _, err := tenantStore(t, kind, service).Trim(ctx, &store.TrimParams{Partition: part, Through: pos[4], Max: 100}); err != nil {
-			t.Fatal(err)
-		}
+		// Records both still need go, as an expiry deletes them.
+		expireThrough(t, tenantStore(t, kind, service), "gap", part, pos[4])
 		startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
 			p.Handle("c", col.handle, &sluice.ConsumerOptions{OnFailure: sluice.FaultOnFailure}) // a gap faults it
 			p.Handle("n", col.handle, &sluice.ConsumerOptions{Namespace: "gap", OnFailure: sluice.FaultOnFailure})

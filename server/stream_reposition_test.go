@@ -54,7 +54,29 @@ func TestRepositionStreamSubscriptionAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.Trim(ctx, &store.TrimParams{Partition: part, Through: pos[1], Max: 10}); err != nil {
+		// The first two records go, as an expiry of a millisecond deletes
+		// them; then the namespace keeps its records again.
+		if err := st.SetRetention(ctx, "gap", store.Retention{Expiry: time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			info, err := st.PartitionInfo(ctx, part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Trimmed >= pos[1] {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("partition %d trimmed through %d, not %d, within 30s", part, info.Trimmed, pos[1])
+			}
+			if _, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: part, Max: int(pos[1] - info.Trimmed)}); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := st.SetRetention(ctx, "gap", store.Retention{}); err != nil {
 			t.Fatal(err)
 		}
 		var mu sync.Mutex

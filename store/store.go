@@ -279,15 +279,6 @@ type LogStore interface {
 	// PartitionInfo reports a partition's head (last position) and the
 	// position through which retention has trimmed it.
 	PartitionInfo(ctx context.Context, partition int32) (PartitionInfo, error)
-	// SetCheckpoint stores a consumer's position on a partition.
-	// ErrFenced if the stored epoch is newer than p.Epoch.
-	SetCheckpoint(ctx context.Context, p *CheckpointParams) error
-	// GetCheckpoint returns a consumer's stored checkpoint; the zero
-	// Checkpoint (position 0, epoch 0) when none was ever stored.
-	GetCheckpoint(ctx context.Context, partition int32, consumer string) (Checkpoint, error)
-	// Trim deletes up to p.Max records at or below p.Through and returns how
-	// many it deleted; call it again until it returns 0.
-	Trim(ctx context.Context, p *TrimParams) (int64, error)
 
 	// WatchPartition is WatchQueue for a partition log.
 	WatchPartition(partition int32) (<-chan struct{}, func())
@@ -694,30 +685,4 @@ type PartitionInfo struct {
 	Head int64
 	// Trimmed is the position through which retention deleted records.
 	Trimmed int64
-}
-
-// CheckpointParams stores a consumer's position.
-type CheckpointParams struct {
-	Partition int32
-	Consumer  string
-	Position  int64
-	// Epoch is the writer's ownership epoch; a write with an epoch older
-	// than the stored one is refused with ErrFenced.
-	Epoch int64
-}
-
-// Checkpoint is a stored consumer position.
-type Checkpoint struct {
-	Position  int64
-	Epoch     int64
-	UpdatedAt time.Time
-}
-
-// TrimParams removes old records of a partition.
-type TrimParams struct {
-	Partition int32
-	// Through is the last position to delete.
-	Through int64
-	// Max bounds how many records one call deletes.
-	Max int
 }

@@ -83,8 +83,6 @@ type StreamStore interface {
 	// SetRetention stores how long a namespace's consumed records are
 	// kept; the zero Retention keeps them until consumed.
 	SetRetention(ctx context.Context, namespace string, r Retention) error
-	// GetRetention returns a namespace's retention.
-	GetRetention(ctx context.Context, namespace string) (Retention, error)
 	// TrimConsumed deletes, in position order, up to p.Max records of a
 	// partition at or below its checkpoint that no subscription's stored
 	// progress still needs and that their namespace's retention lets go;

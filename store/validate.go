@@ -685,34 +685,6 @@ func (p *ReadParams) Validate(l Limits) error {
 	return ValidateKey(p.Key)
 }
 
-// Validate checks a checkpoint write.
-func (p *CheckpointParams) Validate() error {
-	if err := ValidatePartition(p.Partition); err != nil {
-		return err
-	}
-	if err := ValidateName("consumer", p.Consumer); err != nil {
-		return err
-	}
-	if p.Position < 0 || p.Epoch < 0 {
-		return invalid("checkpoint position %d and epoch %d must not be negative", p.Position, p.Epoch)
-	}
-	return nil
-}
-
-// Validate checks a trim.
-func (p *TrimParams) Validate(l Limits) error {
-	if err := ValidatePartition(p.Partition); err != nil {
-		return err
-	}
-	if p.Through < 0 {
-		return invalid("trim through position %d: must not be negative", p.Through)
-	}
-	if p.Max < 1 || p.Max > 100*l.MaxBatch {
-		return invalid("trim of %d records: must be between 1 and %d", p.Max, 100*l.MaxBatch)
-	}
-	return nil
-}
-
 // Truncate shortens s to at most n bytes without splitting a UTF-8
 // character, for texts (reasons, errors) stored in bounded columns.
 func Truncate(s string, n int) string {

@@ -163,9 +163,7 @@ func dialect() *engine.Dialect {
 		Features:     store.Features{Name: "mysql", Driver: "github.com/go-sql-driver/mysql", SharedStreams: true, PositionedReads: true},
 		Queries:      qfs,
 		Migrations:   mfs,
-		TxMigrations: false,
-		LockResult:   true,
-		LastInsertID: true,
+		Capabilities: engine.Capabilities{LockResult: true, LastInsertID: true},
 		IntList:      engine.JSONList,
 		Classify:     classify,
 	}

@@ -4,16 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/jackc/pgx/v5"
-	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/internal/engine"
-	"github.com/sluicehq/sluice/store/storetest"
 	"math"
 	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/engine"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestLeaseCost checks that leasing B messages costs

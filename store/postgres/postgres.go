@@ -248,13 +248,15 @@ func dialect() *engine.Dialect {
 	qfs, _ := fs.Sub(queries, "queries")
 	mfs, _ := fs.Sub(migrations, "migrations")
 	return &engine.Dialect{
-		Features:        store.Features{Name: "postgres", Driver: "github.com/jackc/pgx/v5", CrossProcessWake: true, SharedStreams: true, PositionedReads: true},
-		Queries:         qfs,
-		Migrations:      mfs,
-		TxMigrations:    true,
-		NotifyOnReserve: true,
-		IntList:         intList,
-		Classify:        classify,
+		Features:   store.Features{Name: "postgres", Driver: "github.com/jackc/pgx/v5", CrossProcessWake: true, SharedStreams: true, PositionedReads: true},
+		Queries:    qfs,
+		Migrations: mfs,
+		Capabilities: engine.Capabilities{
+			TxMigrations: true, NotifyOnReserve: true, Notify: true, CompleteStatement: true,
+			EnqueueStatement: true, LeaseStatement: true, BumpHeadReturning: true, AppendStatement: true,
+		},
+		IntList:  intList,
+		Classify: classify,
 	}
 }
 

@@ -2,15 +2,16 @@ package sqlite
 
 import (
 	"database/sql"
-	"github.com/sluicehq/sluice/store"
-	"github.com/sluicehq/sluice/store/internal/engine"
-	"github.com/sluicehq/sluice/store/storetest"
 	"io/fs"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/internal/engine"
+	"github.com/sluicehq/sluice/store/storetest"
 )
 
 // TestLeaseCost checks that leasing B messages costs

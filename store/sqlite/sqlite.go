@@ -144,12 +144,12 @@ func dialect(drv *Driver) *engine.Dialect {
 	qfs, _ := fs.Sub(queries, "queries")
 	mfs, _ := fs.Sub(migrations, "migrations")
 	return &engine.Dialect{
-		Features:        store.Features{Name: "sqlite", Driver: drv.Module, PositionedReads: true},
-		Queries:         qfs,
-		Migrations:      mfs,
-		LeasePerRequest: true,
-		IntList:         engine.JSONList,
-		Classify:        classify,
+		Features:     store.Features{Name: "sqlite", Driver: drv.Module, PositionedReads: true},
+		Queries:      qfs,
+		Migrations:   mfs,
+		Capabilities: engine.Capabilities{LeasePerRequest: true, RowInserts: true},
+		IntList:      engine.JSONList,
+		Classify:     classify,
 	}
 }
 

@@ -46,7 +46,6 @@ const (
 	crashReady      = "storetest-crash-child-ready"
 	crashQueue      = "crash"
 	crashPartition  = 0
-	crashConsumer   = "crash"
 )
 
 // CrashTest checks that a backend loses nothing it acknowledged when its
@@ -55,15 +54,14 @@ const (
 // It re-executes the test binary, running only the calling test, as a
 // child process. The child opens the database named by env.DSN and loops:
 // it enqueues batches, leases and completes messages, appends records to a
-// partition log and stores a checkpoint, recording each call that returned
+// partition log, recording each call that returned
 // without error to a journal file that it fsyncs after the call returns.
 // After a random 0.5 to 1.5 s of that the parent kills the child with
 // SIGKILL, opens the database afresh with env.Open and checks that every
 // enqueue that returned nil is there (still in the queue, or completed as
 // the journal records), that nothing the journal records as completed is
 // still in the queue, that every journaled record is at its position with
-// a gap-free log around it, and that the checkpoint is no older than the
-// last one journaled. It does this env.Rounds times.
+// a gap-free log around it. It does this env.Rounds times.
 //
 // The child runs the same test function and calls CrashTest again, which
 // then does the child's work instead (and never returns), so wiring it in
@@ -120,8 +118,8 @@ func CrashTest(t *testing.T, env CrashEnv) {
 		runCrashChild(t, env.DSN, tn, journal, round)
 		totals = checkCrash(t, env, tn, journal, round)
 	}
-	t.Logf("storetest: %d crashes survived: %d enqueued, %d completed, %d records appended, checkpoint %d at epoch %d",
-		rounds, len(totals.enqueued), len(totals.completed), len(totals.appended), totals.checkpoint, totals.epoch)
+	t.Logf("storetest: %d crashes survived: %d enqueued, %d completed, %d records appended",
+		rounds, len(totals.enqueued), len(totals.completed), len(totals.appended))
 	if len(totals.enqueued) == 0 || len(totals.completed) == 0 || len(totals.appended) == 0 {
 		t.Fatalf("the children acknowledged too little to test anything: %d enqueues, %d completes, %d appends",
 			len(totals.enqueued), len(totals.completed), len(totals.appended))
@@ -290,13 +288,6 @@ func crashChild(t *testing.T, env CrashEnv) {
 			lines = append(lines, fmt.Sprintf("A %d %s\n", res.First+int64(k), r.Payload))
 		}
 		record(lines)
-
-		if err := st.SetCheckpoint(ctx, &store.CheckpointParams{
-			Partition: crashPartition, Consumer: crashConsumer, Position: res.Last, Epoch: int64(round),
-		}); err != nil {
-			fail("SetCheckpoint: %v", err)
-		}
-		record([]string{fmt.Sprintf("K %d %d\n", res.Last, round)})
 	}
 	fail("never killed")
 }
@@ -307,8 +298,6 @@ type crashJournal struct {
 	completed  map[int64]bool
 	completing map[int64]bool   // completes attempted, perhaps not acknowledged
 	appended   map[int64]string // position → payload
-	checkpoint int64
-	epoch      int64
 }
 
 // readJournal parses the journal, ignoring a last line cut short by the
@@ -356,12 +345,6 @@ func readJournal(t *testing.T, path string) crashJournal {
 				t.Fatalf("journal: position %d acknowledged for %q and %q", n, old, f[2])
 			}
 			j.appended[n] = f[2]
-		case f[0] == "K" && len(f) == 3:
-			e, err := strconv.ParseInt(f[2], 10, 64)
-			if err != nil {
-				bad()
-			}
-			j.checkpoint, j.epoch = n, e
 		default:
 			bad()
 		}
@@ -426,14 +409,6 @@ func checkCrash(t *testing.T, env CrashEnv, tn store.Tenant, journal string, rou
 	}
 	if head := info(t, st, crashPartition).Head; head != int64(len(log)) {
 		t.Fatalf("round %d: PartitionInfo head %d, but the log reads %d records", round, head, len(log))
-	}
-
-	cp, err := st.GetCheckpoint(ctx, crashPartition, crashConsumer)
-	if err != nil {
-		t.Fatalf("GetCheckpoint: %v", err)
-	}
-	if cp.Epoch < j.epoch || cp.Epoch == j.epoch && cp.Position < j.checkpoint {
-		t.Fatalf("round %d: checkpoint at %d epoch %d, older than the acknowledged %d epoch %d", round, cp.Position, cp.Epoch, j.checkpoint, j.epoch)
 	}
 
 	// The reopened database takes writes where the dead process left off.

@@ -40,18 +40,12 @@ func testRetentionExpiry(t *testing.T, h *harness) {
 	for _, bad := range []store.Retention{{Expiry: -1}, {Parked: -time.Second}, {MaxAge: time.Hour, Expiry: time.Minute}, {MaxAge: store.Forever, Expiry: time.Hour}} {
 		wantErr(t, fmt.Sprintf("SetRetention(%+v)", bad), st.SetRetention(ctx, "exp", bad), sluicetype.ErrInvalidArgument)
 	}
-	if r, err := st.GetRetention(ctx, "exp"); err != nil || r != (store.Retention{}) {
-		t.Fatalf("GetRetention after refused sets = %+v, %v; want none stored", r, err)
-	}
 	for _, r := range []store.Retention{
 		{MaxAge: time.Second, MaxBytes: 7, Expiry: time.Hour, Parked: 2 * time.Hour},
 		{Expiry: store.Forever, Parked: store.Forever},
 	} {
 		if err := st.SetRetention(ctx, "exp", r); err != nil {
 			t.Fatalf("SetRetention(%+v): %v", r, err)
-		}
-		if got, err := st.GetRetention(ctx, "exp"); err != nil || got != r {
-			t.Fatalf("GetRetention = %+v, %v; want %+v", got, err, r)
 		}
 	}
 

@@ -20,7 +20,6 @@ var logTests = []suiteTest{
 	{"ReadStreamModel", testReadStreamModel},
 	{"Trim", testTrim},
 	{"TrimEverything", testTrimEverything},
-	{"Checkpoints", testCheckpoints},
 	{"WatchPartition", testWatchPartition},
 	{"TailPartition", testTailPartition},
 }
@@ -158,29 +157,51 @@ func testReadRoundTrip(t *testing.T, h *harness) {
 	wantSeqs(t, "Read of an empty partition", positions(read(t, st, 4, 0, 100)), nil)
 }
 
+// consume marks a partition's records through position through as
+// consumed: a node takes the partition's lease and saves its checkpoint
+// there, so that TrimConsumed may delete them when no subscription holds
+// them back.
+func consume(t *testing.T, st store.Store, partition int32, through int64) {
+	t.Helper()
+	o := acquire(t, st, "consumer", partition)
+	if err := saveProgress(st, store.ProgressParams{Partition: partition, Epoch: o.Epoch, Checkpoint: through}); err != nil {
+		t.Fatalf("SaveProgress(partition %d, checkpoint %d): %v", partition, through, err)
+	}
+}
+
+// trimConsumed runs one TrimConsumed of at most max records.
+func trimConsumed(t *testing.T, st store.Store, partition int32, max int) int64 {
+	t.Helper()
+	n, err := st.TrimConsumed(t.Context(), &store.TrimConsumedParams{Partition: partition, Max: max})
+	if err != nil {
+		t.Fatalf("TrimConsumed(partition %d, max %d): %v", partition, max, err)
+	}
+	return n
+}
+
+// Consumed records go in bounded batches, up to the checkpoint and no
+// further; a read that would skip them fails with ErrTrimmed.
 func testTrim(t *testing.T, h *harness) {
 	ctx, st := h.setup(t)
 	appendRecs(t, st, 0, recs("r", 25)...)
 	appendRecs(t, st, 1, recs("other", 5)...)
+	consume(t, st, 0, 20)
 	var total int64
 	for i := 0; ; i++ {
-		n, err := st.Trim(ctx, &store.TrimParams{Partition: 0, Through: 20, Max: 7})
-		if err != nil {
-			t.Fatalf("Trim: %v", err)
-		}
+		n := trimConsumed(t, st, 0, 7)
 		if n < 0 || n > 7 {
-			t.Fatalf("Trim with Max 7 deleted %d records", n)
+			t.Fatalf("TrimConsumed with Max 7 deleted %d records", n)
 		}
 		if n == 0 {
 			break
 		}
 		total += n
 		if i > 10 {
-			t.Fatal("Trim never returned 0")
+			t.Fatal("TrimConsumed never returned 0")
 		}
 	}
 	if total != 20 {
-		t.Fatalf("Trim through 20 deleted %d records, want 20", total)
+		t.Fatalf("TrimConsumed through checkpoint 20 deleted %d records, want 20", total)
 	}
 	wantInfo(t, st, 0, store.PartitionInfo{Head: 25, Trimmed: 20})
 	wantInfo(t, st, 1, store.PartitionInfo{Head: 5})
@@ -191,8 +212,8 @@ func testTrim(t *testing.T, h *harness) {
 	wantSeqs(t, "Read after the trimmed position", positions(read(t, st, 0, 20, 100)), span(21, 25))
 	wantSeqs(t, "Read after 22", positions(read(t, st, 0, 22, 100)), span(23, 25))
 	wantSeqs(t, "Read of the untrimmed partition", positions(read(t, st, 1, 0, 100)), span(1, 5))
-	if n, err := st.Trim(ctx, &store.TrimParams{Partition: 0, Through: 15, Max: 100}); err != nil || n != 0 {
-		t.Fatalf("Trim of trimmed positions = %d, %v; want 0", n, err)
+	if n := trimConsumed(t, st, 0, 100); n != 0 {
+		t.Fatalf("TrimConsumed with nothing more consumed = %d; want 0", n)
 	}
 	wantInfo(t, st, 0, store.PartitionInfo{Head: 25, Trimmed: 20})
 }
@@ -200,79 +221,17 @@ func testTrim(t *testing.T, h *harness) {
 func testTrimEverything(t *testing.T, h *harness) {
 	ctx, st := h.setup(t)
 	appendRecs(t, st, 0, recs("r", 5)...)
-	n, err := st.Trim(ctx, &store.TrimParams{Partition: 0, Through: 5, Max: 100})
-	if err != nil || n != 5 {
-		t.Fatalf("Trim through the head = %d, %v; want 5", n, err)
+	consume(t, st, 0, 5)
+	if n := trimConsumed(t, st, 0, 100); n != 5 {
+		t.Fatalf("TrimConsumed through the head = %d; want 5", n)
 	}
 	wantInfo(t, st, 0, store.PartitionInfo{Head: 5, Trimmed: 5})
 	wantSeqs(t, "Read after the trimmed head", positions(read(t, st, 0, 5, 10)), nil)
 	// Positions are never reused, even with every record trimmed.
 	wantAppend(t, st, 0, 2, 6)
 	wantSeqs(t, "Read after the trimmed head", positions(read(t, st, 0, 5, 10)), []int64{6, 7})
-	_, err = st.Read(ctx, &store.ReadParams{Partition: 0, After: 4, Max: 10})
+	_, err := st.Read(ctx, &store.ReadParams{Partition: 0, After: 4, Max: 10})
 	wantErr(t, "Read after trimmed position 4", err, sluicetype.ErrTrimmed)
-}
-
-func testCheckpoints(t *testing.T, h *harness) {
-	ctx, st := h.setup(t)
-	get := func(p int32, consumer string) store.Checkpoint {
-		t.Helper()
-		c, err := st.GetCheckpoint(ctx, p, consumer)
-		if err != nil {
-			t.Fatalf("GetCheckpoint(%d, %s): %v", p, consumer, err)
-		}
-		return c
-	}
-	want := func(p int32, consumer string, pos, epoch int64) {
-		t.Helper()
-		c := get(p, consumer)
-		if c.Position != pos || c.Epoch != epoch {
-			t.Fatalf("GetCheckpoint(%d, %s) = position %d epoch %d, want %d and %d", p, consumer, c.Position, c.Epoch, pos, epoch)
-		}
-	}
-	set := func(p int32, consumer string, pos, epoch int64) error {
-		t.Helper()
-		return st.SetCheckpoint(ctx, &store.CheckpointParams{Partition: p, Consumer: consumer, Position: pos, Epoch: epoch})
-	}
-	if c := get(0, "c"); c != (store.Checkpoint{}) {
-		t.Fatalf("GetCheckpoint of a consumer that never stored one = %+v, want the zero Checkpoint", c)
-	}
-	before := time.Now()
-	if err := set(0, "c", 10, 1); err != nil {
-		t.Fatalf("SetCheckpoint: %v", err)
-	}
-	c := get(0, "c")
-	if c.Position != 10 || c.Epoch != 1 {
-		t.Fatalf("GetCheckpoint = %+v, want position 10 epoch 1", c)
-	}
-	near(t, "UpdatedAt", c.UpdatedAt, before, clockSkew)
-
-	wantErr(t, "SetCheckpoint with an older epoch", set(0, "c", 50, 0), sluicetype.ErrFenced)
-	want(0, "c", 10, 1)
-	if err := set(0, "c", 12, 1); err != nil {
-		t.Fatalf("SetCheckpoint with the same epoch: %v", err)
-	}
-	want(0, "c", 12, 1)
-	// A new owner may move the position back.
-	if err := set(0, "c", 3, 5); err != nil {
-		t.Fatalf("SetCheckpoint with a newer epoch: %v", err)
-	}
-	want(0, "c", 3, 5)
-	wantErr(t, "SetCheckpoint with an older epoch", set(0, "c", 100, 4), sluicetype.ErrFenced)
-	want(0, "c", 3, 5)
-
-	// Consumers and partitions are independent.
-	want(0, "d", 0, 0)
-	want(1, "c", 0, 0)
-	if err := set(1, "c", 7, 0); err != nil {
-		t.Fatalf("SetCheckpoint of another partition with epoch 0: %v", err)
-	}
-	if err := set(0, "d", 8, 2); err != nil {
-		t.Fatalf("SetCheckpoint of another consumer with an older epoch: %v", err)
-	}
-	want(1, "c", 7, 0)
-	want(0, "d", 8, 2)
-	want(0, "c", 3, 5)
 }
 
 func testWatchPartition(t *testing.T, h *harness) {

@@ -186,8 +186,9 @@ func testReadStreamTrimmed(t *testing.T, h *harness) {
 		}
 	}
 	appendRecs(t, st, 0, in...)
-	if n, err := st.Trim(ctx, &store.TrimParams{Partition: 0, Through: 10, Max: 100}); err != nil || n != 10 {
-		t.Fatalf("Trim through 10 = %d, %v; want 10", n, err)
+	consume(t, st, 0, 10)
+	if n := trimConsumed(t, st, 0, 100); n != 10 {
+		t.Fatalf("TrimConsumed through 10 = %d; want 10", n)
 	}
 	for _, c := range []struct {
 		key   string
@@ -209,9 +210,8 @@ func testReadStreamTrimmed(t *testing.T, h *harness) {
 	appendRecs(t, st, 1, streamRec("ns", "a", "1"))
 	wantSeqs(t, "stream ns/a of an untrimmed partition", positions(readStream(t, st, 1, "ns", "a", 0, 100)), []int64{1})
 	// Trimming everything, then appending: positions go on from the head.
-	if _, err := st.Trim(ctx, &store.TrimParams{Partition: 0, Through: 20, Max: 100}); err != nil {
-		t.Fatal(err)
-	}
+	consume(t, st, 0, 20)
+	trimConsumed(t, st, 0, 100)
 	appendRecs(t, st, 0, streamRec("ns", "a", "21"), streamRec("ns", "b", "22"))
 	wantSeqs(t, "stream ns/a after the trimmed head", positions(readStream(t, st, 0, "ns", "a", 20, 100)), []int64{21})
 	_, err := st.Read(ctx, &store.ReadParams{Partition: 0, Namespace: "ns", Key: "a", After: 19, Max: 100})
@@ -280,22 +280,23 @@ func testReadStreamWhileTrimming(t *testing.T, h *harness) {
 	for i := 0; i < total; i += 500 {
 		appendRecs(t, st, 0, in[i:i+500]...)
 	}
+	consume(t, st, 0, total)
 	done := make(chan error, 1)
 	go func() {
-		for through := int64(step); through <= total; through += step {
-			if _, err := st.Trim(ctx, &store.TrimParams{Partition: 0, Through: through, Max: step}); err != nil {
+		for {
+			n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: step})
+			if err != nil || n == 0 {
 				done <- err
 				return
 			}
 		}
-		done <- nil
 	}()
 	var reads, trimmed int
 	for finished := false; !finished; {
 		select {
 		case err := <-done:
 			if err != nil {
-				t.Fatalf("Trim: %v", err)
+				t.Fatalf("TrimConsumed: %v", err)
 			}
 			finished = true
 		default:

@@ -22,7 +22,6 @@ var validationTests = []suiteTest{
 	{"Append", testInvalidAppend},
 	{"ReadTrimInfo", testInvalidReadTrimInfo},
 	{"ReadStream", testInvalidReadStream},
-	{"Checkpoint", testInvalidCheckpoint},
 }
 
 // badNames are queue names that ValidateName refuses.
@@ -303,12 +302,11 @@ func testInvalidReadTrimInfo(t *testing.T, h *harness) {
 	}
 	_, err := st.PartitionInfo(ctx, -1)
 	wantErr(t, "PartitionInfo(-1)", err, sluicetype.ErrInvalidArgument)
-	for _, p := range []store.TrimParams{
-		{Partition: -1, Through: 3, Max: 10}, {Through: -1, Max: 10}, {Through: 3, Max: 0}, {Through: 3, Max: -1},
-		{Through: 3, Max: 100*store.DefaultMaxBatch + 1},
+	for _, p := range []store.TrimConsumedParams{
+		{Partition: -1, Max: 10}, {Max: 0}, {Max: -1}, {Max: 10*store.DefaultMaxBatch + 1},
 	} {
-		_, err := st.Trim(ctx, &p)
-		wantErr(t, fmt.Sprintf("Trim(%+v)", p), err, sluicetype.ErrInvalidArgument)
+		_, err := st.TrimConsumed(ctx, &p)
+		wantErr(t, fmt.Sprintf("TrimConsumed(%+v)", p), err, sluicetype.ErrInvalidArgument)
 	}
 	wantInfo(t, st, 0, store.PartitionInfo{Head: 3})
 }
@@ -341,30 +339,4 @@ func testInvalidReadStream(t *testing.T, h *harness) {
 	ns, key := strings.Repeat("n", store.MaxNameLen), strings.Repeat("ü", store.MaxKeyLen/2)
 	appendRecs(t, st, 0, streamRec(ns, key, "longest"))
 	wantSeqs(t, "stream of the longest names", positions(readStream(t, st, 0, ns, key, 0, 1)), []int64{4})
-}
-
-func testInvalidCheckpoint(t *testing.T, h *harness) {
-	ctx, st := h.setup(t)
-	for _, c := range []struct {
-		p    store.CheckpointParams
-		want error
-	}{
-		{store.CheckpointParams{Partition: -1, Consumer: "c"}, sluicetype.ErrInvalidArgument},
-		{store.CheckpointParams{Consumer: ""}, sluicetype.ErrInvalidName},
-		{store.CheckpointParams{Consumer: "a b"}, sluicetype.ErrInvalidName},
-		{store.CheckpointParams{Consumer: strings.Repeat("c", store.MaxNameLen+1)}, sluicetype.ErrInvalidName},
-		{store.CheckpointParams{Consumer: "c", Position: -1}, sluicetype.ErrInvalidArgument},
-		{store.CheckpointParams{Consumer: "c", Epoch: -1}, sluicetype.ErrInvalidArgument},
-	} {
-		wantErr(t, fmt.Sprintf("SetCheckpoint(%+v)", c.p), st.SetCheckpoint(ctx, &c.p), c.want)
-	}
-	if cp, err := st.GetCheckpoint(ctx, 0, "c"); err != nil || cp != (store.Checkpoint{}) {
-		t.Fatalf("GetCheckpoint after refused writes = %+v, %v; want the zero Checkpoint", cp, err)
-	}
-	_, err := st.GetCheckpoint(ctx, -1, "c")
-	wantErr(t, "GetCheckpoint(-1, c)", err, sluicetype.ErrInvalidArgument)
-	_, err = st.GetCheckpoint(ctx, 0, "")
-	wantErr(t, `GetCheckpoint(0, "")`, err, sluicetype.ErrInvalidName)
-	_, err = st.GetCheckpoint(ctx, 0, "a b")
-	wantErr(t, `GetCheckpoint(0, "a b")`, err, sluicetype.ErrInvalidName)
 }

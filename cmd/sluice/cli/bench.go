@@ -894,7 +894,7 @@ func benchLogAppend(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 		lat  latencies
 		next atomic.Int64
 	)
-	defer e.trimAll(ctx)
+	defer e.trimAll(ctx, int32(e.cfg.partitions))
 	count, elapsed, err := timed(ctx, e.cfg.producers, e.cfg.duration, func(ctx context.Context, _ int) (int, error) {
 		recs := make([]store.NewRecord, e.cfg.batch)
 		for i := range recs {
@@ -916,16 +916,33 @@ func benchLogAppend(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	return []benchResult{r}, nil
 }
 
-// trimAll removes the records a log scenario wrote.
-func (e *benchEnv) trimAll(ctx context.Context) {
+// trimAll removes the records a scenario wrote to the first parts
+// partitions once no subscription needs them: a node of its own takes
+// their leases, saves each checkpoint at its head and trims the consumed
+// records. A partition another node still holds keeps its records.
+func (e *benchEnv) trimAll(ctx context.Context, parts int32) {
+	const node = "bench-cleanup"
 	ctx = context.WithoutCancel(ctx)
-	for p := range int32(max(e.cfg.partitions, 1)) {
-		info, err := e.store.PartitionInfo(ctx, p)
+	acquire := make([]int32, max(parts, 1))
+	for i := range acquire {
+		acquire[i] = int32(i)
+	}
+	leases, err := e.store.LeasePartitions(ctx, &store.PartitionLeaseParams{Node: node, Acquire: acquire, Duration: time.Minute})
+	if err != nil {
+		return
+	}
+	defer func() { _ = e.store.ReleasePartitions(ctx, node, leases) }()
+	for _, l := range leases {
+		info, err := e.store.PartitionInfo(ctx, l.Partition)
 		if err != nil || info.Head == 0 {
 			continue
 		}
+		res, err := e.store.SaveProgress(ctx, []store.ProgressParams{{Partition: l.Partition, Epoch: l.Epoch, Checkpoint: info.Head}})
+		if err != nil || res[0].Err != nil {
+			continue
+		}
 		for {
-			n, err := e.store.Trim(ctx, &store.TrimParams{Partition: p, Through: info.Head, Max: 10000})
+			n, err := e.store.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: l.Partition, Max: 1000})
 			if err != nil || n == 0 {
 				break
 			}
@@ -935,7 +952,7 @@ func (e *benchEnv) trimAll(ctx context.Context) {
 
 func benchLogRead(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	body := payload(e.cfg.size)
-	defer e.trimAll(ctx)
+	defer e.trimAll(ctx, int32(e.cfg.partitions))
 	for n := e.cfg.messages; n > 0; {
 		k := min(n, 500)
 		recs := make([]store.NewRecord, k)

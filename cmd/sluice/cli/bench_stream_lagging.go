@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/store"
 )
 
 // The stream-lagging scenario (issue 16): two namespace consumers of one
@@ -461,18 +460,9 @@ func (l *lagRun) cleanup(ctx context.Context) {
 	for _, id := range ids {
 		_ = l.e.client.Unsubscribe(ctx, id)
 	}
-	for part := range int32(benchPartitions) {
-		info, err := l.e.store.PartitionInfo(ctx, part)
-		if err != nil {
-			continue
-		}
-		for {
-			n, err := l.e.store.Trim(ctx, &store.TrimParams{Partition: part, Through: info.Head, Max: 10000})
-			if err != nil || n == 0 {
-				break
-			}
-		}
-	}
+	// The records go once the namespace no longer keeps them.
+	_ = l.e.client.SetStreamRetention(ctx, l.ns, sluice.StreamRetention{})
+	l.e.trimAll(ctx, benchPartitions)
 }
 
 // lagDefaults checks stream-lagging's flags and fills in its defaults

@@ -61,7 +61,6 @@ func TestDemo(t *testing.T) {
 		"reason=MaxDeliveryCountExceeded",
 		"resubmitted #2 as new message #4",
 		"appended 3 records at positions 1..3",
-		"fenced by a newer epoch",
 		"shipping got orders/order-1",
 		"shipping got orders/order-2",
 		"done.",

@@ -44,9 +44,9 @@ func (e *Engine) runAlone(ctx context.Context, batch []*writeReq) (bool, error) 
 			return false, nil
 		}
 		return true, e.committed(err)
-	case first.settle != nil && e.has("CompleteMessages") && allComplete(batch):
+	case first.settle != nil && e.d.Capabilities.CompleteStatement && allComplete(batch):
 		return true, e.committed(e.completeGroup(ctx, e.w, batch))
-	case first.lease != nil && e.has("LeaseAlone"):
+	case first.lease != nil && e.d.Capabilities.LeaseStatement:
 		done, err := e.leaseAlone(ctx, batch)
 		return done, e.committed(err)
 	case first.app != nil && e.appendInOne(batch):
@@ -86,7 +86,7 @@ func (r *writeReq) queueName() string {
 // enqueueInOne reports whether EnqueueMessages can write a group of
 // enqueues to one queue: the dialect has it and the rows fit one chunk.
 func (e *Engine) enqueueInOne(group []*writeReq) bool {
-	if !e.has("EnqueueMessages") {
+	if !e.d.Capabilities.EnqueueStatement {
 		return false
 	}
 	n, bytes := 0, 0
@@ -125,7 +125,7 @@ func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeR
 	}
 	key := QueueKey(t, queue)
 	var last int64
-	err = e.queryRow(ctx, q, "EnqueueMessages", []any{t.Service, t.Provider, queue, len(rows), e.payload(q, key), js}, &last)
+	err = e.queryRow(ctx, q, qEnqueueMessages, []any{t.Service, t.Provider, queue, len(rows), e.payload(q, key), js}, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		// No such queue, or one with duplicate detection: the general
 		// path tells which, and handles both.
@@ -186,7 +186,7 @@ func (e *Engine) leaseAlone(ctx context.Context, group []*writeReq) (bool, error
 	if err != nil {
 		return false, err
 	}
-	rows, err := e.query(ctx, e.w, "LeaseAlone", t.Service, t.Provider, queue, js, total)
+	rows, err := e.query(ctx, e.w, qLeaseAlone, t.Service, t.Provider, queue, js, total)
 	if err != nil {
 		return false, err
 	}

@@ -99,7 +99,7 @@ func (e *Engine) checkArrivals(ctx context.Context, gt *groupTx, alls []allReq) 
 		if err != nil {
 			return err
 		}
-		if _, err := e.exec(ctx, gt.tx, "UpsertDedup", id.t.Service, id.t.Provider, id.name, js); err != nil {
+		if _, err := e.exec(ctx, gt.tx, qUpsertDedup, id.t.Service, id.t.Provider, id.name, js); err != nil {
 			return err
 		}
 	}
@@ -112,7 +112,7 @@ func (e *Engine) checkArrivals(ctx context.Context, gt *groupTx, alls []allReq) 
 func (e *Engine) lockChecked(ctx context.Context, gt *groupTx, id queueID, keys []string) (map[string]int64, error) {
 	t, name := id.t, id.name
 	var last int64
-	err := e.queryRow(ctx, gt.tx, "LockQueue", []any{t.Service, t.Provider, name}, &last)
+	err := e.queryRow(ctx, gt.tx, qLockQueue, []any{t.Service, t.Provider, name}, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("queue %q: %w", name, sluicetype.ErrQueueNotFound)
 	}
@@ -128,7 +128,7 @@ func (e *Engine) lockChecked(ctx context.Context, gt *groupTx, id queueID, keys 
 	if qr.settings.DuplicateDetectionWindow == 0 {
 		return seen, nil
 	}
-	if _, err := e.exec(ctx, gt.tx, "TrimDedup", t.Service, t.Provider, name, qr.now, dedupTrimBatch); err != nil {
+	if _, err := e.exec(ctx, gt.tx, qTrimDedup, t.Service, t.Provider, name, qr.now, dedupTrimBatch); err != nil {
 		return nil, err
 	}
 	slices.Sort(keys)
@@ -143,7 +143,7 @@ func (e *Engine) lockChecked(ctx context.Context, gt *groupTx, id queueID, keys 
 	if err != nil {
 		return nil, err
 	}
-	rows, err := e.query(ctx, gt.tx, "SelectDedup", t.Service, t.Provider, name, qr.now, js)
+	rows, err := e.query(ctx, gt.tx, qSelectDedup, t.Service, t.Provider, name, qr.now, js)
 	if err != nil {
 		return nil, err
 	}

@@ -129,8 +129,8 @@ func (e *Engine) shareBodies(ctx context.Context, gt *groupTx, alls []allReq) er
 }
 
 func (e *Engine) insertBody(ctx context.Context, tx querier, t store.Tenant, payload []byte) (int64, error) {
-	if e.d.LastInsertID {
-		st, err := e.stmt(ctx, tx, "InsertBody")
+	if e.d.Capabilities.LastInsertID {
+		st, err := e.stmt(ctx, tx, qInsertBody)
 		if err != nil {
 			return 0, err
 		}
@@ -145,7 +145,7 @@ func (e *Engine) insertBody(ctx context.Context, tx querier, t store.Tenant, pay
 		return id, nil
 	}
 	var id int64
-	if err := e.queryRow(ctx, tx, "InsertBody", []any{t.Service, t.Provider, payload}, &id); err != nil {
+	if err := e.queryRow(ctx, tx, qInsertBody, []any{t.Service, t.Provider, payload}, &id); err != nil {
 		return 0, fmt.Errorf("InsertBody: %w", err)
 	}
 	return id, nil
@@ -223,7 +223,7 @@ func (s *bodySweeps) advance(t store.Tenant, after int64) {
 // transaction to roll back, the next sweep of the range finds the same.)
 func (e *Engine) sweepBodies(ctx context.Context, tx *sql.Tx, t store.Tenant, limit int) (int64, error) {
 	after := e.sweeps.cursor(t)
-	rows, err := e.query(ctx, tx, "SelectBodies", t.Service, t.Provider, after, limit)
+	rows, err := e.query(ctx, tx, qSelectBodies, t.Service, t.Provider, after, limit)
 	if err != nil {
 		return 0, err
 	}
@@ -253,5 +253,5 @@ func (e *Engine) sweepBodies(ctx context.Context, tx *sql.Tx, t store.Tenant, li
 	if len(orphans) == 0 {
 		return 0, nil
 	}
-	return e.exec(ctx, tx, "DeleteBodies", t.Service, t.Provider, e.d.IntList(orphans))
+	return e.exec(ctx, tx, qDeleteBodies, t.Service, t.Provider, e.d.IntList(orphans))
 }

@@ -28,9 +28,9 @@ func (s *tenantStore) Browse(ctx context.Context, p *store.BrowseParams) (store.
 	if err != nil {
 		return store.BrowseResult{}, fmt.Errorf("sluice: browse: %w", err)
 	}
-	scan, fetch := "ScanMessages", "PeekMessagesBySeqs"
+	scan, fetch := qScanMessages, qPeekMessagesBySeqs
 	if p.DeadLetters {
-		scan, fetch = "ScanDeadLetters", "PeekDeadLettersBySeqs"
+		scan, fetch = qScanDeadLetters, qPeekDeadLettersBySeqs
 	}
 	match := p.Match
 	if match == nil {
@@ -137,7 +137,7 @@ func (s *tenantStore) DeleteMessages(ctx context.Context, p *store.DeleteParams)
 			if !p.Before.IsZero() {
 				before = timeMS(p.Before)
 			}
-			if seqs, err = s.e.int64s(ctx, tx, "SelectUnlocked", s.t.Service, s.t.Provider, p.Queue, qr.now, before, p.Max); err != nil {
+			if seqs, err = s.e.int64s(ctx, tx, qSelectUnlocked, s.t.Service, s.t.Provider, p.Queue, qr.now, before, p.Max); err != nil {
 				return err
 			}
 		}
@@ -145,7 +145,7 @@ func (s *tenantStore) DeleteMessages(ctx context.Context, p *store.DeleteParams)
 			n = 0
 			return nil
 		}
-		n, err = s.e.exec(ctx, tx, "DeleteUnlocked", s.t.Service, s.t.Provider, p.Queue, qr.now, s.e.d.IntList(seqs))
+		n, err = s.e.exec(ctx, tx, qDeleteUnlocked, s.t.Service, s.t.Provider, p.Queue, qr.now, s.e.d.IntList(seqs))
 		return err
 	})
 	if err != nil {

@@ -22,14 +22,14 @@ func (s *tenantStore) Heartbeat(ctx context.Context, p *store.HeartbeatParams) (
 	// nodes heartbeating at once would deadlock on each other's rows
 	// (InnoDB locks every row a DELETE reads).
 	err := s.e.retry(ctx, func() error {
-		_, err := s.e.exec(ctx, s.e.w, "UpsertNode", s.t.Service, s.t.Provider, p.Node, p.Address, ms(p.Timeout),
+		_, err := s.e.exec(ctx, s.e.w, qUpsertNode, s.t.Service, s.t.Provider, p.Node, p.Address, ms(p.Timeout),
 			p.Group, strings.Join(p.Consumers, ","))
 		return s.e.committed(err)
 	})
 	if err == nil {
 		// Housekeeping: the heartbeat stands without it.
 		if derr := s.e.retry(ctx, func() error {
-			_, err := s.e.exec(ctx, s.e.w, "DeleteForgottenNodes", s.t.Service, s.t.Provider, ms(p.Forget))
+			_, err := s.e.exec(ctx, s.e.w, qDeleteForgottenNodes, s.t.Service, s.t.Provider, ms(p.Forget))
 			return err
 		}); derr != nil {
 			s.e.log.Warn("sluice: heartbeat: cannot forget silent nodes", "err", derr)
@@ -54,7 +54,7 @@ func (s *tenantStore) Nodes(ctx context.Context) ([]store.Node, error) {
 }
 
 func (e *Engine) nodes(ctx context.Context, q querier, t store.Tenant) ([]store.Node, error) {
-	rows, err := e.query(ctx, q, "SelectNodes", t.Service, t.Provider)
+	rows, err := e.query(ctx, q, qSelectNodes, t.Service, t.Provider)
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +84,7 @@ func (s *tenantStore) LeaveCluster(ctx context.Context, node string) error {
 	if err := store.ValidateName("node", node); err != nil {
 		return fmt.Errorf("sluice: leave cluster: %w", err)
 	}
-	if _, err := s.e.exec(ctx, s.e.w, "DeleteNode", s.t.Service, s.t.Provider, node); err != nil {
+	if _, err := s.e.exec(ctx, s.e.w, qDeleteNode, s.t.Service, s.t.Provider, node); err != nil {
 		return fmt.Errorf("sluice: leave cluster: %w", s.e.committed(err))
 	}
 	return nil
@@ -99,7 +99,7 @@ func (s *tenantStore) Leases(ctx context.Context) ([]store.PartitionLease, error
 }
 
 func (e *Engine) leases(ctx context.Context, q querier, t store.Tenant) ([]store.PartitionLease, error) {
-	rows, err := e.query(ctx, q, "SelectLeases", t.Service, t.Provider)
+	rows, err := e.query(ctx, q, qSelectLeases, t.Service, t.Provider)
 	if err != nil {
 		return nil, err
 	}
@@ -127,47 +127,52 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 	// them.
 	renew := slices.SortedFunc(slices.Values(p.Renew), func(a, b store.PartitionLease) int { return cmp.Compare(a.Partition, b.Partition) })
 	acquire := slices.Sorted(slices.Values(p.Acquire))
-	d := ms(p.Duration)
-	// Renewals first, together: they touch only rows this node holds. Each
-	// stores what the node's cache of the partition holds in the same
-	// statement, which writes the row anyway.
-	if len(renew) > 0 {
-		err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-			for _, l := range renew {
-				if _, err := s.e.exec(ctx, tx, "RenewLease", d, l.CacheWindows, l.CachedRecords, s.t.Service, s.t.Provider,
-					l.Partition, p.Node, l.Epoch, p.Group); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("sluice: lease partitions: %w", err)
-		}
+	if err := s.renewLeases(ctx, p, renew); err != nil {
+		return nil, fmt.Errorf("sluice: lease partitions: %w", err)
 	}
-	// Then each acquisition alone, giving up on a row another transaction
-	// holds (a node paused in the middle of a save, say): waiting for it
-	// would hold up this node's own leases. It is tried again next time.
-	var acquired []store.PartitionLease // to give back if the call fails after all
-	for _, part := range acquire {
-		var epoch int64
-		err := s.e.tryTx(ctx, func(tx *sql.Tx) error {
-			err := s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part, p.Group}, &epoch)
-			if errors.Is(err, sql.ErrNoRows) {
-				if _, err := s.e.exec(ctx, tx, "EnsurePartitionLease", s.t.Service, s.t.Provider, part, p.Group); err != nil {
-					return err
-				}
-				err = s.e.queryRow(ctx, tx, "LockLeaseNoWait", []any{s.t.Service, s.t.Provider, part, p.Group}, &epoch)
-			}
-			if err != nil {
+	acquired := s.acquireLeases(ctx, p, acquire)
+	rctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+	}
+	all, err := s.e.leases(rctx, s.e.w, s.t)
+	if err != nil {
+		s.giveBack(ctx, p.Node, acquired)
+		return nil, fmt.Errorf("sluice: lease partitions: %w", err)
+	}
+	return heldLeases(all, p, renew, acquire), nil
+}
+
+// renewLeases renews, together, leases the node holds: they touch only
+// rows this node holds. Each stores what the node's cache of the
+// partition holds in the same statement, which writes the row anyway.
+func (s *tenantStore) renewLeases(ctx context.Context, p *store.PartitionLeaseParams, renew []store.PartitionLease) error {
+	if len(renew) == 0 {
+		return nil
+	}
+	d := ms(p.Duration)
+	return s.e.inTx(ctx, func(tx *sql.Tx) error {
+		for _, l := range renew {
+			if _, err := s.e.exec(ctx, tx, qRenewLease, d, l.CacheWindows, l.CachedRecords, s.t.Service, s.t.Provider,
+				l.Partition, p.Node, l.Epoch, p.Group); err != nil {
 				return err
 			}
-			n, err := s.e.exec(ctx, tx, "AcquireLease", p.Node, d, s.t.Service, s.t.Provider, part, p.Group)
-			if n == 0 {
-				epoch = -1 // not free
-			}
-			return err
-		})
+		}
+		return nil
+	})
+}
+
+// acquireLeases tries each acquisition alone, in partition order, and
+// returns the leases it took (to give back if the call fails after all).
+// It gives up on a row another transaction holds (a node paused in the
+// middle of a save, say): waiting for it would hold up this node's own
+// leases; it is tried again next time.
+func (s *tenantStore) acquireLeases(ctx context.Context, p *store.PartitionLeaseParams, acquire []int32) []store.PartitionLease {
+	var acquired []store.PartitionLease
+	for _, part := range acquire {
+		epoch, err := s.acquireLease(ctx, p, part)
 		if err == nil && epoch >= 0 {
 			acquired = append(acquired, store.PartitionLease{Group: p.Group, Partition: part, Epoch: epoch + 1})
 		} else if err != nil {
@@ -180,17 +185,38 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 			break
 		}
 	}
-	rctx := ctx
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		rctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-	}
-	all, err := s.e.leases(rctx, s.e.w, s.t)
-	if err != nil {
-		s.giveBack(ctx, p.Node, acquired)
-		return nil, fmt.Errorf("sluice: lease partitions: %w", err)
-	}
+	return acquired
+}
+
+// acquireLease takes one partition's lease if it is free, creating its
+// row on first use, without waiting for a row another transaction holds.
+// It returns the epoch the lease had before, or -1 when it is not free.
+func (s *tenantStore) acquireLease(ctx context.Context, p *store.PartitionLeaseParams, part int32) (int64, error) {
+	var epoch int64
+	err := s.e.tryTx(ctx, func(tx *sql.Tx) error {
+		err := s.e.queryRow(ctx, tx, qLockLeaseNoWait, []any{s.t.Service, s.t.Provider, part, p.Group}, &epoch)
+		if errors.Is(err, sql.ErrNoRows) {
+			if _, err := s.e.exec(ctx, tx, qEnsurePartitionLease, s.t.Service, s.t.Provider, part, p.Group); err != nil {
+				return err
+			}
+			err = s.e.queryRow(ctx, tx, qLockLeaseNoWait, []any{s.t.Service, s.t.Provider, part, p.Group}, &epoch)
+		}
+		if err != nil {
+			return err
+		}
+		n, err := s.e.exec(ctx, tx, qAcquireLease, p.Node, ms(p.Duration), s.t.Service, s.t.Provider, part, p.Group)
+		if n == 0 {
+			epoch = -1 // not free
+		}
+		return err
+	})
+	return epoch, err
+}
+
+// heldLeases returns, of all the tenant's leases, those the call named
+// (renewed with their epoch unchanged, or acquired) that the node holds
+// in its group now.
+func heldLeases(all []store.PartitionLease, p *store.PartitionLeaseParams, renew []store.PartitionLease, acquire []int32) []store.PartitionLease {
 	epochs := make(map[int32]int64, len(renew)+len(acquire))
 	for _, l := range renew {
 		epochs[l.Partition] = l.Epoch
@@ -205,7 +231,7 @@ func (s *tenantStore) LeasePartitions(ctx context.Context, p *store.PartitionLea
 			out = append(out, l)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // giveBack releases leases a failing LeasePartitions acquired, which its
@@ -237,7 +263,7 @@ func (s *tenantStore) ReleasePartitions(ctx context.Context, node string, leases
 			if err := store.ValidateGroup(l.Group); err != nil {
 				return err
 			}
-			if _, err := s.e.exec(ctx, tx, "ReleaseLease", s.t.Service, s.t.Provider, l.Partition, node, l.Epoch, l.Group); err != nil {
+			if _, err := s.e.exec(ctx, tx, qReleaseLease, s.t.Service, s.t.Provider, l.Partition, node, l.Epoch, l.Group); err != nil {
 				return err
 			}
 		}

@@ -13,7 +13,8 @@ import (
 )
 
 // Dialect is what a backend gives the engine: its SQL, embedded as files,
-// and the few facts about its driver that SQL cannot express.
+// its capabilities, and the few facts about its driver that SQL cannot
+// express.
 type Dialect struct {
 	// Features describes the backend.
 	Features store.Features
@@ -21,27 +22,9 @@ type Dialect struct {
 	Queries fs.FS
 	// Migrations holds NNNN_description.sql files applied in order.
 	Migrations fs.FS
-	// TxMigrations runs each migration in its own transaction (PostgreSQL);
-	// otherwise MigrateLock is expected to open one (SQLite) or DDL is not
-	// transactional at all (MySQL).
-	TxMigrations bool
-	// LockResult says MigrateLock returns one value, 1 when it took the
-	// lock (MySQL's GET_LOCK); otherwise it fails or blocks instead.
-	LockResult bool
-	// LastInsertID says ReserveSeqs sets LAST_INSERT_ID to the queue's new
-	// last_seq, and InsertBody to the new body's id (MySQL has no UPDATE
-	// ... RETURNING, nor INSERT ... RETURNING); otherwise each returns
-	// that number as its one row.
-	LastInsertID bool
-	// NotifyOnReserve says ReserveSeqs takes the queue's notify payload
-	// (Hub.NotifyPayload) as a fifth argument and notifies listeners of it itself, sparing the
-	// Notify round trip of every enqueue.
-	NotifyOnReserve bool
-	// LeasePerRequest says LeaseMessages takes one lease request's
-	// messages (lock_token, visible_at, service, provider, queue, seqs)
-	// instead of a group's rows (service, provider, queue, rows): where a
-	// statement costs no round trip (SQLite), the simple one is faster.
-	LeasePerRequest bool
+	// Capabilities says what the dialect can do beyond what every
+	// dialect does; its queries must match (see Capabilities).
+	Capabilities Capabilities
 	// IntList encodes a list of int64 for a list parameter.
 	IntList func([]int64) any
 	// Classify maps a driver error to ErrRetry, ErrDuplicate, ErrNoReply,
@@ -69,62 +52,12 @@ var (
 	ErrNoReply = fmt.Errorf("no reply")
 )
 
-// queryNames lists every query a dialect must define.
-var queryNames = []string{
-	"CreateMigrationsTable", "MigrateLock", "MigrateUnlock", "MigrateAbort",
-	"AppliedMigrations", "RecordMigration", "MigrationsTableExists", "Now",
-	"CreateQueue", "GetQueue", "DeleteQueue", "DeleteQueueMessages", "DeleteQueueDeadLetters",
-	"ReserveSeqs", "SelectDue", "MakeReady", "TryLockQueue", "ActivateScheduled", "RenumberDedup", "ReleaseMessages", "MakeScheduled", "ExtendLeases",
-	"MoveToDeadLetters", "DeleteMessages", "SelectReady", "LeaseMessages", "SelectHeld",
-	"ClaimEviction", "SelectExpired", "SelectRemovableDeadLetters", "SelectDeadLetterSeqs",
-	"LockDeadLetters", "DeleteDeadLetters", "ResubmitDeadLetters", "PeekMessages",
-	"PeekDeadLetters", "QueueStats", "CountDeadLetters", "CountDeadLettersByReason",
-	"GetQueueAttributes", "UpdateQueue", "ListQueues", "MakeDeferred", "SetProperties",
-	"SelectDeferred", "SelectScheduled",
-	"ScanMessages", "PeekMessagesBySeqs", "ScanDeadLetters", "PeekDeadLettersBySeqs", "SelectUnlocked", "DeleteUnlocked",
-	"DeleteQueueSessions", "ActivateSessions", "SelectSessionCandidates", "HasReadySessionMessage",
-	"DeactivateSession", "EnsureSession", "LockSession", "SelectSessionLock", "SelectSessionReady", "FirstSessionDue",
-	"SelectIdleSessions", "DeleteIdleSession",
-	"RenewSession", "ExtendSessionMessages", "ReleaseSession", "ReleaseSessionMessages",
-	"GetSessionState", "SetSessionState",
-	"SelectDeadLetterReady", "LockDeadLetterRows", "SelectHeldDeadLetters", "UnlockDeadLetters", "ExtendDeadLetters",
-	"LockQueue", "DeleteQueueDedup", "SelectDedup", "UpsertDedup", "TrimDedup",
-	"InsertRoutedSchedules", "DeleteDueRoutedSchedules", "SelectRoutedSchedules", "SelectRoutedCopies",
-	"DeleteRoutedSchedules", "DeleteQueueRoutedSchedules",
-	"BumpHead", "EnsurePartition", "GetPartition", "ReadRecords", "ReadStreamRecords",
-	"TrimRecords", "DeleteRecordRange", "SetTrimmed", "UpsertCheckpoint", "GetCheckpoint",
-	"GetStreamPartitions", "InsertStreamPartitions", "EnsurePartitionCheckpoint",
-	"LockPartitionCheckpoint", "GetPartitionCheckpoint", "SaveCheckpoint", "LowerCheckpoint", "InsertSubscription", "InsertProgress",
-	"DeleteSubscription", "DeleteSubscriptionProgress", "DeleteSubscriptionParked", "SelectSubscriptions", "ListSubscriptions",
-	"SetSubscriptionFault", "SelectProgress", "UpsertProgress", "MinProgress", "LockSubscription", "InsertParked",
-	"SelectParked", "DeleteParked", "UpsertRetention", "DeleteRetention", "SelectRetention",
-	"SelectRetentions", "MinProgressByNamespace", "DeleteExpiredParked", "NamespaceBytes", "TrimCandidates",
-	"UpsertNode", "DeleteForgottenNodes", "SelectNodes", "DeleteNode",
-	"SelectLeases", "EnsurePartitionLease", "RenewLease", "AcquireLease", "ReleaseLease", "LockLeaseNoWait", "LockLeaseEpoch",
-	"SelectSubscriptionProgress", "SetSubscriptionProgress", "RecordReposition", "GetReposition",
-	"InsertBody", "SelectBodies", "DeleteBodies",
-	"MarkHandled", "SelectSubscriptionPosition", "ForgetHandled", "DeleteSubscriptionHandled",
-}
-
-// optionalQueries may be absent; the engine skips what needs them.
-var optionalQueries = map[string]bool{
-	"Notify": true, "CompleteMessages": true, "EnqueueMessages": true, "LeaseAlone": true,
-	// One of the two inserts: bulk rows as JSON, or one row a statement.
-	"InsertMessages": true, "InsertMessage": true,
-	// And for records: bulk, or one a statement.
-	"InsertRecords": true, "InsertRecord": true,
-	// Takes a partition's positions, reads them back and notifies in one
-	// statement, where the dialect can (PostgreSQL).
-	"BumpHeadReturning": true,
-	// Writes a group's appends to several partitions in one statement.
-	"AppendRecords":    true,
-	"BenchCreateTable": true, "BenchInsert": true, "BenchDropTable": true,
-}
-
 // ParseQueries reads every *.sql file of fsys and splits it on
 // "-- name: X" lines, as New does with a dialect's queries (backend tests
 // use it to run a named query by itself). Comment lines inside a query
-// are kept out; every required query must be there and no unknown one.
+// are kept out; every query all dialects define must be there and no
+// unknown one (New checks the optional ones against the dialect's
+// Capabilities).
 func ParseQueries(fsys fs.FS) (map[string]string, error) {
 	files, err := fs.Glob(fsys, "*.sql")
 	if err != nil {
@@ -179,12 +112,6 @@ func ParseQueries(fsys fs.FS) (map[string]string, error) {
 		if _, ok := queries[n]; !ok {
 			return nil, fmt.Errorf("query %s is missing", n)
 		}
-	}
-	if queries["InsertMessages"] == "" && queries["InsertMessage"] == "" {
-		return nil, fmt.Errorf("query InsertMessages (or InsertMessage) is missing")
-	}
-	if queries["InsertRecords"] == "" && queries["InsertRecord"] == "" {
-		return nil, fmt.Errorf("query InsertRecords (or InsertRecord) is missing")
 	}
 	for n := range queries {
 		if !optionalQueries[n] && !contains(queryNames, n) {

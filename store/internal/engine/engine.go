@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,19 +47,18 @@ type Config struct {
 
 // Engine implements store.Backend.
 type Engine struct {
-	d        *Dialect
-	q        map[string]string
-	w, r     *sql.DB
-	limits   store.Limits
-	log      *slog.Logger
-	hub      *Hub
-	commit   *committer
-	onClose  func()
-	stmtMu   sync.Mutex
-	stmts    map[stmtKey]*sql.Stmt
-	closeMu  sync.RWMutex
-	closed   bool
-	notifyOn bool
+	d       *Dialect
+	q       map[string]string
+	w, r    *sql.DB
+	limits  store.Limits
+	log     *slog.Logger
+	hub     *Hub
+	commit  *committer
+	onClose func()
+	stmtMu  sync.Mutex
+	stmts   map[stmtKey]*sql.Stmt
+	closeMu sync.RWMutex
+	closed  bool
 	// keepPools: the pools are the caller's; Close leaves them open.
 	keepPools bool
 	// unprepared: queries are never prepared (Config.Unprepared).
@@ -82,6 +80,9 @@ const maxRetries = 8
 // New applies migrations and starts the engine.
 func New(ctx context.Context, cfg Config) (*Engine, error) {
 	q, err := ParseQueries(cfg.Dialect.Queries)
+	if err == nil {
+		err = cfg.Dialect.Capabilities.check(q)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sluice: %s queries: %w", cfg.Dialect.Features.Name, err)
 	}
@@ -98,7 +99,6 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if e.r == nil {
 		e.r = e.w
 	}
-	_, e.notifyOn = q["Notify"]
 	m, err := newMigrator(cfg.Dialect, q, e.w, log)
 	if err != nil {
 		return nil, err
@@ -310,17 +310,14 @@ func (e *Engine) prepareAll(ctx context.Context) error {
 		return nil
 	}
 	for _, name := range queryNames {
-		if migrationQueries[name] {
+		if migrationQueries[name] || benchQueries[name] {
 			continue
 		}
 		if _, err := e.prepared(ctx, e.w, name); err != nil {
 			return err
 		}
 	}
-	for name := range optionalQueries {
-		if !e.has(name) || strings.HasPrefix(name, "Bench") {
-			continue
-		}
+	for _, name := range e.d.Capabilities.optionalIn() {
 		if _, err := e.prepared(ctx, e.w, name); err != nil {
 			return err
 		}
@@ -328,17 +325,15 @@ func (e *Engine) prepareAll(ctx context.Context) error {
 	return nil
 }
 
-// has reports whether the dialect defines an optional query.
-func (e *Engine) has(name string) bool {
-	_, ok := e.q[name]
-	return ok
-}
+// benchQueries serve `sluice bench --scenario raw-insert` only, on a
+// table of their own; they are prepared when used.
+var benchQueries = map[string]bool{qBenchCreateTable: true, qBenchInsert: true, qBenchDropTable: true}
 
 // migrationQueries run on one connection during migration only.
 var migrationQueries = map[string]bool{
-	"CreateMigrationsTable": true, "MigrateLock": true, "MigrateUnlock": true,
-	"MigrateAbort": true, "AppliedMigrations": true, "RecordMigration": true,
-	"MigrationsTableExists": true,
+	qCreateMigrationsTable: true, qMigrateLock: true, qMigrateUnlock: true,
+	qMigrateAbort: true, qAppliedMigrations: true, qRecordMigration: true,
+	qMigrationsTableExists: true,
 }
 
 // runner is what runs one named query: a prepared statement, or the

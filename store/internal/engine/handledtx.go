@@ -25,7 +25,7 @@ func (s *tenantStore) MarkHandledTx(ctx context.Context, tx *sql.Tx, p *store.Ha
 		return false, fmt.Errorf("sluice: mark handled: nil transaction: %w", sluicetype.ErrInvalidArgument)
 	}
 	q := foreignTx{tx}
-	n, err := s.e.exec(ctx, q, "MarkHandled", s.t.Service, s.t.Provider, p.Subscription, p.Partition, p.Position)
+	n, err := s.e.exec(ctx, q, qMarkHandled, s.t.Service, s.t.Provider, p.Subscription, p.Partition, p.Position)
 	if err != nil {
 		return false, fmt.Errorf("sluice: mark handled: %w", s.e.wrap(err))
 	}
@@ -45,13 +45,13 @@ func (s *tenantStore) MarkHandledTx(ctx context.Context, tx *sql.Tx, p *store.Ha
 // (a position only moves on, so an older reading deletes less).
 func (s *tenantStore) forgetHandled(ctx context.Context, q querier, p *store.HandledParams) error {
 	var through int64
-	err := s.e.queryRow(ctx, q, "SelectSubscriptionPosition", []any{s.t.Service, s.t.Provider, p.Partition, p.Subscription}, &through)
+	err := s.e.queryRow(ctx, q, qSelectSubscriptionPosition, []any{s.t.Service, s.t.Provider, p.Partition, p.Subscription}, &through)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("SelectSubscriptionPosition: %w", err)
 	}
-	_, err = s.e.exec(ctx, q, "ForgetHandled", s.t.Service, s.t.Provider, p.Subscription, p.Partition, through)
+	_, err = s.e.exec(ctx, q, qForgetHandled, s.t.Service, s.t.Provider, p.Subscription, p.Partition, through)
 	return err
 }

@@ -117,7 +117,7 @@ func newRecordRow(rec *store.NewRecord) (recordRow, error) {
 // appendInOne reports whether AppendRecords can write a group of appends
 // of one tenant: the dialect has it and the rows fit one chunk.
 func (e *Engine) appendInOne(group []*writeReq) bool {
-	if !e.has("AppendRecords") {
+	if !e.d.Capabilities.AppendStatement {
 		return false
 	}
 	n, bytes := 0, 0
@@ -187,7 +187,7 @@ func (e *Engine) appendRecords(ctx context.Context, q querier, batch []*writeReq
 			}
 		}
 	}
-	res, err := e.query(ctx, q, "AppendRecords", t.Service, t.Provider, headParts, headNs, headKeys,
+	res, err := e.query(ctx, q, qAppendRecords, t.Service, t.Provider, headParts, headNs, headKeys,
 		parts, below, namespaces, keys, props, payloads)
 	if err != nil {
 		return err
@@ -223,9 +223,9 @@ func (e *Engine) appendRecords(ctx context.Context, q querier, batch []*writeReq
 // says listeners were notified on the way (BumpHeadReturning).
 func (e *Engine) bumpHead(ctx context.Context, tx querier, t store.Tenant, part int32, n int) (head, now int64, notified bool, err error) {
 	for attempt := 0; ; attempt++ {
-		if e.has("BumpHeadReturning") {
+		if e.d.Capabilities.BumpHeadReturning {
 			args := []any{n, t.Service, t.Provider, part, e.payload(tx, PartitionKey(t, part))}
-			err = e.queryRow(ctx, tx, "BumpHeadReturning", args, &head, &now)
+			err = e.queryRow(ctx, tx, qBumpHeadReturning, args, &head, &now)
 			if err == nil {
 				return head, now, true, nil
 			}
@@ -233,13 +233,13 @@ func (e *Engine) bumpHead(ctx context.Context, tx querier, t store.Tenant, part 
 				return 0, 0, false, fmt.Errorf("BumpHeadReturning: %w", err)
 			}
 		} else {
-			affected, err := e.exec(ctx, tx, "BumpHead", n, t.Service, t.Provider, part)
+			affected, err := e.exec(ctx, tx, qBumpHead, n, t.Service, t.Provider, part)
 			if err != nil {
 				return 0, 0, false, err
 			}
 			if affected > 0 {
 				var trimmed int64
-				if err := e.queryRow(ctx, tx, "GetPartition", []any{t.Service, t.Provider, part}, &head, &trimmed, &now); err != nil {
+				if err := e.queryRow(ctx, tx, qGetPartition, []any{t.Service, t.Provider, part}, &head, &trimmed, &now); err != nil {
 					return 0, 0, false, fmt.Errorf("GetPartition: %w", err)
 				}
 				return head, now, false, nil
@@ -248,7 +248,7 @@ func (e *Engine) bumpHead(ctx context.Context, tx querier, t store.Tenant, part 
 		if attempt > 0 {
 			return 0, 0, false, fmt.Errorf("partition %d has no head row after creating it", part)
 		}
-		if _, err := e.exec(ctx, tx, "EnsurePartition", t.Service, t.Provider, part); err != nil {
+		if _, err := e.exec(ctx, tx, qEnsurePartition, t.Service, t.Provider, part); err != nil {
 			return 0, 0, false, err
 		}
 	}
@@ -257,13 +257,13 @@ func (e *Engine) bumpHead(ctx context.Context, tx querier, t store.Tenant, part 
 // insertRecords inserts positioned records: as JSON chunks, or one
 // statement a row where the dialect has InsertRecord (SQLite).
 func (e *Engine) insertRecords(ctx context.Context, tx querier, t store.Tenant, part int32, now int64, rows []recordRow) error {
-	if e.has("InsertRecord") {
+	if e.d.Capabilities.RowInserts {
 		for _, r := range rows {
 			payload := []byte(r.Payload)
 			if payload == nil {
 				payload = []byte{} // an empty payload, not NULL
 			}
-			if _, err := e.exec(ctx, tx, "InsertRecord", t.Service, t.Provider, part, now,
+			if _, err := e.exec(ctx, tx, qInsertRecord, t.Service, t.Provider, part, now,
 				r.Position, r.Namespace, r.Key, nullable(r.Properties), payload); err != nil {
 				return err
 			}
@@ -275,7 +275,7 @@ func (e *Engine) insertRecords(ctx context.Context, tx querier, t store.Tenant, 
 		if err != nil {
 			return err
 		}
-		if _, err := e.exec(ctx, tx, "InsertRecords", t.Service, t.Provider, part, now, js); err != nil {
+		if _, err := e.exec(ctx, tx, qInsertRecords, t.Service, t.Provider, part, now, js); err != nil {
 			return err
 		}
 	}
@@ -293,7 +293,7 @@ func (s *tenantStore) Read(ctx context.Context, p *store.ReadParams) ([]sluicety
 	if p.Through > 0 {
 		max = int(min(int64(max), p.Through-p.After)) // positions are gap-free
 	}
-	out, err := s.readRecords(ctx, "ReadRecords", s.t.Service, s.t.Provider, p.Partition, p.After, max)
+	out, err := s.readRecords(ctx, qReadRecords, s.t.Service, s.t.Provider, p.Partition, p.After, max)
 	if err != nil {
 		return nil, err
 	}
@@ -331,7 +331,7 @@ func (s *tenantStore) readStream(ctx context.Context, p *store.ReadParams) ([]sl
 	if p.Through > 0 {
 		through = p.Through
 	}
-	out, err := s.readRecords(ctx, "ReadStreamRecords", s.t.Service, s.t.Provider, p.Partition, p.Namespace, p.Key, p.After, through, p.Max)
+	out, err := s.readRecords(ctx, qReadStreamRecords, s.t.Service, s.t.Provider, p.Partition, p.Namespace, p.Key, p.After, through, p.Max)
 	if err != nil {
 		return nil, err
 	}
@@ -408,7 +408,7 @@ func (s *tenantStore) PartitionInfo(ctx context.Context, partition int32) (store
 		return info, fmt.Errorf("sluice: partition info: %w", err)
 	}
 	var now int64
-	err := s.e.queryRow(ctx, s.e.r, "GetPartition", []any{s.t.Service, s.t.Provider, partition}, &info.Head, &info.Trimmed, &now)
+	err := s.e.queryRow(ctx, s.e.r, qGetPartition, []any{s.t.Service, s.t.Provider, partition}, &info.Head, &info.Trimmed, &now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.PartitionInfo{}, nil
 	}
@@ -416,79 +416,6 @@ func (s *tenantStore) PartitionInfo(ctx context.Context, partition int32) (store
 		return info, fmt.Errorf("sluice: partition info: %w", err)
 	}
 	return info, nil
-}
-
-func (s *tenantStore) SetCheckpoint(ctx context.Context, p *store.CheckpointParams) error {
-	if err := p.Validate(); err != nil {
-		return fmt.Errorf("sluice: checkpoint: %w", err)
-	}
-	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := s.e.exec(ctx, tx, "UpsertCheckpoint", s.t.Service, s.t.Provider, p.Partition, p.Consumer, p.Position, p.Epoch); err != nil {
-			return err
-		}
-		cp, err := s.e.getCheckpoint(ctx, tx, s.t, p.Partition, p.Consumer)
-		if err != nil {
-			return err
-		}
-		if cp.Epoch > p.Epoch {
-			return fmt.Errorf("partition %d consumer %q: epoch %d, stored %d: %w",
-				p.Partition, p.Consumer, p.Epoch, cp.Epoch, sluicetype.ErrFenced)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("sluice: checkpoint: %w", err)
-	}
-	return nil
-}
-
-func (s *tenantStore) GetCheckpoint(ctx context.Context, partition int32, consumer string) (store.Checkpoint, error) {
-	if err := store.ValidatePartition(partition); err != nil {
-		return store.Checkpoint{}, fmt.Errorf("sluice: get checkpoint: %w", err)
-	}
-	if err := store.ValidateName("consumer", consumer); err != nil {
-		return store.Checkpoint{}, fmt.Errorf("sluice: get checkpoint: %w", err)
-	}
-	cp, err := s.e.getCheckpoint(ctx, s.e.r, s.t, partition, consumer)
-	if err != nil {
-		return cp, fmt.Errorf("sluice: get checkpoint: %w", err)
-	}
-	return cp, nil
-}
-
-func (e *Engine) getCheckpoint(ctx context.Context, q querier, t store.Tenant, partition int32, consumer string) (store.Checkpoint, error) {
-	var (
-		cp      store.Checkpoint
-		updated int64
-	)
-	err := e.queryRow(ctx, q, "GetCheckpoint", []any{t.Service, t.Provider, partition, consumer}, &cp.Position, &cp.Epoch, &updated)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Checkpoint{}, nil
-	}
-	if err != nil {
-		return cp, fmt.Errorf("GetCheckpoint: %w", err)
-	}
-	cp.UpdatedAt = fromMS(updated)
-	return cp, nil
-}
-
-func (s *tenantStore) Trim(ctx context.Context, p *store.TrimParams) (int64, error) {
-	if err := p.Validate(s.e.limits); err != nil {
-		return 0, fmt.Errorf("sluice: trim: %w", err)
-	}
-	var n int64
-	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		if n, err = s.e.exec(ctx, tx, "TrimRecords", s.t.Service, s.t.Provider, p.Partition, p.Through, p.Max); err != nil {
-			return err
-		}
-		_, err = s.e.exec(ctx, tx, "SetTrimmed", p.Through, s.t.Service, s.t.Provider, p.Partition)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("sluice: trim: %w", err)
-	}
-	return n, nil
 }
 
 func (s *tenantStore) WatchPartition(partition int32) (<-chan struct{}, func()) {

@@ -91,7 +91,7 @@ func (m *Migrator) Close() error {
 // it commits.
 func (m *Migrator) Status(ctx context.Context) (store.MigrationStatus, error) {
 	var exists int
-	if err := m.db.QueryRowContext(ctx, m.q["MigrationsTableExists"]).Scan(&exists); err != nil {
+	if err := m.db.QueryRowContext(ctx, m.q[qMigrationsTableExists]).Scan(&exists); err != nil {
 		return store.MigrationStatus{}, fmt.Errorf("sluice: migrate: status: %w", err)
 	}
 	var applied []int
@@ -139,7 +139,7 @@ func (m *Migrator) check(ctx context.Context) error {
 
 // applied reads the applied versions, in order.
 func (m *Migrator) applied(ctx context.Context, q querier) ([]int, error) {
-	rows, err := q.QueryContext(ctx, m.q["AppliedMigrations"])
+	rows, err := q.QueryContext(ctx, m.q[qAppliedMigrations])
 	if err != nil {
 		return nil, err
 	}
@@ -167,15 +167,15 @@ func (m *Migrator) Up(ctx context.Context) (done []store.Migration, err error) {
 		return nil, fmt.Errorf("sluice: migrate: lock: %w", err)
 	}
 	defer func() {
-		end := m.q["MigrateUnlock"]
+		end := m.q[qMigrateUnlock]
 		if err != nil {
-			end = m.q["MigrateAbort"]
+			end = m.q[qMigrateAbort]
 		}
 		if _, uerr := conn.ExecContext(context.WithoutCancel(ctx), end); uerr != nil && err == nil {
 			done, err = nil, fmt.Errorf("sluice: migrate: unlock: %w", uerr)
 		}
 	}()
-	if _, err := conn.ExecContext(ctx, m.q["CreateMigrationsTable"]); err != nil {
+	if _, err := conn.ExecContext(ctx, m.q[qCreateMigrationsTable]); err != nil {
 		return nil, fmt.Errorf("sluice: migrate: %w", err)
 	}
 	applied, err := m.applied(ctx, conn)
@@ -216,12 +216,12 @@ func (m *Migrator) index(version int) int {
 // once. Where the dialect's lock reports its outcome as a value (MySQL's
 // GET_LOCK returns 0 on timeout), anything but 1 is an error.
 func (m *Migrator) lock(ctx context.Context, conn *sql.Conn) error {
-	if !m.d.LockResult {
-		_, err := conn.ExecContext(ctx, m.q["MigrateLock"])
+	if !m.d.Capabilities.LockResult {
+		_, err := conn.ExecContext(ctx, m.q[qMigrateLock])
 		return err
 	}
 	var got sql.NullInt64
-	if err := conn.QueryRowContext(ctx, m.q["MigrateLock"]).Scan(&got); err != nil {
+	if err := conn.QueryRowContext(ctx, m.q[qMigrateLock]).Scan(&got); err != nil {
 		return err
 	}
 	if got.Int64 != 1 {
@@ -235,7 +235,7 @@ func (m *Migrator) lock(ctx context.Context, conn *sql.Conn) error {
 func (m *Migrator) apply(ctx context.Context, conn *sql.Conn, mig migration) error {
 	var q querier = conn
 	var tx *sql.Tx
-	if m.d.TxMigrations {
+	if m.d.Capabilities.TxMigrations {
 		var err error
 		if tx, err = conn.BeginTx(ctx, nil); err != nil {
 			return err
@@ -248,7 +248,7 @@ func (m *Migrator) apply(ctx context.Context, conn *sql.Conn, mig migration) err
 			return fmt.Errorf("%w\nin statement:\n%s", err, s)
 		}
 	}
-	if _, err := q.ExecContext(ctx, m.q["RecordMigration"], mig.version); err != nil {
+	if _, err := q.ExecContext(ctx, m.q[qRecordMigration], mig.version); err != nil {
 		return err
 	}
 	if tx != nil {

@@ -3,24 +3,17 @@ package engine
 import (
 	"context"
 	"database/sql"
-	"errors"
 )
-
-// errNoBench reports a dialect without the raw-insert benchmark queries.
-var errNoBench = errors.New("this backend has no raw-insert benchmark queries")
 
 // RawSetup creates the raw-insert benchmark's table: a plain table with
 // no sluice code in its path, on the same pool and durability settings as
 // everything else, so that `sluice bench --scenario raw-insert` measures
 // the database's own limit.
 func (e *Engine) RawSetup(ctx context.Context) error {
-	if e.q["BenchCreateTable"] == "" {
-		return errNoBench
-	}
-	if _, err := e.w.ExecContext(ctx, e.q["BenchDropTable"]); err != nil {
+	if _, err := e.w.ExecContext(ctx, e.q[qBenchDropTable]); err != nil {
 		return err
 	}
-	_, err := e.w.ExecContext(ctx, e.q["BenchCreateTable"])
+	_, err := e.w.ExecContext(ctx, e.q[qBenchCreateTable])
 	return err
 }
 
@@ -29,7 +22,7 @@ func (e *Engine) RawSetup(ctx context.Context) error {
 func (e *Engine) RawInsert(ctx context.Context, payloads [][]byte) error {
 	return e.inTx(ctx, func(tx *sql.Tx) error {
 		for _, p := range payloads {
-			if _, err := e.exec(ctx, tx, "BenchInsert", p); err != nil {
+			if _, err := e.exec(ctx, tx, qBenchInsert, p); err != nil {
 				return err
 			}
 		}
@@ -39,6 +32,6 @@ func (e *Engine) RawInsert(ctx context.Context, payloads [][]byte) error {
 
 // RawTeardown drops the raw-insert benchmark's table.
 func (e *Engine) RawTeardown(ctx context.Context) error {
-	_, err := e.w.ExecContext(ctx, e.q["BenchDropTable"])
+	_, err := e.w.ExecContext(ctx, e.q[qBenchDropTable])
 	return err
 }

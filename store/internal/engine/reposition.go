@@ -107,17 +107,17 @@ func (e *Engine) reposition(ctx context.Context, tx querier, t store.Tenant, p *
 		if err != nil {
 			return store.Reposition{}, err
 		}
-		if _, err := e.exec(ctx, tx, "SetSubscriptionProgress", to, t.Service, t.Provider, part, p.ID); err != nil {
+		if _, err := e.exec(ctx, tx, qSetSubscriptionProgress, to, t.Service, t.Provider, part, p.ID); err != nil {
 			return store.Reposition{}, err
 		}
 		// The events delivered again are handled again: a transactional
 		// handler's records of them (MarkHandledTx) go.
-		if _, err := e.exec(ctx, tx, "ForgetHandled", t.Service, t.Provider, p.ID, part, int64(math.MaxInt64)); err != nil {
+		if _, err := e.exec(ctx, tx, qForgetHandled, t.Service, t.Provider, p.ID, part, int64(math.MaxInt64)); err != nil {
 			return store.Reposition{}, err
 		}
 		// Back: the checkpoint comes with it; forward: the next save
 		// moves it on.
-		if _, err := e.exec(ctx, tx, "LowerCheckpoint", to, t.Service, t.Provider, part); err != nil {
+		if _, err := e.exec(ctx, tx, qLowerCheckpoint, to, t.Service, t.Provider, part); err != nil {
 			return store.Reposition{}, err
 		}
 		key := strconv.Itoa(int(part))
@@ -128,7 +128,7 @@ func (e *Engine) reposition(ctx context.Context, tx querier, t store.Tenant, p *
 	if err != nil {
 		return store.Reposition{}, err
 	}
-	n, err := e.exec(ctx, tx, "RecordReposition", string(js), t.Service, t.Provider, p.ID)
+	n, err := e.exec(ctx, tx, qRecordReposition, string(js), t.Service, t.Provider, p.ID)
 	if err != nil {
 		return store.Reposition{}, err
 	}
@@ -139,7 +139,7 @@ func (e *Engine) reposition(ctx context.Context, tx querier, t store.Tenant, p *
 		count  int64
 		stored sql.NullString
 	)
-	if err := e.queryRow(ctx, tx, "GetReposition", []any{t.Service, t.Provider, p.ID}, &count, &stored); err != nil {
+	if err := e.queryRow(ctx, tx, qGetReposition, []any{t.Service, t.Provider, p.ID}, &count, &stored); err != nil {
 		return store.Reposition{}, err
 	}
 	got, err := decodeReposition(stored)
@@ -155,7 +155,7 @@ func (e *Engine) reposition(ctx context.Context, tx querier, t store.Tenant, p *
 // record at or below it. Retention must have kept every record after it.
 func (e *Engine) repositionTarget(ctx context.Context, tx querier, t store.Tenant, p *store.RepositionParams, part int32) (int64, error) {
 	var head, trimmed, now int64
-	err := e.queryRow(ctx, tx, "GetPartition", []any{t.Service, t.Provider, part}, &head, &trimmed, &now)
+	err := e.queryRow(ctx, tx, qGetPartition, []any{t.Service, t.Provider, part}, &head, &trimmed, &now)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, err
 	}
@@ -178,5 +178,5 @@ func (e *Engine) repositionTarget(ctx context.Context, tx querier, t store.Tenan
 // subscriptionProgress returns a subscription's stored position on each
 // partition it covers (none: it does not exist).
 func (e *Engine) subscriptionProgress(ctx context.Context, q querier, t store.Tenant, id string) (map[int32]int64, error) {
-	return pairs[int32, int64](ctx, e, q, "SelectSubscriptionProgress", t.Service, t.Provider, id)
+	return pairs[int32, int64](ctx, e, q, qSelectSubscriptionProgress, t.Service, t.Provider, id)
 }

@@ -56,7 +56,7 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 	if qr, err = e.reserveSeqs(ctx, gt, t, rs.Queue, n); err != nil {
 		return err
 	}
-	if _, err := e.exec(ctx, gt.tx, "DeleteDueRoutedSchedules", t.Service, t.Provider, rs.Queue, qr.now); err != nil {
+	if _, err := e.exec(ctx, gt.tx, qDeleteDueRoutedSchedules, t.Service, t.Provider, rs.Queue, qr.now); err != nil {
 		return err
 	}
 	seq := qr.lastSeq - int64(n)
@@ -96,7 +96,7 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 	if err != nil {
 		return err
 	}
-	_, err = e.exec(ctx, gt.tx, "InsertRoutedSchedules", t.Service, t.Provider, rs.Queue, js)
+	_, err = e.exec(ctx, gt.tx, qInsertRoutedSchedules, t.Service, t.Provider, rs.Queue, js)
 	return err
 }
 
@@ -105,7 +105,7 @@ func (e *Engine) numberRouted(ctx context.Context, gt *groupTx, t store.Tenant, 
 // number must name a routed send whose time has not come.
 func (e *Engine) cancelRouted(ctx context.Context, tx *sql.Tx, t store.Tenant, queue string, now int64, seqs []int64) error {
 	list := e.d.IntList(seqs)
-	found, err := e.int64s(ctx, tx, "SelectRoutedSchedules", t.Service, t.Provider, queue, now, list)
+	found, err := e.int64s(ctx, tx, qSelectRoutedSchedules, t.Service, t.Provider, queue, now, list)
 	if err != nil {
 		return err
 	}
@@ -121,18 +121,18 @@ func (e *Engine) cancelRouted(ctx context.Context, tx *sql.Tx, t store.Tenant, q
 	for _, c := range copies {
 		// Only copies still waiting: one that is a duplicate of a message
 		// delivered since is left alone.
-		waiting, err := e.int64s(ctx, tx, "SelectScheduled", t.Service, t.Provider, c.queue, now, e.d.IntList(c.seqs))
+		waiting, err := e.int64s(ctx, tx, qSelectScheduled, t.Service, t.Provider, c.queue, now, e.d.IntList(c.seqs))
 		if err != nil {
 			return err
 		}
 		if len(waiting) == 0 {
 			continue
 		}
-		if _, err := e.exec(ctx, tx, "DeleteMessages", t.Service, t.Provider, c.queue, e.d.IntList(waiting)); err != nil {
+		if _, err := e.exec(ctx, tx, qDeleteMessages, t.Service, t.Provider, c.queue, e.d.IntList(waiting)); err != nil {
 			return err
 		}
 	}
-	_, err = e.exec(ctx, tx, "DeleteRoutedSchedules", t.Service, t.Provider, queue, list)
+	_, err = e.exec(ctx, tx, qDeleteRoutedSchedules, t.Service, t.Provider, queue, list)
 	return err
 }
 
@@ -145,7 +145,7 @@ type queueCopies struct {
 // routedCopies returns the copies of routed sends, by queue in name order
 // and in sequence order within a queue: the order cancels lock them in.
 func (e *Engine) routedCopies(ctx context.Context, tx *sql.Tx, t store.Tenant, queue string, list any) ([]queueCopies, error) {
-	rows, err := e.query(ctx, tx, "SelectRoutedCopies", t.Service, t.Provider, queue, list)
+	rows, err := e.query(ctx, tx, qSelectRoutedCopies, t.Service, t.Provider, queue, list)
 	if err != nil {
 		return nil, err
 	}

@@ -68,7 +68,7 @@ func (e *Engine) activateSessions(ctx context.Context, tx querier, t store.Tenan
 	if len(seqs) == 0 {
 		return nil
 	}
-	_, err := e.exec(ctx, tx, "ActivateSessions", t.Service, t.Provider, qr.settings.Name, e.d.IntList(seqs))
+	_, err := e.exec(ctx, tx, qActivateSessions, t.Service, t.Provider, qr.settings.Name, e.d.IntList(seqs))
 	return err
 }
 
@@ -92,7 +92,7 @@ const trimBatch = 64
 // session seen again gets a new row.
 func (s *tenantStore) trimSessions(ctx context.Context, tx querier, qr *queueRow) error {
 	q := qr.settings.Name
-	rows, err := s.e.query(ctx, tx, "SelectIdleSessions", s.t.Service, s.t.Provider, q, qr.now, trimBatch)
+	rows, err := s.e.query(ctx, tx, qSelectIdleSessions, s.t.Service, s.t.Provider, q, qr.now, trimBatch)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (s *tenantStore) trimSessions(ctx context.Context, tx querier, qr *queueRow
 		return fmt.Errorf("SelectIdleSessions: %w", err)
 	}
 	for _, id := range ids {
-		if _, err := s.e.exec(ctx, tx, "DeleteIdleSession", s.t.Service, s.t.Provider, q, id, qr.now,
+		if _, err := s.e.exec(ctx, tx, qDeleteIdleSession, s.t.Service, s.t.Provider, q, id, qr.now,
 			s.t.Service, s.t.Provider, q, id); err != nil {
 			return err
 		}
@@ -142,11 +142,11 @@ func (s *tenantStore) AcceptSession(ctx context.Context, p *store.AcceptSessionP
 				// the next accept does not probe the same sessions again.
 				return err
 			}
-		} else if _, err := s.e.exec(ctx, tx, "EnsureSession", s.t.Service, s.t.Provider, p.Queue, id); err != nil {
+		} else if _, err := s.e.exec(ctx, tx, qEnsureSession, s.t.Service, s.t.Provider, p.Queue, id); err != nil {
 			return err
 		}
 		token, until := newToken(), qr.now+ms(p.Duration)
-		n, err := s.e.exec(ctx, tx, "LockSession", token, until, s.t.Service, s.t.Provider, p.Queue, id, qr.now)
+		n, err := s.e.exec(ctx, tx, qLockSession, token, until, s.t.Service, s.t.Provider, p.Queue, id, qr.now)
 		if err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func (s *tenantStore) AcceptSession(ctx context.Context, p *store.AcceptSessionP
 func (s *tenantStore) nextSession(ctx context.Context, tx querier, qr *queueRow) (string, error) {
 	q := qr.settings.Name
 	for round := 0; round < 8; round++ {
-		rows, err := s.e.query(ctx, tx, "SelectSessionCandidates", s.t.Service, s.t.Provider, q, qr.now, sessionCandidates)
+		rows, err := s.e.query(ctx, tx, qSelectSessionCandidates, s.t.Service, s.t.Provider, q, qr.now, sessionCandidates)
 		if err != nil {
 			return "", err
 		}
@@ -190,14 +190,14 @@ func (s *tenantStore) nextSession(ctx context.Context, tx querier, qr *queueRow)
 		}
 		for _, id := range ids {
 			var one int
-			err := s.e.queryRow(ctx, tx, "HasReadySessionMessage", []any{s.t.Service, s.t.Provider, q, id, qr.now}, &one)
+			err := s.e.queryRow(ctx, tx, qHasReadySessionMessage, []any{s.t.Service, s.t.Provider, q, id, qr.now}, &one)
 			if err == nil {
 				return id, nil
 			}
 			if !errors.Is(err, sql.ErrNoRows) {
 				return "", fmt.Errorf("HasReadySessionMessage: %w", err)
 			}
-			if _, err := s.e.exec(ctx, tx, "DeactivateSession", s.t.Service, s.t.Provider, q, id); err != nil {
+			if _, err := s.e.exec(ctx, tx, qDeactivateSession, s.t.Service, s.t.Provider, q, id); err != nil {
 				return "", err
 			}
 		}
@@ -216,7 +216,7 @@ func (s *tenantStore) heldSession(ctx context.Context, tx querier, qr *queueRow,
 		token sql.NullInt64
 		until int64
 	)
-	err := s.e.queryRow(ctx, tx, "SelectSessionLock", []any{s.t.Service, s.t.Provider, p.Queue, p.SessionID}, &token, &until)
+	err := s.e.queryRow(ctx, tx, qSelectSessionLock, []any{s.t.Service, s.t.Provider, p.Queue, p.SessionID}, &token, &until)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("SelectSessionLock: %w", err)
 	}
@@ -251,11 +251,11 @@ func (s *tenantStore) LeaseSession(ctx context.Context, p *store.LeaseSessionPar
 		// it was beyond this one's batch), or that an abandon delays,
 		// comes before every later one: lease only what precedes it.
 		var first sql.NullInt64
-		if err := s.e.queryRow(ctx, tx, "FirstSessionDue", []any{s.t.Service, s.t.Provider, p.Queue, p.SessionID, qr.now,
+		if err := s.e.queryRow(ctx, tx, qFirstSessionDue, []any{s.t.Service, s.t.Provider, p.Queue, p.SessionID, qr.now,
 			s.t.Service, s.t.Provider, p.Queue, p.SessionID, qr.now}, &first); err != nil {
 			return fmt.Errorf("FirstSessionDue: %w", err)
 		}
-		rows, err := s.e.query(ctx, tx, "SelectSessionReady", s.t.Service, s.t.Provider, p.Queue, p.SessionID, qr.now, p.Max)
+		rows, err := s.e.query(ctx, tx, qSelectSessionReady, s.t.Service, s.t.Provider, p.Queue, p.SessionID, qr.now, p.Max)
 		if err != nil {
 			return err
 		}
@@ -299,10 +299,10 @@ func (s *tenantStore) RenewSession(ctx context.Context, p *store.SessionParams) 
 			return err
 		}
 		until = qr.now + ms(p.Duration)
-		if _, err := s.e.exec(ctx, tx, "RenewSession", until, s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token); err != nil {
+		if _, err := s.e.exec(ctx, tx, qRenewSession, until, s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token); err != nil {
 			return err
 		}
-		_, err = s.e.exec(ctx, tx, "ExtendSessionMessages", until, s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token)
+		_, err = s.e.exec(ctx, tx, qExtendSessionMessages, until, s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token)
 		return err
 	})
 	if err != nil {
@@ -327,10 +327,10 @@ func (s *tenantStore) ReleaseSession(ctx context.Context, p *store.SessionParams
 		// that expires, not a close): the messages go back with the
 		// delivery their lease counted given back, and none is
 		// dead-lettered for it.
-		if _, err := s.e.exec(ctx, tx, "ReleaseSessionMessages", s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token); err != nil {
+		if _, err := s.e.exec(ctx, tx, qReleaseSessionMessages, s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token); err != nil {
 			return err
 		}
-		_, err = s.e.exec(ctx, tx, "ReleaseSession", s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token)
+		_, err = s.e.exec(ctx, tx, qReleaseSession, s.t.Service, s.t.Provider, p.Queue, p.SessionID, p.Token)
 		return err
 	})
 	if err != nil {
@@ -353,7 +353,7 @@ func (s *tenantStore) SessionState(ctx context.Context, p *store.SessionParams) 
 		if _, err := s.heldSession(ctx, tx, &qr, p); err != nil {
 			return err
 		}
-		return s.e.queryRow(ctx, tx, "GetSessionState", []any{s.t.Service, s.t.Provider, p.Queue, p.SessionID}, &state)
+		return s.e.queryRow(ctx, tx, qGetSessionState, []any{s.t.Service, s.t.Provider, p.Queue, p.SessionID}, &state)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: session state: %w", err)
@@ -385,7 +385,7 @@ func (s *tenantStore) setSessionState(ctx context.Context, tx querier, p *store.
 	if p.State != nil {
 		state = slices.Clone(p.State)
 	}
-	_, err = s.e.exec(ctx, tx, "SetSessionState", state, s.t.Service, s.t.Provider, p.Queue, p.SessionID)
+	_, err = s.e.exec(ctx, tx, qSetSessionState, state, s.t.Service, s.t.Provider, p.Queue, p.SessionID)
 	return err
 }
 

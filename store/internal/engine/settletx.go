@@ -50,7 +50,7 @@ func (s *tenantStore) SettleTx(ctx context.Context, tx *sql.Tx, p *store.SettleT
 		return nil
 	}
 	slices.Sort(completed)
-	if _, err := s.e.exec(ctx, q, "DeleteMessages", s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(completed)); err != nil {
+	if _, err := s.e.exec(ctx, q, qDeleteMessages, s.t.Service, s.t.Provider, p.Queue, s.e.d.IntList(completed)); err != nil {
 		return fmt.Errorf("%s: %w", op, s.e.wrap(err))
 	}
 	return nil

@@ -27,10 +27,10 @@ func (s *tenantStore) StreamPartitions(ctx context.Context, n int32) (int32, err
 	}
 	var got int32
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := s.e.exec(ctx, tx, "InsertStreamPartitions", s.t.Service, s.t.Provider, n); err != nil {
+		if _, err := s.e.exec(ctx, tx, qInsertStreamPartitions, s.t.Service, s.t.Provider, n); err != nil {
 			return err
 		}
-		return s.e.queryRow(ctx, tx, "GetStreamPartitions", []any{s.t.Service, s.t.Provider}, &got)
+		return s.e.queryRow(ctx, tx, qGetStreamPartitions, []any{s.t.Service, s.t.Provider}, &got)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("sluice: stream partitions: %w", err)
@@ -40,7 +40,7 @@ func (s *tenantStore) StreamPartitions(ctx context.Context, n int32) (int32, err
 
 func (e *Engine) partitionCheckpoint(ctx context.Context, q querier, t store.Tenant, partition int32) (int64, error) {
 	var checkpoint int64
-	err := e.queryRow(ctx, q, "GetPartitionCheckpoint", []any{t.Service, t.Provider, partition}, &checkpoint)
+	err := e.queryRow(ctx, q, qGetPartitionCheckpoint, []any{t.Service, t.Provider, partition}, &checkpoint)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
@@ -51,12 +51,12 @@ func (e *Engine) partitionCheckpoint(ctx context.Context, q querier, t store.Ten
 // checkpoint row (at 0) if it has none, and returns the checkpoint with
 // the database's time.
 func (e *Engine) lockCheckpoint(ctx context.Context, tx querier, t store.Tenant, partition int32) (checkpoint, now int64, err error) {
-	err = e.queryRow(ctx, tx, "LockPartitionCheckpoint", []any{t.Service, t.Provider, partition}, &checkpoint, &now)
+	err = e.queryRow(ctx, tx, qLockPartitionCheckpoint, []any{t.Service, t.Provider, partition}, &checkpoint, &now)
 	if errors.Is(err, sql.ErrNoRows) {
-		if _, err := e.exec(ctx, tx, "EnsurePartitionCheckpoint", t.Service, t.Provider, partition); err != nil {
+		if _, err := e.exec(ctx, tx, qEnsurePartitionCheckpoint, t.Service, t.Provider, partition); err != nil {
 			return 0, 0, err
 		}
-		err = e.queryRow(ctx, tx, "LockPartitionCheckpoint", []any{t.Service, t.Provider, partition}, &checkpoint, &now)
+		err = e.queryRow(ctx, tx, qLockPartitionCheckpoint, []any{t.Service, t.Provider, partition}, &checkpoint, &now)
 	}
 	return checkpoint, now, err
 }
@@ -65,7 +65,7 @@ func (e *Engine) lockCheckpoint(ctx context.Context, tx querier, t store.Tenant,
 // ErrFenced unless its epoch is f's: a fenced write checks it first.
 func (e *Engine) fence(ctx context.Context, tx querier, t store.Tenant, f *store.Fence) error {
 	var epoch int64
-	err := e.queryRow(ctx, tx, "LockLeaseEpoch", []any{t.Service, t.Provider, f.Partition, f.Group}, &epoch)
+	err := e.queryRow(ctx, tx, qLockLeaseEpoch, []any{t.Service, t.Provider, f.Partition, f.Group}, &epoch)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return err
 	}
@@ -88,23 +88,23 @@ func (s *tenantStore) CreateSubscription(ctx context.Context, p *store.NewSubscr
 				return err
 			}
 			var head, trimmed, now int64
-			err := s.e.queryRow(ctx, tx, "GetPartition", []any{s.t.Service, s.t.Provider, part}, &head, &trimmed, &now)
+			err := s.e.queryRow(ctx, tx, qGetPartition, []any{s.t.Service, s.t.Provider, part}, &head, &trimmed, &now)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
 			if start := p.Start[part]; start < trimmed {
 				return fmt.Errorf("start %d on partition %d: retention trimmed through %d: %w", start, part, trimmed, sluicetype.ErrTrimmed)
 			}
-			if _, err := s.e.exec(ctx, tx, "LowerCheckpoint", p.Start[part], s.t.Service, s.t.Provider, part); err != nil {
+			if _, err := s.e.exec(ctx, tx, qLowerCheckpoint, p.Start[part], s.t.Service, s.t.Provider, part); err != nil {
 				return err
 			}
 		}
-		if _, err := s.e.exec(ctx, tx, "InsertSubscription", s.t.Service, s.t.Provider, p.ID, p.Consumer,
+		if _, err := s.e.exec(ctx, tx, qInsertSubscription, s.t.Service, s.t.Provider, p.ID, p.Consumer,
 			p.Namespace, p.Key, p.Partition); err != nil {
 			return err
 		}
 		for _, part := range parts {
-			if _, err := s.e.exec(ctx, tx, "InsertProgress", s.t.Service, s.t.Provider, part, p.ID, p.Start[part]); err != nil {
+			if _, err := s.e.exec(ctx, tx, qInsertProgress, s.t.Service, s.t.Provider, part, p.ID, p.Start[part]); err != nil {
 				return err
 			}
 		}
@@ -124,20 +124,20 @@ func (s *tenantStore) DeleteSubscription(ctx context.Context, id string) error {
 		return fmt.Errorf("sluice: delete subscription: %w", err)
 	}
 	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
-		n, err := s.e.exec(ctx, tx, "DeleteSubscription", s.t.Service, s.t.Provider, id)
+		n, err := s.e.exec(ctx, tx, qDeleteSubscription, s.t.Service, s.t.Provider, id)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
 			return fmt.Errorf("subscription %q: %w", id, sluicetype.ErrSubscriptionNotFound)
 		}
-		if _, err := s.e.exec(ctx, tx, "DeleteSubscriptionProgress", s.t.Service, s.t.Provider, id); err != nil {
+		if _, err := s.e.exec(ctx, tx, qDeleteSubscriptionProgress, s.t.Service, s.t.Provider, id); err != nil {
 			return err
 		}
-		if _, err := s.e.exec(ctx, tx, "DeleteSubscriptionHandled", s.t.Service, s.t.Provider, id); err != nil {
+		if _, err := s.e.exec(ctx, tx, qDeleteSubscriptionHandled, s.t.Service, s.t.Provider, id); err != nil {
 			return err
 		}
-		_, err = s.e.exec(ctx, tx, "DeleteSubscriptionParked", s.t.Service, s.t.Provider, id)
+		_, err = s.e.exec(ctx, tx, qDeleteSubscriptionParked, s.t.Service, s.t.Provider, id)
 		return err
 	})
 	if err != nil {
@@ -151,7 +151,7 @@ func (s *tenantStore) Subscriptions(ctx context.Context, p *store.SubscriptionFi
 	if p.Partition != nil {
 		byPartition, partition = 1, *p.Partition
 	}
-	rows, err := s.e.query(ctx, s.e.r, "SelectSubscriptions", s.t.Service, s.t.Provider, p.ID, p.Namespace, p.Key, byPartition, partition)
+	rows, err := s.e.query(ctx, s.e.r, qSelectSubscriptions, s.t.Service, s.t.Provider, p.ID, p.Namespace, p.Key, byPartition, partition)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: subscriptions: %w", err)
 	}
@@ -167,7 +167,7 @@ func (s *tenantStore) ListSubscriptions(ctx context.Context, p *store.ListSubscr
 		return nil, fmt.Errorf("sluice: list subscriptions: %w", err)
 	}
 	from, to := p.ConsumerRange()
-	rows, err := s.e.query(ctx, s.e.r, "ListSubscriptions", s.t.Service, s.t.Provider, p.Namespace, p.Key, len(p.Key), from, to,
+	rows, err := s.e.query(ctx, s.e.r, qListSubscriptions, s.t.Service, s.t.Provider, p.Namespace, p.Key, len(p.Key), from, to,
 		strings.ToLower(p.AfterConsumer), p.AfterID, p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: list subscriptions: %w", err)
@@ -217,7 +217,7 @@ func (s *tenantStore) FaultSubscription(ctx context.Context, p *store.FaultParam
 				return err
 			}
 		}
-		n, err := s.e.exec(ctx, tx, "SetSubscriptionFault", s.t.Service, s.t.Provider, p.ID, reason)
+		n, err := s.e.exec(ctx, tx, qSetSubscriptionFault, s.t.Service, s.t.Provider, p.ID, reason)
 		if err == nil && n == 0 {
 			err = fmt.Errorf("subscription %q: %w", p.ID, sluicetype.ErrSubscriptionNotFound)
 		}
@@ -250,7 +250,7 @@ func (s *tenantStore) Progress(ctx context.Context, partition int32) (store.Part
 // partition and, read in the same statement, its count of repositions:
 // a reposition writes both in one transaction, so the two always match.
 func (e *Engine) positions(ctx context.Context, q querier, t store.Tenant, partition int32) (positions, repositions map[string]int64, err error) {
-	rows, err := e.query(ctx, q, "SelectProgress", t.Service, t.Provider, partition)
+	rows, err := e.query(ctx, q, qSelectProgress, t.Service, t.Provider, partition)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -368,20 +368,20 @@ type lockedCheckpoint struct{ stored, now int64 }
 func (e *Engine) saveProgress(ctx context.Context, tx querier, t store.Tenant, p *store.ProgressParams, positions string, lk lockedCheckpoint) (store.ProgressResult, trimmedThrough, error) {
 	stored, now := lk.stored, lk.now
 	if len(p.Positions) > 0 {
-		if _, err := e.exec(ctx, tx, "UpsertProgress", t.Service, t.Provider, p.Partition, positions); err != nil {
+		if _, err := e.exec(ctx, tx, qUpsertProgress, t.Service, t.Provider, p.Partition, positions); err != nil {
 			return store.ProgressResult{}, trimmedThrough{}, err
 		}
 	}
 	// Never past a subscription the owner does not know of yet.
 	checkpoint := p.Checkpoint
 	var least sql.NullInt64
-	if err := e.queryRow(ctx, tx, "MinProgress", []any{t.Service, t.Provider, p.Partition}, &least); err != nil {
+	if err := e.queryRow(ctx, tx, qMinProgress, []any{t.Service, t.Provider, p.Partition}, &least); err != nil {
 		return store.ProgressResult{}, trimmedThrough{}, err
 	}
 	if least.Valid {
 		checkpoint = min(checkpoint, least.Int64)
 	}
-	if _, err := e.exec(ctx, tx, "SaveCheckpoint", checkpoint, t.Service, t.Provider, p.Partition); err != nil {
+	if _, err := e.exec(ctx, tx, qSaveCheckpoint, checkpoint, t.Service, t.Provider, p.Partition); err != nil {
 		return store.ProgressResult{}, trimmedThrough{}, err
 	}
 	// The checkpoint just stored (it never moves back), which the save
@@ -440,7 +440,7 @@ func (s *tenantStore) Park(ctx context.Context, p *store.ParkParams) error {
 		// Only for a subscription that exists, and it cannot be deleted
 		// before this commits (its deletion then takes these rows along).
 		var one int
-		err := s.e.queryRow(ctx, tx, "LockSubscription", []any{s.t.Service, s.t.Provider, p.Subscription}, &one)
+		err := s.e.queryRow(ctx, tx, qLockSubscription, []any{s.t.Service, s.t.Provider, p.Subscription}, &one)
 		if errors.Is(err, sql.ErrNoRows) {
 			return fmt.Errorf("subscription %q: %w", p.Subscription, sluicetype.ErrSubscriptionNotFound)
 		}
@@ -452,7 +452,7 @@ func (s *tenantStore) Park(ctx context.Context, p *store.ParkParams) error {
 			if err != nil {
 				return err
 			}
-			if _, err := s.e.exec(ctx, tx, "InsertParked", s.t.Service, s.t.Provider, p.Subscription, js); err != nil {
+			if _, err := s.e.exec(ctx, tx, qInsertParked, s.t.Service, s.t.Provider, p.Subscription, js); err != nil {
 				return err
 			}
 		}
@@ -468,7 +468,7 @@ func (s *tenantStore) Parked(ctx context.Context, p *store.ParkedParams) ([]stor
 	if err := p.Validate(s.e.limits); err != nil {
 		return nil, fmt.Errorf("sluice: parked: %w", err)
 	}
-	rows, err := s.e.query(ctx, s.e.r, "SelectParked", s.t.Service, s.t.Provider, p.Subscription, p.AfterPartition, p.AfterPosition, p.Max)
+	rows, err := s.e.query(ctx, s.e.r, qSelectParked, s.t.Service, s.t.Provider, p.Subscription, p.AfterPartition, p.AfterPosition, p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: parked: %w", err)
 	}
@@ -519,7 +519,7 @@ func (s *tenantStore) Unpark(ctx context.Context, p *store.UnparkParams) error {
 		return fmt.Errorf("sluice: unpark: %w", err)
 	}
 	err = s.e.inTx(ctx, func(tx *sql.Tx) error {
-		n, err := s.e.exec(ctx, tx, "DeleteParked", s.t.Service, s.t.Provider, p.Subscription, js)
+		n, err := s.e.exec(ctx, tx, qDeleteParked, s.t.Service, s.t.Provider, p.Subscription, js)
 		if err != nil {
 			return err
 		}
@@ -553,32 +553,15 @@ func (s *tenantStore) SetRetention(ctx context.Context, namespace string, r stor
 	}
 	var err error
 	if r == (store.Retention{}) {
-		_, err = s.e.exec(ctx, s.e.w, "DeleteRetention", s.t.Service, s.t.Provider, namespace)
+		_, err = s.e.exec(ctx, s.e.w, qDeleteRetention, s.t.Service, s.t.Provider, namespace)
 	} else {
-		_, err = s.e.exec(ctx, s.e.w, "UpsertRetention", s.t.Service, s.t.Provider, namespace, ms(r.MaxAge), r.MaxBytes,
+		_, err = s.e.exec(ctx, s.e.w, qUpsertRetention, s.t.Service, s.t.Provider, namespace, ms(r.MaxAge), r.MaxBytes,
 			ms(r.Expiry), ms(r.Parked))
 	}
 	if err != nil {
 		return fmt.Errorf("sluice: set retention: %w", s.e.committed(err))
 	}
 	return nil
-}
-
-func (s *tenantStore) GetRetention(ctx context.Context, namespace string) (store.Retention, error) {
-	var r store.Retention
-	if err := store.ValidateName("namespace", namespace); err != nil {
-		return r, fmt.Errorf("sluice: get retention: %w", err)
-	}
-	var age, expiry, parked int64
-	err := s.e.queryRow(ctx, s.e.r, "SelectRetention", []any{s.t.Service, s.t.Provider, namespace}, &age, &r.MaxBytes, &expiry, &parked)
-	if errors.Is(err, sql.ErrNoRows) {
-		return store.Retention{}, nil
-	}
-	if err != nil {
-		return r, fmt.Errorf("sluice: get retention: %w", err)
-	}
-	r.MaxAge, r.Expiry, r.Parked = msDuration(age), msDuration(expiry), msDuration(parked)
-	return r, nil
 }
 
 func (s *tenantStore) TrimConsumed(ctx context.Context, p *store.TrimConsumedParams) (int64, error) {
@@ -607,7 +590,7 @@ func (e *Engine) trimConsumed(ctx context.Context, tx querier, t store.Tenant, p
 		return 0, err
 	}
 	var least sql.NullInt64
-	if err := e.queryRow(ctx, tx, "MinProgress", []any{t.Service, t.Provider, p.Partition}, &least); err != nil {
+	if err := e.queryRow(ctx, tx, qMinProgress, []any{t.Service, t.Provider, p.Partition}, &least); err != nil {
 		return 0, err
 	}
 	if least.Valid {
@@ -642,7 +625,7 @@ type trimmedThrough struct {
 // row, and so holds up appends to the partition until commit.
 func (e *Engine) deleteThrough(ctx context.Context, tx querier, t store.Tenant, p *store.TrimConsumedParams, through, now int64) (int64, trimmedThrough, error) {
 	var head, trimmed, dbNow int64
-	err := e.queryRow(ctx, tx, "GetPartition", []any{t.Service, t.Provider, p.Partition}, &head, &trimmed, &dbNow)
+	err := e.queryRow(ctx, tx, qGetPartition, []any{t.Service, t.Provider, p.Partition}, &head, &trimmed, &dbNow)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, trimmedThrough{}, nil
 	}
@@ -680,7 +663,7 @@ func (e *Engine) deleteThrough(ctx context.Context, tx querier, t store.Tenant, 
 	if through <= trimmed {
 		return 0, untouched, nil
 	}
-	n, err := e.exec(ctx, tx, "DeleteRecordRange", t.Service, t.Provider, p.Partition, trimmed, through)
+	n, err := e.exec(ctx, tx, qDeleteRecordRange, t.Service, t.Provider, p.Partition, trimmed, through)
 	if err != nil {
 		return 0, trimmedThrough{}, err
 	}
@@ -709,7 +692,7 @@ func expired(r store.Retention, appended, now int64) bool {
 // record is past (they hold nothing that old any more); with none of
 // those, through (the checkpoint's bound) as without expiries.
 func (e *Engine) ceilingFloor(ctx context.Context, tx querier, t store.Tenant, partition int32, kept map[string]store.Retention, through, now int64) (func(int64) int64, error) {
-	holds, err := pairs[string, int64](ctx, e, tx, "MinProgressByNamespace", t.Service, t.Provider, partition)
+	holds, err := pairs[string, int64](ctx, e, tx, qMinProgressByNamespace, t.Service, t.Provider, partition)
 	if err != nil {
 		return nil, err
 	}
@@ -736,7 +719,7 @@ func (e *Engine) expireParked(ctx context.Context, tx querier, t store.Tenant, p
 		if r.Parked <= 0 || r.Parked >= store.Forever {
 			continue
 		}
-		if _, err := e.exec(ctx, tx, "DeleteExpiredParked", t.Service, t.Provider, partition, ns, now-ms(r.Parked)); err != nil {
+		if _, err := e.exec(ctx, tx, qDeleteExpiredParked, t.Service, t.Provider, partition, ns, now-ms(r.Parked)); err != nil {
 			return err
 		}
 	}
@@ -750,7 +733,7 @@ func (e *Engine) setTrimmed(ctx context.Context, tx querier, t store.Tenant, tri
 		if tr.through == 0 {
 			continue
 		}
-		if _, err := e.exec(ctx, tx, "SetTrimmed", tr.through, t.Service, t.Provider, tr.partition); err != nil {
+		if _, err := e.exec(ctx, tx, qSetTrimmed, tr.through, t.Service, t.Provider, tr.partition); err != nil {
 			return err
 		}
 	}
@@ -780,7 +763,7 @@ func (e *Engine) retentionHold(ctx context.Context, tx querier, t store.Tenant, 
 		if err != nil {
 			return 0, err
 		}
-		rows, err := e.query(ctx, tx, "NamespaceBytes", t.Service, t.Provider, p.Partition, trimmed, limit, js)
+		rows, err := e.query(ctx, tx, qNamespaceBytes, t.Service, t.Provider, p.Partition, trimmed, limit, js)
 		if err != nil {
 			return 0, err
 		}
@@ -800,7 +783,7 @@ func (e *Engine) retentionHold(ctx context.Context, tx querier, t store.Tenant, 
 			return 0, err
 		}
 	}
-	rows, err := e.query(ctx, tx, "TrimCandidates", t.Service, t.Provider, p.Partition, trimmed, limit, p.Max)
+	rows, err := e.query(ctx, tx, qTrimCandidates, t.Service, t.Provider, p.Partition, trimmed, limit, p.Max)
 	if err != nil {
 		return 0, err
 	}
@@ -835,7 +818,7 @@ func (e *Engine) retentionHold(ctx context.Context, tx querier, t store.Tenant, 
 }
 
 func (e *Engine) retentions(ctx context.Context, q querier, t store.Tenant) (map[string]store.Retention, error) {
-	rows, err := e.query(ctx, q, "SelectRetentions", t.Service, t.Provider)
+	rows, err := e.query(ctx, q, qSelectRetentions, t.Service, t.Provider)
 	if err != nil {
 		return nil, err
 	}

@@ -1068,13 +1068,6 @@ WHERE service = ? AND provider = ? AND `partition` = ?
 ORDER BY position
 LIMIT ?;
 
--- name: TrimRecords
--- args: service, provider, partition, through, limit
-DELETE FROM sluice_records
-WHERE service = ? AND provider = ? AND `partition` = ? AND position <= ?
-ORDER BY position
-LIMIT ?;
-
 -- name: DeleteRecordRange
 -- args: service, provider, partition, after, through
 -- A range of the log, in primary key order: TrimConsumed bounds its size.
@@ -1085,26 +1078,6 @@ WHERE service = ? AND provider = ? AND `partition` = ? AND position > ? AND posi
 -- args: through, service, provider, partition
 UPDATE sluice_partitions SET trimmed = GREATEST(trimmed, LEAST(?, head))
 WHERE service = ? AND provider = ? AND `partition` = ?;
-
--- name: UpsertCheckpoint
--- args: service, provider, partition, consumer, position, epoch
--- Writes only when the stored epoch is not newer; the engine reads the row
--- back to tell a fenced write from an applied one. Assignments run left to
--- right and see the columns already assigned, so epoch comes last: the
--- other columns compare against the stored epoch. (VALUES(col) is the
--- value the INSERT proposed; MariaDB has no "AS new" row alias.)
-INSERT INTO sluice_checkpoints (service, provider, `partition`, consumer, position, epoch, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED))
-ON DUPLICATE KEY UPDATE
-    position = IF(VALUES(epoch) >= epoch, VALUES(position), position),
-    updated_at = IF(VALUES(epoch) >= epoch, VALUES(updated_at), updated_at),
-    epoch = IF(VALUES(epoch) >= epoch, VALUES(epoch), epoch);
-
--- name: GetCheckpoint
--- args: service, provider, partition, consumer
-SELECT position, epoch, updated_at
-FROM sluice_checkpoints
-WHERE service = ? AND provider = ? AND `partition` = ? AND consumer = ?;
 
 -- Streams: partition count, owners, subscriptions, progress, parked
 -- events and retention.
@@ -1380,12 +1353,6 @@ ON DUPLICATE KEY UPDATE max_age_ms = VALUES(max_age_ms), max_bytes = VALUES(max_
 -- name: DeleteRetention
 -- args: service, provider, namespace
 DELETE FROM sluice_stream_retention WHERE service = ? AND provider = ? AND namespace = ?;
-
--- name: SelectRetention
--- args: service, provider, namespace
-SELECT max_age_ms, max_bytes, expiry_ms, parked_ms
-FROM sluice_stream_retention
-WHERE service = ? AND provider = ? AND namespace = ?;
 
 -- name: SelectRetentions
 -- args: service, provider

@@ -1070,22 +1070,6 @@ WHERE service = $1 AND provider = $2 AND partition = $3
 ORDER BY position
 LIMIT $8;
 
--- name: TrimRecords
--- args: service, provider, partition, through, limit
--- A range delete up to the limit-th remaining position: the bound is an
--- uncorrelated subquery evaluated once, so the delete is one walk of the
--- primary key whatever the planner thinks of the table's size. (An IN
--- (subquery ... LIMIT) form let a stale-statistics plan rescan the
--- subquery for every row.)
-DELETE FROM sluice_records
-WHERE service = $1 AND provider = $2 AND partition = $3
-  AND position <= LEAST($4::bigint, COALESCE((
-    SELECT position FROM sluice_records
-    WHERE service = $1 AND provider = $2 AND partition = $3 AND position <= $4::bigint
-    ORDER BY position
-    OFFSET $5::bigint - 1
-    LIMIT 1), $4::bigint));
-
 -- name: DeleteRecordRange
 -- args: service, provider, partition, after, through
 -- A range of the log, in primary key order: TrimConsumed bounds its size.
@@ -1097,22 +1081,6 @@ WHERE service = $1 AND provider = $2 AND partition = $3::integer
 -- args: through, service, provider, partition
 UPDATE sluice_partitions SET trimmed = GREATEST(trimmed, LEAST($1::bigint, head))
 WHERE service = $2 AND provider = $3 AND partition = $4;
-
--- name: UpsertCheckpoint
--- args: service, provider, partition, consumer, position, epoch
--- Writes only when the stored epoch is not newer; the engine reads the row
--- back to tell a fenced write from an applied one.
-INSERT INTO sluice_checkpoints (service, provider, partition, consumer, position, epoch, updated_at)
-VALUES ($1, $2, $3, $4, $5, $6, floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint)
-ON CONFLICT (service, provider, partition, consumer) DO UPDATE
-SET position = excluded.position, epoch = excluded.epoch, updated_at = excluded.updated_at
-WHERE sluice_checkpoints.epoch <= excluded.epoch;
-
--- name: GetCheckpoint
--- args: service, provider, partition, consumer
-SELECT position, epoch, updated_at
-FROM sluice_checkpoints
-WHERE service = $1 AND provider = $2 AND partition = $3 AND consumer = $4;
 
 -- Streams: partition count, owners, subscriptions, progress, parked
 -- events and retention.
@@ -1325,12 +1293,6 @@ SET max_age_ms = excluded.max_age_ms, max_bytes = excluded.max_bytes,
 -- name: DeleteRetention
 -- args: service, provider, namespace
 DELETE FROM sluice_stream_retention WHERE service = $1 AND provider = $2 AND namespace = $3;
-
--- name: SelectRetention
--- args: service, provider, namespace
-SELECT max_age_ms, max_bytes, expiry_ms, parked_ms
-FROM sluice_stream_retention
-WHERE service = $1 AND provider = $2 AND namespace = $3;
 
 -- name: SelectRetentions
 -- args: service, provider

@@ -760,16 +760,6 @@ WHERE service = ?1 AND provider = ?2 AND partition = ?3
 ORDER BY position
 LIMIT ?8;
 
--- name: TrimRecords
--- args: service, provider, partition, through, limit
-DELETE FROM sluice_records
-WHERE service = ?1 AND provider = ?2 AND partition = ?3
-  AND position IN (
-    SELECT position FROM sluice_records
-    WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND position <= ?4
-    ORDER BY position
-    LIMIT ?5);
-
 -- name: DeleteRecordRange
 -- args: service, provider, partition, after, through
 -- A range of the log, in primary key order: TrimConsumed bounds its size.
@@ -780,22 +770,6 @@ WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND position > ?4 AND po
 -- args: through, service, provider, partition
 UPDATE sluice_partitions SET trimmed = max(trimmed, min(?1, head))
 WHERE service = ?2 AND provider = ?3 AND partition = ?4;
-
--- name: UpsertCheckpoint
--- args: service, provider, partition, consumer, position, epoch
--- Writes only when the stored epoch is not newer; the engine reads the row
--- back to tell a fenced write from an applied one.
-INSERT INTO sluice_checkpoints (service, provider, partition, consumer, position, epoch, updated_at)
-VALUES (?1, ?2, ?3, ?4, ?5, ?6, CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER))
-ON CONFLICT (service, provider, partition, consumer) DO UPDATE
-SET position = excluded.position, epoch = excluded.epoch, updated_at = excluded.updated_at
-WHERE sluice_checkpoints.epoch <= excluded.epoch;
-
--- name: GetCheckpoint
--- args: service, provider, partition, consumer
-SELECT position, epoch, updated_at
-FROM sluice_checkpoints
-WHERE service = ?1 AND provider = ?2 AND partition = ?3 AND consumer = ?4;
 
 -- Streams: partition count, owners, subscriptions, progress, parked
 -- events and retention.
@@ -984,12 +958,6 @@ SET max_age_ms = excluded.max_age_ms, max_bytes = excluded.max_bytes,
 -- name: DeleteRetention
 -- args: service, provider, namespace
 DELETE FROM sluice_stream_retention WHERE service = ?1 AND provider = ?2 AND namespace = ?3;
-
--- name: SelectRetention
--- args: service, provider, namespace
-SELECT max_age_ms, max_bytes, expiry_ms, parked_ms
-FROM sluice_stream_retention
-WHERE service = ?1 AND provider = ?2 AND namespace = ?3;
 
 -- name: SelectRetentions
 -- args: service, provider
