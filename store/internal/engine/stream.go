@@ -25,8 +25,18 @@ func (s *tenantStore) StreamPartitions(ctx context.Context, n int32) (int32, err
 	if n <= 0 {
 		return 0, fmt.Errorf("sluice: stream partitions: %d: %w", n, sluicetype.ErrInvalidArgument)
 	}
+	// Read first: once a count is recorded no write is needed, so a
+	// caller whose own transaction holds SQLite's write lock (PublishTx
+	// under BEGIN IMMEDIATE) is not made to wait for itself.
 	var got int32
-	err := s.e.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.e.queryRow(ctx, s.e.r, qGetStreamPartitions, []any{s.t.Service, s.t.Provider}, &got)
+	if err == nil {
+		return got, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("sluice: stream partitions: %w", err)
+	}
+	err = s.e.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := s.e.exec(ctx, tx, qInsertStreamPartitions, s.t.Service, s.t.Provider, n); err != nil {
 			return err
 		}
