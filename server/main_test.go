@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/sluicehq/sluice/internal/libtest"
 	"github.com/sluicehq/sluice/internal/testdb"
 	"github.com/sluicehq/sluice/server/internal/servertest"
 )
@@ -15,10 +16,10 @@ import (
 type env = servertest.Env
 
 var (
-	shared      = &servertest.Shared
+	shared      = &libtest.Shared
 	start       = servertest.Start
 	serve       = servertest.Serve
-	randHex     = servertest.RandHex
+	randHex     = libtest.RandHex
 	waitFor     = servertest.WaitFor
 	streamNodes = servertest.StreamNodes
 	newEvents   = servertest.NewEvents

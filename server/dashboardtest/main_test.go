@@ -10,12 +10,12 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/sluicehq/sluice/server/internal/servertest"
+	"github.com/sluicehq/sluice/internal/libtest"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if err := servertest.Shared.Close(); err != nil {
+	if err := libtest.Shared.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "cleanup:", err)
 		code = 1
 	}

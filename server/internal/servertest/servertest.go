@@ -5,29 +5,15 @@ package servertest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
-	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/internal/libtest"
 	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/storetest"
-
-	// Shared opens databases of every kind.
-	_ "github.com/sluicehq/sluice/store/mysql"
-	_ "github.com/sluicehq/sluice/store/postgres"
-	_ "github.com/sluicehq/sluice/store/sqlite"
 )
-
-// Shared holds one backend of each kind for a test binary, each test in
-// a tenant of its own; TestMain closes it.
-var Shared = testdb.Shared{Open: func(ctx context.Context, dsn string) (store.Backend, error) {
-	return sluice.OpenBackend(ctx, dsn, sluice.Options{})
-}}
 
 // Env is a running server over a fresh tenant, and a library client of
 // the same tenant to check what the server wrote.
@@ -41,7 +27,7 @@ type Env struct {
 // the kind's backend, and stops it when the test ends.
 func Start(t *testing.T, kind string, cfg server.Config) *Env {
 	t.Helper()
-	c, err := sluice.NewClient(Shared.Backend(t, kind), sluice.Options{Service: "t-" + RandHex(6), Logger: storetest.Logger(t)})
+	c, err := sluice.NewClient(libtest.Shared.Backend(t, kind), sluice.Options{Service: "t-" + libtest.RandHex(6), Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,13 +70,6 @@ func (e *Env) Remote(t *testing.T, opts *client.Options) *client.Client {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// RandHex returns n random bytes in hex, for unique names.
-func RandHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // WaitFor polls ok until it holds, failing the test after within.

@@ -1,0 +1,63 @@
+// Package libtest holds what the tests of the packages built on the
+// library share: one backend of each kind for a test binary, each test in
+// a tenant of its own on it.
+package libtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/storetest"
+
+	// Shared opens databases of every kind.
+	_ "github.com/sluicehq/sluice/store/mysql"
+	_ "github.com/sluicehq/sluice/store/postgres"
+	_ "github.com/sluicehq/sluice/store/sqlite"
+)
+
+// Shared holds one backend of each kind for a test binary; Main closes
+// it.
+var Shared = testdb.Shared{Open: func(ctx context.Context, dsn string) (store.Backend, error) {
+	return sluice.OpenBackend(ctx, dsn, sluice.Options{})
+}}
+
+// Main runs a package's tests, closes Shared and exits: a package's
+// TestMain.
+func Main(m *testing.M) {
+	code := m.Run()
+	if err := Shared.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "cleanup:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// ForEachBackend runs f, in parallel, on a client of a fresh tenant on
+// each backend.
+func ForEachBackend(t *testing.T, f func(t *testing.T, c *sluice.Client)) {
+	t.Helper()
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			c, err := sluice.NewClient(Shared.Backend(t, kind), sluice.Options{Service: "t-" + RandHex(6), Logger: storetest.Logger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			f(t, c)
+		})
+	}
+}
+
+// RandHex returns n random bytes in hex, for unique names.
+func RandHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
