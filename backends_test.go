@@ -23,7 +23,7 @@ import (
 // One backend of each kind serves the whole package: every test works in
 // a tenant of its own on it.
 var shared = testdb.Shared{Open: func(ctx context.Context, dsn string) (store.Backend, error) {
-	return sluice.OpenBackend(ctx, dsn, sluice.Options{})
+	return sluice.OpenBackend(ctx, dsn, nil)
 }}
 
 func TestMain(m *testing.M) {
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 func reopen(t *testing.T, kind, service string) *sluice.Client {
 	t.Helper()
 	dsn := shared.DSN(kind)
-	c, err := sluice.Open(t.Context(), dsn, sluice.Options{Service: service, Logger: storetest.Logger(t)})
+	c, err := sluice.Open(t.Context(), dsn, &sluice.Options{Service: service, Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatalf("open %s again: %v", kind, err)
 	}
@@ -65,7 +65,7 @@ func forEachBackendKind(t *testing.T, f func(t *testing.T, kind, service string,
 			t.Parallel()
 			b := shared.Backend(t, kind)
 			service := "t-" + randHex(6)
-			c, err := sluice.NewClient(b, sluice.Options{Service: service, Logger: storetest.Logger(t)})
+			c, err := sluice.NewClient(b, &sluice.Options{Service: service, Logger: storetest.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

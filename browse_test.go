@@ -105,7 +105,7 @@ func TestBrowse(t *testing.T) {
 // A search through more messages than one call examines goes on page by
 // page, each bounded, and finds what is past the first.
 func TestBrowseLongSearch(t *testing.T) {
-	c, err := sluice.NewClient(shared.Backend(t, "sqlite"), sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)})
+	c, err := sluice.NewClient(shared.Backend(t, "sqlite"), &sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

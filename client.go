@@ -94,7 +94,8 @@ type cachedEntity struct {
 // Open opens the database a DSN names (see OpenBackend, and import the
 // DSN's backend package) and returns a client for the tenant that opts
 // names. Close releases the database.
-func Open(ctx context.Context, dsn string, opts Options) (*Client, error) {
+func Open(ctx context.Context, dsn string, opts *Options) (*Client, error) {
+	opts = opts.orDefault()
 	b, err := OpenBackend(ctx, dsn, opts)
 	if err != nil {
 		return nil, err
@@ -105,7 +106,8 @@ func Open(ctx context.Context, dsn string, opts Options) (*Client, error) {
 // OpenDB returns a client, for the tenant that opts names, on the
 // application's pool (see OpenBackendDB), migrating it unless
 // opts.SkipMigrations. Close stops the client and leaves db open.
-func OpenDB(ctx context.Context, db *sql.DB, opts Options) (*Client, error) {
+func OpenDB(ctx context.Context, db *sql.DB, opts *Options) (*Client, error) {
+	opts = opts.orDefault()
 	b, err := OpenBackendDB(ctx, db, opts)
 	if err != nil {
 		return nil, err
@@ -115,7 +117,7 @@ func OpenDB(ctx context.Context, db *sql.DB, opts Options) (*Client, error) {
 
 // clientClosing returns a client on a backend Open or OpenDB opened,
 // which the client's Close closes.
-func clientClosing(b store.Backend, opts Options) (*Client, error) {
+func clientClosing(b store.Backend, opts *Options) (*Client, error) {
 	c, err := NewClient(b, opts)
 	if err != nil {
 		b.Close()
@@ -128,7 +130,8 @@ func clientClosing(b store.Backend, opts Options) (*Client, error) {
 // NewClient returns a client over a backend the caller opened (and
 // closes), for the tenant that opts names; several clients may share one
 // backend.
-func NewClient(b store.Backend, opts Options) (*Client, error) {
+func NewClient(b store.Backend, opts *Options) (*Client, error) {
+	opts = opts.orDefault()
 	t := store.Tenant{Service: opts.Service, Provider: opts.Provider}
 	if t.Service == "" {
 		t.Service = DefaultService

@@ -8,7 +8,7 @@
 //
 //	import _ "github.com/sluicehq/sluice/store/sqlite" // or store/postgres, store/mysql
 //
-//	c, err := sluice.Open(ctx, "sqlite://./sluice-data/sluice.db", sluice.Options{})
+//	c, err := sluice.Open(ctx, "sqlite://./sluice-data/sluice.db", nil)
 //	if err != nil { ... }
 //	defer c.Close()
 //	c.CreateQueue(ctx, "orders", nil)

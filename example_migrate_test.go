@@ -18,13 +18,13 @@ func ExampleNewMigrator() {
 	ctx := context.Background()
 	dsn := "sqlite://" + filepath.Join(dir, "sluice.db")
 
-	_, err := sluice.Open(ctx, dsn, sluice.Options{SkipMigrations: true})
+	_, err := sluice.Open(ctx, dsn, &sluice.Options{SkipMigrations: true})
 	var sv *sluice.SchemaVersionError
 	if errors.Is(err, sluice.ErrSchemaTooOld) && errors.As(err, &sv) {
 		fmt.Println("before migrating: database at", sv.Database)
 	}
 
-	m, err := sluice.NewMigrator(ctx, dsn, sluice.Options{})
+	m, err := sluice.NewMigrator(ctx, dsn, nil)
 	if err != nil {
 		panic(err)
 	}
@@ -36,7 +36,7 @@ func ExampleNewMigrator() {
 	st, _ := m.Status(ctx)
 	fmt.Println("applied from", applied[0].Name, "to the last:", len(applied) == len(m.List()), "- pending", len(st.Pending))
 
-	c, err := sluice.Open(ctx, dsn, sluice.Options{SkipMigrations: true})
+	c, err := sluice.Open(ctx, dsn, &sluice.Options{SkipMigrations: true})
 	if err != nil {
 		panic(err)
 	}

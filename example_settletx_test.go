@@ -19,7 +19,7 @@ func ExampleReceiver_CompleteTx() {
 	ctx := context.Background()
 	path := filepath.Join(dir, "shop.db")
 
-	c, err := sluice.Open(ctx, "sqlite://"+path, sluice.Options{Service: "shop"})
+	c, err := sluice.Open(ctx, "sqlite://"+path, &sluice.Options{Service: "shop"})
 	if err != nil {
 		panic(err)
 	}
@@ -81,7 +81,7 @@ func ExampleStreamProcessor_HandleTx() {
 	ctx := context.Background()
 	path := filepath.Join(dir, "shop.db")
 
-	c, err := sluice.Open(ctx, "sqlite://"+path, sluice.Options{Service: "shop"})
+	c, err := sluice.Open(ctx, "sqlite://"+path, &sluice.Options{Service: "shop"})
 	if err != nil {
 		panic(err)
 	}

@@ -16,7 +16,7 @@ func ExampleAPI() {
 	dir, _ := os.MkdirTemp("", "sluice-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}

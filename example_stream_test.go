@@ -18,7 +18,7 @@ func ExampleStreamProcessor() {
 	dir, _ := os.MkdirTemp("", "sluice-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}
@@ -62,7 +62,7 @@ func ExampleClient_Subscribe() {
 	dir, _ := os.MkdirTemp("", "sluice-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}
@@ -104,7 +104,7 @@ func ExampleClient_ClusterStatus() {
 	dir, _ := os.MkdirTemp("", "sluice-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{StreamPartitions: 4})
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), &sluice.Options{StreamPartitions: 4})
 	if err != nil {
 		panic(err)
 	}
@@ -148,7 +148,7 @@ func ExampleClient_TailStream() {
 	dir, _ := os.MkdirTemp("", "sluice-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}

@@ -20,7 +20,7 @@ func ExampleOpenBackend() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	b, err := sluice.OpenBackend(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	b, err := sluice.OpenBackend(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}
@@ -53,7 +53,7 @@ func ExampleOpenBackend_partitionLog() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	b, err := sluice.OpenBackend(ctx, filepath.Join(dir, "sluice.db"), sluice.Options{})
+	b, err := sluice.OpenBackend(ctx, filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}
@@ -79,7 +79,7 @@ func ExampleClient() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}
@@ -114,7 +114,7 @@ func ExampleProcessor() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}
@@ -145,7 +145,7 @@ func ExampleProcessorOptions_retry() {
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
 
-	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}
@@ -182,7 +182,7 @@ func ExampleClient_CreateTopic() {
 	dir, _ := os.MkdirTemp("", "sluice-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}
@@ -216,7 +216,7 @@ func ExampleClient_AcceptNextSession() {
 	dir, _ := os.MkdirTemp("", "sluice-example")
 	defer os.RemoveAll(dir)
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}

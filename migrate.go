@@ -27,7 +27,8 @@ type Migrator struct {
 // NewMigrator returns the migrator of the database a DSN names (whose
 // backend package the program imports, as for OpenBackend). Close
 // releases its connection.
-func NewMigrator(ctx context.Context, dsn string, opts Options) (*Migrator, error) {
+func NewMigrator(ctx context.Context, dsn string, opts *Options) (*Migrator, error) {
+	opts = opts.orDefault()
 	o, err := store.Lookup(dsn)
 	if err != nil {
 		return nil, redactError(fmt.Errorf("sluice: migrate: %w", err), dsn)
@@ -41,7 +42,8 @@ func NewMigrator(ctx context.Context, dsn string, opts Options) (*Migrator, erro
 
 // NewMigratorDB returns the migrator of the application's pool, found by
 // its driver among the linked backends; Close leaves db open.
-func NewMigratorDB(ctx context.Context, db *sql.DB, opts Options) (*Migrator, error) {
+func NewMigratorDB(ctx context.Context, db *sql.DB, opts *Options) (*Migrator, error) {
+	opts = opts.orDefault()
 	if db == nil {
 		return nil, fmt.Errorf("sluice: migrate: the *sql.DB is nil: %w", ErrInvalidArgument)
 	}

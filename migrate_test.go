@@ -25,7 +25,7 @@ func forEachFreshDB(t *testing.T, f func(t *testing.T, kind, dsn string)) {
 // newMigrator returns a migrator of dsn, closed when the test ends.
 func newMigrator(t *testing.T, dsn string) *sluice.Migrator {
 	t.Helper()
-	m, err := sluice.NewMigrator(t.Context(), dsn, sluice.Options{Logger: storetest.Logger(t)})
+	m, err := sluice.NewMigrator(t.Context(), dsn, &sluice.Options{Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestMigrator(t *testing.T) {
 		if err != nil || st.Database != 0 || st.Required != required || len(st.Pending) != len(list) || len(st.Applied) != 0 {
 			t.Fatalf("Status of an empty database: %+v, %v", st, err)
 		}
-		_, err = sluice.Open(ctx, dsn, sluice.Options{SkipMigrations: true})
+		_, err = sluice.Open(ctx, dsn, &sluice.Options{SkipMigrations: true})
 		wantSchemaError(t, "Open an empty database without migrating", err, sluice.ErrSchemaTooOld, 0, required)
 
 		done, err := m.Up(ctx)
@@ -73,7 +73,7 @@ func TestMigrator(t *testing.T) {
 		if err != nil || st.Database != required || len(st.Pending) != 0 || len(st.Applied) != len(list) {
 			t.Fatalf("Status once migrated: %+v, %v", st, err)
 		}
-		c, err := sluice.Open(ctx, dsn, sluice.Options{SkipMigrations: true, Logger: storetest.Logger(t)})
+		c, err := sluice.Open(ctx, dsn, &sluice.Options{SkipMigrations: true, Logger: storetest.Logger(t)})
 		if err != nil {
 			t.Fatalf("Open a migrated database without migrating: %v", err)
 		}
@@ -101,7 +101,7 @@ func TestSkipMigrationsFindsAGap(t *testing.T) {
 		t.Fatal(err)
 	}
 	required := m.List()[len(m.List())-1].Version
-	_, err := sluice.Open(ctx, dsn, sluice.Options{SkipMigrations: true})
+	_, err := sluice.Open(ctx, dsn, &sluice.Options{SkipMigrations: true})
 	wantSchemaError(t, "Open with version 5 missing", err, sluice.ErrSchemaTooOld, 4, required)
 }
 
@@ -120,7 +120,7 @@ func TestSchemaTooNew(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, skip := range []bool{false, true} {
-			_, err := sluice.Open(ctx, dsn, sluice.Options{SkipMigrations: skip})
+			_, err := sluice.Open(ctx, dsn, &sluice.Options{SkipMigrations: skip})
 			wantSchemaError(t, "Open", err, sluice.ErrSchemaTooNew, 9999, required)
 		}
 		_, err := m.Up(ctx)

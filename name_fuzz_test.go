@@ -33,7 +33,7 @@ func FuzzEntityName(f *testing.F) {
 		}
 	}
 	ctx := f.Context()
-	c, err := sluice.Open(ctx, "sqlite://"+f.TempDir()+"/fuzz.db", sluice.Options{})
+	c, err := sluice.Open(ctx, "sqlite://"+f.TempDir()+"/fuzz.db", nil)
 	if err != nil {
 		f.Fatal(err)
 	}

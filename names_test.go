@@ -143,7 +143,7 @@ func TestMigrationNamesAndTopicDedup(t *testing.T) {
 				dsn = d
 			}
 			open := func() *sluice.Client {
-				c, err := sluice.Open(ctx, dsn, sluice.Options{Service: "m", Logger: storetest.Logger(t)})
+				c, err := sluice.Open(ctx, dsn, &sluice.Options{Service: "m", Logger: storetest.Logger(t)})
 				if err != nil {
 					t.Fatalf("open: %v", err)
 				}

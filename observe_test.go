@@ -358,7 +358,7 @@ func BenchmarkMessageRound(b *testing.B) {
 	for _, observers := range []int{0, 1} {
 		b.Run(fmt.Sprintf("observers=%d", observers), func(b *testing.B) {
 			ctx := b.Context()
-			c, err := sluice.Open(ctx, "sqlite://"+b.TempDir()+"/bench.db?synchronous=NORMAL", sluice.Options{})
+			c, err := sluice.Open(ctx, "sqlite://"+b.TempDir()+"/bench.db?synchronous=NORMAL", nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -12,7 +12,10 @@ import (
 )
 
 // Options tune Open, OpenDB, NewClient, OpenBackend and NewMigrator.
-// Zero values take defaults.
+// Zero values take defaults, and a nil *Options is all defaults: as
+// everywhere in sluice, options that may be left out are passed by
+// pointer, required settings (a server's Config, an entity's properties
+// on update) by value.
 type Options struct {
 	// Service and Provider name the tenant a client works in (default
 	// "default" and "default"): deployments sharing one database see only
@@ -41,8 +44,17 @@ type Options struct {
 	SkipMigrations bool
 }
 
+// orDefault returns opts, or for nil the zero Options, whose fields all
+// take their defaults.
+func (opts *Options) orDefault() *Options {
+	if opts == nil {
+		return &Options{}
+	}
+	return opts
+}
+
 // openOptions returns the settings opts gives a backend.
-func (opts Options) openOptions() store.OpenOptions {
+func (opts *Options) openOptions() store.OpenOptions {
 	return store.OpenOptions{Limits: opts.Limits, Logger: opts.Logger, MaxConns: opts.MaxConns, SkipMigrations: opts.SkipMigrations}
 }
 
@@ -70,7 +82,8 @@ func RedactDSN(dsn string) string { return dsnpkg.Redact(dsn) }
 //
 // else OpenBackend fails with ErrInvalidArgument naming the package.
 // Its errors show the DSN with its credentials masked (RedactDSN).
-func OpenBackend(ctx context.Context, dsn string, opts Options) (store.Backend, error) {
+func OpenBackend(ctx context.Context, dsn string, opts *Options) (store.Backend, error) {
+	opts = opts.orDefault()
 	o, err := store.Lookup(dsn)
 	if err != nil {
 		return nil, redactError(fmt.Errorf("sluice: open: %w", err), dsn)
@@ -89,7 +102,8 @@ func OpenBackend(ctx context.Context, dsn string, opts Options) (store.Backend, 
 // OpenDB (SQLite: WAL mode and a busy timeout; MariaDB/MySQL: UTC, READ
 // COMMITTED, utf8mb4); on PostgreSQL a *pgxpool.Pool is taken by
 // postgres.OpenPool.
-func OpenBackendDB(ctx context.Context, db *sql.DB, opts Options) (store.Backend, error) {
+func OpenBackendDB(ctx context.Context, db *sql.DB, opts *Options) (store.Backend, error) {
+	opts = opts.orDefault()
 	if db == nil {
 		return nil, fmt.Errorf("sluice: open: the *sql.DB is nil: %w", ErrInvalidArgument)
 	}

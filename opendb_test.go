@@ -18,7 +18,7 @@ func TestOpenDB(t *testing.T) {
 	forEachFreshDB(t, func(t *testing.T, kind, dsn string) {
 		ctx := t.Context()
 		db := appDB(t, kind, dsn, true)
-		c, err := sluice.OpenDB(ctx, db, sluice.Options{Logger: storetest.Logger(t)})
+		c, err := sluice.OpenDB(ctx, db, &sluice.Options{Logger: storetest.Logger(t)})
 		if err != nil {
 			t.Fatalf("OpenDB: %v", err)
 		}
@@ -33,7 +33,7 @@ func TestOpenDB(t *testing.T) {
 		if err := db.PingContext(ctx); err != nil {
 			t.Fatalf("the application's pool after the client closed: %v", err)
 		}
-		m, err := sluice.NewMigratorDB(ctx, db, sluice.Options{})
+		m, err := sluice.NewMigratorDB(ctx, db, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,11 +57,11 @@ func TestOpenDBChecksThePool(t *testing.T) {
 		t.Run(tc.kind, func(t *testing.T) {
 			t.Parallel()
 			db := appDB(t, tc.kind, freshDSN(t, tc.kind), false)
-			_, err := sluice.OpenDB(t.Context(), db, sluice.Options{})
+			_, err := sluice.OpenDB(t.Context(), db, nil)
 			if !errors.Is(err, sluice.ErrInvalidArgument) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("OpenDB of a pool without what sluice needs: %v", err)
 			}
-			_, err = sluice.NewMigratorDB(t.Context(), db, sluice.Options{})
+			_, err = sluice.NewMigratorDB(t.Context(), db, nil)
 			if !errors.Is(err, sluice.ErrInvalidArgument) {
 				t.Fatalf("NewMigratorDB of a pool without what sluice needs: %v", err)
 			}
@@ -90,10 +90,10 @@ func TestOpenDBRefusesUnknownDrivers(t *testing.T) {
 	db := sql.OpenDB(fakeConnector{})
 	defer db.Close()
 	for name, db := range map[string]*sql.DB{"nil": nil, "fake driver": db} {
-		if _, err := sluice.OpenDB(t.Context(), db, sluice.Options{}); !errors.Is(err, sluice.ErrInvalidArgument) {
+		if _, err := sluice.OpenDB(t.Context(), db, nil); !errors.Is(err, sluice.ErrInvalidArgument) {
 			t.Errorf("OpenDB of a %s pool: %v", name, err)
 		}
-		if _, err := sluice.NewMigratorDB(t.Context(), db, sluice.Options{}); !errors.Is(err, sluice.ErrInvalidArgument) {
+		if _, err := sluice.NewMigratorDB(t.Context(), db, nil); !errors.Is(err, sluice.ErrInvalidArgument) {
 			t.Errorf("NewMigratorDB of a %s pool: %v", name, err)
 		}
 	}
@@ -104,12 +104,12 @@ func TestOpenDBRefusesUnknownDrivers(t *testing.T) {
 func TestMaxConnsBounds(t *testing.T) {
 	forEachFreshDB(t, func(t *testing.T, kind, dsn string) {
 		for _, n := range []int{-1, 1001} {
-			if _, err := sluice.Open(t.Context(), dsn, sluice.Options{MaxConns: n}); !errors.Is(err, sluice.ErrInvalidArgument) {
+			if _, err := sluice.Open(t.Context(), dsn, &sluice.Options{MaxConns: n}); !errors.Is(err, sluice.ErrInvalidArgument) {
 				t.Errorf("MaxConns %d: %v", n, err)
 			}
 		}
 		for _, n := range []int{0, 2, 1000} {
-			c, err := sluice.Open(t.Context(), dsn, sluice.Options{MaxConns: n, Logger: storetest.Logger(t)})
+			c, err := sluice.Open(t.Context(), dsn, &sluice.Options{MaxConns: n, Logger: storetest.Logger(t)})
 			if err != nil {
 				t.Fatalf("MaxConns %d: %v", n, err)
 			}
@@ -132,7 +132,7 @@ func TestSQLiteDSNParameters(t *testing.T) {
 		"sqlite://" + dir + "/a.db?synchronous=OFF":    false,
 		"sqlite://" + dir + "/a.db?cache=shared":       false,
 	} {
-		c, err := sluice.Open(t.Context(), dsn, sluice.Options{})
+		c, err := sluice.Open(t.Context(), dsn, nil)
 		if ok != (err == nil) || (err != nil && !errors.Is(err, sluice.ErrInvalidArgument)) {
 			t.Errorf("Open(%q): %v", dsn, err)
 		}

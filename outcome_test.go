@@ -85,17 +85,17 @@ func newLostReply(t *testing.T, kind string) *lostReply {
 		map[string]string{"postgres": "600000", "mysql": "600"}[kind])
 	u.RawQuery = params.Encode()
 	opts := sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)}
-	c, err := sluice.Open(ctx, u.String(), opts)
+	c, err := sluice.Open(ctx, u.String(), &opts)
 	if err != nil {
 		t.Fatalf("open through %v: %v", proxy, err)
 	}
 	t.Cleanup(func() { c.Close() })
-	b, err := sluice.OpenBackend(ctx, dsn, opts)
+	b, err := sluice.OpenBackend(ctx, dsn, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { b.Close() })
-	direct, err := sluice.NewClient(b, opts)
+	direct, err := sluice.NewClient(b, &opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,7 @@ func TestOpenBackendErrorsHideCredentials(t *testing.T) {
 		"postgres://user:s3cr3t-pw@127.0.0.1:5432/db?sslmode=bogus",
 		"mysql://root:s3cr3t-pw@127.0.0.1:3306/",
 	} {
-		_, err := OpenBackend(t.Context(), dsn, Options{})
+		_, err := OpenBackend(t.Context(), dsn, nil)
 		if err == nil {
 			t.Fatalf("OpenBackend(%q) succeeded", dsn)
 		}

@@ -39,7 +39,7 @@ func TestSettleTxCrashChild(t *testing.T) {
 	}
 	kind, queue, table := os.Getenv(settleChildKind), os.Getenv(settleChildQueue), os.Getenv(settleChildTable)
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, dsn, sluice.Options{Service: os.Getenv(settleChildService)})
+	c, err := sluice.Open(ctx, dsn, &sluice.Options{Service: os.Getenv(settleChildService)})
 	if err != nil {
 		t.Fatal(err)
 	}

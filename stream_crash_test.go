@@ -53,7 +53,7 @@ func TestStreamCrashChild(t *testing.T) {
 func runChildProcessor(t *testing.T, dsn, service, outPath string, log *slog.Logger, opts sluice.StreamProcessorOptions,
 	consumer sluice.ConsumerOptions, handle func(ctx context.Context, p *sluice.StreamProcessor, ev *sluice.StreamEvent) (string, error)) {
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, dsn, sluice.Options{Service: service, Logger: log})
+	c, err := sluice.Open(ctx, dsn, &sluice.Options{Service: service, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -265,7 +265,7 @@ func TestStreamRepositionBetweenAgentReads(t *testing.T) {
 						Partition: part, Position: pos[2], By: "race"})
 					repositioned <- err
 				}}
-			c, err := sluice.NewClient(b, sluice.Options{Service: service, Logger: storetest.Logger(t)})
+			c, err := sluice.NewClient(b, &sluice.Options{Service: service, Logger: storetest.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

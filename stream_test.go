@@ -390,7 +390,7 @@ func TestStreamRewindAndUnsubscribe(t *testing.T) {
 func TestStreamPartitionCount(t *testing.T) {
 	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
 		publish(t, c, sluice.StreamID{Namespace: "ns", Key: "k"}, "first")
-		other, err := sluice.NewClient(shared.Backend(t, kind), sluice.Options{Service: service, StreamPartitions: 8})
+		other, err := sluice.NewClient(shared.Backend(t, kind), &sluice.Options{Service: service, StreamPartitions: 8})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -500,7 +500,7 @@ func TestStreamProcessorNoLeak(t *testing.T) {
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			b := shared.Backend(t, kind)
-			c, err := sluice.NewClient(b, sluice.Options{Service: "t-" + randHex(6)})
+			c, err := sluice.NewClient(b, &sluice.Options{Service: "t-" + randHex(6)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -939,7 +939,7 @@ func TestStreamSlowFinalSaveKeepsNodeAlive(t *testing.T) {
 	const kind = "postgres"
 	b := shared.Backend(t, kind)
 	service := "t-" + randHex(6)
-	c, err := sluice.NewClient(b, sluice.Options{Service: service, Logger: storetest.Logger(t)})
+	c, err := sluice.NewClient(b, &sluice.Options{Service: service, Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

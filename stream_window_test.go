@@ -406,7 +406,7 @@ func TestStreamSingleWindowFallback(t *testing.T) {
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			c, err := sluice.NewClient(noPositionedReads{shared.Backend(t, kind)}, sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)})
+			c, err := sluice.NewClient(noPositionedReads{shared.Backend(t, kind)}, &sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

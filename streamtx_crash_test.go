@@ -45,7 +45,7 @@ func TestStreamTxCrashChild(t *testing.T) {
 	}
 	kind, table, hang := os.Getenv(txStreamChildKind), os.Getenv(txStreamChildTable), os.Getenv(txStreamChildHang)
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, dsn, sluice.Options{Service: os.Getenv(txStreamChildService)})
+	c, err := sluice.Open(ctx, dsn, &sluice.Options{Service: os.Getenv(txStreamChildService)})
 	if err != nil {
 		t.Fatal(err)
 	}

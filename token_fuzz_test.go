@@ -23,7 +23,7 @@ func FuzzTokenSettle(f *testing.F) {
 		f.Add(s)
 	}
 	ctx := f.Context()
-	c, err := sluice.Open(ctx, "sqlite://"+f.TempDir()+"/fuzz.db", sluice.Options{})
+	c, err := sluice.Open(ctx, "sqlite://"+f.TempDir()+"/fuzz.db", nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 // does, and returns its address and a function that stops it.
 func serve(ctx context.Context) (string, func()) {
 	dir, _ := os.MkdirTemp("", "sluice-example")
-	lib, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	lib, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}

@@ -35,7 +35,7 @@ func libraryAndRemote(t *testing.T, kind string) (*sluice.Client, *client.Client
 	b := shared.Backend(t, kind)
 	id := make([]byte, 6)
 	_, _ = rand.Read(id)
-	lib, err := sluice.NewClient(b, sluice.Options{Service: "t-" + hex.EncodeToString(id), Logger: storetest.Logger(t)})
+	lib, err := sluice.NewClient(b, &sluice.Options{Service: "t-" + hex.EncodeToString(id), Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

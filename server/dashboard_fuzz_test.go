@@ -131,7 +131,7 @@ func dashboardBodies(path string) []string {
 // subscription "s", and returns its URL.
 func startDashboardServer(f *testing.F) string {
 	ctx := f.Context()
-	c, err := sluice.Open(ctx, "sqlite://"+f.TempDir()+"/fuzz.db", sluice.Options{})
+	c, err := sluice.Open(ctx, "sqlite://"+f.TempDir()+"/fuzz.db", nil)
 	if err != nil {
 		f.Fatal(err)
 	}

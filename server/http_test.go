@@ -209,7 +209,7 @@ func TestAuthentication(t *testing.T) {
 
 // Configurations that would be unsafe or wrong are refused at New.
 func TestConfigRefused(t *testing.T) {
-	c, err := sluice.NewClient(shared.Backend(t, "sqlite"), sluice.Options{Service: "t-" + randHex(6)})
+	c, err := sluice.NewClient(shared.Backend(t, "sqlite"), &sluice.Options{Service: "t-" + randHex(6)})
 	if err != nil {
 		t.Fatal(err)
 	}

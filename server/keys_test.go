@@ -19,7 +19,7 @@ import (
 // pattern, a pattern is not empty, and no two keys share a name.
 func TestKeysChecked(t *testing.T) {
 	t.Parallel()
-	c, err := sluice.NewClient(shared.Backend(t, "sqlite"), sluice.Options{Service: "t-" + randHex(6)})
+	c, err := sluice.NewClient(shared.Backend(t, "sqlite"), &sluice.Options{Service: "t-" + randHex(6)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestKeysChecked(t *testing.T) {
 // requests to a loopback host, unless Insecure.
 func TestHandlerHostGuard(t *testing.T) {
 	t.Parallel()
-	c, err := sluice.NewClient(shared.Backend(t, "sqlite"), sluice.Options{Service: "t-" + randHex(6)})
+	c, err := sluice.NewClient(shared.Backend(t, "sqlite"), &sluice.Options{Service: "t-" + randHex(6)})
 	if err != nil {
 		t.Fatal(err)
 	}

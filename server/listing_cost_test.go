@@ -82,7 +82,7 @@ func startCounting(t *testing.T, kind string, cfg server.Config) (*env, *countin
 	// comes after the test: its reads would count.
 	cfg.HistoryInterval = 5 * time.Minute
 	b := &countingBackend{Backend: shared.Backend(t, kind)}
-	c, err := sluice.NewClient(b, sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)})
+	c, err := sluice.NewClient(b, &sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

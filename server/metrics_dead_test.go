@@ -46,7 +46,7 @@ func wantMetrics(t *testing.T, e *env, want ...string) string {
 func TestMetricsCountEveryDeadLettering(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "metrics.db")
 	open := func() *sluice.Client {
-		c, err := sluice.Open(t.Context(), file, sluice.Options{Logger: storetest.Logger(t)})
+		c, err := sluice.Open(t.Context(), file, &sluice.Options{Logger: storetest.Logger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -34,7 +34,7 @@ func TestOutcomeUnknownAcrossTheNetwork(t *testing.T) {
 		testdb.Check(t, err)
 		t.Cleanup(func() { drop() })
 		proxy, proxied := testdb.NewProxy(t, dsn)
-		lib, err := sluice.Open(t.Context(), proxied, sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)})
+		lib, err := sluice.Open(t.Context(), proxied, &sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,7 +19,7 @@ import (
 // startTenant is start for a tenant the test names, to reach its store.
 func startTenant(t *testing.T, kind, service string, cfg server.Config) *env {
 	t.Helper()
-	c, err := sluice.NewClient(shared.Backend(t, kind), sluice.Options{Service: service, Logger: storetest.Logger(t)})
+	c, err := sluice.NewClient(shared.Backend(t, kind), &sluice.Options{Service: service, Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -229,7 +229,7 @@ func TestTracingServerFault(t *testing.T) {
 	t.Parallel()
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	lib, err := sluice.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "fault.db"), sluice.Options{Logger: storetest.Logger(t)})
+	lib, err := sluice.Open(t.Context(), "sqlite://"+filepath.Join(t.TempDir(), "fault.db"), &sluice.Options{Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func BenchmarkTracing(b *testing.B) {
 				defer tp.Shutdown(context.Background())
 				cfg.TracerProvider = tp
 			}
-			lib, err := sluice.Open(b.Context(), "sqlite://"+filepath.Join(b.TempDir(), "bench.db"), sluice.Options{})
+			lib, err := sluice.Open(b.Context(), "sqlite://"+filepath.Join(b.TempDir(), "bench.db"), nil)
 			if err != nil {
 				b.Fatal(err)
 			}

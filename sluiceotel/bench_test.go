@@ -14,7 +14,7 @@ import (
 // that drops them), to compare with sluice's BenchmarkMessageRound.
 func BenchmarkTracedRound(b *testing.B) {
 	ctx := b.Context()
-	c, err := sluice.Open(ctx, "sqlite://"+b.TempDir()+"/bench.db?synchronous=NORMAL", sluice.Options{})
+	c, err := sluice.Open(ctx, "sqlite://"+b.TempDir()+"/bench.db?synchronous=NORMAL", nil)
 	if err != nil {
 		b.Fatal(err)
 	}

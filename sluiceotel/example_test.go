@@ -19,7 +19,7 @@ func Example() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "sluiceotel-example")
 	defer os.RemoveAll(dir)
-	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}

@@ -43,7 +43,7 @@ func (h headerPropagation) RoundTrip(req *http.Request) (*http.Response, error) 
 func serve(t *testing.T, tp trace.TracerProvider) (addr, dsn string) {
 	t.Helper()
 	dsn = "sqlite://" + filepath.Join(t.TempDir(), "sluice.db")
-	lib, err := sluice.Open(t.Context(), dsn, sluice.Options{Logger: storetest.Logger(t)})
+	lib, err := sluice.Open(t.Context(), dsn, &sluice.Options{Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +94,7 @@ func TestTraceThroughServer(t *testing.T) {
 	traceID := root.SpanContext().TraceID()
 	send := producerSpans.one(t, "send "+q)
 
-	consumer, err := sluice.Open(ctx, dsn, sluice.Options{Logger: storetest.Logger(t)})
+	consumer, err := sluice.Open(ctx, dsn, &sluice.Options{Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 // entity there from the first collection, and a lint-clean exposition.
 func TestCollector(t *testing.T) {
 	ctx := t.Context()
-	c, err := sluice.Open(ctx, filepath.Join(t.TempDir(), "app.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, filepath.Join(t.TempDir(), "app.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestCollector(t *testing.T) {
 // collections' figures any older.
 func TestSnapshot(t *testing.T) {
 	ctx := t.Context()
-	c, err := sluice.Open(ctx, filepath.Join(t.TempDir(), "app.db"), sluice.Options{})
+	c, err := sluice.Open(ctx, filepath.Join(t.TempDir(), "app.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

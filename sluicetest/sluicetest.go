@@ -32,11 +32,7 @@ import (
 // directory, migrated; it is closed when the test ends. opts may be nil.
 func Open(tb testing.TB, opts *sluice.Options) *sluice.Client {
 	tb.Helper()
-	var o sluice.Options
-	if opts != nil {
-		o = *opts
-	}
-	c, err := sluice.Open(context.Background(), "sqlite://"+filepath.Join(tb.TempDir(), "sluice.db"), o)
+	c, err := sluice.Open(context.Background(), "sqlite://"+filepath.Join(tb.TempDir(), "sluice.db"), opts)
 	if err != nil {
 		tb.Fatalf("sluicetest: open: %v", err)
 	}

@@ -42,7 +42,7 @@ func FuzzLibrary(f *testing.F) {
 		f.Add(uint8(kind), j)
 	}
 	ctx := f.Context()
-	c, err := sluice.Open(ctx, "sqlite://"+f.TempDir()+"/fuzz.db", sluice.Options{})
+	c, err := sluice.Open(ctx, "sqlite://"+f.TempDir()+"/fuzz.db", nil)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -25,7 +25,7 @@ import (
 // Shared holds one backend of each kind for a test binary; Main closes
 // it.
 var Shared = testdb.Shared{Open: func(ctx context.Context, dsn string) (store.Backend, error) {
-	return sluice.OpenBackend(ctx, dsn, sluice.Options{})
+	return sluice.OpenBackend(ctx, dsn, nil)
 }}
 
 // Main runs a package's tests, closes Shared and exits: a package's
@@ -46,7 +46,7 @@ func ForEachBackend(t *testing.T, f func(t *testing.T, c *sluice.Client)) {
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			c, err := sluice.NewClient(Shared.Backend(t, kind), sluice.Options{Service: "t-" + RandHex(6), Logger: storetest.Logger(t)})
+			c, err := sluice.NewClient(Shared.Backend(t, kind), &sluice.Options{Service: "t-" + RandHex(6), Logger: storetest.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -257,7 +257,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	b, err := sluice.OpenBackend(ctx, sqliteSynchronous(c.db, c.sync), sluice.Options{})
+	b, err := sluice.OpenBackend(ctx, sqliteSynchronous(c.db, c.sync), nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return ExitError
@@ -269,7 +269,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return ExitError
 	}
-	client, err := sluice.NewClient(b, sluice.Options{Service: tenant.Service, Provider: tenant.Provider, StreamPartitions: benchPartitions})
+	client, err := sluice.NewClient(b, &sluice.Options{Service: tenant.Service, Provider: tenant.Provider, StreamPartitions: benchPartitions})
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return ExitError

@@ -50,7 +50,7 @@ func benchNode(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	if *db == "" {
 		*db = os.Getenv("SLUICE_DB")
 	}
-	c, err := sluice.Open(ctx, *db, sluice.Options{Service: *service, Provider: *provider, StreamPartitions: benchPartitions})
+	c, err := sluice.Open(ctx, *db, &sluice.Options{Service: *service, Provider: *provider, StreamPartitions: benchPartitions})
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice bench-node:", err)
 		return ExitError

@@ -14,7 +14,7 @@ import (
 func TestBenchTrimAll(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	b, err := sluice.OpenBackend(ctx, filepath.Join(t.TempDir(), "bench.db"), sluice.Options{})
+	b, err := sluice.OpenBackend(ctx, filepath.Join(t.TempDir(), "bench.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

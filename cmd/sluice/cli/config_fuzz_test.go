@@ -41,7 +41,7 @@ func FuzzServeConfig(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	c, err := sluice.Open(f.Context(), "sqlite://"+f.TempDir()+"/fuzz.db", sluice.Options{})
+	c, err := sluice.Open(f.Context(), "sqlite://"+f.TempDir()+"/fuzz.db", nil)
 	if err != nil {
 		f.Fatal(err)
 	}

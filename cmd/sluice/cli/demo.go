@@ -33,7 +33,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func runDemo(ctx context.Context, dsn string, out io.Writer) error {
 	say := func(format string, args ...any) { fmt.Fprintf(out, format+"\n", args...) }
-	b, err := sluice.OpenBackend(ctx, dsn, sluice.Options{})
+	b, err := sluice.OpenBackend(ctx, dsn, nil)
 	if err != nil {
 		return err
 	}
@@ -154,7 +154,7 @@ func runDemo(ctx context.Context, dsn string, out io.Writer) error {
 // demoStreams publishes to two streams and handles them with a stream
 // processor: each stream's events arrive in order.
 func demoStreams(ctx context.Context, b store.Backend, tenant store.Tenant, say func(string, ...any)) error {
-	c, err := sluice.NewClient(b, sluice.Options{Service: tenant.Service, Provider: tenant.Provider})
+	c, err := sluice.NewClient(b, &sluice.Options{Service: tenant.Service, Provider: tenant.Provider})
 	if err != nil {
 		return err
 	}

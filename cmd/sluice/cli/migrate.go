@@ -65,7 +65,7 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitUsage
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	m, err := sluice.NewMigrator(ctx, dsn, sluice.Options{Logger: log})
+	m, err := sluice.NewMigrator(ctx, dsn, &sluice.Options{Logger: log})
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice migrate:", err)
 		if errors.Is(err, sluice.ErrInvalidArgument) {

@@ -34,7 +34,7 @@ func startServer(t *testing.T, keys ...server.Key) string {
 // address are set here).
 func startServerWith(t *testing.T, cfg server.Config) string {
 	t.Helper()
-	c, err := sluice.Open(t.Context(), filepath.Join(t.TempDir(), "server.db"), sluice.Options{})
+	c, err := sluice.Open(t.Context(), filepath.Join(t.TempDir(), "server.db"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

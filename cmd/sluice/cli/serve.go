@@ -78,7 +78,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		}
 		tlsCfg = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	c, err := sluice.Open(ctx, cfg.DB, sluice.Options{Service: cfg.Service, Provider: cfg.Provider, Logger: log,
+	c, err := sluice.Open(ctx, cfg.DB, &sluice.Options{Service: cfg.Service, Provider: cfg.Provider, Logger: log,
 		StreamPartitions: cfg.StreamPartitions, SkipMigrations: cfg.NoMigrate})
 	if err != nil {
 		return err

@@ -208,7 +208,7 @@ func TestMigrate(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "schema at version 0018") || !strings.Contains(errOut, "migrated the schema") {
 		t.Fatalf("migrate: exit %d, %s %s", code, out, errOut)
 	}
-	if c, err := sluice.Open(t.Context(), db, sluice.Options{}); err != nil {
+	if c, err := sluice.Open(t.Context(), db, nil); err != nil {
 		t.Fatalf("open the migrated database: %v", err)
 	} else {
 		c.Close()

@@ -17,7 +17,7 @@ func newProcessor(t *testing.T, w where) sluice.StreamEventProcessor {
 	t.Helper()
 	switch w.flags[0] {
 	case "--db":
-		c, err := sluice.Open(t.Context(), w.flags[1], sluice.Options{})
+		c, err := sluice.Open(t.Context(), w.flags[1], nil)
 		if err != nil {
 			t.Fatal(err)
 		}

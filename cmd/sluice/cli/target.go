@@ -184,7 +184,7 @@ func (t *target) open(ctx context.Context, streams bool, stderr io.Writer) (slui
 		return nil, err
 	}
 	opts := sluice.Options{Service: t.service, Provider: t.provider}
-	b, err := sluice.OpenBackend(ctx, t.db, opts)
+	b, err := sluice.OpenBackend(ctx, t.db, &opts)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func newLibrary(ctx context.Context, b store.Backend, opts sluice.Options, strea
 			return nil, fmt.Errorf("stream partitions: %w", err)
 		}
 	}
-	c, err := sluice.NewClient(b, opts)
+	c, err := sluice.NewClient(b, &opts)
 	if err != nil {
 		return nil, err
 	}

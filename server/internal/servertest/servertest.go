@@ -27,7 +27,7 @@ type Env struct {
 // the kind's backend, and stops it when the test ends.
 func Start(t *testing.T, kind string, cfg server.Config) *Env {
 	t.Helper()
-	c, err := sluice.NewClient(libtest.Shared.Backend(t, kind), sluice.Options{Service: "t-" + libtest.RandHex(6), Logger: storetest.Logger(t)})
+	c, err := sluice.NewClient(libtest.Shared.Backend(t, kind), &sluice.Options{Service: "t-" + libtest.RandHex(6), Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

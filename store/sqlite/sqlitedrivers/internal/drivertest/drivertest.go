@@ -63,13 +63,13 @@ func Conformance(t *testing.T, drv *sqlite.Driver) {
 func Scheme(t *testing.T, drv *sqlite.Driver, scheme string) {
 	ctx := t.Context()
 	dsn := scheme + "://" + filepath.Join(t.TempDir(), "scheme.db") + "?synchronous=NORMAL"
-	c, err := sluice.Open(ctx, dsn, sluice.Options{})
+	c, err := sluice.Open(ctx, dsn, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	roundTrip(t, c)
-	if _, err := sluice.Open(ctx, scheme+"://x.db?cache=shared", sluice.Options{}); !errors.Is(err, sluicetype.ErrInvalidArgument) {
+	if _, err := sluice.Open(ctx, scheme+"://x.db?cache=shared", nil); !errors.Is(err, sluicetype.ErrInvalidArgument) {
 		t.Errorf("%s with an unknown parameter: %v, want ErrInvalidArgument", scheme, err)
 	}
 }
@@ -83,7 +83,7 @@ func OpenDB(t *testing.T, drv *sqlite.Driver) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	c, err := sluice.OpenDB(ctx, db, sluice.Options{})
+	c, err := sluice.OpenDB(ctx, db, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
