@@ -173,9 +173,6 @@ type QueueStore interface {
 	// none deletes nothing.
 	DeleteDeadLetters(ctx context.Context, queue string, seqs []int64) (int64, error)
 
-	// Evict runs one bounded eviction batch now, whatever the control row
-	// says. Leases run it on their own once per eviction interval.
-	Evict(ctx context.Context, queue string) (EvictResult, error)
 	// QueueStats counts a queue's messages by state.
 	QueueStats(ctx context.Context, queue string) (QueueStats, error)
 	// DeadLetterReasons counts a queue's dead letters by reason.
@@ -685,4 +682,15 @@ type PartitionInfo struct {
 	Head int64
 	// Trimmed is the position through which retention deleted records.
 	Trimmed int64
+}
+
+// Evicter is a Store that runs eviction on demand. Leases evict on their
+// own (once per eviction interval, a bounded batch each), so nothing in
+// sluice needs it: the conformance suite calls it to test expiry without
+// waiting for a lease to trigger it. The backends of this module
+// implement it.
+type Evicter interface {
+	// Evict runs one bounded eviction batch now, whatever the control
+	// row says.
+	Evict(ctx context.Context, queue string) (EvictResult, error)
 }

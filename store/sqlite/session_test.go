@@ -65,7 +65,7 @@ func TestSessionRowsTrimmed(t *testing.T) {
 	if got := rows(); got != n {
 		t.Fatalf("%d session rows before eviction, want %d", got, n)
 	}
-	if _, err := st.Evict(ctx, "q"); err != nil {
+	if _, err := st.(store.Evicter).Evict(ctx, "q"); err != nil {
 		t.Fatal(err)
 	}
 	if got := rows(); got != 0 {

@@ -128,7 +128,7 @@ func testSharedBodiesSwept(t *testing.T, h *harness) {
 	sharedSend(t, st, payload, a, b)
 	evict := func(q string) store.EvictResult {
 		t.Helper()
-		res, err := st.Evict(ctx, q)
+		res, err := evict(ctx, st, q)
 		if err != nil {
 			t.Fatalf("Evict(%s): %v", q, err)
 		}

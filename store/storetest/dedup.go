@@ -131,7 +131,7 @@ func testDedupWindow(t *testing.T, h *harness) {
 	wantSeqs(t, "a send just within the window", enqueue(t, ctx, st, q, withID("a", "id")), []int64{1})
 	time.Sleep(3 * time.Second)
 	wantSeqs(t, "a send after the window", enqueue(t, ctx, st, q, withID("a", "id")), []int64{2})
-	if _, err := st.Evict(ctx, q); err != nil {
+	if _, err := evict(ctx, st, q); err != nil {
 		t.Fatalf("Evict: %v", err)
 	}
 	wantSeqs(t, "a send after eviction", enqueue(t, ctx, st, q, withID("a", "id")), []int64{2})

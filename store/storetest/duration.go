@@ -100,7 +100,7 @@ func testDurationMessageTTL(t *testing.T, h *harness) {
 	}
 	// The never-expiring ones lease; nothing was dead-lettered for them.
 	eventually(t, "the 1ns message expired", func() bool {
-		if _, err := st.Evict(ctx, q); err != nil {
+		if _, err := evict(ctx, st, q); err != nil {
 			t.Fatal(err)
 		}
 		return len(deadAll(t, ctx, st, q)) == 1

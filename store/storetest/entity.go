@@ -276,7 +276,7 @@ func testDeferredNeverExpires(t *testing.T, h *harness) {
 	start := time.Now()
 	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer}, lease(t, ctx, st, q, 2, long)...)
 	sleepUntil(t, start.Add(ttl+200*time.Millisecond))
-	if _, err := st.Evict(ctx, q); err != nil {
+	if _, err := evict(ctx, st, q); err != nil {
 		t.Fatal(err)
 	}
 	wantCounts(t, ctx, st, q, store.QueueStats{Deferred: 2})
@@ -286,7 +286,7 @@ func testDeferredNeverExpires(t *testing.T, h *harness) {
 	// A lease by number that ends after the TTL: deferred again too.
 	leaseDeferred(t, st, q, 100*time.Millisecond, 2)
 	eventually(t, "the ended lease resolved", func() bool {
-		if _, err := st.Evict(ctx, q); err != nil {
+		if _, err := evict(ctx, st, q); err != nil {
 			t.Fatal(err)
 		}
 		return stats(t, ctx, st, q).Deferred == 2

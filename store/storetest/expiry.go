@@ -80,7 +80,7 @@ func testMaxDeliveryByExpiry(t *testing.T, h *harness) {
 		if ls := lease(t, ctx, st, q, 1, long); len(ls) != 0 {
 			t.Fatalf("message leased a third time with MaxDeliveryCount 2: seq %d DeliveryCount %d", ls[0].Seq, ls[0].DeliveryCount)
 		}
-		if _, err := st.Evict(ctx, q); err != nil {
+		if _, err := evict(ctx, st, q); err != nil {
 			t.Fatalf("Evict: %v", err)
 		}
 		return len(deadAll(t, ctx, st, q)) > 0
@@ -148,7 +148,7 @@ func testTTLDropped(t *testing.T, h *harness) {
 	}
 	ls := lease(t, ctx, st, q, 10, long)
 	wantSeqs(t, "lease after TTL ran out", leasedSeqs(ls), []int64{2})
-	if _, err := st.Evict(ctx, q); err != nil {
+	if _, err := evict(ctx, st, q); err != nil {
 		t.Fatalf("Evict: %v", err)
 	}
 	wantSeqs(t, "messages after Evict", messageSeqs(peekAll(t, ctx, st, q)), []int64{2})
@@ -164,7 +164,7 @@ func testTTLDeadLettered(t *testing.T, h *harness) {
 	expireSetup(t, st, q)
 	ls := lease(t, ctx, st, q, 10, long)
 	wantSeqs(t, "lease after TTL ran out", leasedSeqs(ls), []int64{2})
-	if _, err := st.Evict(ctx, q); err != nil {
+	if _, err := evict(ctx, st, q); err != nil {
 		t.Fatalf("Evict: %v", err)
 	}
 	d := deadAll(t, ctx, st, q)
@@ -193,7 +193,7 @@ func testDefaultTTLCapExpiry(t *testing.T, h *harness) {
 	if ls := lease(t, ctx, st, q, 10, long); len(ls) != 0 {
 		t.Fatalf("messages past the queue's DefaultTTL leased: %v", leasedSeqs(ls))
 	}
-	if _, err := st.Evict(ctx, q); err != nil {
+	if _, err := evict(ctx, st, q); err != nil {
 		t.Fatalf("Evict: %v", err)
 	}
 	wantSeqs(t, "dead letters", deadSeqs(deadAll(t, ctx, st, q)), []int64{1, 2})
@@ -221,14 +221,14 @@ func testEvictCounts(t *testing.T, h *harness) {
 	wantSeqs(t, "leased", leasedSeqs(exhausted), []int64{2, 3})
 	sleepUntil(t, start.Add(800*time.Millisecond))
 
-	res, err := st.Evict(ctx, q)
+	res, err := evict(ctx, st, q)
 	if err != nil {
 		t.Fatalf("Evict: %v", err)
 	}
 	if want := (store.EvictResult{Expired: 3, Exhausted: 2, Removed: 1}); res != want {
 		t.Fatalf("Evict = %+v, want %+v", res, want)
 	}
-	if res, err := st.Evict(ctx, q); err != nil || res != (store.EvictResult{}) {
+	if res, err := evict(ctx, st, q); err != nil || res != (store.EvictResult{}) {
 		t.Fatalf("second Evict = %+v, %v; want nothing left to do", res, err)
 	}
 	reasons := map[int64]string{}
@@ -266,7 +266,7 @@ func testEvictBatchBound(t *testing.T, h *harness) {
 	sleepUntil(t, start.Add(500*time.Millisecond))
 	var total int64
 	for i := 0; ; i++ {
-		res, err := st.Evict(ctx, q)
+		res, err := evict(ctx, st, q)
 		if err != nil {
 			t.Fatalf("Evict: %v", err)
 		}

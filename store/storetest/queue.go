@@ -168,7 +168,7 @@ func testMissingQueue(t *testing.T, h *harness) {
 		check("ResubmitDeadLetters", err)
 		_, err = st.PurgeDeadLetters(ctx, q)
 		check("PurgeDeadLetters", err)
-		_, err = st.Evict(ctx, q)
+		_, err = evict(ctx, st, q)
 		check("Evict", err)
 		_, err = st.QueueStats(ctx, q)
 		check("QueueStats", err)
@@ -647,7 +647,7 @@ func testClosed(t *testing.T, h *harness) {
 			return err
 		}},
 		{"PurgeDeadLetters", func() error { _, err := st.PurgeDeadLetters(ctx, q); return err }},
-		{"Evict", func() error { _, err := st.Evict(ctx, q); return err }},
+		{"Evict", func() error { _, err := evict(ctx, st, q); return err }},
 		{"QueueStats", func() error { _, err := st.QueueStats(ctx, q); return err }},
 		{"Append", func() error { _, err := st.Append(ctx, &store.AppendParams{Records: recs("late", 1)}); return err }},
 		{"Read", func() error { _, err := st.Read(ctx, &store.ReadParams{Max: 1}); return err }},

@@ -396,7 +396,7 @@ func testSessionReleaseNotDelivery(t *testing.T, h *harness) {
 		t.Fatalf("lease before the lock ends: %v", got)
 	}
 	eventually(t, "the session lock's end dead-letters the message", func() bool {
-		if _, err := st.Evict(ctx, q); err != nil {
+		if _, err := evict(ctx, st, q); err != nil {
 			t.Fatal(err)
 		}
 		d := deadAll(t, ctx, st, q)
@@ -453,7 +453,7 @@ func testSessionTrim(t *testing.T, h *harness) {
 	if kept.SessionID != "kept" {
 		t.Fatalf("accepted %q, want kept", kept.SessionID)
 	}
-	if _, err := st.Evict(ctx, q); err != nil {
+	if _, err := evict(ctx, st, q); err != nil {
 		t.Fatalf("Evict: %v", err)
 	}
 	// "stateful" keeps its state; "kept" its message and lock.

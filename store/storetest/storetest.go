@@ -448,3 +448,13 @@ func short(p []byte) string {
 	}
 	return fmt.Sprintf("%q", p)
 }
+
+// evict runs one eviction batch of q now, through the store's
+// store.Evicter.
+func evict(ctx context.Context, st store.Store, q string) (store.EvictResult, error) {
+	e, ok := st.(store.Evicter)
+	if !ok {
+		return store.EvictResult{}, fmt.Errorf("%T does not implement store.Evicter", st)
+	}
+	return e.Evict(ctx, q)
+}

@@ -76,7 +76,7 @@ func testInvalidQueueNames(t *testing.T, h *harness) {
 		check("ResubmitDeadLetters", err)
 		_, err = st.PurgeDeadLetters(ctx, name)
 		check("PurgeDeadLetters", err)
-		_, err = st.Evict(ctx, name)
+		_, err = evict(ctx, st, name)
 		check("Evict", err)
 		_, err = st.QueueStats(ctx, name)
 		check("QueueStats", err)

@@ -61,6 +61,9 @@ func (s *tenantStore) maybeEvict(ctx context.Context, queue string, qr queueRow)
 	return err
 }
 
+var _ store.Evicter = (*tenantStore)(nil)
+
+// Evict runs one eviction batch of a queue now (store.Evicter).
 func (s *tenantStore) Evict(ctx context.Context, queue string) (store.EvictResult, error) {
 	if err := store.ValidateName("queue", queue); err != nil {
 		return store.EvictResult{}, fmt.Errorf("sluice: evict: %w", err)
