@@ -41,6 +41,14 @@ func TestAbandonDelay(t *testing.T) {
 			t.Fatalf("peeked delayed message: delivery %d, scheduled enqueue time %v; want 1 and none (it keeps its number)",
 				peeked[0].DeliveryCount, peeked[0].ScheduledEnqueueTime)
 		}
+		// The delay ends between the abandon's start plus the delay and
+		// now plus the delay (the database's clock may lead by a little).
+		if got := peeked[0].DelayedUntil; got.Before(start.Add(delay-time.Second)) || got.After(time.Now().Add(delay+time.Second)) {
+			t.Fatalf("peeked delayed message: delayed until %v, want about %v", got, start.Add(delay))
+		}
+		if !peeked[1].DelayedUntil.After(time.Now().Add(100 * 365 * 24 * time.Hour)) {
+			t.Fatalf("peeked message abandoned with delay Forever: delayed until %v, want far in the future", peeked[1].DelayedUntil)
+		}
 		if st, err := c.GetQueueStats(ctx, q); err != nil || st.Scheduled != 2 || st.Active+st.InFlight != 0 {
 			t.Fatalf("stats after delayed abandons: %+v, %v; want two scheduled", st, err)
 		}

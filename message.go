@@ -118,6 +118,12 @@ type ReceivedMessage struct {
 	LockToken string
 	// State is where the message stands (peek).
 	State MessageState
+	// DelayedUntil, for a peeked message abandoned with a delay
+	// (AbandonOptions.Delay, ProcessorOptions.Retry), is when the delay
+	// ends and the message is delivered again: it is StateScheduled
+	// meanwhile, keeping its SequenceNumber, and its ScheduledEnqueueTime
+	// stays zero. Zero otherwise.
+	DelayedUntil time.Time
 	// DeadLetterReason and DeadLetterDescription say why a message of a
 	// dead-letter queue was dead-lettered, and DeadLetterSource names the
 	// entity it was dead-lettered from.
@@ -164,8 +170,12 @@ func received(queue string, m sluicetype.Message) *ReceivedMessage {
 		SequenceNumber: m.Seq, DeliveryCount: m.DeliveryCount, EnqueuedTime: m.EnqueuedAt,
 		ExpiresAt: m.ExpiresAt, State: m.State, queue: queue,
 	}
-	if m.State == sluicetype.StateScheduled && m.DeliveryCount == 0 {
-		r.ScheduledEnqueueTime = m.VisibleAt
+	if m.State == sluicetype.StateScheduled {
+		if m.DeliveryCount == 0 {
+			r.ScheduledEnqueueTime = m.VisibleAt
+		} else {
+			r.DelayedUntil = m.VisibleAt
+		}
 	}
 	if !m.ExpiresAt.IsZero() {
 		r.TimeToLive = m.ExpiresAt.Sub(m.EnqueuedAt)

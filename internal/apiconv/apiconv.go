@@ -296,6 +296,7 @@ func Received(m *sluice.ReceivedMessage) *sluicev1.ReceivedMessage {
 		EnqueuedTime: ts(m.EnqueuedTime), ExpiresAt: ts(m.ExpiresAt), LockToken: m.LockToken,
 		LockedUntil: ts(m.LockedUntil), State: states[m.State], DeadLetterReason: m.DeadLetterReason,
 		DeadLetterDescription: m.DeadLetterDescription, DeadLetterSource: m.DeadLetterSource,
+		DelayedUntil: ts(m.DelayedUntil),
 	}
 }
 
@@ -316,6 +317,7 @@ func FromReceived(m *sluicev1.ReceivedMessage) *sluice.ReceivedMessage {
 		EnqueuedTime: tm(m.GetEnqueuedTime()), ExpiresAt: tm(m.GetExpiresAt()), LockToken: m.GetLockToken(),
 		LockedUntil: tm(m.GetLockedUntil()), DeadLetterReason: m.GetDeadLetterReason(),
 		DeadLetterDescription: m.GetDeadLetterDescription(), DeadLetterSource: m.GetDeadLetterSource(),
+		DelayedUntil: tm(m.GetDelayedUntil()),
 	}
 	for s, w := range states {
 		if w == m.GetState() {

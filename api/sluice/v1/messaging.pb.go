@@ -343,8 +343,12 @@ type ReceivedMessage struct {
 	DeadLetterReason      string `protobuf:"bytes,9,opt,name=dead_letter_reason,json=deadLetterReason,proto3" json:"dead_letter_reason,omitempty"`
 	DeadLetterDescription string `protobuf:"bytes,10,opt,name=dead_letter_description,json=deadLetterDescription,proto3" json:"dead_letter_description,omitempty"`
 	DeadLetterSource      string `protobuf:"bytes,11,opt,name=dead_letter_source,json=deadLetterSource,proto3" json:"dead_letter_source,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Set by a peek for a message abandoned with a delay: when the delay
+	// ends and the message is delivered again (it is scheduled meanwhile,
+	// keeping its sequence number).
+	DelayedUntil  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=delayed_until,json=delayedUntil,proto3" json:"delayed_until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReceivedMessage) Reset() {
@@ -452,6 +456,13 @@ func (x *ReceivedMessage) GetDeadLetterSource() string {
 		return x.DeadLetterSource
 	}
 	return ""
+}
+
+func (x *ReceivedMessage) GetDelayedUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DelayedUntil
+	}
+	return nil
 }
 
 // SessionLock is a held session.
@@ -2998,7 +3009,7 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x16scheduled_enqueue_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\x14scheduledEnqueueTime\x1aH\n" +
 	"\x1aApplicationPropertiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xac\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xed\x04\n" +
 	"\x0fReceivedMessage\x12,\n" +
 	"\amessage\x18\x01 \x01(\v2\x12.sluice.v1.MessageR\amessage\x12'\n" +
 	"\x0fsequence_number\x18\x02 \x01(\x03R\x0esequenceNumber\x12%\n" +
@@ -3013,7 +3024,8 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x12dead_letter_reason\x18\t \x01(\tR\x10deadLetterReason\x126\n" +
 	"\x17dead_letter_description\x18\n" +
 	" \x01(\tR\x15deadLetterDescription\x12,\n" +
-	"\x12dead_letter_source\x18\v \x01(\tR\x10deadLetterSource\"\x8a\x01\n" +
+	"\x12dead_letter_source\x18\v \x01(\tR\x10deadLetterSource\x12?\n" +
+	"\rdelayed_until\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\fdelayedUntil\"\x8a\x01\n" +
 	"\vSessionLock\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\tR\tsessionId\x12\x1d\n" +
@@ -3309,93 +3321,94 @@ var file_sluice_v1_messaging_proto_depIdxs = []int32{
 	57, // 5: sluice.v1.ReceivedMessage.expires_at:type_name -> google.protobuf.Timestamp
 	57, // 6: sluice.v1.ReceivedMessage.locked_until:type_name -> google.protobuf.Timestamp
 	0,  // 7: sluice.v1.ReceivedMessage.state:type_name -> sluice.v1.MessageState
-	57, // 8: sluice.v1.SessionLock.locked_until:type_name -> google.protobuf.Timestamp
-	3,  // 9: sluice.v1.SendRequest.messages:type_name -> sluice.v1.Message
-	56, // 10: sluice.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
-	1,  // 11: sluice.v1.ReceiveRequest.mode:type_name -> sluice.v1.ReceiveMode
-	2,  // 12: sluice.v1.ReceiveRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 13: sluice.v1.ReceiveRequest.session:type_name -> sluice.v1.SessionLock
-	4,  // 14: sluice.v1.ReceiveResponse.messages:type_name -> sluice.v1.ReceivedMessage
-	1,  // 15: sluice.v1.ReceiveDeferredRequest.mode:type_name -> sluice.v1.ReceiveMode
-	5,  // 16: sluice.v1.ReceiveDeferredRequest.session:type_name -> sluice.v1.SessionLock
-	4,  // 17: sluice.v1.ReceiveDeferredResponse.messages:type_name -> sluice.v1.ReceivedMessage
-	2,  // 18: sluice.v1.PeekRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	16, // 19: sluice.v1.PeekRequest.filter:type_name -> sluice.v1.MessageFilter
-	4,  // 20: sluice.v1.PeekResponse.messages:type_name -> sluice.v1.ReceivedMessage
-	0,  // 21: sluice.v1.MessageFilter.states:type_name -> sluice.v1.MessageState
-	52, // 22: sluice.v1.MessageFilter.application_properties:type_name -> sluice.v1.MessageFilter.ApplicationPropertiesEntry
-	2,  // 23: sluice.v1.CompleteRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 24: sluice.v1.CompleteRequest.session:type_name -> sluice.v1.SessionLock
-	2,  // 25: sluice.v1.CompleteBatchRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 26: sluice.v1.CompleteBatchRequest.session:type_name -> sluice.v1.SessionLock
-	21, // 27: sluice.v1.CompleteBatchResponse.failures:type_name -> sluice.v1.SettleFailure
-	2,  // 28: sluice.v1.AbandonRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 29: sluice.v1.AbandonRequest.session:type_name -> sluice.v1.SessionLock
-	53, // 30: sluice.v1.AbandonRequest.properties_to_modify:type_name -> sluice.v1.AbandonRequest.PropertiesToModifyEntry
-	56, // 31: sluice.v1.AbandonRequest.delay:type_name -> google.protobuf.Duration
-	5,  // 32: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
-	54, // 33: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
-	5,  // 34: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
-	55, // 35: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
-	2,  // 36: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	57, // 37: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	56, // 38: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
-	5,  // 39: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
-	5,  // 40: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
-	57, // 41: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	5,  // 42: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 43: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 44: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
-	46, // 45: sluice.v1.ListDeadLetterReasonsResponse.reasons:type_name -> sluice.v1.DeadLetterReasonCount
-	57, // 46: sluice.v1.DeleteMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
-	57, // 47: sluice.v1.PurgeMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
-	6,  // 48: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
-	8,  // 49: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
-	10, // 50: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
-	12, // 51: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
-	14, // 52: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
-	17, // 53: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
-	19, // 54: sluice.v1.MessagingService.CompleteBatch:input_type -> sluice.v1.CompleteBatchRequest
-	22, // 55: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
-	24, // 56: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
-	26, // 57: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
-	28, // 58: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
-	30, // 59: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
-	32, // 60: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
-	34, // 61: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
-	36, // 62: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
-	38, // 63: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
-	40, // 64: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
-	42, // 65: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
-	44, // 66: sluice.v1.MessagingService.ListDeadLetterReasons:input_type -> sluice.v1.ListDeadLetterReasonsRequest
-	47, // 67: sluice.v1.MessagingService.DeleteMessages:input_type -> sluice.v1.DeleteMessagesRequest
-	49, // 68: sluice.v1.MessagingService.PurgeMessages:input_type -> sluice.v1.PurgeMessagesRequest
-	7,  // 69: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
-	9,  // 70: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
-	11, // 71: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
-	13, // 72: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
-	15, // 73: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
-	18, // 74: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
-	20, // 75: sluice.v1.MessagingService.CompleteBatch:output_type -> sluice.v1.CompleteBatchResponse
-	23, // 76: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
-	25, // 77: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
-	27, // 78: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
-	29, // 79: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
-	31, // 80: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
-	33, // 81: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
-	35, // 82: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
-	37, // 83: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
-	39, // 84: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
-	41, // 85: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
-	43, // 86: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
-	45, // 87: sluice.v1.MessagingService.ListDeadLetterReasons:output_type -> sluice.v1.ListDeadLetterReasonsResponse
-	48, // 88: sluice.v1.MessagingService.DeleteMessages:output_type -> sluice.v1.DeleteMessagesResponse
-	50, // 89: sluice.v1.MessagingService.PurgeMessages:output_type -> sluice.v1.PurgeMessagesResponse
-	69, // [69:90] is the sub-list for method output_type
-	48, // [48:69] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	57, // 8: sluice.v1.ReceivedMessage.delayed_until:type_name -> google.protobuf.Timestamp
+	57, // 9: sluice.v1.SessionLock.locked_until:type_name -> google.protobuf.Timestamp
+	3,  // 10: sluice.v1.SendRequest.messages:type_name -> sluice.v1.Message
+	56, // 11: sluice.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
+	1,  // 12: sluice.v1.ReceiveRequest.mode:type_name -> sluice.v1.ReceiveMode
+	2,  // 13: sluice.v1.ReceiveRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 14: sluice.v1.ReceiveRequest.session:type_name -> sluice.v1.SessionLock
+	4,  // 15: sluice.v1.ReceiveResponse.messages:type_name -> sluice.v1.ReceivedMessage
+	1,  // 16: sluice.v1.ReceiveDeferredRequest.mode:type_name -> sluice.v1.ReceiveMode
+	5,  // 17: sluice.v1.ReceiveDeferredRequest.session:type_name -> sluice.v1.SessionLock
+	4,  // 18: sluice.v1.ReceiveDeferredResponse.messages:type_name -> sluice.v1.ReceivedMessage
+	2,  // 19: sluice.v1.PeekRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	16, // 20: sluice.v1.PeekRequest.filter:type_name -> sluice.v1.MessageFilter
+	4,  // 21: sluice.v1.PeekResponse.messages:type_name -> sluice.v1.ReceivedMessage
+	0,  // 22: sluice.v1.MessageFilter.states:type_name -> sluice.v1.MessageState
+	52, // 23: sluice.v1.MessageFilter.application_properties:type_name -> sluice.v1.MessageFilter.ApplicationPropertiesEntry
+	2,  // 24: sluice.v1.CompleteRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 25: sluice.v1.CompleteRequest.session:type_name -> sluice.v1.SessionLock
+	2,  // 26: sluice.v1.CompleteBatchRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 27: sluice.v1.CompleteBatchRequest.session:type_name -> sluice.v1.SessionLock
+	21, // 28: sluice.v1.CompleteBatchResponse.failures:type_name -> sluice.v1.SettleFailure
+	2,  // 29: sluice.v1.AbandonRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 30: sluice.v1.AbandonRequest.session:type_name -> sluice.v1.SessionLock
+	53, // 31: sluice.v1.AbandonRequest.properties_to_modify:type_name -> sluice.v1.AbandonRequest.PropertiesToModifyEntry
+	56, // 32: sluice.v1.AbandonRequest.delay:type_name -> google.protobuf.Duration
+	5,  // 33: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
+	54, // 34: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
+	5,  // 35: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
+	55, // 36: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
+	2,  // 37: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	57, // 38: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	56, // 39: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
+	5,  // 40: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
+	5,  // 41: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
+	57, // 42: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	5,  // 43: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 44: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 45: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
+	46, // 46: sluice.v1.ListDeadLetterReasonsResponse.reasons:type_name -> sluice.v1.DeadLetterReasonCount
+	57, // 47: sluice.v1.DeleteMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
+	57, // 48: sluice.v1.PurgeMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
+	6,  // 49: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
+	8,  // 50: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
+	10, // 51: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
+	12, // 52: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
+	14, // 53: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
+	17, // 54: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
+	19, // 55: sluice.v1.MessagingService.CompleteBatch:input_type -> sluice.v1.CompleteBatchRequest
+	22, // 56: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
+	24, // 57: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
+	26, // 58: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
+	28, // 59: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
+	30, // 60: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
+	32, // 61: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
+	34, // 62: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
+	36, // 63: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
+	38, // 64: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
+	40, // 65: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
+	42, // 66: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
+	44, // 67: sluice.v1.MessagingService.ListDeadLetterReasons:input_type -> sluice.v1.ListDeadLetterReasonsRequest
+	47, // 68: sluice.v1.MessagingService.DeleteMessages:input_type -> sluice.v1.DeleteMessagesRequest
+	49, // 69: sluice.v1.MessagingService.PurgeMessages:input_type -> sluice.v1.PurgeMessagesRequest
+	7,  // 70: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
+	9,  // 71: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
+	11, // 72: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
+	13, // 73: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
+	15, // 74: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
+	18, // 75: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
+	20, // 76: sluice.v1.MessagingService.CompleteBatch:output_type -> sluice.v1.CompleteBatchResponse
+	23, // 77: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
+	25, // 78: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
+	27, // 79: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
+	29, // 80: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
+	31, // 81: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
+	33, // 82: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
+	35, // 83: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
+	37, // 84: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
+	39, // 85: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
+	41, // 86: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
+	43, // 87: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
+	45, // 88: sluice.v1.MessagingService.ListDeadLetterReasons:output_type -> sluice.v1.ListDeadLetterReasonsResponse
+	48, // 89: sluice.v1.MessagingService.DeleteMessages:output_type -> sluice.v1.DeleteMessagesResponse
+	50, // 90: sluice.v1.MessagingService.PurgeMessages:output_type -> sluice.v1.PurgeMessagesResponse
+	70, // [70:91] is the sub-list for method output_type
+	49, // [49:70] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_messaging_proto_init() }

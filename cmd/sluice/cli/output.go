@@ -86,6 +86,7 @@ type messageView struct {
 	State                 string            `json:"state,omitempty"`
 	ExpiresAt             time.Time         `json:"expiresAt,omitzero"`
 	ScheduledEnqueueTime  time.Time         `json:"scheduledEnqueueTime,omitzero"`
+	DelayedUntil          time.Time         `json:"delayedUntil,omitzero"`
 	LockToken             string            `json:"lockToken,omitempty"`
 	LockedUntil           time.Time         `json:"lockedUntil,omitzero"`
 	SessionLockToken      string            `json:"sessionLockToken,omitempty"`
@@ -110,7 +111,7 @@ func viewOf(m *sluice.ReceivedMessage) *messageView {
 	return &messageView{
 		SequenceNumber: m.SequenceNumber, DeliveryCount: m.DeliveryCount, EnqueuedTime: m.EnqueuedTime.UTC(),
 		ExpiresAt: m.ExpiresAt.UTC(), ScheduledEnqueueTime: m.ScheduledEnqueueTime.UTC(),
-		LockToken: m.LockToken, LockedUntil: m.LockedUntil.UTC(),
+		DelayedUntil: m.DelayedUntil.UTC(), LockToken: m.LockToken, LockedUntil: m.LockedUntil.UTC(),
 		MessageID: m.MessageID, SessionID: m.SessionID, PartitionKey: m.PartitionKey,
 		CorrelationID: m.CorrelationID, Subject: m.Subject, ContentType: m.ContentType,
 		ReplyTo: m.ReplyTo, ReplyToSessionID: m.ReplyToSessionID, To: m.To,
@@ -142,6 +143,7 @@ func (e *env) printMessage(v *messageView) error {
 	line("state", v.State)
 	line("expires", at(v.ExpiresAt))
 	line("scheduled for", at(v.ScheduledEnqueueTime))
+	line("delayed until", at(v.DelayedUntil))
 	line("lock token", v.LockToken)
 	line("locked until", at(v.LockedUntil))
 	line("session lock token", v.SessionLockToken)

@@ -508,7 +508,7 @@ function showMessage(m, st) {
   const msg = m.message || {};
   const rows = [["sequence number", int(m.sequenceNumber)], ["state", st], ["delivery count", int(m.deliveryCount)],
     ["enqueued", m.enqueuedTime], ["expires", m.expiresAt], ["locked until", m.lockedUntil],
-    ["scheduled for", msg.scheduledEnqueueTime], ["time to live", msg.timeToLive],
+    ["scheduled for", msg.scheduledEnqueueTime], ["delayed until", msg.delayedUntil], ["time to live", msg.timeToLive],
     ["message id", msg.messageId], ["session id", msg.sessionId], ["partition key", msg.partitionKey],
     ["correlation id", msg.correlationId], ["subject", msg.subject], ["content type", msg.contentType],
     ["reply to", msg.replyTo], ["reply-to session id", msg.replyToSessionId], ["to", msg.to],
