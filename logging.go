@@ -15,16 +15,31 @@ import (
 func Logging(log *slog.Logger) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, r *Receiver, m *ReceivedMessage) error {
-			start := time.Now()
-			err := next(ctx, r, m)
-			if l, level, ok := deliveryLog(ctx, log, err); ok {
-				l.LogAttrs(ctx, level, "sluice: delivery", slog.String("entity", r.Entity()),
-					slog.Int64("sequence_number", m.SequenceNumber), slog.String("message_id", m.MessageID),
-					slog.Int("delivery_count", m.DeliveryCount), slog.Duration("took", time.Since(start)), errAttr(err))
-			}
-			return err
+			return logged(ctx, log, r, m, func() error { return next(ctx, r, m) })
 		}
 	}
+}
+
+// LoggingMessage is Logging for a MessageHandler.
+func LoggingMessage(log *slog.Logger) MessageMiddleware {
+	return func(next MessageHandler) MessageHandler {
+		return func(ctx context.Context, r MessageReceiver, m *ReceivedMessage) error {
+			return logged(ctx, log, r, m, func() error { return next(ctx, r, m) })
+		}
+	}
+}
+
+// logged calls f, the handler of m received through r, and logs the
+// delivery as Logging does.
+func logged(ctx context.Context, log *slog.Logger, r MessageReceiver, m *ReceivedMessage, f func() error) error {
+	start := time.Now()
+	err := f()
+	if l, level, ok := deliveryLog(ctx, log, err); ok {
+		l.LogAttrs(ctx, level, "sluice: delivery", slog.String("entity", r.Entity()),
+			slog.Int64("sequence_number", m.SequenceNumber), slog.String("message_id", m.MessageID),
+			slog.Int("delivery_count", m.DeliveryCount), slog.Duration("took", time.Since(start)), errAttr(err))
+	}
+	return err
 }
 
 // LoggingStream is Logging for a stream consumer's handler: each record

@@ -14,7 +14,19 @@ import (
 // and after the handler, and may change its context, its error or
 // whether the handler runs at all. Logging, metrics, tracing, timeouts
 // and panic recovery are middleware (ProcessorOptions.Middleware).
+//
+// A Middleware takes the library's Handler, whose receiver is a
+// *Receiver: it applies to the processors of the library's receivers.
+// MessageMiddleware is its portable form, for a processor of any
+// receiver (ProcessorOptions.MessageMiddleware).
 type Middleware func(Handler) Handler
+
+// MessageMiddleware wraps a Processor's MessageHandler as Middleware
+// wraps its Handler, on a processor of any receiver: the library's or the
+// network client's (ProcessorOptions.MessageMiddleware). RecoverMessage,
+// TimeoutMessage and LoggingMessage are Recover's, Timeout's and
+// Logging's.
+type MessageMiddleware func(MessageHandler) MessageHandler
 
 // StreamMiddleware wraps a stream consumer's handler, as Middleware does
 // a Processor's (StreamProcessorOptions.Middleware).
@@ -39,15 +51,30 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v",
 // panics as errors.
 func Recover() Middleware {
 	return func(next Handler) Handler {
-		return func(ctx context.Context, r *Receiver, m *ReceivedMessage) (err error) {
-			defer func() {
-				if v := recover(); v != nil {
-					err = &PanicError{Value: v, Stack: debug.Stack()}
-				}
-			}()
-			return next(ctx, r, m)
+		return func(ctx context.Context, r *Receiver, m *ReceivedMessage) error {
+			return recovered(func() error { return next(ctx, r, m) })
 		}
 	}
+}
+
+// RecoverMessage is Recover for a MessageHandler.
+func RecoverMessage() MessageMiddleware {
+	return func(next MessageHandler) MessageHandler {
+		return func(ctx context.Context, r MessageReceiver, m *ReceivedMessage) error {
+			return recovered(func() error { return next(ctx, r, m) })
+		}
+	}
+}
+
+// recovered calls f and returns its error, or a *PanicError if it
+// panicked.
+func recovered(f func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return f()
 }
 
 // RecoverStream is Recover for a stream consumer's handler.
@@ -80,19 +107,71 @@ var ErrHandlerTimeout = sluicetype.ErrHandlerTimeout
 func Timeout(d time.Duration) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, r *Receiver, m *ReceivedMessage) error {
-			ctx, cancel := context.WithTimeoutCause(ctx, d, ErrHandlerTimeout)
-			defer cancel()
-			err := next(ctx, r, m)
-			if err != nil && errors.Is(context.Cause(ctx), ErrHandlerTimeout) && !errors.Is(err, ErrHandlerTimeout) {
-				return fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, d, err)
-			}
-			return err
+			return timed(ctx, d, func(ctx context.Context) error { return next(ctx, r, m) })
 		}
 	}
 }
 
-// wrap applies mws to h, the first outermost, inside Recover. A nil
-// middleware, or one that returns a nil handler, is refused.
+// TimeoutMessage is Timeout for a MessageHandler.
+func TimeoutMessage(d time.Duration) MessageMiddleware {
+	return func(next MessageHandler) MessageHandler {
+		return func(ctx context.Context, r MessageReceiver, m *ReceivedMessage) error {
+			return timed(ctx, d, func(ctx context.Context) error { return next(ctx, r, m) })
+		}
+	}
+}
+
+// timed calls f with a context that ends after d, with cause
+// ErrHandlerTimeout, and wraps the error f returns then.
+func timed(ctx context.Context, d time.Duration, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, d, ErrHandlerTimeout)
+	defer cancel()
+	err := f(ctx)
+	if err != nil && errors.Is(context.Cause(ctx), ErrHandlerTimeout) && !errors.Is(err, ErrHandlerTimeout) {
+		return fmt.Errorf("%w after %v: %w", ErrHandlerTimeout, d, err)
+	}
+	return err
+}
+
+// chain wraps h in mms, then in mws (the library's, which need lib, the
+// library's receiver of the processor), the first of each list
+// outermost, and the whole inside RecoverMessage. A nil middleware, or
+// one that returns a nil handler, is refused.
+func chain(h MessageHandler, lib *Receiver, mws []Middleware, mms []MessageMiddleware) (MessageHandler, error) {
+	for i := len(mms) - 1; i >= 0; i-- {
+		if mms[i] == nil {
+			return nil, fmt.Errorf("message middleware %d is nil: %w", i, ErrInvalidArgument)
+		}
+		if h = mms[i](h); h == nil {
+			return nil, fmt.Errorf("message middleware %d returned a nil handler: %w", i, ErrInvalidArgument)
+		}
+	}
+	if len(mws) > 0 {
+		if lib == nil {
+			return nil, fmt.Errorf("middleware takes the library's *sluice.Receiver; on another receiver, give MessageMiddleware: %w", ErrInvalidArgument)
+		}
+		outer, err := wrap(fromMessageHandler(h, lib), mws)
+		if err != nil {
+			return nil, err
+		}
+		h = fromHandler(outer, lib)
+	}
+	return RecoverMessage()(h), nil
+}
+
+// fromMessageHandler adapts a MessageHandler to the library's Handler,
+// giving it the *Receiver the middleware passed on, or else lib.
+func fromMessageHandler(h MessageHandler, lib *Receiver) Handler {
+	return func(ctx context.Context, r *Receiver, m *ReceivedMessage) error {
+		if r == nil {
+			r = lib
+		}
+		return h(ctx, r, m)
+	}
+}
+
+// wrap applies mws to h, the first outermost. A nil middleware, or one
+// that returns a nil handler, is refused.
 func wrap(h Handler, mws []Middleware) (Handler, error) {
 	for i := len(mws) - 1; i >= 0; i-- {
 		if mws[i] == nil {
@@ -102,7 +181,7 @@ func wrap(h Handler, mws []Middleware) (Handler, error) {
 			return nil, fmt.Errorf("middleware %d returned a nil handler: %w", i, ErrInvalidArgument)
 		}
 	}
-	return Recover()(h), nil
+	return h, nil
 }
 
 // WrapStream applies mws to h, the first outermost, inside RecoverStream:

@@ -4,19 +4,31 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/backoff"
+	"github.com/sluicehq/sluice/store"
 )
 
 // Handler processes one message. Returning nil completes it; an error (or
 // a panic) abandons it, so it is delivered again, at once or after the
 // delay ProcessorOptions.Retry or RetryAfter gives. A handler may settle the
-// message itself through r (dead-letter it, defer it); the processor then
+// message itself through r (dead-letter it, defer it, or settle it in a
+// transaction with CompleteTx and its neighbours); the processor then
 // leaves it alone. ctx ends when the message's lock is lost or the
-// processor is stopped without waiting.
+// processor is stopped without waiting. Client.NewProcessor takes one;
+// MessageHandler is its portable form.
 type Handler func(ctx context.Context, r *Receiver, m *ReceivedMessage) error
+
+// MessageHandler is Handler's portable form: it processes one message
+// received through any MessageReceiver, the library's or the network
+// client's, with the same outcomes (nil completes, an error or a panic
+// abandons, a message the handler settled through r is left alone).
+// NewMessageProcessor and both clients' MessageProcessor take one, so
+// that the same handler runs on a database and through a server.
+type MessageHandler func(ctx context.Context, r MessageReceiver, m *ReceivedMessage) error
 
 // ProcessorOptions tune a processor. Zero values take the defaults.
 type ProcessorOptions struct {
@@ -25,7 +37,8 @@ type ProcessorOptions struct {
 	// MaxAutoLockRenewal is how long the processor keeps renewing the
 	// lock of a message whose handler is still running (default 5 min;
 	// Forever: as long as the handler runs; negative: never, the one
-	// duration where negative has a meaning).
+	// duration where negative has a meaning). It renews every half of
+	// the time the lock had left when it was received or last renewed.
 	MaxAutoLockRenewal time.Duration
 	// Retry chooses how long a message whose handler failed stays hidden
 	// before it is delivered again (ExponentialBackoff, RetryFunc); an
@@ -35,13 +48,21 @@ type ProcessorOptions struct {
 	Retry RetryPolicy
 	// OnError receives what the processor cannot return: failed receives
 	// (retried after a pause), handler errors, settles that failed and
-	// locks that were lost. nil logs them at warning level.
+	// locks that were lost. nil logs them at warning level (to the
+	// library client's logger, or slog.Default through another receiver).
 	OnError func(error)
 	// Middleware wraps the handler, the first outermost: each sees every
 	// delivery (see Middleware). The processor runs the whole chain inside
 	// Recover, so that a panic, in the handler or in a middleware, fails
 	// the delivery (the message is abandoned) and never ends the process.
+	// A Middleware takes the library's *Receiver: a processor on another
+	// receiver (the network client's) refuses it with ErrInvalidArgument;
+	// give it MessageMiddleware.
 	Middleware []Middleware
+	// MessageMiddleware wraps the handler as Middleware does, inside it
+	// (Middleware's chain sees every delivery first), on a processor of
+	// any receiver (see MessageMiddleware).
+	MessageMiddleware []MessageMiddleware
 }
 
 // DefaultMaxAutoLockRenewal is ProcessorOptions.MaxAutoLockRenewal's
@@ -55,11 +76,24 @@ var receivePause = backoff.Policy{Initial: minPoll, Max: 5 * time.Second}
 // the processor stops.
 const settleTimeout = 30 * time.Second
 
-// Processor runs a handler over the messages of a queue, received in
-// PeekLock mode, with bounded concurrency and automatic lock renewal.
+// minRenewal is the shortest pause between two renewals of a lock, for a
+// lock that seems to have (almost) ended when it was received or renewed
+// (a clock of this process behind the one that locked it).
+const minRenewal = 100 * time.Millisecond
+
+// renewRetry is the longest pause before a renewal that failed, for
+// another reason than a lost lock, is tried again.
+const renewRetry = time.Second
+
+// Processor runs a handler over the messages of a queue or subscription,
+// received in PeekLock mode through a MessageReceiver, with bounded
+// concurrency and automatic lock renewal. The library's and the network
+// client's processors are this same type.
 type Processor struct {
-	r    *Receiver
-	h    Handler // the handler wrapped in its middleware
+	r    MessageReceiver // receives, settles and renews
+	lib  *Receiver       // r when it is the library's, else nil
+	hr   MessageReceiver // what the handler is given (see handlerReceiver)
+	h    MessageHandler  // the handler wrapped in its middleware
 	opts ProcessorOptions
 
 	mu       sync.Mutex
@@ -70,7 +104,10 @@ type Processor struct {
 	handlers sync.WaitGroup
 }
 
-// NewProcessor returns a processor for a queue; Start runs it.
+// NewProcessor returns a processor for a queue; Start runs it. Its handler
+// is given the processor's *Receiver, for what only the library's can do
+// (CompleteTx and its neighbours); MessageProcessor takes the portable
+// MessageHandler.
 func (c *Client) NewProcessor(queue string, h Handler, opts *ProcessorOptions) (*Processor, error) {
 	if h == nil {
 		return nil, errInvalid("new processor", "nil handler")
@@ -79,33 +116,114 @@ func (c *Client) NewProcessor(queue string, h Handler, opts *ProcessorOptions) (
 	if err != nil {
 		return nil, err
 	}
+	return newProcessor(r, fromHandler(h, r), opts)
+}
+
+// MessageProcessor returns a processor for a queue (or a subscription),
+// as NewProcessor does, that runs a MessageHandler: the factory of
+// Messaging, which the network client implements too.
+func (c *Client) MessageProcessor(entity string, h MessageHandler, opts *ProcessorOptions) (*Processor, error) {
+	if h == nil {
+		return nil, errInvalid("new processor", "nil handler")
+	}
+	r, err := c.NewReceiver(entity, nil)
+	if err != nil {
+		return nil, err
+	}
+	return newProcessor(r, h, opts)
+}
+
+// NewMessageProcessor returns a processor of the messages r receives,
+// which must receive in PeekLock mode: the library's *Receiver or the
+// network client's. Start runs it. Through a receiver other than the
+// library's, the handler is given a MessageReceiver that forwards to r
+// and records what the handler settled (settle through it, not through
+// another receiver, for the processor to leave such a message alone),
+// MaxConcurrent is at most 1000 (the server's default batch limit), and a
+// handler that Stop ended has its message abandoned, counting a delivery
+// (the API has no release).
+func NewMessageProcessor(r MessageReceiver, h MessageHandler, opts *ProcessorOptions) (*Processor, error) {
+	switch {
+	case r == nil:
+		return nil, errInvalid("new processor", "nil receiver")
+	case h == nil:
+		return nil, errInvalid("new processor", "nil handler")
+	}
+	if lib, ok := r.(*Receiver); ok && lib.mode != PeekLock {
+		return nil, errInvalid("new processor", "the receiver must receive in PeekLock mode")
+	}
+	return newProcessor(r, h, opts)
+}
+
+// fromHandler adapts the library's Handler to a MessageHandler that gives
+// it the *Receiver its middleware passed on, or else r.
+func fromHandler(h Handler, r *Receiver) MessageHandler {
+	return func(ctx context.Context, mr MessageReceiver, m *ReceivedMessage) error {
+		if lr, ok := mr.(*Receiver); ok && lr != nil {
+			return h(ctx, lr, m)
+		}
+		return h(ctx, r, m)
+	}
+}
+
+// newProcessor checks opts, fills in their defaults and wraps h in its
+// middleware.
+func newProcessor(r MessageReceiver, h MessageHandler, opts *ProcessorOptions) (*Processor, error) {
 	var o ProcessorOptions
 	if opts != nil {
 		o = *opts
 	}
+	lib, _ := r.(*Receiver)
+	if err := checkOptions(&o, lib); err != nil {
+		return nil, err
+	}
+	if o.OnError == nil {
+		log := slog.Default()
+		if lib != nil {
+			log = lib.c.log
+		}
+		entity := r.Entity()
+		o.OnError = func(err error) { log.Warn("sluice: processor", "entity", entity, "err", err) }
+	}
+	wrapped, err := chain(h, lib, o.Middleware, o.MessageMiddleware)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: new processor: %w", err)
+	}
+	return &Processor{r: r, lib: lib, hr: handlerReceiver(r, lib), h: wrapped, opts: o}, nil
+}
+
+// checkOptions checks o and fills in its defaults; lib is the library's
+// receiver, nil for another.
+func checkOptions(o *ProcessorOptions, lib *Receiver) error {
+	maxConcurrent := store.DefaultMaxBatch
+	if lib != nil {
+		maxConcurrent = lib.c.limits.MaxBatch
+	}
 	if o.MaxConcurrent == 0 {
 		o.MaxConcurrent = 1
 	}
-	if o.MaxConcurrent < 0 || o.MaxConcurrent > c.limits.MaxBatch {
-		return nil, errInvalid("new processor", "max concurrent %d: must be between 1 and %d", o.MaxConcurrent, c.limits.MaxBatch)
+	if o.MaxConcurrent < 0 || o.MaxConcurrent > maxConcurrent {
+		return errInvalid("new processor", "max concurrent %d: must be between 1 and %d", o.MaxConcurrent, maxConcurrent)
 	}
 	if v, ok := o.Retry.(interface{ validate() error }); ok {
 		if err := v.validate(); err != nil {
-			return nil, fmt.Errorf("sluice: new processor: retry: %w", err)
+			return fmt.Errorf("sluice: new processor: retry: %w", err)
 		}
 	}
 	if o.MaxAutoLockRenewal == 0 {
 		o.MaxAutoLockRenewal = DefaultMaxAutoLockRenewal
 	}
-	if o.OnError == nil {
-		log := c.log
-		o.OnError = func(err error) { log.Warn("sluice: processor", "queue", queue, "err", err) }
+	return nil
+}
+
+// handlerReceiver is the receiver a processor gives its handler: the
+// library's itself, which marks the messages it settles, or a
+// settleTracker over another.
+func handlerReceiver(r MessageReceiver, lib *Receiver) MessageReceiver {
+	if lib != nil {
+		return lib
 	}
-	wrapped, err := wrap(h, o.Middleware)
-	if err != nil {
-		return nil, fmt.Errorf("sluice: new processor: %w", err)
-	}
-	return &Processor{r: r, h: wrapped, opts: o}, nil
+	return settleTracker{r}
 }
 
 // Start starts receiving and handling messages in the background. It
@@ -214,7 +332,7 @@ func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
 		defer close(renewed)
 		p.renewLoop(ctx, cancel, m)
 	}()
-	err := p.h(ctx, p.r, m)
+	err := p.h(ctx, p.hr, m)
 	lost := errors.Is(context.Cause(ctx), ErrLockLost)
 	cancel(nil)
 	<-renewed
@@ -226,7 +344,7 @@ func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
 	if err != nil && all.Err() != nil {
 		// Stop ended the handler: a shutdown, not a failed delivery.
 		// The message goes back without counting one.
-		if serr := p.r.release(sctx, m); serr != nil && !lost {
+		if serr := p.release(sctx, m); serr != nil && !lost {
 			p.opts.OnError(serr)
 		}
 		return
@@ -247,30 +365,25 @@ func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
 	}
 }
 
-// renewLoop renews m's lock every half lock duration until ctx ends or
-// MaxAutoLockRenewal has passed. When the lock is lost it ends the
-// handler's context with ErrLockLost.
+// release hands m back after Stop ended its handler: without counting a
+// delivery through the library's receiver, abandoned through another.
+func (p *Processor) release(ctx context.Context, m *ReceivedMessage) error {
+	if p.lib != nil {
+		return p.lib.release(ctx, m)
+	}
+	return p.r.Abandon(ctx, m, nil)
+}
+
+// renewLoop renews m's lock every half of the time it has left, until ctx
+// ends or MaxAutoLockRenewal has passed. When the lock is lost it ends
+// the handler's context with ErrLockLost.
 func (p *Processor) renewLoop(ctx context.Context, cancel context.CancelCauseFunc, m *ReceivedMessage) {
-	if p.opts.MaxAutoLockRenewal < 0 {
+	if p.opts.MaxAutoLockRenewal < 0 || m.LockToken == "" || m.LockedUntil.IsZero() {
 		return
 	}
 	deadline := time.Now().Add(p.opts.MaxAutoLockRenewal)
-	var props QueueProperties
-	for {
-		var err error
-		if props, err = p.r.c.properties(ctx, p.r.queue); err == nil {
-			break
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		p.opts.OnError(fmt.Errorf("sluice: renew lock of message %d: %w", m.SequenceNumber, err))
-		if backoff.Wait(ctx, time.Second) != nil {
-			return
-		}
-	}
-	every := props.LockDuration / 2
-	t := time.NewTimer(every)
+	until := m.LockedUntil
+	t := time.NewTimer(renewalPause(until))
 	defer t.Stop()
 	for {
 		select {
@@ -281,14 +394,17 @@ func (p *Processor) renewLoop(ctx context.Context, cancel context.CancelCauseFun
 		if time.Now().After(deadline) || m.settled.Load() || m.settledTx.Load() {
 			return
 		}
-		_, err := p.r.renew(ctx, m)
+		next, err := p.renew(ctx, m)
 		switch {
 		case err == nil:
-			t.Reset(every)
+			until = next
+			t.Reset(renewalPause(until))
 		case m.settled.Load():
 			return // settled by the handler meanwhile
 		case errors.Is(err, ErrLockLost):
-			p.r.noteLockLost(err)
+			if p.lib != nil {
+				p.lib.noteLockLost(err)
+			}
 			p.opts.OnError(err)
 			cancel(err)
 			return
@@ -296,7 +412,85 @@ func (p *Processor) renewLoop(ctx context.Context, cancel context.CancelCauseFun
 			return
 		default:
 			p.opts.OnError(err)
-			t.Reset(time.Second) // try again while the lock lasts
+			t.Reset(min(renewRetry, renewalPause(until))) // try again while the lock lasts
 		}
 	}
+}
+
+// renewalPause is how long to wait before renewing a lock that ends at
+// until: half the time it has left, at least minRenewal.
+func renewalPause(until time.Time) time.Duration {
+	return max(time.Until(until)/2, minRenewal)
+}
+
+// renew extends m's lock and returns when it now ends, without changing
+// m (its handler may be reading it): the library's receiver renews it
+// directly, another a copy that carries its lock token alone.
+func (p *Processor) renew(ctx context.Context, m *ReceivedMessage) (time.Time, error) {
+	if p.lib != nil {
+		return p.lib.renew(ctx, m)
+	}
+	lock := &ReceivedMessage{LockToken: m.LockToken}
+	if err := p.r.RenewLock(ctx, lock); err != nil {
+		return time.Time{}, err
+	}
+	return lock.LockedUntil, nil
+}
+
+// settleTracker is the receiver a processor gives its handler in front of
+// a receiver other than the library's: it forwards every call and marks
+// the messages it settled, as the library's receiver marks its own, so
+// that the processor leaves them alone.
+type settleTracker struct {
+	MessageReceiver
+}
+
+// Complete completes m through the receiver and marks it settled.
+func (t settleTracker) Complete(ctx context.Context, m *ReceivedMessage) error {
+	return settledIf(m, t.MessageReceiver.Complete(ctx, m))
+}
+
+// CompleteBatch completes msgs through the receiver and marks settled
+// those it completed.
+func (t settleTracker) CompleteBatch(ctx context.Context, msgs []*ReceivedMessage) error {
+	err := t.MessageReceiver.CompleteBatch(ctx, msgs)
+	var be *SettleBatchError
+	if err != nil && !errors.As(err, &be) {
+		return err
+	}
+	failed := make(map[int]bool)
+	if be != nil {
+		for _, f := range be.Failed {
+			failed[f.Index] = true
+		}
+	}
+	for i, m := range msgs {
+		if !failed[i] {
+			settledIf(m, nil)
+		}
+	}
+	return err
+}
+
+// Abandon abandons m through the receiver and marks it settled.
+func (t settleTracker) Abandon(ctx context.Context, m *ReceivedMessage, opts *AbandonOptions) error {
+	return settledIf(m, t.MessageReceiver.Abandon(ctx, m, opts))
+}
+
+// DeadLetter dead-letters m through the receiver and marks it settled.
+func (t settleTracker) DeadLetter(ctx context.Context, m *ReceivedMessage, opts *DeadLetterOptions) error {
+	return settledIf(m, t.MessageReceiver.DeadLetter(ctx, m, opts))
+}
+
+// Defer defers m through the receiver and marks it settled.
+func (t settleTracker) Defer(ctx context.Context, m *ReceivedMessage, opts *DeferOptions) error {
+	return settledIf(m, t.MessageReceiver.Defer(ctx, m, opts))
+}
+
+// settledIf marks m settled when err is nil, and returns err.
+func settledIf(m *ReceivedMessage, err error) error {
+	if err == nil && m != nil {
+		m.settled.Store(true)
+	}
+	return err
 }

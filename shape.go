@@ -62,7 +62,7 @@ type EntityManager interface {
 }
 
 // Messaging opens senders, receivers and session receivers of queues and
-// subscriptions. Its methods are the New* and Accept* ones of each
+// subscriptions, and runs processors over them. Its methods are the New* and Accept* ones of each
 // client, returning interfaces: Go has no covariant results, so
 // *Client.NewSender, which returns *Sender, cannot be the method of an
 // interface whose other implementation returns another type.
@@ -77,6 +77,9 @@ type Messaging interface {
 	AcceptNextMessageSession(ctx context.Context, queue string, opts *ReceiverOptions) (MessageSessionReceiver, error)
 	// ResumeMessageSession is ResumeSession's session receiver.
 	ResumeMessageSession(queue, sessionID, lockToken string, opts *ReceiverOptions) (MessageSessionReceiver, error)
+	// MessageProcessor is a processor of the entity's messages that runs
+	// a MessageHandler: the same concrete *Processor on either client.
+	MessageProcessor(entity string, h MessageHandler, opts *ProcessorOptions) (*Processor, error)
 }
 
 // Streaming publishes to streams, manages their subscriptions and

@@ -15,6 +15,9 @@
 //		Middleware: []sluice.Middleware{tr.Middleware()},
 //	})
 //
+// MessageMiddleware does the same for a processor of any receiver, the
+// network client's included (ProcessorOptions.MessageMiddleware).
+//
 // Spans follow OpenTelemetry's semantic conventions for messaging:
 // messaging.system is "sluice", span names are "{operation}
 // {destination}" (send orders, receive orders, complete orders, process

@@ -16,24 +16,42 @@ import (
 // producer's trace; a message that carries no trace context gets a span
 // under the handler's context. The span ends with the handler, and
 // records its error. Place it first in ProcessorOptions.Middleware for
-// its span to cover the other middleware.
+// its span to cover the other middleware. MessageMiddleware does the
+// same on a processor of any receiver (the network client's).
 func (t *Tracing) Middleware() sluice.Middleware {
 	return func(next sluice.Handler) sluice.Handler {
 		return func(ctx context.Context, r *sluice.Receiver, m *sluice.ReceivedMessage) error {
-			attrs := []attribute.KeyValue{
-				semconv.MessagingSystemKey.String(system), semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess,
-				semconv.MessagingDestinationName(r.Entity()), SequenceNumberAttribute.Int64(m.SequenceNumber),
-				DeliveryCountAttribute.Int(m.DeliveryCount),
-			}
-			if m.MessageID != "" {
-				attrs = append(attrs, semconv.MessagingMessageID(m.MessageID))
-			}
-			ctx, span := t.startProcess(ctx, "process "+r.Entity(), m.ApplicationProperties, attrs)
-			err := next(ctx, r, m)
-			ender(span)(err)
-			return err
+			return t.process(ctx, r, m, func(ctx context.Context) error { return next(ctx, r, m) })
 		}
 	}
+}
+
+// MessageMiddleware is Middleware for a sluice.MessageHandler
+// (ProcessorOptions.MessageMiddleware): it traces the deliveries of the
+// network client's processor, or of the library's, alike.
+func (t *Tracing) MessageMiddleware() sluice.MessageMiddleware {
+	return func(next sluice.MessageHandler) sluice.MessageHandler {
+		return func(ctx context.Context, r sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
+			return t.process(ctx, r, m, func(ctx context.Context) error { return next(ctx, r, m) })
+		}
+	}
+}
+
+// process runs handle, the handler of m received through r, in the
+// delivery's process span.
+func (t *Tracing) process(ctx context.Context, r sluice.MessageReceiver, m *sluice.ReceivedMessage, handle func(context.Context) error) error {
+	attrs := []attribute.KeyValue{
+		semconv.MessagingSystemKey.String(system), semconv.MessagingOperationName("process"), semconv.MessagingOperationTypeProcess,
+		semconv.MessagingDestinationName(r.Entity()), SequenceNumberAttribute.Int64(m.SequenceNumber),
+		DeliveryCountAttribute.Int(m.DeliveryCount),
+	}
+	if m.MessageID != "" {
+		attrs = append(attrs, semconv.MessagingMessageID(m.MessageID))
+	}
+	ctx, span := t.startProcess(ctx, "process "+r.Entity(), m.ApplicationProperties, attrs)
+	err := handle(ctx)
+	ender(span)(err)
+	return err
 }
 
 // StreamMiddleware traces each delivery attempt of a stream consumer

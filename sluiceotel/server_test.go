@@ -192,6 +192,58 @@ func TestTraceStreamThroughServer(t *testing.T) {
 	}
 }
 
+// The network client's processor, with MessageMiddleware, handles a
+// message sent through the server in the sender's trace: its process span
+// is the send span's child, and the handler runs in it.
+func TestTraceNetworkProcessor(t *testing.T) {
+	producerSpans, consumerSpans := newRecorder(t), newRecorder(t)
+	addr, _ := serve(t, nil)
+	producer := newNetworkClient(t, addr, sluiceotel.New(&sluiceotel.Options{TracerProvider: producerSpans}))
+	tr := sluiceotel.New(&sluiceotel.Options{TracerProvider: consumerSpans})
+	consumer := newNetworkClient(t, addr, tr)
+	const q = "orders"
+	if _, err := producer.CreateQueue(t.Context(), q, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := producer.NewSender(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, root := producerSpans.Tracer("test").Start(t.Context(), "checkout")
+	if _, err := s.Send(ctx, &sluice.Message{Body: []byte("pizza")}); err != nil {
+		t.Fatal(err)
+	}
+	root.End()
+	send := producerSpans.one(t, "send "+q)
+	var mu sync.Mutex
+	var handled trace.SpanContext
+	p, err := consumer.NewProcessor(q, func(ctx context.Context, _ sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
+		mu.Lock()
+		defer mu.Unlock()
+		handled = trace.SpanContextFromContext(ctx)
+		return nil
+	}, &sluice.ProcessorOptions{MessageMiddleware: []sluice.MessageMiddleware{tr.MessageMiddleware()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	process := consumerSpans.one(t, "process "+q)
+	if err := p.Stop(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if process.SpanContext().TraceID() != root.SpanContext().TraceID() || process.Parent().SpanID() != send.SpanContext().SpanID() {
+		t.Fatalf("process span in trace %v under %v, want trace %v under the send span %v",
+			process.SpanContext().TraceID(), process.Parent(), root.SpanContext().TraceID(), send.SpanContext().SpanID())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if handled.SpanID() != process.SpanContext().SpanID() {
+		t.Fatalf("the handler ran in span %v, want the process span", handled.SpanID())
+	}
+}
+
 // The network client's receives and settlements are traced as the
 // library's: the receive span links to the message's producer, and a
 // settlement outside any span is a child of it.

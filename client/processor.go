@@ -1,0 +1,24 @@
+package client
+
+import "github.com/sluicehq/sluice"
+
+// NewProcessor returns a processor of a queue (or a subscription) through
+// the server: sluice.NewMessageProcessor over a receiver of it in
+// PeekLock mode, the same *sluice.Processor as the library's, with the
+// same options. Start runs it. Its handler is given a
+// sluice.MessageReceiver that settles through the server and records what
+// the handler settled, so that the processor leaves those messages alone.
+// A handler that Stop ended has its message abandoned (the API has no
+// release), which counts a delivery.
+func (c *Client) NewProcessor(queue string, h sluice.MessageHandler, opts *sluice.ProcessorOptions) (*sluice.Processor, error) {
+	r, err := c.NewReceiver(queue, nil)
+	if err != nil {
+		return nil, err
+	}
+	return sluice.NewMessageProcessor(r, h, opts)
+}
+
+// MessageProcessor is NewProcessor, as sluice.Messaging's factory.
+func (c *Client) MessageProcessor(entity string, h sluice.MessageHandler, opts *sluice.ProcessorOptions) (*sluice.Processor, error) {
+	return c.NewProcessor(entity, h, opts)
+}
