@@ -56,7 +56,7 @@ func Example_processor() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "sluice-example")
 	defer os.RemoveAll(dir)
-	lib, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), sluice.Options{})
+	lib, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), nil)
 	if err != nil {
 		panic(err)
 	}
