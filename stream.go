@@ -211,7 +211,7 @@ func (c *Client) publishTx(ctx context.Context, tx *sql.Tx, id StreamID, events 
 	if !ok {
 		return nil, errInvalid("publish", "this backend cannot join a caller's transaction")
 	}
-	p, err := c.appendParams(ctx, id, events)
+	p, err := c.appendParamsTx(id, events)
 	if err != nil {
 		return nil, err
 	}
@@ -223,21 +223,50 @@ func (c *Client) publishTx(ctx context.Context, tx *sql.Tx, id StreamID, events 
 }
 
 func (c *Client) appendParams(ctx context.Context, id StreamID, events []Event) (*store.AppendParams, error) {
-	if err := id.validate(); err != nil {
-		return nil, fmt.Errorf("sluice: publish: %w", err)
-	}
-	if len(events) == 0 {
-		return nil, errInvalid("publish", "no events")
+	if err := checkPublish(id, events); err != nil {
+		return nil, err
 	}
 	n, err := c.streamPartitions(ctx)
 	if err != nil {
 		return nil, err
 	}
+	return newAppendParams(id, n, events), nil
+}
+
+// appendParamsTx is appendParams for PublishTx: until this client has
+// checked the partition count, the append checks it in the caller's
+// transaction (recording it there if none is), since a check on a
+// connection of sluice's own would wait for that transaction on SQLite.
+func (c *Client) appendParamsTx(id StreamID, events []Event) (*store.AppendParams, error) {
+	if err := checkPublish(id, events); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	checked := c.partitionsChecked
+	c.mu.Unlock()
+	p := newAppendParams(id, c.partitions, events)
+	if !checked {
+		p.Partitions = c.partitions
+	}
+	return p, nil
+}
+
+func checkPublish(id StreamID, events []Event) error {
+	if err := id.validate(); err != nil {
+		return fmt.Errorf("sluice: publish: %w", err)
+	}
+	if len(events) == 0 {
+		return errInvalid("publish", "no events")
+	}
+	return nil
+}
+
+func newAppendParams(id StreamID, n int32, events []Event) *store.AppendParams {
 	p := &store.AppendParams{Partition: PartitionOf(id, n), Records: make([]store.NewRecord, len(events))}
 	for i, e := range events {
 		p.Records[i] = store.NewRecord{Namespace: id.Namespace, Key: id.Key, Properties: e.Properties, Payload: e.Body}
 	}
-	return p, nil
+	return p
 }
 
 func span(r store.AppendResult) []int64 {

@@ -438,6 +438,50 @@ func TestPublishTx(t *testing.T) {
 	})
 }
 
+// A client's first PublishTx, in a transaction that already wrote (on
+// SQLite it holds the database's only write lock), records the partition
+// count in that transaction instead of waiting for it; a client
+// configured with another count then gets ErrPartitionCount, in a
+// transaction or not.
+func TestPublishTxFirstUse(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		ctx := t.Context()
+		db := rawDB(t, kind)
+		if _, err := db.ExecContext(ctx, "CREATE TABLE app_"+service[2:]+" (id INTEGER)"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { db.Exec("DROP TABLE app_" + service[2:]) })
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, "INSERT INTO app_"+service[2:]+" (id) VALUES (1)"); err != nil {
+			t.Fatal(err)
+		}
+		id := sluice.StreamID{Namespace: "outbox", Key: "first"}
+		if _, err := c.PublishTx(ctx, tx, id, sluice.Event{Body: []byte("a")}); err != nil {
+			t.Fatalf("first PublishTx of a tenant: %v", err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		other, err := sluice.NewClient(shared.Backend(t, kind), &sluice.Options{Service: service, StreamPartitions: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = other.Publish(ctx, id, sluice.Event{Body: []byte("b")})
+		wantErr(t, "Publish with 8 partitions after a PublishTx recorded 16", err, sluice.ErrPartitionCount)
+		tx, err = db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback()
+		_, err = other.PublishTx(ctx, tx, id, sluice.Event{Body: []byte("c")})
+		wantErr(t, "PublishTx with 8 partitions after a PublishTx recorded 16", err, sluice.ErrPartitionCount)
+	})
+}
+
 // A processor hands its own process's publishes straight to its
 // partitions (their tails); publishes of another process (another
 // backend on the database) and those of a caller's transaction come in

@@ -650,6 +650,13 @@ type NewRecord struct {
 type AppendParams struct {
 	Partition int32
 	Records   []NewRecord
+	// Partitions, when above 0, is the tenant's stream partition count as
+	// the caller knows it, for AppendTx to check in the caller's
+	// transaction: recorded there when none is recorded yet, and
+	// ErrPartitionCount when another is. A caller whose transaction holds
+	// SQLite's write lock cannot have StreamPartitions record it on a
+	// connection of its own. Append ignores it.
+	Partitions int32
 }
 
 // AppendResult gives the positions of an append's first and last records.

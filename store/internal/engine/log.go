@@ -437,6 +437,11 @@ func (s *tenantStore) AppendTx(ctx context.Context, tx *sql.Tx, p *store.AppendP
 	if tx == nil {
 		return store.AppendResult{}, fmt.Errorf("sluice: append: nil transaction: %w", sluicetype.ErrInvalidArgument)
 	}
+	if p.Partitions > 0 {
+		if err := s.e.checkPartitionsTx(ctx, foreignTx{tx}, s.t, p.Partitions); err != nil {
+			return store.AppendResult{}, fmt.Errorf("sluice: append: %w", s.e.wrap(err))
+		}
+	}
 	r := &writeReq{t: s.t, app: p}
 	if err := s.e.appendTenant(ctx, foreignTx{tx}, []*writeReq{r}); err != nil {
 		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", s.e.wrap(err))

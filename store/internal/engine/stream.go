@@ -48,6 +48,27 @@ func (s *tenantStore) StreamPartitions(ctx context.Context, n int32) (int32, err
 	return got, nil
 }
 
+// checkPartitionsTx checks the tenant's stream partition count in a
+// caller's transaction, recording n there when none is recorded yet.
+func (e *Engine) checkPartitionsTx(ctx context.Context, q querier, t store.Tenant, n int32) error {
+	var got int32
+	err := e.queryRow(ctx, q, qGetStreamPartitions, []any{t.Service, t.Provider}, &got)
+	if errors.Is(err, sql.ErrNoRows) {
+		if _, err := e.exec(ctx, q, qInsertStreamPartitions, t.Service, t.Provider, n); err != nil {
+			return err
+		}
+		err = e.queryRow(ctx, q, qGetStreamPartitions, []any{t.Service, t.Provider}, &got)
+	}
+	if err != nil {
+		return err
+	}
+	if got != n {
+		return fmt.Errorf("configured for %d stream partitions, the database has %d (changing it would strand events): %w",
+			n, got, sluicetype.ErrPartitionCount)
+	}
+	return nil
+}
+
 func (e *Engine) partitionCheckpoint(ctx context.Context, q querier, t store.Tenant, partition int32) (int64, error) {
 	var checkpoint int64
 	err := e.queryRow(ctx, q, qGetPartitionCheckpoint, []any{t.Service, t.Provider, partition}, &checkpoint)
