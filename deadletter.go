@@ -62,12 +62,30 @@ type ResubmitOptions struct {
 // backend's batch limit, each atomic: a failure leaves the batches before
 // it moved and the rest where they were. It returns how many moved.
 // ErrMessageNotFound (that batch unmoved) if a sequence number names no
-// dead letter.
+// dead letter. Under an Instrumentation it is one OperationResubmit,
+// whose Received are the dead letters moved (read for it, by a browse of
+// each batch, when opts names them by sequence number).
 func (c *Client) ResubmitDeadLetters(ctx context.Context, entity string, opts *ResubmitOptions) (int, error) {
 	entity = canonical(entity)
 	if opts == nil {
 		opts = &ResubmitOptions{}
 	}
+	in := c.instrumentation()
+	if in == nil {
+		return c.resubmit(ctx, entity, opts, nil)
+	}
+	op := &Operation{Kind: OperationResubmit, Entity: entity, SubQueue: SubQueueDeadLetter}
+	ctx, end := in.Start(ctx, op)
+	var moved []*ReceivedMessage
+	n, err := c.resubmit(ctx, entity, opts, &moved)
+	op.Received = moved
+	end(err)
+	return n, err
+}
+
+// resubmit does ResubmitDeadLetters' work, and when moved is not nil
+// appends the dead letters it moved there.
+func (c *Client) resubmit(ctx context.Context, entity string, opts *ResubmitOptions, moved *[]*ReceivedMessage) (int, error) {
 	progress := func(done, total int) {
 		if opts.Progress != nil {
 			opts.Progress(done, total)
@@ -78,9 +96,14 @@ func (c *Client) ResubmitDeadLetters(ctx context.Context, entity string, opts *R
 		done := 0
 		for done < len(seqs) {
 			part := seqs[done:min(done+batch, len(seqs))]
+			var page []sluicetype.DeadLetter
+			if moved != nil {
+				page = c.browseDeadLetters(ctx, entity, part)
+			}
 			if _, err := c.st.ResubmitDeadLetters(ctx, &store.ResubmitParams{Queue: entity, Seqs: part}); err != nil {
 				return done, err
 			}
+			noteMoved(moved, entity, page)
 			done += len(part)
 			progress(done, len(seqs))
 		}
@@ -110,10 +133,41 @@ func (c *Client) ResubmitDeadLetters(ctx context.Context, entity string, opts *R
 		if _, err := c.st.ResubmitDeadLetters(ctx, &store.ResubmitParams{Queue: entity, Seqs: seqs}); err != nil {
 			return done, fmt.Errorf("sluice: resubmit: %w", err)
 		}
+		noteMoved(moved, entity, page)
 		done += len(seqs)
 		progress(done, total)
 	}
 	return done, nil
+}
+
+// browseDeadLetters reads the dead letters of entity that seqs name, for
+// an instrumentation to see what a resubmit moves. It is best effort: a
+// failed browse, or dead letters too far apart for one browse to reach,
+// leave some out, and the resubmit goes on.
+func (c *Client) browseDeadLetters(ctx context.Context, entity string, seqs []int64) []sluicetype.DeadLetter {
+	want := make(map[int64]bool, len(seqs))
+	from := seqs[0]
+	for _, s := range seqs {
+		want[s] = true
+		from = min(from, s)
+	}
+	res, err := c.st.Browse(ctx, &store.BrowseParams{Queue: entity, DeadLetters: true, FromSeq: from, Max: len(seqs),
+		Scan: store.MaxBrowseScan, Match: func(d *sluicetype.DeadLetter) bool { return want[d.Seq] }})
+	if err != nil {
+		return nil
+	}
+	return res.Messages
+}
+
+// noteMoved appends the dead letters of page, which a resubmit moved, to
+// moved, when it is not nil.
+func noteMoved(moved *[]*ReceivedMessage, entity string, page []sluicetype.DeadLetter) {
+	if moved == nil {
+		return
+	}
+	for _, d := range page {
+		*moved = append(*moved, deadLetterMessage(entity, d))
+	}
 }
 
 // PurgeDeadLetters deletes all dead letters of an entity and returns how

@@ -3,6 +3,7 @@ package sluice
 import (
 	"context"
 	"maps"
+	"time"
 )
 
 // OperationKind says what an Operation does.
@@ -20,10 +21,20 @@ const (
 	OperationSettle
 	// OperationPublish: Client.Publish or PublishTx.
 	OperationPublish
+	// OperationRenewLock: Receiver.RenewLock, and a Processor's
+	// automatic renewal of the lock of a message its handler holds.
+	OperationRenewLock
+	// OperationRenewSessionLock: SessionReceiver.RenewSessionLock.
+	OperationRenewSessionLock
+	// OperationResubmit: Client.ResubmitDeadLetters, which sends dead
+	// letters back to their entity as new messages.
+	OperationResubmit
 )
 
 // String names the kind as the messaging conventions of OpenTelemetry
-// name the operation: send, receive, settle, publish.
+// name the operation: send, receive, settle, publish, and for the kinds
+// the conventions do not name renew_lock, renew_session_lock and
+// resubmit.
 func (k OperationKind) String() string {
 	switch k {
 	case OperationSend:
@@ -34,6 +45,12 @@ func (k OperationKind) String() string {
 		return "settle"
 	case OperationPublish:
 		return "publish"
+	case OperationRenewLock:
+		return "renew_lock"
+	case OperationRenewSessionLock:
+		return "renew_session_lock"
+	case OperationResubmit:
+		return "resubmit"
 	}
 	return "unknown"
 }
@@ -45,6 +62,9 @@ type Operation struct {
 	// Entity is the canonical name of the queue, topic (sends only) or
 	// subscription path the operation works on (not set for a publish).
 	Entity string
+	// Session is the session whose lock an OperationRenewSessionLock
+	// renews.
+	Session string
 	// SubQueue is SubQueueDeadLetter for a receive or settlement of the
 	// entity's dead letters.
 	SubQueue SubQueue
@@ -61,19 +81,24 @@ type Operation struct {
 	// may a send's messages.
 	Events []Event
 	// Received are, for a receive, the messages it returned (set before
-	// end is called; none when it failed or ctx ended first), and for a
-	// settlement the messages it settles: the caller's, to read, not to
-	// change.
+	// end is called; none when it failed or ctx ended first); for a
+	// settlement the messages it settles and for an OperationRenewLock
+	// the message whose lock it renews (the caller's, to read, not to
+	// change); for an OperationResubmit the dead letters it moved, as they
+	// were (set before end is called, with the properties their first
+	// send stored; the network client, which does not see them, sets
+	// none).
 	Received []*ReceivedMessage
 	// Action is what a settlement does (OperationSettle).
 	Action SettleAction
-	// InTx reports a send or publish in the caller's transaction
-	// (SendTx, PublishTx): it commits when the caller commits, or never.
+	// InTx reports a send, publish or settlement in the caller's
+	// transaction (SendTx, PublishTx, CompleteTx and the other settlements
+	// in a transaction): it commits when the caller commits, or never.
 	InTx bool
 }
 
-// Instrumentation intercepts a client's sends, receives, settlements
-// and publishes, for tracing: package sluiceotel implements it with
+// Instrumentation intercepts a client's sends, receives, settlements,
+// publishes, lock renewals and resubmits, for tracing: package sluiceotel implements it with
 // OpenTelemetry spans and carries W3C trace context in message
 // properties. Install one with Client.Instrument.
 type Instrumentation interface {
@@ -164,6 +189,46 @@ func (r *Receiver) traceSettle(ctx context.Context, a SettleAction, msgs []*Rece
 	}
 	ctx, end := in.Start(ctx, &Operation{Kind: OperationSettle, Entity: r.queue, SubQueue: r.subQueue(), Received: msgs, Action: a})
 	err := settle(ctx)
+	end(err)
+	return err
+}
+
+// traceSettleTx runs a settlement of m by r in the caller's transaction
+// under the client's instrumentation, if any.
+func (r *Receiver) traceSettleTx(ctx context.Context, a SettleAction, m *ReceivedMessage, settle func(context.Context) error) error {
+	in := r.c.instrumentation()
+	if in == nil {
+		return settle(ctx)
+	}
+	ctx, end := in.Start(ctx, &Operation{Kind: OperationSettle, Entity: r.queue, SubQueue: r.subQueue(), Received: []*ReceivedMessage{m},
+		Action: a, InTx: true})
+	err := settle(ctx)
+	end(err)
+	return err
+}
+
+// traceRenew runs a renewal of m's lock by r under the client's
+// instrumentation, if any.
+func (r *Receiver) traceRenew(ctx context.Context, m *ReceivedMessage, renew func(context.Context) (time.Time, error)) (time.Time, error) {
+	in := r.c.instrumentation()
+	if in == nil {
+		return renew(ctx)
+	}
+	ctx, end := in.Start(ctx, &Operation{Kind: OperationRenewLock, Entity: r.queue, SubQueue: r.subQueue(), Received: []*ReceivedMessage{m}})
+	until, err := renew(ctx)
+	end(err)
+	return until, err
+}
+
+// traceSessionRenew runs a renewal of s's session lock under the
+// client's instrumentation, if any.
+func (s *SessionReceiver) traceSessionRenew(ctx context.Context, renew func(context.Context) error) error {
+	in := s.r.c.instrumentation()
+	if in == nil {
+		return renew(ctx)
+	}
+	ctx, end := in.Start(ctx, &Operation{Kind: OperationRenewSessionLock, Entity: s.r.queue, Session: s.lock.SessionID})
+	err := renew(ctx)
 	end(err)
 	return err
 }

@@ -476,7 +476,14 @@ func (r *Receiver) RenewLock(ctx context.Context, m *ReceivedMessage) error {
 	return nil
 }
 
+// renew extends m's lock (RenewLock's and a Processor's renewal) under
+// the client's instrumentation, and returns when the lock now ends.
 func (r *Receiver) renew(ctx context.Context, m *ReceivedMessage) (time.Time, error) {
+	return r.traceRenew(ctx, m, func(ctx context.Context) (time.Time, error) { return r.extend(ctx, m) })
+}
+
+// extend does renew's work.
+func (r *Receiver) extend(ctx context.Context, m *ReceivedMessage) (time.Time, error) {
 	receipt, err := r.check("renew lock", m)
 	if err != nil {
 		return time.Time{}, err

@@ -279,6 +279,11 @@ func (s *SessionReceiver) Defer(ctx context.Context, m *ReceivedMessage, opts *D
 // RenewSessionLock extends the session lock, and the locks of the
 // session's messages this receiver holds, by the queue's lock duration.
 func (s *SessionReceiver) RenewSessionLock(ctx context.Context) error {
+	return s.traceSessionRenew(ctx, s.renewSessionLock)
+}
+
+// renewSessionLock does RenewSessionLock's work.
+func (s *SessionReceiver) renewSessionLock(ctx context.Context) error {
 	props, err := s.r.c.properties(ctx, s.r.queue)
 	if err != nil {
 		return fmt.Errorf("sluice: renew session lock: %w", err)

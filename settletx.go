@@ -88,8 +88,16 @@ func (r *Receiver) DeferTx(ctx context.Context, tx *sql.Tx, m *ReceivedMessage, 
 	return r.settleTx(ctx, tx, "defer", m, store.SettleParams{Action: store.Defer}, changes, nil)
 }
 
-// settleTx settles m in tx, under session when it is not nil.
+// settleTx settles m in tx, under session when it is not nil, and under
+// the client's instrumentation.
 func (r *Receiver) settleTx(ctx context.Context, tx *sql.Tx, op string, m *ReceivedMessage, p store.SettleParams, changes map[string]string, session *store.SessionParams) error {
+	return r.traceSettleTx(ctx, settleAction(p.Action), m, func(ctx context.Context) error {
+		return r.settleInTx(ctx, tx, op, m, p, changes, session)
+	})
+}
+
+// settleInTx does settleTx's work.
+func (r *Receiver) settleInTx(ctx context.Context, tx *sql.Tx, op string, m *ReceivedMessage, p store.SettleParams, changes map[string]string, session *store.SessionParams) error {
 	ts, ok := r.c.st.(store.TxSettler)
 	switch {
 	case !ok:

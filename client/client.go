@@ -366,7 +366,24 @@ func (c *Client) DeleteRule(ctx context.Context, topic, subscription, rule strin
 // ResubmitDeadLetters moves dead letters of an entity back to it, in
 // atomic batches, reporting progress through opts.Progress; it returns
 // how many moved.
+// Under an Instrumentation it is one OperationResubmit without Received:
+// the server, which moves the dead letters, sees them.
 func (c *Client) ResubmitDeadLetters(ctx context.Context, entity string, opts *sluice.ResubmitOptions) (int, error) {
+	if c.instr == nil {
+		return c.resubmit(ctx, entity, opts)
+	}
+	var n int
+	err := c.trace(ctx, &sluice.Operation{Kind: sluice.OperationResubmit, Entity: sluice.CanonicalName(entity), SubQueue: sluice.SubQueueDeadLetter},
+		func(ctx context.Context) error {
+			var err error
+			n, err = c.resubmit(ctx, entity, opts)
+			return err
+		})
+	return n, err
+}
+
+// resubmit does ResubmitDeadLetters' work.
+func (c *Client) resubmit(ctx context.Context, entity string, opts *sluice.ResubmitOptions) (int, error) {
 	req := &sluicev1.ResubmitDeadLettersRequest{Entity: entity}
 	var progress func(done, total int)
 	if opts != nil {

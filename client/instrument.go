@@ -9,7 +9,8 @@ import (
 
 // The client's calls are intercepted as the library's are (see
 // sluice.Instrumentation): Options.Instrumentation, when set, sees each
-// send, publish, receive and settlement, and a send's or publish's Start
+// send, publish, receive, settlement, lock renewal and resubmit of dead
+// letters, and a send's or publish's Start
 // may set the properties the server stores (sluiceotel writes the W3C
 // trace context there, which the server keeps as any property).
 
@@ -37,6 +38,16 @@ func (c *Client) tracePublish(ctx context.Context, id sluice.StreamID, events []
 	part, pos, err := publish(ctx, op.Events)
 	end(err)
 	return part, pos, err
+}
+
+// trace runs do, an operation op (not a receive: its Received are set
+// before), under the client's instrumentation, which the caller checked
+// is set (building op costs an allocation a client without one spares).
+func (c *Client) trace(ctx context.Context, op *sluice.Operation, do func(context.Context) error) error {
+	ctx, end := c.instr.Start(ctx, op)
+	err := do(ctx)
+	end(err)
+	return err
 }
 
 // traceReceive runs a receive of r under the client's instrumentation,

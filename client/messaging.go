@@ -296,6 +296,15 @@ func (r *Receiver) Defer(ctx context.Context, m *sluice.ReceivedMessage, opts *s
 
 // RenewLock extends a message's lock and updates m.LockedUntil.
 func (r *Receiver) RenewLock(ctx context.Context, m *sluice.ReceivedMessage) error {
+	if r.c.instr == nil {
+		return r.renewLock(ctx, m)
+	}
+	return r.c.trace(ctx, &sluice.Operation{Kind: sluice.OperationRenewLock, Entity: sluice.CanonicalName(r.entity), SubQueue: r.subQueue(),
+		Received: []*sluice.ReceivedMessage{m}}, func(ctx context.Context) error { return r.renewLock(ctx, m) })
+}
+
+// renewLock does RenewLock's work.
+func (r *Receiver) renewLock(ctx context.Context, m *sluice.ReceivedMessage) error {
 	res, err := call(ctx, r.c.messaging.RenewLock, &sluicev1.RenewLockRequest{Entity: r.entity, SubQueue: r.sub, LockToken: lockToken(m)})
 	if err != nil {
 		return err
@@ -470,6 +479,15 @@ func (s *SessionReceiver) Defer(ctx context.Context, m *sluice.ReceivedMessage, 
 
 // RenewSessionLock extends the session lock and its messages' locks.
 func (s *SessionReceiver) RenewSessionLock(ctx context.Context) error {
+	if s.r.c.instr == nil {
+		return s.renewSessionLock(ctx)
+	}
+	return s.r.c.trace(ctx, &sluice.Operation{Kind: sluice.OperationRenewSessionLock, Entity: sluice.CanonicalName(s.r.entity), Session: s.SessionID()},
+		s.renewSessionLock)
+}
+
+// renewSessionLock does RenewSessionLock's work.
+func (s *SessionReceiver) renewSessionLock(ctx context.Context) error {
 	res, err := call(ctx, s.r.c.messaging.RenewSessionLock, &sluicev1.RenewSessionLockRequest{Entity: s.r.entity, Session: s.r.session})
 	if err != nil {
 		return err
