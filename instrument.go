@@ -127,6 +127,10 @@ func (c *Client) Instrument(in Instrumentation) {
 	c.instr.Store(&instrumentation{in})
 }
 
+// Instrumentation returns the Instrumentation installed with
+// Instrument, nil when none.
+func (c *Client) Instrumentation() Instrumentation { return c.instrumentation() }
+
 // instrumentation returns the client's Instrumentation, nil when none.
 func (c *Client) instrumentation() Instrumentation {
 	if p := c.instr.Load(); p != nil {

@@ -111,9 +111,13 @@ type Config struct {
 	Logger *slog.Logger
 	// TracerProvider, when set, traces every API call with a server span
 	// (see EntityAttribute for what a span carries), continuing the trace
-	// of a call that carries a traceparent header. Nil, the default,
-	// traces nothing and costs nothing. The server does not shut the
-	// provider down: its owner flushes it after Shutdown.
+	// of a call that carries a traceparent header, and, when Client has
+	// no Instrumentation of its own, instruments it with package
+	// sluiceotel on the same provider, so that the storage operation of a
+	// call gets a span under the call's (see the notes on tracing in
+	// tracing.go). Nil, the default, traces nothing and costs nothing.
+	// The server does not shut the provider down: its owner flushes it
+	// after Shutdown.
 	TracerProvider trace.TracerProvider
 }
 
@@ -249,6 +253,7 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("sluice: server: tracing: %w", err)
 		}
 		s.interceptors = append(s.interceptors, tracing)
+		traceClient(s.c, cfg.TracerProvider)
 	}
 	s.interceptors = append(s.interceptors, s.m.observe, s.recoverPanics, s.authenticate)
 	s.mux = s.routes()

@@ -9,6 +9,9 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/sluiceotel"
 )
 
 // Tracing. With Config.TracerProvider set, every call of the API gets a
@@ -30,6 +33,27 @@ import (
 // No span carries a message's body or properties, a token or a header,
 // nor the caller's address; a procedure the API does not define, whose
 // path a caller chose, gets no span.
+//
+// The server's client (Config.Client), unless it has an Instrumentation
+// of its own, is instrumented with sluiceotel on the same provider: a
+// call's storage operation (send, receive, settlement, lock renewal,
+// resubmit, publish) gets a span of its own, a child of the call's. A
+// message or event sent by a caller that does not trace gets its
+// creation context there, from the server's send span (a single message)
+// or create spans (a batch), so that its consumers' spans join the
+// server's trace; one whose properties carry a context already, a traced
+// caller's, keeps it (the first producer's context wins, as the messaging
+// conventions ask), and the server's send span links to it.
+
+// traceClient instruments c with sluiceotel on tp, unless c has an
+// Instrumentation already, the W3C trace context in message properties
+// whatever the process's global propagator is.
+func traceClient(c *sluice.Client, tp trace.TracerProvider) {
+	if c.Instrumentation() != nil {
+		return
+	}
+	c.Instrument(sluiceotel.New(&sluiceotel.Options{TracerProvider: tp, Propagator: propagation.TraceContext{}}))
+}
 
 // EntityAttribute is the span attribute naming the entity a call acts on:
 // a queue, a topic, a subscription's path, or ClusterEntity or

@@ -21,6 +21,9 @@ const (
 	// DeliveryCountAttribute is how many times a message or event has
 	// been delivered, this time included.
 	DeliveryCountAttribute = attribute.Key("sluice.delivery_count")
+	// SessionIDAttribute is the session whose lock a renewal of a
+	// session lock renews.
+	SessionIDAttribute = attribute.Key("sluice.session_id")
 )
 
 // errorTypes name the errors a span's error.type reports: few values, as

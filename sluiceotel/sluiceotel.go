@@ -73,14 +73,21 @@ func (t *Tracing) propagator() propagation.TextMapPropagator {
 	return propagation.TraceContext{}
 }
 
-// Start starts tracing an operation (see sluice.Instrumentation): a send
-// or publish gets a producer span, whose context it writes into each
-// message's or event's properties that carry none yet (one that does
-// keeps it, and the span links to it); a settlement a client span, a child of
-// ctx's span or else of the producer of the message it settles. A
-// receive gets a consumer span only once it returned messages or failed
+// Start starts tracing an operation (see sluice.Instrumentation), as
+// the messaging conventions ask. A send or publish gets a span whose
+// context it writes into the properties of each message or event that
+// carries none yet: a single message's is the send span's own (a
+// producer span, the message's creation context), and each message of a
+// batch gets a "create" span of its own (a producer span, a child of
+// ctx's, ended at once), which the send span (then a client span) links.
+// A message or event that carries a context already keeps it, and the
+// send span links to it. A settlement and a lock renewal get a client
+// span, a child of ctx's span or else of the producer of the message.
+// A receive gets a consumer span only once it returned messages or failed
 // (a long poll that ended with its context is no operation), with links
-// to the producers of its messages.
+// to the producers of its messages. A resubmit of dead letters gets a
+// client span linked, as it ends, to the producers of the dead letters it
+// moved.
 func (t *Tracing) Start(ctx context.Context, op *sluice.Operation) (context.Context, func(error)) {
 	switch op.Kind {
 	case sluice.OperationSend:
@@ -91,8 +98,21 @@ func (t *Tracing) Start(ctx context.Context, op *sluice.Operation) (context.Cont
 		return t.startReceive(ctx, op)
 	case sluice.OperationSettle:
 		return t.startSettle(ctx, op)
+	case sluice.OperationRenewLock:
+		return t.startRenewLock(ctx, op)
+	case sluice.OperationRenewSessionLock:
+		return t.startRenewSessionLock(ctx, op)
+	case sluice.OperationResubmit:
+		return t.startResubmit(ctx, op)
 	}
 	return ctx, func(error) {}
+}
+
+// carrier is one message or event a send or publish writes its creation
+// context into: its properties and its message id ("" for an event).
+type carrier struct {
+	props map[string]string
+	id    string
 }
 
 func (t *Tracing) startSend(ctx context.Context, op *sluice.Operation) (context.Context, func(error)) {
@@ -104,38 +124,15 @@ func (t *Tracing) startSend(ctx context.Context, op *sluice.Operation) (context.
 	if len(op.Messages) == 1 && op.Messages[0] != nil && op.Messages[0].MessageID != "" {
 		attrs = append(attrs, semconv.MessagingMessageID(op.Messages[0].MessageID))
 	}
-	var carried []map[string]string
+	carriers := make([]carrier, 0, len(op.Messages))
 	for _, m := range op.Messages {
 		if m != nil {
-			carried = append(carried, m.ApplicationProperties)
+			carriers = append(carriers, carrier{m.ApplicationProperties, m.MessageID})
 		}
 	}
-	ctx, span := t.startProducer(ctx, "send "+op.Entity, attrs, carried)
+	create := []attribute.KeyValue{semconv.MessagingDestinationName(op.Entity)}
+	ctx, span := t.startProducer(ctx, "send "+op.Entity, op.Entity, attrs, create, carriers)
 	return ctx, ender(span)
-}
-
-// startProducer starts the span of a send or publish and writes its
-// context into each of props that carries none yet. Properties that
-// carry one already (a message sent on, or a server sending for a
-// traced caller) keep it, so that the trace stays the first producer's,
-// and the span links to it.
-func (t *Tracing) startProducer(ctx context.Context, name string, attrs []attribute.KeyValue, props []map[string]string) (context.Context, trace.Span) {
-	prop := t.propagator()
-	var links []trace.Link
-	carries := make([]bool, len(props))
-	for i, p := range props {
-		sc := trace.SpanContextFromContext(prop.Extract(context.Background(), propagation.MapCarrier(p)))
-		if carries[i] = sc.IsValid(); carries[i] && len(links) < maxLinks {
-			links = append(links, trace.Link{SpanContext: sc})
-		}
-	}
-	ctx, span := t.tracer().Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...), trace.WithLinks(links...))
-	for i, p := range props {
-		if !carries[i] {
-			prop.Inject(ctx, propagation.MapCarrier(p))
-		}
-	}
-	return ctx, span
 }
 
 func (t *Tracing) startPublish(ctx context.Context, op *sluice.Operation) (context.Context, func(error)) {
@@ -144,12 +141,69 @@ func (t *Tracing) startPublish(ctx context.Context, op *sluice.Operation) (conte
 		semconv.MessagingDestinationName(op.Stream.Namespace), StreamKeyAttribute.String(op.Stream.Key),
 	}
 	attrs = appendCount(attrs, len(op.Events))
-	carried := make([]map[string]string, len(op.Events))
+	carriers := make([]carrier, len(op.Events))
 	for i := range op.Events {
-		carried[i] = op.Events[i].Properties
+		carriers[i].props = op.Events[i].Properties
 	}
-	ctx, span := t.startProducer(ctx, "publish "+op.Stream.Namespace, attrs, carried)
+	create := []attribute.KeyValue{semconv.MessagingDestinationName(op.Stream.Namespace), StreamKeyAttribute.String(op.Stream.Key)}
+	ctx, span := t.startProducer(ctx, "publish "+op.Stream.Namespace, op.Stream.Namespace, attrs, create, carriers)
 	return ctx, ender(span)
+}
+
+// startProducer starts the span of a send or publish to dest, with
+// attrs, and gives each of carriers that carries no trace context yet a
+// creation context: the span's own when the operation sends one message
+// (the span is then a producer span), else a create span of its own,
+// with the attributes create, which the span (then a client span) links.
+// A carrier that carries a context already (a message sent on, or a
+// server sending for a traced caller) keeps it, so that the trace stays
+// the first producer's, and the span links to it.
+func (t *Tracing) startProducer(ctx context.Context, name, dest string, attrs, create []attribute.KeyValue, carriers []carrier) (context.Context, trace.Span) {
+	prop := t.propagator()
+	tr := t.tracer()
+	var links []trace.Link
+	var fresh []int // the carriers without a context
+	for i, c := range carriers {
+		if sc := trace.SpanContextFromContext(prop.Extract(context.Background(), propagation.MapCarrier(c.props))); sc.IsValid() {
+			links = appendLink(links, sc)
+		} else {
+			fresh = append(fresh, i)
+		}
+	}
+	if len(carriers) == 1 && len(fresh) == 1 {
+		ctx, span := tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attrs...))
+		prop.Inject(ctx, propagation.MapCarrier(carriers[0].props))
+		return ctx, span
+	}
+	for _, i := range fresh {
+		sc := t.create(ctx, tr, prop, "create "+dest, create, carriers[i])
+		links = appendLink(links, sc)
+	}
+	return tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...), trace.WithLinks(links...))
+}
+
+// create makes the create span of c, a child of ctx's span, writes its
+// context into c's properties, and returns the context.
+func (t *Tracing) create(ctx context.Context, tr trace.Tracer, prop propagation.TextMapPropagator, name string, attrs []attribute.KeyValue, c carrier) trace.SpanContext {
+	all := make([]attribute.KeyValue, 0, len(attrs)+4)
+	all = append(all, semconv.MessagingSystemKey.String(system), semconv.MessagingOperationName("create"), semconv.MessagingOperationTypeCreate)
+	all = append(all, attrs...)
+	if c.id != "" {
+		all = append(all, semconv.MessagingMessageID(c.id))
+	}
+	ctx, span := tr.Start(ctx, name, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(all...))
+	prop.Inject(ctx, propagation.MapCarrier(c.props))
+	span.End()
+	return span.SpanContext()
+}
+
+// appendLink appends a link to sc, while links are fewer than maxLinks
+// and sc is valid.
+func appendLink(links []trace.Link, sc trace.SpanContext) []trace.Link {
+	if sc.IsValid() && len(links) < maxLinks {
+		links = append(links, trace.Link{SpanContext: sc})
+	}
+	return links
 }
 
 // startReceive makes the receive's span when it ends, from the time it
@@ -181,13 +235,65 @@ func (t *Tracing) startSettle(ctx context.Context, op *sluice.Operation) (contex
 	if len(op.Received) == 1 && op.Received[0] != nil && op.Received[0].MessageID != "" {
 		attrs = append(attrs, semconv.MessagingMessageID(op.Received[0].MessageID))
 	}
+	return t.startMessageClient(ctx, name+" "+op.Entity, attrs, op.Received)
+}
+
+// startMessageClient starts the client span of an operation on msgs
+// (a settlement, a lock renewal): a child of ctx's span or, when ctx has
+// none, of the producer of the one message it works on, linked to the
+// producers of msgs.
+func (t *Tracing) startMessageClient(ctx context.Context, name string, attrs []attribute.KeyValue, msgs []*sluice.ReceivedMessage) (context.Context, func(error)) {
 	parent := ctx
-	if !trace.SpanContextFromContext(ctx).IsValid() && len(op.Received) == 1 && op.Received[0] != nil {
-		parent = t.extract(ctx, op.Received[0].ApplicationProperties)
+	if !trace.SpanContextFromContext(ctx).IsValid() && len(msgs) == 1 && msgs[0] != nil {
+		parent = t.extract(ctx, msgs[0].ApplicationProperties)
 	}
-	_, span := t.tracer().Start(parent, name+" "+op.Entity, trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(attrs...), trace.WithLinks(t.links(op.Received)...))
+	_, span := t.tracer().Start(parent, name, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attrs...), trace.WithLinks(t.links(msgs)...))
 	return trace.ContextWithSpan(ctx, span), ender(span)
+}
+
+// startRenewLock traces the renewal of a message's lock as a
+// settlement: a client span, a child of ctx's span or else of the
+// message's producer. The conventions name no type for it: the span has
+// none.
+func (t *Tracing) startRenewLock(ctx context.Context, op *sluice.Operation) (context.Context, func(error)) {
+	name := op.Kind.String()
+	attrs := []attribute.KeyValue{
+		semconv.MessagingSystemKey.String(system), semconv.MessagingOperationName(name), semconv.MessagingDestinationName(op.Entity),
+	}
+	if len(op.Received) == 1 && op.Received[0] != nil && op.Received[0].MessageID != "" {
+		attrs = append(attrs, semconv.MessagingMessageID(op.Received[0].MessageID))
+	}
+	return t.startMessageClient(ctx, name+" "+op.Entity, attrs, op.Received)
+}
+
+// startRenewSessionLock traces the renewal of a session's lock: a client
+// span, a child of ctx's, without a type.
+func (t *Tracing) startRenewSessionLock(ctx context.Context, op *sluice.Operation) (context.Context, func(error)) {
+	name := op.Kind.String()
+	ctx, span := t.tracer().Start(ctx, name+" "+op.Entity, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		semconv.MessagingSystemKey.String(system), semconv.MessagingOperationName(name), semconv.MessagingDestinationName(op.Entity),
+		SessionIDAttribute.String(op.Session)))
+	return ctx, ender(span)
+}
+
+// startResubmit traces a resubmit of dead letters: a send that creates
+// no message (each keeps the context its first send stored), so a
+// client span, linked as it ends to the producers of the dead letters it
+// moved, with their number.
+func (t *Tracing) startResubmit(ctx context.Context, op *sluice.Operation) (context.Context, func(error)) {
+	name := op.Kind.String()
+	ctx, span := t.tracer().Start(ctx, name+" "+op.Entity, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		semconv.MessagingSystemKey.String(system), semconv.MessagingOperationName(name), semconv.MessagingOperationTypeSend,
+		semconv.MessagingDestinationName(op.Entity)))
+	end := ender(span)
+	return ctx, func(err error) {
+		for _, l := range t.links(op.Received) {
+			span.AddLink(l)
+		}
+		span.SetAttributes(appendCount(nil, len(op.Received))...)
+		end(err)
+	}
 }
 
 // links links to the producers of msgs that carry their context.
