@@ -265,7 +265,8 @@ func TestTraceNetworkReceiveAndSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	root.End()
-	send := producerSpans.one(t, "send orders")
+	producerSpans.one(t, "send orders")
+	creates := producerSpans.named("create orders") // one a message, in order
 	r, err := consumer.NewReceiver(q, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -281,14 +282,14 @@ func TestTraceNetworkReceiveAndSettle(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv := consumerSpans.one(t, "receive orders")
-	if len(recv.Links()) != 2 || recv.Links()[0].SpanContext.SpanID() != send.SpanContext().SpanID() {
-		t.Fatalf("receive span links %v, want the send span twice", recv.Links())
+	if len(creates) != 2 || len(recv.Links()) != 2 || !linked(recv, creates[0].SpanContext()) || !linked(recv, creates[1].SpanContext()) {
+		t.Fatalf("receive span links %v, want the 2 messages' create spans", recv.Links())
 	}
 	wantAttrs(t, recv, "messaging.batch.message_count", "2", "messaging.operation.type", "receive")
-	for _, name := range []string{"complete orders", "abandon orders"} {
+	for i, name := range []string{"complete orders", "abandon orders"} {
 		settle := consumerSpans.one(t, name)
-		if settle.Parent().SpanID() != send.SpanContext().SpanID() || settle.SpanContext().TraceID() != root.SpanContext().TraceID() {
-			t.Fatalf("%s span under %v, want the send span", name, settle.Parent())
+		if settle.Parent().SpanID() != creates[i].SpanContext().SpanID() || settle.SpanContext().TraceID() != root.SpanContext().TraceID() {
+			t.Fatalf("%s span under %v, want its message's create span", name, settle.Parent())
 		}
 	}
 }

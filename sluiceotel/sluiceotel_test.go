@@ -336,8 +336,9 @@ func TestSendKeepsCarriedContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	send := rec.one(t, "send "+q)
-	if len(send.Links()) != 1 || send.Links()[0].SpanContext.SpanID() != first.SpanContext().SpanID() {
-		t.Fatalf("send span links %v, want the carried context", send.Links())
+	create := rec.one(t, "create "+q) // the other message's, alone
+	if len(send.Links()) != 2 || !linked(send, first.SpanContext()) || !linked(send, create.SpanContext()) {
+		t.Fatalf("send span links %v, want the carried context and the other message's create span", send.Links())
 	}
 	wantAttrs(t, send, "messaging.batch.message_count", "2")
 	r, err := c.NewReceiver(q, nil)
@@ -348,9 +349,9 @@ func TestSendKeepsCarriedContext(t *testing.T) {
 	if err != nil || len(ms) != 2 {
 		t.Fatalf("Receive: %v, %v", ms, err)
 	}
-	own := fmt.Sprintf("00-%s-%s-01", send.SpanContext().TraceID(), send.SpanContext().SpanID())
+	own := traceparent(create.SpanContext())
 	if ms[0].ApplicationProperties["traceparent"] != carried["traceparent"] || ms[1].ApplicationProperties["traceparent"] != own {
-		t.Fatalf("traceparents %q and %q, want the carried %q and the send's %q", ms[0].ApplicationProperties["traceparent"],
+		t.Fatalf("traceparents %q and %q, want the carried %q and the create span's %q", ms[0].ApplicationProperties["traceparent"],
 			ms[1].ApplicationProperties["traceparent"], carried["traceparent"], own)
 	}
 }
