@@ -37,7 +37,10 @@ func (h headerPropagation) RoundTrip(req *http.Request) (*http.Response, error) 
 // its own: the server stores the trace context with the message's other
 // properties, unchanged, and the consumer's process span is a child of
 // the producer's send span. The server's span of the Send call joins the
-// trace as well, from the call's headers.
+// trace as well, from the call's headers, and under it the server's span
+// of its own send to storage, which keeps the producer's context and
+// links to it. The consumer's receive span links to the producer's, and
+// its process and complete spans are in the trace.
 // serve starts a server on a SQLite file, tracing its calls with tp, and
 // returns its address and the file's DSN; it stops when the test ends.
 func serve(t *testing.T, tp trace.TracerProvider) (addr, dsn string) {
@@ -135,6 +138,104 @@ func TestTraceThroughServer(t *testing.T) {
 	rpc := serverSpans.one(t, "sluice.v1.MessagingService/Send")
 	if rpc.SpanContext().TraceID() != traceID || rpc.Parent().SpanID() != send.SpanContext().SpanID() {
 		t.Fatalf("the server's Send span in trace %v under %v, want trace %v under the send span", rpc.SpanContext().TraceID(), rpc.Parent(), traceID)
+	}
+	stored := serverSpans.one(t, "send "+q)
+	if stored.SpanContext().TraceID() != traceID || stored.Parent().SpanID() != rpc.SpanContext().SpanID() ||
+		stored.SpanKind() != trace.SpanKindClient || !linked(stored, send.SpanContext()) {
+		t.Fatalf("the server's storage send span (kind %v) in trace %v under %v, want a client span under the Send call's, linked to the producer's",
+			stored.SpanKind(), stored.SpanContext().TraceID(), stored.Parent())
+	}
+	recv := consumerSpans.one(t, "receive "+q)
+	if !linked(recv, send.SpanContext()) {
+		t.Fatalf("receive span links %v, want the producer's send span", recv.Links())
+	}
+	complete := consumerSpans.one(t, "complete "+q)
+	if complete.SpanContext().TraceID() != traceID {
+		t.Fatalf("complete span in trace %v, want %v", complete.SpanContext().TraceID(), traceID)
+	}
+}
+
+// A traced server gives the messages of a caller that does not trace a
+// creation context: a single message the server's send span's, a
+// producer span under the Send call's; each of a batch a create span of
+// its own under the call's. The server's receive and settlement spans
+// nest under their calls' spans too.
+func TestTraceServerCreatesContext(t *testing.T) {
+	ctx := t.Context()
+	serverSpans := newRecorder(t)
+	addr, _ := serve(t, serverSpans)
+	c, err := client.New(addr, nil) // traces nothing
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const q = "plain"
+	if _, err := c.CreateQueue(ctx, q, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.NewSender(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(ctx, &sluice.Message{MessageID: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	single := serverSpans.one(t, "send "+q)
+	rpc := serverSpans.one(t, "sluice.v1.MessagingService/Send")
+	if single.SpanKind() != trace.SpanKindProducer || single.Parent().SpanID() != rpc.SpanContext().SpanID() {
+		t.Fatalf("the server's send span of kind %v under %v, want a producer span under the Send call's", single.SpanKind(), single.Parent())
+	}
+	if _, err := s.SendBatch(ctx, []*sluice.Message{{MessageID: "a"}, {MessageID: "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "2 create spans", func() bool { return len(serverSpans.named("create "+q)) == 2 })
+	waitFor(t, "the second Send call's span", func() bool { return len(serverSpans.named("sluice.v1.MessagingService/Send")) == 2 })
+	batchCall := serverSpans.named("sluice.v1.MessagingService/Send")[1]
+	want := map[string]string{"one": traceparent(single.SpanContext())}
+	for _, cr := range serverSpans.named("create " + q) {
+		if cr.Parent().SpanID() != batchCall.SpanContext().SpanID() {
+			t.Fatalf("create span under %v, want the second Send call's span", cr.Parent())
+		}
+		want[attr(cr, "messaging.message.id")] = traceparent(cr.SpanContext())
+	}
+	r, err := c.NewReceiver(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []*sluice.ReceivedMessage
+	waitFor(t, "3 messages", func() bool {
+		ms, err := r.TryReceive(ctx, 3-len(got))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ms...)
+		return len(got) == 3
+	})
+	for _, m := range got {
+		if m.ApplicationProperties["traceparent"] != want[m.MessageID] {
+			t.Fatalf("message %s carries %q, want %q", m.MessageID, m.ApplicationProperties["traceparent"], want[m.MessageID])
+		}
+	}
+	if err := r.Complete(ctx, got[0]); err != nil {
+		t.Fatal(err)
+	}
+	complete := serverSpans.one(t, "complete "+q)
+	call := serverSpans.one(t, "sluice.v1.MessagingService/Complete")
+	if complete.Parent().SpanID() != call.SpanContext().SpanID() {
+		t.Fatalf("the server's complete span under %v, want the Complete call's span", complete.Parent())
+	}
+	recvCalls := map[trace.SpanID]bool{}
+	for _, call := range serverSpans.named("sluice.v1.MessagingService/Receive") {
+		recvCalls[call.SpanContext().SpanID()] = true
+	}
+	recvs := serverSpans.named("receive " + q)
+	if len(recvs) == 0 {
+		t.Fatal("the server made no receive span")
+	}
+	for _, recv := range recvs {
+		if !recvCalls[recv.Parent().SpanID()] {
+			t.Fatalf("the server's receive span under %v, want a Receive call's span", recv.Parent())
+		}
 	}
 }
 
