@@ -13,14 +13,15 @@ import (
 
 // opRecord is an operation an Instrumentation saw, with how it ended.
 type opRecord struct {
-	kind   sluice.OperationKind
-	entity string
-	stream sluice.StreamID
-	count  int // messages, events or received messages at the end
-	action sluice.SettleAction
-	inTx   bool
-	err    error
-	ended  int
+	kind    sluice.OperationKind
+	entity  string
+	stream  sluice.StreamID
+	count   int // messages, events or received messages at the end
+	action  sluice.SettleAction
+	inTx    bool
+	session string
+	err     error
+	ended   int
 }
 
 // opRecorder is an Instrumentation that records what it sees and marks
@@ -31,7 +32,7 @@ type opRecorder struct {
 }
 
 func (r *opRecorder) Start(ctx context.Context, op *sluice.Operation) (context.Context, func(error)) {
-	rec := &opRecord{kind: op.Kind, entity: op.Entity, stream: op.Stream, action: op.Action, inTx: op.InTx}
+	rec := &opRecord{kind: op.Kind, entity: op.Entity, stream: op.Stream, action: op.Action, inTx: op.InTx, session: op.Session}
 	for i, m := range op.Messages {
 		if m != nil {
 			m.ApplicationProperties["marked"] = fmt.Sprint(i)
@@ -195,6 +196,105 @@ func TestInstrumentSeesOperations(t *testing.T) {
 		}
 		if got := rec.take(); len(got) != 0 {
 			t.Fatalf("after Instrument(nil) the instrumentation saw %+v", got)
+		}
+	})
+}
+
+// An Instrumentation sees lock renewals (a message's, by RenewLock or a
+// processor, and a session's), resubmits of dead letters, with the dead
+// letters moved, and settlements in the caller's transaction.
+func TestInstrumentSeesRenewalsAndResubmits(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, _ string, c *sluice.Client) {
+		ctx := t.Context()
+		rec := &opRecorder{}
+		c.Instrument(rec)
+		if c.Instrumentation() != rec {
+			t.Fatalf("Instrumentation() = %v, want the one installed", c.Instrumentation())
+		}
+		q := createQueue(t, c, nil)
+		s := newSender(t, c, q)
+		send(t, s, "a", "b")
+		r := newReceiver(t, c, q, sluice.PeekLock)
+		ms := receive(t, r, 2)
+		rec.take()
+		if err := r.RenewLock(ctx, ms[0]); err != nil {
+			t.Fatal(err)
+		}
+		got := rec.take()
+		wantOps(t, "RenewLock", got, sluice.OperationRenewLock)
+		if got[0].entity != q || got[0].count != 1 || got[0].err != nil {
+			t.Fatalf("RenewLock's operation %+v", got[0])
+		}
+
+		tx, err := rawDB(t, kind).BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.CompleteTx(ctx, tx, ms[0]); err != nil {
+			t.Fatal(err)
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		got = rec.take()
+		wantOps(t, "CompleteTx", got, sluice.OperationSettle)
+		if !got[0].inTx || got[0].action != sluice.SettleComplete || got[0].count != 1 {
+			t.Fatalf("CompleteTx's operation %+v", got[0])
+		}
+
+		if err := r.DeadLetter(ctx, ms[1], nil); err != nil {
+			t.Fatal(err)
+		}
+		rec.take()
+		if n, err := c.ResubmitDeadLetters(ctx, q, nil); err != nil || n != 1 {
+			t.Fatalf("ResubmitDeadLetters = %d, %v", n, err)
+		}
+		got = rec.take()
+		wantOps(t, "ResubmitDeadLetters", got, sluice.OperationResubmit)
+		if got[0].entity != q || got[0].count != 1 || got[0].err != nil {
+			t.Fatalf("ResubmitDeadLetters' operation %+v", got[0])
+		}
+		ms = receive(t, r, 1)
+		if err := r.DeadLetter(ctx, ms[0], nil); err != nil {
+			t.Fatal(err)
+		}
+		dead, err := c.NewReceiver(q, &sluice.ReceiverOptions{SubQueue: sluice.SubQueueDeadLetter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		peeked, err := dead.Peek(ctx, 1, nil)
+		if err != nil || len(peeked) != 1 {
+			t.Fatalf("Peek = %v, %v", peeked, err)
+		}
+		rec.take()
+		_, err = c.ResubmitDeadLetters(ctx, q, &sluice.ResubmitOptions{SequenceNumbers: []int64{peeked[0].SequenceNumber, 1 << 40}})
+		wantErr(t, "a resubmit naming a missing dead letter", err, sluice.ErrMessageNotFound)
+		if n, err := c.ResubmitDeadLetters(ctx, q, &sluice.ResubmitOptions{SequenceNumbers: []int64{peeked[0].SequenceNumber}}); err != nil || n != 1 {
+			t.Fatalf("ResubmitDeadLetters by number = %d, %v", n, err)
+		}
+		got = rec.take()
+		wantOps(t, "ResubmitDeadLetters by number", got, sluice.OperationResubmit, sluice.OperationResubmit)
+		if !errors.Is(got[0].err, sluice.ErrMessageNotFound) || got[0].count != 0 || got[1].count != 1 || got[1].err != nil {
+			t.Fatalf("ResubmitDeadLetters' operations by number %+v", got)
+		}
+
+		sq := createQueue(t, c, &sluice.QueueProperties{RequiresSession: true})
+		if _, err := newSender(t, c, sq).Send(ctx, &sluice.Message{SessionID: "s1"}); err != nil {
+			t.Fatal(err)
+		}
+		sr, err := c.AcceptSession(ctx, sq, "s1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sr.Close(context.Background())
+		rec.take()
+		if err := sr.RenewSessionLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got = rec.take()
+		wantOps(t, "RenewSessionLock", got, sluice.OperationRenewSessionLock)
+		if got[0].entity != sq || got[0].session != "s1" || got[0].err != nil {
+			t.Fatalf("RenewSessionLock's operation %+v", got[0])
 		}
 	})
 }

@@ -43,6 +43,7 @@ var (
 		"Client": {
 			"PublishTx":          whyTx,
 			"Instrument":         whyInProcess,
+			"Instrumentation":    whyInProcess,
 			"ObserveMessages":    whyInProcess,
 			"ObserveDeadLetters": whyInProcess,
 			"StreamPartitions":   "the library reads the count when it opens; through a server it is a call (ClusterStatus, PublishPartition)",
