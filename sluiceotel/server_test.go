@@ -394,3 +394,58 @@ func TestTraceNetworkReceiveAndSettle(t *testing.T) {
 		}
 	}
 }
+
+// The network client traces its lock renewals and resubmits as the
+// library does; the traced server's own resubmit span, under the call's,
+// links the producers of the dead letters it moved, which the network
+// client does not see.
+func TestTraceNetworkRenewAndResubmit(t *testing.T) {
+	ctx := t.Context()
+	serverSpans, clientSpans := newRecorder(t), newRecorder(t)
+	addr, _ := serve(t, serverSpans)
+	c := newNetworkClient(t, addr, sluiceotel.New(&sluiceotel.Options{TracerProvider: clientSpans}))
+	const q = "renewals"
+	if _, err := c.CreateQueue(ctx, q, nil); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.NewSender(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Send(ctx, &sluice.Message{MessageID: "m"}); err != nil {
+		t.Fatal(err)
+	}
+	send := clientSpans.one(t, "send "+q)
+	r, err := c.NewReceiver(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := r.Receive(ctx, 1)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("Receive: %v, %v", ms, err)
+	}
+	if err := r.RenewLock(ctx, ms[0]); err != nil {
+		t.Fatal(err)
+	}
+	renew := clientSpans.one(t, "renew_lock "+q)
+	if renew.Parent().SpanID() != send.SpanContext().SpanID() {
+		t.Fatalf("renew_lock span under %v, want the send span", renew.Parent())
+	}
+	if err := r.DeadLetter(ctx, ms[0], nil); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.ResubmitDeadLetters(ctx, q, nil); err != nil || n != 1 {
+		t.Fatalf("ResubmitDeadLetters = %d, %v", n, err)
+	}
+	resubmit := clientSpans.one(t, "resubmit "+q)
+	if len(resubmit.Links()) != 0 || resubmit.SpanKind() != trace.SpanKindClient {
+		t.Fatalf("the network client's resubmit span of kind %v links %v, want a client span with none", resubmit.SpanKind(), resubmit.Links())
+	}
+	atServer := serverSpans.one(t, "resubmit "+q)
+	call := serverSpans.one(t, "sluice.v1.MessagingService/ResubmitDeadLetters")
+	if atServer.Parent().SpanID() != call.SpanContext().SpanID() || !linked(atServer, send.SpanContext()) ||
+		call.Parent().SpanID() != resubmit.SpanContext().SpanID() {
+		t.Fatalf("the server's resubmit span under %v with links %v (call under %v), want it under the call's, linked to the send, "+
+			"the call under the client's resubmit", atServer.Parent(), atServer.Links(), call.Parent())
+	}
+}
