@@ -169,7 +169,8 @@ func bouncerReceive(t *testing.T, s *bouncerSetup) {
 		got <- result{msgs, err, time.Now()}
 	}()
 	<-waiting
-	// Let the receiver back off to its longest poll interval.
+	// Not a wait for a condition: time for the receiver to back off to
+	// its longest poll interval, so that the send finds it waiting.
 	time.Sleep(time.Second)
 	sent := time.Now()
 	send(t, newSender(t, s.producer, q), "through the pooler")
@@ -177,9 +178,11 @@ func bouncerReceive(t *testing.T, s *bouncerSetup) {
 	if res.err != nil || len(res.msgs) != 1 || string(res.msgs[0].Body) != "through the pooler" {
 		t.Fatalf("Receive: %v, %v", res.msgs, res.err)
 	}
-	if d := res.at.Sub(sent); d > 5*time.Second {
+	d := res.at.Sub(sent)
+	if d > 5*time.Second {
 		t.Errorf("the receiver woke %v after the send: it does not poll", d)
 	}
+	t.Logf("the receiver woke %v after the send", d)
 	if err := r.Complete(ctx, res.msgs[0]); err != nil {
 		t.Fatalf("Complete: %v", err)
 	}
