@@ -41,10 +41,18 @@ func newBouncerDB(t *testing.T, env string, migrate bool) testdb.BouncerDB {
 	return db
 }
 
-// openBouncer opens a backend on dsn and closes it when the test ends.
-func openBouncer(t *testing.T, dsn string, skipMigrations bool) store.Backend {
+// sessionMaxConns caps the pools of the backends opened through session
+// pooling, where every connection of theirs, idle or not, holds a server
+// connection of PgBouncer's (.ci/run allows 20 a user), so that several
+// backends at once stay within it.
+const sessionMaxConns = 4
+
+// openBouncer opens a backend on dsn with at most maxConns connections (0:
+// the default) and closes it when the test ends.
+func openBouncer(t *testing.T, dsn string, skipMigrations bool, maxConns int) store.Backend {
 	t.Helper()
-	b, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, SkipMigrations: skipMigrations, Logger: storetest.Logger(t)})
+	b, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, SkipMigrations: skipMigrations, MaxConns: maxConns,
+		Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +103,7 @@ func TestThroughPgBouncerTransactionConformance(t *testing.T) {
 	dsn := withParams(t, db.Bouncer, "sluice_pgbouncer", "transaction")
 	t.Run("Suite", func(t *testing.T) {
 		storetest.Run(t, func(t *testing.T) store.Backend {
-			b := openBouncer(t, dsn, true)
+			b := openBouncer(t, dsn, true, 0)
 			if b.Features().CrossProcessWake {
 				t.Error("CrossProcessWake through transaction pooling")
 			}
@@ -110,7 +118,7 @@ func TestThroughPgBouncerTransactionConformance(t *testing.T) {
 func TestThroughPgBouncerSessionConformance(t *testing.T) {
 	db := newBouncerDB(t, testdb.PgBouncerSessionEnv, false)
 	storetest.Run(t, func(t *testing.T) store.Backend {
-		b := openBouncer(t, db.Bouncer, false)
+		b := openBouncer(t, db.Bouncer, false, sessionMaxConns)
 		if !b.Features().CrossProcessWake {
 			t.Error("no CrossProcessWake through session pooling")
 		}
@@ -168,6 +176,6 @@ func TestThroughPgBouncerTransactionWithoutSetting(t *testing.T) {
 	}
 	t.Logf("without sluice_pgbouncer=transaction: %v", err)
 
-	b := openBouncer(t, withParams(t, db.Bouncer, "sluice_pgbouncer", "transaction"), true)
+	b := openBouncer(t, withParams(t, db.Bouncer, "sluice_pgbouncer", "transaction"), true, 0)
 	flows(t, b)
 }
