@@ -166,6 +166,13 @@ func connConfig(ctx context.Context, cfg *Config) (*pgx.ConnConfig, error) {
 		}
 		cfg.Schema = cmp.Or(sp, "public")
 	}
+	if cfg.PgBouncer == pgBouncerTransaction {
+		// A statement pgx would prepare (its default cache) lives on one
+		// server connection, which the next transaction may not get, and
+		// stays there for the next client of that connection to collide
+		// with: set before createSchema's connection too.
+		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
+	}
 	if err := createSchema(ctx, cc, cfg.Schema); err != nil {
 		return nil, fmt.Errorf("sluice: postgres: schema %q: %w", cfg.Schema, err)
 	}
@@ -179,11 +186,6 @@ func connConfig(ctx context.Context, cfg *Config) (*pgx.ConnConfig, error) {
 	// wait on their client that long. A DSN that sets it keeps its value.
 	if _, ok := cc.RuntimeParams["idle_in_transaction_session_timeout"]; !ok {
 		cc.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.Itoa(int(store.IdleTransactionTimeout.Milliseconds()))
-	}
-	if cfg.PgBouncer == pgBouncerTransaction {
-		// A statement pgx would prepare (its default cache) lives on one
-		// server connection, which the next transaction may not get.
-		cc.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	return cc, nil
 }
