@@ -203,6 +203,14 @@ func start(ctx context.Context, db *sql.DB, cc *pgx.ConnConfig, cfg Config, keep
 			return nil, fmt.Errorf("sluice: postgres: listen: %w", err)
 		}
 	}
+	if cfg.Schema != "" {
+		if err := checkSchema(ctx, db, cfg.Schema); err != nil {
+			if l != nil {
+				l.stop()
+			}
+			return nil, err
+		}
+	}
 	d := dialect()
 	d.Features.CrossProcessWake = l != nil
 	stopVacuumer := func() {}
@@ -243,6 +251,24 @@ func start(ctx context.Context, db *sql.DB, cc *pgx.ConnConfig, cfg Config, keep
 		l.start(e.Hub())
 	}
 	return e, nil
+}
+
+// checkSchema checks that db's connections resolve tables in the schema
+// sluice was configured with, before migrations create any: a server, or
+// PgBouncer before 1.20, may drop the search_path startup parameter (as
+// ignore_startup_parameters asks), and the tables would land in the
+// server's default schema, silently.
+func checkSchema(ctx context.Context, db *sql.DB, want string) error {
+	var got sql.NullString
+	if err := db.QueryRowContext(ctx, "SELECT current_schema()").Scan(&got); err != nil {
+		return fmt.Errorf("sluice: postgres: schema: %w", err)
+	}
+	if got.String != want {
+		return fmt.Errorf("sluice: postgres: connections resolve tables in schema %q, not %q: the search_path sent at connect "+
+			"did not reach the server (PgBouncer's ignore_startup_parameters drops it): set it on the server "+
+			"(ALTER ROLE ... SET search_path) or use the schema the connections get: %w", got.String, want, sluicetype.ErrInvalidArgument)
+	}
+	return nil
 }
 
 // dialect returns what the engine needs to know of PostgreSQL.

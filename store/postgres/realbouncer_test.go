@@ -5,9 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicehq/sluice/internal/testdb"
+	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 	"github.com/sluicehq/sluice/store/postgres"
 	"github.com/sluicehq/sluice/store/storetest"
@@ -178,4 +180,28 @@ func TestThroughPgBouncerTransactionWithoutSetting(t *testing.T) {
 
 	b := openBouncer(t, withParams(t, db.Bouncer, "sluice_pgbouncer", "transaction"), true, 0)
 	flows(t, b)
+}
+
+// A schema that the connections do not get (PgBouncer dropped the
+// search_path sent at connect) fails Open with ErrInvalidArgument before
+// any table is created, instead of migrating into the default schema.
+func TestThroughPgBouncerSchemaNotApplied(t *testing.T) {
+	db := newBouncerDB(t, testdb.PgBouncerSessionEnv, false)
+	_, err := postgres.Open(t.Context(), postgres.Config{DSN: db.Bouncer, Schema: "elsewhere", MaxConns: sessionMaxConns,
+		Logger: storetest.Logger(t)})
+	if !errors.Is(err, sluicetype.ErrInvalidArgument) || !strings.Contains(err.Error(), `"elsewhere"`) {
+		t.Fatalf("Open with a schema PgBouncer cannot pass = %v, want ErrInvalidArgument naming it", err)
+	}
+	conn, err := pgx.Connect(t.Context(), db.Direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(t.Context())
+	var tables int
+	if err := conn.QueryRow(t.Context(), "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'sluice%'").Scan(&tables); err != nil {
+		t.Fatal(err)
+	}
+	if tables != 0 {
+		t.Fatalf("%d sluice tables created after the refused Open, want none", tables)
+	}
 }
