@@ -234,7 +234,11 @@ func (e *Engine) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err erro
 // noteDeadLetters records that tx dead-lettered n messages of a queue
 // for reason, to report once it commits (nothing when tx is not one of
 // tryTx's: a caller's transaction).
-func (e *Engine) noteDeadLetters(tx querier, t store.Tenant, queue, reason string, n int) {
+func (e *Engine) noteDeadLetters(q querier, t store.Tenant, queue, reason string, n int) {
+	tx, ok := q.(*sql.Tx)
+	if !ok {
+		return
+	}
 	if v, ok := e.deadNotes.Load(tx); ok {
 		notes := v.(*[]store.DeadLettered)
 		*notes = append(*notes, store.DeadLettered{Tenant: t, Queue: queue, Reason: reason, Count: n})
@@ -271,12 +275,25 @@ func (e *Engine) wrap(err error) error {
 	return err
 }
 
-// querier is what both *sql.Tx and *sql.DB offer.
+// querier is what statements run on: the engine's *sql.Tx or *sql.DB, a
+// migration's *sql.Conn, or a caller's transaction (foreignTx, nativeTx).
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// sqlQuerier is a querier of database/sql.
+type sqlQuerier interface {
+	querier
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
+
+// rows are a query's rows: *sql.Rows, or a caller's native transaction's.
+type rows = store.Rows
+
+// row is a query's first row: *sql.Row, or a caller's native
+// transaction's.
+type row = store.Row
 
 // Statements are prepared once per pool and reused: parsing and planning
 // every call costs more than running most of these queries.
@@ -340,12 +357,28 @@ var migrationQueries = map[string]bool{
 // query's text on a transaction when it was not prepared beforehand.
 type runner interface {
 	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, args ...any) *sql.Row
+	QueryContext(ctx context.Context, args ...any) (rows, error)
+	QueryRowContext(ctx context.Context, args ...any) row
 }
 
+// stmtRunner runs a prepared statement.
+type stmtRunner struct{ st *sql.Stmt }
+
+func (r stmtRunner) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return r.st.ExecContext(ctx, args...)
+}
+
+func (r stmtRunner) QueryContext(ctx context.Context, args ...any) (rows, error) {
+	return r.st.QueryContext(ctx, args...)
+}
+
+func (r stmtRunner) QueryRowContext(ctx context.Context, args ...any) row {
+	return r.st.QueryRowContext(ctx, args...)
+}
+
+// textRunner runs a query's text on a database/sql querier.
 type textRunner struct {
-	q    querier
+	q    sqlQuerier
 	text string
 }
 
@@ -353,12 +386,30 @@ func (t textRunner) ExecContext(ctx context.Context, args ...any) (sql.Result, e
 	return t.q.ExecContext(ctx, t.text, args...)
 }
 
-func (t textRunner) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
+func (t textRunner) QueryContext(ctx context.Context, args ...any) (rows, error) {
 	return t.q.QueryContext(ctx, t.text, args...)
 }
 
-func (t textRunner) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
+func (t textRunner) QueryRowContext(ctx context.Context, args ...any) row {
 	return t.q.QueryRowContext(ctx, t.text, args...)
+}
+
+// nativeRunner runs a query's text on a caller's native transaction.
+type nativeRunner struct {
+	tx   store.NativeTx
+	text string
+}
+
+func (n nativeRunner) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return n.tx.ExecContext(ctx, n.text, args...)
+}
+
+func (n nativeRunner) QueryContext(ctx context.Context, args ...any) (rows, error) {
+	return n.tx.QueryRows(ctx, n.text, args...)
+}
+
+func (n nativeRunner) QueryRowContext(ctx context.Context, args ...any) row {
+	return n.tx.QueryOne(ctx, n.text, args...)
 }
 
 // stmt returns what runs a named query on a transaction or a pool: in a
@@ -376,17 +427,25 @@ func (e *Engine) stmt(ctx context.Context, q querier, name string) (runner, erro
 		if !ok {
 			return textRunner{v, e.q[name]}, nil
 		}
-		return v.StmtContext(ctx, st), nil
+		return stmtRunner{v.StmtContext(ctx, st)}, nil
 	case *sql.DB:
 		if e.unprepared {
 			return textRunner{v, e.q[name]}, nil
 		}
-		return e.prepared(ctx, v, name)
+		st, err := e.prepared(ctx, v, name)
+		if err != nil {
+			return nil, err
+		}
+		return stmtRunner{st}, nil
+	case nativeTx:
+		return nativeRunner{v.tx, e.q[name]}, nil
+	case sqlQuerier:
+		return textRunner{v, e.q[name]}, nil
 	}
-	return textRunner{q, e.q[name]}, nil
+	return nil, fmt.Errorf("sluice: engine: cannot run statements on %T: %w", q, sluicetype.ErrInvalidArgument)
 }
 
-func (e *Engine) query(ctx context.Context, q querier, name string, args ...any) (*sql.Rows, error) {
+func (e *Engine) query(ctx context.Context, q querier, name string, args ...any) (rows, error) {
 	st, err := e.stmt(ctx, q, name)
 	if err != nil {
 		return nil, err

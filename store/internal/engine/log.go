@@ -430,15 +430,16 @@ var _ store.TxAppender = (*tenantStore)(nil)
 
 // AppendTx appends records in the caller's transaction. The partition's
 // head row stays locked until the caller's transaction ends.
-func (s *tenantStore) AppendTx(ctx context.Context, tx *sql.Tx, p *store.AppendParams) (store.AppendResult, error) {
+func (s *tenantStore) AppendTx(ctx context.Context, tx store.Tx, p *store.AppendParams) (store.AppendResult, error) {
 	if err := p.Validate(s.e.limits); err != nil {
 		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", err)
 	}
-	if tx == nil {
-		return store.AppendResult{}, fmt.Errorf("sluice: append: nil transaction: %w", sluicetype.ErrInvalidArgument)
+	q, err := s.e.foreign(tx)
+	if err != nil {
+		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", err)
 	}
 	r := &writeReq{t: s.t, app: p}
-	if err := s.e.appendTenant(ctx, foreignTx{tx}, []*writeReq{r}); err != nil {
+	if err := s.e.appendTenant(ctx, q, []*writeReq{r}); err != nil {
 		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", s.e.wrap(err))
 	}
 	return r.appRes, nil

@@ -191,7 +191,7 @@ func (s *tenantStore) ListSubscriptions(ctx context.Context, p *store.ListSubscr
 
 // scanSubscriptions reads the subscriptions a query selected, and closes
 // rows.
-func scanSubscriptions(rows *sql.Rows) ([]store.Subscription, error) {
+func scanSubscriptions(rows rows) ([]store.Subscription, error) {
 	defer rows.Close()
 	var out []store.Subscription
 	for rows.Next() {
