@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -288,12 +289,77 @@ type sqlQuerier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// rows are a query's rows: *sql.Rows, or a caller's native transaction's.
-type rows = store.Rows
+// rows are a query's rows: database/sql's, or those of a caller's
+// native transaction. A concrete type, not an interface: the values
+// scanned into stay on the caller's stack on the engine's own paths.
+type rows struct {
+	sql    *sql.Rows
+	native store.Rows
+}
 
-// row is a query's first row: *sql.Row, or a caller's native
-// transaction's.
-type row = store.Row
+// Next prepares the next row.
+func (r *rows) Next() bool {
+	if r.sql != nil {
+		return r.sql.Next()
+	}
+	return r.native.Next()
+}
+
+// Scan reads the current row's columns into dest.
+func (r *rows) Scan(dest ...any) error {
+	if r.sql != nil {
+		return r.sql.Scan(dest...)
+	}
+	return scanNative(r.native.Scan, dest)
+}
+
+// Err is the error that ended the rows, if any.
+func (r *rows) Err() error {
+	if r.sql != nil {
+		return r.sql.Err()
+	}
+	return r.native.Err()
+}
+
+// Close releases the rows.
+func (r *rows) Close() error {
+	if r.sql != nil {
+		return r.sql.Close()
+	}
+	return r.native.Close()
+}
+
+// row is a query's first row, as rows are.
+type row struct {
+	sql    *sql.Row
+	native store.Row
+}
+
+// Scan reads the row's columns into dest; sql.ErrNoRows if there is none.
+func (r row) Scan(dest ...any) error {
+	if r.sql != nil {
+		return r.sql.Scan(dest...)
+	}
+	return scanNative(r.native.Scan, dest)
+}
+
+// scanNative scans a native transaction's row into fresh values of
+// dest's types, then copies them into dest: dest, handed to no
+// interface, does not escape, so the engine's locals stay on the stack
+// whatever transaction they are read from.
+func scanNative(scan func(dest ...any) error, dest []any) error {
+	tmp := make([]any, len(dest))
+	for i, d := range dest {
+		tmp[i] = reflect.New(reflect.TypeOf(d).Elem()).Interface()
+	}
+	if err := scan(tmp...); err != nil {
+		return err
+	}
+	for i, d := range dest {
+		reflect.ValueOf(d).Elem().Set(reflect.ValueOf(tmp[i]).Elem())
+	}
+	return nil
+}
 
 // Statements are prepared once per pool and reused: parsing and planning
 // every call costs more than running most of these queries.
@@ -369,11 +435,12 @@ func (r stmtRunner) ExecContext(ctx context.Context, args ...any) (sql.Result, e
 }
 
 func (r stmtRunner) QueryContext(ctx context.Context, args ...any) (rows, error) {
-	return r.st.QueryContext(ctx, args...)
+	rs, err := r.st.QueryContext(ctx, args...)
+	return rows{sql: rs}, err
 }
 
 func (r stmtRunner) QueryRowContext(ctx context.Context, args ...any) row {
-	return r.st.QueryRowContext(ctx, args...)
+	return row{sql: r.st.QueryRowContext(ctx, args...)}
 }
 
 // textRunner runs a query's text on a database/sql querier.
@@ -387,11 +454,12 @@ func (t textRunner) ExecContext(ctx context.Context, args ...any) (sql.Result, e
 }
 
 func (t textRunner) QueryContext(ctx context.Context, args ...any) (rows, error) {
-	return t.q.QueryContext(ctx, t.text, args...)
+	rs, err := t.q.QueryContext(ctx, t.text, args...)
+	return rows{sql: rs}, err
 }
 
 func (t textRunner) QueryRowContext(ctx context.Context, args ...any) row {
-	return t.q.QueryRowContext(ctx, t.text, args...)
+	return row{sql: t.q.QueryRowContext(ctx, t.text, args...)}
 }
 
 // nativeRunner runs a query's text on a caller's native transaction.
@@ -405,11 +473,12 @@ func (n nativeRunner) ExecContext(ctx context.Context, args ...any) (sql.Result,
 }
 
 func (n nativeRunner) QueryContext(ctx context.Context, args ...any) (rows, error) {
-	return n.tx.QueryRows(ctx, n.text, args...)
+	rs, err := n.tx.QueryRows(ctx, n.text, args...)
+	return rows{native: rs}, err
 }
 
 func (n nativeRunner) QueryRowContext(ctx context.Context, args ...any) row {
-	return n.tx.QueryOne(ctx, n.text, args...)
+	return row{native: n.tx.QueryOne(ctx, n.text, args...)}
 }
 
 // stmt returns what runs a named query on a transaction or a pool: in a
@@ -448,13 +517,13 @@ func (e *Engine) stmt(ctx context.Context, q querier, name string) (runner, erro
 func (e *Engine) query(ctx context.Context, q querier, name string, args ...any) (rows, error) {
 	st, err := e.stmt(ctx, q, name)
 	if err != nil {
-		return nil, err
+		return rows{}, err
 	}
-	rows, err := st.QueryContext(ctx, args...)
+	rs, err := st.QueryContext(ctx, args...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return rows{}, fmt.Errorf("%s: %w", name, err)
 	}
-	return rows, nil
+	return rs, nil
 }
 
 // queryRow scans the first row of a named query; sql.ErrNoRows if none.

@@ -359,7 +359,7 @@ func (s *tenantStore) readRecords(ctx context.Context, name string, args ...any)
 		putRecordScratch(scratch)
 	}()
 	for rows.Next() {
-		r, err := scanRecord(rows)
+		r, err := scanRecord(&rows)
 		if err != nil {
 			return nil, fmt.Errorf("sluice: read: %w", err)
 		}
