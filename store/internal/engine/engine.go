@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -290,8 +290,8 @@ type sqlQuerier interface {
 }
 
 // rows are a query's rows: database/sql's, or those of a caller's
-// native transaction. A concrete type, not an interface: the values
-// scanned into stay on the caller's stack on the engine's own paths.
+// native transaction. A concrete type, not an interface, so that the
+// engine's own paths call *sql.Rows directly.
 type rows struct {
 	sql    *sql.Rows
 	native store.Rows
@@ -343,22 +343,12 @@ func (r row) Scan(dest ...any) error {
 	return scanNative(r.native.Scan, dest)
 }
 
-// scanNative scans a native transaction's row into fresh values of
-// dest's types, then copies them into dest: dest, handed to no
-// interface, does not escape, so the engine's locals stay on the stack
-// whatever transaction they are read from.
+// scanNative hands a native transaction's Scan a copy of dest: dest
+// itself, handed to no interface, does not escape, so the argument list
+// each caller builds stays on its stack (the values it points to escape
+// anyway, as database/sql's Scan makes them).
 func scanNative(scan func(dest ...any) error, dest []any) error {
-	tmp := make([]any, len(dest))
-	for i, d := range dest {
-		tmp[i] = reflect.New(reflect.TypeOf(d).Elem()).Interface()
-	}
-	if err := scan(tmp...); err != nil {
-		return err
-	}
-	for i, d := range dest {
-		reflect.ValueOf(d).Elem().Set(reflect.ValueOf(tmp[i]).Elem())
-	}
-	return nil
+	return scan(slices.Clone(dest)...)
 }
 
 // Statements are prepared once per pool and reused: parsing and planning
