@@ -13,7 +13,8 @@ import (
 // transaction tx that the application opened on the same database (with
 // a driver and settings that reach sluice's tables: on PostgreSQL, a
 // search_path that includes sluice's schema; on SQLite, BEGIN IMMEDIATE,
-// as the modernc driver's _txlock=immediate gives). The settlement
+// as the modernc driver's _txlock=immediate gives): a *sql.Tx, or on
+// PostgreSQL a pgx.Tx wrapped by postgres.WrapTx (see Tx). The settlement
 // commits with the application's own writes in tx, or not at all: a
 // handler that writes its effects and completes its message in one
 // transaction has exactly-once effects on that database. If tx rolls

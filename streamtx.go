@@ -35,7 +35,8 @@ type StreamTxHandler func(ctx context.Context, tx *sql.Tx, ev *StreamEvent) erro
 // handler if it committed. A reposition (RepositionStreamSubscription)
 // forgets the records of the partitions it moves: the events it delivers
 // again are handed to the handler again. On SQLite the transaction holds
-// the write lock: keep handlers short.
+// the write lock: keep handlers short. HandleTxWith does the same with
+// transactions of another type (a pgx.Tx on PostgreSQL).
 func (p *StreamProcessor) HandleTx(consumer string, db *sql.DB, h StreamTxHandler, opts *ConsumerOptions) error {
 	if db == nil {
 		return errInvalid(fmt.Sprintf("handle %q", consumer), "nil database")
