@@ -4,11 +4,13 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -88,8 +90,11 @@ type Transactions struct {
 	Options pgx.TxOptions
 }
 
-// Begin opens a transaction on the pool.
+// Begin opens a transaction on the pool (ErrInvalidArgument without one).
 func (s Transactions) Begin(ctx context.Context) (pgx.Tx, error) {
+	if s.Pool == nil {
+		return nil, fmt.Errorf("sluice: postgres: Transactions without a Pool: %w", sluicetype.ErrInvalidArgument)
+	}
 	return s.Pool.BeginTx(ctx, s.Options)
 }
 
