@@ -126,8 +126,8 @@ func TestWrapTxEnqueueAppendNotify(t *testing.T) {
 	}
 }
 
-// A wrapped pgx.Tx is refused by a backend of another dialect, and a
-// value that is no transaction by every backend.
+// A wrapped pgx.Tx is refused by a backend of another dialect, a value
+// that is no transaction by every backend, and Transactions need a pool.
 func TestWrapTxRefused(t *testing.T) {
 	pool := appPool(t)
 	ctx := t.Context()
@@ -136,6 +136,9 @@ func TestWrapTxRefused(t *testing.T) {
 	db := struct{ store.Tx }{} // neither a *sql.Tx nor a NativeTx
 	if _, err := st.(store.TxHandledRecorder).MarkHandledTx(ctx, db, p); !errors.Is(err, sluicetype.ErrInvalidArgument) {
 		t.Fatalf("MarkHandledTx on %T: %v, want ErrInvalidArgument", db, err)
+	}
+	if _, err := (postgres.Transactions{}).Begin(ctx); !errors.Is(err, sluicetype.ErrInvalidArgument) {
+		t.Fatalf("Transactions without a pool: %v, want ErrInvalidArgument", err)
 	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
