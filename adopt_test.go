@@ -2,11 +2,17 @@ package sluice_test
 
 import (
 	"bytes"
+	"context"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/internal/testdb"
 )
 
 // adoptMain is a program as a new user writes it in a module of their
@@ -90,11 +96,155 @@ func main() {
 }
 `
 
+// adoptPgxMain is adoptMain for a user on pgx: their *pgxpool.Pool on
+// PostgreSQL (the DSN in os.Args[1]), migrations applied as a step of
+// their own, a client on the pool that does not migrate, and a message
+// completed in the pgx.Tx that writes its effect.
+const adoptPgxMain = `package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/postgres"
+)
+
+func main() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Args[1])
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, "CREATE TABLE shipments (order_id TEXT PRIMARY KEY)"); err != nil {
+		log.Fatal(err)
+	}
+
+	m, err := sluice.NewMigratorDB(ctx, stdlib.OpenDBFromPool(pool), sluice.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	applied, err := m.Up(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := postgres.OpenPool(ctx, pool, postgres.DBConfig{SkipMigrations: true})
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := sluice.NewClient(b, sluice.Options{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.Close()
+
+	if _, err := c.CreateQueue(ctx, "orders", nil); err != nil {
+		log.Fatal(err)
+	}
+	s, _ := c.NewSender("orders")
+	if _, err := s.Send(ctx, &sluice.Message{Body: []byte("order-42")}); err != nil {
+		log.Fatal(err)
+	}
+	r, _ := c.NewReceiver("orders", nil)
+	msgs, err := r.Receive(ctx, 1)
+	if err != nil {
+		log.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "INSERT INTO shipments (order_id) VALUES ($1)", string(msgs[0].Body)); err != nil {
+		log.Fatal(err)
+	}
+	if err := r.CompleteTx(ctx, postgres.WrapTx(tx), msgs[0]); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		log.Fatal(err)
+	}
+	var shipped int
+	if err := pool.QueryRow(ctx, "SELECT COUNT(*) FROM shipments").Scan(&shipped); err != nil {
+		log.Fatal(err)
+	}
+	st, err := c.GetQueueStats(ctx, "orders")
+	if err != nil {
+		log.Fatal(err)
+	}
+	c.Close()
+	fmt.Printf("migrations=%v shipments=%d left=%d\n", len(applied) > 0, shipped, st.Active+st.InFlight)
+}
+`
+
 // TestAdoptInFreshModule builds and runs adoptMain in a new module that
 // requires sluice (replaced by this checkout), with the module cache
 // alone (GOPROXY=off), and checks that the program links SQLite's driver
 // and no other.
 func TestAdoptInFreshModule(t *testing.T) {
+	deps, run := freshModule(t, adoptMain)
+	if !strings.Contains(deps, "modernc.org/sqlite\n") {
+		t.Errorf("the program does not link modernc.org/sqlite")
+	}
+	for _, other := range []string{"github.com/jackc/pgx", "github.com/go-sql-driver/mysql"} {
+		if strings.Contains(deps, other) {
+			t.Errorf("the program links %s, a backend it did not import", other)
+		}
+	}
+	if got, want := run(t.TempDir()), "migrations=true shipments=1 left=0\n"; got != want {
+		t.Errorf("the program printed %q, want %q", got, want)
+	}
+}
+
+// TestAdoptPgxInFreshModule builds and runs adoptPgxMain as
+// TestAdoptInFreshModule does adoptMain, on a fresh PostgreSQL schema:
+// the program links pgx and neither SQLite nor MariaDB's driver.
+func TestAdoptPgxInFreshModule(t *testing.T) {
+	dsn, drop, err := testdb.Postgres(t.Context())
+	testdb.Check(t, err)
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Errorf("drop the schema: %v", err)
+		}
+	})
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = conn.Exec(t.Context(), "CREATE SCHEMA "+pgx.Identifier{u.Query().Get("search_path")}.Sanitize())
+	conn.Close(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps, run := freshModule(t, adoptPgxMain)
+	if !strings.Contains(deps, "github.com/jackc/pgx/v5\n") {
+		t.Errorf("the program does not link github.com/jackc/pgx/v5")
+	}
+	for _, other := range []string{"modernc.org/sqlite", "github.com/go-sql-driver/mysql"} {
+		if strings.Contains(deps, other) {
+			t.Errorf("the program links %s, a backend it did not import", other)
+		}
+	}
+	if got, want := run(dsn), "migrations=true shipments=1 left=0\n"; got != want {
+		t.Errorf("the program printed %q, want %q", got, want)
+	}
+}
+
+// freshModule writes main in a new module that requires sluice (replaced
+// by this checkout), resolves it with the module cache alone (GOPROXY=off)
+// and returns the packages it links and a function that runs it with
+// arguments, returning its output.
+func freshModule(t *testing.T, main string) (deps string, run func(args ...string) string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds a program")
 	}
@@ -105,12 +255,12 @@ func TestAdoptInFreshModule(t *testing.T) {
 	dir := t.TempDir()
 	goMod := "module example.com/shop\n\ngo 1.26.0\n\nrequire github.com/sluicehq/sluice v0.0.0\n\nreplace github.com/sluicehq/sluice => " + root + "\n"
 	// The checkout's go.sum vouches for every module the new one can
-	// need, so that tidy consults no checksum database.
+	// need, so that no checksum database is consulted.
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, body := range map[string]string{"go.mod": goMod, "go.sum": string(sum), "main.go": adoptMain} {
+	for name, body := range map[string]string{"go.mod": goMod, "go.sum": string(sum), "main.go": main} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +269,7 @@ func TestAdoptInFreshModule(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command on PATH")
 	}
-	run := func(args ...string) string {
+	goCmd := func(args ...string) string {
 		t.Helper()
 		cmd := exec.Command(gobin, args...)
 		cmd.Dir = dir
@@ -133,16 +283,8 @@ func TestAdoptInFreshModule(t *testing.T) {
 	}
 	// No tidy: it would want the test dependencies of every dependency,
 	// which a module cache filled by building need not hold.
-	deps := run("list", "-deps", ".")
-	if !strings.Contains(deps, "modernc.org/sqlite\n") {
-		t.Errorf("the program does not link modernc.org/sqlite")
-	}
-	for _, other := range []string{"github.com/jackc/pgx", "github.com/go-sql-driver/mysql"} {
-		if strings.Contains(deps, other) {
-			t.Errorf("the program links %s, a backend it did not import", other)
-		}
-	}
-	if got, want := run("run", ".", t.TempDir()), "migrations=true shipments=1 left=0\n"; got != want {
-		t.Errorf("the program printed %q, want %q", got, want)
+	return goCmd("list", "-deps", "."), func(args ...string) string {
+		t.Helper()
+		return goCmd(append([]string{"run", "."}, args...)...)
 	}
 }

@@ -29,7 +29,9 @@
 // session's messages in order under one receiver (AcceptSession,
 // AcceptNextSession); every entity has a dead-letter queue
 // (ReceiverOptions.SubQueue, ResubmitDeadLetters); and SendTx sends in the
-// application's own database transaction.
+// application's own database transaction (a *sql.Tx, or on PostgreSQL a
+// pgx.Tx through postgres.WrapTx), as CompleteTx and the other *Tx
+// calls settle in it.
 //
 // OpenDB runs a client on the application's own *sql.DB. Open migrates
 // the schema unless Options.SkipMigrations; a Migrator (NewMigrator)

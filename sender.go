@@ -2,7 +2,6 @@ package sluice
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -126,7 +125,7 @@ func (s *Sender) enqueue(ctx context.Context, e entity, p *store.EnqueueAllParam
 // Receivers in other processes wake on commit on PostgreSQL; elsewhere
 // they find the messages on their next poll. It returns numbers as
 // SendBatch does.
-func (s *Sender) SendTx(ctx context.Context, tx *sql.Tx, msgs ...*Message) ([]int64, error) {
+func (s *Sender) SendTx(ctx context.Context, tx Tx, msgs ...*Message) ([]int64, error) {
 	in := s.c.instrumentation()
 	if in == nil {
 		return s.sendTx(ctx, tx, msgs)
@@ -139,7 +138,7 @@ func (s *Sender) SendTx(ctx context.Context, tx *sql.Tx, msgs ...*Message) ([]in
 }
 
 // sendTx does SendTx's work.
-func (s *Sender) sendTx(ctx context.Context, tx *sql.Tx, msgs []*Message) ([]int64, error) {
+func (s *Sender) sendTx(ctx context.Context, tx Tx, msgs []*Message) ([]int64, error) {
 	txe, ok := s.c.st.(store.TxEnqueuer)
 	if !ok {
 		return nil, errInvalid("send", "this backend cannot join a caller's transaction")

@@ -2,7 +2,6 @@ package sluice
 
 import (
 	"context"
-	"database/sql"
 
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
@@ -14,7 +13,8 @@ import (
 // transaction tx that the application opened on the same database (with
 // a driver and settings that reach sluice's tables: on PostgreSQL, a
 // search_path that includes sluice's schema; on SQLite, BEGIN IMMEDIATE,
-// as the modernc driver's _txlock=immediate gives). The settlement
+// as the modernc driver's _txlock=immediate gives): a *sql.Tx, or on
+// PostgreSQL a pgx.Tx wrapped by postgres.WrapTx (see Tx). The settlement
 // commits with the application's own writes in tx, or not at all: a
 // handler that writes its effects and completes its message in one
 // transaction has exactly-once effects on that database. If tx rolls
@@ -53,13 +53,13 @@ import (
 
 // CompleteTx removes a message received in PeekLock mode, in the
 // caller's transaction tx (see the notes on settling in a transaction).
-func (r *Receiver) CompleteTx(ctx context.Context, tx *sql.Tx, m *ReceivedMessage) error {
+func (r *Receiver) CompleteTx(ctx context.Context, tx Tx, m *ReceivedMessage) error {
 	return r.settleTx(ctx, tx, "complete", m, store.SettleParams{Action: store.Complete}, nil, nil)
 }
 
 // AbandonTx releases a message's lock in the caller's transaction tx, as
 // Abandon does once tx commits. nil opts change nothing else.
-func (r *Receiver) AbandonTx(ctx context.Context, tx *sql.Tx, m *ReceivedMessage, opts *AbandonOptions) error {
+func (r *Receiver) AbandonTx(ctx context.Context, tx Tx, m *ReceivedMessage, opts *AbandonOptions) error {
 	var changes map[string]string
 	if opts != nil {
 		changes = opts.PropertiesToModify
@@ -69,7 +69,7 @@ func (r *Receiver) AbandonTx(ctx context.Context, tx *sql.Tx, m *ReceivedMessage
 
 // DeadLetterTx moves a message to the queue's dead-letter queue in the
 // caller's transaction tx.
-func (r *Receiver) DeadLetterTx(ctx context.Context, tx *sql.Tx, m *ReceivedMessage, opts *DeadLetterOptions) error {
+func (r *Receiver) DeadLetterTx(ctx context.Context, tx Tx, m *ReceivedMessage, opts *DeadLetterOptions) error {
 	p := store.SettleParams{Action: store.DeadLetter}
 	var changes map[string]string
 	if opts != nil {
@@ -80,7 +80,7 @@ func (r *Receiver) DeadLetterTx(ctx context.Context, tx *sql.Tx, m *ReceivedMess
 
 // DeferTx sets a message aside in the caller's transaction tx, as Defer
 // does once tx commits.
-func (r *Receiver) DeferTx(ctx context.Context, tx *sql.Tx, m *ReceivedMessage, opts *DeferOptions) error {
+func (r *Receiver) DeferTx(ctx context.Context, tx Tx, m *ReceivedMessage, opts *DeferOptions) error {
 	var changes map[string]string
 	if opts != nil {
 		changes = opts.PropertiesToModify
@@ -90,14 +90,14 @@ func (r *Receiver) DeferTx(ctx context.Context, tx *sql.Tx, m *ReceivedMessage, 
 
 // settleTx settles m in tx, under session when it is not nil, and under
 // the client's instrumentation.
-func (r *Receiver) settleTx(ctx context.Context, tx *sql.Tx, op string, m *ReceivedMessage, p store.SettleParams, changes map[string]string, session *store.SessionParams) error {
+func (r *Receiver) settleTx(ctx context.Context, tx Tx, op string, m *ReceivedMessage, p store.SettleParams, changes map[string]string, session *store.SessionParams) error {
 	return r.traceSettleTx(ctx, settleAction(p.Action), m, func(ctx context.Context) error {
 		return r.settleInTx(ctx, tx, op, m, p, changes, session)
 	})
 }
 
 // settleInTx does settleTx's work.
-func (r *Receiver) settleInTx(ctx context.Context, tx *sql.Tx, op string, m *ReceivedMessage, p store.SettleParams, changes map[string]string, session *store.SessionParams) error {
+func (r *Receiver) settleInTx(ctx context.Context, tx Tx, op string, m *ReceivedMessage, p store.SettleParams, changes map[string]string, session *store.SessionParams) error {
 	ts, ok := r.c.st.(store.TxSettler)
 	switch {
 	case !ok:
@@ -129,7 +129,7 @@ func (r *Receiver) settleInTx(ctx context.Context, tx *sql.Tx, op string, m *Rec
 // transaction tx, under the session's lock (see the notes on settling in
 // a transaction); SetSessionStateTx in the same tx records the session's
 // progress with it.
-func (s *SessionReceiver) CompleteTx(ctx context.Context, tx *sql.Tx, m *ReceivedMessage) error {
+func (s *SessionReceiver) CompleteTx(ctx context.Context, tx Tx, m *ReceivedMessage) error {
 	p := s.params()
 	return s.r.settleTx(ctx, tx, "complete", m, store.SettleParams{Action: store.Complete}, nil, &p)
 }
@@ -137,7 +137,7 @@ func (s *SessionReceiver) CompleteTx(ctx context.Context, tx *sql.Tx, m *Receive
 // AbandonTx makes a message of the session available again in the
 // caller's transaction tx; it comes next, before later messages of the
 // session.
-func (s *SessionReceiver) AbandonTx(ctx context.Context, tx *sql.Tx, m *ReceivedMessage, opts *AbandonOptions) error {
+func (s *SessionReceiver) AbandonTx(ctx context.Context, tx Tx, m *ReceivedMessage, opts *AbandonOptions) error {
 	var changes map[string]string
 	if opts != nil {
 		changes = opts.PropertiesToModify
@@ -148,7 +148,7 @@ func (s *SessionReceiver) AbandonTx(ctx context.Context, tx *sql.Tx, m *Received
 
 // DeadLetterTx moves a message of the session to the dead-letter queue in
 // the caller's transaction tx.
-func (s *SessionReceiver) DeadLetterTx(ctx context.Context, tx *sql.Tx, m *ReceivedMessage, opts *DeadLetterOptions) error {
+func (s *SessionReceiver) DeadLetterTx(ctx context.Context, tx Tx, m *ReceivedMessage, opts *DeadLetterOptions) error {
 	sp := store.SettleParams{Action: store.DeadLetter}
 	var changes map[string]string
 	if opts != nil {
@@ -160,7 +160,7 @@ func (s *SessionReceiver) DeadLetterTx(ctx context.Context, tx *sql.Tx, m *Recei
 
 // DeferTx sets a message of the session aside in the caller's
 // transaction tx.
-func (s *SessionReceiver) DeferTx(ctx context.Context, tx *sql.Tx, m *ReceivedMessage, opts *DeferOptions) error {
+func (s *SessionReceiver) DeferTx(ctx context.Context, tx Tx, m *ReceivedMessage, opts *DeferOptions) error {
 	var changes map[string]string
 	if opts != nil {
 		changes = opts.PropertiesToModify
@@ -173,7 +173,7 @@ func (s *SessionReceiver) DeferTx(ctx context.Context, tx *sql.Tx, m *ReceivedMe
 // transaction tx (nil clears it): it commits with tx, or not at all.
 // ErrSessionLockLost, with nothing written and tx usable, once the
 // session lock has ended.
-func (s *SessionReceiver) SetSessionStateTx(ctx context.Context, tx *sql.Tx, state []byte) error {
+func (s *SessionReceiver) SetSessionStateTx(ctx context.Context, tx Tx, state []byte) error {
 	const op = "set session state"
 	ts, ok := s.r.c.st.(store.TxSettler)
 	switch {

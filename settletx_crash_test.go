@@ -39,11 +39,7 @@ func TestSettleTxCrashChild(t *testing.T) {
 	}
 	kind, queue, table := os.Getenv(settleChildKind), os.Getenv(settleChildQueue), os.Getenv(settleChildTable)
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, dsn, &sluice.Options{Service: os.Getenv(settleChildService)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	db := rawDBFor(t, kind, dsn)
+	c, app := childApp(t, kind, dsn, os.Getenv(settleChildService))
 	r, err := c.NewReceiver(queue, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -52,19 +48,19 @@ func TestSettleTxCrashChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx, err := db.BeginTx(ctx, nil)
+	tx, err := app.begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := insertAppErr(ctx, kind, tx, table, string(ms[0].Body)); err != nil {
+	if err := tx.insert(ctx, table, string(ms[0].Body)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.CompleteTx(ctx, tx, ms[0]); err != nil {
+	if err := r.CompleteTx(ctx, tx.Tx, ms[0]); err != nil {
 		t.Fatal(err)
 	}
 	report := "written\n"
 	if os.Getenv(settleChildCommit) == "1" {
-		if err := tx.Commit(); err != nil {
+		if err := tx.commit(ctx); err != nil {
 			t.Fatal(err)
 		}
 		report = "committed\n"
@@ -78,65 +74,75 @@ func TestSettleTxCrashChild(t *testing.T) {
 // An application killed between its write and its commit leaves neither
 // its row nor the completion: the message is delivered again once its
 // lock ends. Killed after its commit, it leaves both: the row once, and
-// the message gone.
+// the message gone. On PostgreSQL the application runs on pgx too: its
+// client on its pgxpool.Pool, its transaction a pgx.Tx.
 func TestCompleteTxAcrossKill(t *testing.T) {
 	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
-		ctx := t.Context()
-		db := rawDB(t, kind)
-		table := appTable(t, db)
-		q := createQueue(t, c, &sluice.QueueProperties{LockDuration: 3 * time.Second})
-		send(t, newSender(t, c, q), "order-1")
-		run := func(commit bool) {
-			t.Helper()
-			out := filepath.Join(t.TempDir(), "child")
-			cmd := exec.Command(os.Args[0], "-test.run=^TestSettleTxCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), settleChildDSN+"="+shared.DSN(kind), settleChildKind+"="+kind,
-				settleChildService+"="+service, settleChildQueue+"="+q, settleChildTable+"="+table,
-				settleChildOut+"="+out, settleChildCommit+"="+fmt.Sprint(map[bool]int{false: 0, true: 1}[commit]))
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			deadline := time.After(30 * time.Second)
-			for readFile(t, out) == "" {
-				select {
-				case err := <-exited:
-					t.Fatalf("the application process exited before its report: %v", err)
-				case <-deadline:
-					cmd.Process.Kill()
-					<-exited
-					t.Fatal("the application process did not report within 30 s")
-				case <-time.After(20 * time.Millisecond):
-				}
-			}
-			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
-				t.Fatal(err)
-			}
-			<-exited
-			if got, want := strings.TrimSpace(readFile(t, out)), map[bool]string{false: "written", true: "committed"}[commit]; got != want {
-				t.Fatalf("the application process reported %q, want %q", got, want)
-			}
+		completeTxAcrossKill(t, kind, kind, service, c)
+		if kind == "postgres" {
+			t.Run("pgx", func(t *testing.T) { completeTxAcrossKill(t, kind, "pgx", service, c) })
 		}
+	})
+}
 
-		run(false)
-		if n := appRows(t, db, table); n != 0 {
-			t.Fatalf("killed before its commit: %d application rows, want none", n)
-		}
-		r := newReceiver(t, c, q, sluice.PeekLock)
-		again := receive(t, r, 1) // once the dead process's lock ends
-		if string(again[0].Body) != "order-1" || again[0].DeliveryCount != 2 {
-			t.Fatalf("after the kill: received %q delivered %d times, want order-1 delivered twice", again[0].Body, again[0].DeliveryCount)
-		}
-		if err := r.Abandon(ctx, again[0], nil); err != nil {
+// completeTxAcrossKill is TestCompleteTxAcrossKill on a database of a
+// kind, with the application process of childKind (see childApp).
+func completeTxAcrossKill(t *testing.T, kind, childKind, service string, c *sluice.Client) {
+	ctx := t.Context()
+	db := rawDB(t, kind)
+	table := appTable(t, db)
+	q := createQueue(t, c, &sluice.QueueProperties{LockDuration: 3 * time.Second})
+	send(t, newSender(t, c, q), "order-1")
+	run := func(commit bool) {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "child")
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSettleTxCrashChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), settleChildDSN+"="+shared.DSN(kind), settleChildKind+"="+childKind,
+			settleChildService+"="+service, settleChildQueue+"="+q, settleChildTable+"="+table,
+			settleChildOut+"="+out, settleChildCommit+"="+fmt.Sprint(map[bool]int{false: 0, true: 1}[commit]))
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-
-		run(true)
-		if n := appRows(t, db, table); n != 1 {
-			t.Fatalf("killed after its commit: %d application rows, want 1", n)
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		deadline := time.After(30 * time.Second)
+		for readFile(t, out) == "" {
+			select {
+			case err := <-exited:
+				t.Fatalf("the application process exited before its report: %v", err)
+			case <-deadline:
+				cmd.Process.Kill()
+				<-exited
+				t.Fatal("the application process did not report within 30 s")
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
-		wantEmptyQueue(t, c, q)
-	})
+		if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-exited
+		if got, want := strings.TrimSpace(readFile(t, out)), map[bool]string{false: "written", true: "committed"}[commit]; got != want {
+			t.Fatalf("the application process reported %q, want %q", got, want)
+		}
+	}
+
+	run(false)
+	if n := appRows(t, db, table); n != 0 {
+		t.Fatalf("killed before its commit: %d application rows, want none", n)
+	}
+	r := newReceiver(t, c, q, sluice.PeekLock)
+	again := receive(t, r, 1) // once the dead process's lock ends
+	if string(again[0].Body) != "order-1" || again[0].DeliveryCount != 2 {
+		t.Fatalf("after the kill: received %q delivered %d times, want order-1 delivered twice", again[0].Body, again[0].DeliveryCount)
+	}
+	if err := r.Abandon(ctx, again[0], nil); err != nil {
+		t.Fatal(err)
+	}
+
+	run(true)
+	if n := appRows(t, db, table); n != 1 {
+		t.Fatalf("killed after its commit: %d application rows, want 1", n)
+	}
+	wantEmptyQueue(t, c, q)
 }

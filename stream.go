@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -193,7 +192,7 @@ func (c *Client) publish(ctx context.Context, id StreamID, events []Event) ([]in
 // The partition stays locked for other publishers until tx ends, so keep
 // it short; on SQLite make no other sluice call that writes while it is
 // open.
-func (c *Client) PublishTx(ctx context.Context, tx *sql.Tx, id StreamID, events ...Event) ([]int64, error) {
+func (c *Client) PublishTx(ctx context.Context, tx Tx, id StreamID, events ...Event) ([]int64, error) {
 	in := c.instrumentation()
 	if in == nil {
 		return c.publishTx(ctx, tx, id, events)
@@ -206,7 +205,7 @@ func (c *Client) PublishTx(ctx context.Context, tx *sql.Tx, id StreamID, events 
 }
 
 // publishTx does PublishTx's work.
-func (c *Client) publishTx(ctx context.Context, tx *sql.Tx, id StreamID, events []Event) ([]int64, error) {
+func (c *Client) publishTx(ctx context.Context, tx Tx, id StreamID, events []Event) ([]int64, error) {
 	ta, ok := c.st.(store.TxAppender)
 	if !ok {
 		return nil, errInvalid("publish", "this backend cannot join a caller's transaction")

@@ -35,31 +35,72 @@ type StreamTxHandler func(ctx context.Context, tx *sql.Tx, ev *StreamEvent) erro
 // handler if it committed. A reposition (RepositionStreamSubscription)
 // forgets the records of the partitions it moves: the events it delivers
 // again are handed to the handler again. On SQLite the transaction holds
-// the write lock: keep handlers short.
+// the write lock: keep handlers short. HandleTxWith does the same with
+// transactions of another type (a pgx.Tx on PostgreSQL).
 func (p *StreamProcessor) HandleTx(consumer string, db *sql.DB, h StreamTxHandler, opts *ConsumerOptions) error {
+	if db == nil {
+		return errInvalid(fmt.Sprintf("handle %q", consumer), "nil database")
+	}
+	return HandleTxWith(p, consumer, sqlTxSource{db}, h, opts)
+}
+
+// TxSource opens and ends the application's transactions of type T for
+// HandleTxWith: a *sql.Tx on a *sql.DB (what HandleTx uses), or on
+// PostgreSQL a pgx.Tx on a *pgxpool.Pool (postgres.Transactions).
+type TxSource[T any] interface {
+	// Begin opens a transaction on the database sluice's tables are in.
+	Begin(ctx context.Context) (T, error)
+	// Commit commits tx.
+	Commit(ctx context.Context, tx T) error
+	// Rollback rolls tx back. HandleTxWith also calls it after a commit,
+	// ignoring its error, as it does every error of a rollback.
+	Rollback(ctx context.Context, tx T) error
+	// Tx is tx as sluice writes in it (a *sql.Tx is itself; a pgx.Tx is
+	// wrapped by postgres.WrapTx).
+	Tx(tx T) Tx
+}
+
+// HandleTxWith registers a consumer as HandleTx does, with the handler's
+// transactions of type T opened and ended by src: on PostgreSQL with
+// pgx, postgres.Transactions{Pool: pool} hands the handler a pgx.Tx. The
+// record that the subscription handled the event is written in the
+// handler's transaction before the handler runs, and commits with it;
+// what HandleTx says of exactly-once effects holds the same.
+func HandleTxWith[T any](p *StreamProcessor, consumer string, src TxSource[T], h func(ctx context.Context, tx T, ev *StreamEvent) error, opts *ConsumerOptions) error {
 	rec, ok := p.c.st.(store.TxHandledRecorder)
 	switch {
 	case !ok:
 		return errInvalid(fmt.Sprintf("handle %q", consumer), "this backend cannot join a caller's transaction")
-	case db == nil:
-		return errInvalid(fmt.Sprintf("handle %q", consumer), "nil database")
+	case src == nil:
+		return errInvalid(fmt.Sprintf("handle %q", consumer), "nil transaction source")
 	case h == nil:
 		return errInvalid(fmt.Sprintf("handle %q", consumer), "nil handler")
 	}
-	return p.Handle(consumer, txHandler(db, rec, h), opts)
+	return p.Handle(consumer, txHandler(src, rec, h), opts)
 }
+
+// sqlTxSource opens transactions on a *sql.DB.
+type sqlTxSource struct{ db *sql.DB }
+
+func (s sqlTxSource) Begin(ctx context.Context) (*sql.Tx, error) { return s.db.BeginTx(ctx, nil) }
+
+func (sqlTxSource) Commit(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
+
+func (sqlTxSource) Rollback(_ context.Context, tx *sql.Tx) error { return tx.Rollback() }
+
+func (sqlTxSource) Tx(tx *sql.Tx) Tx { return tx }
 
 // txHandler runs h in a transaction that records the event first and
 // commits once h returns nil; an event recorded by a committed
 // transaction before is not handed to h.
-func txHandler(db *sql.DB, rec store.TxHandledRecorder, h StreamTxHandler) StreamHandler {
+func txHandler[T any](src TxSource[T], rec store.TxHandledRecorder, h func(context.Context, T, *StreamEvent) error) StreamHandler {
 	return func(ctx context.Context, ev *StreamEvent) error {
-		tx, err := db.BeginTx(ctx, nil)
+		tx, err := src.Begin(ctx)
 		if err != nil {
 			return fmt.Errorf("sluice: begin: %w", err)
 		}
-		defer func() { _ = tx.Rollback() }()
-		first, err := rec.MarkHandledTx(ctx, tx, &store.HandledParams{Subscription: ev.Subscription, Partition: ev.Partition, Position: ev.Position})
+		defer func() { _ = src.Rollback(context.WithoutCancel(ctx), tx) }()
+		first, err := rec.MarkHandledTx(ctx, src.Tx(tx), &store.HandledParams{Subscription: ev.Subscription, Partition: ev.Partition, Position: ev.Position})
 		if err != nil {
 			return err
 		}
@@ -69,7 +110,7 @@ func txHandler(db *sql.DB, rec store.TxHandledRecorder, h StreamTxHandler) Strea
 		if err := h(ctx, tx, ev); err != nil {
 			return err
 		}
-		if err := tx.Commit(); err != nil {
+		if err := src.Commit(ctx, tx); err != nil {
 			return fmt.Errorf("sluice: commit: %w", err)
 		}
 		return nil

@@ -15,7 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/store/postgres"
 )
 
 // Environment of the child process of TestStreamHandleTxAcrossKill.
@@ -45,12 +48,8 @@ func TestStreamTxCrashChild(t *testing.T) {
 	}
 	kind, table, hang := os.Getenv(txStreamChildKind), os.Getenv(txStreamChildTable), os.Getenv(txStreamChildHang)
 	ctx := context.Background()
-	c, err := sluice.Open(ctx, dsn, &sluice.Options{Service: os.Getenv(txStreamChildService)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, app := childApp(t, kind, dsn, os.Getenv(txStreamChildService))
 	defer c.Close()
-	db := rawDBFor(t, kind, dsn)
 	out, err := os.OpenFile(os.Getenv(txStreamChildOut), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -67,10 +66,10 @@ func TestStreamTxCrashChild(t *testing.T) {
 	// No progress is stored before the kill: every event is delivered
 	// again after it, whether its transaction committed or not.
 	p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{ProgressInterval: time.Hour})
-	err = p.HandleTx("fx", db, func(ctx context.Context, tx *sql.Tx, ev *sluice.StreamEvent) error {
+	handle := func(ctx context.Context, ev *sluice.StreamEvent, insert func(id string) error) error {
 		id := fmt.Sprintf("%s %d", ev.Key, ev.Position)
 		note("call " + id)
-		if err := insertAppErr(ctx, kind, tx, table, id); err != nil {
+		if err := insert(id); err != nil {
 			return err
 		}
 		if string(ev.Body) == hang {
@@ -78,7 +77,17 @@ func TestStreamTxCrashChild(t *testing.T) {
 			select {} // until the parent kills the process
 		}
 		return nil
-	}, &sluice.ConsumerOptions{Namespace: txStreamNamespace})
+	}
+	opts := &sluice.ConsumerOptions{Namespace: txStreamNamespace}
+	if app.pool != nil {
+		err = sluice.HandleTxWith(p, "fx", postgres.Transactions{Pool: app.pool}, func(ctx context.Context, tx pgx.Tx, ev *sluice.StreamEvent) error {
+			return handle(ctx, ev, func(id string) error { return pgxInsert(ctx, tx, table, id) })
+		}, opts)
+	} else {
+		err = p.HandleTx("fx", app.db, func(ctx context.Context, tx *sql.Tx, ev *sluice.StreamEvent) error {
+			return handle(ctx, ev, func(id string) error { return insertAppErr(ctx, kind, tx, table, id) })
+		}, opts)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,91 +108,102 @@ func TestStreamTxCrashChild(t *testing.T) {
 // A transactional stream handler killed between its write and its
 // commit, then restarted: every event's row is in exactly once; the
 // events whose transactions committed before the kill are not handed to
-// the handler again, and the one whose transaction was cut is.
+// the handler again, and the one whose transaction was cut is. On
+// PostgreSQL the application runs on pgx too: its client on its
+// pgxpool.Pool, its handler's transactions pgx's (HandleTxWith).
 func TestStreamHandleTxAcrossKill(t *testing.T) {
 	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
-		ctx := t.Context()
-		db := rawDB(t, kind)
-		table := "fx_" + randHex(4)
-		if _, err := db.ExecContext(ctx, "CREATE TABLE "+table+" (id VARCHAR(64) NOT NULL)"); err != nil {
-			t.Fatal(err)
+		handleTxAcrossKill(t, kind, kind, service, c)
+		if kind == "postgres" {
+			t.Run("pgx", func(t *testing.T) { handleTxAcrossKill(t, kind, "pgx", service, c) })
 		}
-		t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE "+table) })
-		dir := t.TempDir()
-		start := func(out, hang string) (*exec.Cmd, chan error) {
-			t.Helper()
-			cmd := exec.Command(os.Args[0], "-test.run=^TestStreamTxCrashChild$", "-test.count=1")
-			cmd.Env = append(os.Environ(), txStreamChildDSN+"="+shared.DSN(kind), txStreamChildKind+"="+kind,
-				txStreamChildService+"="+service, txStreamChildTable+"="+table, txStreamChildOut+"="+out, txStreamChildHang+"="+hang)
-			cmd.Stderr = os.Stderr
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			exited := make(chan error, 1)
-			go func() { exited <- cmd.Wait() }()
-			t.Cleanup(func() { cmd.Process.Kill(); <-exited; exited <- nil })
-			waitLine(t, out, "ready", exited)
-			return cmd, exited
-		}
-
-		const n, hang = 20, 10
-		first := filepath.Join(dir, "first")
-		child, exited := start(first, strconv.Itoa(hang))
-		id := sluice.StreamID{Namespace: txStreamNamespace, Key: "k"}
-		// One publish: on SQLite the hung handler holds the write lock.
-		events := make([]sluice.Event, n)
-		for i := range events {
-			events[i] = sluice.Event{Body: []byte(strconv.Itoa(i))}
-		}
-		positions, err := c.Publish(ctx, id, events...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitLine(t, first, "written", exited)
-		if err := child.Process.Signal(syscall.SIGKILL); err != nil {
-			t.Fatal(err)
-		}
-		<-exited
-		exited <- nil
-		rows := fxRows(t, db, table)
-		if len(rows) != hang {
-			t.Fatalf("after the kill: %d rows, want the %d of the events whose transactions committed", len(rows), hang)
-		}
-
-		second := filepath.Join(dir, "second")
-		child, exited = start(second, "")
-		deadline := time.Now().Add(60 * time.Second)
-		for len(fxRows(t, db, table)) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("after the restart: %d of %d rows within 60 s", len(fxRows(t, db, table)), n)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		if err := child.Process.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-exited; err != nil {
-			t.Fatalf("the restarted process did not stop cleanly: %v", err)
-		}
-		exited <- nil
-		rows = fxRows(t, db, table)
-		for i, pos := range positions {
-			if got := rows[fmt.Sprintf("k %d", pos)]; got != 1 {
-				t.Fatalf("event %d (position %d): %d rows, want exactly 1", i, pos, got)
-			}
-		}
-		calls := strings.Count(readFile(t, second), "call ")
-		for i, pos := range positions {
-			called := strings.Contains(readFile(t, second), fmt.Sprintf("call k %d\n", pos))
-			if i < hang && called {
-				t.Fatalf("event %d, committed before the kill, was handed to the handler again", i)
-			}
-			if i >= hang && !called {
-				t.Fatalf("event %d was not handed to the restarted handler", i)
-			}
-		}
-		t.Logf("%d events; the restarted handler was called %d times", n, calls)
 	})
+}
+
+// handleTxAcrossKill is TestStreamHandleTxAcrossKill on a database of a
+// kind, with the application process of childKind (see childApp).
+func handleTxAcrossKill(t *testing.T, kind, childKind, service string, c *sluice.Client) {
+	ctx := t.Context()
+	db := rawDB(t, kind)
+	table := "fx_" + randHex(4)
+	if _, err := db.ExecContext(ctx, "CREATE TABLE "+table+" (id VARCHAR(64) NOT NULL)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = db.ExecContext(context.Background(), "DROP TABLE "+table) })
+	dir := t.TempDir()
+	start := func(out, hang string) (*exec.Cmd, chan error) {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestStreamTxCrashChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), txStreamChildDSN+"="+shared.DSN(kind), txStreamChildKind+"="+childKind,
+			txStreamChildService+"="+service, txStreamChildTable+"="+table, txStreamChildOut+"="+out, txStreamChildHang+"="+hang)
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan error, 1)
+		go func() { exited <- cmd.Wait() }()
+		t.Cleanup(func() { cmd.Process.Kill(); <-exited; exited <- nil })
+		waitLine(t, out, "ready", exited)
+		return cmd, exited
+	}
+
+	const n, hang = 20, 10
+	first := filepath.Join(dir, "first")
+	child, exited := start(first, strconv.Itoa(hang))
+	id := sluice.StreamID{Namespace: txStreamNamespace, Key: "k"}
+	// One publish: on SQLite the hung handler holds the write lock.
+	events := make([]sluice.Event, n)
+	for i := range events {
+		events[i] = sluice.Event{Body: []byte(strconv.Itoa(i))}
+	}
+	positions, err := c.Publish(ctx, id, events...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLine(t, first, "written", exited)
+	if err := child.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-exited
+	exited <- nil
+	rows := fxRows(t, db, table)
+	if len(rows) != hang {
+		t.Fatalf("after the kill: %d rows, want the %d of the events whose transactions committed", len(rows), hang)
+	}
+
+	second := filepath.Join(dir, "second")
+	child, exited = start(second, "")
+	deadline := time.Now().Add(60 * time.Second)
+	for len(fxRows(t, db, table)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart: %d of %d rows within 60 s", len(fxRows(t, db, table)), n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := child.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-exited; err != nil {
+		t.Fatalf("the restarted process did not stop cleanly: %v", err)
+	}
+	exited <- nil
+	rows = fxRows(t, db, table)
+	for i, pos := range positions {
+		if got := rows[fmt.Sprintf("k %d", pos)]; got != 1 {
+			t.Fatalf("event %d (position %d): %d rows, want exactly 1", i, pos, got)
+		}
+	}
+	calls := strings.Count(readFile(t, second), "call ")
+	for i, pos := range positions {
+		called := strings.Contains(readFile(t, second), fmt.Sprintf("call k %d\n", pos))
+		if i < hang && called {
+			t.Fatalf("event %d, committed before the kill, was handed to the handler again", i)
+		}
+		if i >= hang && !called {
+			t.Fatalf("event %d was not handed to the restarted handler", i)
+		}
+	}
+	t.Logf("%d events; the restarted handler was called %d times", n, calls)
 }
 
 // waitLine waits until the file at path holds line, failing if the

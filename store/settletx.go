@@ -30,11 +30,11 @@ type TxSettler interface {
 	// as it was, usable, for the caller to commit its other writes or roll
 	// back. After any other error tx may be aborted (PostgreSQL refuses
 	// every statement after a failed one): roll it back.
-	SettleTx(ctx context.Context, tx *sql.Tx, p *SettleTxParams) error
+	SettleTx(ctx context.Context, tx Tx, p *SettleTxParams) error
 	// SetSessionStateTx replaces a held session's state in tx (nil clears
 	// it); ErrSessionLockLost, with nothing written and tx usable, when
 	// the lock does not hold.
-	SetSessionStateTx(ctx context.Context, tx *sql.Tx, p *SessionStateParams) error
+	SetSessionStateTx(ctx context.Context, tx Tx, p *SessionStateParams) error
 }
 
 // SettleTxParams settle messages of one queue in a caller's transaction.
@@ -100,7 +100,7 @@ type TxHandledRecorder interface {
 	// Records at or below the subscription's stored position on the
 	// partition, which no delivery consults again, are deleted now and
 	// then in the same transaction.
-	MarkHandledTx(ctx context.Context, tx *sql.Tx, p *HandledParams) (first bool, err error)
+	MarkHandledTx(ctx context.Context, tx Tx, p *HandledParams) (first bool, err error)
 }
 
 // HandledParams name a stream event delivered to a subscription.

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"io"
 	"time"
 
@@ -194,7 +193,7 @@ type QueueStore interface {
 // short. Wake-ups of receivers in other processes come with the commit on
 // PostgreSQL; elsewhere receivers find the messages on their next poll.
 type TxEnqueuer interface {
-	EnqueueTx(ctx context.Context, tx *sql.Tx, p *EnqueueAllParams) (EnqueueAllResult, error)
+	EnqueueTx(ctx context.Context, tx Tx, p *EnqueueAllParams) (EnqueueAllResult, error)
 }
 
 // SessionStore holds the operations on sessions of queues that require

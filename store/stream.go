@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
 	"time"
@@ -95,7 +94,7 @@ type StreamStore interface {
 // caller's own writes. The partition's head row stays locked until the
 // caller commits, so keep such transactions short.
 type TxAppender interface {
-	AppendTx(ctx context.Context, tx *sql.Tx, p *AppendParams) (AppendResult, error)
+	AppendTx(ctx context.Context, tx Tx, p *AppendParams) (AppendResult, error)
 }
 
 // PartitionProgress is what is stored of a partition's consumption.

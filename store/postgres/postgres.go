@@ -276,7 +276,7 @@ func dialect() *engine.Dialect {
 	qfs, _ := fs.Sub(queries, "queries")
 	mfs, _ := fs.Sub(migrations, "migrations")
 	return &engine.Dialect{
-		Features:   store.Features{Name: "postgres", Driver: "github.com/jackc/pgx/v5", CrossProcessWake: true, SharedStreams: true, PositionedReads: true},
+		Features:   store.Features{Name: dialectName, Driver: "github.com/jackc/pgx/v5", CrossProcessWake: true, SharedStreams: true, PositionedReads: true},
 		Queries:    qfs,
 		Migrations: mfs,
 		Capabilities: engine.Capabilities{
@@ -387,3 +387,7 @@ func noReply(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne)
 }
+
+// dialectName is the backend's name (Features.Name), which its wrapped
+// transactions carry (Tx.TxDialect).
+const dialectName = "postgres"

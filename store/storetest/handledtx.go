@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"database/sql"
 	"testing"
 	"time"
 
@@ -16,24 +15,20 @@ var handledTxTests = []suiteTest{
 	{"Invalid", testHandledInvalid},
 }
 
-func handledSetup(t *testing.T, h *harness) (context.Context, store.TxHandledRecorder, store.TxBeginner) {
+func handledSetup(t *testing.T, h *harness) (context.Context, store.TxHandledRecorder, beginFunc) {
 	t.Helper()
 	ctx, st := h.setup(t)
 	rec, ok := st.(store.TxHandledRecorder)
 	if !ok {
 		t.Fatalf("backend %q: its Store is not a store.TxHandledRecorder", h.features.Name)
 	}
-	tb, ok := h.backend.(store.TxBeginner)
-	if !ok {
-		t.Fatalf("backend %q is not a store.TxBeginner", h.features.Name)
-	}
-	return ctx, rec, tb
+	return ctx, rec, h.beginner(t)
 }
 
 // markIn records p in a transaction of its own, committed or rolled
 // back, and returns what MarkHandledTx reported.
-func markIn(ctx context.Context, rec store.TxHandledRecorder, tb store.TxBeginner, p *store.HandledParams, commit bool) (bool, error) {
-	tx, err := tb.BeginTx(ctx, nil)
+func markIn(ctx context.Context, rec store.TxHandledRecorder, begin beginFunc, p *store.HandledParams, commit bool) (bool, error) {
+	tx, err := begin(ctx)
 	if err != nil {
 		return false, err
 	}
@@ -47,22 +42,22 @@ func markIn(ctx context.Context, rec store.TxHandledRecorder, tb store.TxBeginne
 
 // An event's record counts once committed: a rolled-back one does not.
 func testHandledOnce(t *testing.T, h *harness) {
-	ctx, rec, tb := handledSetup(t, h)
+	ctx, rec, begin := handledSetup(t, h)
 	p := &store.HandledParams{Subscription: "sub-" + randHex(4), Partition: 3, Position: 42}
 	for i, c := range []struct{ commit, first bool }{{false, true}, {true, true}, {true, false}, {false, false}} {
-		first, err := markIn(ctx, rec, tb, p, c.commit)
+		first, err := markIn(ctx, rec, begin, p, c.commit)
 		if err != nil || first != c.first {
 			t.Fatalf("step %d: MarkHandledTx = %v, %v; want %v", i, first, err, c.first)
 		}
 	}
 	other := *p
 	other.Position++
-	if first, err := markIn(ctx, rec, tb, &other, true); err != nil || !first {
+	if first, err := markIn(ctx, rec, begin, &other, true); err != nil || !first {
 		t.Fatalf("the next position: MarkHandledTx = %v, %v; want true", first, err)
 	}
 	other = *p
 	other.Subscription += "-2"
-	if first, err := markIn(ctx, rec, tb, &other, true); err != nil || !first {
+	if first, err := markIn(ctx, rec, begin, &other, true); err != nil || !first {
 		t.Fatalf("another subscription: MarkHandledTx = %v, %v; want true", first, err)
 	}
 }
@@ -71,11 +66,11 @@ func testHandledOnce(t *testing.T, h *harness) {
 // learns its outcome: so two deliveries racing after a lease changed
 // hands run the handler's effects once.
 func testHandledConcurrent(t *testing.T, h *harness) {
-	ctx, rec, tb := handledSetup(t, h)
+	ctx, rec, begin := handledSetup(t, h)
 	p := &store.HandledParams{Subscription: "sub-" + randHex(4), Partition: 0, Position: 7}
 	for _, commitFirst := range []bool{false, true} {
 		p.Position++
-		tx, err := tb.BeginTx(ctx, nil)
+		tx, err := begin(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +83,7 @@ func testHandledConcurrent(t *testing.T, h *harness) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			first, err := markIn(ctx, rec, tb, p, true)
+			first, err := markIn(ctx, rec, begin, p, true)
 			done <- result{first, err}
 		}()
 		select {
@@ -111,14 +106,14 @@ func testHandledConcurrent(t *testing.T, h *harness) {
 }
 
 func testHandledInvalid(t *testing.T, h *harness) {
-	ctx, rec, tb := handledSetup(t, h)
-	tx, err := tb.BeginTx(ctx, nil)
+	ctx, rec, begin := handledSetup(t, h)
+	tx, err := begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	for what, c := range map[string]struct {
-		tx  *sql.Tx
+		tx  Tx
 		p   store.HandledParams
 		err error
 	}{

@@ -2,7 +2,6 @@ package storetest
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"reflect"
@@ -29,20 +28,17 @@ var settleTxTests = []suiteTest{
 // txSetup returns the test's store as a TxSettler, and a function that
 // opens a transaction on the backend's database (rolled back at the
 // test's end unless it ended before).
-func (h *harness) txSetup(t *testing.T) (context.Context, store.Store, store.TxSettler, func() *sql.Tx) {
+func (h *harness) txSetup(t *testing.T) (context.Context, store.Store, store.TxSettler, func() Tx) {
 	t.Helper()
 	ctx, st := h.setup(t)
 	ts, ok := st.(store.TxSettler)
 	if !ok {
 		t.Fatalf("backend %q: its Store is not a store.TxSettler", h.features.Name)
 	}
-	tb, ok := h.backend.(store.TxBeginner)
-	if !ok {
-		t.Fatalf("backend %q is not a store.TxBeginner", h.features.Name)
-	}
-	begin := func() *sql.Tx {
+	open := h.beginner(t)
+	begin := func() Tx {
 		t.Helper()
-		tx, err := tb.BeginTx(ctx, nil)
+		tx, err := open(ctx)
 		if err != nil {
 			t.Fatalf("BeginTx: %v", err)
 		}
@@ -60,7 +56,7 @@ func txParams(q string, a store.SettleAction, ls ...sluicetype.Leased) *store.Se
 	return p
 }
 
-func commit(t *testing.T, tx *sql.Tx) {
+func commit(t *testing.T, tx Tx) {
 	t.Helper()
 	if err := tx.Commit(); err != nil {
 		t.Fatalf("Commit: %v", err)
@@ -204,7 +200,7 @@ func testSettleTxSession(t *testing.T, h *harness) {
 	l := accept(t, st, q, "s", long)
 	sp := sessionParams(q, l)
 	ls := leaseIn(t, st, q, l, 2)
-	settleIn := func(tx *sql.Tx, a store.SettleAction, m sluicetype.Leased, state string) {
+	settleIn := func(tx Tx, a store.SettleAction, m sluicetype.Leased, state string) {
 		t.Helper()
 		p := txParams(q, a, m)
 		p.Session = &sp
@@ -298,7 +294,7 @@ func testSettleTxInvalid(t *testing.T, h *harness) {
 	withSession := txParams(q, store.Complete, ls...)
 	withSession.Session = &sp
 	for what, c := range map[string]struct {
-		tx  *sql.Tx
+		tx  Tx
 		p   *store.SettleTxParams
 		err error
 	}{
@@ -420,7 +416,7 @@ func testSettleTxRace(t *testing.T, h *harness) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- raceWorker(ctx, st, ts, h.backend.(store.TxBeginner), q, func(seq int64) {
+			errs <- raceWorker(ctx, st, ts, h.beginner(t), q, func(seq int64) {
 				mu.Lock()
 				completed[seq]++
 				mu.Unlock()
@@ -450,14 +446,14 @@ func testSettleTxRace(t *testing.T, h *harness) {
 
 // raceWorker leases a few messages at a time and completes each in a
 // transaction of its own until ctx ends.
-func raceWorker(ctx context.Context, st store.Store, ts store.TxSettler, tb store.TxBeginner, q string, done func(int64)) error {
+func raceWorker(ctx context.Context, st store.Store, ts store.TxSettler, begin beginFunc, q string, done func(int64)) error {
 	for ctx.Err() == nil {
 		ls, err := st.Lease(ctx, &store.LeaseParams{Queue: q, Max: 3, Visibility: long})
 		if err != nil {
 			return err
 		}
 		for _, l := range ls {
-			if err := completeInTx(ctx, ts, tb, q, l); err != nil {
+			if err := completeInTx(ctx, ts, begin, q, l); err != nil {
 				return err
 			}
 			done(l.Seq)
@@ -467,8 +463,8 @@ func raceWorker(ctx context.Context, st store.Store, ts store.TxSettler, tb stor
 }
 
 // completeInTx completes one message in a transaction of its own.
-func completeInTx(ctx context.Context, ts store.TxSettler, tb store.TxBeginner, q string, l sluicetype.Leased) error {
-	tx, err := tb.BeginTx(ctx, nil)
+func completeInTx(ctx context.Context, ts store.TxSettler, begin beginFunc, q string, l sluicetype.Leased) error {
+	tx, err := begin(ctx)
 	if err != nil {
 		return err
 	}

@@ -87,6 +87,8 @@ type harness struct {
 	backend  store.Backend
 	features store.Features
 	open     func(t *testing.T) store.Backend
+	// begin opens caller transactions (RunTx); nil: the backend's BeginTx.
+	begin beginFunc
 }
 
 // setup returns the test's context and a Store of a fresh tenant, so that

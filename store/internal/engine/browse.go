@@ -92,7 +92,7 @@ func (s *tenantStore) browseRows(ctx context.Context, name string, dead bool, no
 	for rows.Next() {
 		var d sluicetype.DeadLetter
 		if dead {
-			if d, err = scanDeadLetter(rows); err != nil {
+			if d, err = scanDeadLetter(&rows); err != nil {
 				return nil, fmt.Errorf("%s: %w", name, err)
 			}
 		} else {

@@ -31,7 +31,7 @@ func (s *tenantStore) LeaseDeadLetters(ctx context.Context, p *store.LeaseParams
 			return err
 		}
 		for rows.Next() {
-			d, err := scanDeadLetter(rows)
+			d, err := scanDeadLetter(&rows)
 			if err != nil {
 				rows.Close()
 				return fmt.Errorf("SelectDeadLetterReady: %w", err)
@@ -156,7 +156,7 @@ func (s *tenantStore) PeekDeadLetters(ctx context.Context, p *store.PeekParams) 
 	defer rows.Close()
 	var out []sluicetype.DeadLetter
 	for rows.Next() {
-		d, err := scanDeadLetter(rows)
+		d, err := scanDeadLetter(&rows)
 		if err != nil {
 			return nil, fmt.Errorf("sluice: peek dead letters: %w", err)
 		}

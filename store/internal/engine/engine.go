@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -234,7 +235,11 @@ func (e *Engine) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err erro
 // noteDeadLetters records that tx dead-lettered n messages of a queue
 // for reason, to report once it commits (nothing when tx is not one of
 // tryTx's: a caller's transaction).
-func (e *Engine) noteDeadLetters(tx querier, t store.Tenant, queue, reason string, n int) {
+func (e *Engine) noteDeadLetters(q querier, t store.Tenant, queue, reason string, n int) {
+	tx, ok := q.(*sql.Tx)
+	if !ok {
+		return
+	}
 	if v, ok := e.deadNotes.Load(tx); ok {
 		notes := v.(*[]store.DeadLettered)
 		*notes = append(*notes, store.DeadLettered{Tenant: t, Queue: queue, Reason: reason, Count: n})
@@ -271,11 +276,79 @@ func (e *Engine) wrap(err error) error {
 	return err
 }
 
-// querier is what both *sql.Tx and *sql.DB offer.
+// querier is what statements run on: the engine's *sql.Tx or *sql.DB, a
+// migration's *sql.Conn, or a caller's transaction (foreignTx, nativeTx).
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// sqlQuerier is a querier of database/sql.
+type sqlQuerier interface {
+	querier
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// rows are a query's rows: database/sql's, or those of a caller's
+// native transaction. A concrete type, not an interface, so that the
+// engine's own paths call *sql.Rows directly.
+type rows struct {
+	sql    *sql.Rows
+	native store.Rows
+}
+
+// Next prepares the next row.
+func (r *rows) Next() bool {
+	if r.sql != nil {
+		return r.sql.Next()
+	}
+	return r.native.Next()
+}
+
+// Scan reads the current row's columns into dest.
+func (r *rows) Scan(dest ...any) error {
+	if r.sql != nil {
+		return r.sql.Scan(dest...)
+	}
+	return scanNative(r.native.Scan, dest)
+}
+
+// Err is the error that ended the rows, if any.
+func (r *rows) Err() error {
+	if r.sql != nil {
+		return r.sql.Err()
+	}
+	return r.native.Err()
+}
+
+// Close releases the rows.
+func (r *rows) Close() error {
+	if r.sql != nil {
+		return r.sql.Close()
+	}
+	return r.native.Close()
+}
+
+// row is a query's first row, as rows are.
+type row struct {
+	sql    *sql.Row
+	native store.Row
+}
+
+// Scan reads the row's columns into dest; sql.ErrNoRows if there is none.
+func (r row) Scan(dest ...any) error {
+	if r.sql != nil {
+		return r.sql.Scan(dest...)
+	}
+	return scanNative(r.native.Scan, dest)
+}
+
+// scanNative hands a native transaction's Scan a copy of dest: dest
+// itself, handed to no interface, does not escape, so the argument list
+// each caller builds stays on its stack (the values it points to escape
+// anyway, as database/sql's Scan makes them).
+func scanNative(scan func(dest ...any) error, dest []any) error {
+	return scan(slices.Clone(dest)...)
 }
 
 // Statements are prepared once per pool and reused: parsing and planning
@@ -340,12 +413,29 @@ var migrationQueries = map[string]bool{
 // query's text on a transaction when it was not prepared beforehand.
 type runner interface {
 	ExecContext(ctx context.Context, args ...any) (sql.Result, error)
-	QueryContext(ctx context.Context, args ...any) (*sql.Rows, error)
-	QueryRowContext(ctx context.Context, args ...any) *sql.Row
+	QueryContext(ctx context.Context, args ...any) (rows, error)
+	QueryRowContext(ctx context.Context, args ...any) row
 }
 
+// stmtRunner runs a prepared statement.
+type stmtRunner struct{ st *sql.Stmt }
+
+func (r stmtRunner) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return r.st.ExecContext(ctx, args...)
+}
+
+func (r stmtRunner) QueryContext(ctx context.Context, args ...any) (rows, error) {
+	rs, err := r.st.QueryContext(ctx, args...)
+	return rows{sql: rs}, err
+}
+
+func (r stmtRunner) QueryRowContext(ctx context.Context, args ...any) row {
+	return row{sql: r.st.QueryRowContext(ctx, args...)}
+}
+
+// textRunner runs a query's text on a database/sql querier.
 type textRunner struct {
-	q    querier
+	q    sqlQuerier
 	text string
 }
 
@@ -353,12 +443,32 @@ func (t textRunner) ExecContext(ctx context.Context, args ...any) (sql.Result, e
 	return t.q.ExecContext(ctx, t.text, args...)
 }
 
-func (t textRunner) QueryContext(ctx context.Context, args ...any) (*sql.Rows, error) {
-	return t.q.QueryContext(ctx, t.text, args...)
+func (t textRunner) QueryContext(ctx context.Context, args ...any) (rows, error) {
+	rs, err := t.q.QueryContext(ctx, t.text, args...)
+	return rows{sql: rs}, err
 }
 
-func (t textRunner) QueryRowContext(ctx context.Context, args ...any) *sql.Row {
-	return t.q.QueryRowContext(ctx, t.text, args...)
+func (t textRunner) QueryRowContext(ctx context.Context, args ...any) row {
+	return row{sql: t.q.QueryRowContext(ctx, t.text, args...)}
+}
+
+// nativeRunner runs a query's text on a caller's native transaction.
+type nativeRunner struct {
+	tx   store.NativeTx
+	text string
+}
+
+func (n nativeRunner) ExecContext(ctx context.Context, args ...any) (sql.Result, error) {
+	return n.tx.ExecContext(ctx, n.text, args...)
+}
+
+func (n nativeRunner) QueryContext(ctx context.Context, args ...any) (rows, error) {
+	rs, err := n.tx.QueryRows(ctx, n.text, args...)
+	return rows{native: rs}, err
+}
+
+func (n nativeRunner) QueryRowContext(ctx context.Context, args ...any) row {
+	return row{native: n.tx.QueryOne(ctx, n.text, args...)}
 }
 
 // stmt returns what runs a named query on a transaction or a pool: in a
@@ -376,26 +486,34 @@ func (e *Engine) stmt(ctx context.Context, q querier, name string) (runner, erro
 		if !ok {
 			return textRunner{v, e.q[name]}, nil
 		}
-		return v.StmtContext(ctx, st), nil
+		return stmtRunner{v.StmtContext(ctx, st)}, nil
 	case *sql.DB:
 		if e.unprepared {
 			return textRunner{v, e.q[name]}, nil
 		}
-		return e.prepared(ctx, v, name)
+		st, err := e.prepared(ctx, v, name)
+		if err != nil {
+			return nil, err
+		}
+		return stmtRunner{st}, nil
+	case nativeTx:
+		return nativeRunner{v.tx, e.q[name]}, nil
+	case sqlQuerier:
+		return textRunner{v, e.q[name]}, nil
 	}
-	return textRunner{q, e.q[name]}, nil
+	return nil, fmt.Errorf("sluice: engine: cannot run statements on %T: %w", q, sluicetype.ErrInvalidArgument)
 }
 
-func (e *Engine) query(ctx context.Context, q querier, name string, args ...any) (*sql.Rows, error) {
+func (e *Engine) query(ctx context.Context, q querier, name string, args ...any) (rows, error) {
 	st, err := e.stmt(ctx, q, name)
 	if err != nil {
-		return nil, err
+		return rows{}, err
 	}
-	rows, err := st.QueryContext(ctx, args...)
+	rs, err := st.QueryContext(ctx, args...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+		return rows{}, fmt.Errorf("%s: %w", name, err)
 	}
-	return rows, nil
+	return rs, nil
 }
 
 // queryRow scans the first row of a named query; sql.ErrNoRows if none.

@@ -3,12 +3,10 @@ package engine
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -96,24 +94,20 @@ func (s *tenantStore) EnqueueAll(ctx context.Context, p *store.EnqueueAllParams)
 	return store.EnqueueAllResult{Seqs: r.allSeqs, Routed: r.routed}, nil
 }
 
-// foreignTx is a transaction the caller opened, perhaps on a pool of its
-// own: statements run on it as text, since statements prepared on the
-// engine's pool cannot move to another pool's transaction.
-type foreignTx struct{ *sql.Tx }
-
 var _ store.TxEnqueuer = (*tenantStore)(nil)
 
 // EnqueueTx enqueues into several queues in the caller's transaction, in
 // queue name order (the counter rows' lock order).
-func (s *tenantStore) EnqueueTx(ctx context.Context, tx *sql.Tx, p *store.EnqueueAllParams) (store.EnqueueAllResult, error) {
+func (s *tenantStore) EnqueueTx(ctx context.Context, tx store.Tx, p *store.EnqueueAllParams) (store.EnqueueAllResult, error) {
 	var none store.EnqueueAllResult
 	if err := p.Validate(s.e.limits); err != nil {
 		return none, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	if tx == nil {
-		return none, fmt.Errorf("sluice: enqueue: nil transaction: %w", sluicetype.ErrInvalidArgument)
+	q, err := s.e.foreign(tx)
+	if err != nil {
+		return none, fmt.Errorf("sluice: enqueue: %w", err)
 	}
-	gt := newGroupTx(foreignTx{tx})
+	gt := newGroupTx(q)
 	r := &writeReq{t: s.t, all: p}
 	alls := []allReq{newAllReq(r)}
 	if err := s.e.checkArrivals(ctx, gt, alls); err != nil {
@@ -142,7 +136,7 @@ func (s *tenantStore) EnqueueTx(ctx context.Context, tx *sql.Tx, p *store.Enqueu
 // process learns of the commit only from the notification, so its
 // listener must not drop it as its own echo.
 func (e *Engine) payload(q querier, key string) string {
-	if _, ok := q.(foreignTx); ok {
+	if isForeign(q) {
 		return "tx|" + key
 	}
 	return e.hub.NotifyPayload(key)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
 
@@ -17,14 +16,14 @@ var _ store.TxHandledRecorder = (*tenantStore)(nil)
 const forgetEvery = 16
 
 // MarkHandledTx records a handled event in the caller's transaction.
-func (s *tenantStore) MarkHandledTx(ctx context.Context, tx *sql.Tx, p *store.HandledParams) (bool, error) {
+func (s *tenantStore) MarkHandledTx(ctx context.Context, tx store.Tx, p *store.HandledParams) (bool, error) {
 	if err := p.Validate(); err != nil {
 		return false, fmt.Errorf("sluice: mark handled: %w", err)
 	}
-	if tx == nil {
-		return false, fmt.Errorf("sluice: mark handled: nil transaction: %w", sluicetype.ErrInvalidArgument)
+	q, err := s.e.foreign(tx)
+	if err != nil {
+		return false, fmt.Errorf("sluice: mark handled: %w", err)
 	}
-	q := foreignTx{tx}
 	n, err := s.e.exec(ctx, q, qMarkHandled, s.t.Service, s.t.Provider, p.Subscription, p.Partition, p.Position)
 	if err != nil {
 		return false, fmt.Errorf("sluice: mark handled: %w", s.e.wrap(err))

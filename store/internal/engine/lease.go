@@ -108,7 +108,7 @@ func (e *Engine) selectReady(ctx context.Context, tx querier, t store.Tenant, qu
 	defer rows.Close()
 	msgs := make([]sluicetype.Message, 0, min(limit, 64))
 	for rows.Next() {
-		m, err := scanMessage(rows)
+		m, err := scanMessage(&rows)
 		if err != nil {
 			return nil, fmt.Errorf("SelectReady: %w", err)
 		}
@@ -221,7 +221,7 @@ func (s *tenantStore) LeaseDeferred(ctx context.Context, p *store.LeaseDeferredP
 		}
 		found := make(map[int64]sluicetype.Message, len(sorted))
 		for rows.Next() {
-			m, err := scanMessage(rows)
+			m, err := scanMessage(&rows)
 			if err != nil {
 				rows.Close()
 				return fmt.Errorf("SelectDeferred: %w", err)

@@ -359,7 +359,7 @@ func (s *tenantStore) readRecords(ctx context.Context, name string, args ...any)
 		putRecordScratch(scratch)
 	}()
 	for rows.Next() {
-		r, err := scanRecord(rows)
+		r, err := scanRecord(&rows)
 		if err != nil {
 			return nil, fmt.Errorf("sluice: read: %w", err)
 		}
@@ -430,20 +430,21 @@ var _ store.TxAppender = (*tenantStore)(nil)
 
 // AppendTx appends records in the caller's transaction. The partition's
 // head row stays locked until the caller's transaction ends.
-func (s *tenantStore) AppendTx(ctx context.Context, tx *sql.Tx, p *store.AppendParams) (store.AppendResult, error) {
+func (s *tenantStore) AppendTx(ctx context.Context, tx store.Tx, p *store.AppendParams) (store.AppendResult, error) {
 	if err := p.Validate(s.e.limits); err != nil {
 		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", err)
 	}
-	if tx == nil {
-		return store.AppendResult{}, fmt.Errorf("sluice: append: nil transaction: %w", sluicetype.ErrInvalidArgument)
+	q, err := s.e.foreign(tx)
+	if err != nil {
+		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", err)
 	}
 	if p.Partitions > 0 {
-		if err := s.e.checkPartitionsTx(ctx, foreignTx{tx}, s.t, p.Partitions); err != nil {
+		if err := s.e.checkPartitionsTx(ctx, q, s.t, p.Partitions); err != nil {
 			return store.AppendResult{}, fmt.Errorf("sluice: append: %w", s.e.wrap(err))
 		}
 	}
 	r := &writeReq{t: s.t, app: p}
-	if err := s.e.appendTenant(ctx, foreignTx{tx}, []*writeReq{r}); err != nil {
+	if err := s.e.appendTenant(ctx, q, []*writeReq{r}); err != nil {
 		return store.AppendResult{}, fmt.Errorf("sluice: append: %w", s.e.wrap(err))
 	}
 	return r.appRes, nil

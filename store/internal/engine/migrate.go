@@ -138,7 +138,7 @@ func (m *Migrator) check(ctx context.Context) error {
 }
 
 // applied reads the applied versions, in order.
-func (m *Migrator) applied(ctx context.Context, q querier) ([]int, error) {
+func (m *Migrator) applied(ctx context.Context, q sqlQuerier) ([]int, error) {
 	rows, err := q.QueryContext(ctx, m.q[qAppliedMigrations])
 	if err != nil {
 		return nil, err

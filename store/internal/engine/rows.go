@@ -161,14 +161,11 @@ func nullable[T any](p *T) any {
 	return *p
 }
 
-// scanner is *sql.Rows or *sql.Row.
-type scanner interface{ Scan(dest ...any) error }
-
 // scanMessage reads the message columns in the order of SelectReady and
 // PeekMessages: seq, state, visible_at, expires_at, delivery_count,
 // enqueued_at, message_id, session_id, partition_key, content_type,
 // properties, payload, headers.
-func scanMessage(s scanner) (sluicetype.Message, error) {
+func scanMessage(s *rows) (sluicetype.Message, error) {
 	var m nullMessage
 	if err := s.Scan(m.scanDest()...); err != nil {
 		return sluicetype.Message{}, err
@@ -208,7 +205,7 @@ func (m *nullMessage) message() (sluicetype.Message, error) {
 }
 
 // scanDeadLetter reads the columns of PeekDeadLetters.
-func scanDeadLetter(s scanner) (sluicetype.DeadLetter, error) {
+func scanDeadLetter(s *rows) (sluicetype.DeadLetter, error) {
 	var (
 		d                                sluicetype.DeadLetter
 		enqueued, dead                   int64
@@ -233,7 +230,7 @@ func scanDeadLetter(s scanner) (sluicetype.DeadLetter, error) {
 }
 
 // scanRecord reads the columns of ReadRecords and ReadStreamRecords.
-func scanRecord(s scanner) (sluicetype.Record, error) {
+func scanRecord(s *rows) (sluicetype.Record, error) {
 	var (
 		r        sluicetype.Record
 		props    sql.NullString

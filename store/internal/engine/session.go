@@ -261,7 +261,7 @@ func (s *tenantStore) LeaseSession(ctx context.Context, p *store.LeaseSessionPar
 		}
 		var msgs []sluicetype.Message
 		for rows.Next() {
-			m, err := scanMessage(rows)
+			m, err := scanMessage(&rows)
 			if err != nil {
 				rows.Close()
 				return fmt.Errorf("SelectSessionReady: %w", err)

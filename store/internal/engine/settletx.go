@@ -19,15 +19,15 @@ var _ store.TxSettler = (*tenantStore)(nil)
 // caller that also sends in tx should settle first, as the group commit
 // does. Every check runs before the first write, so that a lost lock
 // leaves tx as it was.
-func (s *tenantStore) SettleTx(ctx context.Context, tx *sql.Tx, p *store.SettleTxParams) error {
+func (s *tenantStore) SettleTx(ctx context.Context, tx store.Tx, p *store.SettleTxParams) error {
 	op := fmt.Sprintf("sluice: %s", p.Action)
 	if err := p.Validate(s.e.limits); err != nil {
 		return fmt.Errorf("%s: %w", op, err)
 	}
-	if tx == nil {
-		return fmt.Errorf("%s: nil transaction: %w", op, sluicetype.ErrInvalidArgument)
+	q, err := s.e.foreign(tx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", op, err)
 	}
-	q := foreignTx{tx}
 	qr, err := s.heldForSettle(ctx, q, p)
 	if err != nil {
 		return fmt.Errorf("%s: %w", op, s.e.wrap(err))
@@ -92,14 +92,15 @@ func receiptSeqs(rs []sluicetype.Receipt) []int64 {
 
 // SetSessionStateTx replaces a held session's state in the caller's
 // transaction, which keeps the session's row locked until it ends.
-func (s *tenantStore) SetSessionStateTx(ctx context.Context, tx *sql.Tx, p *store.SessionStateParams) error {
+func (s *tenantStore) SetSessionStateTx(ctx context.Context, tx store.Tx, p *store.SessionStateParams) error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("sluice: set session state: %w", err)
 	}
-	if tx == nil {
-		return fmt.Errorf("sluice: set session state: nil transaction: %w", sluicetype.ErrInvalidArgument)
+	q, err := s.e.foreign(tx)
+	if err != nil {
+		return fmt.Errorf("sluice: set session state: %w", err)
 	}
-	if err := s.setSessionState(ctx, foreignTx{tx}, p); err != nil {
+	if err := s.setSessionState(ctx, q, p); err != nil {
 		return fmt.Errorf("sluice: set session state: %w", s.e.wrap(err))
 	}
 	return nil

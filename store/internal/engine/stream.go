@@ -186,7 +186,7 @@ func (s *tenantStore) Subscriptions(ctx context.Context, p *store.SubscriptionFi
 	if err != nil {
 		return nil, fmt.Errorf("sluice: subscriptions: %w", err)
 	}
-	out, err := scanSubscriptions(rows)
+	out, err := scanSubscriptions(&rows)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: subscriptions: %w", err)
 	}
@@ -203,7 +203,7 @@ func (s *tenantStore) ListSubscriptions(ctx context.Context, p *store.ListSubscr
 	if err != nil {
 		return nil, fmt.Errorf("sluice: list subscriptions: %w", err)
 	}
-	out, err := scanSubscriptions(rows)
+	out, err := scanSubscriptions(&rows)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: list subscriptions: %w", err)
 	}
@@ -212,7 +212,7 @@ func (s *tenantStore) ListSubscriptions(ctx context.Context, p *store.ListSubscr
 
 // scanSubscriptions reads the subscriptions a query selected, and closes
 // rows.
-func scanSubscriptions(rows *sql.Rows) ([]store.Subscription, error) {
+func scanSubscriptions(rows *rows) ([]store.Subscription, error) {
 	defer rows.Close()
 	var out []store.Subscription
 	for rows.Next() {
