@@ -126,7 +126,7 @@ func main() {
 		log.Fatal(err)
 	}
 
-	m, err := sluice.NewMigratorDB(ctx, stdlib.OpenDBFromPool(pool), sluice.Options{})
+	m, err := sluice.NewMigratorDB(ctx, stdlib.OpenDBFromPool(pool), nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	c, err := sluice.NewClient(b, sluice.Options{})
+	c, err := sluice.NewClient(b, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
