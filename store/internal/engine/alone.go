@@ -109,23 +109,20 @@ var errNeedsTx = errors.New("group needs a transaction")
 // unless the queue is missing or detects duplicates (errNeedsTx).
 func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeReq) error {
 	t, queue := group[0].t, group[0].enq.Queue
-	var rows []newRow
+	var cols newColumns
 	for _, r := range group {
 		for i := range r.enq.Messages {
-			row, err := newMessage(&r.enq.Messages[i], len(rows)+1)
-			if err != nil {
+			if err := cols.add(&r.enq.Messages[i]); err != nil {
 				return err
 			}
-			rows = append(rows, row)
 		}
 	}
-	js, err := jsonText(rows)
-	if err != nil {
-		return err
-	}
+	n := len(cols.payloads)
 	key := QueueKey(t, queue)
 	var last int64
-	err = e.queryRow(ctx, q, qEnqueueMessages, []any{t.Service, t.Provider, queue, len(rows), e.payload(q, key), js}, &last)
+	err := e.queryRow(ctx, q, qEnqueueMessages, []any{t.Service, t.Provider, queue, n, e.payload(q, key),
+		cols.ttls, cols.visibleAts, cols.messageIDs, cols.sessionIDs, cols.partitionKeys, cols.contentTypes,
+		cols.properties, cols.headers, cols.payloads}, &last)
 	if errors.Is(err, sql.ErrNoRows) {
 		// No such queue, or one with duplicate detection: the general
 		// path tells which, and handles both.
@@ -134,7 +131,7 @@ func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeR
 	if err != nil {
 		return fmt.Errorf("EnqueueMessages: %w", err)
 	}
-	seq := last - int64(len(rows))
+	seq := last - int64(n)
 	for _, r := range group {
 		r.seqs = make([]int64, len(r.enq.Messages))
 		for i := range r.seqs {
@@ -146,26 +143,52 @@ func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeR
 	return nil
 }
 
-// newRow is a message as EnqueueMessages takes it: its place in the group
-// and its requested time-to-live and visibility, which the statement
-// turns into state and expiry by the database clock.
-type newRow struct {
-	Offset    int    `json:"o"`
-	TTL       *int64 `json:"t,omitempty"`
-	VisibleAt *int64 `json:"v,omitempty"`
-	messageBody
+// newColumns are messages as EnqueueMessages takes them: a column each,
+// with the requested time-to-live and visibility, which the statement
+// turns into state and expiry by the database clock. A nil element is
+// NULL: a field not set, as the other dialects' JSON leaves it out.
+type newColumns struct {
+	ttls, visibleAts                                    []*int64
+	messageIDs, sessionIDs, partitionKeys, contentTypes []*string
+	properties, headers                                 []*string
+	payloads                                            [][]byte
 }
 
-func newMessage(m *store.NewMessage, offset int) (newRow, error) {
+// add appends a message to the columns.
+func (c *newColumns) add(m *store.NewMessage) error {
 	body, err := newBody(m)
-	row := newRow{Offset: offset, messageBody: body}
+	if err != nil {
+		return err
+	}
+	var ttl, visibleAt *int64
 	if m.TTL > 0 && m.TTL < store.Forever {
-		row.TTL = ptr(ms(m.TTL))
+		ttl = ptr(ms(m.TTL))
 	}
 	if !m.VisibleAt.IsZero() {
-		row.VisibleAt = ptr(timeMS(m.VisibleAt))
+		visibleAt = ptr(timeMS(m.VisibleAt))
 	}
-	return row, err
+	payload := []byte(body.Payload)
+	if payload == nil {
+		payload = []byte{} // an empty payload, not NULL
+	}
+	c.ttls = append(c.ttls, ttl)
+	c.visibleAts = append(c.visibleAts, visibleAt)
+	c.messageIDs = append(c.messageIDs, nonEmpty(body.MessageID))
+	c.sessionIDs = append(c.sessionIDs, nonEmpty(body.SessionID))
+	c.partitionKeys = append(c.partitionKeys, nonEmpty(body.PartitionKey))
+	c.contentTypes = append(c.contentTypes, nonEmpty(body.ContentType))
+	c.properties = append(c.properties, body.Properties)
+	c.headers = append(c.headers, body.Headers)
+	c.payloads = append(c.payloads, payload)
+	return nil
+}
+
+// nonEmpty is s, or nil (NULL) for "".
+func nonEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // leaseAlone serves a group of lease requests to one queue with
