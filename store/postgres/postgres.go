@@ -280,7 +280,7 @@ func dialect() *engine.Dialect {
 		Queries:    qfs,
 		Migrations: mfs,
 		Capabilities: engine.Capabilities{
-			TxMigrations: true, NotifyOnReserve: true, Notify: true, CompleteStatement: true,
+			TxMigrations: true, NotifyOnReserve: true, Notify: true, CompleteStatement: true, ArrayInserts: true,
 			EnqueueStatement: true, LeaseStatement: true, BumpHeadReturning: true, AppendStatement: true,
 		},
 		IntList:  intList,

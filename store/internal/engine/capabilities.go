@@ -32,6 +32,11 @@ type Capabilities struct {
 	// instead of a group's rows (service, provider, queue, rows): where a
 	// statement costs no round trip (SQLite), the simple one is faster.
 	LeasePerRequest bool
+	// ArrayInserts says InsertMessages takes its rows as one array a
+	// column (seqs, states, ..., payloads as bytea[]), which the driver
+	// binds in binary, instead of one JSON list with hex-encoded payloads
+	// for the server to parse and decode (PostgreSQL with pgx).
+	ArrayInserts bool
 	// Notify says the dialect wakes other processes from inside a
 	// transaction, delivered when it commits (query Notify).
 	Notify bool

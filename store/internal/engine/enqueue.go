@@ -190,12 +190,49 @@ func (e *Engine) insertMessages(ctx context.Context, tx querier, t store.Tenant,
 		}
 		return nil
 	}
+	if e.d.Capabilities.ArrayInserts {
+		return e.insertMessageArrays(ctx, tx, t, queue, now, rows)
+	}
 	for _, c := range chunks(len(rows), func(i int) int { return 2*len(rows[i].Payload) + 64 }) {
 		js, err := jsonText(rows[c[0]:c[1]])
 		if err != nil {
 			return err
 		}
 		if _, err := e.exec(ctx, tx, qInsertMessages, t.Service, t.Provider, queue, now, js); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// insertMessageArrays inserts numbered messages as one array a column,
+// in chunks of at most maxChunkRows rows and about maxChunkBytes of
+// payload (see Capabilities.ArrayInserts).
+func (e *Engine) insertMessageArrays(ctx context.Context, tx querier, t store.Tenant, queue string, now int64, rows []messageRow) error {
+	for _, c := range chunks(len(rows), func(i int) int { return len(rows[i].Payload) + 64 }) {
+		part := rows[c[0]:c[1]]
+		n := len(part)
+		var (
+			seqs                              = make([]int64, n)
+			states                            = make([]int16, n)
+			visibleAts, expiresAts, bodyIDs   = make([]*int64, n), make([]*int64, n), make([]*int64, n)
+			messageIDs, sessionIDs, partKeys  = make([]*string, n), make([]*string, n), make([]*string, n)
+			contentTypes, properties, headers = make([]*string, n), make([]*string, n), make([]*string, n)
+			payloads                          = make([][]byte, n)
+		)
+		for i := range part {
+			r := &part[i]
+			seqs[i], states[i] = r.Seq, int16(r.State)
+			visibleAts[i], expiresAts[i], bodyIDs[i] = r.VisibleAt, r.ExpiresAt, r.BodyID
+			messageIDs[i], sessionIDs[i], partKeys[i] = nonEmpty(r.MessageID), nonEmpty(r.SessionID), nonEmpty(r.PartitionKey)
+			contentTypes[i], properties[i], headers[i] = nonEmpty(r.ContentType), r.Properties, r.Headers
+			payloads[i] = []byte(r.Payload)
+			if payloads[i] == nil {
+				payloads[i] = []byte{} // an empty payload, not NULL
+			}
+		}
+		if _, err := e.exec(ctx, tx, qInsertMessages, t.Service, t.Provider, queue, now, seqs, states, visibleAts,
+			expiresAts, messageIDs, sessionIDs, partKeys, contentTypes, properties, payloads, bodyIDs, headers); err != nil {
 			return err
 		}
 	}

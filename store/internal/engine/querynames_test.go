@@ -29,6 +29,9 @@ var argsByCapability = map[string]struct {
 	"ReserveSeqs": {"NotifyOnReserve", []string{"n, service, provider, name", "n, service, provider, name, notify payload"}},
 	"LeaseMessages": {"LeasePerRequest", []string{"service, provider, queue, rows",
 		"lock_token, visible_at, service, provider, queue, seqs"}},
+	"InsertMessages": {"ArrayInserts", []string{"service, provider, queue, enqueued_at, rows",
+		"service, provider, queue, enqueued_at, seqs, states, visible_ats, expires_ats, message_ids, session_ids, " +
+			"partition_keys, content_types, properties, payloads, body_ids, headers"}},
 }
 
 // declaredQuery is one "-- name:" entry of a dialect's query files: its

@@ -400,17 +400,21 @@ WHERE service = $2 AND provider = $3 AND name = $4
 RETURNING last_seq;
 
 -- name: InsertMessages
--- args: service, provider, queue, enqueued_at, rows
--- rows: [{"s":seq,"st":state,"v":visible_at,"e":expires_at,"mid":..,"sid":..,
---         "pk":..,"ct":..,"pr":properties_json,"hd":headers_json,"p":payload_hex,"b":body_id}]
+-- args: service, provider, queue, enqueued_at, seqs, states, visible_ats,
+-- expires_ats, message_ids, session_ids, partition_keys, content_types,
+-- properties, payloads, body_ids, headers
+-- One array a column (capability ArrayInserts), n elements each, NULL
+-- elements for what is not set; pgx binds them in binary, so payloads
+-- travel as their bytes (an empty one, never NULL, where body_id names a
+-- shared body).
 INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
     delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
     content_type, properties, payload, body_id, headers)
 SELECT $1::text, $2::text, $3::text, r.s, r.st, r.v, r.e,
-       0, NULL, $4::bigint, r.mid, r.sid, r.pk,
-       r.ct, r.pr, decode(r.p, 'hex'), r.b, r.hd
-FROM json_to_recordset($5::json) AS r(s bigint, st smallint, v bigint, e bigint,
-    mid text, sid text, pk text, ct text, pr text, hd text, p text, b bigint);
+       0, NULL, $4::bigint, r.mid, r.sid, r.pk, r.ct, r.pr, r.p, r.b, r.hd
+FROM unnest($5::bigint[], $6::smallint[], $7::bigint[], $8::bigint[], $9::text[], $10::text[],
+            $11::text[], $12::text[], $13::text[], $14::bytea[], $15::bigint[], $16::text[])
+     AS r(s, st, v, e, mid, sid, pk, ct, pr, p, b, hd);
 
 -- name: SelectDue
 -- args: service, provider, queue, now, limit
