@@ -16,9 +16,11 @@ import (
 )
 
 // adoptMain is a program as a new user writes it in a module of their
-// own: their *sql.DB on SQLite, migrations applied as a step of their own,
-// a client that does not migrate, and a message completed in the
-// transaction that writes its effect.
+// own: their *sql.DB (driver os.Args[1], DSN os.Args[2], the driver's
+// placeholder os.Args[3]) on the backend whose package replaces BACKEND,
+// migrations applied as a step of their own, a client that does not
+// migrate, and a message completed in the transaction that writes its
+// effect.
 const adoptMain = `package main
 
 import (
@@ -27,21 +29,19 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"path/filepath"
 
 	"github.com/sluicehq/sluice"
-	_ "github.com/sluicehq/sluice/store/sqlite" // links SQLite, and only it
+	_ "github.com/sluicehq/sluice/store/BACKEND" // links this backend, and only it
 )
 
 func main() {
 	ctx := context.Background()
-	path := filepath.Join(os.Args[1], "app.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate")
+	db, err := sql.Open(os.Args[1], os.Args[2])
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close()
-	if _, err := db.ExecContext(ctx, "CREATE TABLE shipments (order_id TEXT PRIMARY KEY)"); err != nil {
+	if _, err := db.ExecContext(ctx, "CREATE TABLE shipments (order_id VARCHAR(100) PRIMARY KEY)"); err != nil {
 		log.Fatal(err)
 	}
 
@@ -75,7 +75,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id) VALUES (?)", string(msgs[0].Body)); err != nil {
+	if _, err := tx.ExecContext(ctx, "INSERT INTO shipments (order_id) VALUES ("+os.Args[3]+")", string(msgs[0].Body)); err != nil {
 		log.Fatal(err)
 	}
 	if err := r.CompleteTx(ctx, tx, msgs[0]); err != nil {
@@ -184,27 +184,52 @@ func main() {
 
 // TestAdoptInFreshModule builds and runs adoptMain in a new module that
 // requires sluice (replaced by this checkout), with the module cache
-// alone (GOPROXY=off), and checks that the program links SQLite's driver
-// and no other.
+// alone (GOPROXY=off), on each backend's *sql.DB, and checks that the
+// program links that backend's driver and no other.
 func TestAdoptInFreshModule(t *testing.T) {
-	deps, run := freshModule(t, adoptMain)
-	if !strings.Contains(deps, "modernc.org/sqlite\n") {
-		t.Errorf("the program does not link modernc.org/sqlite")
-	}
-	for _, other := range []string{"github.com/jackc/pgx", "github.com/go-sql-driver/mysql"} {
-		if strings.Contains(deps, other) {
-			t.Errorf("the program links %s, a backend it did not import", other)
-		}
-	}
-	if got, want := run(t.TempDir()), "migrations=true shipments=1 left=0\n"; got != want {
-		t.Errorf("the program printed %q, want %q", got, want)
+	drivers := map[string]string{"sqlite": "modernc.org/sqlite", "postgres": "github.com/jackc/pgx/v5", "mysql": "github.com/go-sql-driver/mysql"}
+	for _, kind := range testdb.Kinds {
+		t.Run(kind, func(t *testing.T) {
+			driver, dsn, placeholder := adoptDB(t, kind)
+			deps, run := freshModule(t, strings.ReplaceAll(adoptMain, "BACKEND", kind))
+			for k, pkg := range drivers {
+				if linked := strings.Contains(deps, pkg+"\n"); linked != (k == kind) {
+					t.Errorf("the program on %s links %s: %v", kind, pkg, linked)
+				}
+			}
+			if got, want := run(driver, dsn, placeholder), "migrations=true shipments=1 left=0\n"; got != want {
+				t.Errorf("the program printed %q, want %q", got, want)
+			}
+		})
 	}
 }
 
-// TestAdoptPgxInFreshModule builds and runs adoptPgxMain as
-// TestAdoptInFreshModule does adoptMain, on a fresh PostgreSQL schema:
-// the program links pgx and neither SQLite nor MariaDB's driver.
-func TestAdoptPgxInFreshModule(t *testing.T) {
+// adoptDB returns the database/sql driver name, the driver's DSN of a
+// fresh database of kind (dropped when the test ends) with the settings
+// sluice requires of an application's pool, and the driver's placeholder.
+func adoptDB(t *testing.T, kind string) (driver, dsn, placeholder string) {
+	t.Helper()
+	switch kind {
+	case "sqlite":
+		path := filepath.Join(t.TempDir(), "app.db")
+		return "sqlite", "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_txlock=immediate", "?"
+	case "postgres":
+		return "pgx", freshPostgresSchema(t), "$1"
+	}
+	mdsn, drop, err := testdb.MySQL(t.Context())
+	testdb.Check(t, err)
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Errorf("drop the database: %v", err)
+		}
+	})
+	return "mysql", mysqlDriverDSN(t, mdsn, true), "?"
+}
+
+// freshPostgresSchema returns the DSN of a new, empty PostgreSQL schema,
+// dropped when the test ends.
+func freshPostgresSchema(t *testing.T) string {
+	t.Helper()
 	dsn, drop, err := testdb.Postgres(t.Context())
 	testdb.Check(t, err)
 	t.Cleanup(func() {
@@ -225,6 +250,14 @@ func TestAdoptPgxInFreshModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dsn
+}
+
+// TestAdoptPgxInFreshModule builds and runs adoptPgxMain as
+// TestAdoptInFreshModule does adoptMain, on a fresh PostgreSQL schema:
+// the program links pgx and neither SQLite nor MariaDB's driver.
+func TestAdoptPgxInFreshModule(t *testing.T) {
+	dsn := freshPostgresSchema(t)
 	deps, run := freshModule(t, adoptPgxMain)
 	if !strings.Contains(deps, "github.com/jackc/pgx/v5\n") {
 		t.Errorf("the program does not link github.com/jackc/pgx/v5")
