@@ -284,8 +284,20 @@ func dialect() *engine.Dialect {
 			EnqueueStatement: true, LeaseStatement: true, BumpHeadReturning: true, AppendStatement: true,
 		},
 		IntList:  intList,
+		CopyFrom: copyFrom,
 		Classify: classify,
 	}
+}
+
+// copyFrom loads rows into table with COPY on a driver connection of
+// pgx's database/sql driver (inside the transaction open on it).
+func copyFrom(ctx context.Context, driverConn any, table string, columns []string, rows [][]any) error {
+	c, ok := driverConn.(*stdlib.Conn)
+	if !ok {
+		return fmt.Errorf("copy: a connection of type %T, not pgx's", driverConn)
+	}
+	_, err := c.Conn().CopyFrom(ctx, pgx.Identifier{table}, columns, pgx.CopyFromRows(rows))
+	return err
 }
 
 // redactParseError returns pgx's DSN parse error with the connection

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -21,6 +22,7 @@ var queueTests = []suiteTest{
 	{"MissingQueue", testMissingQueue},
 	{"EnqueueSeqs", testEnqueueSeqs},
 	{"EnqueueRoundTrip", testEnqueueRoundTrip},
+	{"EnqueueRoundTripLarge", testEnqueueRoundTripLarge},
 	{"EnqueueDefaultTTL", testEnqueueDefaultTTL},
 	{"Scheduled", testScheduled},
 	{"ScheduledActivation", testScheduledActivation},
@@ -270,6 +272,53 @@ func testEnqueueRoundTrip(t *testing.T, h *harness) {
 		check(what, l.Message, i)
 		if l.DeliveryCount != 1 {
 			t.Fatalf("%s: DeliveryCount %d, want 1", what, l.DeliveryCount)
+		}
+	}
+}
+
+// A large batch, which a backend may load another way (COPY on
+// PostgreSQL), keeps every field of every message as a small one does.
+func testEnqueueRoundTripLarge(t *testing.T, h *harness) {
+	ctx, st := h.setup(t)
+	q := createQueue(t, ctx, st, store.QueueSettings{})
+	scheduled := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	kinds := []store.NewMessage{
+		{MessageID: "id", SessionID: "session-ü", PartitionKey: "pk/1", ContentType: "application/json",
+			Properties: map[string]string{"a": "1", "quote'\"": "line\nbreak"}, Payload: []byte(`{"n":1}`)},
+		{Payload: nil},
+		{Payload: []byte{0, 1, 2, 255}, Properties: map[string]string{}},
+		{Payload: []byte("with ttl"), TTL: time.Hour},
+		{Payload: []byte("scheduled"), VisibleAt: scheduled},
+	}
+	in := make([]store.NewMessage, 0, 600)
+	for i := 0; len(in) < cap(in); i++ {
+		m := kinds[i%len(kinds)]
+		if m.MessageID != "" {
+			m.MessageID = fmt.Sprintf("id-%d", i)
+		}
+		in = append(in, m)
+	}
+	before := time.Now()
+	seqs := enqueue(t, ctx, st, q, in...)
+	wantSeqs(t, "Enqueue", seqs, span(1, int64(len(in))))
+	peeked := peekAll(t, ctx, st, q)
+	wantSeqs(t, "peeked", messageSeqs(peeked), seqs)
+	for i, m := range peeked {
+		what := fmt.Sprintf("peeked message %d", i+1)
+		sameContent(t, what, m, in[i])
+		near(t, what+" EnqueuedAt", m.EnqueuedAt, before, clockSkew)
+		switch i % len(kinds) {
+		case 3:
+			near(t, what+" ExpiresAt", m.ExpiresAt, m.EnqueuedAt.Add(time.Hour), durationSlack)
+		case 4:
+			if m.State != sluicetype.StateScheduled {
+				t.Fatalf("%s: state %v, want scheduled", what, m.State)
+			}
+			near(t, what+" VisibleAt", m.VisibleAt, scheduled, time.Millisecond)
+		default:
+			if m.State != sluicetype.StateReady || !m.ExpiresAt.IsZero() || !m.VisibleAt.IsZero() {
+				t.Fatalf("%s: state %v, expires %v, visible %v; want ready, no expiry", what, m.State, m.ExpiresAt, m.VisibleAt)
+			}
 		}
 	}
 }

@@ -97,6 +97,9 @@ func (e *Engine) enqueueInOne(group []*writeReq) bool {
 		n += len(r.enq.Messages)
 		bytes += r.size()
 	}
+	if e.d.CopyFrom != nil && n >= copyMinRows {
+		return false // the general path loads it by COPY
+	}
 	return n <= maxChunkRows && 2*bytes+64*n <= maxChunkBytes
 }
 

@@ -255,6 +255,14 @@ func (c *committer) commit(batch []*writeReq) error {
 	if done || err != nil {
 		return err
 	}
+	if c.e.d.CopyFrom != nil {
+		return c.e.inConnTx(ctx, func(conn *sql.Conn, tx *sql.Tx) error {
+			reset()
+			gt := newGroupTx(tx)
+			gt.conn = conn
+			return c.apply(ctx, gt, batch)
+		})
+	}
 	return c.e.inTx(ctx, func(tx *sql.Tx) error {
 		reset()
 		return c.apply(ctx, newGroupTx(tx), batch)
@@ -267,7 +275,11 @@ func (c *committer) commit(batch []*writeReq) error {
 // transaction), and the clock reading is refreshed by every read of the
 // row; one taken a moment earlier in the same transaction serves as well.
 type groupTx struct {
-	tx     querier
+	tx querier
+	// conn is the connection tx runs on, for the dialect's CopyFrom; nil
+	// when the group runs on a caller's transaction or the dialect has no
+	// CopyFrom.
+	conn   *sql.Conn
 	queues map[queueID]queueRow
 	// bodies holds the shared bodies the transaction stored.
 	bodies map[bodyKey]int64

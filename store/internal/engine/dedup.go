@@ -216,7 +216,7 @@ func numberFresh(gt *groupTx, qr queueRow, fresh []freshMessage, seen map[string
 // storeDeduped inserts the new messages, activates their sessions,
 // records their ids and notifies receivers.
 func (e *Engine) storeDeduped(ctx context.Context, gt *groupTx, t store.Tenant, queue string, qr *queueRow, rows []messageRow, accepted []dedupRow) error {
-	if err := e.insertMessages(ctx, gt.tx, t, queue, qr.now, rows); err != nil {
+	if err := e.insertMessages(ctx, gt, t, queue, qr.now, rows); err != nil {
 		return err
 	}
 	if err := e.activateSessions(ctx, gt.tx, t, qr, rows); err != nil {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io/fs"
 	"path"
@@ -27,6 +28,11 @@ type Dialect struct {
 	Capabilities Capabilities
 	// IntList encodes a list of int64 for a list parameter.
 	IntList func([]int64) any
+	// CopyFrom, where the dialect has one (PostgreSQL's COPY, through pgx),
+	// bulk-loads rows into a table on the driver connection (what
+	// sql.Conn.Raw hands over) of an open transaction: a group commit
+	// inserts large batches of messages this way (see copyMinRows).
+	CopyFrom func(ctx context.Context, driverConn any, table string, columns []string, rows [][]any) error
 	// Classify maps a driver error to ErrRetry, ErrDuplicate, ErrNoReply,
 	// or nil for any other error.
 	Classify func(error) error

@@ -210,7 +210,25 @@ func (e *Engine) retry(ctx context.Context, fn func() error) error {
 }
 
 func (e *Engine) tryTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := e.w.BeginTx(ctx, nil)
+	return e.tryTxOn(ctx, e.w.BeginTx, fn)
+}
+
+// inConnTx is inTx on a connection of its own, which fn may also use
+// outside the transaction's statements (sql.Conn.Raw, for CopyFrom).
+func (e *Engine) inConnTx(ctx context.Context, fn func(conn *sql.Conn, tx *sql.Tx) error) error {
+	return e.retry(ctx, func() error {
+		conn, err := e.w.Conn(ctx)
+		if err != nil {
+			return e.wrap(err)
+		}
+		defer conn.Close()
+		return e.tryTxOn(ctx, conn.BeginTx, func(tx *sql.Tx) error { return fn(conn, tx) })
+	})
+}
+
+// tryTxOn is tryTx with the transaction begun by begin.
+func (e *Engine) tryTxOn(ctx context.Context, begin func(context.Context, *sql.TxOptions) (*sql.Tx, error), fn func(tx *sql.Tx) error) (err error) {
+	tx, err := begin(ctx, nil)
 	if err != nil {
 		return e.wrap(err)
 	}
