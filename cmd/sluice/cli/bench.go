@@ -163,6 +163,8 @@ scenarios:
   raw-insert    the database's own limit: 1-KiB rows by plain INSERTs (--clients, --batch rows per transaction)
   enqueue       sluice enqueue (--producers, --batch messages per call)
   lease-settle  pre-loaded messages leased and completed (--consumers, --lease-batch)
+  processor     pre-loaded messages drained by --consumers Processors of --lease-batch handlers each (a handler
+                that does nothing), for at most --duration
   e2e           produce and consume at once; send-to-lease latency (--producers, --consumers, --lease-batch, --rate)
   backlog       time to lease 32 with --inflight messages leased and unsettled, beside none in flight
   session-accept  time to accept the next free session among --sessions with --locked of them locked, beside none locked
@@ -377,6 +379,7 @@ var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, erro
 	"raw-insert":   benchRawInsert,
 	"enqueue":      benchEnqueue,
 	"lease-settle": benchLeaseSettle,
+	"processor":    benchProcessor,
 	"e2e":          benchE2E,
 	"backlog":      benchBacklog,
 
