@@ -1,39 +1,19 @@
 package sluice_test
 
 import (
-	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
-	"os"
 	"testing"
 
 	"github.com/sluicehq/sluice"
-	"github.com/sluicehq/sluice/internal/testdb"
-	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/internal/libtest"
 	"github.com/sluicehq/sluice/store/storetest"
-
-	// The tests open every kind of database; the package itself links
-	// none (TestRootLinksNoDriver).
-	_ "github.com/sluicehq/sluice/store/mysql"
-	_ "github.com/sluicehq/sluice/store/postgres"
-	_ "github.com/sluicehq/sluice/store/sqlite"
 )
 
-// One backend of each kind serves the whole package: every test works in
-// a tenant of its own on it.
-var shared = testdb.Shared{Open: func(ctx context.Context, dsn string) (store.Backend, error) {
-	return sluice.OpenBackend(ctx, dsn, nil)
-}}
+// One backend of each kind serves the whole package (libtest.Shared):
+// every test works in a tenant of its own on it. The tests open every
+// kind of database; the package itself links none (TestRootLinksNoDriver).
+var shared = &libtest.Shared
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := shared.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, "cleanup:", err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { libtest.Main(m) }
 
 // reopen opens another backend on the database of c's backend kind (as a
 // restarted process or another node would) and returns a client of the
@@ -53,29 +33,14 @@ func reopen(t *testing.T, kind, service string) *sluice.Client {
 // each backend.
 func forEachBackend(t *testing.T, f func(t *testing.T, c *sluice.Client)) {
 	t.Helper()
-	forEachBackendKind(t, func(t *testing.T, _, _ string, c *sluice.Client) { f(t, c) })
+	libtest.ForEachBackend(t, f)
 }
 
 // forEachBackendKind is forEachBackend for tests that also need the
 // backend's kind and the client's tenant (service name), to reopen it.
 func forEachBackendKind(t *testing.T, f func(t *testing.T, kind, service string, c *sluice.Client)) {
 	t.Helper()
-	for _, kind := range testdb.Kinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			b := shared.Backend(t, kind)
-			service := "t-" + randHex(6)
-			c, err := sluice.NewClient(b, &sluice.Options{Service: service, Logger: storetest.Logger(t)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			f(t, kind, service, c)
-		})
-	}
+	libtest.ForEachBackendKind(t, f)
 }
 
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
+func randHex(n int) string { return libtest.RandHex(n) }

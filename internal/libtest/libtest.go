@@ -43,14 +43,22 @@ func Main(m *testing.M) {
 // each backend.
 func ForEachBackend(t *testing.T, f func(t *testing.T, c *sluice.Client)) {
 	t.Helper()
+	ForEachBackendKind(t, func(t *testing.T, _, _ string, c *sluice.Client) { f(t, c) })
+}
+
+// ForEachBackendKind is ForEachBackend for tests that also need the
+// backend's kind and the client's tenant (service name), to reopen it.
+func ForEachBackendKind(t *testing.T, f func(t *testing.T, kind, service string, c *sluice.Client)) {
+	t.Helper()
 	for _, kind := range testdb.Kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			c, err := sluice.NewClient(Shared.Backend(t, kind), &sluice.Options{Service: "t-" + RandHex(6), Logger: storetest.Logger(t)})
+			service := "t-" + RandHex(6)
+			c, err := sluice.NewClient(Shared.Backend(t, kind), &sluice.Options{Service: service, Logger: storetest.Logger(t)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			f(t, c)
+			f(t, kind, service, c)
 		})
 	}
 }

@@ -581,6 +581,20 @@ func (e *benchEnv) createQueue(ctx context.Context, name string) (func(), error)
 	return func() { _ = e.store.DeleteQueue(context.WithoutCancel(ctx), name) }, nil
 }
 
+// preloadedQueue creates a queue holding --messages messages and returns
+// what drops it.
+func (e *benchEnv) preloadedQueue(ctx context.Context, name string) (func(), error) {
+	drop, err := e.createQueue(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.preload(ctx, name, e.cfg.messages); err != nil {
+		drop()
+		return nil, err
+	}
+	return drop, nil
+}
+
 // preload enqueues n messages in large batches.
 func (e *benchEnv) preload(ctx context.Context, queue string, n int) error {
 	body := payload(e.cfg.size)
@@ -656,14 +670,11 @@ func (e *benchEnv) settleLeased(ctx context.Context, queue string, got []sluicet
 
 func benchLeaseSettle(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	const q = "bench-lease"
-	drop, err := e.createQueue(ctx, q)
+	drop, err := e.preloadedQueue(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	if err := e.preload(ctx, q, e.cfg.messages); err != nil {
-		return nil, err
-	}
 	var (
 		lat  latencies
 		left atomic.Int64

@@ -15,14 +15,11 @@ import (
 // wait in the backlog included).
 func benchProcessor(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	const q = "bench-processor"
-	drop, err := e.createQueue(ctx, q)
+	drop, err := e.preloadedQueue(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	if err := e.preload(ctx, q, e.cfg.messages); err != nil {
-		return nil, err
-	}
 	var (
 		lat     latencies
 		handled atomic.Int64

@@ -170,10 +170,7 @@ func (c *newColumns) add(m *store.NewMessage) error {
 	if !m.VisibleAt.IsZero() {
 		visibleAt = ptr(timeMS(m.VisibleAt))
 	}
-	payload := []byte(body.Payload)
-	if payload == nil {
-		payload = []byte{} // an empty payload, not NULL
-	}
+	payload := payloadBytes(body.Payload)
 	c.ttls = append(c.ttls, ttl)
 	c.visibleAts = append(c.visibleAts, visibleAt)
 	c.messageIDs = append(c.messageIDs, nonEmpty(body.MessageID))

@@ -181,10 +181,7 @@ func (e *Engine) insertMessages(ctx context.Context, gt *groupTx, t store.Tenant
 	}
 	if e.d.Capabilities.RowInserts {
 		for _, r := range rows {
-			payload := []byte(r.Payload)
-			if payload == nil {
-				payload = []byte{} // an empty payload, not NULL
-			}
+			payload := payloadBytes(r.Payload)
 			if _, err := e.exec(ctx, tx, qInsertMessage, t.Service, t.Provider, queue, r.Seq, r.State,
 				nullable(r.VisibleAt), nullable(r.ExpiresAt), now,
 				r.MessageID, r.SessionID, r.PartitionKey, r.ContentType, nullable(r.Properties), payload,
@@ -230,10 +227,7 @@ func (e *Engine) insertMessageArrays(ctx context.Context, tx querier, t store.Te
 			visibleAts[i], expiresAts[i], bodyIDs[i] = r.VisibleAt, r.ExpiresAt, r.BodyID
 			messageIDs[i], sessionIDs[i], partKeys[i] = nonEmpty(r.MessageID), nonEmpty(r.SessionID), nonEmpty(r.PartitionKey)
 			contentTypes[i], properties[i], headers[i] = nonEmpty(r.ContentType), r.Properties, r.Headers
-			payloads[i] = []byte(r.Payload)
-			if payloads[i] == nil {
-				payloads[i] = []byte{} // an empty payload, not NULL
-			}
+			payloads[i] = payloadBytes(r.Payload)
 		}
 		if _, err := e.exec(ctx, tx, qInsertMessages, t.Service, t.Provider, queue, now, seqs, states, visibleAts,
 			expiresAts, messageIDs, sessionIDs, partKeys, contentTypes, properties, payloads, bodyIDs, headers); err != nil {
@@ -260,10 +254,7 @@ func (e *Engine) copyMessages(ctx context.Context, conn *sql.Conn, t store.Tenan
 	values := make([][]any, len(rows))
 	for i := range rows {
 		r := &rows[i]
-		payload := []byte(r.Payload)
-		if payload == nil {
-			payload = []byte{} // an empty payload, not NULL
-		}
+		payload := payloadBytes(r.Payload)
 		values[i] = []any{t.Service, t.Provider, queue, r.Seq, int16(r.State), orNull(r.VisibleAt), orNull(r.ExpiresAt),
 			int32(0), now, orNull(nonEmpty(r.MessageID)), orNull(nonEmpty(r.SessionID)), orNull(nonEmpty(r.PartitionKey)),
 			orNull(nonEmpty(r.ContentType)), orNull(r.Properties), payload, orNull(r.BodyID), orNull(r.Headers)}

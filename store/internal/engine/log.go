@@ -176,10 +176,7 @@ func (e *Engine) appendRecords(ctx context.Context, q querier, batch []*writeReq
 				if err != nil {
 					return err
 				}
-				payload := rec.Payload
-				if payload == nil {
-					payload = []byte{} // an empty payload, not NULL
-				}
+				payload := payloadBytes(rec.Payload)
 				off--
 				parts, below = append(parts, part), append(below, off)
 				namespaces, keys = append(namespaces, rec.Namespace), append(keys, rec.Key)
@@ -259,10 +256,7 @@ func (e *Engine) bumpHead(ctx context.Context, tx querier, t store.Tenant, part 
 func (e *Engine) insertRecords(ctx context.Context, tx querier, t store.Tenant, part int32, now int64, rows []recordRow) error {
 	if e.d.Capabilities.RowInserts {
 		for _, r := range rows {
-			payload := []byte(r.Payload)
-			if payload == nil {
-				payload = []byte{} // an empty payload, not NULL
-			}
+			payload := payloadBytes(r.Payload)
 			if _, err := e.exec(ctx, tx, qInsertRecord, t.Service, t.Provider, part, now,
 				r.Position, r.Namespace, r.Key, nullable(r.Properties), payload); err != nil {
 				return err

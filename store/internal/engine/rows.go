@@ -153,6 +153,14 @@ func (b hexBytes) MarshalText() ([]byte, error) {
 
 func ptr[T any](v T) *T { return &v }
 
+// payloadBytes is a payload to bind: an empty one, never NULL, for nil.
+func payloadBytes(p []byte) []byte {
+	if p == nil {
+		return []byte{}
+	}
+	return p
+}
+
 // nullable binds a pointer as its value, or NULL.
 func nullable[T any](p *T) any {
 	if p == nil {
