@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -15,6 +16,9 @@ import (
 // wait in the backlog included).
 func benchProcessor(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	const q = "bench-processor"
+	if e.cfg.messages < 1 || e.cfg.consumers < 1 {
+		return nil, errors.New("processor: --messages and --consumers must be at least 1")
+	}
 	drop, err := e.preloadedQueue(ctx, q)
 	if err != nil {
 		return nil, err
@@ -23,12 +27,17 @@ func benchProcessor(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	var (
 		lat     latencies
 		handled atomic.Int64
+		first   = make(chan struct{})
 		done    = make(chan struct{})
 		closed  atomic.Bool
 	)
 	h := func(_ context.Context, _ *sluice.Receiver, m *sluice.ReceivedMessage) error {
 		lat.add(time.Since(m.EnqueuedTime))
-		if handled.Add(1) == int64(e.cfg.messages) && closed.CompareAndSwap(false, true) {
+		n := handled.Add(1)
+		if n == 1 {
+			close(first)
+		}
+		if n == int64(e.cfg.messages) && closed.CompareAndSwap(false, true) {
 			close(done)
 		}
 		return nil
@@ -45,9 +54,15 @@ func benchProcessor(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 			return nil, err
 		}
 	}
+	// The run lasts --duration, but never ends before the first delivery:
+	// on a loaded machine a short run could otherwise measure nothing.
 	select {
 	case <-done:
 	case <-time.After(e.cfg.duration):
+	case <-ctx.Done():
+	}
+	select {
+	case <-first:
 	case <-ctx.Done():
 	}
 	elapsed := time.Since(start)
