@@ -413,8 +413,9 @@ func runCase(ctx context.Context, c *config, k benchCase, log io.Writer) *table 
 			if r.note != "" || ctx.Err() != nil {
 				continue
 			}
-			fmt.Fprintf(log, "%s: %s run %d of %d\n", k.name, r.sys.name, run, c.runs)
+			t0 := time.Now()
 			f, err := runOnce(ctx, c, k, r.sys)
+			fmt.Fprintf(log, "%s: %s run %d of %d: %v\n", k.name, r.sys.name, run, c.runs, time.Since(t0).Round(time.Millisecond))
 			switch {
 			case errors.Is(err, errSkip):
 				r.note = "-"
