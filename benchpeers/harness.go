@@ -59,7 +59,7 @@ var workload = []benchCase{
 		queue: func(ctx context.Context, c *config, p queuePeer) (figures, error) {
 			return latency(ctx, c, queueSide{p})
 		}},
-	{name: "receive-locked", title: "receive 32: none locked / --locked locked (median ms of --samples receives)", unit: "none / locked (ms)", pair: true,
+	{name: "receive-locked", title: "receive 32, none locked / --locked (default 50,000) locked, median of --samples receives", unit: "none / locked (ms)", pair: true,
 		fresh: receiveLocked},
 	{name: "publish-1", title: "streams: publish, 1 producer, 1 a call, 1,000 keys", unit: "events/s", stream: true, raw: true,
 		streamRun: func(ctx context.Context, c *config, p streamPeer) (figures, error) {
