@@ -68,8 +68,7 @@ func (r *rawPG) close(ctx context.Context) error {
 // rawSQLite is the raw table in a fresh SQLite file with sluice's
 // pragmas, one connection.
 type rawSQLite struct {
-	db       *sql.DB
-	batchSQL string
+	db *sql.DB
 }
 
 func openRawSQLite(ctx context.Context, e *env) (queuePeer, error) {
