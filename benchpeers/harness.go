@@ -485,6 +485,9 @@ func median(runs []figures, b bool) float64 {
 		}
 	}
 	slices.Sort(v)
+	if len(v)%2 == 0 {
+		return (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
 	return v[len(v)/2]
 }
 
@@ -513,7 +516,7 @@ func (t *table) print(w io.Writer) {
 	fmt.Fprintf(w, "\n### %s (%s)\n\n", t.c.title, t.c.name)
 	fmt.Fprintf(w, "| system | backend | %s | x sluice | runs |\n|---|---|---|---|---|\n", t.c.unit)
 	for _, r := range t.rows {
-		if len(r.runs) == 0 {
+		if len(r.runs) == 0 || strings.HasPrefix(r.note, "error") {
 			fmt.Fprintf(w, "| %s | %s | %s | | |\n", r.sys.name, r.sys.backend, strings.ReplaceAll(r.note, "|", "/"))
 			continue
 		}
