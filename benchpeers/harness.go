@@ -31,7 +31,10 @@ type benchCase struct {
 	stream bool   // the stream side of the systems, else the queue side
 	pair   bool   // two values (a / b)
 	raw    bool   // the raw limit takes part
-	queue  func(ctx context.Context, c *config, p queuePeer) (figures, error)
+	// processor: only the systems with a processor of their own beside
+	// their consumers (processorPeer: sluice) take part.
+	processor bool
+	queue     func(ctx context.Context, c *config, p queuePeer) (figures, error)
 	// streamRun measures a stream system.
 	streamRun func(ctx context.Context, c *config, p streamPeer) (figures, error)
 	// fresh, when set, replaces the usual open-measure-close of one run:
@@ -54,6 +57,14 @@ var workload = []benchCase{
 	{name: "consume-8", title: "consume + complete, 8 consumers, from a preloaded backlog", unit: "msg/s",
 		queue: func(ctx context.Context, c *config, p queuePeer) (figures, error) {
 			return consumeRate(ctx, c, queueSide{p}, 8)
+		}},
+	{name: "consume-processor-1", title: "the same through sluice's Processor, 1 processor of 32 handlers", unit: "msg/s", processor: true,
+		queue: func(ctx context.Context, c *config, p queuePeer) (figures, error) {
+			return consumeRate(ctx, c, processorSide{p.(processorPeer)}, 1)
+		}},
+	{name: "consume-processor-8", title: "the same through sluice's Processor, 8 processors of 32 handlers", unit: "msg/s", processor: true,
+		queue: func(ctx context.Context, c *config, p queuePeer) (figures, error) {
+			return consumeRate(ctx, c, processorSide{p.(processorPeer)}, 8)
 		}},
 	{name: "send-to-handler", title: "send-to-handler latency, 1 producer paced, 1 consumer", unit: "p50 / p99 (ms)", pair: true,
 		queue: func(ctx context.Context, c *config, p queuePeer) (figures, error) {
@@ -97,6 +108,17 @@ type side interface {
 type queueSide struct{ queuePeer }
 
 func (q queueSide) put(ctx context.Context, _ int, bodies [][]byte) error { return q.send(ctx, bodies) }
+
+// processorSide consumes through a processorPeer's processors.
+type processorSide struct{ processorPeer }
+
+func (p processorSide) put(ctx context.Context, _ int, bodies [][]byte) error {
+	return p.send(ctx, bodies)
+}
+
+func (p processorSide) consume(ctx context.Context, consumers int, handle func(body []byte)) error {
+	return p.process(ctx, consumers, handle)
+}
 
 type streamSide struct{ streamPeer }
 
@@ -398,7 +420,7 @@ func runCase(ctx context.Context, c *config, k benchCase, log io.Writer) *table 
 		if !slices.Contains(c.systems, s.name) || (s.raw && !k.raw) {
 			continue
 		}
-		if (k.stream && s.stream == nil) || (!k.stream && s.queue == nil) {
+		if (k.stream && s.stream == nil) || (!k.stream && s.queue == nil) || (k.processor && !s.processor) {
 			continue
 		}
 		r := row{sys: s}

@@ -11,10 +11,10 @@ import (
 )
 
 // smokeArgs run every case but the 8-producer and 8-consumer repeats of
-// queue sends and consumes (the code of the 1-producer ones) in a
-// fraction of a second a system.
+// queue sends and consumes (the code of the 1-producer and 1-consumer
+// ones) in a fraction of a second a system.
 var smokeArgs = []string{"--runs", "1", "--duration", "150ms", "--backlog", "300", "--locked", "300", "--samples", "3", "--rate", "200",
-	"--cases", "send-1,send-batch-100,consume-1,send-to-handler,receive-locked,publish-1,publish-100,stream-consume-1,stream-consume-8,publish-to-handler"}
+	"--cases", "send-1,send-batch-100,consume-1,consume-processor-1,send-to-handler,receive-locked,publish-1,publish-100,stream-consume-1,stream-consume-8,publish-to-handler"}
 
 // TestEmbeddedSystems runs every case against the systems that need no
 // server: sluice and goqite on SQLite, the raw SQLite table, and JetStream

@@ -43,6 +43,14 @@ type lockingPeer interface {
 	receive32(ctx context.Context) (time.Duration, error)
 }
 
+// processorPeer is a queue system whose library runs handlers itself
+// beside the receive-and-complete loop of consume: sluice's Processor.
+type processorPeer interface {
+	queuePeer
+	// process runs processors of 32 handlers each until ctx ends.
+	process(ctx context.Context, processors int, handle func(body []byte)) error
+}
+
 // streamPeer is one stream system, opened fresh for one run of one case.
 type streamPeer interface {
 	// publish appends bodies to the stream named key in one call.
@@ -63,15 +71,17 @@ type system struct {
 	queue   func(ctx context.Context, e *env) (queuePeer, error)
 	stream  func(ctx context.Context, e *env) (streamPeer, error)
 	raw     bool
+	// processor says that the queue side is a processorPeer.
+	processor bool
 }
 
 // systems are every system the harness knows, in the order of the tables.
 var systems = []system{
-	{name: "sluice", backend: "postgres", queue: openSluiceQueuePG, stream: openSluiceStreamPG},
+	{name: "sluice", backend: "postgres", queue: openSluiceQueuePG, stream: openSluiceStreamPG, processor: true},
 	{name: "river", backend: "postgres", queue: openRiver},
 	{name: "watermill", backend: "postgres", stream: openWatermill},
 	{name: "raw-postgres", backend: "postgres", queue: openRawPG, stream: rawAsStream(openRawPG), raw: true},
-	{name: "sluice-sqlite", backend: "sqlite", queue: openSluiceQueueSQLite, stream: openSluiceStreamSQLite},
+	{name: "sluice-sqlite", backend: "sqlite", queue: openSluiceQueueSQLite, stream: openSluiceStreamSQLite, processor: true},
 	{name: "goqite", backend: "sqlite", queue: openGoqite},
 	{name: "raw-sqlite", backend: "sqlite", queue: openRawSQLite, stream: rawAsStream(openRawSQLite), raw: true},
 	{name: "jetstream-fsync", backend: "jetstream", queue: openJetStreamQueue(true), stream: openJetStreamStream(true)},

@@ -111,6 +111,47 @@ func (q *sluiceQueue) consume(ctx context.Context, consumers int, handle func([]
 	return errors.Join(errs...)
 }
 
+// process runs processors Processors of 32 handlers each (a handler's
+// nil return completes its message).
+func (q *sluiceQueue) process(ctx context.Context, processors int, handle func([]byte)) error {
+	var started []*sluice.Processor
+	stop := func() error {
+		var errs []error
+		for _, p := range started {
+			errs = append(errs, p.Stop(context.WithoutCancel(ctx)))
+		}
+		return errors.Join(errs...)
+	}
+	var (
+		mu     sync.Mutex
+		failed error // the first handler or settle error, beside a live ctx
+	)
+	for range processors {
+		p, err := q.c.NewProcessor(sluiceQueueName, func(_ context.Context, _ *sluice.Receiver, m *sluice.ReceivedMessage) error {
+			handle(m.Body)
+			return nil
+		}, &sluice.ProcessorOptions{MaxConcurrent: 32, OnError: func(err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if failed == nil && ctx.Err() == nil {
+				failed = err
+			}
+		}})
+		if err == nil {
+			err = p.Start(ctx)
+		}
+		if err != nil {
+			return errors.Join(err, stop())
+		}
+		started = append(started, p)
+	}
+	<-ctx.Done()
+	err := stop()
+	mu.Lock()
+	defer mu.Unlock()
+	return errors.Join(failed, err)
+}
+
 func (q *sluiceQueue) lock(ctx context.Context, n int) error {
 	for n > 0 {
 		msgs, err := q.r.Receive(ctx, min(n, 1000))
