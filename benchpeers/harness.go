@@ -301,9 +301,17 @@ func latency(ctx context.Context, c *config, s side) (figures, error) {
 		}
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	errc := make(chan error, 1)
 	go func() { errc <- s.consume(cctx, 1, handle) }()
+	// stop ends the consumer and waits for it, on every return.
+	stop := sync.OnceValue(func() error {
+		cancel()
+		if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+		return nil
+	})
+	defer stop()
 	handled := func() int { mu.Lock(); defer mu.Unlock(); return len(lats) }
 	wait := func(n int, limit time.Duration) error {
 		t := time.NewTimer(limit)
@@ -314,6 +322,7 @@ func latency(ctx context.Context, c *config, s side) (figures, error) {
 			case <-t.C:
 				return fmt.Errorf("handled %d of %d", handled(), n)
 			case err := <-errc:
+				errc <- err // for stop
 				return fmt.Errorf("consumer ended: %w", err)
 			}
 		}
@@ -344,8 +353,7 @@ func latency(ctx context.Context, c *config, s side) (figures, error) {
 	if err := wait(n, 30*time.Second); err != nil {
 		return figures{}, err
 	}
-	cancel()
-	if err := <-errc; err != nil && !errors.Is(err, context.Canceled) {
+	if err := stop(); err != nil {
 		return figures{}, err
 	}
 	mu.Lock()
