@@ -52,7 +52,7 @@ func (e *Engine) RawInsert(ctx context.Context, payloads [][]byte) error {
 			return nil
 		}
 		_, err := e.exec(ctx, e.w, qBenchInsert, payloads[0])
-		return e.wrap(err)
+		return e.committed(err)
 	case "copy":
 		return e.rawCopy(ctx, payloads)
 	}
