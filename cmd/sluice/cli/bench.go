@@ -61,18 +61,14 @@ type benchConfig struct {
 
 // benchResult is one line of output.
 type benchResult struct {
-	Scenario  string `json:"scenario"`
-	Backend   string `json:"backend"`
-	Driver    string `json:"driver,omitempty"`
-	Clients   int    `json:"clients,omitempty"`
-	Producers int    `json:"producers,omitempty"`
-	Consumers int    `json:"consumers,omitempty"`
-	Batch     int    `json:"batch,omitempty"`
-	Queues    int    `json:"queues,omitempty"`
-	// Method is how raw-insert committed its rows: insert (one statement),
-	// copy (COPY), values (multi-row INSERT statements) or naive (a
-	// single-row INSERT each, in a transaction).
-	Method     string  `json:"method,omitempty"`
+	Scenario   string  `json:"scenario"`
+	Backend    string  `json:"backend"`
+	Driver     string  `json:"driver,omitempty"`
+	Clients    int     `json:"clients,omitempty"`
+	Producers  int     `json:"producers,omitempty"`
+	Consumers  int     `json:"consumers,omitempty"`
+	Batch      int     `json:"batch,omitempty"`
+	Queues     int     `json:"queues,omitempty"`
 	Inflight   *int    `json:"inflight,omitempty"`
 	Locked     *int    `json:"locked,omitempty"`
 	Scheduled  *int    `json:"scheduled,omitempty"`
@@ -93,6 +89,10 @@ type benchResult struct {
 	// scenario whose latency runs from publish to handler.
 	PublishP50ms *float64 `json:"publish_p50_ms,omitempty"`
 	PublishP99ms *float64 `json:"publish_p99_ms,omitempty"`
+	// Method is how raw-insert committed its rows: insert (one statement),
+	// copy (COPY), values (multi-row INSERT statements) or naive (a
+	// single-row INSERT each, in a transaction).
+	Method string `json:"method,omitempty"`
 	lagFigures
 	Note string `json:"note,omitempty"`
 }
@@ -392,14 +392,14 @@ type benchEnv struct {
 }
 
 var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, error){
-	"raw-insert":       benchRawInsert,
-	"raw-insert-naive": benchRawInsertNaive,
-	"enqueue":          benchEnqueue,
-	"lease-settle":     benchLeaseSettle,
-	"processor":        benchProcessor,
-	"e2e":              benchE2E,
-	"backlog":          benchBacklog,
+	"raw-insert":   benchRawInsert,
+	"enqueue":      benchEnqueue,
+	"lease-settle": benchLeaseSettle,
+	"processor":    benchProcessor,
+	"e2e":          benchE2E,
+	"backlog":      benchBacklog,
 
+	"raw-insert-naive":        benchRawInsertNaive,
 	"session-accept":          benchSessionAccept,
 	"topic-fanout":            benchTopicFanout,
 	"receive-among-scheduled": benchReceiveAmongScheduled,
