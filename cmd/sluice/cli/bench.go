@@ -36,6 +36,7 @@ type benchConfig struct {
 	duration    time.Duration
 	rate        int
 	inflight    int
+	backlogHow  string
 	sessions    int
 	subs        int
 	locked      int
@@ -177,7 +178,9 @@ scenarios:
   e2e           produce and consume at once; send-to-lease latency (--producers, --consumers, --lease-batch, --rate)
                 enqueue, lease-settle and e2e run on --queues independent queues, with --producers and --consumers
                 on each (and --messages pre-loaded in each); the rate is the total
-  backlog       time to lease 32 with --inflight messages leased and unsettled, beside none in flight
+  backlog       time to receive 32 with --inflight messages received and unsettled, beside none in flight; the backlog
+                sent and received 1,000 at a time through a Receiver (--backlog-build receive), or through the store
+                (lease)
   session-accept  time to accept the next free session among --sessions with --locked of them locked, beside none locked
   receive-among-scheduled  time to receive 32 with --scheduled messages scheduled or deferred (half each), beside none
   topic-fanout  sends to a topic with --subscriptions subscriptions (--producers, --batch), beside the same to a queue
@@ -218,6 +221,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long a timed scenario runs")
 	fs.IntVar(&c.rate, "rate", 0, "e2e: total messages per second to send (0: as fast as possible)")
 	fs.IntVar(&c.inflight, "inflight", 50000, "backlog: messages leased and unsettled")
+	fs.StringVar(&c.backlogHow, "backlog-build", "receive", "backlog: how the backlog is built and timed: receive (a Receiver, 1,000 a call) or lease (the store)")
 	fs.IntVar(&c.sessions, "sessions", 10000, "session-accept: sessions, each with one message")
 	fs.IntVar(&c.subs, "subscriptions", 10, "topic-fanout: subscriptions of the topic, each taking every message (stream-e2e: namespace subscriptions, default 1)")
 	fs.IntVar(&c.locked, "locked", 9990, "session-accept: sessions held locked")
@@ -245,6 +249,10 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if (c.scenario == "stream-e2e" || c.scenario == "api-stream") && !set["subscriptions"] {
 		c.subs = 1
+	}
+	if c.backlogHow != "receive" && c.backlogHow != "lease" {
+		fmt.Fprintf(stderr, "sluice bench: --backlog-build %q: want receive or lease\n", c.backlogHow)
+		return ExitUsage
 	}
 	if c.scenario == "stream-lagging" {
 		if err := c.lagDefaults(set); err != nil {
