@@ -9,9 +9,9 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// backlogLock is how long the backlog stays locked: Service Bus's longest
-// lock, so that it holds however long building and timing take on a slow
-// machine (an ended lock would be resolved and received again).
+// backlogLock is how long a Receiver's backlog stays locked: Service Bus's
+// longest lock, so that it holds however long building and timing take on
+// a slow machine (an ended lock would be resolved and received again).
 const backlogLock = sluice.MaxLockDuration
 
 func benchBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error) {
@@ -22,7 +22,7 @@ func benchBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 // with --backlog-build lease, leases) of 32 from visible messages sent
 // after them. A receive build sends 1,000 messages and receives 1,000
 // through a Receiver in turn, as an application would build the backlog:
-// the case of issue 19, where the old lease plan walked every locked row.
+// the case of issue 19 (docs/benchmarks.md, "Receive under a backlog").
 func (e *benchEnv) backlogLevel(ctx context.Context, q string, inflight int) (benchResult, error) {
 	var (
 		r   benchResult
@@ -44,7 +44,7 @@ func (e *benchEnv) leaseBacklog(ctx context.Context, q string, inflight int) (be
 		return benchResult{}, err
 	}
 	for held := 0; held < inflight; {
-		got, err := e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: min(1000, inflight-held), Visibility: backlogLock})
+		got, err := e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: min(1000, inflight-held), Visibility: time.Hour})
 		if err != nil {
 			return benchResult{}, err
 		}
