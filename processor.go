@@ -334,7 +334,11 @@ func (p *Processor) handle(all, ctx context.Context, cancel context.CancelCauseF
 		return
 	}
 	if err == nil {
+		// Its completion is committed in the background: the budget is
+		// for messages waiting and running, so that the next receive
+		// goes out while this batch commits.
 		p.completions.add(h)
+		p.done(1)
 		return
 	}
 	defer p.done(1)

@@ -77,7 +77,6 @@ func (c *completer) run() {
 // processor holds, MaxConcurrent+PrefetchCount.
 func (c *completer) complete(batch []*held) {
 	p := c.p
-	defer p.done(len(batch))
 	msgs := make([]*ReceivedMessage, len(batch))
 	for i, h := range batch {
 		msgs[i] = h.m

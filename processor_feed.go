@@ -156,6 +156,9 @@ func (h *held) take(all context.Context) (ctx context.Context, cancel context.Ca
 		h.state = dropped
 		return nil, nil, true
 	}
+	// No handler reads m yet, and the keeper never writes it: the handler
+	// sees when the lock ends as last renewed.
+	h.m.LockedUntil = h.until
 	ctx, cancel = context.WithCancelCause(all)
 	h.state, h.started, h.cancel = running, time.Now(), cancel
 	return ctx, cancel, true
