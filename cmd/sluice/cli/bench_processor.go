@@ -71,6 +71,8 @@ func benchProcessor(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 		}
 		return nil
 	}
+	var calls callCounter
+	defer calls.observe(e, q)()
 	procs, err := e.processors(q, h)
 	if err != nil {
 		return nil, err
@@ -97,7 +99,7 @@ func benchProcessor(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	}
 	r := result(count, elapsed, &lat)
 	r.Consumers, r.Batch = e.cfg.consumers, e.cfg.leaseBatch
-	r.Note = "backlog; p50/p99: enqueue to handler, the backlog's wait included" + e.prefetchNote()
+	r.Note = "backlog; p50/p99: enqueue to handler, the backlog's wait included" + e.prefetchNote() + calls.note()
 	return []benchResult{r}, nil
 }
 
@@ -122,6 +124,8 @@ func benchProcessorSteady(ctx context.Context, e *benchEnv, q string) ([]benchRe
 		handled.Add(1)
 		return nil
 	}
+	var calls callCounter
+	defer calls.observe(e, q)()
 	procs, err := e.processors(q, h)
 	if err != nil {
 		return nil, err
@@ -197,8 +201,47 @@ func benchProcessorSteady(ctx context.Context, e *benchEnv, q string) ([]benchRe
 	}
 	r := result(count, elapsed, &lat)
 	r.Producers, r.Consumers, r.Batch, r.Rate = e.cfg.producers, e.cfg.consumers, e.cfg.leaseBatch, e.cfg.rate
-	r.Note = "steady: producers send while the processors drain; p50/p99: send to handler" + e.prefetchNote()
+	r.Note = "steady: producers send while the processors drain; p50/p99: send to handler" + e.prefetchNote() + calls.note()
 	return []benchResult{r}, nil
+}
+
+// callCounter counts the receive and complete calls of the processors
+// of a queue and their messages, through ObserveMessages, so that a
+// result says how many messages a call carried: the figure that sets the
+// rate when each call is a commit (or a round trip), whatever the load of
+// the machine.
+type callCounter struct {
+	receives, received   atomic.Int64
+	completes, completed atomic.Int64
+}
+
+// observe counts e's calls on q until the returned stop.
+func (cc *callCounter) observe(e *benchEnv, q string) (stop func()) {
+	return e.client.ObserveMessages(func(ev sluice.MessageEvent) {
+		if ev.Entity != q {
+			return
+		}
+		switch {
+		case ev.Kind == sluice.MessagesReceived:
+			cc.receives.Add(1)
+			cc.received.Add(int64(ev.Count))
+		case ev.Kind == sluice.MessagesSettled && ev.Action == sluice.SettleComplete:
+			cc.completes.Add(1)
+			cc.completed.Add(int64(ev.Count))
+		}
+	})
+}
+
+// note says how many messages a receive and a complete carried.
+func (cc *callCounter) note() string {
+	per := func(n, calls int64) string {
+		if calls == 0 {
+			return "-"
+		}
+		return strconv.FormatFloat(float64(n)/float64(calls), 'f', 1, 64)
+	}
+	return "; messages a receive " + per(cc.received.Load(), cc.receives.Load()) +
+		", a complete " + per(cc.completed.Load(), cc.completes.Load())
 }
 
 // processors returns --consumers processors of q running h.
