@@ -13,7 +13,8 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// Handler processes one message. Returning nil completes it; an error (or
+// Handler processes one message. Returning nil completes it (in a batch,
+// committed after the handler returned: see Processor); an error (or
 // a panic) abandons it, so it is delivered again, at once or after the
 // delay ProcessorOptions.Retry or RetryAfter gives. A handler may settle the
 // message itself through r (dead-letter it, defer it, or settle it in a
@@ -43,7 +44,11 @@ type ProcessorOptions struct {
 	// renews it as a running handler's, within MaxAutoLockRenewal counted
 	// from its receipt, and releases it (abandons it, through a receiver
 	// other than the library's) before its lock ends when it may not renew
-	// it; no handler is given a message whose lock ended. Negative is
+	// it; no handler is given a message whose lock ended, and a handler
+	// sees its LockedUntil as last renewed. With MaxAutoLockRenewal
+	// negative, a prefetched message is released once half of its lock
+	// passed: keep the lock duration well above the time the handlers
+	// take to reach it (Service Bus's sizing rule). Negative is
 	// refused with ErrInvalidArgument, as is a MaxConcurrent+PrefetchCount
 	// beyond the receiver's batch limit (Options.Limits.MaxBatch; 1000
 	// through another receiver).
@@ -103,6 +108,25 @@ const renewRetry = time.Second
 // received in PeekLock mode through a MessageReceiver, with bounded
 // concurrency and automatic lock renewal. The library's and the network
 // client's processors are this same type.
+//
+// It holds up to MaxConcurrent+PrefetchCount messages received and not
+// yet handled (waiting for a handler, or running), and receives in
+// batches: once at least half of that budget is free, it asks for
+// everything missing in one Receive. A handler that returns takes the
+// next waiting message at once.
+//
+// When a completion is durable: a handler that returns nil frees its slot
+// at once, and its message joins the next CompleteBatch (the first
+// completion that waits goes at once; those that come while a batch is
+// in flight go together in the next one). The completion is durable when
+// that batch commits, after the handler returned, not before; a failure
+// (the lock was lost, or the database's error) goes to OnError, and the
+// message is then delivered again, as when a single Complete fails. A
+// process that ends between a handler's return and that commit gets the
+// message again when its lock ends: at-least-once, as before, with a
+// window one commit longer. Stop returns once every completion was
+// committed or reported. Abandons (a handler's error) and a handler's own
+// settlements are sent one by one, before the handler's slot is free.
 type Processor struct {
 	r    MessageReceiver // receives, settles and renews
 	lib  *Receiver       // r when it is the library's, else nil
@@ -117,7 +141,8 @@ type Processor struct {
 	ended    chan struct{}      // closed when all is settled and every goroutine ended
 
 	ready       chan *held    // received, waiting for a handler
-	held        atomic.Int64  // received and not settled (released, lost) yet
+	held        atomic.Int64  // received and not handled (released, lost) yet
+	completing  atomic.Int64  // handled, their completion not committed yet
 	freed       chan struct{} // signalled when held falls
 	completions *completer
 	keepers     sync.WaitGroup // each held message's keeper
@@ -158,9 +183,10 @@ func (c *Client) MessageProcessor(entity string, h MessageHandler, opts *Process
 // library's, the handler is given a MessageReceiver that forwards to r
 // and records what the handler settled (settle through it, not through
 // another receiver, for the processor to leave such a message alone),
-// MaxConcurrent is at most 1000 (the server's default batch limit), and a
-// handler that Stop ended has its message abandoned, counting a delivery
-// (the API has no release).
+// MaxConcurrent+PrefetchCount is at most 1000 (the server's default
+// batch limit), and a handler that Stop ended, or a prefetched message
+// let go, has its message abandoned, counting a delivery (the API has no
+// release).
 func NewMessageProcessor(r MessageReceiver, h MessageHandler, opts *ProcessorOptions) (*Processor, error) {
 	switch {
 	case r == nil:
@@ -211,13 +237,19 @@ func newProcessor(r MessageReceiver, h MessageHandler, opts *ProcessorOptions) (
 	return &Processor{r: r, lib: lib, hr: handlerReceiver(r, lib), h: wrapped, opts: o}, nil
 }
 
+// batchLimit is the most messages one call of the receiver takes: the
+// library client's batch limit, or the server's default.
+func batchLimit(lib *Receiver) int {
+	if lib != nil {
+		return lib.c.limits.MaxBatch
+	}
+	return store.DefaultMaxBatch
+}
+
 // checkOptions checks o and fills in its defaults; lib is the library's
 // receiver, nil for another.
 func checkOptions(o *ProcessorOptions, lib *Receiver) error {
-	maxConcurrent := store.DefaultMaxBatch
-	if lib != nil {
-		maxConcurrent = lib.c.limits.MaxBatch
-	}
+	maxConcurrent := batchLimit(lib)
 	if o.MaxConcurrent == 0 {
 		o.MaxConcurrent = 1
 	}
@@ -293,12 +325,15 @@ func (p *Processor) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop stops receiving and waits for running handlers to finish. If ctx
-// ends first, it ends the handlers' contexts, waits for them to return
-// and returns ctx's error; the messages of handlers that then fail go back
-// without counting a delivery (a shutdown is not a failed delivery) or,
-// if settling fails, are delivered again when their locks end. Stop is
-// idempotent.
+// Stop stops receiving, releases the prefetched messages no handler took
+// (without counting a delivery through the library's receiver; through
+// another, which has no release, they are abandoned, which counts one),
+// waits for running handlers to finish and for their completions to
+// commit. If ctx ends first, it ends the handlers' contexts, waits for
+// them to return and returns ctx's error; the messages of handlers that
+// then fail go back without counting a delivery (a shutdown is not a
+// failed delivery) or, if settling fails, are delivered again when their
+// locks end. Stop is idempotent.
 func (p *Processor) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	started := p.started
@@ -337,6 +372,7 @@ func (p *Processor) handle(all, ctx context.Context, cancel context.CancelCauseF
 		// Its completion is committed in the background: the budget is
 		// for messages waiting and running, so that the next receive
 		// goes out while this batch commits.
+		p.completing.Add(1)
 		p.completions.add(h)
 		p.done(1)
 		return

@@ -13,8 +13,9 @@ import (
 // is sent at once, and those that arrive while a batch is in flight go
 // together in the next one. No timer adds latency.
 type completer struct {
-	p   *Processor
-	all context.Context // the processor's; the completes outlive it by settleTimeout
+	p     *Processor
+	all   context.Context // the processor's; the completes outlive it by settleTimeout
+	limit int             // the most messages a batch may hold
 
 	mu      sync.Mutex
 	queue   []*held
@@ -25,7 +26,7 @@ type completer struct {
 
 // newCompleter returns p's completer; run runs it.
 func newCompleter(p *Processor, all context.Context) *completer {
-	return &completer{p: p, all: all, wake: make(chan struct{}, 1), closing: make(chan struct{}), ended: make(chan struct{})}
+	return &completer{p: p, all: all, limit: batchLimit(p.lib), wake: make(chan struct{}, 1), closing: make(chan struct{}), ended: make(chan struct{})}
 }
 
 // add queues h's message for completion.
@@ -61,8 +62,9 @@ func (c *completer) run() {
 		runtime.Gosched()
 		for {
 			c.mu.Lock()
-			batch := c.queue
-			c.queue = nil
+			n := min(len(c.queue), c.limit)
+			batch := c.queue[:n:n]
+			c.queue = c.queue[n:]
 			c.mu.Unlock()
 			if len(batch) == 0 {
 				break
@@ -77,10 +79,12 @@ func (c *completer) run() {
 
 // complete completes batch in one CompleteBatch and reports what failed:
 // each message not completed, or the batch's error when none was.
-// The batch never exceeds the receiver's limit: it holds at most what the
-// processor holds, MaxConcurrent+PrefetchCount.
 func (c *completer) complete(batch []*held) {
 	p := c.p
+	defer func() {
+		p.completing.Add(-int64(len(batch)))
+		p.done(0)
+	}()
 	msgs := make([]*ReceivedMessage, len(batch))
 	for i, h := range batch {
 		msgs[i] = h.m

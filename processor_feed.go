@@ -56,8 +56,10 @@ func (p *Processor) loop(recv, all context.Context) {
 	refill := (budget + 1) / 2
 	failures := 0
 	for {
+		// Completions that pile up (a slow commit) hold the receives
+		// back, so that no more than about twice the budget is locked.
 		missing := budget - p.held.Load()
-		if missing < refill {
+		if missing < refill || p.completing.Load() > budget {
 			select {
 			case <-p.freed:
 				continue
