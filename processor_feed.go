@@ -75,7 +75,17 @@ func (p *Processor) loop(recv, all context.Context) {
 		msgs, err := p.r.Receive(recv, int(missing))
 		p.held.Add(int64(len(msgs)))
 		for _, m := range msgs {
-			p.ready <- p.hold(all, m) // never blocks: ready's capacity is the budget
+			// ready's capacity is the budget, but a message let go while
+			// it waited stays there until a handler skips it: when every
+			// handler is busy and Stop comes, let go of the rest here.
+			h := p.hold(all, m)
+			select {
+			case p.ready <- h:
+			case <-recv.Done():
+				if h.drop() {
+					p.letGo(all, h)
+				}
+			}
 		}
 		if err == nil {
 			failures = 0
@@ -242,6 +252,9 @@ func (p *Processor) keep(ctx context.Context, h *held) {
 			from = h.started
 		}
 		h.mu.Unlock()
+		if state == dropped {
+			return // whoever dropped it lets it go
+		}
 		if p.opts.MaxAutoLockRenewal < 0 || time.Now().After(from.Add(p.opts.MaxAutoLockRenewal)) {
 			if state == waiting && h.drop() {
 				p.releaseDropped(ctx, h) // nobody else lets go of what drop gave us
