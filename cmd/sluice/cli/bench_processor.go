@@ -190,6 +190,10 @@ func benchProcessorSteady(ctx context.Context, e *benchEnv, q string) ([]benchRe
 	case <-time.After(e.cfg.duration):
 	case <-ctx.Done():
 	}
+	// Never end before the first delivery (a loaded machine).
+	for handled.Load() == 0 && sent.Load() > 0 && ctx.Err() == nil {
+		time.Sleep(time.Millisecond)
+	}
 	elapsed := time.Since(start)
 	count := handled.Load()
 	if err := stopAll(ctx, procs); err != nil {
