@@ -12,13 +12,13 @@ import (
 )
 
 // How a processor keeps its handlers fed. It holds up to
-// MaxConcurrent+PrefetchCount messages: received and not yet settled,
-// whether waiting for a handler, running or waiting for their completion
-// to commit. When at least half of that budget is free it receives
-// everything missing in one call, so that under load a receive takes many
-// messages, and the handlers (MaxConcurrent goroutines) take the waiting
-// ones in receipt order. From its receipt until its handler returns, a
-// message's keeper renews its lock.
+// MaxConcurrent+PrefetchCount messages received and not yet handled,
+// waiting for a handler or running (those whose completion is being
+// committed are the completer's). When at least half of that budget is
+// free it receives everything missing in one call, so that under load a
+// receive takes many messages, and the handlers (MaxConcurrent
+// goroutines) take the waiting ones in receipt order. From its receipt
+// until its handler returns, a message's keeper renews its lock.
 
 // minHandOut is the least time a message's lock must have left for a
 // handler to be given it; a waiting message whose lock has less is
