@@ -58,6 +58,7 @@ type benchConfig struct {
 	cacheRecords int
 	cacheWindows int
 	laggingRate  int
+	processor    processorFlags
 }
 
 // benchResult is one line of output.
@@ -174,7 +175,8 @@ scenarios:
   enqueue       sluice enqueue (--producers, --batch messages per call)
   lease-settle  pre-loaded messages leased and completed (--consumers, --lease-batch)
   processor     pre-loaded messages drained by --consumers Processors of --lease-batch handlers each (a handler
-                that does nothing), for at most --duration
+                that does nothing, --prefetch), for at most --duration; with --steady, --producers send (at --rate)
+                while they drain an empty queue: send-to-handler latency
   e2e           produce and consume at once; send-to-lease latency (--producers, --consumers, --lease-batch, --rate)
                 enqueue, lease-settle and e2e run on --queues independent queues, with --producers and --consumers
                 on each (and --messages pre-loaded in each); the rate is the total
@@ -242,6 +244,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.cacheRecords, "cache-records", 256, "stream-lagging: each partition's cache bound, in records")
 	fs.IntVar(&c.cacheWindows, "cache-windows", 0, "stream-lagging: each partition's cache windows (0: the processor's default)")
 	fs.IntVar(&c.laggingRate, "lagging-rate", 0, "stream-lagging: the processor's LaggingRate, events/s (0: its default; -1: unbounded)")
+	c.processor.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
