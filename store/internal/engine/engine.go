@@ -156,7 +156,13 @@ func pipelines(n, maxOpen int) (int, error) {
 func (e *Engine) Hub() *Hub { return e.hub }
 
 // Features implements store.Backend.
-func (e *Engine) Features() store.Features { return e.d.Features }
+func (e *Engine) Features() store.Features {
+	f := e.d.Features
+	if e.commit != nil {
+		f.CommitPipelines = len(e.commit.pipes)
+	}
+	return f
+}
 
 // Close stops the group committer and closes the pools. It is safe to call
 // more than once.
