@@ -50,6 +50,7 @@ type benchConfig struct {
 	cpuProfile  string
 	runs        int
 	nodes       int
+	pipelines   int
 	kills       int
 	server      string
 	token       string
@@ -71,6 +72,7 @@ type benchResult struct {
 	Consumers  int     `json:"consumers,omitempty"`
 	Batch      int     `json:"batch,omitempty"`
 	Queues     int     `json:"queues,omitempty"`
+	Pipelines  int     `json:"commit_pipelines,omitempty"`
 	Inflight   *int    `json:"inflight,omitempty"`
 	Locked     *int    `json:"locked,omitempty"`
 	Scheduled  *int    `json:"scheduled,omitempty"`
@@ -237,6 +239,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.runs, "runs", 1, "run the scenario this many times and report the median of each figure")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.IntVar(&c.nodes, "nodes", 1, "cluster: node processes pulling the partitions")
+	fs.IntVar(&c.pipelines, "commit-pipelines", 0, "group commits run at once (0: the backend's default; SQLite has one)")
 	fs.IntVar(&c.kills, "kills", 0, "cluster: node processes to kill one after another, timing each failover")
 	fs.StringVar(&c.server, "server", "", "api: drive the server at this URL instead of one in this process")
 	fs.StringVar(&c.token, "token", "", "api: the server's bearer token")
@@ -286,7 +289,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	b, err := sluice.OpenBackend(ctx, sqliteSynchronous(c.db, c.sync), nil)
+	b, err := sluice.OpenBackend(ctx, sqliteSynchronous(c.db, c.sync), &sluice.Options{CommitPipelines: c.pipelines})
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return ExitError
@@ -317,6 +320,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for i := range results {
 		results[i].Scenario, results[i].Backend = c.scenario, b.Features().Name
 		results[i].Driver = b.Features().Driver
+		results[i].Pipelines = b.Features().CommitPipelines
 		if results[i].Lag != "" {
 			results[i].Note = lagNote(results[i])
 		}
