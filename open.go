@@ -37,6 +37,14 @@ type Options struct {
 	// Negative or above store.MaxPoolConns is ErrInvalidArgument. A pool
 	// the application passes (OpenDB) keeps its own size.
 	MaxConns int
+	// CommitPipelines is how many group commits run at once on PostgreSQL
+	// and MariaDB/MySQL, each on a connection of the pool (default 4;
+	// SQLite writes through one connection and has one). Each queue's
+	// sends, each queue's receives and settles, and each stream
+	// partition's appends go through one pipeline, so independent
+	// entities, and one queue's producers and consumers, commit at the
+	// same time. Negative, or not below MaxConns, is ErrInvalidArgument.
+	CommitPipelines int
 	// SkipMigrations opens without applying migrations (leave them to
 	// `sluice migrate up` or a Migrator): the database's schema must be
 	// at the version this build requires, else opening fails with a
@@ -55,7 +63,7 @@ func (opts *Options) orDefault() *Options {
 
 // openOptions returns the settings opts gives a backend.
 func (opts *Options) openOptions() store.OpenOptions {
-	return store.OpenOptions{Limits: opts.Limits, Logger: opts.Logger, MaxConns: opts.MaxConns, SkipMigrations: opts.SkipMigrations}
+	return store.OpenOptions{Limits: opts.Limits, Logger: opts.Logger, MaxConns: opts.MaxConns, CommitPipelines: opts.CommitPipelines, SkipMigrations: opts.SkipMigrations}
 }
 
 // RedactDSN returns dsn with its credentials masked, for a message or a

@@ -120,6 +120,32 @@ func TestMaxConnsBounds(t *testing.T) {
 	})
 }
 
+// Options.CommitPipelines takes 0 (the default) up to one less than the
+// pool's connections; negative, or as many as the pool holds, is
+// ErrInvalidArgument. SQLite, with one writer, takes and ignores it.
+func TestCommitPipelinesBounds(t *testing.T) {
+	forEachFreshDB(t, func(t *testing.T, kind, dsn string) {
+		for _, o := range []sluice.Options{{CommitPipelines: -1}, {MaxConns: 4, CommitPipelines: 4}, {CommitPipelines: 1000}} {
+			if _, err := sluice.Open(t.Context(), dsn, &o); !errors.Is(err, sluice.ErrInvalidArgument) {
+				t.Errorf("MaxConns %d, CommitPipelines %d: %v", o.MaxConns, o.CommitPipelines, err)
+			}
+		}
+		for _, o := range []sluice.Options{{MaxConns: 4, CommitPipelines: 3}, {CommitPipelines: 8}, {MaxConns: 2}} {
+			o.Logger = storetest.Logger(t)
+			c, err := sluice.Open(t.Context(), dsn, &o)
+			if err != nil {
+				t.Fatalf("MaxConns %d, CommitPipelines %d: %v", o.MaxConns, o.CommitPipelines, err)
+			}
+			q := createQueue(t, c, nil)
+			send(t, newSender(t, c, q), "one")
+			if got := receive(t, newReceiver(t, c, q, sluice.ReceiveAndDelete), 1); len(got) != 1 {
+				t.Fatalf("MaxConns %d, CommitPipelines %d: received %d messages, want 1", o.MaxConns, o.CommitPipelines, len(got))
+			}
+			c.Close()
+		}
+	})
+}
+
 // SQLite's durability is its DSN's synchronous parameter: FULL or NORMAL
 // open, anything else (another value, another parameter) is
 // ErrInvalidArgument.

@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/internal/backoff"
 	"github.com/sluicehq/sluice/store"
 )
 
-// Handler processes one message. Returning nil completes it; an error (or
+// Handler processes one message. Returning nil completes it (in a batch,
+// committed after the handler returned: see Processor); an error (or
 // a panic) abandons it, so it is delivered again, at once or after the
 // delay ProcessorOptions.Retry or RetryAfter gives. A handler may settle the
 // message itself through r (dead-letter it, defer it, or settle it in a
@@ -34,6 +36,23 @@ type MessageHandler func(ctx context.Context, r MessageReceiver, m *ReceivedMess
 type ProcessorOptions struct {
 	// MaxConcurrent bounds the handlers running at once (default 1).
 	MaxConcurrent int
+	// PrefetchCount is how many messages the processor keeps received
+	// and locked beyond its handlers (Service Bus's name; default 0: no
+	// more than MaxConcurrent), so that a handler that returns takes the
+	// next one at once, without a round trip to the database or server.
+	// A prefetched message's lock runs while it waits: the processor
+	// renews it as a running handler's, within MaxAutoLockRenewal counted
+	// from its receipt, and releases it (abandons it, through a receiver
+	// other than the library's) before its lock ends when it may not renew
+	// it; no handler is given a message whose lock ended, and a handler
+	// sees its LockedUntil as last renewed. With MaxAutoLockRenewal
+	// negative, a prefetched message is released once half of its lock
+	// passed: keep the lock duration well above the time the handlers
+	// take to reach it (Service Bus's sizing rule). Negative is
+	// refused with ErrInvalidArgument, as is a MaxConcurrent+PrefetchCount
+	// beyond the receiver's batch limit (Options.Limits.MaxBatch; 1000
+	// through another receiver).
+	PrefetchCount int
 	// MaxAutoLockRenewal is how long the processor keeps renewing the
 	// lock of a message whose handler is still running (default 5 min;
 	// Forever: as long as the handler runs; negative: never, the one
@@ -89,6 +108,25 @@ const renewRetry = time.Second
 // received in PeekLock mode through a MessageReceiver, with bounded
 // concurrency and automatic lock renewal. The library's and the network
 // client's processors are this same type.
+//
+// It holds up to MaxConcurrent+PrefetchCount messages received and not
+// yet handled (waiting for a handler, or running), and receives in
+// batches: once at least half of that budget is free, it asks for
+// everything missing in one Receive. A handler that returns takes the
+// next waiting message at once.
+//
+// When a completion is durable: a handler that returns nil frees its slot
+// at once, and its message joins the next CompleteBatch (the first
+// completion that waits goes at once; those that come while a batch is
+// in flight go together in the next one). The completion is durable when
+// that batch commits, after the handler returned, not before; a failure
+// (the lock was lost, or the database's error) goes to OnError, and the
+// message is then delivered again, as when a single Complete fails. A
+// process that ends between a handler's return and that commit gets the
+// message again when its lock ends: at-least-once, as before, with a
+// window one commit longer. Stop returns once every completion was
+// committed or reported. Abandons (a handler's error) and a handler's own
+// settlements are sent one by one, before the handler's slot is free.
 type Processor struct {
 	r    MessageReceiver // receives, settles and renews
 	lib  *Receiver       // r when it is the library's, else nil
@@ -100,8 +138,14 @@ type Processor struct {
 	started  bool
 	stopRecv context.CancelFunc // stops receiving
 	stopAll  context.CancelFunc // also ends handlers' contexts
-	loopDone chan struct{}
-	handlers sync.WaitGroup
+	ended    chan struct{}      // closed when all is settled and every goroutine ended
+
+	ready       chan *held    // received, waiting for a handler
+	held        atomic.Int64  // received and not handled (released, lost) yet
+	completing  atomic.Int64  // handled, their completion not committed yet
+	freed       chan struct{} // signalled when held falls
+	completions *completer
+	keepers     sync.WaitGroup // each held message's keeper
 }
 
 // NewProcessor returns a processor for a queue; Start runs it. Its handler
@@ -139,9 +183,10 @@ func (c *Client) MessageProcessor(entity string, h MessageHandler, opts *Process
 // library's, the handler is given a MessageReceiver that forwards to r
 // and records what the handler settled (settle through it, not through
 // another receiver, for the processor to leave such a message alone),
-// MaxConcurrent is at most 1000 (the server's default batch limit), and a
-// handler that Stop ended has its message abandoned, counting a delivery
-// (the API has no release).
+// MaxConcurrent+PrefetchCount is at most 1000 (the server's default
+// batch limit), and a handler that Stop ended, or a prefetched message
+// let go, has its message abandoned, counting a delivery (the API has no
+// release).
 func NewMessageProcessor(r MessageReceiver, h MessageHandler, opts *ProcessorOptions) (*Processor, error) {
 	switch {
 	case r == nil:
@@ -192,18 +237,28 @@ func newProcessor(r MessageReceiver, h MessageHandler, opts *ProcessorOptions) (
 	return &Processor{r: r, lib: lib, hr: handlerReceiver(r, lib), h: wrapped, opts: o}, nil
 }
 
+// batchLimit is the most messages one call of the receiver takes: the
+// library client's batch limit, or the server's default.
+func batchLimit(lib *Receiver) int {
+	if lib != nil {
+		return lib.c.limits.MaxBatch
+	}
+	return store.DefaultMaxBatch
+}
+
 // checkOptions checks o and fills in its defaults; lib is the library's
 // receiver, nil for another.
 func checkOptions(o *ProcessorOptions, lib *Receiver) error {
-	maxConcurrent := store.DefaultMaxBatch
-	if lib != nil {
-		maxConcurrent = lib.c.limits.MaxBatch
-	}
+	maxConcurrent := batchLimit(lib)
 	if o.MaxConcurrent == 0 {
 		o.MaxConcurrent = 1
 	}
 	if o.MaxConcurrent < 0 || o.MaxConcurrent > maxConcurrent {
 		return errInvalid("new processor", "max concurrent %d: must be between 1 and %d", o.MaxConcurrent, maxConcurrent)
+	}
+	if o.PrefetchCount < 0 || o.PrefetchCount > maxConcurrent-o.MaxConcurrent {
+		return errInvalid("new processor", "prefetch count %d: must be between 0 and %d (with max concurrent %d, the two together at most %d)",
+			o.PrefetchCount, maxConcurrent-o.MaxConcurrent, o.MaxConcurrent, maxConcurrent)
 	}
 	if v, ok := o.Retry.(interface{ validate() error }); ok {
 		if err := v.validate(); err != nil {
@@ -241,17 +296,44 @@ func (p *Processor) Start(ctx context.Context) error {
 	all, stopAll := context.WithCancel(context.WithoutCancel(ctx))
 	recv, stopRecv := context.WithCancel(all)
 	p.stopAll, p.stopRecv = stopAll, stopRecv
-	p.loopDone = make(chan struct{})
-	go p.loop(recv, all)
+	p.ready = make(chan *held, p.opts.MaxConcurrent+p.opts.PrefetchCount)
+	p.freed = make(chan struct{}, 1)
+	p.completions = newCompleter(p, all)
+	p.ended = make(chan struct{})
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		p.loop(recv, all)
+	}()
+	var workers sync.WaitGroup
+	for range p.opts.MaxConcurrent {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			p.work(recv, all)
+		}()
+	}
+	go p.completions.run()
+	go func() {
+		defer close(p.ended)
+		<-loopDone
+		p.releaseWaiting(all)
+		workers.Wait()
+		p.completions.close()
+		p.keepers.Wait()
+	}()
 	return nil
 }
 
-// Stop stops receiving and waits for running handlers to finish. If ctx
-// ends first, it ends the handlers' contexts, waits for them to return
-// and returns ctx's error; the messages of handlers that then fail go back
-// without counting a delivery (a shutdown is not a failed delivery) or,
-// if settling fails, are delivered again when their locks end. Stop is
-// idempotent.
+// Stop stops receiving, releases the prefetched messages no handler took
+// (without counting a delivery through the library's receiver; through
+// another, which has no release, they are abandoned, which counts one),
+// waits for running handlers to finish and for their completions to
+// commit. If ctx ends first, it ends the handlers' contexts, waits for
+// them to return and returns ctx's error; the messages of handlers that
+// then fail go back without counting a delivery (a shutdown is not a
+// failed delivery) or, if settling fails, are delivered again when their
+// locks end. Stop is idempotent.
 func (p *Processor) Stop(ctx context.Context) error {
 	p.mu.Lock()
 	started := p.started
@@ -260,88 +342,45 @@ func (p *Processor) Stop(ctx context.Context) error {
 		return nil
 	}
 	p.stopRecv()
-	done := make(chan struct{})
-	go func() {
-		<-p.loopDone
-		p.handlers.Wait()
-		close(done)
-	}()
 	select {
-	case <-done:
+	case <-p.ended:
 		p.stopAll()
 		return nil
 	case <-ctx.Done():
 		p.stopAll()
-		<-done
+		<-p.ended
 		return fmt.Errorf("sluice: stop processor: %w", ctx.Err())
 	}
 }
 
-// loop receives as many messages as there are free handler slots and
-// starts a handler for each.
-func (p *Processor) loop(recv, all context.Context) {
-	defer close(p.loopDone)
-	slots := make(chan struct{}, p.opts.MaxConcurrent)
-	failures := 0
-	for {
-		select {
-		case slots <- struct{}{}:
-		case <-recv.Done():
-			return
-		}
-		n := 1
-	more:
-		for n < p.opts.MaxConcurrent {
-			select {
-			case slots <- struct{}{}:
-				n++
-			default:
-				break more
-			}
-		}
-		msgs, err := p.r.Receive(recv, n)
-		for range n - len(msgs) {
-			<-slots
-		}
-		for _, m := range msgs {
-			p.handlers.Add(1)
-			go func() {
-				defer func() { <-slots; p.handlers.Done() }()
-				p.handle(all, m)
-			}()
-		}
-		if err == nil {
-			failures = 0
-			continue
-		}
-		if recv.Err() != nil || errors.Is(err, ErrClosed) {
-			return
-		}
-		p.opts.OnError(err)
-		failures++
-		_ = backoff.Wait(recv, receivePause.Delay(failures))
-	}
-}
-
-// handle runs the handler on one message while renewing its lock, then
-// completes or abandons it unless the handler settled it.
-func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
-	ctx, cancel := context.WithCancelCause(all)
-	renewed := make(chan struct{})
-	go func() {
-		defer close(renewed)
-		p.renewLoop(ctx, cancel, m)
-	}()
+// handle runs the handler on h's message, which h's keeper renews, then
+// abandons it unless the handler settled it, or hands it to the
+// completer.
+func (p *Processor) handle(all, ctx context.Context, cancel context.CancelCauseFunc, h *held) {
+	m := h.m
 	err := p.h(ctx, p.hr, m)
 	lost := errors.Is(context.Cause(ctx), ErrLockLost)
 	cancel(nil)
-	<-renewed
-	if m.settled.Load() {
+	h.stopKeeping()
+	if m.settled.Load() || (m.settledTx.Load() && err == nil) {
+		// The handler settled it itself, or in its transaction (which
+		// settled it or rolled back).
+		p.done(1)
 		return
 	}
-	sctx, done := context.WithTimeout(context.WithoutCancel(all), settleTimeout)
-	defer done()
-	if err != nil && all.Err() != nil {
+	if err == nil {
+		// Its completion is committed in the background: the budget is
+		// for messages waiting and running, so that the next receive
+		// goes out while this batch commits.
+		p.completing.Add(1)
+		p.completions.add(h)
+		p.done(1)
+		return
+	}
+	defer p.done(1)
+	sctx, cancelSettle := context.WithTimeout(context.WithoutCancel(all), settleTimeout)
+	defer cancelSettle()
+	if all.Err() != nil {
 		// Stop ended the handler: a shutdown, not a failed delivery.
 		// The message goes back without counting one.
 		if serr := p.release(sctx, m); serr != nil && !lost {
@@ -349,18 +388,9 @@ func (p *Processor) handle(all context.Context, m *ReceivedMessage) {
 		}
 		return
 	}
-	if err != nil {
-		p.opts.OnError(fmt.Errorf("sluice: handler of message %d: %w", m.SequenceNumber, err))
-		delay := retryDelay(p.opts.Retry, m.DeliveryCount, err)
-		if serr := p.r.Abandon(sctx, m, &AbandonOptions{Delay: delay}); serr != nil && !lost {
-			p.opts.OnError(serr)
-		}
-		return
-	}
-	if m.settledTx.Load() {
-		return // the handler's transaction settled it, or rolled back
-	}
-	if serr := p.r.Complete(sctx, m); serr != nil {
+	p.opts.OnError(fmt.Errorf("sluice: handler of message %d: %w", m.SequenceNumber, err))
+	delay := retryDelay(p.opts.Retry, m.DeliveryCount, err)
+	if serr := p.r.Abandon(sctx, m, &AbandonOptions{Delay: delay}); serr != nil && !lost {
 		p.opts.OnError(serr)
 	}
 }
@@ -372,49 +402,6 @@ func (p *Processor) release(ctx context.Context, m *ReceivedMessage) error {
 		return p.lib.release(ctx, m)
 	}
 	return p.r.Abandon(ctx, m, nil)
-}
-
-// renewLoop renews m's lock every half of the time it has left, until ctx
-// ends or MaxAutoLockRenewal has passed. When the lock is lost it ends
-// the handler's context with ErrLockLost.
-func (p *Processor) renewLoop(ctx context.Context, cancel context.CancelCauseFunc, m *ReceivedMessage) {
-	if p.opts.MaxAutoLockRenewal < 0 || m.LockToken == "" || m.LockedUntil.IsZero() {
-		return
-	}
-	deadline := time.Now().Add(p.opts.MaxAutoLockRenewal)
-	until := m.LockedUntil
-	t := time.NewTimer(renewalPause(until))
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if time.Now().After(deadline) || m.settled.Load() || m.settledTx.Load() {
-			return
-		}
-		next, err := p.renew(ctx, m)
-		switch {
-		case err == nil:
-			until = next
-			t.Reset(renewalPause(until))
-		case m.settled.Load():
-			return // settled by the handler meanwhile
-		case errors.Is(err, ErrLockLost):
-			if p.lib != nil {
-				p.lib.noteLockLost(err)
-			}
-			p.opts.OnError(err)
-			cancel(err)
-			return
-		case ctx.Err() != nil:
-			return
-		default:
-			p.opts.OnError(err)
-			t.Reset(min(renewRetry, renewalPause(until))) // try again while the lock lasts
-		}
-	}
 }
 
 // renewalPause is how long to wait before renewing a lock that ends at

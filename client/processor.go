@@ -8,8 +8,10 @@ import "github.com/sluicehq/sluice"
 // same options. Start runs it. Its handler is given a
 // sluice.MessageReceiver that settles through the server and records what
 // the handler settled, so that the processor leaves those messages alone.
-// A handler that Stop ended has its message abandoned (the API has no
-// release), which counts a delivery.
+// A handler that Stop ended, or a prefetched message let go
+// (ProcessorOptions.PrefetchCount), has its message abandoned (the API
+// has no release), which counts a delivery. It receives and completes in
+// batches, one call each for many messages.
 func (c *Client) NewProcessor(queue string, h sluice.MessageHandler, opts *sluice.ProcessorOptions) (*sluice.Processor, error) {
 	r, err := c.NewReceiver(queue, nil)
 	if err != nil {

@@ -305,6 +305,12 @@ func TestRemoteProcessorChecks(t *testing.T) {
 		"max concurrent": func() (*sluice.Processor, error) {
 			return c.NewProcessor("q", h, &sluice.ProcessorOptions{MaxConcurrent: -1})
 		},
+		"negative prefetch": func() (*sluice.Processor, error) {
+			return c.NewProcessor("q", h, &sluice.ProcessorOptions{PrefetchCount: -1})
+		},
+		"prefetch past the batch limit": func() (*sluice.Processor, error) {
+			return c.NewProcessor("q", h, &sluice.ProcessorOptions{MaxConcurrent: 10, PrefetchCount: 991})
+		},
 		"bad retry": func() (*sluice.Processor, error) {
 			return c.NewProcessor("q", h, &sluice.ProcessorOptions{Retry: sluice.ExponentialBackoff{Initial: -1}})
 		},
@@ -319,8 +325,102 @@ func TestRemoteProcessorChecks(t *testing.T) {
 			t.Errorf("%s: %v, %v; want ErrInvalidArgument", name, p, err)
 		}
 	}
+	if p, err := c.NewProcessor("q", h, &sluice.ProcessorOptions{MaxConcurrent: 10, PrefetchCount: 990}); err != nil || p == nil {
+		t.Errorf("NewProcessor with the largest budget: %v, %v", p, err)
+	}
 	p, err := c.NewProcessor("q", h, &sluice.ProcessorOptions{MessageMiddleware: []sluice.MessageMiddleware{sluice.TimeoutMessage(time.Second), sluice.LoggingMessage(nil)}})
 	if err != nil || p == nil {
 		t.Errorf("NewProcessor with message middleware: %v, %v", p, err)
 	}
+}
+
+// remoteCounter counts the Receive and CompleteBatch calls a processor
+// makes through the network client, and their messages.
+type remoteCounter struct {
+	sluice.MessageReceiver
+	receives, received   atomic.Int64
+	completes, completed atomic.Int64
+}
+
+func (r *remoteCounter) Receive(ctx context.Context, max int) ([]*sluice.ReceivedMessage, error) {
+	ms, err := r.MessageReceiver.Receive(ctx, max)
+	r.receives.Add(1)
+	r.received.Add(int64(len(ms)))
+	return ms, err
+}
+
+func (r *remoteCounter) CompleteBatch(ctx context.Context, msgs []*sluice.ReceivedMessage) error {
+	r.completes.Add(1)
+	r.completed.Add(int64(len(msgs)))
+	return r.MessageReceiver.CompleteBatch(ctx, msgs)
+}
+
+// Through a server, a processor with a prefetch budget receives and
+// completes in batches (one call each for many messages), handles every
+// message once, and a prefetched message waiting longer than its lock is
+// renewed, not delivered again.
+func TestRemoteProcessorPrefetch(t *testing.T) {
+	forEachRemote(t, func(t *testing.T, c *client.Client) {
+		const n = 120
+		bodies := make([]string, n)
+		for i := range bodies {
+			bodies[i] = strconv.Itoa(i)
+		}
+		queueWith(t, c, "prefetched", &sluice.QueueProperties{LockDuration: time.Second}, bodies...)
+		r, err := c.NewReceiver("prefetched", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counted := &remoteCounter{MessageReceiver: r}
+		var (
+			mu      sync.Mutex
+			seen    = map[string][]int{}
+			expired atomic.Int64
+			errs    errorLog
+		)
+		p, err := sluice.NewMessageProcessor(counted, func(ctx context.Context, _ sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
+			if time.Until(m.LockedUntil) <= 0 {
+				expired.Add(1)
+			}
+			mu.Lock()
+			seen[string(m.Body)] = append(seen[string(m.Body)], m.DeliveryCount)
+			mu.Unlock()
+			if string(m.Body) == "0" {
+				time.Sleep(1500 * time.Millisecond) // the prefetched wait beyond their lock
+			}
+			return nil
+		}, &sluice.ProcessorOptions{MaxConcurrent: 2, PrefetchCount: 14, OnError: errs.add})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "every message handled", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(seen) == n
+		})
+		waitFor(t, "the queue empty", func() bool { st := statsOf(t, c, "prefetched"); return st.Active+st.InFlight == 0 })
+		stopRemote(t, p)
+		mu.Lock()
+		defer mu.Unlock()
+		for body, counts := range seen {
+			if len(counts) != 1 || counts[0] != 1 {
+				t.Errorf("message %s delivered with counts %v, want once", body, counts)
+			}
+		}
+		if expired.Load() != 0 {
+			t.Errorf("%d messages handed out with their lock ended", expired.Load())
+		}
+		if rc, got := counted.receives.Load(), counted.received.Load(); rc*4 > got {
+			t.Errorf("%d receives for %d messages: want at least 4 a receive on average", rc, got)
+		}
+		if cc, got := counted.completes.Load(), counted.completed.Load(); got != n || cc*2 > got {
+			t.Errorf("%d complete batches of %d messages in all: want %d, at least 2 a batch on average", cc, got, n)
+		}
+		if errs := errs.all(); len(errs) != 0 {
+			t.Errorf("errors reported: %v", errs)
+		}
+	})
 }

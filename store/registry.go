@@ -25,6 +25,13 @@ type OpenOptions struct {
 	// readers' pool on SQLite); a pool the caller passes keeps its own
 	// settings. Negative or above MaxPoolConns is ErrInvalidArgument.
 	MaxConns int
+	// CommitPipelines is how many group commits run at once, each on a
+	// connection of the pool (0: the backend's default, 4 on PostgreSQL
+	// and MariaDB/MySQL; SQLite writes through one connection and has one
+	// pipeline). Every entity's writes go through one of them: more
+	// pipelines let more independent queues and partitions commit at the
+	// same time. Negative, or not below MaxConns, is ErrInvalidArgument.
+	CommitPipelines int
 	// SkipMigrations opens without applying migrations: the database's
 	// schema must be at the version this build requires, else Open fails
 	// with a *sluicetype.SchemaVersionError (ErrSchemaTooOld or
@@ -39,6 +46,9 @@ const MaxPoolConns = 1000
 func (o OpenOptions) Validate() error {
 	if o.MaxConns < 0 || o.MaxConns > MaxPoolConns {
 		return fmt.Errorf("MaxConns %d: want 0 (the default) to %d: %w", o.MaxConns, MaxPoolConns, sluicetype.ErrInvalidArgument)
+	}
+	if o.CommitPipelines < 0 || o.CommitPipelines >= MaxPoolConns || o.MaxConns > 0 && o.CommitPipelines >= o.MaxConns {
+		return fmt.Errorf("CommitPipelines %d: want 0 (the default) to one less than the pool's connections: %w", o.CommitPipelines, sluicetype.ErrInvalidArgument)
 	}
 	return nil
 }

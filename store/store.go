@@ -73,6 +73,10 @@ type Features struct {
 	// log and read each after its own end. Without it a partition's cache
 	// keeps one contiguous window.
 	PositionedReads bool
+	// CommitPipelines is how many group commits the backend runs at once
+	// (store.OpenOptions.CommitPipelines): with several, a queue's sends
+	// and its receives, and independent entities, commit side by side.
+	CommitPipelines int
 }
 
 // Store is one tenant's view of the database.

@@ -77,6 +77,10 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxConns caps the pool's connections (default 16).
 	MaxConns int
+	// CommitPipelines is how many group commits run at once, each on a
+	// connection of the pool (default 4; see
+	// store.OpenOptions.CommitPipelines).
+	CommitPipelines int
 	// SkipMigrations opens without migrating: the schema must be at this
 	// build's version (see store.OpenOptions.SkipMigrations).
 	SkipMigrations bool
@@ -84,7 +88,7 @@ type Config struct {
 
 // options returns the settings a Config shares with every backend.
 func (cfg Config) options() store.OpenOptions {
-	return store.OpenOptions{Limits: cfg.Limits, Logger: cfg.Logger, MaxConns: cfg.MaxConns, SkipMigrations: cfg.SkipMigrations}
+	return store.OpenOptions{Limits: cfg.Limits, Logger: cfg.Logger, MaxConns: cfg.MaxConns, CommitPipelines: cfg.CommitPipelines, SkipMigrations: cfg.SkipMigrations}
 }
 
 // Pool settings.
@@ -92,10 +96,6 @@ const (
 	defaultMaxConns = 16
 	connMaxLifetime = 30 * time.Minute
 	connMaxIdleTime = 5 * time.Minute
-	// committers is how many group-commit transactions run at once. Two
-	// measured slightly ahead of one on MariaDB (enqueue 1,611 against
-	// 1,264 msgs/s, e2e even), unlike PostgreSQL, where one is better.
-	committers = 2
 	// minAllowedPacket is the smallest client packet limit sluice accepts:
 	// the engine keeps bulk statements near 2 MiB and a batch at 16 MiB,
 	// so 64 MiB (the driver's default) leaves room to spare.
@@ -149,7 +149,7 @@ func start(ctx context.Context, db *sql.DB, o store.OpenOptions, keepPools bool)
 		Write:          db,
 		Limits:         o.Limits,
 		Logger:         o.Logger,
-		Committers:     committers,
+		Pipelines:      o.CommitPipelines,
 		SkipMigrations: o.SkipMigrations,
 		KeepPools:      keepPools,
 	})

@@ -18,6 +18,10 @@ type DBConfig struct {
 	Limits store.Limits
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
+	// CommitPipelines is how many group commits run at once, each on a
+	// connection of the pool (default 4, at most a quarter of the pool's
+	// MaxOpenConns; see store.OpenOptions.CommitPipelines).
+	CommitPipelines int
 	// SkipMigrations opens without migrating: the schema must be at this
 	// build's version (see store.OpenOptions.SkipMigrations).
 	SkipMigrations bool
@@ -37,7 +41,7 @@ func OpenDB(ctx context.Context, db *sql.DB, cfg DBConfig) (store.Backend, error
 	if err := checkPool(ctx, db); err != nil {
 		return nil, err
 	}
-	return start(ctx, db, store.OpenOptions{Limits: cfg.Limits, Logger: cfg.Logger, SkipMigrations: cfg.SkipMigrations}, true)
+	return start(ctx, db, store.OpenOptions{Limits: cfg.Limits, Logger: cfg.Logger, CommitPipelines: cfg.CommitPipelines, SkipMigrations: cfg.SkipMigrations}, true)
 }
 
 // checkPool checks the driver and the settings of one of db's

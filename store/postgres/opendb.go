@@ -24,6 +24,10 @@ type DBConfig struct {
 	Logger *slog.Logger
 	// VacuumInterval is Config.VacuumInterval.
 	VacuumInterval time.Duration
+	// CommitPipelines is how many group commits run at once, each on a
+	// connection of the pool (default 4, at most a quarter of the pool's
+	// MaxOpenConns; see store.OpenOptions.CommitPipelines).
+	CommitPipelines int
 	// SkipMigrations opens without migrating: the schema must be at this
 	// build's version (see store.OpenOptions.SkipMigrations).
 	SkipMigrations bool
@@ -35,7 +39,7 @@ type DBConfig struct {
 // config returns the Config of an application's pool.
 func (c DBConfig) config() Config {
 	return Config{Limits: c.Limits, Logger: c.Logger, VacuumInterval: c.VacuumInterval,
-		SkipMigrations: c.SkipMigrations, PgBouncer: c.PgBouncer}
+		CommitPipelines: c.CommitPipelines, SkipMigrations: c.SkipMigrations, PgBouncer: c.PgBouncer}
 }
 
 // OpenDB opens a backend on the application's *sql.DB, which must run on
@@ -63,6 +67,8 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, cfg DBConfig) (store.Back
 		return nil, fmt.Errorf("sluice: postgres: the *pgxpool.Pool is nil: %w", sluicetype.ErrInvalidArgument)
 	}
 	db := stdlib.OpenDBFromPool(pool)
+	// The pool's bound, where the engine sizes its commit pipelines.
+	db.SetMaxOpenConns(int(pool.Config().MaxConns))
 	b, err := openShared(ctx, db, pool.Config().ConnConfig, cfg)
 	if err != nil {
 		db.Close()

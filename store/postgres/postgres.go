@@ -55,14 +55,11 @@ func Migrations() fs.FS {
 //go:embed queries/*.sql
 var queries embed.FS
 
-// Pool sizes. One group-commit transaction runs at a time: a second one
-// mostly waits on the first's queue counter row lock, and measured e2e
-// throughput fell to a quarter with two (docs/benchmarks.md). The rest of
-// the pool serves eviction, resubmits, checkpoints and reads.
-const (
-	defaultMaxConns = 16
-	committers      = 1
-)
+// defaultMaxConns is the size of the pool Open opens. Each commit
+// pipeline (engine.Config.Pipelines) holds one connection while its
+// group commits; the rest serves eviction, resubmits, checkpoints and
+// reads.
+const defaultMaxConns = 16
 
 // schemaLockKey serializes CREATE SCHEMA IF NOT EXISTS between processes
 // opening the same database at once ("sluice" in ASCII, plus one; the
@@ -92,6 +89,10 @@ type Config struct {
 	// MaxConns caps the pool's connections (default 16), besides the one
 	// that listens for wake-ups.
 	MaxConns int
+	// CommitPipelines is how many group commits run at once, each on a
+	// connection of the pool (default 4; see
+	// store.OpenOptions.CommitPipelines).
+	CommitPipelines int
 	// SkipMigrations opens without migrating: the schema must be at this
 	// build's version (see store.OpenOptions.SkipMigrations).
 	SkipMigrations bool
@@ -110,7 +111,7 @@ type Config struct {
 
 // options returns the settings a Config shares with every backend.
 func (cfg Config) options() store.OpenOptions {
-	return store.OpenOptions{Limits: cfg.Limits, Logger: cfg.Logger, MaxConns: cfg.MaxConns, SkipMigrations: cfg.SkipMigrations}
+	return store.OpenOptions{Limits: cfg.Limits, Logger: cfg.Logger, MaxConns: cfg.MaxConns, CommitPipelines: cfg.CommitPipelines, SkipMigrations: cfg.SkipMigrations}
 }
 
 // Open connects to PostgreSQL, creates the schema if needed, applies
@@ -220,7 +221,7 @@ func start(ctx context.Context, db *sql.DB, cc *pgx.ConnConfig, cfg Config, keep
 		Read:           db,
 		Limits:         cfg.Limits,
 		Logger:         cfg.Logger,
-		Committers:     committers,
+		Pipelines:      cfg.CommitPipelines,
 		SkipMigrations: cfg.SkipMigrations,
 		KeepPools:      keepPools,
 		Unprepared:     bouncer,

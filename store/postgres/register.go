@@ -26,7 +26,7 @@ func (opener) Open(ctx context.Context, dsn string, o store.OpenOptions) (store.
 }
 
 func (opener) OpenDB(ctx context.Context, db *sql.DB, o store.OpenOptions) (store.Backend, error) {
-	return OpenDB(ctx, db, DBConfig{Limits: o.Limits, Logger: o.Logger, SkipMigrations: o.SkipMigrations})
+	return OpenDB(ctx, db, DBConfig{Limits: o.Limits, Logger: o.Logger, CommitPipelines: o.CommitPipelines, SkipMigrations: o.SkipMigrations})
 }
 
 func (opener) NewMigrator(ctx context.Context, dsn string, o store.OpenOptions) (store.Migrator, error) {
@@ -58,7 +58,7 @@ func ownsDriver(d driver.Driver) bool {
 
 // configOf returns the Config of a DSN and the shared options.
 func configOf(dsn string, o store.OpenOptions) Config {
-	return Config{DSN: dsn, Limits: o.Limits, Logger: o.Logger, MaxConns: o.MaxConns, SkipMigrations: o.SkipMigrations}
+	return Config{DSN: dsn, Limits: o.Limits, Logger: o.Logger, MaxConns: o.MaxConns, CommitPipelines: o.CommitPipelines, SkipMigrations: o.SkipMigrations}
 }
 
 // NewMigrator returns the migrations of the database cfg names (in

@@ -44,6 +44,10 @@ type opener struct {
 }
 
 func (o opener) Open(ctx context.Context, dsn string, opts store.OpenOptions) (store.Backend, error) {
+	// CommitPipelines, which SQLite's Config lacks, is checked here.
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("sluice: sqlite: %w", err)
+	}
 	cfg, err := o.configOf(dsn, opts)
 	if err != nil {
 		return nil, err
@@ -52,6 +56,9 @@ func (o opener) Open(ctx context.Context, dsn string, opts store.OpenOptions) (s
 }
 
 func (o opener) OpenDB(ctx context.Context, db *sql.DB, opts store.OpenOptions) (store.Backend, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("sluice: sqlite: %w", err)
+	}
 	return OpenDB(ctx, db, DBConfig{Limits: opts.Limits, Logger: opts.Logger, SkipMigrations: opts.SkipMigrations, Driver: o.driver})
 }
 

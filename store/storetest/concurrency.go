@@ -23,6 +23,8 @@ var concurrencyTests = []suiteTest{
 	{"ReadStreamWhileTrimming", testReadStreamWhileTrimming},
 	{"AppendManyPartitions", testAppendManyPartitions},
 	{"NoLoss", testNoLoss},
+	{"ReceiveNotBehindSend", testReceiveNotBehindSend},
+	{"PipelinesMixed", testPipelinesMixed},
 }
 
 // concurrentDeadline bounds each concurrent test.

@@ -36,18 +36,21 @@ type benchConfig struct {
 	duration    time.Duration
 	rate        int
 	inflight    int
+	backlogHow  string
 	sessions    int
 	subs        int
 	locked      int
 	scheduled   int
 	messages    int
 	partitions  int
+	queues      int
 	sync        string
 	jsonOut     bool
 	completeAll bool
 	cpuProfile  string
 	runs        int
 	nodes       int
+	pipelines   int
 	kills       int
 	server      string
 	token       string
@@ -56,6 +59,7 @@ type benchConfig struct {
 	cacheRecords int
 	cacheWindows int
 	laggingRate  int
+	processor    processorFlags
 }
 
 // benchResult is one line of output.
@@ -67,6 +71,8 @@ type benchResult struct {
 	Producers  int     `json:"producers,omitempty"`
 	Consumers  int     `json:"consumers,omitempty"`
 	Batch      int     `json:"batch,omitempty"`
+	Queues     int     `json:"queues,omitempty"`
+	Pipelines  int     `json:"commit_pipelines,omitempty"`
 	Inflight   *int    `json:"inflight,omitempty"`
 	Locked     *int    `json:"locked,omitempty"`
 	Scheduled  *int    `json:"scheduled,omitempty"`
@@ -87,6 +93,10 @@ type benchResult struct {
 	// scenario whose latency runs from publish to handler.
 	PublishP50ms *float64 `json:"publish_p50_ms,omitempty"`
 	PublishP99ms *float64 `json:"publish_p99_ms,omitempty"`
+	// Method is how raw-insert committed its rows: insert (one statement),
+	// copy (COPY), values (multi-row INSERT statements) or naive (a
+	// single-row INSERT each, in a transaction).
+	Method string `json:"method,omitempty"`
 	lagFigures
 	Note string `json:"note,omitempty"`
 }
@@ -160,13 +170,21 @@ const benchUsage = `usage: sluice bench --db DSN --scenario NAME [flags]
 DSN: sqlite://PATH (or a bare PATH), postgres://..., mysql://...; sqlite-mattn://PATH and
 sqlite-ncruces://PATH in the commands of store/sqlite/sqlitedrivers/cmd
 scenarios:
-  raw-insert    the database's own limit: 1-KiB rows by plain INSERTs (--clients, --batch rows per transaction)
+  raw-insert    the database's own limit: --clients commit transactions of --batch 1-KiB rows each, the
+                fastest way the database has: one INSERT statement for one row, COPY on PostgreSQL, multi-row
+                INSERT ... VALUES statements elsewhere
+  raw-insert-naive  the same with one single-row INSERT statement a row, in a transaction
   enqueue       sluice enqueue (--producers, --batch messages per call)
   lease-settle  pre-loaded messages leased and completed (--consumers, --lease-batch)
   processor     pre-loaded messages drained by --consumers Processors of --lease-batch handlers each (a handler
-                that does nothing), for at most --duration
+                that does nothing, --prefetch), for at most --duration; with --steady, --producers send (at --rate)
+                while they drain an empty queue: send-to-handler latency
   e2e           produce and consume at once; send-to-lease latency (--producers, --consumers, --lease-batch, --rate)
-  backlog       time to lease 32 with --inflight messages leased and unsettled, beside none in flight
+                enqueue, lease-settle and e2e run on --queues independent queues, with --producers and --consumers
+                on each (and --messages pre-loaded in each); the rate is the total
+  backlog       time to receive 32 with --inflight messages received and unsettled, beside none in flight; the backlog
+                sent and received 1,000 at a time through a Receiver (--backlog-build receive), or through the store
+                (lease)
   session-accept  time to accept the next free session among --sessions with --locked of them locked, beside none locked
   receive-among-scheduled  time to receive 32 with --scheduled messages scheduled or deferred (half each), beside none
   topic-fanout  sends to a topic with --subscriptions subscriptions (--producers, --batch), beside the same to a queue
@@ -207,18 +225,21 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&c.duration, "duration", 10*time.Second, "how long a timed scenario runs")
 	fs.IntVar(&c.rate, "rate", 0, "e2e: total messages per second to send (0: as fast as possible)")
 	fs.IntVar(&c.inflight, "inflight", 50000, "backlog: messages leased and unsettled")
+	fs.StringVar(&c.backlogHow, "backlog-build", "receive", "backlog: how the backlog is built and timed: receive (a Receiver, 1,000 a call) or lease (the store)")
 	fs.IntVar(&c.sessions, "sessions", 10000, "session-accept: sessions, each with one message")
 	fs.IntVar(&c.subs, "subscriptions", 10, "topic-fanout: subscriptions of the topic, each taking every message (stream-e2e: namespace subscriptions, default 1)")
 	fs.IntVar(&c.locked, "locked", 9990, "session-accept: sessions held locked")
 	fs.IntVar(&c.scheduled, "scheduled", 50000, "receive-among-scheduled: messages scheduled or deferred")
 	fs.IntVar(&c.messages, "messages", 50000, "lease-settle and log-read: messages or records pre-loaded")
 	fs.IntVar(&c.partitions, "partitions", 16, "log-append: partitions written")
+	fs.IntVar(&c.queues, "queues", 1, "enqueue, lease-settle, e2e: independent queues, each with --producers and --consumers")
 	fs.StringVar(&c.sync, "sqlite-synchronous", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object per result")
 	fs.BoolVar(&c.completeAll, "complete-batch", false, "settle a lease's messages in one call instead of one call each")
 	fs.IntVar(&c.runs, "runs", 1, "run the scenario this many times and report the median of each figure")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	fs.IntVar(&c.nodes, "nodes", 1, "cluster: node processes pulling the partitions")
+	fs.IntVar(&c.pipelines, "commit-pipelines", 0, "group commits run at once (0: the backend's default; SQLite has one)")
 	fs.IntVar(&c.kills, "kills", 0, "cluster: node processes to kill one after another, timing each failover")
 	fs.StringVar(&c.server, "server", "", "api: drive the server at this URL instead of one in this process")
 	fs.StringVar(&c.token, "token", "", "api: the server's bearer token")
@@ -226,6 +247,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.cacheRecords, "cache-records", 256, "stream-lagging: each partition's cache bound, in records")
 	fs.IntVar(&c.cacheWindows, "cache-windows", 0, "stream-lagging: each partition's cache windows (0: the processor's default)")
 	fs.IntVar(&c.laggingRate, "lagging-rate", 0, "stream-lagging: the processor's LaggingRate, events/s (0: its default; -1: unbounded)")
+	c.processor.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return ExitUsage
 	}
@@ -234,11 +256,19 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if (c.scenario == "stream-e2e" || c.scenario == "api-stream") && !set["subscriptions"] {
 		c.subs = 1
 	}
+	if c.backlogHow != "receive" && c.backlogHow != "lease" {
+		fmt.Fprintf(stderr, "sluice bench: --backlog-build %q: want receive or lease\n", c.backlogHow)
+		return ExitUsage
+	}
 	if c.scenario == "stream-lagging" {
 		if err := c.lagDefaults(set); err != nil {
 			fmt.Fprintln(stderr, "sluice bench:", err)
 			return ExitUsage
 		}
+	}
+	if c.queues < 1 {
+		fmt.Fprintln(stderr, "sluice bench: --queues must be at least 1")
+		return ExitUsage
 	}
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)
@@ -259,7 +289,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return ExitUsage
 	}
-	b, err := sluice.OpenBackend(ctx, sqliteSynchronous(c.db, c.sync), nil)
+	b, err := sluice.OpenBackend(ctx, sqliteSynchronous(c.db, c.sync), &sluice.Options{CommitPipelines: c.pipelines})
 	if err != nil {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return ExitError
@@ -290,6 +320,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	for i := range results {
 		results[i].Scenario, results[i].Backend = c.scenario, b.Features().Name
 		results[i].Driver = b.Features().Driver
+		results[i].Pipelines = b.Features().CommitPipelines
 		if results[i].Lag != "" {
 			results[i].Note = lagNote(results[i])
 		}
@@ -383,6 +414,7 @@ var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, erro
 	"e2e":          benchE2E,
 	"backlog":      benchBacklog,
 
+	"raw-insert-naive":        benchRawInsertNaive,
 	"session-accept":          benchSessionAccept,
 	"topic-fanout":            benchTopicFanout,
 	"receive-among-scheduled": benchReceiveAmongScheduled,
@@ -411,7 +443,7 @@ func printResults(w io.Writer, results []benchResult, asJSON bool) {
 		for _, p := range []struct {
 			k string
 			v int
-		}{{"clients", r.Clients}, {"producers", r.Producers}, {"consumers", r.Consumers}, {"batch", r.Batch}, {"rate", r.Rate}} {
+		}{{"clients", r.Clients}, {"queues", r.Queues}, {"producers", r.Producers}, {"consumers", r.Consumers}, {"batch", r.Batch}, {"rate", r.Rate}} {
 			if p.v != 0 {
 				params = append(params, fmt.Sprintf("%s=%d", p.k, p.v))
 			}
@@ -433,6 +465,9 @@ func printResults(w io.Writer, results []benchResult, asJSON bool) {
 		}
 		if r.Kills != nil {
 			params = append(params, fmt.Sprintf("kills=%d", *r.Kills))
+		}
+		if r.Method != "" {
+			params = append(params, "method="+r.Method)
 		}
 		if r.Transport != "" {
 			params = append(params, "transport="+r.Transport)
@@ -503,8 +538,9 @@ var errDrained = errors.New("drained")
 
 // timed runs fn in n goroutines, each starting new calls until the
 // duration passes (or fn reports errDrained), and returns the elapsed time
-// once the last call ends; fn returns how many messages it handled. Calls
-// are never cut short by the deadline, so the last ones count in full.
+// once the last call ends; fn returns how many messages it handled. Each
+// goroutine makes one call at least, and calls are never cut short by the
+// deadline, so the last ones count in full.
 func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Context, worker int) (int, error)) (int64, time.Duration, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -519,7 +555,9 @@ func timed(ctx context.Context, n int, d time.Duration, fn func(ctx context.Cont
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil && time.Now().Before(deadline) {
+			// Every worker makes one call at least, however late it
+			// starts: a short run on a loaded machine measures something.
+			for once := true; ctx.Err() == nil && (once || time.Now().Before(deadline)); once = false {
 				k, err := fn(ctx, w)
 				count.Add(int64(k))
 				if errors.Is(err, errDrained) {
@@ -581,6 +619,45 @@ func (e *benchEnv) createQueue(ctx context.Context, name string) (func(), error)
 	return func() { _ = e.store.DeleteQueue(context.WithoutCancel(ctx), name) }, nil
 }
 
+// queueNames are the --queues queues a scenario runs on: prefix alone for
+// one queue, prefix-1, prefix-2, ... for more.
+func (e *benchEnv) queueNames(prefix string) []string {
+	if e.cfg.queues <= 1 {
+		return []string{prefix}
+	}
+	names := make([]string, e.cfg.queues)
+	for i := range names {
+		names[i] = fmt.Sprintf("%s-%d", prefix, i+1)
+	}
+	return names
+}
+
+// createQueues creates the --queues queues of a scenario (each holding
+// --messages messages if preload) and returns their names and what drops
+// them.
+func (e *benchEnv) createQueues(ctx context.Context, prefix string, preload bool) ([]string, func(), error) {
+	names := e.queueNames(prefix)
+	var drops []func()
+	dropAll := func() {
+		for _, d := range drops {
+			d()
+		}
+	}
+	for _, q := range names {
+		create := e.createQueue
+		if preload {
+			create = e.preloadedQueue
+		}
+		drop, err := create(ctx, q)
+		if err != nil {
+			dropAll()
+			return nil, nil, err
+		}
+		drops = append(drops, drop)
+	}
+	return names, dropAll, nil
+}
+
 // preloadedQueue creates a queue holding --messages messages and returns
 // what drops it.
 func (e *benchEnv) preloadedQueue(ctx context.Context, name string) (func(), error) {
@@ -613,20 +690,21 @@ func (e *benchEnv) preload(ctx context.Context, queue string, n int) error {
 }
 
 func benchEnqueue(ctx context.Context, e *benchEnv) ([]benchResult, error) {
-	drop, err := e.createQueue(ctx, "bench-enqueue")
+	queues, drop, err := e.createQueues(ctx, "bench-enqueue", false)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
 	body := payload(e.cfg.size)
 	var lat latencies
-	count, elapsed, err := timed(ctx, e.cfg.producers, e.cfg.duration, func(ctx context.Context, _ int) (int, error) {
+	// Worker w produces to queue w / --producers.
+	count, elapsed, err := timed(ctx, e.cfg.producers*len(queues), e.cfg.duration, func(ctx context.Context, w int) (int, error) {
 		msgs := make([]store.NewMessage, e.cfg.batch)
 		for i := range msgs {
 			msgs[i] = store.NewMessage{Payload: body}
 		}
 		start := time.Now()
-		if _, err := e.store.Enqueue(ctx, &store.EnqueueParams{Queue: "bench-enqueue", Messages: msgs}); err != nil {
+		if _, err := e.store.Enqueue(ctx, &store.EnqueueParams{Queue: queues[w/e.cfg.producers], Messages: msgs}); err != nil {
 			return 0, err
 		}
 		lat.add(time.Since(start))
@@ -636,7 +714,7 @@ func benchEnqueue(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 		return nil, err
 	}
 	r := result(count, elapsed, &lat)
-	r.Producers, r.Batch = e.cfg.producers, e.cfg.batch
+	r.Queues, r.Producers, r.Batch = len(queues), e.cfg.producers, e.cfg.batch
 	return []benchResult{r}, nil
 }
 
@@ -669,19 +747,22 @@ func (e *benchEnv) settleLeased(ctx context.Context, queue string, got []sluicet
 }
 
 func benchLeaseSettle(ctx context.Context, e *benchEnv) ([]benchResult, error) {
-	const q = "bench-lease"
-	drop, err := e.preloadedQueue(ctx, q)
+	queues, drop, err := e.createQueues(ctx, "bench-lease", true)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	var (
-		lat  latencies
-		left atomic.Int64
-	)
-	left.Store(int64(e.cfg.messages))
-	count, elapsed, err := timed(ctx, e.cfg.consumers, e.cfg.duration, func(ctx context.Context, _ int) (int, error) {
-		if left.Load() <= 0 {
+	var lat latencies
+	// left counts, for each queue, the messages not yet completed.
+	left := make([]atomic.Int64, len(queues))
+	for i := range left {
+		left[i].Store(int64(e.cfg.messages))
+	}
+	// Worker w consumes from queue w / --consumers.
+	count, elapsed, err := timed(ctx, e.cfg.consumers*len(queues), e.cfg.duration, func(ctx context.Context, w int) (int, error) {
+		i := w / e.cfg.consumers
+		q := queues[i]
+		if left[i].Load() <= 0 {
 			return 0, errDrained
 		}
 		start := time.Now()
@@ -690,147 +771,151 @@ func benchLeaseSettle(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 			return 0, err
 		}
 		if len(got) == 0 {
-			left.Store(0)
+			left[i].Store(0)
 			return 0, errDrained
 		}
 		if err := e.settleLeased(ctx, q, got); err != nil {
 			return 0, err
 		}
 		lat.add(time.Since(start))
-		left.Add(-int64(len(got)))
+		left[i].Add(-int64(len(got)))
 		return len(got), nil
 	})
 	if err != nil {
 		return nil, err
 	}
 	r := result(count, elapsed, &lat)
-	r.Consumers, r.Batch = e.cfg.consumers, e.cfg.leaseBatch
+	r.Queues, r.Consumers, r.Batch = len(queues), e.cfg.consumers, e.cfg.leaseBatch
 	r.Note = "p50/p99: lease + complete of one batch"
 	return []benchResult{r}, nil
 }
 
+// e2eRun is one run of the e2e scenario: what its producers and
+// consumers share.
+type e2eRun struct {
+	e        *benchEnv
+	body     []byte
+	epoch    time.Time
+	interval time.Duration // between one producer's sends; 0: none
+	lat      latencies
+	sent     atomic.Int64
+	received atomic.Int64
+	failed   firstError
+}
+
 func benchE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
-	const q = "bench-e2e"
-	drop, err := e.createQueue(ctx, q)
+	queues, drop, err := e.createQueues(ctx, "bench-e2e", false)
 	if err != nil {
 		return nil, err
 	}
 	defer drop()
-	body := payload(e.cfg.size)
-	epoch := time.Now()
-	var (
-		lat      latencies
-		sent     atomic.Int64
-		received atomic.Int64
-		wg       sync.WaitGroup
-		failed   firstError
-	)
-	fail := failed.set
+	run := &e2eRun{e: e, body: payload(e.cfg.size), epoch: time.Now()}
+	if e.cfg.rate > 0 {
+		// --rate is the total over every producer of every queue.
+		run.interval = time.Duration(float64(time.Second) * float64(e.cfg.producers*len(queues)) / float64(e.cfg.rate))
+	}
 	runCtx, stop := context.WithTimeout(ctx, e.cfg.duration)
 	defer stop()
-	// Producers stamp each payload with the send time.
-	var interval time.Duration
-	if e.cfg.rate > 0 {
-		interval = time.Duration(float64(time.Second) * float64(e.cfg.producers) / float64(e.cfg.rate))
-	}
-	for range e.cfg.producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			next := time.Now()
-			for runCtx.Err() == nil {
-				if interval > 0 {
-					next = next.Add(interval)
-					if d := time.Until(next); d > 0 {
-						select {
-						case <-runCtx.Done():
-							return
-						case <-time.After(d):
-						}
-					}
-				}
-				msgs := make([]store.NewMessage, e.cfg.batch)
-				for i := range msgs {
-					p := slices.Clone(body)
-					binary.BigEndian.PutUint64(p, uint64(time.Since(epoch)))
-					msgs[i] = store.NewMessage{Payload: p}
-				}
-				// A send under way when the time is up finishes and counts:
-				// on a loaded machine the first may take the whole run.
-				if _, err := e.store.Enqueue(ctx, &store.EnqueueParams{Queue: q, Messages: msgs}); err != nil {
-					if ctx.Err() == nil {
-						fail(err)
-					}
-					return
-				}
-				sent.Add(int64(len(msgs)))
-			}
-		}()
-	}
-	// Consumers wait for wake-ups, with a poll as a fallback.
 	consumeCtx, stopConsumers := context.WithCancel(ctx)
 	defer stopConsumers()
-	var cwg sync.WaitGroup
-	for range e.cfg.consumers {
-		cwg.Add(1)
-		go func() {
-			defer cwg.Done()
-			wake, unwatch := e.store.WatchQueue(q)
-			defer unwatch()
-			for consumeCtx.Err() == nil {
-				got, err := e.store.Lease(consumeCtx, &store.LeaseParams{Queue: q, Max: e.cfg.leaseBatch, Visibility: time.Minute})
-				if err != nil {
-					if consumeCtx.Err() == nil {
-						fail(err)
-					}
-					return
-				}
-				now := time.Since(epoch)
-				for _, m := range got {
-					lat.add(now - time.Duration(binary.BigEndian.Uint64(m.Payload)))
-				}
-				if len(got) == 0 {
-					select {
-					case <-consumeCtx.Done():
-					case <-wake:
-					case <-time.After(100 * time.Millisecond):
-					}
-					continue
-				}
-				if err := e.settleLeased(consumeCtx, q, got); err != nil {
-					if consumeCtx.Err() == nil {
-						fail(err)
-					}
-					return
-				}
-				received.Add(int64(len(got)))
-			}
-		}()
+	var wg, cwg sync.WaitGroup
+	for _, q := range queues {
+		for range e.cfg.producers {
+			wg.Go(func() { run.produce(ctx, runCtx, q) })
+		}
+		for range e.cfg.consumers {
+			cwg.Go(func() { run.consume(consumeCtx, q) })
+		}
 	}
 	start := time.Now()
 	wg.Wait()
 	// Let consumers drain what was sent, then stop them.
 	deadline := time.Now().Add(30 * time.Second)
-	for received.Load() < sent.Load() && time.Now().Before(deadline) && failed.get() == nil {
+	for run.received.Load() < run.sent.Load() && time.Now().Before(deadline) && run.failed.get() == nil {
 		time.Sleep(5 * time.Millisecond)
 	}
 	elapsed := time.Since(start)
 	stopConsumers()
 	cwg.Wait()
-	if err := failed.get(); err != nil {
+	if err := run.failed.get(); err != nil {
 		return nil, err
 	}
-	if received.Load() < sent.Load() {
-		return nil, fmt.Errorf("consumers completed %d of %d messages sent within 30s of the end", received.Load(), sent.Load())
+	if run.received.Load() < run.sent.Load() {
+		return nil, fmt.Errorf("consumers completed %d of %d messages sent within 30s of the end", run.received.Load(), run.sent.Load())
 	}
-	r := result(received.Load(), elapsed, &lat)
-	r.Producers, r.Consumers, r.Batch, r.Rate = e.cfg.producers, e.cfg.consumers, e.cfg.leaseBatch, e.cfg.rate
+	r := result(run.received.Load(), elapsed, &run.lat)
+	r.Queues, r.Producers, r.Consumers, r.Batch, r.Rate = len(queues), e.cfg.producers, e.cfg.consumers, e.cfg.leaseBatch, e.cfg.rate
 	r.Note = "p50/p99: send to lease"
 	return []benchResult{r}, nil
 }
 
-func benchBacklog(ctx context.Context, e *benchEnv) ([]benchResult, error) {
-	return e.levels(ctx, "bench-backlog", store.QueueSettings{}, []int{0, e.cfg.inflight}, e.backlogLevel)
+// produce sends batches to q, each payload stamped with its send time,
+// until runCtx ends; the first send goes whenever runCtx ends, so that a
+// run on a loaded machine measures something.
+func (r *e2eRun) produce(ctx, runCtx context.Context, q string) {
+	next := time.Now()
+	for first := true; first || runCtx.Err() == nil; first = false {
+		if r.interval > 0 && !first {
+			next = next.Add(r.interval)
+			if d := time.Until(next); d > 0 {
+				select {
+				case <-runCtx.Done():
+					return
+				case <-time.After(d):
+				}
+			}
+		}
+		msgs := make([]store.NewMessage, r.e.cfg.batch)
+		for i := range msgs {
+			p := slices.Clone(r.body)
+			binary.BigEndian.PutUint64(p, uint64(time.Since(r.epoch)))
+			msgs[i] = store.NewMessage{Payload: p}
+		}
+		// A send under way when the time is up finishes and counts:
+		// on a loaded machine the first may take the whole run.
+		if _, err := r.e.store.Enqueue(ctx, &store.EnqueueParams{Queue: q, Messages: msgs}); err != nil {
+			if ctx.Err() == nil {
+				r.failed.set(err)
+			}
+			return
+		}
+		r.sent.Add(int64(len(msgs)))
+	}
+}
+
+// consume leases from q and completes what it got until ctx ends,
+// waiting for wake-ups, with a poll as a fallback, when q is empty.
+func (r *e2eRun) consume(ctx context.Context, q string) {
+	wake, unwatch := r.e.store.WatchQueue(q)
+	defer unwatch()
+	for ctx.Err() == nil {
+		got, err := r.e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: r.e.cfg.leaseBatch, Visibility: time.Minute})
+		if err != nil {
+			if ctx.Err() == nil {
+				r.failed.set(err)
+			}
+			return
+		}
+		now := time.Since(r.epoch)
+		for _, m := range got {
+			r.lat.add(now - time.Duration(binary.BigEndian.Uint64(m.Payload)))
+		}
+		if len(got) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-wake:
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		if err := r.e.settleLeased(ctx, q, got); err != nil {
+			if ctx.Err() == nil {
+				r.failed.set(err)
+			}
+			return
+		}
+		r.received.Add(int64(len(got)))
+	}
 }
 
 // levels runs a scenario at each level on a queue of its own, created
@@ -851,55 +936,6 @@ func (e *benchEnv) levels(ctx context.Context, prefix string, s store.QueueSetti
 		out = append(out, r)
 	}
 	return out, nil
-}
-
-// backlogLevel leases inflight messages and leaves them unsettled, then
-// times leases of 32 from visible messages enqueued after them.
-func (e *benchEnv) backlogLevel(ctx context.Context, q string, inflight int) (benchResult, error) {
-	if err := e.preload(ctx, q, inflight); err != nil {
-		return benchResult{}, err
-	}
-	for held := 0; held < inflight; {
-		got, err := e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: min(1000, inflight-held), Visibility: time.Hour})
-		if err != nil {
-			return benchResult{}, err
-		}
-		if len(got) == 0 {
-			return benchResult{}, fmt.Errorf("backlog: only %d of %d messages could be leased", held, inflight)
-		}
-		held += len(got)
-	}
-	r, err := e.timeLeases(ctx, "backlog", q)
-	r.Inflight = &inflight
-	return r, err
-}
-
-// timeLeases enqueues messages behind what q holds, then times 200
-// leases of 32 of them.
-func (e *benchEnv) timeLeases(ctx context.Context, scenario, q string) (benchResult, error) {
-	const leases = 200
-	if err := e.preload(ctx, q, 32*leases); err != nil {
-		return benchResult{}, err
-	}
-	var lat latencies
-	start := time.Now()
-	var count int64
-	for range leases {
-		t0 := time.Now()
-		got, err := e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: 32, Visibility: time.Hour})
-		if err != nil {
-			return benchResult{}, err
-		}
-		lat.add(time.Since(t0))
-		if len(got) != 32 {
-			return benchResult{}, fmt.Errorf("%s: a lease returned %d messages, want 32", scenario, len(got))
-		}
-		count += int64(len(got))
-	}
-	r := result(count, time.Since(start), &lat)
-	r.Batch = 32
-	r.Note = "p50/p99: one lease of 32"
-	return r, nil
 }
 
 func benchLogAppend(ctx context.Context, e *benchEnv) ([]benchResult, error) {
@@ -1005,17 +1041,37 @@ func benchLogRead(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	return []benchResult{r}, nil
 }
 
-// rawInserter is what a backend offers for the raw-insert scenario.
+// rawInserter is what a backend offers for the raw-insert scenarios.
 type rawInserter interface {
 	RawSetup(ctx context.Context) error
+	RawMethod(rows int) string
 	RawInsert(ctx context.Context, payloads [][]byte) error
+	RawInsertNaive(ctx context.Context, payloads [][]byte) error
 	RawTeardown(ctx context.Context) error
 }
 
+// benchRawInsert measures the database's own limit: transactions of
+// --batch rows, committed the fastest way the backend has.
 func benchRawInsert(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	return benchRaw(ctx, e, false)
+}
+
+// benchRawInsertNaive is raw-insert with one INSERT statement a row.
+func benchRawInsertNaive(ctx context.Context, e *benchEnv) ([]benchResult, error) {
+	return benchRaw(ctx, e, true)
+}
+
+func benchRaw(ctx context.Context, e *benchEnv, naive bool) ([]benchResult, error) {
 	raw, ok := e.backend.(rawInserter)
 	if !ok {
 		return nil, fmt.Errorf("the %s backend cannot run raw-insert", e.backend.Features().Name)
+	}
+	if e.cfg.batch < 1 {
+		return nil, fmt.Errorf("raw-insert: --batch must be at least 1")
+	}
+	insert, method := raw.RawInsert, raw.RawMethod(e.cfg.batch)
+	if naive {
+		insert, method = raw.RawInsertNaive, "naive"
 	}
 	if err := raw.RawSetup(ctx); err != nil {
 		return nil, err
@@ -1029,7 +1085,7 @@ func benchRawInsert(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 			rows[i] = body
 		}
 		start := time.Now()
-		if err := raw.RawInsert(ctx, rows); err != nil {
+		if err := insert(ctx, rows); err != nil {
 			return 0, err
 		}
 		lat.add(time.Since(start))
@@ -1039,7 +1095,7 @@ func benchRawInsert(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 		return nil, err
 	}
 	r := result(count, elapsed, &lat)
-	r.Clients, r.Batch = e.cfg.clients, e.cfg.batch
+	r.Clients, r.Batch, r.Method = e.cfg.clients, e.cfg.batch, method
 	r.Note = "p50/p99: one transaction"
 	return []benchResult{r}, nil
 }

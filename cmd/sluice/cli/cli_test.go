@@ -158,6 +158,14 @@ func TestBenchScenarios(t *testing.T) {
 				if name == "api" && i%3 == 2 && !strings.Contains(r["note"].(string), "CompleteBatch") {
 					t.Errorf("line %d note = %v, want the CompleteBatch round", i, r["note"])
 				}
+				// raw-insert commits its one row (--batch 1) by one
+				// statement; the naive form says so.
+				if m, ok := map[string]string{"raw-insert": "insert", "raw-insert-naive": "naive"}[name]; ok && r["method"] != m {
+					t.Errorf("method = %v, want %s", r["method"], m)
+				}
+				if (name == "enqueue" || name == "lease-settle" || name == "e2e") && r["queues"] != 1.0 {
+					t.Errorf("queues = %v, want 1", r["queues"])
+				}
 				if l, ok := levels[name]; ok {
 					// Every level, 0 included, is in the JSON.
 					got, ok := r[l.key].(float64)
@@ -167,6 +175,73 @@ func TestBenchScenarios(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestBenchQueuesAndBatches runs the queue scenarios on three queues,
+// and the raw-insert scenarios with rows of ten, briefly on SQLite: each
+// reports what it ran and measured something.
+func TestBenchQueuesAndBatches(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name string
+		args []string
+		want map[string]any
+	}{
+		{"enqueue", []string{"--queues", "3", "--producers", "1"}, map[string]any{"queues": 3.0, "producers": 1.0}},
+		{"lease-settle", []string{"--queues", "3", "--consumers", "1", "--messages", "200"}, map[string]any{"queues": 3.0, "consumers": 1.0}},
+		{"e2e", []string{"--queues", "3", "--producers", "1", "--consumers", "1"}, map[string]any{"queues": 3.0, "producers": 1.0, "consumers": 1.0}},
+		{"raw-insert", []string{"--batch", "10", "--clients", "2"}, map[string]any{"method": "values", "batch": 10.0, "clients": 2.0}},
+		{"raw-insert-naive", []string{"--batch", "10", "--clients", "2"}, map[string]any{"method": "naive", "batch": 10.0, "clients": 2.0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			args := append([]string{"bench", "--db", filepath.Join(t.TempDir(), "bench.db"), "--scenario", c.name, "--json",
+				"--duration", "200ms", "--sqlite-synchronous", "NORMAL"}, c.args...)
+			code, out, errOut := run(t, args...)
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			var r map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimSpace(out)), &r); err != nil {
+				t.Fatalf("output %q: %v", out, err)
+			}
+			for k, v := range c.want {
+				if r[k] != v {
+					t.Errorf("%s = %v, want %v", k, r[k], v)
+				}
+			}
+			if v, ok := r["msgs_per_sec"].(float64); !ok || v <= 0 {
+				t.Errorf("msgs_per_sec = %v, want a positive number", r["msgs_per_sec"])
+			}
+			count, _ := r["count"].(float64)
+			// Every queue's worker made one call at least, however
+			// loaded the machine.
+			switch c.name {
+			case "enqueue", "e2e":
+				if count < 3 {
+					t.Errorf("count = %v, want 3 or more (a send to each queue, and for e2e its completion)", count)
+				}
+			case "lease-settle":
+				if count < 3 || count > 600 {
+					t.Errorf("count = %v, want 3 to 600 (a lease from each queue, at most the 3 x 200 pre-loaded)", count)
+				}
+			case "raw-insert", "raw-insert-naive":
+				if count < 20 || int(count)%10 != 0 {
+					t.Errorf("count = %v, want a multiple of 10 of at least 20 (a transaction of 10 rows a client)", count)
+				}
+			}
+		})
+	}
+	// Zero queues, or rows of none, are refused.
+	for _, args := range [][]string{{"--scenario", "enqueue", "--queues", "0"}, {"--scenario", "raw-insert", "--batch", "0"}} {
+		code, _, errOut := run(t, append([]string{"bench", "--db", filepath.Join(t.TempDir(), "bench.db"), "--duration", "100ms"}, args...)...)
+		if code == ExitOK {
+			t.Errorf("bench %v: exit %d, want an error", args, code)
+		}
+		if !strings.Contains(errOut, strings.TrimPrefix(args[2], "--")) {
+			t.Errorf("bench %v: stderr %q does not name %s", args, errOut, args[2])
+		}
 	}
 }
 

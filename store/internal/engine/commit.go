@@ -5,8 +5,10 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"hash/maphash"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -14,12 +16,24 @@ import (
 	"github.com/sluicehq/sluice/store"
 )
 
-// Group commit. Enqueues, appends and settles go to a committer goroutine
-// instead of opening a transaction each. The committer takes the first
-// waiting request and every other one already waiting, up to a bound, and
-// runs them all in one transaction: under load many writes share one
-// commit (one fsync), and at low load a lone request runs at once, with no
-// timer adding latency.
+// Group commit. Enqueues, appends, settles and leases go to a commit
+// pipeline instead of opening a transaction each. A pipeline's goroutine
+// takes the first waiting request and every other one already waiting, up
+// to a bound, and runs them all in one transaction: under load many writes
+// share one commit (one fsync), and at low load a lone request runs at
+// once, with no timer adding latency.
+//
+// A committer runs several pipelines, each on a connection of its own, and
+// routes every request by its entity: the sends of a queue (which take
+// numbers from its counter row) to one pipeline, its leases and settles
+// (which work on message rows and never lock the counter row) to one
+// pipeline, a partition's appends to one pipeline. Numbering stays
+// gap-free and in commit order per entity, because one entity's numbers
+// are taken by one pipeline at a time, under its counter row's lock;
+// independent entities, and the producers and consumers of one queue, no
+// longer wait for each other's commits. Pipelines cannot deadlock: every
+// group takes its locks in the one order apply documents, and a deadlock
+// the database reports all the same is retried.
 
 // Bounds of one group transaction.
 const (
@@ -82,20 +96,63 @@ func (r *writeReq) size() int {
 }
 
 type committer struct {
-	e    *Engine
-	reqs chan *writeReq
-	quit chan struct{}
-	wg   sync.WaitGroup
-	once sync.Once
+	e     *Engine
+	pipes []chan *writeReq
+	seed  maphash.Seed
+	quit  chan struct{}
+	wg    sync.WaitGroup
+	once  sync.Once
 }
 
+// startCommitter starts n commit pipelines.
 func startCommitter(e *Engine, n int) *committer {
-	c := &committer{e: e, reqs: make(chan *writeReq), quit: make(chan struct{})}
-	for range n {
+	c := &committer{e: e, pipes: make([]chan *writeReq, n), seed: maphash.MakeSeed(), quit: make(chan struct{})}
+	for i := range c.pipes {
+		c.pipes[i] = make(chan *writeReq)
 		c.wg.Add(1)
-		go c.loop()
+		go c.loop(c.pipes[i])
 	}
 	return c
+}
+
+// pipeline returns the pipeline of r's entity. A queue's sends and its
+// leases and settles go to neighbouring pipelines, never the same one
+// when there are several: a consumer's receive does not wait behind a
+// producer's commit.
+func (c *committer) pipeline(r *writeReq) chan *writeReq {
+	n := uint64(len(c.pipes))
+	if n == 1 {
+		return c.pipes[0]
+	}
+	var h maphash.Hash
+	h.SetSeed(c.seed)
+	h.WriteString(r.t.Service)
+	h.WriteByte(0)
+	h.WriteString(r.t.Provider)
+	h.WriteByte(0)
+	receive := uint64(0)
+	switch {
+	case r.enq != nil:
+		h.WriteString(r.enq.Queue)
+	case r.all != nil:
+		// The entity whose lock the group takes first: the one whose
+		// duplicate check the send passes, or its first queue.
+		if len(r.all.Arrivals) > 0 {
+			h.WriteString(r.all.Arrivals[0].Queue)
+		} else if len(r.all.Batches) > 0 {
+			h.WriteString(r.all.Batches[0].Queue)
+		}
+	case r.app != nil:
+		h.WriteByte(1) // no queue name starts with a control character
+		h.WriteString(strconv.Itoa(int(r.app.Partition)))
+	case r.settle != nil:
+		h.WriteString(r.settle.Queue)
+		receive = 1
+	case r.lease != nil:
+		h.WriteString(r.lease.Queue)
+		receive = 1
+	}
+	return c.pipes[(h.Sum64()%n+receive)%n]
 }
 
 // stop makes new submissions fail with ErrClosed and waits for the groups
@@ -111,7 +168,7 @@ func (c *committer) submit(ctx context.Context, r *writeReq) error {
 	r.ctx = ctx
 	r.done = make(chan struct{})
 	select {
-	case c.reqs <- r:
+	case c.pipeline(r) <- r:
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-c.quit:
@@ -125,12 +182,14 @@ func (c *committer) submit(ctx context.Context, r *writeReq) error {
 	}
 }
 
-func (c *committer) loop() {
+// loop runs one pipeline: it takes the first request waiting in reqs, and
+// with it every other one already waiting, and commits them as a group.
+func (c *committer) loop(reqs chan *writeReq) {
 	defer c.wg.Done()
 	for {
 		var first *writeReq
 		select {
-		case first = <-c.reqs:
+		case first = <-reqs:
 		case <-c.quit:
 			return
 		}
@@ -147,7 +206,7 @@ func (c *committer) loop() {
 		drain:
 			for len(batch) < maxGroupRequests && bytes < maxGroupBytes {
 				select {
-				case r := <-c.reqs:
+				case r := <-reqs:
 					batch = append(batch, r)
 					bytes += r.size()
 				default:

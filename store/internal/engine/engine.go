@@ -31,9 +31,11 @@ type Config struct {
 	Limits store.Limits
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
-	// Committers is how many group-commit transactions may run at once
-	// (default 1).
-	Committers int
+	// Pipelines is how many group commits may run at once, each on a
+	// connection of Write (see committer): 0 is DefaultPipelines, or a
+	// quarter of Write's MaxOpenConns if that is fewer (at least one). It
+	// must be below Write's MaxOpenConns.
+	Pipelines int
 	// OnClose runs after the engine stopped, before the pools are closed.
 	OnClose func()
 	// SkipMigrations checks that the schema is at the version the
@@ -69,6 +71,13 @@ type Engine struct {
 	// dead-letterings it made (*[]store.DeadLettered, by *sql.Tx), to
 	// report once it commits.
 	deadNotes sync.Map
+	// evicting holds the queues (queueID) whose eviction runs in the
+	// background now; background counts those goroutines, and stopping
+	// ends when Close begins.
+	evicting   sync.Map
+	background sync.WaitGroup
+	stopping   context.Context
+	stop       context.CancelFunc
 	// handled counts first records of handled events (MarkHandledTx),
 	// to delete the stale ones now and then.
 	handled atomic.Int64
@@ -97,6 +106,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		stmts: make(map[stmtKey]*sql.Stmt), keepPools: cfg.KeepPools,
 		unprepared: cfg.Unprepared,
 	}
+	e.stopping, e.stop = context.WithCancel(context.Background())
 	if e.r == nil {
 		e.r = e.w
 	}
@@ -115,12 +125,30 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := e.prepareAll(ctx); err != nil {
 		return nil, fmt.Errorf("sluice: %s: %w", cfg.Dialect.Features.Name, err)
 	}
-	n := cfg.Committers
-	if n <= 0 {
-		n = 1
+	n, err := pipelines(cfg.Pipelines, cfg.Write.Stats().MaxOpenConnections)
+	if err != nil {
+		return nil, err
 	}
 	e.commit = startCommitter(e, n)
 	return e, nil
+}
+
+// DefaultPipelines is how many group commits run at once by default.
+const DefaultPipelines = 4
+
+// pipelines returns how many commit pipelines to run on a pool of at most
+// maxOpen connections (0: unlimited) when asked for n (0: the default).
+func pipelines(n, maxOpen int) (int, error) {
+	switch {
+	case n < 0 || maxOpen > 0 && n >= maxOpen:
+		return 0, fmt.Errorf("sluice: %d commit pipelines on a pool of %d connections: want 0 (the default) to one less than the pool's size: %w",
+			n, maxOpen, sluicetype.ErrInvalidArgument)
+	case n > 0:
+		return n, nil
+	case maxOpen > 0:
+		return max(1, min(DefaultPipelines, maxOpen/4)), nil
+	}
+	return DefaultPipelines, nil
 }
 
 // Hub returns the engine's wake-up hub, so a backend can feed it
@@ -128,7 +156,13 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 func (e *Engine) Hub() *Hub { return e.hub }
 
 // Features implements store.Backend.
-func (e *Engine) Features() store.Features { return e.d.Features }
+func (e *Engine) Features() store.Features {
+	f := e.d.Features
+	if e.commit != nil {
+		f.CommitPipelines = len(e.commit.pipes)
+	}
+	return f
+}
 
 // Close stops the group committer and closes the pools. It is safe to call
 // more than once.
@@ -140,6 +174,8 @@ func (e *Engine) Close() error {
 	}
 	e.closed = true
 	e.closeMu.Unlock()
+	e.stop()
+	e.background.Wait()
 	e.commit.stop()
 	if e.onClose != nil {
 		e.onClose()

@@ -42,6 +42,32 @@ func (e *Engine) expire(ctx context.Context, tx querier, t store.Tenant, qr *que
 	return err
 }
 
+// evictInBackground runs maybeEvict for a queue whose eviction is due
+// on a goroutine of its own, unless one already runs for it: the lease
+// that noticed returns at once. The claim updates the queue's row, which
+// a send in progress holds (its counter): a receive must not wait for a
+// producer's commit, or a caller's open transaction, to evict.
+func (s *tenantStore) evictInBackground(queue string, qr queueRow) {
+	key := queueID{s.t, queue}
+	if _, running := s.e.evicting.LoadOrStore(key, true); running {
+		return
+	}
+	s.e.closeMu.RLock()
+	defer s.e.closeMu.RUnlock()
+	if s.e.closed {
+		s.e.evicting.Delete(key)
+		return
+	}
+	s.e.background.Add(1)
+	go func() {
+		defer s.e.background.Done()
+		defer s.e.evicting.Delete(key)
+		if err := s.maybeEvict(s.e.stopping, queue, qr); err != nil && s.e.stopping.Err() == nil {
+			s.e.log.Warn("sluice: eviction failed", "queue", queue, "err", err)
+		}
+	}()
+}
+
 // maybeEvict races to move the queue's control column to the next
 // eviction time; the one caller that wins runs one eviction batch. So
 // eviction runs about once per interval per queue, however many nodes

@@ -21,9 +21,7 @@ func (s *tenantStore) Lease(ctx context.Context, p *store.LeaseParams) ([]sluice
 		return nil, fmt.Errorf("sluice: lease: %w", err)
 	}
 	if qr := r.queue; qr.evictAt <= qr.now {
-		if err := s.maybeEvict(ctx, p.Queue, qr); err != nil {
-			s.e.log.Warn("sluice: eviction failed", "queue", p.Queue, "err", err)
-		}
+		s.evictInBackground(p.Queue, qr)
 	}
 	return r.leased, nil
 }

@@ -1358,6 +1358,8 @@ CREATE TABLE IF NOT EXISTS sluice_bench_raw (
 
 -- name: BenchInsert
 -- args: payload
+-- One row: raw-insert's single-row transaction and raw-insert-naive's
+-- statement a row (more rows go in by COPY).
 INSERT INTO sluice_bench_raw (payload) VALUES ($1);
 
 -- name: BenchDropTable

@@ -1013,7 +1013,10 @@ CREATE TABLE IF NOT EXISTS sluice_bench_raw (
 
 -- name: BenchInsert
 -- args: payload
-INSERT INTO sluice_bench_raw (payload) VALUES (?1);
+-- One row: raw-insert's single-row transaction and raw-insert-naive's
+-- statement a row. raw-insert repeats its VALUES row for a multi-row
+-- INSERT (engine.valuesRows): keep it one row of plain ? placeholders.
+INSERT INTO sluice_bench_raw (payload) VALUES (?);
 
 -- name: BenchDropTable
 DROP TABLE IF EXISTS sluice_bench_raw;

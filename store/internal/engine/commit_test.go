@@ -1,0 +1,53 @@
+package engine
+
+import (
+	"fmt"
+	"hash/maphash"
+	"testing"
+
+	"github.com/sluicehq/sluice/store"
+)
+
+// Every request of one entity goes to one pipeline; a queue's sends and
+// its receives never share one; entities spread over every pipeline.
+func TestPipelineRouting(t *testing.T) {
+	for _, n := range []int{2, 3, 4, 8} {
+		c := &committer{pipes: make([]chan *writeReq, n), seed: maphash.MakeSeed()}
+		index := make(map[chan *writeReq]int)
+		for i := range c.pipes {
+			c.pipes[i] = make(chan *writeReq)
+			index[c.pipes[i]] = i
+		}
+		tn := store.Tenant{Service: "s", Provider: "p"}
+		used := make(map[int]bool)
+		for q := range 64 {
+			name := fmt.Sprint("q", q)
+			send := index[c.pipeline(&writeReq{t: tn, enq: &store.EnqueueParams{Queue: name}})]
+			all := index[c.pipeline(&writeReq{t: tn, all: &store.EnqueueAllParams{Batches: []store.EnqueueParams{{Queue: name}, {Queue: "other"}}}})]
+			lease := index[c.pipeline(&writeReq{t: tn, lease: &store.LeaseParams{Queue: name}})]
+			settle := index[c.pipeline(&writeReq{t: tn, settle: &store.SettleParams{Queue: name}})]
+			if all != send || settle != lease {
+				t.Fatalf("%d pipelines, queue %s: send %d, send to several %d, lease %d, settle %d: want one pipeline for sends, one for receives", n, name, send, all, lease, settle)
+			}
+			if send == lease {
+				t.Fatalf("%d pipelines, queue %s: sends and receives share pipeline %d", n, name, send)
+			}
+			used[send] = true
+			again := index[c.pipeline(&writeReq{t: tn, enq: &store.EnqueueParams{Queue: name}})]
+			if again != send {
+				t.Fatalf("queue %s: sends routed to %d, then %d", name, send, again)
+			}
+			other := index[c.pipeline(&writeReq{t: store.Tenant{Service: "s2", Provider: "p"}, enq: &store.EnqueueParams{Queue: name}})]
+			used[other] = true
+		}
+		for p := range 16 {
+			a := index[c.pipeline(&writeReq{t: tn, app: &store.AppendParams{Partition: int32(p)}})]
+			if b := index[c.pipeline(&writeReq{t: tn, app: &store.AppendParams{Partition: int32(p)}})]; a != b {
+				t.Fatalf("partition %d: appends routed to %d, then %d", p, a, b)
+			}
+		}
+		if len(used) != n {
+			t.Fatalf("128 queues' sends used %d of %d pipelines", len(used), n)
+		}
+	}
+}
