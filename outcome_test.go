@@ -53,6 +53,10 @@ func forEachServer(t *testing.T, parallel bool, f func(t *testing.T, lr *lostRep
 	}
 }
 
+// committers is how many group commits a lostReply's client runs at once:
+// one pipeline, so that every write joins the same groups.
+const committers = 1
+
 func newLostReply(t *testing.T, kind string) *lostReply {
 	t.Helper()
 	ctx := t.Context()
@@ -84,7 +88,7 @@ func newLostReply(t *testing.T, kind string) *lostReply {
 	params.Set(map[string]string{"postgres": "idle_in_transaction_session_timeout", "mysql": "idle_transaction_timeout"}[kind],
 		map[string]string{"postgres": "600000", "mysql": "600"}[kind])
 	u.RawQuery = params.Encode()
-	opts := sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t)}
+	opts := sluice.Options{Service: "t-" + randHex(6), Logger: storetest.Logger(t), CommitPipelines: committers}
 	c, err := sluice.Open(ctx, u.String(), &opts)
 	if err != nil {
 		t.Fatalf("open through %v: %v", proxy, err)
@@ -312,23 +316,20 @@ func TestLostReplySettle(t *testing.T) {
 // on other sends (to other queues) until two sends wait; then it lets one
 // committer go, which takes both waiting sends as one group.
 func TestLostReplyGroup(t *testing.T) {
-	// Group commit transactions the backends run at once (the committers
-	// constants of store/postgres and store/mysql).
-	committers := map[string]int{"postgres": 1, "mysql": 2}
 	forEachServer(t, false, func(t *testing.T, lr *lostReply) {
 		ctx := t.Context()
 		q := createQueue(t, lr.c, nil)
 		var (
 			wg       sync.WaitGroup
 			releases []func()
-			holdErrs = make([]error, committers[lr.kind])
+			holdErrs = make([]error, committers)
 		)
 		defer func() {
 			for _, release := range releases {
 				release()
 			}
 		}()
-		for i := range committers[lr.kind] {
+		for i := range committers {
 			// A queue each: a held send keeps its queue locked.
 			h, id := createQueue(t, lr.c, nil), "hold-"+randHex(8)
 			releases = append(releases, lr.proxy.Hold(id))
@@ -350,7 +351,7 @@ func TestLostReplyGroup(t *testing.T) {
 			}()
 		}
 		waitUntil(t, "both sends waiting for a committer", func() bool {
-			return submitting() == committers[lr.kind]+len(ids)
+			return submitting() == committers+len(ids)
 		})
 		releases[0]()
 		waitUntil(t, "the group's reply lost", func() bool { return lr.proxy.Lost() == 1 })
@@ -431,7 +432,6 @@ func submitting() int {
 // The test holds the committers on other sends so that both wait, in
 // that order, and form one group.
 func TestGroupOfPublishAndTopicSend(t *testing.T) {
-	committers := map[string]int{"postgres": 1, "mysql": 2}
 	forEachServer(t, false, func(t *testing.T, lr *lostReply) {
 		ctx := t.Context()
 		topic := "t-" + randHex(4)
@@ -456,7 +456,7 @@ func TestGroupOfPublishAndTopicSend(t *testing.T) {
 			}
 		}()
 		var wg sync.WaitGroup
-		for i := range committers[lr.kind] {
+		for i := range committers {
 			h, marker := createQueue(t, lr.c, nil), "hold-"+randHex(8)
 			releases = append(releases, lr.proxy.Hold(marker))
 			wg.Go(func() {
@@ -468,9 +468,9 @@ func TestGroupOfPublishAndTopicSend(t *testing.T) {
 		}
 		var pubErr, sendErr error
 		wg.Go(func() { _, pubErr = lr.c.Publish(ctx, id, sluice.Event{Body: []byte("grouped")}) })
-		waitUntil(t, "the publish waiting", func() bool { return submitting() == committers[lr.kind]+1 })
+		waitUntil(t, "the publish waiting", func() bool { return submitting() == committers+1 })
 		wg.Go(func() { _, sendErr = ts.Send(ctx, &sluice.Message{Body: []byte("grouped")}) })
-		waitUntil(t, "the topic send waiting", func() bool { return submitting() == committers[lr.kind]+2 })
+		waitUntil(t, "the topic send waiting", func() bool { return submitting() == committers+2 })
 		for _, release := range releases {
 			release()
 		}

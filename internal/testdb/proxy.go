@@ -240,17 +240,25 @@ func (p *Proxy) serve(ln net.Listener) {
 
 // marks reports whether a client's bytes carry the armed markers, and
 // disarms the proxy if they do, returning what rearms it (LoseCommit:
-// for a statement that turns out to run alone).
-func (p *Proxy) marks(b []byte) (rearm func(), ok bool) {
+// for a statement that turns out to run alone). b is the last read
+// behind the tail of the reads before it, old bytes long: one marker at
+// least must end in the last read, or a statement sent before the proxy
+// was armed would be taken for the next one on its connection.
+func (p *Proxy) marks(b []byte, old int) (rearm func(), ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.lose == nil {
 		return nil, false
 	}
+	fresh := false
 	for _, m := range p.lose {
 		if !bytes.Contains(b, m) {
 			return nil, false
 		}
+		fresh = fresh || endsAfter(b, old, m)
+	}
+	if !fresh {
+		return nil, false
 	}
 	markers, commit := p.lose, p.commit
 	p.lose = nil
@@ -266,12 +274,19 @@ func (p *Proxy) marks(b []byte) (rearm func(), ok bool) {
 	}, true
 }
 
-// holdFor returns the hold whose marker b carries, taking it, or nil.
-func (p *Proxy) holdFor(b []byte) *hold {
+// endsAfter reports whether m occurs in b ending past its first old
+// bytes.
+func endsAfter(b []byte, old int, m []byte) bool {
+	return bytes.Contains(b[max(0, old-len(m)+1):], m)
+}
+
+// holdFor returns the hold whose marker b carries, ending past its first
+// old bytes (see marks), taking it, or nil.
+func (p *Proxy) holdFor(b []byte, old int) *hold {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, h := range p.holds {
-		if !h.taken && bytes.Contains(b, h.marker) {
+		if !h.taken && endsAfter(b, old, h.marker) {
 			h.taken = true
 			return h
 		}
@@ -385,11 +400,11 @@ func (l *link) up() {
 				if l.p.proto == "mysql" && bytes.Contains(chunk, mysqlCommit) {
 					l.committing.Store(true)
 				}
-			} else if rearm, ok := l.p.marks(seen); ok {
+			} else if rearm, ok := l.p.marks(seen, len(tail)); ok {
 				l.rearm = rearm
 				l.marked.Store(true)
 			}
-			if h := l.p.holdFor(seen); h != nil {
+			if h := l.p.holdFor(seen, len(tail)); h != nil {
 				l.p.wait(h)
 			}
 			tail = append(tail[:0], seen[max(0, len(seen)-markerSpan):]...)
