@@ -72,8 +72,8 @@ type Engine struct {
 	// report once it commits.
 	deadNotes sync.Map
 	// evicting holds the queues (queueID) whose eviction runs in the
-	// background now; background counts those goroutines, and stopping
-	// ends when Close begins.
+	// background now, each with a channel closed when it ends; background
+	// counts those goroutines, and stopping ends when Close begins.
 	evicting   sync.Map
 	background sync.WaitGroup
 	stopping   context.Context

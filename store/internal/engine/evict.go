@@ -49,18 +49,21 @@ func (e *Engine) expire(ctx context.Context, tx querier, t store.Tenant, qr *que
 // producer's commit, or a caller's open transaction, to evict.
 func (s *tenantStore) evictInBackground(queue string, qr queueRow) {
 	key := queueID{s.t, queue}
-	if _, running := s.e.evicting.LoadOrStore(key, true); running {
+	done := make(chan struct{})
+	if _, running := s.e.evicting.LoadOrStore(key, done); running {
 		return
 	}
 	s.e.closeMu.RLock()
 	defer s.e.closeMu.RUnlock()
 	if s.e.closed {
 		s.e.evicting.Delete(key)
+		close(done)
 		return
 	}
 	s.e.background.Add(1)
 	go func() {
 		defer s.e.background.Done()
+		defer close(done)
 		defer s.e.evicting.Delete(key)
 		if err := s.maybeEvict(s.e.stopping, queue, qr); err != nil && s.e.stopping.Err() == nil {
 			s.e.log.Warn("sluice: eviction failed", "queue", queue, "err", err)
@@ -93,6 +96,15 @@ var _ store.Evicter = (*tenantStore)(nil)
 func (s *tenantStore) Evict(ctx context.Context, queue string) (store.EvictResult, error) {
 	if err := store.ValidateName("queue", queue); err != nil {
 		return store.EvictResult{}, fmt.Errorf("sluice: evict: %w", err)
+	}
+	// An eviction a lease started is waited for, so that what it took
+	// is done when this one returns.
+	if running, ok := s.e.evicting.Load(queueID{s.t, queue}); ok {
+		select {
+		case <-running.(chan struct{}):
+		case <-ctx.Done():
+			return store.EvictResult{}, fmt.Errorf("sluice: evict: %w", ctx.Err())
+		}
 	}
 	res, err := s.evict(ctx, queue, true)
 	if err != nil {
