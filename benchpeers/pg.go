@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 
@@ -42,4 +43,20 @@ func pgSchema(ctx context.Context, dsn string) (name, schemaDSN string, drop fun
 		return err
 	}
 	return name, u.String(), drop, nil
+}
+
+// inSchema opens a system with open on a fresh schema of the server dsn
+// names, and returns it with what drops the schema (dropped already if
+// open failed).
+func inSchema[T any](ctx context.Context, dsn string, open func(context.Context, string) (T, error)) (T, func(context.Context) error, error) {
+	var zero T
+	_, schemaDSN, drop, err := pgSchema(ctx, dsn)
+	if err != nil {
+		return zero, nil, err
+	}
+	v, err := open(ctx, schemaDSN)
+	if err != nil {
+		return zero, nil, errors.Join(err, drop(ctx))
+	}
+	return v, drop, nil
 }

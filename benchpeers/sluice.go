@@ -28,13 +28,9 @@ type sluiceQueue struct {
 const sluiceQueueName = "peers"
 
 func openSluiceQueuePG(ctx context.Context, e *env) (queuePeer, error) {
-	_, dsn, drop, err := pgSchema(ctx, e.pg)
+	q, drop, err := inSchema(ctx, e.pg, openSluiceQueue)
 	if err != nil {
 		return nil, err
-	}
-	q, err := openSluiceQueue(ctx, dsn)
-	if err != nil {
-		return nil, errors.Join(err, drop(ctx))
 	}
 	q.drop = drop
 	return q, nil
@@ -193,13 +189,9 @@ type sluiceStream struct {
 const sluiceNamespace = "peers"
 
 func openSluiceStreamPG(ctx context.Context, e *env) (streamPeer, error) {
-	_, dsn, drop, err := pgSchema(ctx, e.pg)
+	s, drop, err := inSchema(ctx, e.pg, openSluiceStream)
 	if err != nil {
 		return nil, err
-	}
-	s, err := openSluiceStream(ctx, dsn)
-	if err != nil {
-		return nil, errors.Join(err, drop(ctx))
 	}
 	s.drop = drop
 	return s, nil

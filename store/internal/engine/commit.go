@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"encoding/binary"
 	"errors"
 	"hash/maphash"
 	"runtime"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -144,7 +144,9 @@ func (c *committer) pipeline(r *writeReq) chan *writeReq {
 		}
 	case r.app != nil:
 		h.WriteByte(1) // no queue name starts with a control character
-		h.WriteString(strconv.Itoa(int(r.app.Partition)))
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], uint32(r.app.Partition))
+		h.Write(b[:])
 	case r.settle != nil:
 		h.WriteString(r.settle.Queue)
 		receive = 1
