@@ -361,19 +361,21 @@ func (p *Processor) handle(all, ctx context.Context, cancel context.CancelCauseF
 	err := p.h(ctx, p.hr, m)
 	lost := errors.Is(context.Cause(ctx), ErrLockLost)
 	cancel(nil)
+	if err == nil && !m.settled.Load() && !m.settledTx.Load() {
+		// Its completion is committed in the background, while its
+		// keeper goes on renewing the lock; the budget is for messages
+		// waiting and running, so that the next receive goes out while
+		// this batch commits.
+		h.complete()
+		p.completing.Add(1)
+		p.completions.add(h)
+		p.done(1)
+		return
+	}
 	h.stopKeeping()
 	if m.settled.Load() || (m.settledTx.Load() && err == nil) {
 		// The handler settled it itself, or in its transaction (which
 		// settled it or rolled back).
-		p.done(1)
-		return
-	}
-	if err == nil {
-		// Its completion is committed in the background: the budget is
-		// for messages waiting and running, so that the next receive
-		// goes out while this batch commits.
-		p.completing.Add(1)
-		p.completions.add(h)
 		p.done(1)
 		return
 	}

@@ -82,6 +82,9 @@ func (c *completer) run() {
 func (c *completer) complete(batch []*held) {
 	p := c.p
 	defer func() {
+		for _, h := range batch {
+			h.stopRenewals() // Stop waits for the keepers
+		}
 		p.completing.Add(-int64(len(batch)))
 		p.done(0)
 	}()

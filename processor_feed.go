@@ -18,7 +18,9 @@ import (
 // free it receives everything missing in one call, so that under load a
 // receive takes many messages, and the handlers (MaxConcurrent
 // goroutines) take the waiting ones in receipt order. From its receipt
-// until its handler returns, a message's keeper renews its lock.
+// until its handler returns, and on until its completion commits, a
+// message's keeper renews its lock: a completion that waits behind a slow
+// batch does not lose the lock it completes.
 
 // minHandOut is the least time a message's lock must have left for a
 // handler to be given it; a waiting message whose lock has less is
@@ -29,9 +31,10 @@ const minHandOut = minRenewal
 type heldState int
 
 const (
-	waiting heldState = iota // received, waiting for a handler
-	running                  // a handler has it
-	dropped                  // let go before a handler took it
+	waiting    heldState = iota // received, waiting for a handler
+	running                     // a handler has it
+	completing                  // its handler returned nil; the completer has it
+	dropped                     // let go before a handler took it
 )
 
 // held is a message a processor received and has not settled yet.
@@ -248,7 +251,7 @@ func (p *Processor) keep(ctx context.Context, h *held) {
 		}
 		h.mu.Lock()
 		state, from := h.state, h.received
-		if state == running {
+		if state == running || state == completing {
 			from = h.started
 		}
 		h.mu.Unlock()
@@ -271,6 +274,8 @@ func (p *Processor) keep(ctx context.Context, h *held) {
 			t.Reset(renewalPause(until))
 		case h.m.settled.Load():
 			return // settled by the handler meanwhile
+		case errors.Is(err, ErrLockLost) && h.isCompleting():
+			return // completed meanwhile, or the completion reports the loss
 		case errors.Is(err, ErrLockLost):
 			p.lockLost(h, err)
 			return
@@ -281,6 +286,20 @@ func (p *Processor) keep(ctx context.Context, h *held) {
 			t.Reset(min(renewRetry, renewalPause(until))) // try again while the lock lasts
 		}
 	}
+}
+
+// complete marks h, whose handler returned nil, as the completer's.
+func (h *held) complete() {
+	h.mu.Lock()
+	h.state = completing
+	h.mu.Unlock()
+}
+
+// isCompleting reports whether h is the completer's.
+func (h *held) isCompleting() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.state == completing
 }
 
 // lockLost reports h's lost lock, and ends its handler's context or, when

@@ -409,6 +409,70 @@ func TestProcessorBatchedCompleteFailures(t *testing.T) {
 	})
 }
 
+// slowCompleter holds a processor's first CompleteBatch until every lock
+// it completes, as the batch came, has ended.
+type slowCompleter struct {
+	sluice.MessageReceiver
+	calls atomic.Int64
+}
+
+func (r *slowCompleter) CompleteBatch(ctx context.Context, msgs []*sluice.ReceivedMessage) error {
+	if r.calls.Add(1) == 1 {
+		var last time.Time
+		for _, m := range msgs {
+			if m.LockedUntil.After(last) {
+				last = m.LockedUntil
+			}
+		}
+		select {
+		case <-time.After(time.Until(last) + 100*time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return r.MessageReceiver.CompleteBatch(ctx, msgs)
+}
+
+// A completion that waits (a slow batch ahead of it, a loaded database)
+// does not lose its lock: the processor renews a message's lock until its
+// completion commits, not only while its handler runs.
+func TestProcessorCompletionKeepsLock(t *testing.T) {
+	noProcessorLeft(t)
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		const lock = time.Second
+		q := createQueue(t, c, &sluice.QueueProperties{LockDuration: lock})
+		send(t, newSender(t, c, q), "a", "b", "c")
+		slow := &slowCompleter{MessageReceiver: newReceiver(t, c, q, sluice.PeekLock)}
+		var (
+			seen handlings
+			errs errorLog
+		)
+		p, err := sluice.NewMessageProcessor(slow, func(ctx context.Context, _ sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
+			seen.add(m)
+			return nil
+		}, &sluice.ProcessorOptions{MaxConcurrent: 1, PrefetchCount: 2, OnError: errs.add})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, "the queue empty", func() bool {
+			st, err := c.GetQueueStats(t.Context(), q)
+			return err == nil && st.Active+st.InFlight == 0
+		})
+		stop(t, p)
+		for body, counts := range seen.snapshot() {
+			if len(counts) != 1 || counts[0] != 1 {
+				t.Errorf("message %s delivered with counts %v, want once: its lock ended while its completion waited", body, counts)
+			}
+		}
+		if all := errs.all(); len(all) != 0 {
+			t.Errorf("errors reported: %v; want none", all)
+		}
+	})
+}
+
 // all returns the errors l holds.
 func (l *errorLog) all() []error {
 	l.mu.Lock()
