@@ -39,11 +39,17 @@ type Options struct {
 	MaxConns int
 	// CommitPipelines is how many group commits run at once on PostgreSQL
 	// and MariaDB/MySQL, each on a connection of the pool (default 4;
-	// SQLite writes through one connection and has one). Each queue's
-	// sends, each queue's receives and settles, and each stream
-	// partition's appends go through one pipeline, so independent
-	// entities, and one queue's producers and consumers, commit at the
-	// same time. Negative, or not below MaxConns, is ErrInvalidArgument.
+	// SQLite writes through one connection and has one). Producers' writes
+	// go to the first half, consumers' to the rest: each queue's sends,
+	// each queue's receives and settles, and each stream partition's
+	// appends go through one pipeline, so one queue's producers and
+	// consumers commit at the same time, and a caller's transaction that
+	// holds a queue's counter row (an open SendTx) stalls the sends of its
+	// pipeline only. On PostgreSQL a group that spans queues commits in
+	// one round trip, so a database server with 2 cores served the most
+	// independent queues with 2 (one pipeline for all sends); raise it
+	// where the server has cores to spare. Negative, or not below
+	// MaxConns, is ErrInvalidArgument.
 	CommitPipelines int
 	// SkipMigrations opens without applying migrations (leave them to
 	// `sluice migrate up` or a Migrator): the database's schema must be

@@ -314,67 +314,87 @@ func TestLostReplySettle(t *testing.T) {
 // by request: every request of the group reports ErrOutcomeUnknown and
 // each message is stored once. The test holds the backend's committers
 // on other sends (to other queues) until two sends wait; then it lets one
-// committer go, which takes both waiting sends as one group.
+// committer go, which takes both waiting sends as one group. The two
+// sends go to one queue (one statement), or to two (on PostgreSQL, one
+// pipeline of two statements that commit together, sent in one write,
+// whose reply the proxy loses).
 func TestLostReplyGroup(t *testing.T) {
 	forEachServer(t, false, func(t *testing.T, lr *lostReply) {
-		ctx := t.Context()
-		q := createQueue(t, lr.c, nil)
-		var (
-			wg       sync.WaitGroup
-			releases []func()
-			holdErrs = make([]error, committers)
-		)
-		defer func() {
-			for _, release := range releases {
-				release()
-			}
-		}()
-		for i := range committers {
-			// A queue each: a held send keeps its queue locked.
-			h, id := createQueue(t, lr.c, nil), "hold-"+randHex(8)
-			releases = append(releases, lr.proxy.Hold(id))
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, holdErrs[i] = newSender(t, lr.c, h).Send(ctx, &sluice.Message{MessageID: id})
-			}()
-			waitUntil(t, fmt.Sprintf("%d sends held", i+1), func() bool { return lr.proxy.Held() == i+1 })
+		for _, queues := range []int{1, 2} {
+			t.Run(fmt.Sprintf("queues=%d", queues), func(t *testing.T) {
+				if queues > 1 && lr.kind != "postgres" {
+					t.Skip("only PostgreSQL pipelines a group that spans queues; elsewhere it is a transaction of one statement a queue")
+				}
+				lostReplyGroup(t, lr, queues)
+			})
 		}
-		ids := []string{"group-" + randHex(8), "group-" + randHex(8)}
-		lr.proxy.LoseReply(ids...)
-		errs := make([]error, len(ids))
-		for i, id := range ids {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				_, errs[i] = newSender(t, lr.c, q).Send(ctx, &sluice.Message{MessageID: id})
-			}()
-		}
-		waitUntil(t, "both sends waiting for a committer", func() bool {
-			return submitting() == committers+len(ids)
-		})
-		releases[0]()
-		waitUntil(t, "the group's reply lost", func() bool { return lr.proxy.Lost() == 1 })
+	})
+}
+
+func lostReplyGroup(t *testing.T, lr *lostReply, queues int) {
+	ctx := t.Context()
+	qs := []string{createQueue(t, lr.c, nil)}
+	if queues > 1 {
+		qs = append(qs, createQueue(t, lr.c, nil))
+	}
+	var (
+		wg       sync.WaitGroup
+		releases []func()
+		holdErrs = make([]error, committers)
+	)
+	defer func() {
 		for _, release := range releases {
 			release()
 		}
-		wg.Wait()
-		for i, err := range holdErrs {
-			if err != nil {
-				t.Fatalf("held send %d: %v", i, err)
-			}
-		}
-		stored := lr.peekAll(t, q, false)
-		for i, id := range ids {
-			if n := countID(stored, id); n != 1 {
-				t.Errorf("%s is stored %d times, want once", id, n)
-			}
-			if !errors.Is(errs[i], sluice.ErrOutcomeUnknown) {
-				t.Errorf("send %s with its group's reply lost: got %v, want an error wrapping %q", id, errs[i], sluice.ErrOutcomeUnknown)
-			}
-		}
-		lr.sendUntil(t, q, "after")
+	}()
+	lost := lr.proxy.Lost()
+	for i := range committers {
+		// A queue each: a held send keeps its queue locked.
+		h, id := createQueue(t, lr.c, nil), "hold-"+randHex(8)
+		releases = append(releases, lr.proxy.Hold(id))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, holdErrs[i] = newSender(t, lr.c, h).Send(ctx, &sluice.Message{MessageID: id})
+		}()
+		waitUntil(t, fmt.Sprintf("%d sends held", i+1), func() bool { return lr.proxy.Held() == i+1 })
+	}
+	ids := []string{"group-" + randHex(8), "group-" + randHex(8)}
+	lr.proxy.LoseReply(ids...)
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[i] = newSender(t, lr.c, qs[i%len(qs)]).Send(ctx, &sluice.Message{MessageID: id})
+		}()
+	}
+	waitUntil(t, "both sends waiting for a committer", func() bool {
+		return submitting() == committers+len(ids)
 	})
+	releases[0]()
+	waitUntil(t, "the group's reply lost", func() bool { return lr.proxy.Lost() == lost+1 })
+	for _, release := range releases {
+		release()
+	}
+	wg.Wait()
+	for i, err := range holdErrs {
+		if err != nil {
+			t.Fatalf("held send %d: %v", i, err)
+		}
+	}
+	for i, id := range ids {
+		q := qs[i%len(qs)]
+		if n := countID(lr.peekAll(t, q, false), id); n != 1 {
+			t.Errorf("%s is stored %d times in %s, want once", id, n, q)
+		}
+		if !errors.Is(errs[i], sluice.ErrOutcomeUnknown) {
+			t.Errorf("send %s with its group's reply lost: got %v, want an error wrapping %q", id, errs[i], sluice.ErrOutcomeUnknown)
+		}
+	}
+	for _, q := range qs {
+		lr.sendUntil(t, q, "after")
+	}
 }
 
 // Writes refused before anything was sent (the database refuses

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -300,8 +301,9 @@ func (p *Proxy) wait(h *hold) {
 	case <-p.done:
 	}
 	p.mu.Lock()
-	h.taken = false
-	h.marker = nil // never again
+	// Never again: a hold released is dropped (an empty marker would
+	// match every statement, ahead of the holds armed after it).
+	p.holds = slices.DeleteFunc(p.holds, func(x *hold) bool { return x == h })
 	p.mu.Unlock()
 }
 

@@ -286,6 +286,7 @@ func dialect() *engine.Dialect {
 		},
 		IntList:  intList,
 		CopyFrom: copyFrom,
+		Pipeline: pipeline,
 		Classify: classify,
 	}
 }
@@ -404,3 +405,32 @@ func noReply(err error) bool {
 // dialectName is the backend's name (Features.Name), which its wrapped
 // transactions carry (Tx.TxDialect).
 const dialectName = "postgres"
+
+// pipeline sends stmts at once on a driver connection of pgx's
+// database/sql driver, outside a transaction: pgx's batch, which the
+// server runs as one implicit transaction (one Sync at its end).
+func pipeline(ctx context.Context, driverConn any, stmts []engine.PipelineStmt) error {
+	c, ok := driverConn.(*stdlib.Conn)
+	if !ok {
+		return fmt.Errorf("pipeline on a connection of type %T, not pgx's: %w", driverConn, errors.ErrUnsupported)
+	}
+	b := &pgx.Batch{}
+	for _, s := range stmts {
+		b.Queue(s.SQL, s.Args...)
+	}
+	br := c.Conn().SendBatch(ctx, b)
+	for _, s := range stmts {
+		rows, err := br.Query()
+		if err != nil {
+			_ = br.Close()
+			return err
+		}
+		s.Read(txRows{rows})
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			_ = br.Close()
+			return err
+		}
+	}
+	return br.Close()
+}

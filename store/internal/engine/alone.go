@@ -111,39 +111,65 @@ var errNeedsTx = errors.New("group needs a transaction")
 // statement that takes the sequence numbers and inserts the messages,
 // unless the queue is missing or detects duplicates (errNeedsTx).
 func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeReq) error {
+	s, err := e.enqueueStmt(q, group)
+	if err != nil {
+		return err
+	}
+	if err := e.runStmt(ctx, q, s); err != nil {
+		return err
+	}
+	if s.again {
+		return errNeedsTx
+	}
+	return nil
+}
+
+// enqueueStmt is EnqueueMessages for a group of enqueues to one queue. A
+// queue that is missing or detects duplicates returns no row: the
+// statement wrote nothing, and again is set, for the general path, which
+// tells which and handles both.
+func (e *Engine) enqueueStmt(q querier, group []*writeReq) (*pipedStmt, error) {
 	t, queue := group[0].t, group[0].enq.Queue
 	var cols newColumns
 	for _, r := range group {
 		for i := range r.enq.Messages {
 			if err := cols.add(&r.enq.Messages[i]); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	n := len(cols.payloads)
 	key := QueueKey(t, queue)
-	var last int64
-	err := e.queryRow(ctx, q, qEnqueueMessages, []any{t.Service, t.Provider, queue, n, e.payload(q, key),
+	s := &pipedStmt{name: qEnqueueMessages, reqs: group, args: []any{t.Service, t.Provider, queue, n, e.payload(q, key),
 		cols.ttls, cols.visibleAts, cols.messageIDs, cols.sessionIDs, cols.partitionKeys, cols.contentTypes,
-		cols.properties, cols.headers, cols.payloads}, &last)
-	if errors.Is(err, sql.ErrNoRows) {
-		// No such queue, or one with duplicate detection: the general
-		// path tells which, and handles both.
-		return errNeedsTx
-	}
-	if err != nil {
-		return fmt.Errorf("EnqueueMessages: %w", err)
-	}
-	seq := last - int64(n)
-	for _, r := range group {
-		r.seqs = make([]int64, len(r.enq.Messages))
-		for i := range r.seqs {
-			seq++
-			r.seqs[i] = seq
+		cols.properties, cols.headers, cols.payloads}}
+	s.read = func(rs rows) error {
+		if !rs.Next() {
+			if err := rs.Err(); err != nil {
+				return fmt.Errorf("EnqueueMessages: %w", err)
+			}
+			s.again = true
+			for _, r := range group {
+				r.needsTx = true
+			}
+			return nil
 		}
-		r.signals = []string{key}
+		var last int64
+		if err := rs.Scan(&last); err != nil {
+			return fmt.Errorf("EnqueueMessages: %w", err)
+		}
+		seq := last - int64(n)
+		for _, r := range group {
+			r.seqs = make([]int64, len(r.enq.Messages))
+			for i := range r.seqs {
+				seq++
+				r.seqs[i] = seq
+			}
+			r.signals = []string{key}
+		}
+		return nil
 	}
-	return nil
+	return s, nil
 }
 
 // newColumns are messages as EnqueueMessages takes them: a column each,
@@ -196,80 +222,95 @@ func nonEmpty(s string) *string {
 // token of its own. It reports false, having taken nothing, when a lease
 // or schedule of the queue has ended.
 func (e *Engine) leaseAlone(ctx context.Context, group []*writeReq) (bool, error) {
+	s, err := e.leaseStmt(group)
+	if s == nil || err != nil {
+		return false, err
+	}
+	if err := e.runStmt(ctx, e.w, s); err != nil {
+		return false, err
+	}
+	return !s.again, nil
+}
+
+// leaseStmt is LeaseAlone for a group of lease requests to one queue; nil
+// when they ask for more than one statement hands out. When a lease or
+// schedule of the queue has ended, or the queue is missing or requires
+// sessions, the statement takes nothing and again is set: the general
+// path resolves those rows first, or tells which.
+func (e *Engine) leaseStmt(group []*writeReq) (*pipedStmt, error) {
 	t, queue := group[0].t, group[0].lease.Queue
 	reqs := make([]leaseRequest, 0, len(group))
 	total := 0
 	for i, r := range group {
 		if total += r.lease.Max; total > leaseChunk && i > 0 {
-			return false, nil
+			return nil, nil
 		}
 		reqs = append(reqs, leaseRequest{Index: i, Max: r.lease.Max, Token: newToken(), Visibility: ms(r.lease.Visibility)})
 	}
 	js, err := jsonText(reqs)
 	if err != nil {
-		return false, err
+		return nil, err
 	}
-	rows, err := e.query(ctx, e.w, qLeaseAlone, t.Service, t.Provider, queue, js, total)
-	if err != nil {
-		return false, err
-	}
-	defer rows.Close()
-	var (
-		qr    queueRow
-		found bool
-		got   = make([][]sluicetype.Message, len(group))
-	)
-	for rows.Next() {
-		found = true
+	s := &pipedStmt{name: qLeaseAlone, reqs: group, args: []any{t.Service, t.Provider, queue, js, total}}
+	s.read = func(rs rows) error {
 		var (
-			m   nullMessage
-			req sql.NullInt64
+			qr    queueRow
+			found bool
+			got   = make([][]sluicetype.Message, len(group))
 		)
-		dest := append(append(qr.scanDest(), &req), m.scanDest()...)
-		if err := rows.Scan(dest...); err != nil {
-			return false, fmt.Errorf("LeaseAlone: %w", err)
+		for rs.Next() {
+			found = true
+			var (
+				m   nullMessage
+				req sql.NullInt64
+			)
+			dest := append(append(qr.scanDest(), &req), m.scanDest()...)
+			if err := rs.Scan(dest...); err != nil {
+				return fmt.Errorf("LeaseAlone: %w", err)
+			}
+			if !m.seq.Valid {
+				continue
+			}
+			if req.Int64 < 0 || int(req.Int64) >= len(group) {
+				return fmt.Errorf("LeaseAlone: request index %d out of range", req.Int64)
+			}
+			msg, err := m.message()
+			if err != nil {
+				return fmt.Errorf("LeaseAlone: %w", err)
+			}
+			got[req.Int64] = append(got[req.Int64], msg)
 		}
-		if !m.seq.Valid {
-			continue
+		if err := rs.Err(); err != nil {
+			return fmt.Errorf("LeaseAlone: %w", err)
 		}
-		if req.Int64 < 0 || int(req.Int64) >= len(group) {
-			return false, fmt.Errorf("LeaseAlone: request index %d out of range", req.Int64)
+		if !found {
+			s.again = true
+			return nil
 		}
-		msg, err := m.message()
-		if err != nil {
-			return false, fmt.Errorf("LeaseAlone: %w", err)
+		qr.fill(queue)
+		none := true
+		for _, msgs := range got {
+			none = none && len(msgs) == 0
 		}
-		got[req.Int64] = append(got[req.Int64], msg)
-	}
-	if err := rows.Err(); err != nil {
-		return false, fmt.Errorf("LeaseAlone: %w", err)
-	}
-	if !found {
-		// No such queue, or one that requires sessions: the general path
-		// tells which.
-		return false, nil
-	}
-	qr.fill(queue)
-	none := true
-	for _, msgs := range got {
-		none = none && len(msgs) == 0
-	}
-	if none && qr.nextDue.Valid && qr.nextDue.Int64 <= qr.now {
-		return false, nil
-	}
-	for i, r := range group {
-		r.queue = qr
-		token := reqs[i].Token
-		r.leased = make([]sluicetype.Leased, len(got[i]))
-		for j, m := range got[i] {
-			r.leased[j] = sluicetype.Leased{Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: m.VisibleAt}
+		if none && qr.nextDue.Valid && qr.nextDue.Int64 <= qr.now {
+			s.again = true
+			return nil
 		}
-		if len(got[i]) == r.lease.Max {
-			// There may be more than this call took: wake another leaser.
-			r.signals = append(r.signals, QueueKey(t, queue))
+		for i, r := range group {
+			r.queue = qr
+			token := reqs[i].Token
+			r.leased = make([]sluicetype.Leased, len(got[i]))
+			for j, m := range got[i] {
+				r.leased[j] = sluicetype.Leased{Message: m, Receipt: sluicetype.Receipt{Seq: m.Seq, Token: token}, LockedUntil: m.VisibleAt}
+			}
+			if len(got[i]) == r.lease.Max {
+				// There may be more than this call took: wake another leaser.
+				r.signals = append(r.signals, QueueKey(t, queue))
+			}
 		}
+		return nil
 	}
-	return true, nil
+	return s, nil
 }
 
 // leaseRequest is one lease request as LeaseAlone takes it.

@@ -25,9 +25,10 @@ import (
 //
 // A committer runs several pipelines, each on a connection of its own, and
 // routes every request by its entity: the sends of a queue (which take
-// numbers from its counter row) to one pipeline, its leases and settles
-// (which work on message rows and never lock the counter row) to one
-// pipeline, a partition's appends to one pipeline. Numbering stays
+// numbers from its counter row) to one pipeline of the producers' half,
+// its leases and settles (which work on message rows and never lock the
+// counter row) to one of the consumers' half, a partition's appends to one
+// of the producers' half. Numbering stays
 // gap-free and in commit order per entity, because one entity's numbers
 // are taken by one pipeline at a time, under its counter row's lock;
 // independent entities, and the producers and consumers of one queue, no
@@ -115,10 +116,12 @@ func startCommitter(e *Engine, n int) *committer {
 	return c
 }
 
-// pipeline returns the pipeline of r's entity. A queue's sends and its
-// leases and settles go to neighbouring pipelines, never the same one
-// when there are several: a consumer's receive does not wait behind a
-// producer's commit.
+// pipeline returns the pipeline of r's entity. Producers' writes (sends
+// and appends) go to the first half of the pipelines, consumers' (leases
+// and settles) to the second, each by a hash of its entity: a consumer's
+// receive never waits behind a producer's commit, and the sends of many
+// queues meet in few groups, which a dialect that pipelines commits in one
+// round trip and one commit.
 func (c *committer) pipeline(r *writeReq) chan *writeReq {
 	n := uint64(len(c.pipes))
 	if n == 1 {
@@ -130,7 +133,8 @@ func (c *committer) pipeline(r *writeReq) chan *writeReq {
 	h.WriteByte(0)
 	h.WriteString(r.t.Provider)
 	h.WriteByte(0)
-	receive := uint64(0)
+	sends := (n + 1) / 2 // the first half; the rest receive
+	from, width := uint64(0), sends
 	switch {
 	case r.enq != nil:
 		h.WriteString(r.enq.Queue)
@@ -149,12 +153,12 @@ func (c *committer) pipeline(r *writeReq) chan *writeReq {
 		h.Write(b[:])
 	case r.settle != nil:
 		h.WriteString(r.settle.Queue)
-		receive = 1
+		from, width = sends, n-sends
 	case r.lease != nil:
 		h.WriteString(r.lease.Queue)
-		receive = 1
+		from, width = sends, n-sends
 	}
-	return c.pipes[(h.Sum64()%n+receive)%n]
+	return c.pipes[from+h.Sum64()%width]
 }
 
 // stop makes new submissions fail with ErrClosed and waits for the groups
@@ -238,7 +242,7 @@ func (c *committer) run(batch []*writeReq) {
 		}
 		live = append(live, r)
 	}
-	if len(live) == 0 {
+	if live = c.pipelined(live); len(live) == 0 {
 		return
 	}
 	err := c.commit(live)
@@ -300,13 +304,7 @@ func (c *committer) finish(batch []*writeReq, err error) {
 func (c *committer) commit(batch []*writeReq) error {
 	ctx, cancel := context.WithTimeout(context.Background(), groupTimeout)
 	defer cancel()
-	reset := func() {
-		for _, r := range batch {
-			r.seqs, r.appRes, r.settled, r.leased, r.err, r.signals = nil, store.AppendResult{}, nil, nil, nil, nil
-			r.appendedAt = 0
-			r.allSeqs, r.routed = nil, nil
-		}
-	}
+	reset := func() { resetResults(batch) }
 	done := false
 	err := c.e.retry(ctx, func() (err error) {
 		reset()

@@ -33,6 +33,15 @@ type Dialect struct {
 	// sql.Conn.Raw hands over) of an open transaction: a group commit
 	// inserts large batches of messages this way (see copyMinRows).
 	CopyFrom func(ctx context.Context, driverConn any, table string, columns []string, rows [][]any) error
+	// Pipeline, where the dialect has one (PostgreSQL, through pgx), sends
+	// statements at once on the driver connection (what sql.Conn.Raw hands
+	// over), outside a transaction, and runs them in one implicit
+	// transaction: their effects commit together when the last one ends,
+	// or none does. It calls each statement's Read with its rows, in
+	// order, before it knows whether the group committed; it returns the
+	// first statement's error, or the commit's. A connection it cannot
+	// pipeline on (another driver's) is errors.ErrUnsupported.
+	Pipeline func(ctx context.Context, driverConn any, stmts []PipelineStmt) error
 	// Classify maps a driver error to ErrRetry, ErrDuplicate, ErrNoReply,
 	// or nil for any other error.
 	Classify func(error) error

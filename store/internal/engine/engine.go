@@ -66,6 +66,9 @@ type Engine struct {
 	keepPools bool
 	// unprepared: queries are never prepared (Config.Unprepared).
 	unprepared bool
+	// noPipeline is set once the write pool's connections turned out not
+	// to be the dialect's driver's: groups no longer try Pipeline.
+	noPipeline atomic.Bool
 	sweeps     bodySweeps
 	// deadNotes holds, for each transaction tryTx has open, the
 	// dead-letterings it made (*[]store.DeadLettered, by *sql.Tx), to

@@ -144,6 +144,15 @@ func (e *Engine) appendInOne(group []*writeReq) bool {
 // in hex within JSON text, which took about 13 KiB of garbage to append
 // a 1 KiB record, and the server's work to parse it back.
 func (e *Engine) appendRecords(ctx context.Context, q querier, batch []*writeReq) error {
+	s, err := e.appendStmt(q, batch)
+	if err != nil {
+		return err
+	}
+	return e.runStmt(ctx, q, s)
+}
+
+// appendStmt is AppendRecords for a group of appends of one tenant.
+func (e *Engine) appendStmt(q querier, batch []*writeReq) (*pipedStmt, error) {
 	t := batch[0].t
 	groups := groupBy(batch, func(r *writeReq) int32 { return r.app.Partition })
 	total := 0
@@ -174,7 +183,7 @@ func (e *Engine) appendRecords(ctx context.Context, q querier, batch []*writeReq
 				rec := &r.app.Records[i]
 				p, err := encodeProps(rec.Properties)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				payload := payloadBytes(rec.Payload)
 				off--
@@ -184,35 +193,34 @@ func (e *Engine) appendRecords(ctx context.Context, q querier, batch []*writeReq
 			}
 		}
 	}
-	res, err := e.query(ctx, q, qAppendRecords, t.Service, t.Provider, headParts, headNs, headKeys,
-		parts, below, namespaces, keys, props, payloads)
-	if err != nil {
-		return err
-	}
-	defer res.Close()
-	type headAt struct{ head, now int64 }
-	got := make(map[int32]headAt, len(groups))
-	for res.Next() {
-		var (
-			part int32
-			h    headAt
-		)
-		if err := res.Scan(&part, &h.head, &h.now); err != nil {
+	s := &pipedStmt{name: qAppendRecords, reqs: batch, args: []any{t.Service, t.Provider, headParts, headNs, headKeys,
+		parts, below, namespaces, keys, props, payloads}}
+	s.read = func(rs rows) error {
+		type headAt struct{ head, now int64 }
+		got := make(map[int32]headAt, len(groups))
+		for rs.Next() {
+			var (
+				part int32
+				h    headAt
+			)
+			if err := rs.Scan(&part, &h.head, &h.now); err != nil {
+				return fmt.Errorf("AppendRecords: %w", err)
+			}
+			got[part] = h
+		}
+		if err := rs.Err(); err != nil {
 			return fmt.Errorf("AppendRecords: %w", err)
 		}
-		got[part] = h
-	}
-	if err := res.Err(); err != nil {
-		return fmt.Errorf("AppendRecords: %w", err)
-	}
-	for _, g := range groups {
-		h, ok := got[g[0].app.Partition]
-		if !ok {
-			return fmt.Errorf("AppendRecords: no head for partition %d", g[0].app.Partition)
+		for _, g := range groups {
+			h, ok := got[g[0].app.Partition]
+			if !ok {
+				return fmt.Errorf("AppendRecords: no head for partition %d", g[0].app.Partition)
+			}
+			numberAppends(g, h.head, h.now)
 		}
-		numberAppends(g, h.head, h.now)
+		return nil
 	}
-	return nil
+	return s, nil
 }
 
 // bumpHead takes n positions of a partition, creating its head row on

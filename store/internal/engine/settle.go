@@ -110,61 +110,70 @@ func allComplete(group []*writeReq) bool {
 // names a message a receipt before it completed gets ErrLockLost, as in
 // settleGroup.
 func (e *Engine) completeGroup(ctx context.Context, q querier, group []*writeReq) error {
+	s, err := e.completeStmt(group)
+	if err != nil {
+		return err
+	}
+	return e.runStmt(ctx, q, s)
+}
+
+// completeStmt is CompleteMessages for a group of completions of one
+// queue.
+func (e *Engine) completeStmt(group []*writeReq) (*pipedStmt, error) {
 	t, queue := group[0].t, group[0].settle.Queue
 	seen := make(map[sluicetype.Receipt]bool)
-	var rows []receiptRow
+	var receipts []receiptRow
 	for _, r := range group {
 		for _, rc := range r.settle.Receipts {
 			if !seen[rc] {
 				seen[rc] = true
-				rows = append(rows, receiptRow{Seq: rc.Seq, Token: rc.Token})
+				receipts = append(receipts, receiptRow{Seq: rc.Seq, Token: rc.Token})
 			}
 		}
 	}
-	slices.SortFunc(rows, func(a, b receiptRow) int {
+	slices.SortFunc(receipts, func(a, b receiptRow) int {
 		return cmp.Or(cmp.Compare(a.Seq, b.Seq), cmp.Compare(a.Token, b.Token))
 	})
-	js, err := jsonText(rows)
+	js, err := jsonText(receipts)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rs, err := e.query(ctx, q, qCompleteMessages, t.Service, t.Provider, queue, js)
-	if err != nil {
-		return err
-	}
-	defer rs.Close()
-	found := false
-	done := make(map[sluicetype.Receipt]bool, len(rows))
-	for rs.Next() {
-		found = true
-		var seq, token sql.NullInt64
-		if err := rs.Scan(&seq, &token); err != nil {
+	s := &pipedStmt{name: qCompleteMessages, reqs: group, args: []any{t.Service, t.Provider, queue, js}}
+	s.read = func(rs rows) error {
+		found := false
+		done := make(map[sluicetype.Receipt]bool, len(receipts))
+		for rs.Next() {
+			found = true
+			var seq, token sql.NullInt64
+			if err := rs.Scan(&seq, &token); err != nil {
+				return fmt.Errorf("CompleteMessages: %w", err)
+			}
+			if seq.Valid {
+				done[sluicetype.Receipt{Seq: seq.Int64, Token: token.Int64}] = true
+			}
+		}
+		if err := rs.Err(); err != nil {
 			return fmt.Errorf("CompleteMessages: %w", err)
 		}
-		if seq.Valid {
-			done[sluicetype.Receipt{Seq: seq.Int64, Token: token.Int64}] = true
+		if !found {
+			for _, r := range group {
+				r.err = fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+			}
+			return nil
 		}
-	}
-	if err := rs.Err(); err != nil {
-		return fmt.Errorf("CompleteMessages: %w", err)
-	}
-	if !found {
 		for _, r := range group {
-			r.err = fmt.Errorf("queue %q: %w", queue, sluicetype.ErrQueueNotFound)
+			r.settled = make([]store.SettleResult, len(r.settle.Receipts))
+			for i, rc := range r.settle.Receipts {
+				if !done[rc] {
+					r.settled[i].Err = fmt.Errorf("message %d: %w", rc.Seq, sluicetype.ErrLockLost)
+					continue
+				}
+				delete(done, rc)
+			}
 		}
 		return nil
 	}
-	for _, r := range group {
-		r.settled = make([]store.SettleResult, len(r.settle.Receipts))
-		for i, rc := range r.settle.Receipts {
-			if !done[rc] {
-				r.settled[i].Err = fmt.Errorf("message %d: %w", rc.Seq, sluicetype.ErrLockLost)
-				continue
-			}
-			delete(done, rc)
-		}
-	}
-	return nil
+	return s, nil
 }
 
 // settleOne applies one request; completions are added to completed for
