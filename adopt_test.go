@@ -184,7 +184,7 @@ func main() {
 
 // TestAdoptInFreshModule builds and runs adoptMain in a new module that
 // requires sluice (replaced by this checkout), with the module cache
-// alone (GOPROXY=off), on each backend's *sql.DB, and checks that the
+// first (see freshModule), on each backend's *sql.DB, and checks that the
 // program links that backend's driver and no other.
 func TestAdoptInFreshModule(t *testing.T) {
 	drivers := map[string]string{"sqlite": "modernc.org/sqlite", "postgres": "github.com/jackc/pgx/v5", "mysql": "github.com/go-sql-driver/mysql"}
@@ -273,8 +273,8 @@ func TestAdoptPgxInFreshModule(t *testing.T) {
 }
 
 // freshModule writes main in a new module that requires sluice (replaced
-// by this checkout), resolves it with the module cache alone (GOPROXY=off)
-// and returns the packages it links and a function that runs it with
+// by this checkout), resolves it with the module cache (the proxy only for
+// what the cache lacks) and returns the packages it links and a function that runs it with
 // arguments, returning its output.
 func freshModule(t *testing.T, main string) (deps string, run func(args ...string) string) {
 	t.Helper()
@@ -302,17 +302,32 @@ func freshModule(t *testing.T, main string) (deps string, run func(args ...strin
 	if err != nil {
 		t.Skip("no go command on PATH")
 	}
+	// The module cache alone first; a cache that building this checkout
+	// filled may lack the go.mod of a module in the new module's graph (a
+	// dependency's own requirement), which the environment's proxy then
+	// serves, checked against the go.sum above.
+	proxy := "off"
 	goCmd := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(gobin, args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		if err := cmd.Run(); err != nil {
-			t.Fatalf("go %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String())
+		for {
+			cmd := exec.Command(gobin, args...)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
+			if proxy == "off" {
+				cmd.Env = append(cmd.Env, "GOPROXY=off")
+			}
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			if err != nil && proxy == "off" && strings.Contains(errb.String(), "module lookup disabled by GOPROXY=off") {
+				proxy = "environment"
+				continue
+			}
+			if err != nil {
+				t.Fatalf("go %s (GOPROXY %s): %v\n%s%s", strings.Join(args, " "), proxy, err, out.String(), errb.String())
+			}
+			return out.String()
 		}
-		return out.String()
 	}
 	// No tidy: it would want the test dependencies of every dependency,
 	// which a module cache filled by building need not hold.
