@@ -96,7 +96,7 @@ func TestProcessorPrefetch(t *testing.T) {
 			lockedAtHandOut  atomic.Int64
 			deadLockHandOuts atomic.Int64
 		)
-		p, err := sluice.NewMessageProcessor(counted, func(ctx context.Context, _ sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
+		p := startMessageProcessor(t, counted, func(ctx context.Context, _ sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
 			cur := running.Add(1)
 			defer running.Add(-1)
 			for p := peak.Load(); cur > p && !peak.CompareAndSwap(p, cur); p = peak.Load() {
@@ -110,17 +110,8 @@ func TestProcessorPrefetch(t *testing.T) {
 			handled.Add(1)
 			return nil
 		}, &sluice.ProcessorOptions{MaxConcurrent: 4, PrefetchCount: 28, OnError: errs.add})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
 		waitUntil(t, "every message handled", func() bool { return seen.count() == n })
-		waitUntil(t, "the queue empty", func() bool {
-			st, err := c.GetQueueStats(t.Context(), q)
-			return err == nil && st.Active+st.InFlight == 0
-		})
+		waitEmpty(t, c, q)
 		stop(t, p)
 		for body, counts := range seen.snapshot() {
 			if len(counts) != 1 || counts[0] != 1 {
@@ -159,18 +150,12 @@ func TestProcessorSteadyStateReceivesInBatches(t *testing.T) {
 		counted := &countingReceiver{MessageReceiver: r}
 		const n = 240
 		var handled atomic.Int64
-		p, err := sluice.NewMessageProcessor(counted, func(ctx context.Context, _ sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
+		p := startMessageProcessor(t, counted, func(ctx context.Context, _ sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
 			// Handlers of different lengths free their slots one at a time.
 			time.Sleep(time.Duration(5+rand.IntN(36)) * time.Millisecond)
 			handled.Add(1)
 			return nil
 		}, &sluice.ProcessorOptions{MaxConcurrent: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
 		// The producer keeps a few batches' worth waiting, never all n.
 		s := newSender(t, c, q)
 		sent := 0
@@ -214,7 +199,7 @@ func TestProcessorPrefetchRenewsWaiting(t *testing.T) {
 			seen    handlings
 			expired atomic.Int64
 		)
-		p, err := sluice.NewMessageProcessor(counted, func(ctx context.Context, _ sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
+		p := startMessageProcessor(t, counted, func(ctx context.Context, _ sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
 			if time.Until(m.LockedUntil) <= 0 {
 				expired.Add(1)
 			}
@@ -229,17 +214,8 @@ func TestProcessorPrefetchRenewsWaiting(t *testing.T) {
 			}
 			return nil
 		}, &sluice.ProcessorOptions{MaxConcurrent: 1, PrefetchCount: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
 		waitUntil(t, "every message handled", func() bool { return seen.count() == 3 })
-		waitUntil(t, "the queue empty", func() bool {
-			st, err := c.GetQueueStats(t.Context(), q)
-			return err == nil && st.Active+st.InFlight == 0
-		})
+		waitEmpty(t, c, q)
 		stop(t, p)
 		for body, counts := range seen.snapshot() {
 			if len(counts) != 1 || counts[0] != 1 {
@@ -286,10 +262,7 @@ func TestProcessorPrefetchReleasesWaiting(t *testing.T) {
 			got := seen.snapshot()
 			return len(got["slow"]) == 2 && len(got["b"]) == 1 && len(got["c"]) == 1
 		})
-		waitUntil(t, "the queue empty", func() bool {
-			st, err := c.GetQueueStats(t.Context(), q)
-			return err == nil && st.Active+st.InFlight == 0
-		})
+		waitEmpty(t, c, q)
 		stop(t, p)
 		got := seen.snapshot()
 		for _, body := range []string{"b", "c"} {
@@ -394,10 +367,7 @@ func TestProcessorBatchedCompleteFailures(t *testing.T) {
 			return nil
 		}, &sluice.ProcessorOptions{MaxConcurrent: 2, MaxAutoLockRenewal: -1, OnError: errs.add})
 		waitUntil(t, "the late message again", func() bool { return len(seen.snapshot()["late"]) == 2 })
-		waitUntil(t, "the queue empty", func() bool {
-			st, err := c.GetQueueStats(t.Context(), q)
-			return err == nil && st.Active+st.InFlight == 0
-		})
+		waitEmpty(t, c, q)
 		stop(t, p)
 		if got := seen.snapshot()["kept"]; len(got) != 1 {
 			t.Errorf("the kept message delivered %d times, want once (completed beside the failure)", len(got))
@@ -447,20 +417,11 @@ func TestProcessorCompletionKeepsLock(t *testing.T) {
 			seen handlings
 			errs errorLog
 		)
-		p, err := sluice.NewMessageProcessor(slow, func(ctx context.Context, _ sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
+		p := startMessageProcessor(t, slow, func(ctx context.Context, _ sluice.MessageReceiver, m *sluice.ReceivedMessage) error {
 			seen.add(m)
 			return nil
 		}, &sluice.ProcessorOptions{MaxConcurrent: 1, PrefetchCount: 2, OnError: errs.add})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		waitUntil(t, "the queue empty", func() bool {
-			st, err := c.GetQueueStats(t.Context(), q)
-			return err == nil && st.Active+st.InFlight == 0
-		})
+		waitEmpty(t, c, q)
 		stop(t, p)
 		for body, counts := range seen.snapshot() {
 			if len(counts) != 1 || counts[0] != 1 {
@@ -470,6 +431,28 @@ func TestProcessorCompletionKeepsLock(t *testing.T) {
 		if all := errs.all(); len(all) != 0 {
 			t.Errorf("errors reported: %v; want none", all)
 		}
+	})
+}
+
+// startMessageProcessor starts a processor on r.
+func startMessageProcessor(t *testing.T, r sluice.MessageReceiver, h sluice.MessageHandler, opts *sluice.ProcessorOptions) *sluice.Processor {
+	t.Helper()
+	p, err := sluice.NewMessageProcessor(r, h, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitEmpty waits until queue q holds no message, active or locked.
+func waitEmpty(t *testing.T, c *sluice.Client, q string) {
+	t.Helper()
+	waitUntil(t, "the queue empty", func() bool {
+		st, err := c.GetQueueStats(t.Context(), q)
+		return err == nil && st.Active+st.InFlight == 0
 	})
 }
 
