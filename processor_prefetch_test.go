@@ -191,7 +191,7 @@ func TestProcessorSteadyStateReceivesInBatches(t *testing.T) {
 func TestProcessorPrefetchRenewsWaiting(t *testing.T) {
 	noProcessorLeft(t)
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
-		const lock = time.Second
+		const lock = 3 * time.Second // renewals at half of it: room on a loaded machine
 		q := createQueue(t, c, &sluice.QueueProperties{LockDuration: lock})
 		send(t, newSender(t, c, q), "slow", "b", "c")
 		counted := &countingReceiver{MessageReceiver: newReceiver(t, c, q, sluice.PeekLock)}
@@ -409,7 +409,7 @@ func (r *slowCompleter) CompleteBatch(ctx context.Context, msgs []*sluice.Receiv
 func TestProcessorCompletionKeepsLock(t *testing.T) {
 	noProcessorLeft(t)
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
-		const lock = time.Second
+		const lock = 3 * time.Second // renewals at half of it: room on a loaded machine
 		q := createQueue(t, c, &sluice.QueueProperties{LockDuration: lock})
 		send(t, newSender(t, c, q), "a", "b", "c")
 		slow := &slowCompleter{MessageReceiver: newReceiver(t, c, q, sluice.PeekLock)}

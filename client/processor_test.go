@@ -366,7 +366,11 @@ func TestRemoteProcessorPrefetch(t *testing.T) {
 		for i := range bodies {
 			bodies[i] = strconv.Itoa(i)
 		}
-		queueWith(t, c, "prefetched", &sluice.QueueProperties{LockDuration: time.Second}, bodies...)
+		// Renewals go through the server: a lock of a few seconds leaves
+		// them room on a loaded machine (a 1 s lock lost its renewals in
+		// CI, 500 ms late).
+		const lock = 4 * time.Second
+		queueWith(t, c, "prefetched", &sluice.QueueProperties{LockDuration: lock}, bodies...)
 		r, err := c.NewReceiver("prefetched", nil)
 		if err != nil {
 			t.Fatal(err)
@@ -386,7 +390,7 @@ func TestRemoteProcessorPrefetch(t *testing.T) {
 			seen[string(m.Body)] = append(seen[string(m.Body)], m.DeliveryCount)
 			mu.Unlock()
 			if string(m.Body) == "0" {
-				time.Sleep(1500 * time.Millisecond) // the prefetched wait beyond their lock
+				time.Sleep(3 * lock / 2) // the prefetched wait beyond their lock
 			}
 			return nil
 		}, &sluice.ProcessorOptions{MaxConcurrent: 2, PrefetchCount: 14, OnError: errs.add})
