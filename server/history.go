@@ -150,6 +150,16 @@ type history struct {
 	// bound, which the next sample drops).
 	counts    map[string]*[3]int64
 	countedAt time.Time
+	// forgotten holds what forget dropped lately, which a snapshot read
+	// (or cached) before may still list (see recordRead).
+	forgotten []forgotten
+}
+
+// forgotten is an entity forget dropped, and the subscriptions under it
+// (under: their path's prefix, or ""), and when.
+type forgotten struct {
+	name, under string
+	at          time.Time
 }
 
 func newHistory(interval time.Duration, read func(context.Context, time.Duration) sluiceprom.Snapshot) *history {
@@ -201,12 +211,23 @@ func (h *history) forget(name, under string) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.forgotten = append(h.forgotten, forgotten{name: name, under: under, at: time.Now()})
 	for path := range h.entities {
 		if path == name || under != "" && strings.HasPrefix(path, under) {
 			delete(h.entities, path)
 			delete(h.counts, path)
 		}
 	}
+}
+
+// deletedSince reports whether forget dropped path at or after since.
+func (h *history) deletedSince(path string, since time.Time) bool {
+	for _, f := range h.forgotten {
+		if !f.at.Before(since) && (path == f.name || f.under != "" && strings.HasPrefix(path, f.under)) {
+			return true
+		}
+	}
+	return false
 }
 
 // run samples every interval until ctx ends (the first sample one
@@ -236,12 +257,23 @@ func (h *history) sample(ctx context.Context) {
 
 // record adds a sample taken at now: the snapshot's counts and lag, and
 // the rates of the messages counted since the last sample.
+//
+// An entity deleted while the figures were read (or after a cached read)
+// may still be in them: one that forget dropped within an interval before
+// the read ended is left out, lest its ring come back (one re-created as
+// fast misses a sample).
 func (h *history) record(snap sluiceprom.Snapshot, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	counts, secs := h.counts, now.Sub(h.countedAt).Seconds()
 	h.counts, h.countedAt = make(map[string]*[3]int64, len(h.entities)), now
-	h.recordEntities(snap, counts, secs, now.UnixNano())
+	read := snap.At
+	if read.IsZero() || read.After(now) {
+		read = now
+	}
+	since := read.Add(-h.interval)
+	h.recordEntities(snap, counts, secs, now.UnixNano(), since)
+	h.forgotten = slices.DeleteFunc(h.forgotten, func(f forgotten) bool { return f.at.Before(since) })
 	if snap.ClusterRead {
 		h.recordLag(snap.Cluster, now.UnixNano())
 	}
@@ -250,7 +282,7 @@ func (h *history) record(snap sluiceprom.Snapshot, now time.Time) {
 // recordEntities adds a sample to each entity's ring. When the snapshot
 // is complete, the rings of entities it lacks (deleted) are dropped;
 // otherwise they are kept, without a sample.
-func (h *history) recordEntities(snap sluiceprom.Snapshot, counts map[string]*[3]int64, secs float64, at int64) {
+func (h *history) recordEntities(snap sluiceprom.Snapshot, counts map[string]*[3]int64, secs float64, at int64, deletedSince time.Time) {
 	rate := func(c *[3]int64, f flow) float32 {
 		if c == nil || secs <= 0 {
 			return 0
@@ -259,6 +291,9 @@ func (h *history) recordEntities(snap sluiceprom.Snapshot, counts map[string]*[3
 	}
 	seen := make(map[string]bool, len(snap.Entities))
 	for _, e := range snap.Entities {
+		if h.deletedSince(e.Path, deletedSince) {
+			continue // deleted while the snapshot was read
+		}
 		r := h.entities[e.Path]
 		if r == nil {
 			if len(h.entities) >= maxHistoryEntities {

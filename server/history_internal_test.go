@@ -203,3 +203,29 @@ func TestHistoryLagBounds(t *testing.T) {
 		t.Errorf("with no subscriptions: %d and %d series", len(h.subscriptions), len(h.consumers))
 	}
 }
+
+// A snapshot read while an entity was deleted still lists it: recording
+// it does not bring the entity's ring back; a snapshot read more than an
+// interval after the delete (the entity created again) does.
+func TestHistoryDeleteDuringRead(t *testing.T) {
+	h := newHistory(time.Second, noRead)
+	listing := func(at time.Time) sluiceprom.Snapshot {
+		return sluiceprom.Snapshot{At: at, EntitiesComplete: true, Entities: []sluiceprom.EntityStats{{Path: "orders"}}}
+	}
+	now := time.Now()
+	h.record(listing(now), now)
+	h.forget("Orders", "")
+	later := time.Now()
+	h.record(listing(later), later) // read before the delete, recorded after it
+	if _, ok := h.entities["orders"]; ok {
+		t.Fatal("a snapshot read as the queue was deleted brought its ring back")
+	}
+	again := later.Add(2 * time.Second)
+	h.record(listing(again), again)
+	if _, ok := h.entities["orders"]; !ok {
+		t.Fatal("a queue listed two intervals after its delete (created again) has no ring")
+	}
+	if len(h.forgotten) != 0 {
+		t.Fatalf("%d deletes still remembered after an interval", len(h.forgotten))
+	}
+}
