@@ -43,9 +43,10 @@ type Options struct {
 	// go to the first half, consumers' to the rest: each queue's sends,
 	// each queue's receives and settles, and each stream partition's
 	// appends go through one pipeline, so one queue's producers and
-	// consumers commit at the same time, and a caller's transaction that
-	// holds a queue's counter row (an open SendTx) stalls the sends of its
-	// pipeline only. On PostgreSQL a group that spans queues commits in
+	// consumers commit at the same time. A group that waits for a row a
+	// caller's open transaction holds (an open SendTx holds its queue's
+	// counter row) does not hold its pipeline: the pipeline moves on, and
+	// only later writes to the same entity wait with it. On PostgreSQL a group that spans queues commits in
 	// one round trip, so a database server with 2 cores served the most
 	// independent queues with 2 (one pipeline for all sends); raise it
 	// where the server has cores to spare. Negative, or not below

@@ -8,6 +8,7 @@ import (
 	sqldriver "database/sql/driver"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -88,6 +89,20 @@ func TestConformance(t *testing.T) {
 		// every call must return a Backend on the same database.
 		once.Do(func() { dsn = freshDatabase(t) })
 		return openBackend(tt, dsn)
+	})
+}
+
+// TestStalls: a write waiting for a caller's transaction holds back no
+// other write, with one commit pipeline and with two.
+func TestStalls(t *testing.T) {
+	dsn := freshDatabase(t)
+	storetest.RunStalls(t, func(t *testing.T, pipelines int, log *slog.Logger) store.Backend {
+		b, err := Open(t.Context(), Config{DSN: dsn, CommitPipelines: pipelines, Logger: log})
+		if err != nil {
+			t.Fatalf("Open: %v", err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
 	})
 }
 

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"log/slog"
 	"os"
 	"testing"
 
@@ -17,6 +18,21 @@ func TestConformance(t *testing.T) {
 	schema := newSchema(t, dsn)
 	storetest.Run(t, func(t *testing.T) store.Backend {
 		return openSchema(t, dsn, schema)
+	})
+}
+
+// TestStalls: a write waiting for a caller's transaction holds back no
+// other write, with one commit pipeline and with two.
+func TestStalls(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	storetest.RunStalls(t, func(t *testing.T, pipelines int, log *slog.Logger) store.Backend {
+		b, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, Schema: schema, CommitPipelines: pipelines, Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
 	})
 }
 

@@ -97,19 +97,22 @@ func (r *writeReq) size() int {
 }
 
 type committer struct {
-	e     *Engine
-	pipes []chan *writeReq
-	seed  maphash.Seed
-	quit  chan struct{}
-	wg    sync.WaitGroup
-	once  sync.Once
+	e      *Engine
+	pipes  []*pipe
+	seed   maphash.Seed
+	stalls stalls
+	quit   chan struct{}
+	wg     sync.WaitGroup
+	once   sync.Once
 }
 
-// startCommitter starts n commit pipelines.
-func startCommitter(e *Engine, n int) *committer {
-	c := &committer{e: e, pipes: make([]chan *writeReq, n), seed: maphash.MakeSeed(), quit: make(chan struct{})}
+// startCommitter starts n commit pipelines; maxStalled groups may wait
+// at once (see stalls).
+func startCommitter(e *Engine, n, maxStalled int) *committer {
+	c := &committer{e: e, pipes: make([]*pipe, n), seed: maphash.MakeSeed(), quit: make(chan struct{})}
+	c.stalls = stalls{max: maxStalled, lanes: make(map[entityKey]*lane)}
 	for i := range c.pipes {
-		c.pipes[i] = make(chan *writeReq)
+		c.pipes[i] = &pipe{reqs: make(chan *writeReq)}
 		c.wg.Add(1)
 		go c.loop(c.pipes[i])
 	}
@@ -125,7 +128,7 @@ func startCommitter(e *Engine, n int) *committer {
 func (c *committer) pipeline(r *writeReq) chan *writeReq {
 	n := uint64(len(c.pipes))
 	if n == 1 {
-		return c.pipes[0]
+		return c.pipes[0].reqs
 	}
 	var h maphash.Hash
 	h.SetSeed(c.seed)
@@ -158,7 +161,7 @@ func (c *committer) pipeline(r *writeReq) chan *writeReq {
 		h.WriteString(r.lease.Queue)
 		from, width = sends, n-sends
 	}
-	return c.pipes[from+h.Sum64()%width]
+	return c.pipes[from+h.Sum64()%width].reqs
 }
 
 // stop makes new submissions fail with ErrClosed and waits for the groups
@@ -188,10 +191,13 @@ func (c *committer) submit(ctx context.Context, r *writeReq) error {
 	}
 }
 
-// loop runs one pipeline: it takes the first request waiting in reqs, and
-// with it every other one already waiting, and commits them as a group.
-func (c *committer) loop(reqs chan *writeReq) {
+// loop runs one pipeline: it takes the first request waiting in its
+// channel, and with it every other one already waiting, and commits them
+// as a group. It returns when the committer stops, or when a stalled
+// group made another goroutine take the pipeline over.
+func (c *committer) loop(p *pipe) {
 	defer c.wg.Done()
+	reqs := p.reqs
 	for {
 		var first *writeReq
 		select {
@@ -223,7 +229,12 @@ func (c *committer) loop(reqs chan *writeReq) {
 				break
 			}
 		}
-		c.run(batch)
+		if batch = c.stalls.holdBack(batch); len(batch) == 0 {
+			continue
+		}
+		if c.runWatched(p, batch) {
+			return
+		}
 	}
 }
 

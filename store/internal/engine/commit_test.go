@@ -14,11 +14,11 @@ import (
 // pipeline of their half.
 func TestPipelineRouting(t *testing.T) {
 	for _, n := range []int{2, 3, 4, 8} {
-		c := &committer{pipes: make([]chan *writeReq, n), seed: maphash.MakeSeed()}
+		c := &committer{pipes: make([]*pipe, n), seed: maphash.MakeSeed()}
 		index := make(map[chan *writeReq]int)
 		for i := range c.pipes {
-			c.pipes[i] = make(chan *writeReq)
-			index[c.pipes[i]] = i
+			c.pipes[i] = &pipe{reqs: make(chan *writeReq)}
+			index[c.pipes[i].reqs] = i
 		}
 		tn := store.Tenant{Service: "s", Provider: "p"}
 		used := make(map[int]bool)

@@ -128,11 +128,12 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := e.prepareAll(ctx); err != nil {
 		return nil, fmt.Errorf("sluice: %s: %w", cfg.Dialect.Features.Name, err)
 	}
-	n, err := pipelines(cfg.Pipelines, cfg.Write.Stats().MaxOpenConnections)
+	maxOpen := cfg.Write.Stats().MaxOpenConnections
+	n, err := pipelines(cfg.Pipelines, maxOpen)
 	if err != nil {
 		return nil, err
 	}
-	e.commit = startCommitter(e, n)
+	e.commit = startCommitter(e, n, maxStalled(n, maxOpen))
 	return e, nil
 }
 
@@ -152,6 +153,18 @@ func pipelines(n, maxOpen int) (int, error) {
 		return max(1, min(DefaultPipelines, maxOpen/4)), nil
 	}
 	return DefaultPipelines, nil
+}
+
+// maxStalled is how many stalled groups n pipelines on a pool of at most
+// maxOpen connections (0: unlimited) may leave waiting at once: as many as
+// there are pipelines, and at least four, within the connections the
+// pipelines leave.
+func maxStalled(n, maxOpen int) int {
+	m := max(n, 4)
+	if maxOpen > 0 {
+		return max(0, min(m, maxOpen-n))
+	}
+	return m
 }
 
 // Hub returns the engine's wake-up hub, so a backend can feed it
