@@ -33,7 +33,7 @@ func expireThrough(t *testing.T, st store.Store, namespace string, partition int
 		if info.Trimmed >= through {
 			return true, ""
 		}
-		if _, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: partition, Max: int(through - info.Trimmed)}); err != nil {
+		if _, err := st.(store.Trimmer).TrimConsumed(ctx, &store.TrimConsumedParams{Partition: partition, Max: int(through - info.Trimmed)}); err != nil {
 			t.Fatal(err)
 		}
 		return false, fmt.Sprintf("trimmed through %d", info.Trimmed)

@@ -71,7 +71,7 @@ func TestRepositionStreamSubscriptionAPI(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("partition %d trimmed through %d, not %d, within 30s", part, info.Trimmed, pos[1])
 			}
-			if _, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: part, Max: int(pos[1] - info.Trimmed)}); err != nil {
+			if _, err := st.(store.Trimmer).TrimConsumed(ctx, &store.TrimConsumedParams{Partition: part, Max: int(pos[1] - info.Trimmed)}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(10 * time.Millisecond)

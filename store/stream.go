@@ -60,12 +60,12 @@ type StreamStore interface {
 	Progress(ctx context.Context, partition int32) (PartitionProgress, error)
 	// SaveProgress stores, in one transaction, the progress of several
 	// partitions: subscriptions' positions and the checkpoint of each,
-	// then trims up to Trim of its consumed records as TrimConsumed does.
-	// A partition whose epoch has moved on is skipped, with ErrFenced in
-	// its result, and nothing of it is written. The checkpoint never moves
-	// back on its own, and never past a stored position (of a subscription
-	// created since the owner computed it). An error of the call itself
-	// leaves nothing written.
+	// then trims up to Trim of its consumed records as
+	// Trimmer.TrimConsumed does. A partition whose epoch has moved on is
+	// skipped, with ErrFenced in its result, and nothing of it is
+	// written. The checkpoint never moves back on its own, and never past
+	// a stored position (of a subscription created since the owner
+	// computed it). An error of the call itself leaves nothing written.
 	SaveProgress(ctx context.Context, ps []ProgressParams) ([]ProgressResult, error)
 
 	// Park stores events a subscription gave up on, with the error.
@@ -82,6 +82,14 @@ type StreamStore interface {
 	// SetRetention stores how long a namespace's consumed records are
 	// kept; the zero Retention keeps them until consumed.
 	SetRetention(ctx context.Context, namespace string, r Retention) error
+}
+
+// Trimmer is a Store that trims a partition's consumed records on
+// demand. The owner of a partition trims it as it saves its progress
+// (ProgressParams.Trim), so nothing in sluice needs it: the conformance
+// suite calls it to test retention apart from progress, and the bench to
+// clean up. The backends of this module implement it.
+type Trimmer interface {
 	// TrimConsumed deletes, in position order, up to p.Max records of a
 	// partition at or below its checkpoint that no subscription's stored
 	// progress still needs and that their namespace's retention lets go;

@@ -36,7 +36,17 @@ type Policy struct {
 // Delay returns the wait before retry n, the first retry being 1.
 func (p Policy) Delay(n int) time.Duration {
 	d := p.Nominal(n)
-	if !p.Jitter || d <= 1 {
+	if !p.Jitter {
+		return d
+	}
+	return Jitter(d)
+}
+
+// Jitter returns a wait drawn uniformly from [d/2, d] (rounded up at the
+// low end): the equal jitter of a Policy, for a caller that waits about
+// d without a sequence of retries. A d of 1 or less is returned as is.
+func Jitter(d time.Duration) time.Duration {
+	if d <= 1 {
 		return d
 	}
 	half := d / 2

@@ -81,6 +81,29 @@ func TestJitterRange(t *testing.T) {
 	}
 }
 
+// TestJitter checks that Jitter stays in [d/2, d], uses that whole
+// range, and leaves a d of 1 or less alone.
+func TestJitter(t *testing.T) {
+	for _, d := range []time.Duration{2, 3, 7, 250 * time.Millisecond, time.Duration(math.MaxInt64)} {
+		lo, hi := d, time.Duration(0)
+		for range 2000 {
+			got := Jitter(d)
+			if got < d-d/2 || got > d {
+				t.Fatalf("Jitter(%v) = %v, outside [%v, %v]", d, got, d-d/2, d)
+			}
+			lo, hi = min(lo, got), max(hi, got)
+		}
+		if d >= 100 && (lo > d-d/2+d/10 || hi < d-d/10) {
+			t.Fatalf("Jitter(%v) spans only [%v, %v] of [%v, %v]", d, lo, hi, d-d/2, d)
+		}
+	}
+	for _, d := range []time.Duration{1, 0, -time.Second} {
+		if got := Jitter(d); got != d {
+			t.Fatalf("Jitter(%v) = %v, want it unchanged", d, got)
+		}
+	}
+}
+
 func TestRetryUntilDone(t *testing.T) {
 	var attempts []int
 	err := Retry(context.Background(), Policy{Initial: time.Microsecond, Max: time.Millisecond, Jitter: true}, func(a int) bool {

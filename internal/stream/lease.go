@@ -7,11 +7,11 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/backoff"
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
 )
@@ -315,8 +315,10 @@ func (l *Leases) round(ctx context.Context, n int32, p Puller) time.Duration {
 	if missed := slices.ContainsFunc(acquire, func(part int32) bool { _, ok := held[part]; return !ok }); missed && len(held) < share {
 		// Another node took a partition this one asked for (nodes that
 		// act on one node's death wake at once): look again soon, with
-		// jitter, at what is still free.
-		retry := wakeMargin + rand.N(l.HeartbeatInterval/4)
+		// jitter, at what is still free. Equal jitter keeps the wait
+		// above the eighth of a heartbeat that Run waits at least, so
+		// nodes that raced do not all come back at that floor.
+		retry := wakeMargin + backoff.Jitter(l.HeartbeatInterval/4)
 		if soon == 0 || retry < soon {
 			soon = retry
 		}

@@ -46,6 +46,8 @@ const (
 	crashReady      = "storetest-crash-child-ready"
 	crashQueue      = "crash"
 	crashPartition  = 0
+	crashSub        = "crash"
+	crashNode       = "crash-child"
 )
 
 // CrashTest checks that a backend loses nothing it acknowledged when its
@@ -54,14 +56,19 @@ const (
 // It re-executes the test binary, running only the calling test, as a
 // child process. The child opens the database named by env.DSN and loops:
 // it enqueues batches, leases and completes messages, appends records to a
-// partition log, recording each call that returned
-// without error to a journal file that it fsyncs after the call returns.
-// After a random 0.5 to 1.5 s of that the parent kills the child with
-// SIGKILL, opens the database afresh with env.Open and checks that every
-// enqueue that returned nil is there (still in the queue, or completed as
-// the journal records), that nothing the journal records as completed is
-// still in the queue, that every journaled record is at its position with
-// a gap-free log around it. It does this env.Rounds times.
+// partition log and, under the partition's lease, which it takes anew,
+// saves its progress through the appended records (SaveProgress),
+// recording each call that returned without error to a journal file
+// that it fsyncs after the call returns. After a random 0.5 to 1.5 s of
+// that the parent kills the child with SIGKILL, opens the database
+// afresh with env.Open and checks that every enqueue that returned nil
+// is there (still in the queue, or completed as the journal records),
+// that nothing the journal records as completed is still in the queue,
+// that every journaled record is at its position with a gap-free log
+// around it, that the lease's epoch is no older than the last one
+// acquired, and that the stored progress is no older than the last save
+// acknowledged and no newer than the last one attempted. It does this
+// env.Rounds times.
 //
 // The child runs the same test function and calls CrashTest again, which
 // then does the child's work instead (and never returns), so wiring it in
@@ -111,6 +118,10 @@ func CrashTest(t *testing.T, env CrashEnv) {
 		t.Fatalf("Store: %v", err)
 	}
 	createQueue(t, ctx, st, store.QueueSettings{Name: crashQueue})
+	if err := st.CreateSubscription(ctx, &store.NewSubscription{ID: crashSub, Consumer: "c", Namespace: rec("").Namespace,
+		Key: rec("").Key, Partition: crashPartition, Start: map[int32]int64{crashPartition: 0}}); err != nil {
+		t.Fatalf("CreateSubscription: %v", err)
+	}
 	journal := t.TempDir() + "/journal"
 
 	var totals crashJournal
@@ -118,11 +129,11 @@ func CrashTest(t *testing.T, env CrashEnv) {
 		runCrashChild(t, env.DSN, tn, journal, round)
 		totals = checkCrash(t, env, tn, journal, round)
 	}
-	t.Logf("storetest: %d crashes survived: %d enqueued, %d completed, %d records appended",
-		rounds, len(totals.enqueued), len(totals.completed), len(totals.appended))
-	if len(totals.enqueued) == 0 || len(totals.completed) == 0 || len(totals.appended) == 0 {
-		t.Fatalf("the children acknowledged too little to test anything: %d enqueues, %d completes, %d appends",
-			len(totals.enqueued), len(totals.completed), len(totals.appended))
+	t.Logf("storetest: %d crashes survived: %d enqueued, %d completed, %d records appended, progress saved through %d at epoch %d",
+		rounds, len(totals.enqueued), len(totals.completed), len(totals.appended), totals.saved, totals.epoch)
+	if len(totals.enqueued) == 0 || len(totals.completed) == 0 || len(totals.appended) == 0 || totals.saved == 0 {
+		t.Fatalf("the children acknowledged too little to test anything: %d enqueues, %d completes, %d appends, progress through %d",
+			len(totals.enqueued), len(totals.completed), len(totals.appended), totals.saved)
 	}
 }
 
@@ -224,6 +235,11 @@ func crashChild(t *testing.T, env CrashEnv) {
 			fail("journal: %v", err)
 		}
 	}
+	lease, err := takeCrashLease(ctx, st)
+	if err != nil {
+		fail("taking the partition's lease: %v", err)
+	}
+	record([]string{fmt.Sprintf("L %d\n", lease.Epoch)})
 	fmt.Println(crashReady)
 	// Never outlive a parent that died itself.
 	deadline := time.Now().Add(2 * time.Minute)
@@ -288,8 +304,58 @@ func crashChild(t *testing.T, env CrashEnv) {
 			lines = append(lines, fmt.Sprintf("A %d %s\n", res.First+int64(k), r.Payload))
 		}
 		record(lines)
+
+		// Journal the attempt first, as for completes: a save that
+		// commits just before the kill is never acknowledged, and the
+		// parent must know the progress may be there.
+		record([]string{fmt.Sprintf("S %d\n", res.Last)})
+		if err := saveCrashProgress(ctx, st, lease.Epoch, res.Last); err != nil {
+			fail("SaveProgress through %d under epoch %d: %v", res.Last, lease.Epoch, err)
+		}
+		record([]string{fmt.Sprintf("K %d\n", res.Last)})
 	}
 	fail("never killed")
+}
+
+// takeCrashLease takes the crash partition's lease from the child of the
+// round before, which died holding it, under a new epoch.
+func takeCrashLease(ctx context.Context, st store.Store) (store.PartitionLease, error) {
+	ls, err := st.Leases(ctx)
+	if err != nil {
+		return store.PartitionLease{}, err
+	}
+	for _, l := range ls {
+		if l.Partition == crashPartition && l.Held {
+			if err := st.ReleasePartitions(ctx, l.Owner, []store.PartitionLease{l}); err != nil {
+				return store.PartitionLease{}, err
+			}
+		}
+	}
+	ls, err = st.LeasePartitions(ctx, &store.PartitionLeaseParams{Node: crashNode, Acquire: []int32{crashPartition}, Duration: time.Hour})
+	if err != nil {
+		return store.PartitionLease{}, err
+	}
+	if len(ls) != 1 {
+		return store.PartitionLease{}, fmt.Errorf("acquired %+v, want partition %d", ls, crashPartition)
+	}
+	return ls[0], nil
+}
+
+// saveCrashProgress saves, under epoch, the crash subscription's position
+// and the crash partition's checkpoint through position.
+func saveCrashProgress(ctx context.Context, st store.Store, epoch, position int64) error {
+	res, err := st.SaveProgress(ctx, []store.ProgressParams{{Partition: crashPartition, Epoch: epoch,
+		Checkpoint: position, Positions: map[string]int64{crashSub: position}}})
+	if err != nil {
+		return err
+	}
+	if res[0].Err != nil {
+		return res[0].Err
+	}
+	if res[0].Checkpoint != position {
+		return fmt.Errorf("checkpoint stored at %d", res[0].Checkpoint)
+	}
+	return nil
 }
 
 // crashJournal is what the children acknowledged.
@@ -298,6 +364,9 @@ type crashJournal struct {
 	completed  map[int64]bool
 	completing map[int64]bool   // completes attempted, perhaps not acknowledged
 	appended   map[int64]string // position → payload
+	epoch      int64            // the last lease epoch acquired
+	saved      int64            // the last progress saved
+	saving     int64            // the last progress save attempted, perhaps not acknowledged
 }
 
 // readJournal parses the journal, ignoring a last line cut short by the
@@ -345,6 +414,15 @@ func readJournal(t *testing.T, path string) crashJournal {
 				t.Fatalf("journal: position %d acknowledged for %q and %q", n, old, f[2])
 			}
 			j.appended[n] = f[2]
+		case f[0] == "L" && len(f) == 2:
+			j.epoch = n
+		case f[0] == "S" && len(f) == 2:
+			j.saving = n
+		case f[0] == "K" && len(f) == 2:
+			if n != j.saving {
+				t.Fatalf("journal: progress through %d acknowledged, but the save attempted was through %d", n, j.saving)
+			}
+			j.saved = n
 		default:
 			bad()
 		}
@@ -410,6 +488,7 @@ func checkCrash(t *testing.T, env CrashEnv, tn store.Tenant, journal string, rou
 	if head := info(t, st, crashPartition).Head; head != int64(len(log)) {
 		t.Fatalf("round %d: PartitionInfo head %d, but the log reads %d records", round, head, len(log))
 	}
+	checkCrashProgress(t, st, j, round)
 
 	// The reopened database takes writes where the dead process left off.
 	seqs := enqueue(t, ctx, st, crashQueue, msg(fmt.Sprintf("parent-%d", round)))
@@ -420,6 +499,41 @@ func checkCrash(t *testing.T, env CrashEnv, tn store.Tenant, journal string, rou
 		t.Fatalf("round %d: append after the crash at position %d, want %d", round, res.First, len(log)+1)
 	}
 	return j
+}
+
+// checkCrashProgress checks that the crash partition's lease is under the
+// epoch last acquired, or a later one, and that its progress is the
+// last save acknowledged, or the one attempted after it: checkpoint and
+// position of one save, never older than the acknowledged one, never
+// newer than the last attempted.
+func checkCrashProgress(t *testing.T, st store.Store, j crashJournal, round int) {
+	t.Helper()
+	ls, err := st.Leases(t.Context())
+	if err != nil {
+		t.Fatalf("Leases after the crash: %v", err)
+	}
+	var epoch int64
+	for _, l := range ls {
+		if l.Partition == crashPartition && l.Group == "" {
+			epoch = l.Epoch
+		}
+	}
+	if epoch < j.epoch {
+		t.Fatalf("round %d: partition %d leased under epoch %d, older than the acquired %d", round, crashPartition, epoch, j.epoch)
+	}
+	pp, err := st.Progress(t.Context(), crashPartition)
+	if err != nil {
+		t.Fatalf("Progress after the crash: %v", err)
+	}
+	pos := pp.Positions[crashSub]
+	switch {
+	case pp.Checkpoint != pos:
+		t.Fatalf("round %d: checkpoint %d and position %d, but each save stored both at once", round, pp.Checkpoint, pos)
+	case pos < j.saved:
+		t.Fatalf("round %d: progress through %d, older than the acknowledged %d", round, pos, j.saved)
+	case pos > j.saving:
+		t.Fatalf("round %d: progress through %d, newer than the last save attempted (%d)", round, pos, j.saving)
+	}
 }
 
 // lockedBuffer is a bytes.Buffer safe for concurrent use.

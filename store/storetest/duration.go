@@ -160,7 +160,7 @@ func testDurationRetention(t *testing.T, h *harness) {
 	if err := saveProgress(st, store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: 2}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 1 {
+	if n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 1 {
 		t.Fatalf("TrimConsumed with a retention of Forever = %d, %v; want 1 (the other namespace's)", n, err)
 	}
 }

@@ -16,7 +16,7 @@ func trimUntil(t *testing.T, st store.Store, p int32, within time.Duration) int6
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		n, err := st.TrimConsumed(t.Context(), &store.TrimConsumedParams{Partition: p, Max: 100})
+		n, err := trimNow(t.Context(), st, &store.TrimConsumedParams{Partition: p, Max: 100})
 		if err != nil {
 			t.Fatalf("TrimConsumed(%d): %v", p, err)
 		}
@@ -68,7 +68,7 @@ func testRetentionExpiry(t *testing.T, h *harness) {
 	if err := st.SetRetention(ctx, "exp", store.Retention{Expiry: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 0 {
+	if n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 0 {
 		t.Fatalf("TrimConsumed with a subscription at 0 and records younger than the expiry = %d, %v; want 0", n, err)
 	}
 	if err := st.SetRetention(ctx, "exp", store.Retention{Expiry: time.Millisecond}); err != nil {
@@ -124,7 +124,7 @@ func testRetentionExpiryMixed(t *testing.T, h *harness) {
 	if n := trimUntil(t, st, 1, 30*time.Second); n != 3 {
 		t.Fatalf("TrimConsumed deleted %d records; want 3, through the keep subscription's position", n)
 	}
-	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 1, Max: 100}); err != nil || n != 0 {
+	if n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 1, Max: 100}); err != nil || n != 0 {
 		t.Fatalf("TrimConsumed of expired records after the keep subscription's position = %d, %v; want 0", n, err)
 	}
 	wantInfo(t, st, 1, store.PartitionInfo{Head: 5, Trimmed: 3})
@@ -165,7 +165,7 @@ func testParkedRetention(t *testing.T, h *harness) {
 	if err := st.SetRetention(ctx, "pa", store.Retention{Parked: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 2, Max: 100}); err != nil {
+	if _, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 2, Max: 100}); err != nil {
 		t.Fatal(err)
 	}
 	if parked(a) != 1 {
@@ -179,7 +179,7 @@ func testParkedRetention(t *testing.T, h *harness) {
 		if time.Now().After(deadline) {
 			t.Fatal("a parked event past its retention was not deleted within 30 s of trims")
 		}
-		if _, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 2, Max: 100}); err != nil && !errors.Is(err, sluicetype.ErrContention) {
+		if _, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 2, Max: 100}); err != nil && !errors.Is(err, sluicetype.ErrContention) {
 			t.Fatal(err)
 		}
 		time.Sleep(10 * time.Millisecond)

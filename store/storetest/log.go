@@ -172,7 +172,7 @@ func consume(t *testing.T, st store.Store, partition int32, through int64) {
 // trimConsumed runs one TrimConsumed of at most max records.
 func trimConsumed(t *testing.T, st store.Store, partition int32, max int) int64 {
 	t.Helper()
-	n, err := st.TrimConsumed(t.Context(), &store.TrimConsumedParams{Partition: partition, Max: max})
+	n, err := trimNow(t.Context(), st, &store.TrimConsumedParams{Partition: partition, Max: max})
 	if err != nil {
 		t.Fatalf("TrimConsumed(partition %d, max %d): %v", partition, max, err)
 	}

@@ -701,7 +701,7 @@ func testClosed(t *testing.T, h *harness) {
 		{"Append", func() error { _, err := st.Append(ctx, &store.AppendParams{Records: recs("late", 1)}); return err }},
 		{"Read", func() error { _, err := st.Read(ctx, &store.ReadParams{Max: 1}); return err }},
 		{"PartitionInfo", func() error { _, err := st.PartitionInfo(ctx, 0); return err }},
-		{"TrimConsumed", func() error { _, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Max: 1}); return err }},
+		{"TrimConsumed", func() error { _, err := trimNow(ctx, st, &store.TrimConsumedParams{Max: 1}); return err }},
 	} {
 		if err := op.call(); !errors.Is(err, sluicetype.ErrClosed) {
 			t.Errorf("%s after Close: got error %v, want one wrapping %q", op.name, err, sluicetype.ErrClosed)

@@ -284,7 +284,7 @@ func testReadStreamWhileTrimming(t *testing.T, h *harness) {
 	done := make(chan error, 1)
 	go func() {
 		for {
-			n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: step})
+			n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 0, Max: step})
 			if err != nil || n == 0 {
 				done <- err
 				return

@@ -460,3 +460,13 @@ func evict(ctx context.Context, st store.Store, q string) (store.EvictResult, er
 	}
 	return e.Evict(ctx, q)
 }
+
+// trimNow runs one TrimConsumed now, through the store's
+// store.Trimmer.
+func trimNow(ctx context.Context, st store.Store, p *store.TrimConsumedParams) (int64, error) {
+	tr, ok := st.(store.Trimmer)
+	if !ok {
+		return 0, fmt.Errorf("%T does not implement store.Trimmer", st)
+	}
+	return tr.TrimConsumed(ctx, p)
+}

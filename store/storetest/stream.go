@@ -406,7 +406,7 @@ func testSubscriptionHoldsRetention(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	wantProgress(t, st, 1, 4, map[string]int64{late: 4}) // an owner unaware of it cannot pass it
-	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 1, Max: 100}); err != nil || n != 4 {
+	if n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 1, Max: 100}); err != nil || n != 4 {
 		t.Fatalf("TrimConsumed with a subscription at 4 = %d, %v; want 4 records trimmed", n, err)
 	}
 	wantInfo(t, st, 1, store.PartitionInfo{Head: 10, Trimmed: 4})
@@ -421,7 +421,7 @@ func testSubscriptionHoldsRetention(t *testing.T, h *harness) {
 	if err := saveProgress(st, store.ProgressParams{Partition: 1, Epoch: o.Epoch, Checkpoint: 10, Positions: map[string]int64{late: 10}}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 1, Max: 100}); err != nil || n != 6 {
+	if n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 1, Max: 100}); err != nil || n != 6 {
 		t.Fatalf("TrimConsumed once the subscription caught up = %d, %v; want 6", n, err)
 	}
 
@@ -447,7 +447,7 @@ func testSubscriptionHoldsRetention(t *testing.T, h *harness) {
 			}
 		})
 		wg.Go(func() {
-			if _, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 2, Max: 3}); err != nil {
+			if _, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 2, Max: 3}); err != nil {
 				t.Errorf("TrimConsumed: %v", err)
 			}
 		})
@@ -459,7 +459,7 @@ func testSubscriptionHoldsRetention(t *testing.T, h *harness) {
 		lowest = min(lowest, s)
 	}
 	for {
-		n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 2, Max: 100})
+		n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 2, Max: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -526,7 +526,7 @@ func testParked(t *testing.T, h *harness) {
 // checkpoint and every stored subscription position.
 func testTrimConsumed(t *testing.T, h *harness) {
 	ctx, st := h.setup(t)
-	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 10}); err != nil || n != 0 {
+	if n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 0, Max: 10}); err != nil || n != 0 {
 		t.Fatalf("TrimConsumed of an empty partition = %d, %v", n, err)
 	}
 	appendRecs(t, st, 0, recs("r", 20)...)
@@ -540,7 +540,7 @@ func testTrimConsumed(t *testing.T, h *harness) {
 	}
 	trim := func(max int, want int64, trimmed int64) {
 		t.Helper()
-		n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: max})
+		n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 0, Max: max})
 		if err != nil || n != want {
 			t.Fatalf("TrimConsumed(max %d) = %d, %v; want %d", max, n, err, want)
 		}
@@ -576,14 +576,14 @@ func testRetentionByAge(t *testing.T, h *harness) {
 	if err := saveProgress(st, store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: 6}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 3 {
+	if n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 3 {
 		t.Fatalf("TrimConsumed before a kept record = %d, %v; want 3", n, err)
 	}
 	wantInfo(t, st, 0, store.PartitionInfo{Head: 6, Trimmed: 3})
 	if err := st.SetRetention(ctx, "kept", store.Retention{}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 3 {
+	if n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 3 {
 		t.Fatalf("TrimConsumed once the retention is cleared = %d, %v; want 3", n, err)
 	}
 }
@@ -604,7 +604,7 @@ func testRetentionBySize(t *testing.T, h *harness) {
 	if err := saveProgress(st, store.ProgressParams{Partition: 0, Epoch: o.Epoch, Checkpoint: 10}); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := st.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 8 {
+	if n, err := trimNow(ctx, st, &store.TrimConsumedParams{Partition: 0, Max: 100}); err != nil || n != 8 {
 		t.Fatalf("TrimConsumed keeping 25 bytes of 10-byte records = %d, %v; want 8", n, err)
 	}
 	wantInfo(t, st, 0, store.PartitionInfo{Head: 10, Trimmed: 8})

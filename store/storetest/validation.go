@@ -305,7 +305,7 @@ func testInvalidReadTrimInfo(t *testing.T, h *harness) {
 	for _, p := range []store.TrimConsumedParams{
 		{Partition: -1, Max: 10}, {Max: 0}, {Max: -1}, {Max: 10*store.DefaultMaxBatch + 1},
 	} {
-		_, err := st.TrimConsumed(ctx, &p)
+		_, err := trimNow(ctx, st, &p)
 		wantErr(t, fmt.Sprintf("TrimConsumed(%+v)", p), err, sluicetype.ErrInvalidArgument)
 	}
 	wantInfo(t, st, 0, store.PartitionInfo{Head: 3})

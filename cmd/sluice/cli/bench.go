@@ -969,9 +969,15 @@ func benchLogAppend(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 // trimAll removes the records a scenario wrote to the first parts
 // partitions once no subscription needs them: a node of its own takes
 // their leases, saves each checkpoint at its head and trims the consumed
-// records. A partition another node still holds keeps its records.
+// records. A partition another node still holds keeps its records, and
+// so does every partition of a store that does not trim on demand (not
+// a store.Trimmer).
 func (e *benchEnv) trimAll(ctx context.Context, parts int32) {
 	const node = "bench-cleanup"
+	tr, ok := e.store.(store.Trimmer)
+	if !ok {
+		return
+	}
 	ctx = context.WithoutCancel(ctx)
 	acquire := make([]int32, max(parts, 1))
 	for i := range acquire {
@@ -992,7 +998,7 @@ func (e *benchEnv) trimAll(ctx context.Context, parts int32) {
 			continue
 		}
 		for {
-			n, err := e.store.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: l.Partition, Max: 1000})
+			n, err := tr.TrimConsumed(ctx, &store.TrimConsumedParams{Partition: l.Partition, Max: 1000})
 			if err != nil || n == 0 {
 				break
 			}

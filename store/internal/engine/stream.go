@@ -595,6 +595,9 @@ func (s *tenantStore) SetRetention(ctx context.Context, namespace string, r stor
 	return nil
 }
 
+var _ store.Trimmer = (*tenantStore)(nil)
+
+// TrimConsumed trims a partition's consumed records now (store.Trimmer).
 func (s *tenantStore) TrimConsumed(ctx context.Context, p *store.TrimConsumedParams) (int64, error) {
 	if err := p.Validate(s.e.limits); err != nil {
 		return 0, fmt.Errorf("sluice: trim: %w", err)
