@@ -59,7 +59,7 @@ func (o opener) OpenDB(ctx context.Context, db *sql.DB, opts store.OpenOptions) 
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("sluice: sqlite: %w", err)
 	}
-	return OpenDB(ctx, db, DBConfig{Limits: opts.Limits, Logger: opts.Logger, SkipMigrations: opts.SkipMigrations, Driver: o.driver})
+	return OpenDB(ctx, db, &DBConfig{Limits: opts.Limits, Logger: opts.Logger, SkipMigrations: opts.SkipMigrations, Driver: o.driver})
 }
 
 func (o opener) NewMigrator(ctx context.Context, dsn string, opts store.OpenOptions) (store.Migrator, error) {
