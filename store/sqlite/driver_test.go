@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"os"
@@ -182,5 +183,24 @@ func TestOpenDBNilConfig(t *testing.T) {
 	}
 	if _, err := sqlite.OpenDB(t.Context(), pool(t, otherName), nil); !errors.Is(err, sluicetype.ErrInvalidArgument) {
 		t.Errorf("OpenDB of a pool on %s with a nil config: %v, want ErrInvalidArgument", otherName, err)
+	}
+}
+
+// NewMigrator opens its connection within its context, as PostgreSQL's
+// and MySQL's do: a cancelled context fails it, and a live one migrates.
+func TestNewMigratorContext(t *testing.T) {
+	cfg := sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db")}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := sqlite.NewMigrator(ctx, cfg); !errors.Is(err, context.Canceled) {
+		t.Errorf("NewMigrator on a cancelled context: %v, want context.Canceled", err)
+	}
+	m, err := sqlite.NewMigrator(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Up(t.Context()); err != nil {
+		t.Errorf("Up: %v", err)
 	}
 }
