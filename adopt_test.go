@@ -134,7 +134,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := postgres.OpenPool(ctx, pool, postgres.DBConfig{SkipMigrations: true})
+	b, err := postgres.OpenPool(ctx, pool, &postgres.DBConfig{SkipMigrations: true})
 	if err != nil {
 		log.Fatal(err)
 	}

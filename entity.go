@@ -409,7 +409,9 @@ func (c *Client) listEntities(ctx context.Context, wanted func(entityKind) bool,
 }
 
 // CreateQueue creates a queue; nil props take every default.
-// ErrEntityExists if the name is taken.
+// ErrEntityExists if the name is taken. props is a pointer because a
+// creation may leave every setting out; UpdateQueue takes a value
+// because an update states the settings it applies.
 func (c *Client) CreateQueue(ctx context.Context, name string, props *QueueProperties) (QueueInfo, error) {
 	return c.CreateQueueForwarding(ctx, name, props, "")
 }
@@ -443,6 +445,11 @@ func (c *Client) CreateQueueForwarding(ctx context.Context, name string, props *
 // and keeps its forwarding (UpdateQueueForwarding changes it). Messages
 // already sent keep their expiry. Other clients see the change within a
 // few seconds.
+//
+// props is a value, where CreateQueue takes a pointer, by the rule that
+// required settings are values: an update has no defaults to fall back
+// on, and the fields set as given (a zero DefaultTTL is no expiry) make
+// the whole value the request, so nil would have no meaning.
 func (c *Client) UpdateQueue(ctx context.Context, name string, props QueueProperties) (QueueInfo, error) {
 	return c.updateQueue(ctx, name, props, "", false)
 }

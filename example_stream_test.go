@@ -2,6 +2,7 @@ package sluice_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -176,4 +177,59 @@ func ExampleClient_TailStream() {
 	// order-1: placed
 	// order-1: paid
 	// context canceled
+}
+
+// Bound each attempt of a stream handler: an attempt that outlives its
+// time fails with ErrHandlerTimeout (a middleware outside TimeoutStream
+// sees it), and the event is delivered again.
+func ExampleTimeoutStream() {
+	dir, _ := os.MkdirTemp("", "sluice-example")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	c, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), nil)
+	if err != nil {
+		panic(err)
+	}
+	defer c.Close()
+
+	attempts := make(chan string, 8)
+	report := func(next sluice.StreamHandler) sluice.StreamHandler {
+		return func(ctx context.Context, ev *sluice.StreamEvent) error {
+			err := next(ctx, ev)
+			attempts <- fmt.Sprintf("attempt %d: timed out: %v", ev.Attempt, errors.Is(err, sluice.ErrHandlerTimeout))
+			return err
+		}
+	}
+	p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{
+		Middleware: []sluice.StreamMiddleware{report, sluice.TimeoutStream(100 * time.Millisecond)},
+	})
+	err = p.Handle("shipping", func(ctx context.Context, ev *sluice.StreamEvent) error {
+		if ev.Attempt == 1 { // a slow first attempt, which watches its context
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}, &sluice.ConsumerOptions{Namespace: "orders", RetryBackoff: 10 * time.Millisecond})
+	if err != nil {
+		panic(err)
+	}
+	if err := p.Start(ctx); err != nil {
+		panic(err)
+	}
+	defer p.Stop(ctx)
+
+	if _, err := c.Publish(ctx, sluice.StreamID{Namespace: "orders", Key: "order-42"}, sluice.Event{Body: []byte("placed")}); err != nil {
+		panic(err)
+	}
+	for range 2 {
+		select {
+		case s := <-attempts:
+			fmt.Println(s)
+		case <-time.After(10 * time.Second):
+			fmt.Println("timed out")
+		}
+	}
+	// Output:
+	// attempt 1: timed out: true
+	// attempt 2: timed out: false
 }

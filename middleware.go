@@ -102,8 +102,9 @@ var ErrHandlerTimeout = sluicetype.ErrHandlerTimeout
 // message is abandoned, as after any error). The handler must watch its
 // context: Timeout does not stop a handler that ignores it. A zero or
 // negative d ends the context at once, as context.WithTimeout does, so
-// that every delivery fails: give a positive d. (A stream consumer's
-// deliveries are bounded by ConsumerOptions.DeliveryTimeout.)
+// that every delivery fails: give a positive d. TimeoutMessage and
+// TimeoutStream do the same for a MessageHandler and a stream consumer's
+// handler.
 func Timeout(d time.Duration) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, r *Receiver, m *ReceivedMessage) error {
@@ -117,6 +118,20 @@ func TimeoutMessage(d time.Duration) MessageMiddleware {
 	return func(next MessageHandler) MessageHandler {
 		return func(ctx context.Context, r MessageReceiver, m *ReceivedMessage) error {
 			return timed(ctx, d, func(ctx context.Context) error { return next(ctx, r, m) })
+		}
+	}
+}
+
+// TimeoutStream is Timeout for a stream consumer's handler: each
+// delivery attempt's context ends after d, with cause ErrHandlerTimeout,
+// and an error the handler returns then wraps it; the attempt fails, and
+// the event is retried as after any error. ConsumerOptions.DeliveryTimeout
+// still bounds each delivery: the earlier of the two ends the context,
+// and only TimeoutStream's has cause ErrHandlerTimeout.
+func TimeoutStream(d time.Duration) StreamMiddleware {
+	return func(next StreamHandler) StreamHandler {
+		return func(ctx context.Context, ev *StreamEvent) error {
+			return timed(ctx, d, func(ctx context.Context) error { return next(ctx, ev) })
 		}
 	}
 }

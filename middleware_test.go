@@ -203,35 +203,107 @@ func TestTimeoutMiddleware(t *testing.T) {
 	})
 }
 
-// Timeout's edges: zero and negative durations end the context before
-// the handler runs; a handler that returns in time keeps its error
-// unwrapped; a maximal one never ends it.
+// Timeout's edges, alike for TimeoutMessage and TimeoutStream: zero and
+// negative durations end the context before the handler runs; a handler
+// that returns in time keeps its error unwrapped; a maximal one never
+// ends it.
 func TestTimeoutEdges(t *testing.T) {
-	run := func(d time.Duration, h sluice.Handler) error {
-		return sluice.Timeout(d)(h)(t.Context(), nil, &sluice.ReceivedMessage{})
+	forms := map[string]func(d time.Duration, h func(context.Context) error) error{
+		"Timeout": func(d time.Duration, h func(context.Context) error) error {
+			return sluice.Timeout(d)(func(ctx context.Context, _ *sluice.Receiver, _ *sluice.ReceivedMessage) error {
+				return h(ctx)
+			})(t.Context(), nil, &sluice.ReceivedMessage{})
+		},
+		"TimeoutMessage": func(d time.Duration, h func(context.Context) error) error {
+			return sluice.TimeoutMessage(d)(func(ctx context.Context, _ sluice.MessageReceiver, _ *sluice.ReceivedMessage) error {
+				return h(ctx)
+			})(t.Context(), nil, &sluice.ReceivedMessage{})
+		},
+		"TimeoutStream": func(d time.Duration, h func(context.Context) error) error {
+			return sluice.TimeoutStream(d)(func(ctx context.Context, _ *sluice.StreamEvent) error {
+				return h(ctx)
+			})(t.Context(), &sluice.StreamEvent{})
+		},
 	}
-	waits := func(ctx context.Context, _ *sluice.Receiver, _ *sluice.ReceivedMessage) error {
+	waits := func(ctx context.Context) error {
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	for _, d := range []time.Duration{0, -time.Second} {
-		if err := run(d, waits); !errors.Is(err, sluice.ErrHandlerTimeout) {
-			t.Fatalf("Timeout(%v): %v, want ErrHandlerTimeout at once", d, err)
+	for name, run := range forms {
+		for _, d := range []time.Duration{0, -time.Second} {
+			if err := run(d, waits); !errors.Is(err, sluice.ErrHandlerTimeout) {
+				t.Fatalf("%s(%v): %v, want ErrHandlerTimeout at once", name, d, err)
+			}
+		}
+		own := errors.New("own error")
+		if err := run(time.Hour, func(context.Context) error { return own }); err != own {
+			t.Fatalf("%s(1h) around a failing handler: %v, want its own error unchanged", name, err)
+		}
+		err := run(time.Duration(1<<63-1), func(ctx context.Context) error {
+			if _, ok := ctx.Deadline(); ctx.Err() != nil || !ok {
+				return errors.New("a maximal timeout ended the context or set no deadline")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
 	}
-	own := errors.New("own error")
-	if err := run(time.Hour, func(context.Context, *sluice.Receiver, *sluice.ReceivedMessage) error { return own }); err != own {
-		t.Fatalf("Timeout(1h) around a failing handler: %v, want its own error unchanged", err)
-	}
-	err := run(time.Duration(1<<63-1), func(ctx context.Context, _ *sluice.Receiver, _ *sluice.ReceivedMessage) error {
-		if _, ok := ctx.Deadline(); ctx.Err() != nil || !ok {
-			return errors.New("a maximal timeout ended the context or set no deadline")
+}
+
+// TimeoutStream ends a stream handler's context after d with cause
+// ErrHandlerTimeout; the attempt's error then wraps it (as a middleware
+// outside it sees), and the event is delivered again.
+func TestTimeoutStreamMiddleware(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		var mu sync.Mutex
+		var attempts []int
+		var errs []error
+		outer := func(next sluice.StreamHandler) sluice.StreamHandler {
+			return func(ctx context.Context, ev *sluice.StreamEvent) error {
+				err := next(ctx, ev)
+				mu.Lock()
+				defer mu.Unlock()
+				attempts, errs = append(attempts, ev.Attempt), append(errs, err)
+				return err
+			}
 		}
-		return nil
+		h := func(ctx context.Context, ev *sluice.StreamEvent) error {
+			if ev.Attempt > 1 {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				if !errors.Is(context.Cause(ctx), sluice.ErrHandlerTimeout) {
+					return fmt.Errorf("context ended with cause %v, want ErrHandlerTimeout", context.Cause(ctx))
+				}
+				return ctx.Err()
+			case <-time.After(time.Minute):
+				return errors.New("the timeout never ended the context")
+			}
+		}
+		startStreamProcessor(t, c, &sluice.StreamProcessorOptions{
+			Middleware: []sluice.StreamMiddleware{outer, sluice.TimeoutStream(100 * time.Millisecond)},
+		}, func(p *sluice.StreamProcessor) {
+			if err := p.Handle("slow", h, &sluice.ConsumerOptions{Namespace: "slow", RetryBackoff: time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+		})
+		publish(t, c, sluice.StreamID{Namespace: "slow", Key: "k"}, "slow")
+		waitUntil(t, "the event handled on its second attempt", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(attempts) >= 2
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(attempts, []int{1, 2}) || errs[1] != nil {
+			t.Fatalf("attempts %v with errors %v, want [1 2], the second without error", attempts, errs)
+		}
+		if !errors.Is(errs[0], sluice.ErrHandlerTimeout) || !errors.Is(errs[0], context.DeadlineExceeded) {
+			t.Fatalf("the first attempt's error %v, want one wrapping ErrHandlerTimeout and DeadlineExceeded", errs[0])
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // Every delivery attempt of a stream consumer passes through the

@@ -28,7 +28,7 @@ func pgxClient(t *testing.T) (*sluice.Client, *pgxpool.Pool) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	b, err := postgres.OpenPool(t.Context(), pool, postgres.DBConfig{Logger: storetest.Logger(t)})
+	b, err := postgres.OpenPool(t.Context(), pool, &postgres.DBConfig{Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,7 +444,7 @@ func childApp(t *testing.T, kind, dsn, service string) (*sluice.Client, crashApp
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := postgres.OpenPool(ctx, pool, postgres.DBConfig{})
+	b, err := postgres.OpenPool(ctx, pool, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -246,7 +246,8 @@ func (e *entity) matches(m *Message) (bool, error) {
 	return false, failed
 }
 
-// CreateTopic creates a topic; nil props take the defaults.
+// CreateTopic creates a topic; nil props take the defaults (a pointer,
+// where UpdateTopic takes a value: see CreateQueue and UpdateQueue).
 func (c *Client) CreateTopic(ctx context.Context, name string, props *TopicProperties) (TopicInfo, error) {
 	if err := validateEntityName("topic", name); err != nil {
 		return TopicInfo{}, fmt.Errorf("sluice: create topic: %w", err)
@@ -280,7 +281,7 @@ func topicInfo(e entity) TopicInfo {
 
 // UpdateTopic changes a topic's settings, merged with the current ones
 // as UpdateQueue merges them (duplicate detection is fixed at creation;
-// its window may change).
+// its window may change). props is a value, as UpdateQueue's is.
 func (c *Client) UpdateTopic(ctx context.Context, name string, props TopicProperties) (TopicInfo, error) {
 	e := topicEntity(name, &props)
 	if err := c.updateEntity(ctx, &e, false); err != nil {
@@ -360,7 +361,9 @@ func (c *Client) subscriptions(ctx context.Context, topic string) ([]entity, err
 }
 
 // CreateSubscription creates a subscription of a topic with the given
-// rules, or with the rule $Default (a TrueFilter) when none is given.
+// rules, or with the rule $Default (a TrueFilter) when none is given;
+// nil props take the defaults (a pointer, where UpdateSubscription takes
+// a value: see CreateQueue and UpdateQueue).
 func (c *Client) CreateSubscription(ctx context.Context, topic, name string, props *SubscriptionProperties, rules ...Rule) (SubscriptionInfo, error) {
 	if _, err := c.getEntity(ctx, topic, kindTopic); err != nil {
 		return SubscriptionInfo{}, err
@@ -520,7 +523,8 @@ func (c *Client) ListMessageEntities(ctx context.Context, prefix, after string, 
 // UpdateSubscription changes a subscription's settings, merged with the
 // current ones as UpdateQueue merges them; its rules stay, and so does
 // its forwarding unless props.ForwardTo names a new target
-// (UpdateSubscriptionForwarding also stops it).
+// (UpdateSubscriptionForwarding also stops it). props is a value, as
+// UpdateQueue's is.
 func (c *Client) UpdateSubscription(ctx context.Context, topic, name string, props SubscriptionProperties) (SubscriptionInfo, error) {
 	return c.updateSubscription(ctx, topic, name, props, props.ForwardTo != "")
 }

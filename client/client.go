@@ -165,7 +165,9 @@ func call[Req, Res any](ctx context.Context, f func(context.Context, *Req) (*Res
 	return res, nil
 }
 
-// CreateQueue creates a queue; nil props take the defaults.
+// CreateQueue creates a queue; nil props take the defaults. props is a
+// pointer, UpdateQueue's a value, for the reasons the library's
+// CreateQueue and UpdateQueue give.
 func (c *Client) CreateQueue(ctx context.Context, name string, props *sluice.QueueProperties) (sluice.QueueInfo, error) {
 	return c.CreateQueueForwarding(ctx, name, props, "")
 }
@@ -193,7 +195,8 @@ func (c *Client) GetQueue(ctx context.Context, name string) (sluice.QueueInfo, e
 }
 
 // UpdateQueue changes a queue's settings as the library's UpdateQueue
-// does, and keeps its forwarding.
+// does, and keeps its forwarding. props is a value, as the library's is:
+// an update states the settings it applies.
 func (c *Client) UpdateQueue(ctx context.Context, name string, props sluice.QueueProperties) (sluice.QueueInfo, error) {
 	return c.updateQueue(ctx, &sluicev1.UpdateQueueRequest{Name: name, Properties: apiconv.QueueProperties(props)})
 }
@@ -233,7 +236,8 @@ func (c *Client) GetQueueStats(ctx context.Context, name string) (sluice.QueueSt
 	return apiconv.FromStats(res.Stats), nil
 }
 
-// CreateTopic creates a topic; nil props take the defaults.
+// CreateTopic creates a topic; nil props take the defaults (a pointer,
+// where UpdateTopic takes a value, as in the library).
 func (c *Client) CreateTopic(ctx context.Context, name string, props *sluice.TopicProperties) (sluice.TopicInfo, error) {
 	var p sluice.TopicProperties
 	if props != nil {
@@ -255,7 +259,9 @@ func (c *Client) GetTopic(ctx context.Context, name string) (sluice.TopicInfo, e
 	return apiconv.FromTopic(res.Topic), nil
 }
 
-// UpdateTopic replaces a topic's settings.
+// UpdateTopic changes a topic's settings as the library's UpdateTopic
+// does. props is a value, as the library's is: an update states the
+// settings it applies.
 func (c *Client) UpdateTopic(ctx context.Context, name string, props sluice.TopicProperties) (sluice.TopicInfo, error) {
 	res, err := call(ctx, c.entities.UpdateTopic, &sluicev1.UpdateTopicRequest{Name: name, Properties: apiconv.TopicProperties(props)})
 	if err != nil {
@@ -276,7 +282,9 @@ func (c *Client) ListTopics(ctx context.Context, after string, max int) ([]sluic
 	return c.ListTopicsWithPrefix(ctx, "", after, max)
 }
 
-// CreateSubscription creates a subscription of a topic with its rules.
+// CreateSubscription creates a subscription of a topic with its rules;
+// nil props take the defaults (a pointer, where UpdateSubscription takes
+// a value, as in the library).
 func (c *Client) CreateSubscription(ctx context.Context, topic, name string, props *sluice.SubscriptionProperties, rules ...sluice.Rule) (sluice.SubscriptionInfo, error) {
 	var p sluice.SubscriptionProperties
 	if props != nil {
@@ -307,7 +315,8 @@ func (c *Client) GetSubscription(ctx context.Context, topic, name string) (sluic
 }
 
 // UpdateSubscription changes a subscription's settings as the library's
-// UpdateSubscription does: forwarding is kept unless props.ForwardTo is set.
+// UpdateSubscription does: forwarding is kept unless props.ForwardTo is
+// set. props is a value, as the library's is.
 func (c *Client) UpdateSubscription(ctx context.Context, topic, name string, props sluice.SubscriptionProperties) (sluice.SubscriptionInfo, error) {
 	return c.updateSubscription(ctx, &sluicev1.UpdateSubscriptionRequest{Topic: topic, Name: name,
 		Properties: apiconv.SubscriptionProperties(props)})

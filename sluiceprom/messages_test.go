@@ -21,10 +21,16 @@ import (
 var messageFamilies = []string{"sluice_messages_sent_total", "sluice_messages_received_total",
 	"sluice_messages_settled_total", "sluice_lock_lost_total", "sluice_message_wait_seconds"}
 
-// messageSeries gathers reg and returns the series of messageFamilies,
+// messageSeries gathers reg and returns the series of messageFamilies.
+func messageSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	return seriesOf(t, reg, messageFamilies)
+}
+
+// seriesOf gathers reg and returns the series of the families named,
 // each as `name{label="value",...}` (labels in Prometheus' order), with
 // its value; a histogram's as name_count.
-func messageSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+func seriesOf(t *testing.T, reg *prometheus.Registry, names []string) map[string]float64 {
 	t.Helper()
 	families, err := reg.Gather()
 	if err != nil {
@@ -32,7 +38,7 @@ func messageSeries(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	}
 	out := make(map[string]float64)
 	for _, f := range families {
-		if !slices.Contains(messageFamilies, f.GetName()) {
+		if !slices.Contains(names, f.GetName()) {
 			continue
 		}
 		for _, m := range f.GetMetric() {

@@ -11,6 +11,18 @@
 //	prometheus.MustRegister(m)
 //	defer m.Close()
 //
+// Its handler middleware times the program's handlers and counts how
+// each delivery ended (ok, error, timeout, panic), on the same
+// collector: Collector.MessageMiddleware for a queue Processor's handler
+// (sluice_message_handler_seconds and sluice_messages_handled_total, by
+// entity) and Collector.StreamMiddleware for a stream consumer's
+// (sluice_stream_handler_seconds and sluice_stream_events_handled_total,
+// by namespace), on the library's processors or the network client's:
+//
+//	p, _ := client.MessageProcessor("orders", handle, &sluice.ProcessorOptions{
+//		MessageMiddleware: []sluice.MessageMiddleware{m.MessageMiddleware(), sluice.TimeoutMessage(time.Minute)},
+//	})
+//
 // It is a package of its own so that a program that does not use it does
 // not link Prometheus.
 package sluiceprom
@@ -42,10 +54,10 @@ type Options struct {
 	// (sluice_stream_subscription_lag); without it lag is summed per
 	// consumer and namespace.
 	SubscriptionLag bool
-	// MaxLabels bounds the entity names and dead-letter reasons the
-	// counters label (default 10,000 each); past it they count as
-	// "_other". (The gauges of the database's figures are bounded by
-	// MaxEntities: they hold what one read found.)
+	// MaxLabels bounds the entity names, dead-letter reasons and stream
+	// namespaces the counters label (default 10,000 each); past it they
+	// count as "_other". (The gauges of the database's figures are
+	// bounded by MaxEntities: they hold what one read found.)
 	MaxLabels int
 }
 
@@ -65,14 +77,21 @@ type Collector struct {
 	opts     Options
 	entities labelSet
 	reasons  labelSet
-	dead     *prometheus.CounterVec
-	sent     *prometheus.CounterVec
-	received *prometheus.CounterVec
-	settled  *prometheus.CounterVec
-	lockLost *prometheus.CounterVec
-	waited   *prometheus.HistogramVec
-	stopDead func()
-	stopMsgs func()
+	// namespaces label the stream handlers' series.
+	namespaces labelSet
+	dead       *prometheus.CounterVec
+	sent       *prometheus.CounterVec
+	received   *prometheus.CounterVec
+	settled    *prometheus.CounterVec
+	lockLost   *prometheus.CounterVec
+	waited     *prometheus.HistogramVec
+	// The handler middleware's series (middleware.go).
+	handled        *prometheus.CounterVec
+	handlerSeconds *prometheus.HistogramVec
+	streamHandled  *prometheus.CounterVec
+	streamSeconds  *prometheus.HistogramVec
+	stopDead       func()
+	stopMsgs       func()
 
 	mu   sync.Mutex // held while reading
 	last []prometheus.Metric
@@ -95,7 +114,7 @@ func New(c *sluice.Client, opts *Options) *Collector {
 	if x.opts.MaxLabels <= 0 {
 		x.opts.MaxLabels = 10000
 	}
-	x.entities.max, x.reasons.max = x.opts.MaxLabels, x.opts.MaxLabels
+	x.entities.max, x.reasons.max, x.namespaces.max = x.opts.MaxLabels, x.opts.MaxLabels, x.opts.MaxLabels
 	x.dead = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "sluice_messages_dead_lettered_total",
 		Help: "Messages this process dead-lettered, by entity and reason, whatever the cause: a receiver's reason, " +
 			"MaxDeliveryCountExceeded, TTLExpiredException, FilterEvaluationException."}, []string{"entity", "reason"})
@@ -113,6 +132,7 @@ func New(c *sluice.Client, opts *Options) *Collector {
 	x.waited = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "sluice_message_wait_seconds",
 		Help:    "How long the messages this process's calls received had been in their entity, from send to receive, by entity.",
 		Buckets: prometheus.ExponentialBuckets(.001, 4, 12)}, []string{"entity"})
+	x.newHandlerMetrics()
 	x.stopDead = c.ObserveDeadLetters(func(entity, reason string, n int) {
 		x.dead.WithLabelValues(x.EntityLabel(entity), x.reasons.label(reason)).Add(float64(n))
 	})
@@ -189,7 +209,12 @@ type vec interface {
 
 // vecs are the collector's series by entity.
 func (x *Collector) vecs() []vec {
-	return []vec{x.dead, x.sent, x.received, x.settled, x.lockLost, x.waited}
+	return []vec{x.dead, x.sent, x.received, x.settled, x.lockLost, x.waited, x.handled, x.handlerSeconds}
+}
+
+// allVecs are the collector's series: by entity, then by namespace.
+func (x *Collector) allVecs() []vec {
+	return append(x.vecs(), x.streamHandled, x.streamSeconds)
 }
 
 var (
@@ -225,7 +250,7 @@ func (x *Collector) Describe(ch chan<- *prometheus.Desc) {
 		consumerLagDesc, consumerProcessorsDesc, subscriptionLagDesc, nodesDesc, scrapeErrorsDesc} {
 		ch <- d
 	}
-	for _, v := range x.vecs() {
+	for _, v := range x.allVecs() {
 		v.Describe(ch)
 	}
 }
@@ -237,7 +262,7 @@ func (x *Collector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range x.refresh() {
 		ch <- m
 	}
-	for _, v := range x.vecs() {
+	for _, v := range x.allVecs() {
 		v.Collect(ch)
 	}
 }

@@ -366,3 +366,26 @@ func TestLeasesBesideDataLocks(t *testing.T) {
 		}, nil
 	})
 }
+
+// A nil *DBConfig is all defaults: OpenDB opens a backend on the
+// application's pool, and closing it leaves the pool open.
+func TestOpenDBNilConfig(t *testing.T) {
+	db := rawDB(t, freshDatabase(t))
+	b, err := OpenDB(t.Context(), db, nil)
+	if err != nil {
+		t.Fatalf("OpenDB with a nil config: %v", err)
+	}
+	s, err := b.Store(store.Tenant{Service: "nil", Provider: "default"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateQueue(t.Context(), &store.QueueSettings{Name: "q"}); err != nil {
+		t.Errorf("CreateQueue: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := db.PingContext(t.Context()); err != nil {
+		t.Errorf("the pool after the backend closed: %v", err)
+	}
+}

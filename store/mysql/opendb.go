@@ -12,7 +12,8 @@ import (
 )
 
 // DBConfig opens a MariaDB or MySQL backend on the application's pool
-// (OpenDB).
+// (OpenDB). Every field may be left out: zero values take defaults, and
+// a nil *DBConfig is all defaults.
 type DBConfig struct {
 	// Limits bound calls; zero fields take defaults.
 	Limits store.Limits
@@ -36,10 +37,13 @@ type DBConfig struct {
 // character set; set them in the DSN, e.g.
 // ?time_zone=%27%2B00%3A00%27&transaction_isolation=%27READ-COMMITTED%27&charset=utf8mb4.
 // clientFoundRows must stay off (the driver's default): no query can
-// tell.
-func OpenDB(ctx context.Context, db *sql.DB, cfg DBConfig) (store.Backend, error) {
+// tell. A nil cfg takes the defaults.
+func OpenDB(ctx context.Context, db *sql.DB, cfg *DBConfig) (store.Backend, error) {
 	if err := checkPool(ctx, db); err != nil {
 		return nil, err
+	}
+	if cfg == nil {
+		cfg = &DBConfig{}
 	}
 	return start(ctx, db, store.OpenOptions{Limits: cfg.Limits, Logger: cfg.Logger, CommitPipelines: cfg.CommitPipelines, SkipMigrations: cfg.SkipMigrations}, true)
 }

@@ -20,7 +20,7 @@ func ExampleWrapTx() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	b, err := postgres.OpenPool(ctx, pool, postgres.DBConfig{})
+	b, err := postgres.OpenPool(ctx, pool, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -57,7 +57,7 @@ func ExampleTransactions() {
 		log.Fatal(err)
 	}
 	defer pool.Close()
-	b, err := postgres.OpenPool(ctx, pool, postgres.DBConfig{})
+	b, err := postgres.OpenPool(ctx, pool, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -16,7 +16,8 @@ import (
 )
 
 // DBConfig opens a PostgreSQL backend on the application's pool (OpenDB,
-// OpenPool).
+// OpenPool). Every field may be left out: zero values take defaults, and
+// a nil *DBConfig is all defaults.
 type DBConfig struct {
 	// Limits bound calls; zero fields take defaults.
 	Limits store.Limits
@@ -36,8 +37,12 @@ type DBConfig struct {
 	PgBouncer string
 }
 
-// config returns the Config of an application's pool.
-func (c DBConfig) config() Config {
+// config returns the Config of an application's pool; a nil c is all
+// defaults.
+func (c *DBConfig) config() Config {
+	if c == nil {
+		return Config{}
+	}
 	return Config{Limits: c.Limits, Logger: c.Logger, VacuumInterval: c.VacuumInterval,
 		CommitPipelines: c.CommitPipelines, SkipMigrations: c.SkipMigrations, PgBouncer: c.PgBouncer}
 }
@@ -50,8 +55,9 @@ func (c DBConfig) config() Config {
 // idle_in_transaction_session_timeout on its connections; set it in the
 // pool's configuration to keep that guard). Wake-ups from other
 // processes come through one more connection, opened with the settings
-// of one of the pool's (unless PgBouncer is "transaction").
-func OpenDB(ctx context.Context, db *sql.DB, cfg DBConfig) (store.Backend, error) {
+// of one of the pool's (unless PgBouncer is "transaction"). A nil cfg
+// takes the defaults.
+func OpenDB(ctx context.Context, db *sql.DB, cfg *DBConfig) (store.Backend, error) {
 	cc, err := poolConnConfig(ctx, db)
 	if err != nil {
 		return nil, err
@@ -62,7 +68,8 @@ func OpenDB(ctx context.Context, db *sql.DB, cfg DBConfig) (store.Backend, error
 // OpenPool opens a backend on the application's pgx pool, which the
 // backend never closes, as OpenDB does on a *sql.DB: the engine runs on
 // database/sql over the pool (stdlib.OpenDBFromPool), batches included.
-func OpenPool(ctx context.Context, pool *pgxpool.Pool, cfg DBConfig) (store.Backend, error) {
+// A nil cfg takes the defaults.
+func OpenPool(ctx context.Context, pool *pgxpool.Pool, cfg *DBConfig) (store.Backend, error) {
 	if pool == nil {
 		return nil, fmt.Errorf("sluice: postgres: the *pgxpool.Pool is nil: %w", sluicetype.ErrInvalidArgument)
 	}
@@ -79,15 +86,16 @@ func OpenPool(ctx context.Context, pool *pgxpool.Pool, cfg DBConfig) (store.Back
 }
 
 // openShared starts a backend on a pool the application owns.
-func openShared(ctx context.Context, db *sql.DB, cc *pgx.ConnConfig, cfg DBConfig) (store.Backend, error) {
-	if err := checkPgBouncer(cfg.PgBouncer); err != nil {
+func openShared(ctx context.Context, db *sql.DB, cc *pgx.ConnConfig, cfg *DBConfig) (store.Backend, error) {
+	conf := cfg.config()
+	if err := checkPgBouncer(conf.PgBouncer); err != nil {
 		return nil, err
 	}
 	cc = cc.Copy()
 	// A connected pgx connection's settings carry the handler that
 	// buffers its own notifications; the listener needs its own.
 	cc.OnNotification = nil
-	return start(ctx, db, cc, cfg.config(), true)
+	return start(ctx, db, cc, conf, true)
 }
 
 // poolConnConfig checks that db runs on pgx and returns the settings of

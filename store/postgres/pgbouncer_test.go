@@ -145,7 +145,7 @@ func TestPgBouncerTransactionModePreparesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := postgres.OpenPool(t.Context(), pool, postgres.DBConfig{PgBouncer: tc.mode, Logger: storetest.Logger(t)})
+		b, err := postgres.OpenPool(t.Context(), pool, &postgres.DBConfig{PgBouncer: tc.mode, Logger: storetest.Logger(t)})
 		if err != nil {
 			t.Fatalf("OpenPool %q: %v", tc.mode, err)
 		}

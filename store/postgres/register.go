@@ -26,7 +26,7 @@ func (opener) Open(ctx context.Context, dsn string, o store.OpenOptions) (store.
 }
 
 func (opener) OpenDB(ctx context.Context, db *sql.DB, o store.OpenOptions) (store.Backend, error) {
-	return OpenDB(ctx, db, DBConfig{Limits: o.Limits, Logger: o.Logger, CommitPipelines: o.CommitPipelines, SkipMigrations: o.SkipMigrations})
+	return OpenDB(ctx, db, &DBConfig{Limits: o.Limits, Logger: o.Logger, CommitPipelines: o.CommitPipelines, SkipMigrations: o.SkipMigrations})
 }
 
 func (opener) NewMigrator(ctx context.Context, dsn string, o store.OpenOptions) (store.Migrator, error) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/sluicehq/sluice/sluicetype"
 	"github.com/sluicehq/sluice/store"
@@ -37,7 +38,7 @@ func appPool(t *testing.T) *pgxpool.Pool {
 // test ends.
 func openOnPool(t *testing.T, pool *pgxpool.Pool) store.Backend {
 	t.Helper()
-	b, err := postgres.OpenPool(t.Context(), pool, postgres.DBConfig{Logger: storetest.Logger(t)})
+	b, err := postgres.OpenPool(t.Context(), pool, &postgres.DBConfig{Logger: storetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,3 +156,30 @@ func TestWrapTxRefused(t *testing.T) {
 type otherDialect struct{ postgres.Tx }
 
 func (otherDialect) TxDialect() string { return "other" }
+
+// A nil *DBConfig is all defaults: OpenDB and OpenPool open a backend on
+// the application's pool that sends and leases, and closing it leaves
+// the pool open.
+func TestOpenNilDBConfig(t *testing.T) {
+	pool := appPool(t)
+	for name, open := range map[string]func() (store.Backend, error){
+		"OpenPool": func() (store.Backend, error) { return postgres.OpenPool(t.Context(), pool, nil) },
+		"OpenDB": func() (store.Backend, error) {
+			db := stdlib.OpenDBFromPool(pool)
+			t.Cleanup(func() { db.Close() })
+			return postgres.OpenDB(t.Context(), db, nil)
+		},
+	} {
+		b, err := open()
+		if err != nil {
+			t.Fatalf("%s with a nil config: %v", name, err)
+		}
+		flows(t, b)
+		if err := b.Close(); err != nil {
+			t.Errorf("%s: Close: %v", name, err)
+		}
+		if err := pool.Ping(t.Context()); err != nil {
+			t.Errorf("the pool after the backend of %s closed: %v", name, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package sqlite_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"os"
@@ -63,7 +64,7 @@ func TestOpenRefusesBadDriver(t *testing.T) {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("Open on %+v created %s (%v)", d, dir, err)
 		}
-		if _, err := sqlite.OpenDB(t.Context(), nil, sqlite.DBConfig{Driver: d}); !errors.Is(err, sluicetype.ErrInvalidArgument) {
+		if _, err := sqlite.OpenDB(t.Context(), nil, &sqlite.DBConfig{Driver: d}); !errors.Is(err, sluicetype.ErrInvalidArgument) {
 			t.Errorf("OpenDB on %+v: %v, want ErrInvalidArgument", d, err)
 		}
 	}
@@ -95,7 +96,7 @@ func TestOpenDBOnConfiguredDriver(t *testing.T) {
 		{otherName, nil, false},
 		{"sqlite", other, false},
 	} {
-		b, err := sqlite.OpenDB(ctx, pool(t, tc.pool), sqlite.DBConfig{Driver: tc.driver})
+		b, err := sqlite.OpenDB(ctx, pool(t, tc.pool), &sqlite.DBConfig{Driver: tc.driver})
 		switch {
 		case tc.ok && err != nil:
 			t.Errorf("OpenDB(pool on %s, %+v): %v", tc.pool, tc.driver, err)
@@ -166,5 +167,40 @@ func TestRegisterPanics(t *testing.T) {
 			}()
 			call()
 		}()
+	}
+}
+
+// A nil *DBConfig is all defaults: OpenDB opens a backend on a pool of
+// modernc.org/sqlite and refuses a pool on another driver.
+func TestOpenDBNilConfig(t *testing.T) {
+	b, err := sqlite.OpenDB(t.Context(), pool(t, "sqlite"), nil)
+	if err != nil {
+		t.Fatalf("OpenDB with a nil config: %v", err)
+	}
+	defer b.Close()
+	if got := b.Features().Driver; got != "modernc.org/sqlite" {
+		t.Errorf("Features().Driver = %q, want modernc.org/sqlite", got)
+	}
+	if _, err := sqlite.OpenDB(t.Context(), pool(t, otherName), nil); !errors.Is(err, sluicetype.ErrInvalidArgument) {
+		t.Errorf("OpenDB of a pool on %s with a nil config: %v, want ErrInvalidArgument", otherName, err)
+	}
+}
+
+// NewMigrator opens its connection within its context, as PostgreSQL's
+// and MySQL's do: a cancelled context fails it, and a live one migrates.
+func TestNewMigratorContext(t *testing.T) {
+	cfg := sqlite.Config{Path: filepath.Join(t.TempDir(), "a.db")}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := sqlite.NewMigrator(ctx, cfg); !errors.Is(err, context.Canceled) {
+		t.Errorf("NewMigrator on a cancelled context: %v, want context.Canceled", err)
+	}
+	m, err := sqlite.NewMigrator(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Up(t.Context()); err != nil {
+		t.Errorf("Up: %v", err)
 	}
 }

@@ -13,6 +13,8 @@ import (
 )
 
 // DBConfig opens a SQLite backend on the application's pool (OpenDB).
+// Every field may be left out: zero values take defaults, and a nil
+// *DBConfig is all defaults.
 type DBConfig struct {
 	// Limits bound calls; zero fields take defaults.
 	Limits store.Limits
@@ -37,8 +39,12 @@ type DBConfig struct {
 // them in the DSN, e.g. file:app.db?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)
 // on modernc.org/sqlite (PragmaDSN builds such a DSN).
 // Adding _txlock=immediate spares write transactions the SQLITE_BUSY
-// retries of a read lock upgraded to a write lock.
-func OpenDB(ctx context.Context, db *sql.DB, cfg DBConfig) (store.Backend, error) {
+// retries of a read lock upgraded to a write lock. A nil cfg takes the
+// defaults.
+func OpenDB(ctx context.Context, db *sql.DB, cfg *DBConfig) (store.Backend, error) {
+	if cfg == nil {
+		cfg = &DBConfig{}
+	}
 	drv, err := driverOr(cfg.Driver)
 	if err != nil {
 		return nil, err

@@ -59,7 +59,7 @@ func (o opener) OpenDB(ctx context.Context, db *sql.DB, opts store.OpenOptions) 
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("sluice: sqlite: %w", err)
 	}
-	return OpenDB(ctx, db, DBConfig{Limits: opts.Limits, Logger: opts.Logger, SkipMigrations: opts.SkipMigrations, Driver: o.driver})
+	return OpenDB(ctx, db, &DBConfig{Limits: opts.Limits, Logger: opts.Logger, SkipMigrations: opts.SkipMigrations, Driver: o.driver})
 }
 
 func (o opener) NewMigrator(ctx context.Context, dsn string, opts store.OpenOptions) (store.Migrator, error) {
@@ -67,7 +67,7 @@ func (o opener) NewMigrator(ctx context.Context, dsn string, opts store.OpenOpti
 	if err != nil {
 		return nil, err
 	}
-	return NewMigrator(cfg)
+	return NewMigrator(ctx, cfg)
 }
 
 func (o opener) NewMigratorDB(ctx context.Context, db *sql.DB, opts store.OpenOptions) (store.Migrator, error) {
@@ -99,13 +99,19 @@ func (o opener) configOf(dsn string, opts store.OpenOptions) (Config, error) {
 }
 
 // NewMigrator returns the migrations of the database file cfg names,
-// on a connection of its own that Close closes.
-func NewMigrator(cfg Config) (store.Migrator, error) {
+// on a connection of its own that Close closes. It opens that connection
+// within ctx, as PostgreSQL's and MySQL's connect, so that a file that
+// cannot be opened fails here rather than at the first Up or Status.
+func NewMigrator(ctx context.Context, cfg Config) (store.Migrator, error) {
 	w, r, drv, err := openPools(cfg)
 	if err != nil {
 		return nil, err
 	}
 	r.Close()
+	if err := w.PingContext(ctx); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("sluice: sqlite: %w", err)
+	}
 	m, err := engine.NewMigrator(dialect(drv), w, cfg.Logger, w.Close)
 	if err != nil {
 		w.Close()

@@ -94,7 +94,7 @@ func OpenDB(t *testing.T, drv *sqlite.Driver) {
 	if err := db.PingContext(ctx); err != nil {
 		t.Errorf("the application's pool after the client closed: %v", err)
 	}
-	if _, err := sqlite.OpenDB(ctx, db, sqlite.DBConfig{}); !errors.Is(err, sluicetype.ErrInvalidArgument) {
+	if _, err := sqlite.OpenDB(ctx, db, nil); !errors.Is(err, sluicetype.ErrInvalidArgument) {
 		t.Errorf("OpenDB of a %s pool as modernc.org/sqlite's: %v, want ErrInvalidArgument", drv.Module, err)
 	}
 }
