@@ -38,7 +38,7 @@ type Options struct {
 	// the application passes (OpenDB) keeps its own size.
 	MaxConns int
 	// CommitPipelines is how many group commits run at once on PostgreSQL
-	// and MariaDB/MySQL, each on a connection of the pool (default 4;
+	// and MariaDB/MySQL, each on a connection of the pool (default 2;
 	// SQLite writes through one connection and has one). Producers' writes
 	// go to the first half, consumers' to the rest: each queue's sends,
 	// each queue's receives and settles, and each stream partition's
@@ -46,11 +46,11 @@ type Options struct {
 	// consumers commit at the same time. A group that waits for a row a
 	// caller's open transaction holds (an open SendTx holds its queue's
 	// counter row) does not hold its pipeline: the pipeline moves on, and
-	// only later writes to the same entity wait with it. On PostgreSQL a group that spans queues commits in
-	// one round trip, so a database server with 2 cores served the most
-	// independent queues with 2 (one pipeline for all sends); raise it
-	// where the server has cores to spare. Negative, or not below
-	// MaxConns, is ErrInvalidArgument.
+	// only later writes to the same entity wait with it. On PostgreSQL a
+	// group that spans queues commits in one round trip, so a database
+	// server with 2 cores served the most independent queues with 2 (one
+	// pipeline for all sends); raise it where the server has cores to
+	// spare. Negative, or not below MaxConns, is ErrInvalidArgument.
 	CommitPipelines int
 	// SkipMigrations opens without applying migrations (leave them to
 	// `sluice migrate up` or a Migrator): the database's schema must be

@@ -26,7 +26,7 @@ type OpenOptions struct {
 	// settings. Negative or above MaxPoolConns is ErrInvalidArgument.
 	MaxConns int
 	// CommitPipelines is how many group commits run at once, each on a
-	// connection of the pool (0: the backend's default, 4 on PostgreSQL
+	// connection of the pool (0: the backend's default, 2 on PostgreSQL
 	// and MariaDB/MySQL; SQLite writes through one connection and has one
 	// pipeline). Every entity's writes go through one of them: more
 	// pipelines let more independent queues and partitions commit at the

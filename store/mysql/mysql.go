@@ -78,7 +78,7 @@ type Config struct {
 	// MaxConns caps the pool's connections (default 16).
 	MaxConns int
 	// CommitPipelines is how many group commits run at once, each on a
-	// connection of the pool (default 4; see
+	// connection of the pool (default 2; see
 	// store.OpenOptions.CommitPipelines).
 	CommitPipelines int
 	// SkipMigrations opens without migrating: the schema must be at this

@@ -20,7 +20,7 @@ type DBConfig struct {
 	// Logger receives warnings; nil discards them.
 	Logger *slog.Logger
 	// CommitPipelines is how many group commits run at once, each on a
-	// connection of the pool (default 4, at most a quarter of the pool's
+	// connection of the pool (default 2, at most a quarter of the pool's
 	// MaxOpenConns; see store.OpenOptions.CommitPipelines).
 	CommitPipelines int
 	// SkipMigrations opens without migrating: the schema must be at this

@@ -26,7 +26,7 @@ type DBConfig struct {
 	// VacuumInterval is Config.VacuumInterval.
 	VacuumInterval time.Duration
 	// CommitPipelines is how many group commits run at once, each on a
-	// connection of the pool (default 4, at most a quarter of the pool's
+	// connection of the pool (default 2, at most a quarter of the pool's
 	// MaxOpenConns; see store.OpenOptions.CommitPipelines).
 	CommitPipelines int
 	// SkipMigrations opens without migrating: the schema must be at this

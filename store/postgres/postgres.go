@@ -90,7 +90,7 @@ type Config struct {
 	// that listens for wake-ups.
 	MaxConns int
 	// CommitPipelines is how many group commits run at once, each on a
-	// connection of the pool (default 4; see
+	// connection of the pool (default 2; see
 	// store.OpenOptions.CommitPipelines).
 	CommitPipelines int
 	// SkipMigrations opens without migrating: the schema must be at this

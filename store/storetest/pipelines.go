@@ -47,10 +47,10 @@ func testReceiveNotBehindSend(t *testing.T, h *harness) {
 		_, err := st.Enqueue(ctx, &store.EnqueueParams{Queue: q, Messages: msgs("blocked")})
 		blocked <- err
 	}()
-	// Sends to other queues: with several pipelines, those not routed to
-	// the blocked one go through (sends use half of the pipelines, at
-	// least two of the four by default: 32 queues all routed to the
-	// blocked one of two is a chance of one in four billion).
+	// Sends to other queues: with several pipelines for sends, those not
+	// routed to the blocked one go through (32 queues all routed to the
+	// blocked one of two is a chance of one in four billion). With one,
+	// TestStalls checks they go on once the pipeline moved on.
 	sent := make(chan error, len(others))
 	for _, o := range others {
 		go func() {

@@ -138,7 +138,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 }
 
 // DefaultPipelines is how many group commits run at once by default.
-const DefaultPipelines = 4
+const DefaultPipelines = 2
 
 // pipelines returns how many commit pipelines to run on a pool of at most
 // maxOpen connections (0: unlimited) when asked for n (0: the default).
