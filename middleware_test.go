@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/libtest"
 	"github.com/sluicehq/sluice/sluicetest"
 )
 
@@ -176,15 +177,7 @@ func TestTimeoutMiddleware(t *testing.T) {
 			if m.DeliveryCount > 1 {
 				return nil
 			}
-			select {
-			case <-ctx.Done():
-				if !errors.Is(context.Cause(ctx), sluice.ErrHandlerTimeout) {
-					return fmt.Errorf("context ended with cause %v, want ErrHandlerTimeout", context.Cause(ctx))
-				}
-				return ctx.Err()
-			case <-time.After(time.Minute):
-				return errors.New("the timeout never ended the context")
-			}
+			return libtest.AwaitHandlerTimeout(ctx)
 		}
 		p := startProcessor(t, c, q, h, &sluice.ProcessorOptions{OnError: errs.add,
 			Middleware: []sluice.Middleware{sluice.Timeout(100 * time.Millisecond)}})
@@ -272,15 +265,7 @@ func TestTimeoutStreamMiddleware(t *testing.T) {
 			if ev.Attempt > 1 {
 				return nil
 			}
-			select {
-			case <-ctx.Done():
-				if !errors.Is(context.Cause(ctx), sluice.ErrHandlerTimeout) {
-					return fmt.Errorf("context ended with cause %v, want ErrHandlerTimeout", context.Cause(ctx))
-				}
-				return ctx.Err()
-			case <-time.After(time.Minute):
-				return errors.New("the timeout never ended the context")
-			}
+			return libtest.AwaitHandlerTimeout(ctx)
 		}
 		startStreamProcessor(t, c, &sluice.StreamProcessorOptions{
 			Middleware: []sluice.StreamMiddleware{outer, sluice.TimeoutStream(100 * time.Millisecond)},

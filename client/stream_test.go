@@ -3,7 +3,6 @@ package client_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
+	"github.com/sluicehq/sluice/internal/libtest"
 )
 
 // The network client's StreamProcessor applies its Middleware as the
@@ -35,15 +35,7 @@ func TestRemoteStreamTimeout(t *testing.T) {
 			if ev.Attempt > 1 {
 				return nil
 			}
-			select {
-			case <-ctx.Done():
-				if !errors.Is(context.Cause(ctx), sluice.ErrHandlerTimeout) {
-					return fmt.Errorf("context ended with cause %v, want ErrHandlerTimeout", context.Cause(ctx))
-				}
-				return ctx.Err()
-			case <-time.After(time.Minute):
-				return errors.New("the timeout never ended the context")
-			}
+			return libtest.AwaitHandlerTimeout(ctx)
 		}
 		p := c.NewStreamProcessor(&sluice.StreamProcessorOptions{
 			Middleware: []sluice.StreamMiddleware{outer, sluice.TimeoutStream(100 * time.Millisecond)},

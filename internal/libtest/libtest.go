@@ -7,9 +7,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testdb"
@@ -60,6 +62,22 @@ func ForEachBackendKind(t *testing.T, f func(t *testing.T, kind, service string,
 			}
 			f(t, kind, service, c)
 		})
+	}
+}
+
+// AwaitHandlerTimeout is a handler's wait for a timeout middleware to
+// end ctx: it returns ctx's error once ctx ends with cause
+// sluice.ErrHandlerTimeout, and an error naming the cause when it ends
+// with another, or when a minute passes first.
+func AwaitHandlerTimeout(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		if !errors.Is(context.Cause(ctx), sluice.ErrHandlerTimeout) {
+			return fmt.Errorf("context ended with cause %v, want ErrHandlerTimeout", context.Cause(ctx))
+		}
+		return ctx.Err()
+	case <-time.After(time.Minute):
+		return errors.New("the timeout never ended the context")
 	}
 }
 
