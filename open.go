@@ -46,7 +46,8 @@ type Options struct {
 	// consumers commit at the same time. A group that waits for a row a
 	// caller's open transaction holds (an open SendTx holds its queue's
 	// counter row) does not hold its pipeline: the pipeline moves on, and
-	// only later writes to the same entity wait with it. On PostgreSQL a
+	// later sends to the entities that had a send in that group wait
+	// with it. On PostgreSQL a
 	// group that spans queues commits in one round trip, so a database
 	// server with 2 cores served the most independent queues with 2 (one
 	// pipeline for all sends); raise it where the server has cores to

@@ -77,13 +77,13 @@ func (w *stallWatch) drain() {
 	}
 }
 
-// await waits for the stall of the write just submitted.
-func (w *stallWatch) await(t *testing.T, what string) {
+// await waits for the stall of the write just submitted, until budget.
+func (w *stallWatch) await(t *testing.T, budget time.Time, what string) {
 	t.Helper()
 	select {
 	case <-w.stalled:
-	case <-time.After(waitFor):
-		t.Fatalf("%s: no group commit stalled in %v", what, waitFor)
+	case <-time.After(time.Until(budget)):
+		t.Fatalf("%s: no group commit stalled in time", what)
 	}
 }
 
@@ -103,6 +103,7 @@ func testSendStalls(t *testing.T, h *harness, w *stallWatch) {
 	other := createQueue(t, ctx, st, store.QueueSettings{})
 	enqueue(t, ctx, st, q, msgs("a", "b")...)
 	tx := begin()
+	budget := txBudget()
 	if _, err := te.EnqueueTx(ctx, tx, &store.EnqueueAllParams{Batches: []store.EnqueueParams{{Queue: q, Messages: msgs("held")}}}); err != nil {
 		t.Fatalf("EnqueueTx: %v", err)
 	}
@@ -116,11 +117,11 @@ func testSendStalls(t *testing.T, h *harness, w *stallWatch) {
 		return c
 	}
 	blocked := send(q, "blocked")
-	w.await(t, "a send to a queue whose counter row a caller holds")
+	w.await(t, budget, "a send to a queue whose counter row a caller holds")
 	blocked2 := send(q, "blocked2")
-	passes(t, "a send to another queue", send(other, "x"))
+	passes(t, budget, "a send to another queue", send(other, "x"))
 	if sameQueueGoesOn(h) {
-		passes(t, "a lease and complete of the held queue", func() chan error {
+		passes(t, budget, "a lease and complete of the held queue", func() chan error {
 			c := make(chan error, 1)
 			go func() { c <- leaseAndComplete(ctx, st, q, "a", "b") }()
 			return c
@@ -135,15 +136,19 @@ func testSendStalls(t *testing.T, h *harness, w *stallWatch) {
 	}
 	commit(t, tx)
 	for _, c := range []chan error{blocked, blocked2} {
-		if err := <-c; err != nil {
+		if err := within(c); err != nil {
 			t.Fatalf("a send that waited: %v", err)
 		}
+	}
+	// Later sends to the queue go through the pipeline again.
+	if err := within(send(q, "after")); err != nil {
+		t.Fatalf("a send after the commit: %v", err)
 	}
 	got := slices.DeleteFunc(lease(t, ctx, st, q, 10, long), func(l sluicetype.Leased) bool {
 		return string(l.Payload) == "a" || string(l.Payload) == "b" // left where leases wait
 	})
-	if p := payloads(got); len(p) != 3 || p[0] != "held" || !slices.Contains(p, "blocked") || !slices.Contains(p, "blocked2") {
-		t.Fatalf("after the commit the queue holds %v, want held, then blocked and blocked2", p)
+	if p := payloads(got); len(p) != 4 || p[0] != "held" || !slices.Contains(p, "blocked") || !slices.Contains(p, "blocked2") || p[3] != "after" {
+		t.Fatalf("after the commit the queue holds %v, want held, then blocked and blocked2, then after", p)
 	}
 	for i := 1; i < len(got); i++ {
 		if got[i].Seq != got[i-1].Seq+1 {
@@ -165,6 +170,7 @@ func testRenewalStalls(t *testing.T, h *harness, w *stallWatch) {
 	enqueue(t, ctx, st, other, msgs("free", "later")...)
 	ols := lease(t, ctx, st, other, 1, long)
 	tx := begin()
+	budget := txBudget()
 	if err := ts.SettleTx(ctx, tx, txParams(q, store.Complete, ls[0])); err != nil {
 		t.Fatalf("SettleTx: %v", err)
 	}
@@ -181,15 +187,15 @@ func testRenewalStalls(t *testing.T, h *harness, w *stallWatch) {
 		return c
 	}
 	renewed := settle(q, store.Extend, ls[0])
-	w.await(t, "a renewal of a message a caller's transaction holds")
+	w.await(t, budget, "a renewal of a message a caller's transaction holds")
 	// The queue's other messages, where the backend's locks let them by,
 	// and another queue's messages.
 	free, freeQueue := ls[1], q
 	if !sameQueueGoesOn(h) {
 		free, freeQueue = ols[0], other
 	}
-	passes(t, "a complete of another message", settle(freeQueue, store.Complete, free))
-	passes(t, "a lease and complete", func() chan error {
+	passes(t, budget, "a complete of another message", settle(freeQueue, store.Complete, free))
+	passes(t, budget, "a lease and complete", func() chan error {
 		c := make(chan error, 1)
 		go func() { c <- leaseAndComplete(ctx, st, freeQueue, "later") }()
 		return c
@@ -200,7 +206,7 @@ func testRenewalStalls(t *testing.T, h *harness, w *stallWatch) {
 	default:
 	}
 	commit(t, tx)
-	if err := <-renewed; !errors.Is(err, sluicetype.ErrLockLost) {
+	if err := within(renewed); !errors.Is(err, sluicetype.ErrLockLost) {
 		t.Fatalf("the renewal of a message the caller completed: %v, want ErrLockLost", err)
 	}
 	if sameQueueGoesOn(h) {
@@ -217,21 +223,34 @@ func sameQueueGoesOn(h *harness) bool {
 	return h.features.Name == "postgres"
 }
 
-// passWithin bounds the wait of a write that must go on: within the
-// time the server lets the caller's transaction sit idle (after which it
-// ends it, and the waiting writes go on all the same).
-const passWithin = store.IdleTransactionTimeout * 3 / 4
+// txBudget is when a test's waits beside a caller's open transaction
+// must end: within the time the server lets the transaction sit idle
+// (after which it ends it, and the waiting writes go on all the same).
+func txBudget() time.Time {
+	return time.Now().Add(store.IdleTransactionTimeout * 3 / 4)
+}
 
-// passes waits for a write that must not wait for the caller's
-// transaction.
-func passes(t *testing.T, what string, c chan error) {
+// passes waits, until budget, for a write that must not wait for the
+// caller's transaction.
+func passes(t *testing.T, budget time.Time, what string, c chan error) {
 	t.Helper()
 	select {
 	case err := <-c:
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-	case <-time.After(passWithin):
-		t.Fatalf("%s waited %v behind a write that waits for a caller's transaction", what, passWithin)
+	case <-time.After(time.Until(budget)):
+		t.Fatalf("%s waited behind a write that waits for a caller's transaction", what)
+	}
+}
+
+// within waits for a write that waited for a caller's transaction, which
+// has ended, for at most waitFor.
+func within(c chan error) error {
+	select {
+	case err := <-c:
+		return err
+	case <-time.After(waitFor):
+		return fmt.Errorf("still waiting %v after the caller's transaction ended", waitFor)
 	}
 }

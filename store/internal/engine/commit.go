@@ -75,6 +75,9 @@ type writeReq struct {
 	queue      queueRow
 	err        error
 	signals    []string
+	// keys are the entities whose counter or head rows the request takes,
+	// read from its parameters when it is submitted, for stalls.
+	keys []entityKey
 
 	done chan struct{}
 }
@@ -176,6 +179,9 @@ func (c *committer) stop() {
 func (c *committer) submit(ctx context.Context, r *writeReq) error {
 	r.ctx = ctx
 	r.done = make(chan struct{})
+	if c.stalls.max > 0 {
+		r.keys = r.entities()
+	}
 	select {
 	case c.pipeline(r) <- r:
 	case <-ctx.Done():

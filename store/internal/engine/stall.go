@@ -78,7 +78,8 @@ func (p *pipe) observe(d time.Duration) {
 	p.avg.Store(old + (int64(d)-old)/8)
 }
 
-// entities returns the entities whose counter or head rows r takes.
+// entities returns the entities whose counter or head rows r takes; it
+// reads r's parameters, which belong to the caller, so submit calls it.
 func (r *writeReq) entities() []entityKey {
 	switch {
 	case r.enq != nil:
@@ -121,7 +122,7 @@ func (s *stalls) holdBack(batch []*writeReq) []*writeReq {
 }
 
 func (s *stalls) laneOf(r *writeReq) *lane {
-	for _, k := range r.entities() {
+	for _, k := range r.keys {
 		if l, ok := s.lanes[k]; ok {
 			return l
 		}
@@ -140,7 +141,12 @@ func (s *stalls) stall(batch []*writeReq) *lane {
 	s.count.Add(1)
 	l := &lane{}
 	for _, r := range batch {
-		for _, k := range r.entities() {
+		select {
+		case <-r.done:
+			continue // finished: it holds nothing
+		default:
+		}
+		for _, k := range r.keys {
 			if _, ok := s.lanes[k]; !ok {
 				s.lanes[k] = l
 				l.keys = append(l.keys, k)
@@ -150,19 +156,18 @@ func (s *stalls) stall(batch []*writeReq) *lane {
 	return l
 }
 
-// take returns l's held requests, or, when it holds none, releases l's
-// entities and returns nil.
-func (s *stalls) take(l *lane) []*writeReq {
+// release returns l's held requests and releases l's entities: the
+// stalled group is done, so later requests to them go to the pipeline
+// again.
+func (s *stalls) release(l *lane) []*writeReq {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	for _, k := range l.keys {
+		delete(s.lanes, k)
+	}
+	s.count.Add(-1)
 	held := l.held
 	l.held = nil
-	if len(held) == 0 {
-		for _, k := range l.keys {
-			delete(s.lanes, k)
-		}
-		s.count.Add(-1)
-	}
 	return held
 }
 
@@ -206,17 +211,18 @@ func (c *committer) moveOn(p *pipe, batch []*writeReq) *lane {
 }
 
 // runLane runs the requests held back for a stalled group's entities,
-// group by group, until none are left.
+// once the group is done, in groups. Requests that arrive meanwhile go to
+// the pipeline (the row locks keep each entity's numbering in commit
+// order).
 func (c *committer) runLane(l *lane) {
-	for held := c.stalls.take(l); len(held) > 0; held = c.stalls.take(l) {
-		for len(held) > 0 {
-			n, bytes := 0, 0
-			for n < len(held) && n < maxGroupRequests && (n == 0 || bytes < maxGroupBytes) {
-				bytes += held[n].size()
-				n++
-			}
-			c.run(held[:n])
-			held = held[n:]
+	held := c.stalls.release(l)
+	for len(held) > 0 {
+		n, bytes := 0, 0
+		for n < len(held) && n < maxGroupRequests && (n == 0 || bytes < maxGroupBytes) {
+			bytes += held[n].size()
+			n++
 		}
+		c.run(held[:n])
+		held = held[n:]
 	}
 }
