@@ -57,6 +57,11 @@ func forEachServer(t *testing.T, parallel bool, f func(t *testing.T, lr *lostRep
 // one pipeline, so that every write joins the same groups.
 const committers = 1
 
+// stallSlots is how many stalled groups a lostReply's client leaves
+// waiting while its pipeline moves on (at least four, on a pool of 16):
+// a test that holds the pipeline holds that many groups more.
+const stallSlots = 4
+
 func newLostReply(t *testing.T, kind string) *lostReply {
 	t.Helper()
 	ctx := t.Context()
@@ -340,15 +345,19 @@ func lostReplyGroup(t *testing.T, lr *lostReply, queues int) {
 	var (
 		wg       sync.WaitGroup
 		releases []func()
-		holdErrs = make([]error, committers)
+		holdErrs []error
 	)
 	defer func() {
 		for _, release := range releases {
 			release()
 		}
 	}()
+	// Held sends stall their groups: the pipeline moves on from the first
+	// stallSlots of them, and the last holds it.
+	holds := committers + stallSlots
+	holdErrs = make([]error, holds)
 	lost := lr.proxy.Lost()
-	for i := range committers {
+	for i := range holds {
 		// A queue each: a held send keeps its queue locked.
 		h, id := createQueue(t, lr.c, nil), "hold-"+randHex(8)
 		releases = append(releases, lr.proxy.Hold(id))
@@ -370,9 +379,9 @@ func lostReplyGroup(t *testing.T, lr *lostReply, queues int) {
 		}()
 	}
 	waitUntil(t, "both sends waiting for a committer", func() bool {
-		return submitting() == committers+len(ids)
+		return submitting() == holds+len(ids)
 	})
-	releases[0]()
+	releases[holds-1]() // the group that holds the pipeline
 	waitUntil(t, "the group's reply lost", func() bool { return lr.proxy.Lost() == lost+1 })
 	for _, release := range releases {
 		release()
