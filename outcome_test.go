@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/url"
@@ -342,32 +343,10 @@ func lostReplyGroup(t *testing.T, lr *lostReply, queues int) {
 	if queues > 1 {
 		qs = append(qs, createQueue(t, lr.c, nil))
 	}
-	var (
-		wg       sync.WaitGroup
-		releases []func()
-		holdErrs []error
-	)
-	defer func() {
-		for _, release := range releases {
-			release()
-		}
-	}()
-	// Held sends stall their groups: the pipeline moves on from the first
-	// stallSlots of them, and the last holds it.
-	holds := committers + stallSlots
-	holdErrs = make([]error, holds)
 	lost := lr.proxy.Lost()
-	for i := range holds {
-		// A queue each: a held send keeps its queue locked.
-		h, id := createQueue(t, lr.c, nil), "hold-"+randHex(8)
-		releases = append(releases, lr.proxy.Hold(id))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_, holdErrs[i] = newSender(t, lr.c, h).Send(ctx, &sluice.Message{MessageID: id})
-		}()
-		waitUntil(t, fmt.Sprintf("%d sends held", i+1), func() bool { return lr.proxy.Held() == i+1 })
-	}
+	hold := holdPipeline(t, lr)
+	defer hold.releaseAll()
+	var wg sync.WaitGroup
 	ids := []string{"group-" + randHex(8), "group-" + randHex(8)}
 	lr.proxy.LoseReply(ids...)
 	errs := make([]error, len(ids))
@@ -379,19 +358,12 @@ func lostReplyGroup(t *testing.T, lr *lostReply, queues int) {
 		}()
 	}
 	waitUntil(t, "both sends waiting for a committer", func() bool {
-		return submitting() == holds+len(ids)
+		return submitting() == hold.count+len(ids)
 	})
-	releases[holds-1]() // the group that holds the pipeline
+	hold.releaseOwner()
 	waitUntil(t, "the group's reply lost", func() bool { return lr.proxy.Lost() == lost+1 })
-	for _, release := range releases {
-		release()
-	}
+	hold.releaseAll()
 	wg.Wait()
-	for i, err := range holdErrs {
-		if err != nil {
-			t.Fatalf("held send %d: %v", i, err)
-		}
-	}
 	for i, id := range ids {
 		q := qs[i%len(qs)]
 		if n := countID(lr.peekAll(t, q, false), id); n != 1 {
@@ -404,6 +376,48 @@ func lostReplyGroup(t *testing.T, lr *lostReply, queues int) {
 	for _, q := range qs {
 		lr.sendUntil(t, q, "after")
 	}
+}
+
+// heldPipeline is a client's commit pipeline held by sends whose
+// statements the proxy holds.
+type heldPipeline struct {
+	count    int      // held sends
+	releases []func() // the proxy's, in the order the sends were held
+	sends    sync.WaitGroup
+	once     sync.Once
+}
+
+// holdPipeline holds the client's commit pipeline (committers is one) on
+// sends to queues of their own, one at a time: the pipeline moves on from
+// the first stallSlots of them, whose groups wait on their own, and the
+// last holds it. Writes submitted next wait in the pipeline together.
+func holdPipeline(t *testing.T, lr *lostReply) *heldPipeline {
+	t.Helper()
+	h := &heldPipeline{count: committers + stallSlots}
+	for i := range h.count {
+		q, id := createQueue(t, lr.c, nil), "hold-"+randHex(8)
+		h.releases = append(h.releases, lr.proxy.Hold(id))
+		h.sends.Go(func() {
+			if _, err := newSender(t, lr.c, q).Send(context.Background(), &sluice.Message{MessageID: id}); err != nil {
+				t.Errorf("held send %d: %v", i, err)
+			}
+		})
+		waitUntil(t, fmt.Sprintf("%d sends held", i+1), func() bool { return lr.proxy.Held() == i+1 })
+	}
+	return h
+}
+
+// releaseOwner lets go of the send that holds the pipeline.
+func (h *heldPipeline) releaseOwner() { h.releases[h.count-1]() }
+
+// releaseAll lets go of every held send and waits for them (once).
+func (h *heldPipeline) releaseAll() {
+	h.once.Do(func() {
+		for _, release := range h.releases {
+			release()
+		}
+		h.sends.Wait()
+	})
 }
 
 // Writes refused before anything was sent (the database refuses
@@ -478,31 +492,16 @@ func TestGroupOfPublishAndTopicSend(t *testing.T) {
 		if _, err := ts.Send(ctx, &sluice.Message{Body: []byte("first")}); err != nil {
 			t.Fatal(err) // the topic's settings are cached
 		}
-		var releases []func()
-		defer func() {
-			for _, release := range releases {
-				release()
-			}
-		}()
+		hold := holdPipeline(t, lr)
+		defer hold.releaseAll()
 		var wg sync.WaitGroup
-		for i := range committers {
-			h, marker := createQueue(t, lr.c, nil), "hold-"+randHex(8)
-			releases = append(releases, lr.proxy.Hold(marker))
-			wg.Go(func() {
-				if _, err := newSender(t, lr.c, h).Send(ctx, &sluice.Message{MessageID: marker}); err != nil {
-					t.Errorf("held send: %v", err)
-				}
-			})
-			waitUntil(t, fmt.Sprintf("%d sends held", i+1), func() bool { return lr.proxy.Held() == i+1 })
-		}
 		var pubErr, sendErr error
 		wg.Go(func() { _, pubErr = lr.c.Publish(ctx, id, sluice.Event{Body: []byte("grouped")}) })
-		waitUntil(t, "the publish waiting", func() bool { return submitting() == committers+1 })
+		waitUntil(t, "the publish waiting", func() bool { return submitting() == hold.count+1 })
 		wg.Go(func() { _, sendErr = ts.Send(ctx, &sluice.Message{Body: []byte("grouped")}) })
-		waitUntil(t, "the topic send waiting", func() bool { return submitting() == committers+2 })
-		for _, release := range releases {
-			release()
-		}
+		waitUntil(t, "the topic send waiting", func() bool { return submitting() == hold.count+2 })
+		hold.releaseOwner()
+		hold.releaseAll()
 		wg.Wait()
 		if pubErr != nil || sendErr != nil {
 			t.Fatalf("publish: %v; topic send: %v", pubErr, sendErr)
