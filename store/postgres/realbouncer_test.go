@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -151,24 +152,8 @@ func TestThroughPgBouncerTransactionWithoutSetting(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	held, err := testdb.HoldServers(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	held, leaky := holdLeaky(t, db)
 	defer testdb.ReleaseAll(held)
-	var leaky *testdb.HeldServer
-	var all []string
-	for _, h := range held {
-		all = append(all, h.Prepared...)
-		for _, p := range h.Prepared {
-			if strings.HasPrefix(p, "stmtcache_") && strings.Contains(p, schemaCheck) {
-				leaky = h
-			}
-		}
-	}
-	if leaky == nil {
-		t.Fatalf("no server connection holds the schema check as a named statement; found %q", all)
-	}
 	leaky.Release()
 
 	_, err = postgres.Open(t.Context(), postgres.Config{DSN: db.Bouncer, SkipMigrations: true})
@@ -203,5 +188,35 @@ func TestThroughPgBouncerSchemaNotApplied(t *testing.T) {
 	}
 	if tables != 0 {
 		t.Fatalf("%d sluice tables created after the refused Open, want none", tables)
+	}
+}
+
+// holdLeaky holds every server connection of db's pool and returns them
+// with the one that holds the schema check as a named statement. A server
+// connection the closed backend still had may take a moment to go back to
+// the pool (until then a hold gets a fresh one): it tries again, for a
+// few seconds, until one holds the statement.
+func holdLeaky(t *testing.T, db testdb.BouncerDB) ([]*testdb.HeldServer, *testdb.HeldServer) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		held, err := testdb.HoldServers(t.Context(), db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []string
+		for _, h := range held {
+			all = append(all, h.Prepared...)
+			for _, p := range h.Prepared {
+				if strings.HasPrefix(p, "stmtcache_") && strings.Contains(p, schemaCheck) {
+					return held, h
+				}
+			}
+		}
+		testdb.ReleaseAll(held)
+		if time.Now().After(deadline) {
+			t.Fatalf("no server connection holds the schema check as a named statement; found %q", all)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
