@@ -109,12 +109,27 @@ func (r *Receiver) Browse(ctx context.Context, max int, opts *BrowseOptions) (Br
 		}
 	}
 	f.Properties = maps.Clone(f.Properties) // the caller may change its own while this runs
-	res, err := r.c.st.Browse(ctx, &store.BrowseParams{Queue: r.queue, DeadLetters: r.dead, FromSeq: opts.FromSequenceNumber,
+	// A partitioned queue is browsed one partition a call, in the order
+	// of sequence numbers, which carry the partition in their top bits.
+	n, err := r.c.partitionsOf(ctx, r.queue)
+	if err != nil {
+		return BrowsePage{}, err
+	}
+	part, from := splitSeq(opts.FromSequenceNumber)
+	if part >= n {
+		return BrowsePage{}, nil
+	}
+	res, err := r.c.st.Browse(ctx, &store.BrowseParams{Queue: partitionQueue(r.queue, part), DeadLetters: r.dead, FromSeq: from,
 		Max: max, Scan: MaxBrowseScan, Match: f.matches})
 	if err != nil {
 		return BrowsePage{}, err
 	}
-	page := BrowsePage{Next: res.Next, Messages: make([]*ReceivedMessage, 0, len(res.Messages))}
+	publicDeadLetters(part, res.Messages)
+	next := publicSeq(part, res.Next)
+	if res.Next == 0 && part+1 < n {
+		next = publicSeq(part+1, 1)
+	}
+	page := BrowsePage{Next: next, Messages: make([]*ReceivedMessage, 0, len(res.Messages))}
 	now := time.Now()
 	for _, d := range res.Messages {
 		if r.dead {

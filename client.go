@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -75,6 +76,14 @@ type Client struct {
 
 	// instr intercepts operations (Instrument); nil: none.
 	instr atomic.Pointer[instrumentation]
+
+	// spreadFrom is where this client's unkeyed messages begin their
+	// turns over the partitions of partitioned queues (random, so that
+	// clients write to different partitions at once).
+	spreadFrom uint32
+	// acceptNext is the partition where the next AcceptNextSession of a
+	// partitioned queue begins.
+	acceptNext atomic.Uint32
 
 	mu                sync.Mutex
 	entities          map[string]cachedEntity
@@ -152,7 +161,7 @@ func NewClient(b store.Backend, opts *Options) (*Client, error) {
 		partitions = stream.DefaultPartitions
 	}
 	return &Client{
-		st: st, limits: opts.Limits.WithDefaults(), log: log, partitions: partitions,
+		st: st, limits: opts.Limits.WithDefaults(), log: log, partitions: partitions, spreadFrom: rand.Uint32(),
 		sharedStreams:   b.Features().SharedStreams,
 		positionedReads: b.Features().PositionedReads,
 		closeFn:         func() error { return nil },
@@ -194,10 +203,23 @@ func (c *Client) entity(ctx context.Context, name string) (entity, error) {
 	if err != nil {
 		return entity{}, err
 	}
-	c.mu.Lock()
-	c.entities[name] = cachedEntity{e: e, at: time.Now()}
-	c.mu.Unlock()
+	if e.kind == kindPartition {
+		// A partitioned queue's partition is reached through its queue.
+		return entity{}, fmt.Errorf("sluice: %q is no entity: %w", name, ErrEntityNotFound)
+	}
+	c.remember(e)
 	return e, nil
+}
+
+// remember caches settings of an entity just read (a partition's are
+// never asked for by name, so never cached).
+func (c *Client) remember(e entity) {
+	if e.kind == kindPartition {
+		return
+	}
+	c.mu.Lock()
+	c.entities[e.name] = cachedEntity{e: e, at: time.Now()}
+	c.mu.Unlock()
 }
 
 // properties returns the settings of an entity messages can be received

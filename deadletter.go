@@ -15,11 +15,12 @@ const (
 	ReasonTTLExpired               = sluicetype.ReasonTTLExpired
 )
 
-// takeDead leases dead letters; in ReceiveAndDelete mode it deletes them.
-func (r *Receiver) takeDead(ctx context.Context, max int, props QueueProperties) ([]*ReceivedMessage, error) {
-	ds, err := r.c.st.LeaseDeadLetters(ctx, &store.LeaseParams{Queue: r.queue, Max: max, Visibility: props.LockDuration})
-	if err != nil || len(ds) == 0 {
-		return nil, err
+// deliverDead turns leased dead letters into received messages; in
+// ReceiveAndDelete mode it deletes them first and returns those it
+// deleted.
+func (r *Receiver) deliverDead(ctx context.Context, ds []sluicetype.DeadLetter) ([]*ReceivedMessage, error) {
+	if len(ds) == 0 {
+		return nil, nil
 	}
 	out := make([]*ReceivedMessage, 0, len(ds))
 	if r.mode == PeekLock {
@@ -33,7 +34,7 @@ func (r *Receiver) takeDead(ctx context.Context, max int, props QueueProperties)
 	for _, d := range ds {
 		p.Receipts = append(p.Receipts, d.Receipt)
 	}
-	res, err := r.c.st.SettleDeadLetters(ctx, &p)
+	res, err := r.c.settleParts(ctx, &p, true)
 	if err != nil {
 		return nil, err
 	}
@@ -84,27 +85,65 @@ func (c *Client) ResubmitDeadLetters(ctx context.Context, entity string, opts *R
 }
 
 // resubmit does ResubmitDeadLetters' work, and when moved is not nil
-// appends the dead letters it moved there.
+// appends the dead letters it moved there. A partitioned queue's dead
+// letters go back to their own partitions, one partition after another.
 func (c *Client) resubmit(ctx context.Context, entity string, opts *ResubmitOptions, moved *[]*ReceivedMessage) (int, error) {
+	n, err := c.partitionsOf(ctx, entity)
+	if err != nil || n == 1 {
+		if err != nil {
+			return 0, err
+		}
+		return c.resubmitPartition(ctx, entity, 0, opts, moved)
+	}
+	var groups []seqGroup
+	if opts.SequenceNumbers != nil {
+		if groups, err = groupSeqs(opts.SequenceNumbers, n); err != nil {
+			return 0, fmt.Errorf("sluice: resubmit: %w", err)
+		}
+	} else {
+		for p := range n {
+			groups = append(groups, seqGroup{part: p})
+		}
+	}
+	before := 0
+	for _, g := range groups {
+		o := &ResubmitOptions{SequenceNumbers: g.seqs}
+		if opts.Progress != nil {
+			o.Progress = func(done, total int) { opts.Progress(before+done, before+total) }
+		}
+		k, err := c.resubmitPartition(ctx, entity, g.part, o, moved)
+		before += k
+		if err != nil {
+			return before, err
+		}
+	}
+	return before, nil
+}
+
+// resubmitPartition resubmits the dead letters of one partition of
+// entity (0 for an unpartitioned one), which opts names by the
+// partition's own numbers.
+func (c *Client) resubmitPartition(ctx context.Context, entity string, part int, opts *ResubmitOptions, moved *[]*ReceivedMessage) (int, error) {
 	progress := func(done, total int) {
 		if opts.Progress != nil {
 			opts.Progress(done, total)
 		}
 	}
+	name, entity := entity, partitionQueue(entity, part)
 	batch := c.limits.MaxBatch
 	if seqs := opts.SequenceNumbers; seqs != nil {
 		done := 0
 		for done < len(seqs) {
-			part := seqs[done:min(done+batch, len(seqs))]
+			chunk := seqs[done:min(done+batch, len(seqs))]
 			var page []sluicetype.DeadLetter
 			if moved != nil {
-				page = c.browseDeadLetters(ctx, entity, part)
+				page = c.browseDeadLetters(ctx, entity, chunk)
 			}
-			if _, err := c.st.ResubmitDeadLetters(ctx, &store.ResubmitParams{Queue: entity, Seqs: part}); err != nil {
+			if _, err := c.st.ResubmitDeadLetters(ctx, &store.ResubmitParams{Queue: entity, Seqs: chunk}); err != nil {
 				return done, err
 			}
-			noteMoved(moved, entity, page)
-			done += len(part)
+			noteMoved(moved, name, part, page)
+			done += len(chunk)
 			progress(done, len(seqs))
 		}
 		return done, nil
@@ -133,7 +172,7 @@ func (c *Client) resubmit(ctx context.Context, entity string, opts *ResubmitOpti
 		if _, err := c.st.ResubmitDeadLetters(ctx, &store.ResubmitParams{Queue: entity, Seqs: seqs}); err != nil {
 			return done, fmt.Errorf("sluice: resubmit: %w", err)
 		}
-		noteMoved(moved, entity, page)
+		noteMoved(moved, name, part, page)
 		done += len(seqs)
 		progress(done, total)
 	}
@@ -159,12 +198,13 @@ func (c *Client) browseDeadLetters(ctx context.Context, entity string, seqs []in
 	return res.Messages
 }
 
-// noteMoved appends the dead letters of page, which a resubmit moved, to
-// moved, when it is not nil.
-func noteMoved(moved *[]*ReceivedMessage, entity string, page []sluicetype.DeadLetter) {
+// noteMoved appends the dead letters of page, which a resubmit moved
+// from partition part of entity, to moved, when it is not nil.
+func noteMoved(moved *[]*ReceivedMessage, entity string, part int, page []sluicetype.DeadLetter) {
 	if moved == nil {
 		return
 	}
+	publicDeadLetters(part, page)
 	for _, d := range page {
 		*moved = append(*moved, deadLetterMessage(entity, d))
 	}
@@ -173,7 +213,19 @@ func noteMoved(moved *[]*ReceivedMessage, entity string, page []sluicetype.DeadL
 // PurgeDeadLetters deletes all dead letters of an entity and returns how
 // many it deleted.
 func (c *Client) PurgeDeadLetters(ctx context.Context, entity string) (int64, error) {
-	return c.st.PurgeDeadLetters(ctx, canonical(entity))
+	entity = canonical(entity)
+	n, err := c.partitionsOf(ctx, entity)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for p := range n {
+		k, err := c.st.PurgeDeadLetters(ctx, partitionQueue(entity, p))
+		if total += k; err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // DeleteDeadLetters deletes the dead letters of an entity that seqs name
@@ -181,8 +233,33 @@ func (c *Client) PurgeDeadLetters(ctx context.Context, entity string) (int64, er
 // transaction, and returns how many it deleted: a number that names no
 // dead letter (any more) deletes nothing. ErrInvalidArgument, and
 // nothing deleted, for none, too many, or a number below 1.
+//
+// On a partitioned queue, numbers of several partitions are deleted
+// partition by partition, each in one transaction.
 func (c *Client) DeleteDeadLetters(ctx context.Context, entity string, seqs ...int64) (int64, error) {
-	return c.st.DeleteDeadLetters(ctx, canonical(entity), seqs)
+	entity = canonical(entity)
+	n, err := c.partitionsOf(ctx, entity)
+	if err != nil || n == 1 {
+		if err != nil {
+			return 0, err
+		}
+		return c.st.DeleteDeadLetters(ctx, entity, seqs)
+	}
+	if len(seqs) == 0 || len(seqs) > c.limits.MaxBatch {
+		return c.st.DeleteDeadLetters(ctx, entity, seqs) // refused as the backend refuses it
+	}
+	groups, err := groupSeqs(seqs, n)
+	if err != nil {
+		return 0, nil // a number of no partition names no dead letter
+	}
+	var total int64
+	for _, g := range groups {
+		k, err := c.st.DeleteDeadLetters(ctx, partitionQueue(entity, g.part), g.seqs)
+		if total += k; err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // ObserveDeadLetters calls fn after each transaction of this process that

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice/store"
@@ -40,7 +41,49 @@ func (c *Client) DeleteMessages(ctx context.Context, entity string, opts *Delete
 	if len(opts.SequenceNumbers) > 0 {
 		p.Seqs = opts.SequenceNumbers
 	}
-	return c.st.DeleteMessages(ctx, &p)
+	n, err := c.partitionsOf(ctx, p.Queue)
+	if err != nil || n == 1 {
+		if err != nil {
+			return 0, err
+		}
+		return c.st.DeleteMessages(ctx, &p)
+	}
+	return c.deleteParts(ctx, &p, n)
+}
+
+// deleteParts is DeleteMessages on a queue of n partitions: the numbers
+// of each partition in one transaction, or the oldest Max of each
+// partition in turn until Max are deleted.
+func (c *Client) deleteParts(ctx context.Context, p *store.DeleteParams, n int) (int64, error) {
+	if p.Seqs != nil && p.Max != 0 || p.Seqs == nil && (p.Max < 1 || p.Max > c.limits.MaxBatch) ||
+		len(p.Seqs) > c.limits.MaxBatch || slices.ContainsFunc(p.Seqs, func(s int64) bool { return s < 1 }) {
+		return c.st.DeleteMessages(ctx, p) // refused as the backend refuses it
+	}
+	var total int64
+	if p.Seqs != nil {
+		groups, err := groupSeqs(p.Seqs, n)
+		if err != nil {
+			return 0, nil // a number of no partition names no message
+		}
+		for _, g := range groups {
+			gp := *p
+			gp.Queue, gp.Seqs = partitionQueue(p.Queue, g.part), g.seqs
+			k, err := c.st.DeleteMessages(ctx, &gp)
+			if total += k; err != nil {
+				return total, err
+			}
+		}
+		return total, nil
+	}
+	for part := 0; part < n && total < int64(p.Max); part++ {
+		gp := *p
+		gp.Queue, gp.Max = partitionQueue(p.Queue, part), p.Max-int(total)
+		k, err := c.st.DeleteMessages(ctx, &gp)
+		if total += k; err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // PurgeMessages deletes every message of a queue or subscription that no
@@ -52,6 +95,22 @@ func (c *Client) DeleteMessages(ctx context.Context, entity string, opts *Delete
 // those). A failure leaves the batches before it deleted.
 func (c *Client) PurgeMessages(ctx context.Context, entity string, enqueuedBefore time.Time) (int64, error) {
 	entity = canonical(entity)
+	n, err := c.partitionsOf(ctx, entity)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for p := range n {
+		k, err := c.purgePartition(ctx, partitionQueue(entity, p), enqueuedBefore)
+		if total += k; err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// purgePartition is PurgeMessages on one storage queue.
+func (c *Client) purgePartition(ctx context.Context, entity string, enqueuedBefore time.Time) (int64, error) {
 	st, err := c.st.QueueStats(ctx, entity)
 	if err != nil {
 		return 0, err

@@ -68,6 +68,17 @@ type QueueProperties struct {
 	// SessionReceiver (AcceptSession, AcceptNextSession), in order within
 	// their session. Fixed when the queue is created.
 	RequiresSession bool
+	// PartitionCount splits the queue into that many partitions (0 or 1:
+	// none; at most MaxPartitionCount), as Service Bus's
+	// EnablePartitioning does: each has its own sequence numbers, locks
+	// and commit pipeline, so a busy queue's work spreads over several.
+	// A message goes to the partition its SessionID, PartitionKey or
+	// (with duplicate detection) MessageID picks, others round-robin;
+	// order and duplicate detection hold per partition, a receive takes
+	// from every partition in turn, and a sequence number carries its
+	// partition in its top 16 bits. Fixed when the queue is created.
+	// Queues only: topics and subscriptions are not partitioned.
+	PartitionCount int
 }
 
 // QueueInfo is a queue's name with its settings, defaults filled in.
@@ -86,6 +97,9 @@ const (
 	kindQueue        entityKind = ""
 	kindTopic        entityKind = "topic"
 	kindSubscription entityKind = "subscription"
+	// kindPartition is a partition of a partitioned queue other than its
+	// first (see partition.go): no listing shows it.
+	kindPartition entityKind = "partition"
 )
 
 // is reports whether k is other: a kind's filter for listEntities.
@@ -107,6 +121,7 @@ type attributes struct {
 	ForwardTo          string       `json:"forwardTo,omitempty"`
 	IgnoreFilterErrors bool         `json:"ignoreFilterErrors,omitempty"`
 	Rules              []storedRule `json:"rules,omitempty"`
+	PartitionCount     int          `json:"partitionCount,omitempty"`
 }
 
 // entity is a queue, topic or subscription as the client works with it.
@@ -139,6 +154,9 @@ func (p QueueProperties) withDefaults() QueueProperties {
 	}
 	if p.MaxMessageSize == 0 {
 		p.MaxMessageSize = DefaultMaxMessageSize
+	}
+	if p.PartitionCount == 0 {
+		p.PartitionCount = 1
 	}
 	switch {
 	case !p.RequiresDuplicateDetection:
@@ -189,18 +207,11 @@ func (e *entity) settings(l store.Limits) (store.QueueSettings, error) {
 			return store.QueueSettings{}, err
 		}
 	}
-	a := attributes{
-		Kind: e.kind, LockDurationMS: p.LockDuration.Milliseconds(), MaxMessageSize: p.MaxMessageSize,
-		ForwardTo: e.forwardTo, IgnoreFilterErrors: e.ignoreFilterErrors,
+	if err := e.checkPartitions(); err != nil {
+		return store.QueueSettings{}, err
 	}
-	for _, r := range e.rules {
-		sr, err := storeRule(r)
-		if err != nil {
-			return store.QueueSettings{}, err
-		}
-		a.Rules = append(a.Rules, sr)
-	}
-	attrs, err := json.Marshal(a)
+	e.props = p
+	attrs, err := e.attributes()
 	if err != nil {
 		return store.QueueSettings{}, err
 	}
@@ -210,6 +221,44 @@ func (e *entity) settings(l store.Limits) (store.QueueSettings, error) {
 		DuplicateDetectionWindow: p.DuplicateDetectionWindow, RequiresSession: p.RequiresSession,
 		Attributes: attrs,
 	}, nil
+}
+
+// attributes encodes the entity's settings that storage keeps as the
+// queue's attributes; e.props holds its defaults.
+func (e *entity) attributes() ([]byte, error) {
+	p := e.props
+	a := attributes{
+		Kind: e.kind, LockDurationMS: p.LockDuration.Milliseconds(), MaxMessageSize: p.MaxMessageSize,
+		ForwardTo: e.forwardTo, IgnoreFilterErrors: e.ignoreFilterErrors,
+	}
+	if p.PartitionCount > 1 {
+		a.PartitionCount = p.PartitionCount
+	}
+	for _, r := range e.rules {
+		sr, err := storeRule(r)
+		if err != nil {
+			return nil, err
+		}
+		a.Rules = append(a.Rules, sr)
+	}
+	return json.Marshal(a)
+}
+
+// checkPartitions checks an entity's PartitionCount: 0 to
+// MaxPartitionCount, on queues alone, and a partitioned queue's name
+// short enough for its partitions' names.
+func (e *entity) checkPartitions() error {
+	n := e.props.PartitionCount
+	switch {
+	case n < 0 || n > MaxPartitionCount:
+		return fmt.Errorf("partition count %d: must be between 0 and %d: %w", n, MaxPartitionCount, ErrInvalidArgument)
+	case n > 1 && e.kind != kindQueue && e.kind != kindPartition:
+		return fmt.Errorf("partition count %d: only queues are partitioned, not a %s: %w", n, e.kind, ErrInvalidArgument)
+	case n > 1 && len(e.name) > maxPartitionedNameLength:
+		return fmt.Errorf("a partitioned queue's name is at most %d characters, %q has %d: %w",
+			maxPartitionedNameLength, e.name, len(e.name), ErrInvalidName)
+	}
+	return nil
 }
 
 // storedNever is a duration as storage stores it: Forever, never, is 0
@@ -241,6 +290,7 @@ func decodeEntity(s store.QueueSettings) (entity, error) {
 		RequiresDuplicateDetection: s.DuplicateDetectionWindow > 0,
 		DuplicateDetectionWindow:   s.DuplicateDetectionWindow,
 		RequiresSession:            s.RequiresSession,
+		PartitionCount:             a.PartitionCount,
 	}
 	e := entity{
 		name: s.Name, kind: a.Kind, props: p.withDefaults(),
@@ -265,6 +315,9 @@ func validateEntityName(kind, name string) error {
 	if strings.Contains(strings.ToLower(name), subscriptionsSegment) {
 		return fmt.Errorf("%s name %q holds %q, which only subscription paths may: %w", kind, name, subscriptionsSegment, ErrInvalidName)
 	}
+	if strings.Contains(strings.ToLower(name), partitionsSegment) {
+		return fmt.Errorf("%s name %q holds %q, which names the partitions of a partitioned queue: %w", kind, name, partitionsSegment, ErrInvalidName)
+	}
 	return nil
 }
 
@@ -283,6 +336,7 @@ func (c *Client) getEntity(ctx context.Context, name string, kind entityKind) (e
 	if err != nil {
 		return entity{}, err
 	}
+	c.remember(e)
 	if e.kind != kind {
 		return entity{}, fmt.Errorf("sluice: %s %q: it is a %s: %w", kind, name, e.kind, ErrEntityNotFound)
 	}
@@ -298,6 +352,14 @@ func (c *Client) createEntity(ctx context.Context, e *entity) error {
 	}
 	if err := c.checkForward(ctx, e); err != nil {
 		return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, err)
+	}
+	if n := e.props.partitions(); n > 1 {
+		if _, err := c.st.GetQueue(ctx, e.name); err == nil {
+			return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, ErrEntityExists)
+		}
+		if err := c.createPartitions(ctx, &s, n); err != nil {
+			return err
+		}
 	}
 	if err := c.st.CreateQueue(ctx, &s); err != nil {
 		return err
@@ -327,6 +389,9 @@ func (c *Client) updateEntity(ctx context.Context, e *entity, setForward bool) e
 			return fmt.Errorf("sluice: update %s %q: %w", e.kind, e.name, err)
 		}
 	}
+	if err := c.updatePartitions(ctx, &s, e.props.partitions()); err != nil {
+		return err
+	}
 	if err := c.st.UpdateQueue(ctx, &s); err != nil {
 		return err
 	}
@@ -352,7 +417,11 @@ func (e *entity) merge(cur entity, setForward bool) error {
 	if p.RequiresDuplicateDetection && !was.RequiresDuplicateDetection {
 		return fmt.Errorf("RequiresDuplicateDetection is fixed when the entity is created: %w", ErrInvalidArgument)
 	}
+	if p.PartitionCount != 0 && p.PartitionCount != was.partitions() {
+		return fmt.Errorf("PartitionCount is fixed when the entity is created (it has %d): %w", was.partitions(), ErrInvalidArgument)
+	}
 	p.RequiresSession, p.RequiresDuplicateDetection = was.RequiresSession, was.RequiresDuplicateDetection
+	p.PartitionCount = was.PartitionCount
 	keep := func(v *time.Duration, old time.Duration) {
 		if *v == 0 {
 			*v = old
@@ -394,6 +463,7 @@ func (c *Client) listEntities(ctx context.Context, wanted func(entityKind) bool,
 			if err != nil {
 				return nil, err
 			}
+			c.remember(e)
 			if wanted(e.kind) {
 				if out = append(out, e); len(out) == max {
 					return out, nil
@@ -506,6 +576,9 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 	}
 	name = canonical(name)
 	c.forget(name)
+	if err := c.deletePartitions(ctx, name); err != nil {
+		return err
+	}
 	return c.st.DeleteQueue(ctx, name)
 }
 
@@ -515,12 +588,34 @@ type QueueStats = store.QueueStats
 // GetQueueStats counts a queue's messages: active, scheduled, in flight,
 // deferred and dead-lettered, and the oldest one's age.
 func (c *Client) GetQueueStats(ctx context.Context, name string) (QueueStats, error) {
-	return c.st.QueueStats(ctx, canonical(name))
+	name = canonical(name)
+	if n, err := c.partitionsOf(ctx, name); err != nil || n > 1 {
+		if err != nil {
+			return QueueStats{}, err
+		}
+		return c.partitionStats(ctx, name, n)
+	}
+	return c.st.QueueStats(ctx, name)
 }
 
 // DeadLetterReasons counts the dead letters of a queue or subscription
 // (SubscriptionPath) by reason: MaxDeliveryCountExceeded,
 // TTLExpiredException, or the reason a receiver gave.
 func (c *Client) DeadLetterReasons(ctx context.Context, name string) (map[string]int64, error) {
-	return c.st.DeadLetterReasons(ctx, canonical(name))
+	name = canonical(name)
+	n, err := c.partitionsOf(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int64{}
+	for p := range n {
+		got, err := c.st.DeadLetterReasons(ctx, partitionQueue(name, p))
+		if err != nil {
+			return nil, err
+		}
+		for reason, k := range got {
+			out[reason] += k
+		}
+	}
+	return out, nil
 }

@@ -102,6 +102,7 @@ func TestQueueEntities(t *testing.T) {
 		want := sluice.QueueInfo{Name: "orders", QueueProperties: sluice.QueueProperties{
 			LockDuration: 60 * time.Second, MaxDeliveryCount: 10, MaxMessageSize: 1 << 20,
 			DefaultTTL: sluice.Forever, DeadLetterRetention: sluice.Forever, // never
+			PartitionCount: 1,
 		}}
 		if info != want {
 			t.Fatalf("CreateQueue with no properties = %+v, want the Service Bus defaults %+v", info, want)
@@ -125,6 +126,7 @@ func TestQueueEntities(t *testing.T) {
 		changed := sluice.QueueProperties{
 			LockDuration: 30 * time.Second, MaxDeliveryCount: 3, DefaultTTL: time.Hour,
 			DeadLetterOnExpiry: true, DeadLetterRetention: 24 * time.Hour, MaxMessageSize: 64 << 10,
+			PartitionCount: 1, // as it was: fixed at creation
 		}
 		if _, err := c.UpdateQueue(ctx, "orders", changed); err != nil {
 			t.Fatalf("UpdateQueue: %v", err)

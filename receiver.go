@@ -6,6 +6,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/sluicetype"
@@ -53,6 +54,10 @@ type Receiver struct {
 	queue string
 	mode  ReceiveMode
 	dead  bool // the entity's dead-letter queue
+
+	// nextPart is the partition of a partitioned queue that the next
+	// receive takes from first.
+	nextPart atomic.Uint32
 
 	mu       sync.Mutex
 	nextPeek int64
@@ -109,7 +114,7 @@ func (r *Receiver) receive(ctx context.Context, max int) ([]*ReceivedMessage, er
 		return nil, fmt.Errorf("sluice: receive: %w", err)
 	}
 	var msgs []*ReceivedMessage
-	err = r.c.waitFor(ctx, "receive", r.queue, func() (bool, error) {
+	err = r.c.waitFor(ctx, "receive", r.queue, props.partitions(), func() (bool, error) {
 		got, err := r.take(ctx, max, props)
 		msgs = got
 		return len(got) > 0, err
@@ -138,11 +143,11 @@ func (r *Receiver) tryReceive(ctx context.Context, max int) ([]*ReceivedMessage,
 }
 
 // waitFor calls try until it reports done or fails, waiting in between
-// for a wake-up of queue or a poll, until ctx ends. It watches before the
-// first try, so that a send between an empty try and the wait still wakes
-// it.
-func (c *Client) waitFor(ctx context.Context, op, queue string, try func() (bool, error)) error {
-	woken, stop := c.st.WatchQueue(queue)
+// for a wake-up of queue (of any of its n partitions) or a poll, until
+// ctx ends. It watches before the first try, so that a send between an
+// empty try and the wait still wakes it.
+func (c *Client) waitFor(ctx context.Context, op, queue string, n int, try func() (bool, error)) error {
+	woken, stop := c.watch(queue, n)
 	defer stop()
 	wait := minPoll
 	for {
@@ -171,12 +176,53 @@ func (r *Receiver) take(ctx context.Context, max int, props QueueProperties) ([]
 	// so that what it took is returned rather than locked for nothing.
 	ctx, cancel := detached(ctx)
 	defer cancel()
+	if n := props.partitions(); n > 1 {
+		return r.takeEach(ctx, max, props, n)
+	}
 	if r.dead {
-		return r.takeDead(ctx, max, props)
+		ds, err := r.c.st.LeaseDeadLetters(ctx, &store.LeaseParams{Queue: r.queue, Max: max, Visibility: props.LockDuration})
+		if err != nil {
+			return nil, err
+		}
+		return r.deliverDead(ctx, ds)
 	}
 	ls, err := r.c.st.Lease(ctx, &store.LeaseParams{Queue: r.queue, Max: max, Visibility: props.LockDuration})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: receive: %w", err)
+	}
+	return r.deliver(ctx, "receive", ls)
+}
+
+// takeEach is take on a queue of n partitions: it asks each in turn,
+// beginning with the one after where the last receive of this receiver
+// began, and returns what the first that has messages gives (up to max).
+// Beginning one further each time spreads the receives over the
+// partitions; stopping at the first spares the empty ones a lease (a
+// write) when messages are few.
+func (r *Receiver) takeEach(ctx context.Context, max int, props QueueProperties, n int) ([]*ReceivedMessage, error) {
+	var (
+		ls []sluicetype.Leased
+		ds []sluicetype.DeadLetter
+	)
+	from := int(r.nextPart.Add(1) % uint32(n))
+	err := eachPartition(r.queue, n, from, func(p int, q string) (bool, error) {
+		lp := &store.LeaseParams{Queue: q, Max: max, Visibility: props.LockDuration}
+		if r.dead {
+			got, err := r.c.st.LeaseDeadLetters(ctx, lp)
+			publicDeadLetters(p, got)
+			ds = got
+			return len(ds) > 0, err
+		}
+		got, err := r.c.st.Lease(ctx, lp)
+		publicLeased(p, got)
+		ls = got
+		return len(ls) > 0, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sluice: receive: %w", err)
+	}
+	if r.dead {
+		return r.deliverDead(ctx, ds)
 	}
 	return r.deliver(ctx, "receive", ls)
 }
@@ -203,7 +249,7 @@ func (r *Receiver) deliver(ctx context.Context, op string, ls []sluicetype.Lease
 	// committed must return its messages, or they would be lost.
 	ctx, cancel := detached(ctx)
 	defer cancel()
-	res, err := r.c.st.Settle(ctx, &store.SettleParams{Queue: r.queue, Action: store.Complete, Receipts: receipts})
+	res, err := r.c.settleParts(ctx, &store.SettleParams{Queue: r.queue, Action: store.Complete, Receipts: receipts}, false)
 	if err != nil {
 		// Not deleted: the messages come back when their lock ends. Or,
 		// with ErrOutcomeUnknown, perhaps deleted: at most once, as this
@@ -238,6 +284,13 @@ func (r *Receiver) receiveDeferred(ctx context.Context, seqs []int64) ([]*Receiv
 	}
 	lctx, cancel := detached(ctx)
 	defer cancel()
+	if props.partitions() > 1 {
+		ls, err := r.c.leaseDeferredParts(lctx, &store.LeaseDeferredParams{Queue: r.queue, Seqs: seqs, Visibility: props.LockDuration}, props.partitions())
+		if err != nil {
+			return nil, err
+		}
+		return r.deliver(ctx, "receive deferred", ls)
+	}
 	ls, err := r.c.st.LeaseDeferred(lctx, &store.LeaseDeferredParams{Queue: r.queue, Seqs: seqs, Visibility: props.LockDuration})
 	if err != nil {
 		return nil, err
@@ -305,11 +358,7 @@ func (r *Receiver) completeBatch(ctx context.Context, msgs []*ReceivedMessage) e
 		seen[receipt] = i
 		receipts[i] = receipt
 	}
-	settle := r.c.st.Settle
-	if r.dead {
-		settle = r.c.st.SettleDeadLetters
-	}
-	res, err := settle(ctx, &store.SettleParams{Queue: r.queue, Action: store.Complete, Receipts: receipts})
+	res, err := r.c.settleParts(ctx, &store.SettleParams{Queue: r.queue, Action: store.Complete, Receipts: receipts}, r.dead)
 	if err != nil {
 		return fmt.Errorf("sluice: %s: %w", op, err)
 	}
@@ -493,11 +542,7 @@ func (r *Receiver) extend(ctx context.Context, m *ReceivedMessage) (time.Time, e
 		return time.Time{}, fmt.Errorf("sluice: renew lock: %w", err)
 	}
 	p := store.SettleParams{Queue: r.queue, Action: store.Extend, Extension: props.LockDuration, Receipts: []sluicetype.Receipt{receipt}}
-	settle := r.c.st.Settle
-	if r.dead {
-		settle = r.c.st.SettleDeadLetters
-	}
-	res, err := settle(ctx, &p)
+	res, err := r.c.settleParts(ctx, &p, r.dead)
 	if err := settleErr("renew lock", res, err); err != nil {
 		return time.Time{}, err
 	}
@@ -549,7 +594,6 @@ func (r *Receiver) settleOne(ctx context.Context, op string, m *ReceivedMessage,
 		return err
 	}
 	p.Queue, p.Receipts = r.queue, []sluicetype.Receipt{receipt}
-	settle := r.c.st.Settle
 	if r.dead {
 		if p.Action != store.Complete && p.Action != store.Abandon {
 			return errInvalid(op, "message %d is a dead letter: complete or abandon it", receipt.Seq)
@@ -557,12 +601,11 @@ func (r *Receiver) settleOne(ctx context.Context, op string, m *ReceivedMessage,
 		if changes != nil {
 			return errInvalid(op, "a dead letter's properties cannot change")
 		}
-		settle = r.c.st.SettleDeadLetters
 	}
 	if p.Properties, err = r.merged(ctx, op, m, receipt, changes); err != nil {
 		return err
 	}
-	res, err := settle(ctx, &p)
+	res, err := r.c.settleParts(ctx, &p, r.dead)
 	if err := settleErr(op, res, err); err != nil {
 		return err
 	}
@@ -580,11 +623,12 @@ func (r *Receiver) merged(ctx context.Context, op string, m *ReceivedMessage, re
 	if m.queue == "" {
 		// Known by its lock token alone: its properties are the
 		// stored ones, which only the lock's holder can change.
-		ms, err := r.c.st.Peek(ctx, &store.PeekParams{Queue: r.queue, FromSeq: receipt.Seq, Max: 1})
+		part, own := splitSeq(receipt.Seq)
+		ms, err := r.c.st.Peek(ctx, &store.PeekParams{Queue: partitionQueue(r.queue, part), FromSeq: own, Max: 1})
 		if err != nil {
 			return nil, fmt.Errorf("sluice: %s: %w", op, err)
 		}
-		if len(ms) == 0 || ms[0].Seq != receipt.Seq {
+		if len(ms) == 0 || ms[0].Seq != own {
 			return nil, fmt.Errorf("sluice: %s: message %d: %w", op, receipt.Seq, ErrLockLost)
 		}
 		current = ms[0].Properties
@@ -623,20 +667,55 @@ func (r *Receiver) Peek(ctx context.Context, max int, opts *PeekOptions) ([]*Rec
 	if opts != nil && opts.FromSequenceNumber > 0 {
 		from = opts.FromSequenceNumber
 	}
+	out, err := r.peek(ctx, from, max)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) > 0 {
+		r.nextPeek = out[len(out)-1].SequenceNumber + 1
+	}
+	return out, nil
+}
+
+// peek reads up to max messages from the sequence number from on: on a
+// partitioned queue, from the partition from names, then the next ones,
+// so that sequence numbers ascend.
+func (r *Receiver) peek(ctx context.Context, from int64, max int) ([]*ReceivedMessage, error) {
+	n, err := r.c.partitionsOf(ctx, r.queue)
+	if err != nil {
+		return nil, err
+	}
+	part, own := splitSeq(from)
 	var out []*ReceivedMessage
-	if r.dead {
-		ds, err := r.c.st.PeekDeadLetters(ctx, &store.PeekParams{Queue: r.queue, FromSeq: from, Max: max})
+	for p := part; p < n && len(out) < max; p++ {
+		got, err := r.peekPartition(ctx, p, own, max-len(out))
 		if err != nil {
 			return nil, err
 		}
+		out, own = append(out, got...), 0
+	}
+	return out, nil
+}
+
+// peekPartition is peek in one partition, from its own number from on.
+func (r *Receiver) peekPartition(ctx context.Context, part int, from int64, max int) ([]*ReceivedMessage, error) {
+	var out []*ReceivedMessage
+	q := partitionQueue(r.queue, part)
+	if r.dead {
+		ds, err := r.c.st.PeekDeadLetters(ctx, &store.PeekParams{Queue: q, FromSeq: from, Max: max})
+		if err != nil {
+			return nil, err
+		}
+		publicDeadLetters(part, ds)
 		for _, d := range ds {
 			out = append(out, deadLetterMessage(r.queue, d))
 		}
 	} else {
-		ms, err := r.c.st.Peek(ctx, &store.PeekParams{Queue: r.queue, FromSeq: from, Max: max})
+		ms, err := r.c.st.Peek(ctx, &store.PeekParams{Queue: q, FromSeq: from, Max: max})
 		if err != nil {
 			return nil, err
 		}
+		publicMessages(part, ms)
 		for _, m := range ms {
 			rm := received(r.queue, m)
 			if m.State == StateLocked && m.VisibleAt.After(time.Now()) {
@@ -644,9 +723,6 @@ func (r *Receiver) Peek(ctx context.Context, max int, opts *PeekOptions) ([]*Rec
 			}
 			out = append(out, rm)
 		}
-	}
-	if len(out) > 0 {
-		r.nextPeek = out[len(out)-1].SequenceNumber + 1
 	}
 	return out, nil
 }

@@ -171,7 +171,7 @@ func (r *router) subscriptions(ctx context.Context, topic string) ([]entity, err
 // deliver stores m in a queue or subscription, or forwards it.
 func (r *router) deliver(ctx context.Context, e *entity, m store.NewMessage, sent *Message, hops, via int) error {
 	if e.forwardTo == "" {
-		r.add(e.name, m, via)
+		r.add(r.c.partitionFor(e, &m), m, via)
 		return nil
 	}
 	if hops >= MaxForwardHops {

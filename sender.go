@@ -77,10 +77,12 @@ func (s *Sender) sendBatch(ctx context.Context, msgs []*Message) ([]int64, error
 		return nil, err
 	}
 	seqs, err := s.enqueue(ctx, e, &p, len(msgs))
-	if errors.Is(err, ErrEntityNotFound) && routed(e) {
-		// An entity the send was routed through, as this client's cache
-		// knew it, is gone: route again from fresh settings, once, so that
-		// its copies are dead-lettered rather than the send failing.
+	if errors.Is(err, ErrEntityNotFound) && (routed(e) || p.parts != nil) {
+		// An entity the send was routed through, or the partitioned queue
+		// sent to, as this client's cache knew it, is gone: route again
+		// from fresh settings, once, so that its copies are dead-lettered
+		// rather than the send failing (or the send fails as the queue
+		// now is).
 		s.c.forgetAll()
 		if e, p, err = s.prepare(ctx, msgs); err != nil {
 			return nil, err
@@ -94,7 +96,7 @@ func (s *Sender) sendBatch(ctx context.Context, msgs []*Message) ([]int64, error
 }
 
 // enqueue writes what prepare worked out for a send of n messages.
-func (s *Sender) enqueue(ctx context.Context, e entity, p *store.EnqueueAllParams, n int) ([]int64, error) {
+func (s *Sender) enqueue(ctx context.Context, e entity, p *sendPlan, n int) ([]int64, error) {
 	seqs := make([]int64, n)
 	switch {
 	case len(p.Batches) == 0 && p.Routed == nil && len(p.Arrivals) == 0:
@@ -107,13 +109,13 @@ func (s *Sender) enqueue(ctx context.Context, e entity, p *store.EnqueueAllParam
 		if err != nil || routed(e) {
 			return seqs, err
 		}
-		return got, nil
+		return p.numbers(e, store.EnqueueAllResult{Seqs: [][]int64{got}}, seqs), nil
 	}
-	got, err := s.c.st.EnqueueAll(ctx, p)
+	got, err := s.c.st.EnqueueAll(ctx, &p.EnqueueAllParams)
 	if err != nil {
 		return nil, err
 	}
-	return numbers(e, got, seqs), nil
+	return p.numbers(e, got, seqs), nil
 }
 
 // SendTx sends messages in the caller's transaction tx, opened on the
@@ -151,18 +153,28 @@ func (s *Sender) sendTx(ctx context.Context, tx Tx, msgs []*Message) ([]int64, e
 	if len(p.Batches) == 0 && p.Routed == nil && len(p.Arrivals) == 0 {
 		return seqs, nil
 	}
-	got, err := txe.EnqueueTx(ctx, tx, &p)
+	got, err := txe.EnqueueTx(ctx, tx, &p.EnqueueAllParams)
 	if err != nil {
 		return nil, err
 	}
-	return numbers(e, got, seqs), nil
+	return p.numbers(e, got, seqs), nil
+}
+
+// sendPlan is what a send writes: storage's batches, and for a send to
+// a partitioned queue, which partition each batch is.
+type sendPlan struct {
+	store.EnqueueAllParams
+	// parts and indexes, for a partitioned queue: each batch's partition,
+	// and the indexes of its messages in the send.
+	parts   []int
+	indexes [][]int
 }
 
 // prepare checks a send and works out what it writes: one batch to the
 // queue itself, or the batches a topic or forwarding sends on, with the
 // send they copy when it schedules messages.
-func (s *Sender) prepare(ctx context.Context, msgs []*Message) (entity, store.EnqueueAllParams, error) {
-	var p store.EnqueueAllParams
+func (s *Sender) prepare(ctx context.Context, msgs []*Message) (entity, sendPlan, error) {
+	var p sendPlan
 	e, err := s.c.entity(ctx, s.queue)
 	if err != nil {
 		return e, p, fmt.Errorf("sluice: send: %w", err)
@@ -182,14 +194,21 @@ func (s *Sender) prepare(ctx context.Context, msgs []*Message) (entity, store.En
 		scheduled = scheduled || !batch[i].VisibleAt.IsZero()
 	}
 	if !routed(e) {
-		p.Batches = []store.EnqueueParams{{Queue: e.name, Messages: batch}}
+		if e.props.partitions() == 1 {
+			p.Batches = []store.EnqueueParams{{Queue: e.name, Messages: batch}}
+			return e, p, nil
+		}
+		p.Batches, p.indexes = s.c.partitionBatch(&e, batch)
+		for _, b := range p.Batches {
+			p.parts = append(p.parts, partitionOfQueue(e.name, b.Queue))
+		}
 		return e, p, nil
 	}
 	r, err := s.c.route(ctx, &e, batch, msgs)
 	if err != nil {
 		return e, p, fmt.Errorf("sluice: send: %w", err)
 	}
-	p = r.params()
+	p.EnqueueAllParams = r.params()
 	if scheduled {
 		at := make([]time.Time, len(batch))
 		for i := range batch {
@@ -238,13 +257,22 @@ func routed(e entity) bool {
 	return e.kind == kindTopic || e.forwardTo != ""
 }
 
-// numbers picks what a send returns: a plain queue's own numbers; for a
-// routed send, the numbers its scheduled messages took, 0 for the others.
-func numbers(e entity, got store.EnqueueAllResult, zeros []int64) []int64 {
-	if !routed(e) {
-		return got.Seqs[0]
+// numbers picks what a send returns, in zeros: a plain queue's own
+// numbers (a partitioned queue's with their partitions); for a routed
+// send, the numbers its scheduled messages took, 0 for the others.
+func (p *sendPlan) numbers(e entity, got store.EnqueueAllResult, zeros []int64) []int64 {
+	switch {
+	case routed(e):
+		copy(zeros, got.Routed)
+	case p.parts == nil:
+		copy(zeros, got.Seqs[0])
+	default:
+		for b, seqs := range got.Seqs {
+			for k, seq := range seqs {
+				zeros[p.indexes[b][k]] = publicSeq(p.parts[b], seq)
+			}
+		}
 	}
-	copy(zeros, got.Routed)
 	return zeros
 }
 
@@ -262,6 +290,25 @@ func deadLettered(b store.EnqueueParams) bool {
 // A number of a send to a topic or a forwarding queue cancels every copy
 // of the message. ErrMessageNotFound (and nothing cancelled) if any is not
 // such a message.
+//
+// On a partitioned queue, numbers of several partitions are cancelled
+// partition by partition: each partition's are all or none.
 func (s *Sender) CancelScheduled(ctx context.Context, seqs ...int64) error {
-	return s.c.st.CancelScheduled(ctx, &store.CancelParams{Queue: s.queue, Seqs: seqs})
+	n, err := s.c.partitionsOf(ctx, s.queue)
+	if err != nil || n == 1 {
+		if err != nil {
+			return err
+		}
+		return s.c.st.CancelScheduled(ctx, &store.CancelParams{Queue: s.queue, Seqs: seqs})
+	}
+	groups, err := groupSeqs(seqs, n)
+	if err != nil {
+		return fmt.Errorf("sluice: cancel scheduled: %w", err)
+	}
+	for _, g := range groups {
+		if err := s.c.st.CancelScheduled(ctx, &store.CancelParams{Queue: partitionQueue(s.queue, g.part), Seqs: g.seqs}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -33,6 +33,8 @@ var (
 type SessionReceiver struct {
 	r    *Receiver
 	lock store.SessionLock
+	// part is the partition of a partitioned queue that holds the session.
+	part int
 
 	mu          sync.Mutex
 	lockedUntil time.Time
@@ -76,21 +78,41 @@ func (c *Client) acceptSession(ctx context.Context, queue, id string, opts *Rece
 	if !props.RequiresSession {
 		return nil, errInvalid("accept session", "queue %q does not require sessions: receive with NewReceiver", queue)
 	}
-	var lock store.SessionLock
-	err = c.waitFor(ctx, "accept next session", queue, func() (bool, error) {
+	queue = r.queue
+	var (
+		lock store.SessionLock
+		part int
+	)
+	n := props.partitions()
+	accept := func(p int) (bool, error) {
 		lctx, cancel := detached(ctx)
 		defer cancel()
-		l, err := c.st.AcceptSession(lctx, &store.AcceptSessionParams{Queue: queue, SessionID: id, Duration: props.LockDuration})
+		l, err := c.st.AcceptSession(lctx, &store.AcceptSessionParams{Queue: partitionQueue(queue, p), SessionID: id, Duration: props.LockDuration})
 		if wait && errors.Is(err, sluicetype.ErrNoSessionAvailable) {
 			return false, nil
 		}
-		lock = l
+		lock, part = l, p
 		return err == nil, err
+	}
+	err = c.waitFor(ctx, "accept next session", queue, n, func() (bool, error) {
+		if id != "" {
+			return accept(partitionOfKey(id, n))
+		}
+		// The next session of any partition, beginning with the one after
+		// where the last accept of this client began.
+		var done bool
+		from := int(c.acceptNext.Add(1) % uint32(n))
+		err := eachPartition(queue, n, from, func(p int, _ string) (bool, error) {
+			var err error
+			done, err = accept(p)
+			return done, err
+		})
+		return done, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &SessionReceiver{r: r, lock: lock, lockedUntil: lock.LockedUntil}, nil
+	return &SessionReceiver{r: r, lock: lock, part: part, lockedUntil: lock.LockedUntil}, nil
 }
 
 // ResumeSession returns a receiver of a session that a receiver of this
@@ -117,7 +139,14 @@ func (c *Client) ResumeSession(queue, sessionID, lockToken string, opts *Receive
 	if err != nil {
 		return nil, err
 	}
-	return &SessionReceiver{r: r, lock: store.SessionLock{SessionID: sessionID, Token: int64(tok)}}, nil
+	// The session's partition, from the queue's partition count.
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	n, err := c.partitionsOf(ctx, r.queue)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: resume session: %w", err)
+	}
+	return &SessionReceiver{r: r, lock: store.SessionLock{SessionID: sessionID, Token: int64(tok)}, part: partitionOfKey(sessionID, n)}, nil
 }
 
 // SessionID names the session held.
@@ -135,7 +164,12 @@ func (s *SessionReceiver) LockedUntil() time.Time {
 }
 
 func (s *SessionReceiver) params() store.SessionParams {
-	return store.SessionParams{Queue: s.r.queue, SessionID: s.lock.SessionID, Token: s.lock.Token}
+	return store.SessionParams{Queue: s.queue(), SessionID: s.lock.SessionID, Token: s.lock.Token}
+}
+
+// queue is the storage queue of the session's partition.
+func (s *SessionReceiver) queue() string {
+	return partitionQueue(s.r.queue, s.part)
 }
 
 // Receive waits until messages of the session are available or ctx ends,
@@ -153,7 +187,7 @@ func (s *SessionReceiver) receive(ctx context.Context, max int) ([]*ReceivedMess
 		return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, s.r.c.limits.MaxBatch)
 	}
 	var msgs []*ReceivedMessage
-	err := s.r.c.waitFor(ctx, "receive", s.r.queue, func() (bool, error) {
+	err := s.r.c.waitFor(ctx, "receive", s.queue(), 1, func() (bool, error) {
 		var err error
 		msgs, err = s.take(ctx, max)
 		return len(msgs) > 0, err
@@ -180,6 +214,7 @@ func (s *SessionReceiver) take(ctx context.Context, max int) ([]*ReceivedMessage
 	if err != nil || len(ls) == 0 {
 		return nil, err
 	}
+	publicLeased(s.part, ls)
 	return s.r.deliver(ctx, "receive", ls)
 }
 
@@ -195,12 +230,20 @@ func (s *SessionReceiver) ReceiveDeferred(ctx context.Context, seqs ...int64) ([
 // receiveDeferred does ReceiveDeferred's work.
 func (s *SessionReceiver) receiveDeferred(ctx context.Context, seqs []int64) ([]*ReceivedMessage, error) {
 	p := s.params()
+	own := make([]int64, len(seqs))
+	for i, seq := range seqs {
+		var part int
+		if part, own[i] = splitSeq(seq); part != s.part {
+			return nil, fmt.Errorf("sluice: receive deferred: sequence number %d is not of session %q: %w", seq, s.lock.SessionID, ErrMessageNotFound)
+		}
+	}
 	lctx, cancel := detached(ctx)
 	defer cancel()
-	ls, err := s.r.c.st.LeaseDeferred(lctx, &store.LeaseDeferredParams{Queue: s.r.queue, Seqs: seqs, Session: &p})
+	ls, err := s.r.c.st.LeaseDeferred(lctx, &store.LeaseDeferredParams{Queue: s.queue(), Seqs: own, Session: &p})
 	if err != nil {
 		return nil, err
 	}
+	publicLeased(s.part, ls)
 	return s.r.deliver(ctx, "receive deferred", ls)
 }
 

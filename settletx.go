@@ -116,7 +116,9 @@ func (r *Receiver) settleInTx(ctx context.Context, tx Tx, op string, m *Received
 	if p.Properties, err = r.merged(ctx, op, m, receipt, changes); err != nil {
 		return err
 	}
-	p.Queue, p.Receipts = r.queue, []sluicetype.Receipt{receipt}
+	// A partitioned queue's message is settled in its partition.
+	part, own := splitSeq(receipt.Seq)
+	p.Queue, p.Receipts = partitionQueue(r.queue, part), []sluicetype.Receipt{{Seq: own, Token: receipt.Token}}
 	err = ts.SettleTx(ctx, tx, &store.SettleTxParams{SettleParams: p, Session: session})
 	r.noteLockLost(err)
 	if err == nil {

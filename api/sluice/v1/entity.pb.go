@@ -46,8 +46,12 @@ type QueueProperties struct {
 	DuplicateDetectionWindow   *durationpb.Duration `protobuf:"bytes,8,opt,name=duplicate_detection_window,json=duplicateDetectionWindow,proto3" json:"duplicate_detection_window,omitempty"`
 	// Messages need a session id and are received through sessions.
 	RequiresSession bool `protobuf:"varint,9,opt,name=requires_session,json=requiresSession,proto3" json:"requires_session,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Partitions the queue is split into (unset or 1: none; at most 16),
+	// fixed at creation: each numbers its messages on its own, and a
+	// sequence number carries its partition in its top 16 bits.
+	PartitionCount int32 `protobuf:"varint,10,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *QueueProperties) Reset() {
@@ -141,6 +145,13 @@ func (x *QueueProperties) GetRequiresSession() bool {
 		return x.RequiresSession
 	}
 	return false
+}
+
+func (x *QueueProperties) GetPartitionCount() int32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
 }
 
 // Queue is a queue's name with its settings.
@@ -2901,7 +2912,7 @@ var File_sluice_v1_entity_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/entity.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\"\xad\x04\n" +
+	"\x16sluice/v1/entity.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\"\xd6\x04\n" +
 	"\x0fQueueProperties\x12>\n" +
 	"\rlock_duration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\flockDuration\x12,\n" +
 	"\x12max_delivery_count\x18\x02 \x01(\x05R\x10maxDeliveryCount\x12:\n" +
@@ -2912,7 +2923,9 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\x10max_message_size\x18\x06 \x01(\x05R\x0emaxMessageSize\x12@\n" +
 	"\x1crequires_duplicate_detection\x18\a \x01(\bR\x1arequiresDuplicateDetection\x12W\n" +
 	"\x1aduplicate_detection_window\x18\b \x01(\v2\x19.google.protobuf.DurationR\x18duplicateDetectionWindow\x12)\n" +
-	"\x10requires_session\x18\t \x01(\bR\x0frequiresSession\"v\n" +
+	"\x10requires_session\x18\t \x01(\bR\x0frequiresSession\x12'\n" +
+	"\x0fpartition_count\x18\n" +
+	" \x01(\x05R\x0epartitionCount\"v\n" +
 	"\x05Queue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
 	"\n" +

@@ -25,35 +25,38 @@ import (
 
 // benchConfig holds the flags of sluice bench.
 type benchConfig struct {
-	db          string
-	scenario    string
-	clients     int
-	producers   int
-	consumers   int
-	batch       int
-	leaseBatch  int
-	size        int
-	duration    time.Duration
-	rate        int
-	inflight    int
-	backlogHow  string
-	sessions    int
-	subs        int
-	locked      int
-	scheduled   int
-	messages    int
-	partitions  int
-	queues      int
-	sync        string
-	jsonOut     bool
-	completeAll bool
-	cpuProfile  string
-	runs        int
-	nodes       int
-	pipelines   int
-	kills       int
-	server      string
-	token       string
+	db         string
+	scenario   string
+	clients    int
+	producers  int
+	consumers  int
+	batch      int
+	leaseBatch int
+	size       int
+	duration   time.Duration
+	rate       int
+	inflight   int
+	backlogHow string
+	sessions   int
+	subs       int
+	locked     int
+	scheduled  int
+	messages   int
+	partitions int
+	// queuePartitions, when --partitions is given to enqueue or e2e, runs
+	// them through the library on queues of that many partitions.
+	queuePartitions int
+	queues          int
+	sync            string
+	jsonOut         bool
+	completeAll     bool
+	cpuProfile      string
+	runs            int
+	nodes           int
+	pipelines       int
+	kills           int
+	server          string
+	token           string
 	// stream-lagging
 	lag          string
 	cacheRecords int
@@ -72,6 +75,7 @@ type benchResult struct {
 	Consumers  int     `json:"consumers,omitempty"`
 	Batch      int     `json:"batch,omitempty"`
 	Queues     int     `json:"queues,omitempty"`
+	Partitions int     `json:"partitions,omitempty"`
 	Pipelines  int     `json:"commit_pipelines,omitempty"`
 	Inflight   *int    `json:"inflight,omitempty"`
 	Locked     *int    `json:"locked,omitempty"`
@@ -181,7 +185,9 @@ scenarios:
                 while they drain an empty queue: send-to-handler latency
   e2e           produce and consume at once; send-to-lease latency (--producers, --consumers, --lease-batch, --rate)
                 enqueue, lease-settle and e2e run on --queues independent queues, with --producers and --consumers
-                on each (and --messages pre-loaded in each); the rate is the total
+                on each (and --messages pre-loaded in each); the rate is the total. enqueue and e2e with --partitions
+                run through the library (Sender, Receiver, CompleteBatch with --complete-batch) on queues of that
+                many partitions (--partitions 1: unpartitioned, the same path)
   backlog       time to receive 32 with --inflight messages received and unsettled, beside none in flight; the backlog
                 sent and received 1,000 at a time through a Receiver (--backlog-build receive), or through the store
                 (lease)
@@ -231,14 +237,14 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.locked, "locked", 9990, "session-accept: sessions held locked")
 	fs.IntVar(&c.scheduled, "scheduled", 50000, "receive-among-scheduled: messages scheduled or deferred")
 	fs.IntVar(&c.messages, "messages", 50000, "lease-settle and log-read: messages or records pre-loaded")
-	fs.IntVar(&c.partitions, "partitions", 16, "log-append: partitions written")
+	fs.IntVar(&c.partitions, "partitions", 16, "log-append: partitions written; enqueue, e2e: the queues' partitions, through the library")
 	fs.IntVar(&c.queues, "queues", 1, "enqueue, lease-settle, e2e: independent queues, each with --producers and --consumers")
 	fs.StringVar(&c.sync, "sqlite-synchronous", "FULL", "SQLite synchronous setting: FULL or NORMAL")
 	fs.BoolVar(&c.jsonOut, "json", false, "print one JSON object per result")
 	fs.BoolVar(&c.completeAll, "complete-batch", false, "settle a lease's messages in one call instead of one call each")
 	fs.IntVar(&c.runs, "runs", 1, "run the scenario this many times and report the median of each figure")
 	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
-	fs.IntVar(&c.nodes, "nodes", 1, "cluster: node processes pulling the partitions")
+	fs.IntVar(&c.nodes, "nodes", 1, "cluster: node processes pulling the partitions; enqueue, e2e with --partitions: clients, each on a backend (pool, commit pipelines) of its own, that the producers and consumers of each queue take turns on")
 	fs.IntVar(&c.pipelines, "commit-pipelines", 0, "group commits run at once (0: the backend's default; SQLite has one)")
 	fs.IntVar(&c.kills, "kills", 0, "cluster: node processes to kill one after another, timing each failover")
 	fs.StringVar(&c.server, "server", "", "api: drive the server at this URL instead of one in this process")
@@ -269,6 +275,13 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if c.queues < 1 {
 		fmt.Fprintln(stderr, "sluice bench: --queues must be at least 1")
 		return ExitUsage
+	}
+	if set["partitions"] && (c.scenario == "enqueue" || c.scenario == "e2e") {
+		if c.partitions < 1 || c.partitions > sluice.MaxPartitionCount {
+			fmt.Fprintf(stderr, "sluice bench: --partitions %d: a queue has 1 to %d\n", c.partitions, sluice.MaxPartitionCount)
+			return ExitUsage
+		}
+		c.queuePartitions = c.partitions
 	}
 	if c.cpuProfile != "" {
 		f, err := os.Create(c.cpuProfile)
@@ -306,7 +319,21 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sluice bench:", err)
 		return ExitError
 	}
-	env := &benchEnv{cfg: c, backend: b, store: s, client: client, tenant: tenant}
+	env := &benchEnv{cfg: c, backend: b, store: s, client: client, tenant: tenant, nodes: []*sluice.Client{client}}
+	for i := 1; c.queuePartitions > 0 && i < c.nodes; i++ {
+		nb, err := sluice.OpenBackend(ctx, sqliteSynchronous(c.db, c.sync), &sluice.Options{CommitPipelines: c.pipelines})
+		if err != nil {
+			fmt.Fprintln(stderr, "sluice bench:", err)
+			return ExitError
+		}
+		defer nb.Close()
+		nc, err := sluice.NewClient(nb, &sluice.Options{Service: tenant.Service, Provider: tenant.Provider, StreamPartitions: benchPartitions})
+		if err != nil {
+			fmt.Fprintln(stderr, "sluice bench:", err)
+			return ExitError
+		}
+		env.nodes = append(env.nodes, nc)
+	}
 	var runs [][]benchResult
 	for range max(c.runs, 1) {
 		results, err := run(ctx, env)
@@ -401,6 +428,10 @@ type benchEnv struct {
 	// client is the queue API on the same tenant, for scenarios that
 	// measure it (topics).
 	client *sluice.Client
+	// nodes are the clients of enqueue and e2e through the library
+	// (--partitions): client, and with --nodes N the clients of N-1 more
+	// backends of their own, as other processes would have.
+	nodes []*sluice.Client
 	// round counts a scenario's runs, for those that alternate the order
 	// of what they compare.
 	round int
@@ -443,7 +474,7 @@ func printResults(w io.Writer, results []benchResult, asJSON bool) {
 		for _, p := range []struct {
 			k string
 			v int
-		}{{"clients", r.Clients}, {"queues", r.Queues}, {"producers", r.Producers}, {"consumers", r.Consumers}, {"batch", r.Batch}, {"rate", r.Rate}} {
+		}{{"clients", r.Clients}, {"queues", r.Queues}, {"partitions", r.Partitions}, {"producers", r.Producers}, {"consumers", r.Consumers}, {"batch", r.Batch}, {"rate", r.Rate}} {
 			if p.v != 0 {
 				params = append(params, fmt.Sprintf("%s=%d", p.k, p.v))
 			}
@@ -613,6 +644,12 @@ func result(count int64, elapsed time.Duration, lat *latencies) benchResult {
 }
 
 func (e *benchEnv) createQueue(ctx context.Context, name string) (func(), error) {
+	if n := e.cfg.queuePartitions; n > 0 {
+		if _, err := e.client.CreateQueue(ctx, name, &sluice.QueueProperties{PartitionCount: n}); err != nil {
+			return nil, err
+		}
+		return func() { _ = e.client.DeleteQueue(context.WithoutCancel(ctx), name) }, nil
+	}
 	if err := e.store.CreateQueue(ctx, &store.QueueSettings{Name: name}); err != nil {
 		return nil, err
 	}
@@ -697,6 +734,10 @@ func benchEnqueue(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	defer drop()
 	body := payload(e.cfg.size)
 	var lat latencies
+	senders, err := e.senders(queues)
+	if err != nil {
+		return nil, err
+	}
 	// Worker w produces to queue w / --producers.
 	count, elapsed, err := timed(ctx, e.cfg.producers*len(queues), e.cfg.duration, func(ctx context.Context, w int) (int, error) {
 		msgs := make([]store.NewMessage, e.cfg.batch)
@@ -704,7 +745,7 @@ func benchEnqueue(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 			msgs[i] = store.NewMessage{Payload: body}
 		}
 		start := time.Now()
-		if _, err := e.store.Enqueue(ctx, &store.EnqueueParams{Queue: queues[w/e.cfg.producers], Messages: msgs}); err != nil {
+		if err := e.send(ctx, queues, senders, w%e.cfg.producers, w/e.cfg.producers, msgs); err != nil {
 			return 0, err
 		}
 		lat.add(time.Since(start))
@@ -714,8 +755,54 @@ func benchEnqueue(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 		return nil, err
 	}
 	r := result(count, elapsed, &lat)
-	r.Queues, r.Producers, r.Batch = len(queues), e.cfg.producers, e.cfg.batch
+	r.Queues, r.Producers, r.Batch, r.Partitions = len(queues), e.cfg.producers, e.cfg.batch, e.cfg.queuePartitions
+	r.Nodes = e.nodeCount()
 	return []benchResult{r}, nil
+}
+
+// nodeCount is the --nodes of a run through the library on more than
+// one, for its result (nil otherwise).
+func (e *benchEnv) nodeCount() *int {
+	if len(e.nodes) < 2 {
+		return nil
+	}
+	n := len(e.nodes)
+	return &n
+}
+
+// senders are the library's senders of queues, a node's each, when the
+// scenario runs through the library (--partitions), else nil.
+func (e *benchEnv) senders(queues []string) ([][]*sluice.Sender, error) {
+	if e.cfg.queuePartitions == 0 {
+		return nil, nil
+	}
+	out := make([][]*sluice.Sender, len(e.nodes))
+	for n, c := range e.nodes {
+		for _, q := range queues {
+			s, err := c.NewSender(q)
+			if err != nil {
+				return nil, err
+			}
+			out[n] = append(out[n], s)
+		}
+	}
+	return out, nil
+}
+
+// send sends msgs to queues[queue]: through its sender on the node of
+// the queue's producer-th producer when there are senders, else straight
+// to the store.
+func (e *benchEnv) send(ctx context.Context, queues []string, senders [][]*sluice.Sender, producer, queue int, msgs []store.NewMessage) error {
+	if senders == nil {
+		_, err := e.store.Enqueue(ctx, &store.EnqueueParams{Queue: queues[queue], Messages: msgs})
+		return err
+	}
+	out := make([]*sluice.Message, len(msgs))
+	for i := range msgs {
+		out[i] = &sluice.Message{Body: msgs[i].Payload}
+	}
+	_, err := senders[producer%len(senders)][queue].SendBatch(ctx, out)
+	return err
 }
 
 // settleLeased completes leased messages, one call each in parallel (as
@@ -797,6 +884,8 @@ type e2eRun struct {
 	body     []byte
 	epoch    time.Time
 	interval time.Duration // between one producer's sends; 0: none
+	// senders, with --partitions, send through the library.
+	senders  [][]*sluice.Sender
 	lat      latencies
 	sent     atomic.Int64
 	received atomic.Int64
@@ -810,6 +899,9 @@ func benchE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	}
 	defer drop()
 	run := &e2eRun{e: e, body: payload(e.cfg.size), epoch: time.Now()}
+	if run.senders, err = e.senders(queues); err != nil {
+		return nil, err
+	}
 	if e.cfg.rate > 0 {
 		// --rate is the total over every producer of every queue.
 		run.interval = time.Duration(float64(time.Second) * float64(e.cfg.producers*len(queues)) / float64(e.cfg.rate))
@@ -819,12 +911,16 @@ func benchE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	consumeCtx, stopConsumers := context.WithCancel(ctx)
 	defer stopConsumers()
 	var wg, cwg sync.WaitGroup
-	for _, q := range queues {
-		for range e.cfg.producers {
-			wg.Go(func() { run.produce(ctx, runCtx, q) })
+	for i, q := range queues {
+		for k := range e.cfg.producers {
+			wg.Go(func() { run.produce(ctx, runCtx, queues, k, i) })
 		}
-		for range e.cfg.consumers {
-			cwg.Go(func() { run.consume(consumeCtx, q) })
+		for k := range e.cfg.consumers {
+			if run.senders != nil {
+				cwg.Go(func() { run.receive(consumeCtx, e.nodes[k%len(e.nodes)], q) })
+			} else {
+				cwg.Go(func() { run.consume(consumeCtx, q) })
+			}
 		}
 	}
 	start := time.Now()
@@ -845,14 +941,15 @@ func benchE2E(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	}
 	r := result(run.received.Load(), elapsed, &run.lat)
 	r.Queues, r.Producers, r.Consumers, r.Batch, r.Rate = len(queues), e.cfg.producers, e.cfg.consumers, e.cfg.leaseBatch, e.cfg.rate
+	r.Partitions, r.Nodes = e.cfg.queuePartitions, e.nodeCount()
 	r.Note = "p50/p99: send to lease"
 	return []benchResult{r}, nil
 }
 
-// produce sends batches to q, each payload stamped with its send time,
-// until runCtx ends; the first send goes whenever runCtx ends, so that a
-// run on a loaded machine measures something.
-func (r *e2eRun) produce(ctx, runCtx context.Context, q string) {
+// produce sends batches to queues[q], each payload stamped with its send
+// time, until runCtx ends; the first send goes whenever runCtx ends, so
+// that a run on a loaded machine measures something.
+func (r *e2eRun) produce(ctx, runCtx context.Context, queues []string, producer, q int) {
 	next := time.Now()
 	for first := true; first || runCtx.Err() == nil; first = false {
 		if r.interval > 0 && !first {
@@ -873,7 +970,7 @@ func (r *e2eRun) produce(ctx, runCtx context.Context, q string) {
 		}
 		// A send under way when the time is up finishes and counts:
 		// on a loaded machine the first may take the whole run.
-		if _, err := r.e.store.Enqueue(ctx, &store.EnqueueParams{Queue: q, Messages: msgs}); err != nil {
+		if err := r.e.send(ctx, queues, r.senders, producer, q, msgs); err != nil {
 			if ctx.Err() == nil {
 				r.failed.set(err)
 			}
@@ -909,6 +1006,48 @@ func (r *e2eRun) consume(ctx context.Context, q string) {
 			continue
 		}
 		if err := r.e.settleLeased(ctx, q, got); err != nil {
+			if ctx.Err() == nil {
+				r.failed.set(err)
+			}
+			return
+		}
+		r.received.Add(int64(len(got)))
+	}
+}
+
+// receive is consume through the library: a Receiver of c receives from q
+// and completes what it got, one Complete call a message in parallel or
+// one CompleteBatch (--complete-batch), until ctx ends.
+func (r *e2eRun) receive(ctx context.Context, c *sluice.Client, q string) {
+	rc, err := c.NewReceiver(q, nil)
+	if err != nil {
+		r.failed.set(err)
+		return
+	}
+	for ctx.Err() == nil {
+		got, err := rc.Receive(ctx, r.e.cfg.leaseBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.failed.set(err)
+			}
+			return
+		}
+		now := time.Since(r.epoch)
+		for _, m := range got {
+			r.lat.add(now - time.Duration(binary.BigEndian.Uint64(m.Body)))
+		}
+		if r.e.cfg.completeAll {
+			err = rc.CompleteBatch(ctx, got)
+		} else {
+			var wg sync.WaitGroup
+			errs := make([]error, len(got))
+			for i, m := range got {
+				wg.Go(func() { errs[i] = rc.Complete(ctx, m) })
+			}
+			wg.Wait()
+			err = errors.Join(errs...)
+		}
+		if err != nil {
 			if ctx.Err() == nil {
 				r.failed.set(err)
 			}

@@ -426,3 +426,24 @@ func TestErrorLine(t *testing.T) {
 		t.Errorf("a hint for an error without one: %q", got)
 	}
 }
+
+// A partitioned queue is created with --partitions, shows them, and
+// sends and receives as any queue; the count is fixed at creation.
+func TestPartitionedQueueCommands(t *testing.T) {
+	t.Parallel()
+	both(t, func(t *testing.T, w where) {
+		q := jsonLines(t, w.ok(t, "queue", "create", "wide", "--partitions", "4", "--json"))[0]
+		if q["partitionCount"] != 4.0 {
+			t.Fatalf("queue create --partitions 4: %v", q)
+		}
+		if out := w.ok(t, "queue", "show", "wide"); !strings.Contains(out, "partitions") || !strings.Contains(out, "4") {
+			t.Fatalf("queue show of a partitioned queue:\n%s", out)
+		}
+		w.ok(t, "send", "wide", "one", "two", "three")
+		if msgs := jsonLines(t, w.ok(t, "receive", "wide", "--max", "3", "--wait", "10s", "--json")); len(msgs) != 3 {
+			t.Fatalf("receive from a partitioned queue: %v", msgs)
+		}
+		w.fails(t, ExitUsage, "", "queue", "update", "wide", "--partitions", "2")
+		w.fails(t, ExitError, "", "queue", "create", "wider", "--partitions", "17")
+	})
+}

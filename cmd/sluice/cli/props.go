@@ -12,7 +12,7 @@ import (
 // registers those of its kind.
 type propFlags struct {
 	lock, ttl, deadLetterRetention, duplicateWindow time.Duration
-	maxDelivery, maxSize                            int
+	maxDelivery, maxSize, partitions                int
 	deadLetterOnExpiry, duplicates, sessions        bool
 	ignoreFilterErrors                              bool
 	forwardTo                                       string
@@ -48,6 +48,9 @@ func (f *propFlags) register(fs *flag.FlagSet, names ...string) {
 		"requires-session": func() {
 			fs.BoolVar(&f.sessions, "requires-session", false, "messages need a session id and are received by session, in order")
 		},
+		"partitions": func() {
+			fs.IntVar(&f.partitions, "partitions", 0, "split the queue into this many partitions, each numbered and committed on its own (default 1, at most 16; fixed at creation)")
+		},
 		"forward-to": func() {
 			fs.StringVar(&f.forwardTo, "forward-to", "", "forward every message to this queue or topic")
 		},
@@ -71,7 +74,7 @@ func (f *propFlags) queue() (sluice.QueueProperties, error) {
 	return sluice.QueueProperties{
 		LockDuration: f.lock, MaxDeliveryCount: f.maxDelivery, DefaultTTL: f.ttl, DeadLetterOnExpiry: f.deadLetterOnExpiry,
 		DeadLetterRetention: f.deadLetterRetention, MaxMessageSize: f.maxSize, RequiresDuplicateDetection: f.duplicates,
-		DuplicateDetectionWindow: f.duplicateWindow, RequiresSession: f.sessions,
+		DuplicateDetectionWindow: f.duplicateWindow, RequiresSession: f.sessions, PartitionCount: f.partitions,
 	}, f.checkDuplicates()
 }
 

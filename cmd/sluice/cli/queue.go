@@ -21,6 +21,7 @@ type queueView struct {
 	RequiresDuplicateDetection bool       `json:"requiresDuplicateDetection"`
 	DuplicateDetectionWindow   string     `json:"duplicateDetectionWindow"`
 	RequiresSession            bool       `json:"requiresSession"`
+	PartitionCount             int        `json:"partitionCount"`
 	ForwardTo                  string     `json:"forwardTo,omitempty"`
 	Stats                      *statsView `json:"stats,omitempty"`
 }
@@ -31,7 +32,7 @@ func queueViewOf(q sluice.QueueInfo) queueView {
 		DefaultTTL: formatDuration(p.DefaultTTL), DeadLetterOnExpiry: p.DeadLetterOnExpiry,
 		DeadLetterRetention: formatDuration(p.DeadLetterRetention), MaxMessageSize: p.MaxMessageSize,
 		RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: formatDuration(p.DuplicateDetectionWindow),
-		RequiresSession: p.RequiresSession, ForwardTo: q.ForwardTo}
+		RequiresSession: p.RequiresSession, PartitionCount: p.PartitionCount, ForwardTo: q.ForwardTo}
 }
 
 // printQueue prints a queue's settings, and its counts when it has them.
@@ -54,6 +55,7 @@ func (e *env) printQueue(q sluice.QueueInfo, st *sluice.QueueStats) error {
 		{"max message size", strconv.Itoa(p.MaxMessageSize)},
 		{"duplicate detection", duplicateText(p.RequiresDuplicateDetection, p.DuplicateDetectionWindow)},
 		{"requires session", yesNo(p.RequiresSession)},
+		{"partitions", strconv.Itoa(p.PartitionCount)},
 		{"forward to", orDash(q.ForwardTo)},
 	}
 	if st != nil {
@@ -81,7 +83,7 @@ func (e *env) printDeleted(kind, name string) error {
 }
 
 var queueSettings = []string{"lock-duration", "max-delivery-count", "default-ttl", "dead-letter-on-expiry", "dead-letter-retention",
-	"max-message-size", "duplicate-detection", "duplicate-window", "requires-session", "forward-to"}
+	"max-message-size", "duplicate-detection", "duplicate-window", "requires-session", "partitions", "forward-to"}
 
 func opQueueCreate() *op {
 	var f propFlags
@@ -126,11 +128,11 @@ func opQueueList() *op {
 				return nil
 			}
 			tw := table(e.stdout)
-			fmt.Fprintln(tw, "NAME\tLOCK\tMAX DELIVERY\tTTL\tSESSIONS\tDUPLICATES\tFORWARD TO")
+			fmt.Fprintln(tw, "NAME\tLOCK\tMAX DELIVERY\tTTL\tSESSIONS\tDUPLICATES\tPARTITIONS\tFORWARD TO")
 			for _, q := range queues {
 				p := q.QueueProperties
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\n", q.Name, p.LockDuration, p.MaxDeliveryCount, orNone(p.DefaultTTL),
-					yesNo(p.RequiresSession), duplicateText(p.RequiresDuplicateDetection, p.DuplicateDetectionWindow), orDash(q.ForwardTo))
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\n", q.Name, p.LockDuration, p.MaxDeliveryCount, orNone(p.DefaultTTL),
+					yesNo(p.RequiresSession), duplicateText(p.RequiresDuplicateDetection, p.DuplicateDetectionWindow), p.PartitionCount, orDash(q.ForwardTo))
 			}
 			return tw.Flush()
 		}}

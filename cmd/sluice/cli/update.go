@@ -28,7 +28,7 @@ func existing(e *env, err error, kind, name string) bool {
 }
 
 // The settings an update may change: those fixed at creation
-// (requires-session, duplicate-detection) are not among them.
+// (requires-session, duplicate-detection, partitions) are not among them.
 var (
 	queueUpdates = []string{"lock-duration", "max-delivery-count", "default-ttl", "dead-letter-on-expiry", "dead-letter-retention",
 		"max-message-size", "duplicate-window", "forward-to"}
@@ -37,8 +37,8 @@ var (
 		"dead-letter-retention", "forward-to", "ignore-filter-errors"}
 )
 
-const updateAbout = "Changes the settings given; the others keep their values (requires-session and duplicate\n" +
-	"detection are fixed at creation)."
+const updateAbout = "Changes the settings given; the others keep their values (requires-session, duplicate\n" +
+	"detection and partitions are fixed at creation)."
 
 func opQueueUpdate() *op {
 	var f propFlags

@@ -290,7 +290,7 @@ const words = (k) => k.replace(/([A-Z])/g, " $1").toLowerCase();
 
 // The settings of each kind, in the order the CLI shows them.
 const queueSettings = ["lockDuration", "maxDeliveryCount", "defaultTtl", "deadLetterOnExpiry", "deadLetterRetention",
-  "maxMessageSize", "requiresDuplicateDetection", "duplicateDetectionWindow", "requiresSession", "forwardTo"];
+  "maxMessageSize", "requiresDuplicateDetection", "duplicateDetectionWindow", "requiresSession", "partitionCount", "forwardTo"];
 const subscriptionSettings = ["lockDuration", "maxDeliveryCount", "defaultTtl", "deadLetterOnExpiry", "deadLetterRetention",
   "requiresSession", "forwardTo", "ignoreFilterErrors"];
 const flags = new Set(["deadLetterOnExpiry", "requiresDuplicateDetection", "requiresSession", "ignoreFilterErrors"]);
