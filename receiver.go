@@ -55,9 +55,9 @@ type Receiver struct {
 	mode  ReceiveMode
 	dead  bool // the entity's dead-letter queue
 
-	// nextPart is the partition of a partitioned queue that the next
-	// receive takes from first.
-	nextPart atomic.Uint32
+	// part is the partition of a partitioned queue the next receive asks
+	// first, and stay how many receives in a row it has given messages.
+	part, stay atomic.Uint32
 
 	mu       sync.Mutex
 	nextPeek int64
@@ -193,33 +193,53 @@ func (r *Receiver) take(ctx context.Context, max int, props QueueProperties) ([]
 	return r.deliver(ctx, "receive", ls)
 }
 
-// takeEach is take on a queue of n partitions: it asks each in turn,
-// beginning with the one after where the last receive of this receiver
-// began, and returns what the first that has messages gives (up to max).
-// Beginning one further each time spreads the receives over the
-// partitions; stopping at the first spares the empty ones a lease (a
-// write) when messages are few.
+// maxStay bounds the receives in a row that a receiver of a partitioned
+// queue takes from one partition while it has messages.
+const maxStay = 4
+
+// takeEach is take on a queue of n partitions: it asks each in turn and
+// returns what the first that has messages gives (up to max). It begins
+// where the last receive found messages, for at most maxStay receives in
+// a row, then with the next partition: the partitions that have messages
+// share the receives, and a receive rarely asks an empty partition (a
+// lease, so a write) while one it knows has messages.
 func (r *Receiver) takeEach(ctx context.Context, max int, props QueueProperties, n int) ([]*ReceivedMessage, error) {
 	var (
-		ls []sluicetype.Leased
-		ds []sluicetype.DeadLetter
+		ls  []sluicetype.Leased
+		ds  []sluicetype.DeadLetter
+		got = -1
 	)
-	from := int(r.nextPart.Add(1) % uint32(n))
+	from := int(r.part.Load() % uint32(n))
+	if r.stay.Load() >= maxStay {
+		from = (from + 1) % n
+	}
 	err := eachPartition(r.queue, n, from, func(p int, q string) (bool, error) {
 		lp := &store.LeaseParams{Queue: q, Max: max, Visibility: props.LockDuration}
 		if r.dead {
-			got, err := r.c.st.LeaseDeadLetters(ctx, lp)
-			publicDeadLetters(p, got)
-			ds = got
-			return len(ds) > 0, err
+			dead, err := r.c.st.LeaseDeadLetters(ctx, lp)
+			publicDeadLetters(p, dead)
+			if ds = dead; len(ds) > 0 {
+				got = p
+			}
+			return got >= 0, err
 		}
-		got, err := r.c.st.Lease(ctx, lp)
-		publicLeased(p, got)
-		ls = got
-		return len(ls) > 0, err
+		live, err := r.c.st.Lease(ctx, lp)
+		publicLeased(p, live)
+		if ls = live; len(ls) > 0 {
+			got = p
+		}
+		return got >= 0, err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sluice: receive: %w", err)
+	}
+	switch {
+	case got < 0:
+	case uint32(got) == r.part.Load()%uint32(n) && got == from:
+		r.stay.Add(1)
+	default:
+		r.part.Store(uint32(got))
+		r.stay.Store(1)
 	}
 	if r.dead {
 		return r.deliverDead(ctx, ds)
