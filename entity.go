@@ -73,7 +73,7 @@ type QueueProperties struct {
 	// EnablePartitioning does: each has its own sequence numbers, locks
 	// and commit pipeline, so a busy queue's work spreads over several.
 	// A message goes to the partition its SessionID, PartitionKey or
-	// (with duplicate detection) MessageID picks, others round-robin;
+	// (with duplicate detection) MessageID picks, others take turns;
 	// order and duplicate detection hold per partition, a receive takes
 	// from every partition in turn, and a sequence number carries its
 	// partition in its top 16 bits. Fixed when the queue is created.
