@@ -76,8 +76,8 @@ type QueueProperties struct {
 	// (with duplicate detection) MessageID picks, others take turns;
 	// order and duplicate detection hold per partition, a receive takes
 	// from every partition in turn, and a sequence number carries its
-	// partition in its top 16 bits. Fixed when the queue is created.
-	// Queues only: topics and subscriptions are not partitioned.
+	// partition in its top 16 bits. Fixed when the queue is created. (A
+	// subscription has its topic's: see TopicProperties.PartitionCount.)
 	PartitionCount int
 }
 
@@ -245,18 +245,17 @@ func (e *entity) attributes() ([]byte, error) {
 }
 
 // checkPartitions checks an entity's PartitionCount: 0 to
-// MaxPartitionCount, on queues alone, and a partitioned queue's name
-// short enough for its partitions' names.
+// MaxPartitionCount, and the name of a partitioned queue or subscription
+// short enough for its partitions' names (a topic holds no messages: its
+// subscriptions are partitioned).
 func (e *entity) checkPartitions() error {
 	n := e.props.PartitionCount
 	switch {
 	case n < 0 || n > MaxPartitionCount:
 		return fmt.Errorf("partition count %d: must be between 0 and %d: %w", n, MaxPartitionCount, ErrInvalidArgument)
-	case n > 1 && e.kind != kindQueue && e.kind != kindPartition:
-		return fmt.Errorf("partition count %d: only queues are partitioned, not a %s: %w", n, e.kind, ErrInvalidArgument)
-	case n > 1 && len(e.name) > maxPartitionedNameLength:
-		return fmt.Errorf("a partitioned queue's name is at most %d characters, %q has %d: %w",
-			maxPartitionedNameLength, e.name, len(e.name), ErrInvalidName)
+	case n > 1 && e.kind != kindTopic && len(e.name) > maxPartitionedNameLength:
+		return fmt.Errorf("a partitioned %s's name is at most %d characters, %q has %d: %w",
+			e.kind, maxPartitionedNameLength, e.name, len(e.name), ErrInvalidName)
 	}
 	return nil
 }
@@ -353,7 +352,7 @@ func (c *Client) createEntity(ctx context.Context, e *entity) error {
 	if err := c.checkForward(ctx, e); err != nil {
 		return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, err)
 	}
-	if n := e.props.partitions(); n > 1 {
+	if n := e.props.partitions(); n > 1 && e.kind != kindTopic {
 		if _, err := c.st.GetQueue(ctx, e.name); err == nil {
 			return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, ErrEntityExists)
 		}
@@ -389,8 +388,10 @@ func (c *Client) updateEntity(ctx context.Context, e *entity, setForward bool) e
 			return fmt.Errorf("sluice: update %s %q: %w", e.kind, e.name, err)
 		}
 	}
-	if err := c.updatePartitions(ctx, &s, e.props.partitions()); err != nil {
-		return err
+	if e.kind != kindTopic {
+		if err := c.updatePartitions(ctx, &s, e.props.partitions()); err != nil {
+			return err
+		}
 	}
 	if err := c.st.UpdateQueue(ctx, &s); err != nil {
 		return err

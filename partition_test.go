@@ -571,3 +571,104 @@ func TestPartitionedQueueTx(t *testing.T) {
 		}
 	})
 }
+
+// A partitioned topic's subscriptions are partitioned: a key's copies go
+// to its partition in each, receives and sessions cover every partition,
+// and deleting the topic takes every partition with it.
+func TestPartitionedTopic(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		topic := "t-" + randHex(4)
+		if _, err := c.CreateTopic(ctx, topic, &sluice.TopicProperties{PartitionCount: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if info, err := c.GetTopic(ctx, topic); err != nil || info.PartitionCount != 3 {
+			t.Fatalf("GetTopic = %+v, %v; want PartitionCount 3", info, err)
+		}
+		_, err := c.UpdateTopic(ctx, topic, sluice.TopicProperties{PartitionCount: 2})
+		wantErr(t, "UpdateTopic changing PartitionCount", err, sluice.ErrInvalidArgument)
+		for _, sub := range []string{"a", "b"} {
+			if _, err := c.CreateSubscription(ctx, topic, sub, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := c.CreateSubscription(ctx, topic, "s", &sluice.SubscriptionProperties{RequiresSession: true}); err != nil {
+			t.Fatal(err)
+		}
+		subs, err := c.ListSubscriptions(ctx, topic)
+		if err != nil || len(subs) != 3 {
+			t.Fatalf("ListSubscriptions = %d, %v; want 3 (no partitions listed)", len(subs), err)
+		}
+		s := newSender(t, c, topic)
+		const keys = 9
+		for k := range keys {
+			if _, err := s.Send(ctx, &sluice.Message{Body: fmt.Appendf(nil, "m%d", k), SessionID: fmt.Sprint("k", k)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		part := map[string]map[int]bool{} // body: the partitions its copies went to
+		for _, sub := range []string{"a", "b"} {
+			path := sluice.SubscriptionPath(topic, sub)
+			if st, err := c.GetQueueStats(ctx, path); err != nil || st.Active != keys {
+				t.Fatalf("stats of %s = %+v, %v; want %d active", path, st, err, keys)
+			}
+			r := newReceiver(t, c, path, sluice.PeekLock)
+			ms := receiveAll(t, r, keys)
+			for _, m := range ms {
+				p, _ := partitionOf(m.SequenceNumber)
+				if part[string(m.Body)] == nil {
+					part[string(m.Body)] = map[int]bool{}
+				}
+				part[string(m.Body)][p] = true
+			}
+			if err := r.CompleteBatch(ctx, ms); err != nil {
+				t.Fatal(err)
+			}
+		}
+		used := map[int]bool{}
+		for body, ps := range part {
+			if len(ps) != 1 {
+				t.Fatalf("copies of %s went to partitions %v; want one partition number in every subscription", body, ps)
+			}
+			for p := range ps {
+				used[p] = true
+			}
+		}
+		if len(used) < 2 {
+			t.Fatalf("nine keys went to partitions %v; want several", used)
+		}
+		// Sessions of a partitioned subscription, each in its partition.
+		for range keys {
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			sr, err := c.AcceptNextSession(actx, sluice.SubscriptionPath(topic, "s"), nil)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms, err := sr.TryReceive(ctx, 10)
+			if err != nil || len(ms) != 1 || string(ms[0].Body) != "m"+sr.SessionID()[1:] {
+				t.Fatalf("session %s received %v, %v", sr.SessionID(), ms, err)
+			}
+			if err := sr.Complete(ctx, ms[0]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Deleting the topic takes its subscriptions' partitions: one
+		// created again in their place, unpartitioned, is empty.
+		if _, err := s.Send(ctx, &sluice.Message{Body: []byte("left"), SessionID: "k1"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.DeleteTopic(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CreateTopic(ctx, topic, &sluice.TopicProperties{PartitionCount: 3}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.CreateSubscription(ctx, topic, "a", nil); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := c.GetQueueStats(ctx, sluice.SubscriptionPath(topic, "a")); err != nil || st != (sluice.QueueStats{}) {
+			t.Fatalf("stats of the subscription created again = %+v, %v; want none", st, err)
+		}
+	})
+}

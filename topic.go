@@ -55,6 +55,13 @@ type TopicProperties struct {
 	RequiresDuplicateDetection bool
 	// DuplicateDetectionWindow is 20 s to 7 days (default 10 min).
 	DuplicateDetectionWindow time.Duration
+	// PartitionCount partitions every subscription of the topic (0 or 1:
+	// none; at most MaxPartitionCount), as Service Bus's
+	// EnablePartitioning does: each subscription is then a partitioned
+	// queue (see QueueProperties.PartitionCount), and a message's copies
+	// go to the partition its key picks in each. Fixed when the topic is
+	// created.
+	PartitionCount int
 }
 
 // TopicInfo is a topic's name with its settings.
@@ -266,6 +273,7 @@ func topicEntity(name string, props *TopicProperties) entity {
 			DefaultTTL: props.DefaultTTL, MaxMessageSize: props.MaxMessageSize,
 			RequiresDuplicateDetection: props.RequiresDuplicateDetection,
 			DuplicateDetectionWindow:   props.DuplicateDetectionWindow,
+			PartitionCount:             props.PartitionCount,
 		}
 	}
 	return e
@@ -276,6 +284,7 @@ func topicInfo(e entity) TopicInfo {
 	return TopicInfo{Name: e.name, TopicProperties: TopicProperties{
 		DefaultTTL: p.DefaultTTL, MaxMessageSize: p.MaxMessageSize,
 		RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: p.DuplicateDetectionWindow,
+		PartitionCount: p.PartitionCount,
 	}}
 }
 
@@ -330,6 +339,9 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	}
 	for _, s := range subs {
 		c.forget(s.name)
+		if err := c.deletePartitions(ctx, s.name); err != nil {
+			return err
+		}
 		if err := c.st.DeleteQueue(ctx, s.name); err != nil && !errors.Is(err, ErrEntityNotFound) {
 			return err
 		}
@@ -365,7 +377,8 @@ func (c *Client) subscriptions(ctx context.Context, topic string) ([]entity, err
 // nil props take the defaults (a pointer, where UpdateSubscription takes
 // a value: see CreateQueue and UpdateQueue).
 func (c *Client) CreateSubscription(ctx context.Context, topic, name string, props *SubscriptionProperties, rules ...Rule) (SubscriptionInfo, error) {
-	if _, err := c.getEntity(ctx, topic, kindTopic); err != nil {
+	t, err := c.getEntity(ctx, topic, kindTopic)
+	if err != nil {
 		return SubscriptionInfo{}, err
 	}
 	if err := validateSubscriptionName(name); err != nil {
@@ -382,6 +395,7 @@ func (c *Client) CreateSubscription(ctx context.Context, topic, name string, pro
 		p = *props
 	}
 	e := subscriptionEntity(topic, name, p, rules)
+	e.props.PartitionCount = t.props.PartitionCount // a partitioned topic's subscriptions are partitioned
 	if err := c.createEntity(ctx, &e); err != nil {
 		return SubscriptionInfo{}, err
 	}
@@ -550,6 +564,9 @@ func (c *Client) DeleteSubscription(ctx context.Context, topic, name string) err
 		return err
 	}
 	c.forget(path)
+	if err := c.deletePartitions(ctx, path); err != nil {
+		return err
+	}
 	return c.st.DeleteQueue(ctx, path)
 }
 

@@ -87,13 +87,15 @@ func FromQueue(q *sluicev1.Queue) sluice.QueueInfo {
 // TopicProperties converts a topic's settings to the wire.
 func TopicProperties(p sluice.TopicProperties) *sluicev1.TopicProperties {
 	return &sluicev1.TopicProperties{DefaultTtl: dur(p.DefaultTTL), MaxMessageSize: int32(p.MaxMessageSize),
-		RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: dur(p.DuplicateDetectionWindow)}
+		RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: dur(p.DuplicateDetectionWindow),
+		PartitionCount: int32(p.PartitionCount)}
 }
 
 // FromTopicProperties converts a topic's settings from the wire.
 func FromTopicProperties(p *sluicev1.TopicProperties) sluice.TopicProperties {
 	return sluice.TopicProperties{DefaultTTL: Duration(p.GetDefaultTtl()), MaxMessageSize: int(p.GetMaxMessageSize()),
-		RequiresDuplicateDetection: p.GetRequiresDuplicateDetection(), DuplicateDetectionWindow: Duration(p.GetDuplicateDetectionWindow())}
+		RequiresDuplicateDetection: p.GetRequiresDuplicateDetection(), DuplicateDetectionWindow: Duration(p.GetDuplicateDetectionWindow()),
+		PartitionCount: int(p.GetPartitionCount())}
 }
 
 // Topic converts a topic to the wire.

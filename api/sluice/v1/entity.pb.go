@@ -709,8 +709,11 @@ type TopicProperties struct {
 	MaxMessageSize             int32                `protobuf:"varint,2,opt,name=max_message_size,json=maxMessageSize,proto3" json:"max_message_size,omitempty"`
 	RequiresDuplicateDetection bool                 `protobuf:"varint,3,opt,name=requires_duplicate_detection,json=requiresDuplicateDetection,proto3" json:"requires_duplicate_detection,omitempty"`
 	DuplicateDetectionWindow   *durationpb.Duration `protobuf:"bytes,4,opt,name=duplicate_detection_window,json=duplicateDetectionWindow,proto3" json:"duplicate_detection_window,omitempty"`
-	unknownFields              protoimpl.UnknownFields
-	sizeCache                  protoimpl.SizeCache
+	// Partitions of each of the topic's subscriptions (unset or 1: none; at
+	// most 16), fixed at creation.
+	PartitionCount int32 `protobuf:"varint,5,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TopicProperties) Reset() {
@@ -769,6 +772,13 @@ func (x *TopicProperties) GetDuplicateDetectionWindow() *durationpb.Duration {
 		return x.DuplicateDetectionWindow
 	}
 	return nil
+}
+
+func (x *TopicProperties) GetPartitionCount() int32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
 }
 
 // Topic is a topic's name with its settings.
@@ -2964,13 +2974,14 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\x03max\x18\x02 \x01(\x05R\x03max\x12\x16\n" +
 	"\x06prefix\x18\x03 \x01(\tR\x06prefix\">\n" +
 	"\x12ListQueuesResponse\x12(\n" +
-	"\x06queues\x18\x01 \x03(\v2\x10.sluice.v1.QueueR\x06queues\"\x92\x02\n" +
+	"\x06queues\x18\x01 \x03(\v2\x10.sluice.v1.QueueR\x06queues\"\xbb\x02\n" +
 	"\x0fTopicProperties\x12:\n" +
 	"\vdefault_ttl\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"defaultTtl\x12(\n" +
 	"\x10max_message_size\x18\x02 \x01(\x05R\x0emaxMessageSize\x12@\n" +
 	"\x1crequires_duplicate_detection\x18\x03 \x01(\bR\x1arequiresDuplicateDetection\x12W\n" +
-	"\x1aduplicate_detection_window\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x18duplicateDetectionWindow\"W\n" +
+	"\x1aduplicate_detection_window\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x18duplicateDetectionWindow\x12'\n" +
+	"\x0fpartition_count\x18\x05 \x01(\x05R\x0epartitionCount\"W\n" +
 	"\x05Topic\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
 	"\n" +

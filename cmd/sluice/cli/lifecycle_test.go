@@ -445,5 +445,8 @@ func TestPartitionedQueueCommands(t *testing.T) {
 		}
 		w.fails(t, ExitUsage, "", "queue", "update", "wide", "--partitions", "2")
 		w.fails(t, ExitError, "", "queue", "create", "wider", "--partitions", "17")
+		if tp := jsonLines(t, w.ok(t, "topic", "create", "news", "--partitions", "2", "--json"))[0]; tp["partitionCount"] != 2.0 {
+			t.Fatalf("topic create --partitions 2: %v", tp)
+		}
 	})
 }

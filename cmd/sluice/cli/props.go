@@ -49,7 +49,7 @@ func (f *propFlags) register(fs *flag.FlagSet, names ...string) {
 			fs.BoolVar(&f.sessions, "requires-session", false, "messages need a session id and are received by session, in order")
 		},
 		"partitions": func() {
-			fs.IntVar(&f.partitions, "partitions", 0, "split the queue into this many partitions, each numbered and committed on its own (default 1, at most 16; fixed at creation)")
+			fs.IntVar(&f.partitions, "partitions", 0, "split the queue (a topic: each of its subscriptions) into this many partitions, each numbered and committed on its own (default 1, at most 16; fixed at creation)")
 		},
 		"forward-to": func() {
 			fs.StringVar(&f.forwardTo, "forward-to", "", "forward every message to this queue or topic")
@@ -80,7 +80,7 @@ func (f *propFlags) queue() (sluice.QueueProperties, error) {
 
 func (f *propFlags) topic() (sluice.TopicProperties, error) {
 	return sluice.TopicProperties{DefaultTTL: f.ttl, MaxMessageSize: f.maxSize, RequiresDuplicateDetection: f.duplicates,
-		DuplicateDetectionWindow: f.duplicateWindow}, f.checkDuplicates()
+		DuplicateDetectionWindow: f.duplicateWindow, PartitionCount: f.partitions}, f.checkDuplicates()
 }
 
 func (f *propFlags) subscription() sluice.SubscriptionProperties {

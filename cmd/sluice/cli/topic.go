@@ -16,13 +16,15 @@ type topicView struct {
 	MaxMessageSize             int      `json:"maxMessageSize"`
 	RequiresDuplicateDetection bool     `json:"requiresDuplicateDetection"`
 	DuplicateDetectionWindow   string   `json:"duplicateDetectionWindow"`
+	PartitionCount             int      `json:"partitionCount"`
 	Subscriptions              []string `json:"subscriptions,omitempty"`
 }
 
 func topicViewOf(t sluice.TopicInfo) topicView {
 	p := t.TopicProperties
 	return topicView{Name: t.Name, DefaultTTL: formatDuration(p.DefaultTTL), MaxMessageSize: p.MaxMessageSize,
-		RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: formatDuration(p.DuplicateDetectionWindow)}
+		RequiresDuplicateDetection: p.RequiresDuplicateDetection, DuplicateDetectionWindow: formatDuration(p.DuplicateDetectionWindow),
+		PartitionCount: p.PartitionCount}
 }
 
 // printTopic prints a topic's settings, and its subscriptions' names when
@@ -41,6 +43,7 @@ func (e *env) printTopic(t sluice.TopicInfo, subs []sluice.SubscriptionInfo) err
 		{"default ttl", orNone(p.DefaultTTL)},
 		{"max message size", strconv.Itoa(p.MaxMessageSize)},
 		{"duplicate detection", duplicateText(p.RequiresDuplicateDetection, p.DuplicateDetectionWindow)},
+		{"partitions", strconv.Itoa(p.PartitionCount)},
 	}
 	for _, s := range subs {
 		rows = append(rows, [2]string{"subscription", s.Name})
@@ -55,7 +58,7 @@ func opTopicCreate() *op {
 	return &op{name: "topic create", args: "NAME", about: "Creates a topic; settings not given take their defaults.",
 		minArgs: 1, maxArgs: 1,
 		flags: func(fs *flag.FlagSet) {
-			f.register(fs, "default-ttl", "max-message-size", "duplicate-detection", "duplicate-window")
+			f.register(fs, "default-ttl", "max-message-size", "duplicate-detection", "duplicate-window", "partitions")
 			fs.BoolVar(&ifNotExists, "if-not-exists", false, "succeed, changing nothing, when the topic exists (it is printed as it is)")
 		},
 		check: func([]string) error {
