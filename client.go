@@ -205,7 +205,7 @@ func (c *Client) entity(ctx context.Context, name string) (entity, error) {
 	}
 	if e.kind == kindPartition {
 		// A partitioned queue's partition is reached through its queue.
-		return entity{}, fmt.Errorf("sluice: %q is no entity: %w", name, ErrEntityNotFound)
+		return entity{}, fmt.Errorf("sluice: %q: %w", name, errPartitionName)
 	}
 	c.remember(e)
 	return e, nil

@@ -97,7 +97,7 @@ func (c *Client) resubmit(ctx context.Context, entity string, opts *ResubmitOpti
 	}
 	var groups []seqGroup
 	if opts.SequenceNumbers != nil {
-		if groups, err = groupSeqs(opts.SequenceNumbers, n); err != nil {
+		if groups, err = groupAllSeqs(opts.SequenceNumbers, n); err != nil {
 			return 0, fmt.Errorf("sluice: resubmit: %w", err)
 		}
 	} else {
@@ -248,9 +248,9 @@ func (c *Client) DeleteDeadLetters(ctx context.Context, entity string, seqs ...i
 	if len(seqs) == 0 || len(seqs) > c.limits.MaxBatch {
 		return c.st.DeleteDeadLetters(ctx, entity, seqs) // refused as the backend refuses it
 	}
-	groups, err := groupSeqs(seqs, n)
+	groups, _, err := groupSeqs(seqs, n) // a number of no partition names no dead letter
 	if err != nil {
-		return 0, nil // a number of no partition names no dead letter
+		return 0, fmt.Errorf("sluice: delete dead letters: %w", err)
 	}
 	var total int64
 	for _, g := range groups {
@@ -281,5 +281,6 @@ func (c *Client) ObserveDeadLetters(fn func(entity, reason string, n int)) (stop
 	if !ok {
 		return func() {}
 	}
-	return o.ObserveDeadLetters(func(d store.DeadLettered) { fn(d.Queue, d.Reason, d.Count) })
+	// A partition's dead letters are its queue's.
+	return o.ObserveDeadLetters(func(d store.DeadLettered) { fn(partitionedQueue(d.Queue), d.Reason, d.Count) })
 }

@@ -2,6 +2,7 @@ package sluice
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"time"
 
@@ -61,9 +62,9 @@ func (c *Client) deleteParts(ctx context.Context, p *store.DeleteParams, n int) 
 	}
 	var total int64
 	if p.Seqs != nil {
-		groups, err := groupSeqs(p.Seqs, n)
+		groups, _, err := groupSeqs(p.Seqs, n) // a number of no partition names no message
 		if err != nil {
-			return 0, nil // a number of no partition names no message
+			return 0, fmt.Errorf("sluice: delete messages: %w", err)
 		}
 		for _, g := range groups {
 			gp := *p

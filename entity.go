@@ -352,16 +352,18 @@ func (c *Client) createEntity(ctx context.Context, e *entity) error {
 	if err := c.checkForward(ctx, e); err != nil {
 		return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, err)
 	}
-	if n := e.props.partitions(); n > 1 && e.kind != kindTopic {
-		if _, err := c.st.GetQueue(ctx, e.name); err == nil {
-			return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, ErrEntityExists)
-		}
-		if err := c.createPartitions(ctx, &s, n); err != nil {
-			return err
-		}
-	}
 	if err := c.st.CreateQueue(ctx, &s); err != nil {
 		return err
+	}
+	if n := e.props.partitions(); n > 1 && e.kind != kindTopic {
+		if err := c.createPartitions(ctx, &s, n); err != nil {
+			// Undone as far as it goes: a partitioned queue without all its
+			// partitions fails the calls that reach the missing ones.
+			ctx := context.WithoutCancel(ctx)
+			_ = c.deletePartitions(ctx, e.name)
+			_ = c.st.DeleteQueue(ctx, e.name)
+			return err
+		}
 	}
 	c.forget(e.name)
 	return nil
@@ -577,10 +579,10 @@ func (c *Client) DeleteQueue(ctx context.Context, name string) error {
 	}
 	name = canonical(name)
 	c.forget(name)
-	if err := c.deletePartitions(ctx, name); err != nil {
+	if err := c.st.DeleteQueue(ctx, name); err != nil {
 		return err
 	}
-	return c.st.DeleteQueue(ctx, name)
+	return c.deletePartitions(ctx, name)
 }
 
 // QueueStats counts a queue's messages by state.

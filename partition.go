@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/sluicetype"
@@ -47,6 +48,23 @@ const partitionShift = 48
 // maxPartitionedNameLength leaves room in a partitioned queue's name for
 // its partitions' suffix.
 const maxPartitionedNameLength = store.MaxNameLen - len(partitionsSegment) - 2
+
+// errPartitionName reports a partition's storage name given where an
+// entity's name belongs: no entity has it.
+var errPartitionName = fmt.Errorf("a partition of a partitioned queue, reached only through its queue: %w", ErrEntityNotFound)
+
+// partitionedQueue returns the queue whose partition's storage name is
+// q, or q itself when it names no partition.
+func partitionedQueue(q string) string {
+	i := strings.LastIndex(q, partitionsSegment)
+	if i < 0 {
+		return q
+	}
+	if _, err := strconv.Atoi(q[i+len(partitionsSegment):]); err != nil {
+		return q
+	}
+	return q[:i]
+}
 
 // partitionQueue is the storage queue of a queue's partition p.
 func partitionQueue(queue string, p int) string {
@@ -215,24 +233,40 @@ type seqGroup struct {
 }
 
 // groupSeqs groups sequence numbers callers gave by partition, in the
-// order partitions first appear, checking each partition against the n
-// the queue has.
-func groupSeqs(seqs []int64, n int) ([]seqGroup, error) {
-	var out []seqGroup
+// order partitions first appear, with the partitions' own numbers. It
+// counts apart, as missing, numbers of partitions the queue's n lack
+// (they name no message), and refuses a number below 1 or whose own
+// part is 0.
+func groupSeqs(seqs []int64, n int) (groups []seqGroup, missing int, err error) {
 	for i, seq := range seqs {
 		p, own := splitSeq(seq)
-		if p >= n {
-			return nil, fmt.Errorf("sequence number %d names partition %d; the queue has %d: %w", seq, p, n, ErrMessageNotFound)
+		switch {
+		case seq < 1 || own < 1:
+			return nil, 0, fmt.Errorf("sequence number %d: no message has it: %w", seq, ErrInvalidArgument)
+		case p >= n:
+			missing++
+			continue
 		}
-		j := slices.IndexFunc(out, func(g seqGroup) bool { return g.part == p })
+		j := slices.IndexFunc(groups, func(g seqGroup) bool { return g.part == p })
 		if j < 0 {
-			j = len(out)
-			out = append(out, seqGroup{part: p})
+			j = len(groups)
+			groups = append(groups, seqGroup{part: p})
 		}
-		out[j].seqs = append(out[j].seqs, own)
-		out[j].indexes = append(out[j].indexes, i)
+		groups[j].seqs = append(groups[j].seqs, own)
+		groups[j].indexes = append(groups[j].indexes, i)
 	}
-	return out, nil
+	return groups, missing, nil
+}
+
+// groupAllSeqs is groupSeqs for calls whose numbers must all name
+// messages: a number of a partition the queue lacks is
+// ErrMessageNotFound.
+func groupAllSeqs(seqs []int64, n int) ([]seqGroup, error) {
+	groups, missing, err := groupSeqs(seqs, n)
+	if err == nil && missing > 0 {
+		err = fmt.Errorf("%d sequence numbers name partitions the queue (of %d) lacks: %w", missing, n, ErrMessageNotFound)
+	}
+	return groups, err
 }
 
 // receiptGroup is the receipts of one partition, with their indexes in
@@ -261,9 +295,11 @@ func groupReceipts(receipts []sluicetype.Receipt) []receiptGroup {
 }
 
 // settleParts settles receipts of a queue, or of its dead-letter queue,
-// partition by partition, and returns the results in the receipts' order.
-// A partitioned queue's settlement of several partitions is one
-// settlement per partition: each is atomic, the whole is not.
+// and returns the results in the receipts' order. On a partitioned
+// queue it settles partition by partition: each partition's receipts
+// atomically, the whole not. A receipt of a partition the queue lacks
+// has lost its lock; a partition whose settle fails (when others are
+// settled too) fails its own receipts alone.
 func (c *Client) settleParts(ctx context.Context, p *store.SettleParams, dead bool) ([]store.SettleResult, error) {
 	settle := c.st.Settle
 	if dead {
@@ -271,18 +307,36 @@ func (c *Client) settleParts(ctx context.Context, p *store.SettleParams, dead bo
 	}
 	groups := groupReceipts(p.Receipts)
 	if len(groups) == 1 && groups[0].part == 0 {
-		return settle(ctx, p)
+		return settle(ctx, p) // partition 0's numbers are its own
+	}
+	n, err := c.partitionsOf(ctx, p.Queue)
+	if err != nil {
+		return nil, err
+	}
+	if n == 1 {
+		return settle(ctx, p) // storage finds no lock for such numbers
 	}
 	out := make([]store.SettleResult, len(p.Receipts))
 	for _, g := range groups {
+		if g.part >= n {
+			for _, i := range g.indexes {
+				out[i].Err = fmt.Errorf("sequence number %d names partition %d; the queue has %d: %w",
+					p.Receipts[i].Seq, g.part, n, ErrLockLost)
+			}
+			continue
+		}
 		gp := *p
 		gp.Queue, gp.Receipts = partitionQueue(p.Queue, g.part), g.receipts
 		res, err := settle(ctx, &gp)
-		if err != nil {
+		if err != nil && len(groups) == 1 {
 			return nil, err
 		}
 		for k, i := range g.indexes {
-			out[i] = res[k]
+			if err != nil {
+				out[i].Err = err
+			} else {
+				out[i] = res[k]
+			}
 		}
 	}
 	return out, nil
@@ -303,10 +357,11 @@ func eachPartition(queue string, n, from int, fn func(p int, q string) (done boo
 }
 
 // createPartitions creates the storage queues of partitions 1 to n-1 of
-// a partitioned queue, before the queue's own row (which makes the queue
-// exist). A partition left by a create that did not finish holds no
-// messages (nothing sends to a queue that does not exist), and is taken
-// over with the new settings.
+// a partitioned queue or subscription, after its own row (which claims
+// the name: a create that loses the race for it stops there). A
+// partition's row there already was left by a delete that did not
+// finish (it deletes the entity's own row first): it belongs to no
+// entity, so it is deleted, with what it holds, and created anew.
 func (c *Client) createPartitions(ctx context.Context, s *store.QueueSettings, n int) error {
 	for p := 1; p < n; p++ {
 		ps, err := partitionSettings(s, p)
@@ -315,11 +370,29 @@ func (c *Client) createPartitions(ctx context.Context, s *store.QueueSettings, n
 		}
 		err = c.st.CreateQueue(ctx, &ps)
 		if errors.Is(err, ErrEntityExists) {
-			err = c.st.UpdateQueue(ctx, &ps)
+			if err = c.dropPartition(ctx, ps.Name); err == nil {
+				err = c.st.CreateQueue(ctx, &ps)
+			}
 		}
 		if err != nil {
-			return fmt.Errorf("sluice: create queue %q: partition %d: %w", s.Name, p, err)
+			return fmt.Errorf("sluice: create %q: partition %d: %w", s.Name, p, err)
 		}
+	}
+	return nil
+}
+
+// dropPartition deletes the partition row named q, refusing a row of
+// another kind (a queue of that name made before partitions existed).
+func (c *Client) dropPartition(ctx context.Context, q string) error {
+	s, err := c.st.GetQueue(ctx, q)
+	if err != nil {
+		return err
+	}
+	if e, err := decodeEntity(s); err != nil || e.kind != kindPartition {
+		return fmt.Errorf("%q is taken by another entity: %w", q, ErrEntityExists)
+	}
+	if err := c.st.DeleteQueue(ctx, q); err != nil && !errors.Is(err, ErrEntityNotFound) {
+		return err
 	}
 	return nil
 }
@@ -332,26 +405,30 @@ func (c *Client) updatePartitions(ctx context.Context, s *store.QueueSettings, n
 			return err
 		}
 		if err := c.st.UpdateQueue(ctx, &ps); err != nil {
-			return fmt.Errorf("sluice: update queue %q: partition %d: %w", s.Name, p, err)
+			return fmt.Errorf("sluice: update %q: partition %d: %w", s.Name, p, err)
 		}
 	}
 	return nil
 }
 
-// deletePartitions deletes every partition storage queue of a queue,
-// those of its partition count and any a create that did not finish
-// left.
+// deletePartitions deletes the partition rows of a queue or
+// subscription whose own row is gone: those of its partition count and
+// any an earlier create or delete left. Rows of other kinds under the
+// name stay.
 func (c *Client) deletePartitions(ctx context.Context, queue string) error {
 	if len(queue) > maxPartitionedNameLength {
 		return nil // too long a name to have partitions
 	}
-	page, err := c.st.ListQueues(ctx, &store.ListParams{Prefix: queue + partitionsSegment, Max: MaxPartitionCount})
+	page, err := c.st.ListQueues(ctx, &store.ListParams{Prefix: queue + partitionsSegment, Max: c.limits.MaxBatch})
 	if err != nil {
 		return err
 	}
 	for _, s := range page {
+		if e, err := decodeEntity(s); err != nil || e.kind != kindPartition || partitionedQueue(s.Name) != queue {
+			continue
+		}
 		if err := c.st.DeleteQueue(ctx, s.Name); err != nil && !errors.Is(err, ErrEntityNotFound) {
-			return fmt.Errorf("sluice: delete queue %q: %w", queue, err)
+			return fmt.Errorf("sluice: delete %q: %w", queue, err)
 		}
 	}
 	return nil
@@ -407,7 +484,7 @@ func addStats(a, b QueueStats) QueueStats {
 // has 1: the call the caller makes next reports it.
 func (c *Client) partitionsOf(ctx context.Context, name string) (int, error) {
 	e, err := c.entity(ctx, name)
-	if errors.Is(err, ErrEntityNotFound) {
+	if errors.Is(err, ErrEntityNotFound) && !errors.Is(err, errPartitionName) {
 		return 1, nil
 	}
 	if err != nil {
@@ -421,7 +498,7 @@ func (c *Client) partitionsOf(ctx context.Context, name string) (int, error) {
 // messages leased before it are released, deferred again, and the call
 // fails as the partition did.
 func (c *Client) leaseDeferredParts(ctx context.Context, p *store.LeaseDeferredParams, n int) ([]sluicetype.Leased, error) {
-	groups, err := groupSeqs(p.Seqs, n)
+	groups, err := groupAllSeqs(p.Seqs, n)
 	if err != nil {
 		return nil, fmt.Errorf("sluice: receive deferred: %w", err)
 	}

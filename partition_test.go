@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -669,6 +670,102 @@ func TestPartitionedTopic(t *testing.T) {
 		}
 		if st, err := c.GetQueueStats(ctx, sluice.SubscriptionPath(topic, "a")); err != nil || st != (sluice.QueueStats{}) {
 			t.Fatalf("stats of the subscription created again = %+v, %v; want none", st, err)
+		}
+	})
+}
+
+// A partitioned queue is one entity wherever entities are listed,
+// counted or observed, and its partitions are reached through it alone.
+func TestPartitionedQueueIsOneEntity(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		q := createQueue(t, c, &sluice.QueueProperties{PartitionCount: 3, MaxDeliveryCount: 1})
+		var (
+			mu   sync.Mutex
+			dead = map[string]int{}
+		)
+		stop := c.ObserveDeadLetters(func(entity, _ string, n int) {
+			mu.Lock()
+			dead[entity] += n
+			mu.Unlock()
+		})
+		defer stop()
+		s := newSender(t, c, q)
+		for k := range 6 {
+			if _, err := s.Send(ctx, &sluice.Message{Body: []byte("m"), PartitionKey: fmt.Sprint("k", k)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		es, err := c.ListMessageEntities(ctx, "", "", 100)
+		if err != nil || len(es) != 1 || es[0].Path != q {
+			t.Fatalf("ListMessageEntities = %v, %v; want %s alone", es, err, q)
+		}
+		if st, err := c.GetQueueStats(ctx, q); err != nil || st.Active != 6 {
+			t.Fatalf("stats = %+v, %v; want 6 active", st, err)
+		}
+		for _, call := range []struct {
+			what string
+			err  error
+		}{
+			{"GetQueueStats", func() error { _, err := c.GetQueueStats(ctx, q+"/partitions/1"); return err }()},
+			{"Peek", func() error {
+				r, err := c.NewReceiver(q+"/partitions/1", nil)
+				if err == nil {
+					_, err = r.Peek(ctx, 1, nil)
+				}
+				return err
+			}()},
+			{"PurgeMessages", func() error { _, err := c.PurgeMessages(ctx, q+"/partitions/2", time.Time{}); return err }()},
+		} {
+			wantErr(t, call.what+" of a partition by name", call.err, sluice.ErrEntityNotFound)
+		}
+
+		// A batch settle fails the receipts it cannot settle alone.
+		r := newReceiver(t, c, q, sluice.PeekLock)
+		ms := receiveAll(t, r, 6)
+		bogus := &sluice.ReceivedMessage{LockToken: fmt.Sprintf("%016x%016x", uint64(9<<48|1), 1)}
+		err = r.CompleteBatch(ctx, []*sluice.ReceivedMessage{ms[0], bogus, ms[1]})
+		var be *sluice.SettleBatchError
+		if !errors.As(err, &be) || len(be.Failed) != 1 || be.Failed[0].Index != 1 || !errors.Is(err, sluice.ErrLockLost) {
+			t.Fatalf("CompleteBatch with a bogus receipt = %v; want a SettleBatchError failing #1 alone with ErrLockLost", err)
+		}
+		for _, m := range ms[2:] {
+			if err := r.Abandon(ctx, m, nil); err != nil { // the last delivery: dead-lettered
+				t.Fatal(err)
+			}
+		}
+		mu.Lock()
+		got := maps.Clone(dead)
+		mu.Unlock()
+		if len(got) != 1 || got[q] != 4 {
+			t.Fatalf("dead-letter events %v; want 4 for %s alone", got, q)
+		}
+
+		// Numbers of partitions the queue lacks name nothing; bad numbers
+		// are refused.
+		n, err := c.DeleteMessages(ctx, q, &sluice.DeleteOptions{SequenceNumbers: []int64{7<<48 | 1}})
+		if err != nil || n != 0 {
+			t.Fatalf("DeleteMessages of a partition the queue lacks = %d, %v; want 0, nil", n, err)
+		}
+		_, err = c.DeleteDeadLetters(ctx, q, 1<<48)
+		wantErr(t, "DeleteDeadLetters of number 1<<48", err, sluice.ErrInvalidArgument)
+		_, err = r.ReceiveDeferred(ctx, 7<<48|1)
+		wantErr(t, "ReceiveDeferred of a partition the queue lacks", err, sluice.ErrMessageNotFound)
+	})
+}
+
+// On an unpartitioned queue a lock token with partition bits holds no
+// lock, as any unknown token.
+func TestUnpartitionedQueueHighToken(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		q := createQueue(t, c, nil)
+		send(t, newSender(t, c, q), "a")
+		r := newReceiver(t, c, q, sluice.PeekLock)
+		m := receive(t, r, 1)[0]
+		bogus := &sluice.ReceivedMessage{LockToken: fmt.Sprintf("%016x%s", uint64(1<<48)|uint64(m.SequenceNumber), m.LockToken[16:])}
+		wantErr(t, "Complete with partition bits", r.Complete(t.Context(), bogus), sluice.ErrLockLost)
+		if err := r.Complete(t.Context(), m); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -301,7 +301,7 @@ func (s *Sender) CancelScheduled(ctx context.Context, seqs ...int64) error {
 		}
 		return s.c.st.CancelScheduled(ctx, &store.CancelParams{Queue: s.queue, Seqs: seqs})
 	}
-	groups, err := groupSeqs(seqs, n)
+	groups, err := groupAllSeqs(seqs, n)
 	if err != nil {
 		return fmt.Errorf("sluice: cancel scheduled: %w", err)
 	}

@@ -339,10 +339,10 @@ func (c *Client) DeleteTopic(ctx context.Context, name string) error {
 	}
 	for _, s := range subs {
 		c.forget(s.name)
-		if err := c.deletePartitions(ctx, s.name); err != nil {
+		if err := c.st.DeleteQueue(ctx, s.name); err != nil && !errors.Is(err, ErrEntityNotFound) {
 			return err
 		}
-		if err := c.st.DeleteQueue(ctx, s.name); err != nil && !errors.Is(err, ErrEntityNotFound) {
+		if err := c.deletePartitions(ctx, s.name); err != nil {
 			return err
 		}
 	}
@@ -520,7 +520,7 @@ type MessageEntity struct {
 // names (paths, for subscriptions) start with prefix, in name order
 // after the name after, in one walk of the names with the prefix.
 func (c *Client) ListMessageEntities(ctx context.Context, prefix, after string, max int) ([]MessageEntity, error) {
-	es, err := c.listEntities(ctx, func(k entityKind) bool { return k != kindTopic }, prefix, after, max)
+	es, err := c.listEntities(ctx, func(k entityKind) bool { return k == kindQueue || k == kindSubscription }, prefix, after, max)
 	if err != nil {
 		return nil, err
 	}
@@ -564,10 +564,10 @@ func (c *Client) DeleteSubscription(ctx context.Context, topic, name string) err
 		return err
 	}
 	c.forget(path)
-	if err := c.deletePartitions(ctx, path); err != nil {
+	if err := c.st.DeleteQueue(ctx, path); err != nil {
 		return err
 	}
-	return c.st.DeleteQueue(ctx, path)
+	return c.deletePartitions(ctx, path)
 }
 
 // CreateRule adds a rule to a subscription. ErrEntityExists if it has a

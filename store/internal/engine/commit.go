@@ -113,7 +113,7 @@ type committer struct {
 // at once (see stalls).
 func startCommitter(e *Engine, n, maxStalled int) *committer {
 	c := &committer{e: e, pipes: make([]*pipe, n), seed: maphash.MakeSeed(), quit: make(chan struct{})}
-	c.stalls = stalls{max: maxStalled, lanes: make(map[entityKey]*lane)}
+	c.stalls = stalls{max: maxStalled, lanes: make(map[entityKey][]*lane)}
 	for i := range c.pipes {
 		c.pipes[i] = &pipe{reqs: make(chan *writeReq)}
 		c.wg.Add(1)
@@ -267,8 +267,10 @@ func (c *committer) run(batch []*writeReq) {
 	case errors.Is(err, sluicetype.ErrOutcomeUnknown):
 		c.unknown(live, err)
 	case err != nil && len(live) > 1:
+		// Nothing was applied: each runs again alone, unless its caller
+		// gave up meanwhile (a group may have run up to groupTimeout).
 		for _, r := range live {
-			c.finish([]*writeReq{r}, c.commit([]*writeReq{r}))
+			c.finish([]*writeReq{r}, c.again(r))
 		}
 	default:
 		c.finish(live, err)
@@ -293,8 +295,17 @@ func (c *committer) unknown(batch []*writeReq, err error) {
 		c.finish([]*writeReq{r}, err)
 	}
 	for _, r := range leases {
-		c.finish([]*writeReq{r}, c.commit([]*writeReq{r}))
+		c.finish([]*writeReq{r}, c.again(r))
 	}
+}
+
+// again runs r alone after its group failed, or reports its context's
+// error if its caller has given up.
+func (c *committer) again(r *writeReq) error {
+	if err := r.ctx.Err(); err != nil {
+		return err
+	}
+	return c.commit([]*writeReq{r})
 }
 
 func (c *committer) finish(batch []*writeReq, err error) {

@@ -42,7 +42,10 @@ type stalls struct {
 	max   int
 	count atomic.Int32 // stalled groups; read without mu on the hot path
 	mu    sync.Mutex
-	lanes map[entityKey]*lane
+	// lanes are, for each entity of a stalled group, the lanes of the
+	// stalled groups that wrote to it, oldest first (groups of two
+	// pipelines may both stall on one entity).
+	lanes map[entityKey][]*lane
 }
 
 // entityKey names an entity whose numbers a request takes: a queue's
@@ -121,10 +124,12 @@ func (s *stalls) holdBack(batch []*writeReq) []*writeReq {
 	return kept
 }
 
+// laneOf returns the lane r waits in: that of the newest stalled group
+// with one of r's entities, or nil.
 func (s *stalls) laneOf(r *writeReq) *lane {
 	for _, k := range r.keys {
-		if l, ok := s.lanes[k]; ok {
-			return l
+		if ls := s.lanes[k]; len(ls) > 0 {
+			return ls[len(ls)-1]
 		}
 	}
 	return nil
@@ -147,8 +152,8 @@ func (s *stalls) stall(batch []*writeReq) *lane {
 		default:
 		}
 		for _, k := range r.keys {
-			if _, ok := s.lanes[k]; !ok {
-				s.lanes[k] = l
+			if !slices.Contains(l.keys, k) {
+				s.lanes[k] = append(s.lanes[k], l)
 				l.keys = append(l.keys, k)
 			}
 		}
@@ -163,7 +168,12 @@ func (s *stalls) release(l *lane) []*writeReq {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, k := range l.keys {
-		delete(s.lanes, k)
+		ls := slices.DeleteFunc(s.lanes[k], func(x *lane) bool { return x == l })
+		if len(ls) == 0 {
+			delete(s.lanes, k)
+		} else {
+			s.lanes[k] = ls
+		}
 	}
 	s.count.Add(-1)
 	held := l.held
@@ -181,19 +191,44 @@ func (c *committer) runWatched(p *pipe, batch []*writeReq) (detached bool) {
 		return false
 	}
 	start := time.Now()
-	moved := make(chan *lane, 1)
 	watched := slices.Clone(batch) // run filters batch in place
-	timer := time.AfterFunc(p.stallAfter(), func() { moved <- c.moveOn(p, watched) })
+	var (
+		mu     sync.Mutex
+		done   bool
+		fired  bool
+		moved  *lane
+		timer  *time.Timer
+		tryOff func()
+	)
+	// At stallAfter the pipeline moves on, or, when the committer has as
+	// many stalled groups as it may, tries again a stallAfter later: a
+	// stalled group may have finished meanwhile.
+	tryOff = func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		fired = true
+		if moved = c.moveOn(p, watched); moved == nil {
+			timer.Reset(p.stallAfter())
+		}
+	}
+	mu.Lock()
+	timer = time.AfterFunc(p.stallAfter(), tryOff)
+	mu.Unlock()
 	c.run(batch)
-	if timer.Stop() {
+	mu.Lock()
+	done = true
+	timer.Stop()
+	mu.Unlock()
+	if !fired {
 		p.observe(time.Since(start))
+	}
+	if moved == nil {
 		return false
 	}
-	l := <-moved
-	if l == nil {
-		return false
-	}
-	c.runLane(l)
+	c.runLane(moved)
 	return true
 }
 
