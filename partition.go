@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluicehq/sluice/sluicetype"
@@ -523,14 +524,24 @@ func (c *Client) leaseDeferredParts(ctx context.Context, p *store.LeaseDeferredP
 	return out, nil
 }
 
-// watch returns a channel that signals when any of the n partitions of a
-// queue is signalled, and a function that stops watching.
-func (c *Client) watch(queue string, n int) (<-chan struct{}, func()) {
+// watch is a watch of a queue's partitions.
+type watch struct {
+	// c signals a wake-up of any partition; parts has bit p set for each
+	// partition p woken since it was last swapped to 0.
+	c     <-chan struct{}
+	parts *atomic.Uint32
+	stop  func()
+}
+
+// watch watches the n partitions of a queue.
+func (c *Client) watch(queue string, n int) watch {
 	if n == 1 {
-		return c.st.WatchQueue(queue)
+		woken, stop := c.st.WatchQueue(queue)
+		return watch{c: woken, parts: new(atomic.Uint32), stop: stop}
 	}
 	out := make(chan struct{}, 1)
 	done := make(chan struct{})
+	parts := new(atomic.Uint32)
 	stops := make([]func(), n)
 	for p := range n {
 		woken, stop := c.st.WatchQueue(partitionQueue(queue, p))
@@ -541,6 +552,7 @@ func (c *Client) watch(queue string, n int) (<-chan struct{}, func()) {
 				case <-done:
 					return
 				case <-woken:
+					parts.Or(1 << p)
 					select {
 					case out <- struct{}{}:
 					default:
@@ -549,10 +561,10 @@ func (c *Client) watch(queue string, n int) (<-chan struct{}, func()) {
 			}
 		}()
 	}
-	return out, func() {
+	return watch{c: out, parts: parts, stop: func() {
 		close(done)
 		for _, stop := range stops {
 			stop()
 		}
-	}
+	}}
 }

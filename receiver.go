@@ -114,8 +114,8 @@ func (r *Receiver) receive(ctx context.Context, max int) ([]*ReceivedMessage, er
 		return nil, fmt.Errorf("sluice: receive: %w", err)
 	}
 	var msgs []*ReceivedMessage
-	err = r.c.waitFor(ctx, "receive", r.queue, props.partitions(), func() (bool, error) {
-		got, err := r.take(ctx, max, props)
+	err = r.c.waitFor(ctx, "receive", r.queue, props.partitions(), func(woken uint32) (bool, error) {
+		got, err := r.takeFrom(ctx, max, props, woken)
 		msgs = got
 		return len(got) > 0, err
 	})
@@ -145,13 +145,15 @@ func (r *Receiver) tryReceive(ctx context.Context, max int) ([]*ReceivedMessage,
 // waitFor calls try until it reports done or fails, waiting in between
 // for a wake-up of queue (of any of its n partitions) or a poll, until
 // ctx ends. It watches before the first try, so that a send between an
-// empty try and the wait still wakes it.
-func (c *Client) waitFor(ctx context.Context, op, queue string, n int, try func() (bool, error)) error {
-	woken, stop := c.watch(queue, n)
-	defer stop()
-	wait := minPoll
+// empty try and the wait still wakes it. try is told, after a wake-up,
+// which partitions were woken (bit p for partition p), and 0 (look
+// everywhere) on the first try and after a poll.
+func (c *Client) waitFor(ctx context.Context, op, queue string, n int, try func(woken uint32) (bool, error)) error {
+	w := c.watch(queue, n)
+	defer w.stop()
+	wait, woken := minPoll, uint32(0)
 	for {
-		done, err := try()
+		done, err := try(woken)
 		if err != nil || done {
 			return err
 		}
@@ -160,10 +162,10 @@ func (c *Client) waitFor(ctx context.Context, op, queue string, n int, try func(
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("sluice: %s: %w", op, ctx.Err())
-		case <-woken:
-			wait = minPoll
+		case <-w.c:
+			wait, woken = minPoll, w.parts.Swap(0)
 		case <-t.C:
-			wait = min(2*wait, maxPoll)
+			wait, woken = min(2*wait, maxPoll), 0
 		}
 		t.Stop()
 	}
@@ -172,12 +174,18 @@ func (c *Client) waitFor(ctx context.Context, op, queue string, n int, try func(
 // take leases what is available now, and in ReceiveAndDelete mode
 // deletes it.
 func (r *Receiver) take(ctx context.Context, max int, props QueueProperties) ([]*ReceivedMessage, error) {
+	return r.takeFrom(ctx, max, props, 0)
+}
+
+// takeFrom is take that, on a partitioned queue, asks only the
+// partitions of the mask woken when it is not 0.
+func (r *Receiver) takeFrom(ctx context.Context, max int, props QueueProperties, woken uint32) ([]*ReceivedMessage, error) {
 	// A lease whose caller gives up may still commit: it runs to its end,
 	// so that what it took is returned rather than locked for nothing.
 	ctx, cancel := detached(ctx)
 	defer cancel()
 	if n := props.partitions(); n > 1 {
-		return r.takeEach(ctx, max, props, n)
+		return r.takeEach(ctx, max, props, n, woken)
 	}
 	if r.dead {
 		ds, err := r.c.st.LeaseDeadLetters(ctx, &store.LeaseParams{Queue: r.queue, Max: max, Visibility: props.LockDuration})
@@ -203,7 +211,11 @@ const maxStay = 4
 // a row, then with the next partition: the partitions that have messages
 // share the receives, and a receive rarely asks an empty partition (a
 // lease, so a write) while one it knows has messages.
-func (r *Receiver) takeEach(ctx context.Context, max int, props QueueProperties, n int) ([]*ReceivedMessage, error) {
+//
+// After a wake-up it asks only the partitions woken (a send signals its
+// partition): with a queue that is mostly empty, its consumers would
+// otherwise lease every empty partition each time one gets a message.
+func (r *Receiver) takeEach(ctx context.Context, max int, props QueueProperties, n int, woken uint32) ([]*ReceivedMessage, error) {
 	var (
 		ls  []sluicetype.Leased
 		ds  []sluicetype.DeadLetter
@@ -214,6 +226,9 @@ func (r *Receiver) takeEach(ctx context.Context, max int, props QueueProperties,
 		from = (from + 1) % n
 	}
 	err := eachPartition(r.queue, n, from, func(p int, q string) (bool, error) {
+		if woken != 0 && woken&(1<<p) == 0 {
+			return false, nil
+		}
 		lp := &store.LeaseParams{Queue: q, Max: max, Visibility: props.LockDuration}
 		if r.dead {
 			dead, err := r.c.st.LeaseDeadLetters(ctx, lp)

@@ -94,7 +94,7 @@ func (c *Client) acceptSession(ctx context.Context, queue, id string, opts *Rece
 		lock, part = l, p
 		return err == nil, err
 	}
-	err = c.waitFor(ctx, "accept next session", queue, n, func() (bool, error) {
+	err = c.waitFor(ctx, "accept next session", queue, n, func(uint32) (bool, error) {
 		if id != "" {
 			return accept(partitionOfKey(id, n))
 		}
@@ -187,7 +187,7 @@ func (s *SessionReceiver) receive(ctx context.Context, max int) ([]*ReceivedMess
 		return nil, errInvalid("receive", "max %d: must be between 1 and %d", max, s.r.c.limits.MaxBatch)
 	}
 	var msgs []*ReceivedMessage
-	err := s.r.c.waitFor(ctx, "receive", s.queue(), 1, func() (bool, error) {
+	err := s.r.c.waitFor(ctx, "receive", s.queue(), 1, func(uint32) (bool, error) {
 		var err error
 		msgs, err = s.take(ctx, max)
 		return len(msgs) > 0, err
