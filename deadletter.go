@@ -213,19 +213,9 @@ func noteMoved(moved *[]*ReceivedMessage, entity string, part int, page []sluice
 // PurgeDeadLetters deletes all dead letters of an entity and returns how
 // many it deleted.
 func (c *Client) PurgeDeadLetters(ctx context.Context, entity string) (int64, error) {
-	entity = canonical(entity)
-	n, err := c.partitionsOf(ctx, entity)
-	if err != nil {
-		return 0, err
-	}
-	var total int64
-	for p := range n {
-		k, err := c.st.PurgeDeadLetters(ctx, partitionQueue(entity, p))
-		if total += k; err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	return c.eachPartitionCount(ctx, canonical(entity), func(q string) (int64, error) {
+		return c.st.PurgeDeadLetters(ctx, q)
+	})
 }
 
 // DeleteDeadLetters deletes the dead letters of an entity that seqs name

@@ -95,19 +95,9 @@ func (c *Client) deleteParts(ctx context.Context, p *store.DeleteParams, n int) 
 // locked messages and dead letters stay (PurgeDeadLetters deletes
 // those). A failure leaves the batches before it deleted.
 func (c *Client) PurgeMessages(ctx context.Context, entity string, enqueuedBefore time.Time) (int64, error) {
-	entity = canonical(entity)
-	n, err := c.partitionsOf(ctx, entity)
-	if err != nil {
-		return 0, err
-	}
-	var total int64
-	for p := range n {
-		k, err := c.purgePartition(ctx, partitionQueue(entity, p), enqueuedBefore)
-		if total += k; err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	return c.eachPartitionCount(ctx, canonical(entity), func(q string) (int64, error) {
+		return c.purgePartition(ctx, q, enqueuedBefore)
+	})
 }
 
 // purgePartition is PurgeMessages on one storage queue.

@@ -480,6 +480,24 @@ func addStats(a, b QueueStats) QueueStats {
 	return a
 }
 
+// eachPartitionCount calls fn with the storage queue of each partition of
+// entity (the entity's own, unpartitioned) and adds up what it counts,
+// stopping at the first failure.
+func (c *Client) eachPartitionCount(ctx context.Context, entity string, fn func(q string) (int64, error)) (int64, error) {
+	n, err := c.partitionsOf(ctx, entity)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for p := range n {
+		k, err := fn(partitionQueue(entity, p))
+		if total += k; err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
 // partitionsOf returns how many partitions the entity named name has
 // (1 when it is not a partitioned queue). An entity that does not exist
 // has 1: the call the caller makes next reports it.

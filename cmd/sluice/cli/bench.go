@@ -971,9 +971,7 @@ func (r *e2eRun) produce(ctx, runCtx context.Context, queues []string, producer,
 		// A send under way when the time is up finishes and counts:
 		// on a loaded machine the first may take the whole run.
 		if err := r.e.send(ctx, queues, r.senders, producer, q, msgs); err != nil {
-			if ctx.Err() == nil {
-				r.failed.set(err)
-			}
+			r.fail(ctx, err)
 			return
 		}
 		r.sent.Add(int64(len(msgs)))
@@ -988,9 +986,7 @@ func (r *e2eRun) consume(ctx context.Context, q string) {
 	for ctx.Err() == nil {
 		got, err := r.e.store.Lease(ctx, &store.LeaseParams{Queue: q, Max: r.e.cfg.leaseBatch, Visibility: time.Minute})
 		if err != nil {
-			if ctx.Err() == nil {
-				r.failed.set(err)
-			}
+			r.fail(ctx, err)
 			return
 		}
 		now := time.Since(r.epoch)
@@ -1006,9 +1002,7 @@ func (r *e2eRun) consume(ctx context.Context, q string) {
 			continue
 		}
 		if err := r.e.settleLeased(ctx, q, got); err != nil {
-			if ctx.Err() == nil {
-				r.failed.set(err)
-			}
+			r.fail(ctx, err)
 			return
 		}
 		r.received.Add(int64(len(got)))
@@ -1027,9 +1021,7 @@ func (r *e2eRun) receive(ctx context.Context, c *sluice.Client, q string) {
 	for ctx.Err() == nil {
 		got, err := rc.Receive(ctx, r.e.cfg.leaseBatch)
 		if err != nil {
-			if ctx.Err() == nil {
-				r.failed.set(err)
-			}
+			r.fail(ctx, err)
 			return
 		}
 		now := time.Since(r.epoch)
@@ -1048,12 +1040,18 @@ func (r *e2eRun) receive(ctx context.Context, c *sluice.Client, q string) {
 			err = errors.Join(errs...)
 		}
 		if err != nil {
-			if ctx.Err() == nil {
-				r.failed.set(err)
-			}
+			r.fail(ctx, err)
 			return
 		}
 		r.received.Add(int64(len(got)))
+	}
+}
+
+// fail records err as the run's failure, unless ctx ended (the run's end
+// cuts calls short).
+func (r *e2eRun) fail(ctx context.Context, err error) {
+	if ctx.Err() == nil {
+		r.failed.set(err)
 	}
 }
 
