@@ -30,9 +30,10 @@ import (
 // A message goes to the partition its SessionID picks, else its
 // PartitionKey, else (on a queue with duplicate detection) its MessageID;
 // other messages take turns, the unkeyed messages of one moment (and of
-// one batch) together. Duplicate detection and a session's order and state thus hold
-// per partition, which is every message of a key. A receive takes from
-// the partitions in turn, so that none is left behind.
+// one batch) together. Duplicate detection and a session's order and
+// state thus hold per partition, which is every message of a key. A
+// receive asks the partitions in turn until one has messages (see
+// Receiver.takeEach), so that none is left behind.
 
 // MaxPartitionCount bounds a queue's PartitionCount, as Service Bus's 16
 // partitions of a Standard entity do.
