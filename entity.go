@@ -352,11 +352,15 @@ func (c *Client) createEntity(ctx context.Context, e *entity) error {
 	if err := c.checkForward(ctx, e); err != nil {
 		return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, err)
 	}
+	rows, err := e.partitionRows(&s)
+	if err != nil {
+		return fmt.Errorf("sluice: create %s %q: %w", e.kind, e.name, err)
+	}
 	if err := c.st.CreateQueue(ctx, &s); err != nil {
 		return err
 	}
-	if n := e.props.partitions(); n > 1 && e.kind != kindTopic {
-		if err := c.createPartitions(ctx, &s, n); err != nil {
+	if rows != nil {
+		if err := c.createPartitions(ctx, rows); err != nil {
 			// Undone as far as it goes: a partitioned queue without all its
 			// partitions fails the calls that reach the missing ones.
 			ctx := context.WithoutCancel(ctx)
@@ -390,10 +394,12 @@ func (c *Client) updateEntity(ctx context.Context, e *entity, setForward bool) e
 			return fmt.Errorf("sluice: update %s %q: %w", e.kind, e.name, err)
 		}
 	}
-	if e.kind != kindTopic {
-		if err := c.updatePartitions(ctx, &s, e.props.partitions()); err != nil {
-			return err
-		}
+	rows, err := e.partitionRows(&s)
+	if err != nil {
+		return fmt.Errorf("sluice: update %s %q: %w", e.kind, e.name, err)
+	}
+	if err := c.updatePartitions(ctx, rows); err != nil {
+		return err
 	}
 	if err := c.st.UpdateQueue(ctx, &s); err != nil {
 		return err

@@ -358,26 +358,23 @@ func eachPartition(queue string, n, from int, fn func(p int, q string) (done boo
 	return nil
 }
 
-// createPartitions creates the storage queues of partitions 1 to n-1 of
+// createPartitions creates the partition rows (partitionRows) of
 // a partitioned queue or subscription, after its own row (which claims
 // the name: a create that loses the race for it stops there). A
 // partition's row there already was left by a delete that did not
 // finish (it deletes the entity's own row first): it belongs to no
 // entity, so it is deleted, with what it holds, and created anew.
-func (c *Client) createPartitions(ctx context.Context, s *store.QueueSettings, n int) error {
-	for p := 1; p < n; p++ {
-		ps, err := partitionSettings(s, p)
-		if err != nil {
-			return err
-		}
-		err = c.st.CreateQueue(ctx, &ps)
+func (c *Client) createPartitions(ctx context.Context, rows []store.QueueSettings) error {
+	for i := range rows {
+		ps := &rows[i]
+		err := c.st.CreateQueue(ctx, ps)
 		if errors.Is(err, ErrEntityExists) {
 			if err = c.dropPartition(ctx, ps.Name); err == nil {
-				err = c.st.CreateQueue(ctx, &ps)
+				err = c.st.CreateQueue(ctx, ps)
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("sluice: create %q: partition %d: %w", s.Name, p, err)
+			return fmt.Errorf("sluice: create %q: %w", ps.Name, err)
 		}
 	}
 	return nil
@@ -399,15 +396,11 @@ func (c *Client) dropPartition(ctx context.Context, q string) error {
 	return nil
 }
 
-// updatePartitions gives partitions 1 to n-1 the queue's new settings.
-func (c *Client) updatePartitions(ctx context.Context, s *store.QueueSettings, n int) error {
-	for p := 1; p < n; p++ {
-		ps, err := partitionSettings(s, p)
-		if err != nil {
-			return err
-		}
-		if err := c.st.UpdateQueue(ctx, &ps); err != nil {
-			return fmt.Errorf("sluice: update %q: partition %d: %w", s.Name, p, err)
+// updatePartitions gives the partitions their rows' new settings.
+func (c *Client) updatePartitions(ctx context.Context, rows []store.QueueSettings) error {
+	for i := range rows {
+		if err := c.st.UpdateQueue(ctx, &rows[i]); err != nil {
+			return fmt.Errorf("sluice: update %q: %w", rows[i].Name, err)
 		}
 	}
 	return nil
@@ -436,23 +429,28 @@ func (c *Client) deletePartitions(ctx context.Context, queue string) error {
 	return nil
 }
 
-// partitionSettings are the storage settings of partition p of the
-// queue whose settings are s: the same, under the partition's name and
-// marked as a partition so that no listing shows it.
-func partitionSettings(s *store.QueueSettings, p int) (store.QueueSettings, error) {
-	e, err := decodeEntity(*s)
-	if err != nil {
-		return store.QueueSettings{}, err
+// partitionRows are the storage settings of partitions 1 to n-1 of e,
+// whose own are s: the same, under the partitions' names, and marked as
+// partitions so that no listing shows them and no call reaches them by
+// name. None for an unpartitioned entity, and for a topic, which holds
+// no messages (its subscriptions are partitioned).
+func (e *entity) partitionRows(s *store.QueueSettings) ([]store.QueueSettings, error) {
+	n := e.props.partitions()
+	if n == 1 || e.kind == kindTopic {
+		return nil, nil
 	}
-	ps := *s
-	ps.Name = partitionQueue(s.Name, p)
-	e.kind = kindPartition
-	a, err := e.attributes()
+	pe := *e
+	pe.kind = kindPartition
+	attrs, err := pe.attributes()
 	if err != nil {
-		return store.QueueSettings{}, err
+		return nil, err
 	}
-	ps.Attributes = a
-	return ps, nil
+	rows := make([]store.QueueSettings, n-1)
+	for i := range rows {
+		rows[i] = *s
+		rows[i].Name, rows[i].Attributes = partitionQueue(s.Name, i+1), attrs
+	}
+	return rows, nil
 }
 
 // partitionStats adds up the stats of a queue's partitions.

@@ -115,7 +115,7 @@ func (r *Receiver) receive(ctx context.Context, max int) ([]*ReceivedMessage, er
 	}
 	var msgs []*ReceivedMessage
 	err = r.c.waitFor(ctx, "receive", r.queue, props.partitions(), func(woken uint32) (bool, error) {
-		got, err := r.takeFrom(ctx, max, props, woken)
+		got, err := r.take(ctx, max, props, woken)
 		msgs = got
 		return len(got) > 0, err
 	})
@@ -139,7 +139,7 @@ func (r *Receiver) tryReceive(ctx context.Context, max int) ([]*ReceivedMessage,
 	if err != nil {
 		return nil, fmt.Errorf("sluice: receive: %w", err)
 	}
-	return r.take(ctx, max, props)
+	return r.take(ctx, max, props, 0)
 }
 
 // waitFor calls try until it reports done or fails, waiting in between
@@ -171,51 +171,28 @@ func (c *Client) waitFor(ctx context.Context, op, queue string, n int, try func(
 	}
 }
 
-// take leases what is available now, and in ReceiveAndDelete mode
-// deletes it.
-func (r *Receiver) take(ctx context.Context, max int, props QueueProperties) ([]*ReceivedMessage, error) {
-	return r.takeFrom(ctx, max, props, 0)
-}
-
-// takeFrom is take that, on a partitioned queue, asks only the
-// partitions of the mask woken when it is not 0.
-func (r *Receiver) takeFrom(ctx context.Context, max int, props QueueProperties, woken uint32) ([]*ReceivedMessage, error) {
-	// A lease whose caller gives up may still commit: it runs to its end,
-	// so that what it took is returned rather than locked for nothing.
-	ctx, cancel := detached(ctx)
-	defer cancel()
-	if n := props.partitions(); n > 1 {
-		return r.takeEach(ctx, max, props, n, woken)
-	}
-	if r.dead {
-		ds, err := r.c.st.LeaseDeadLetters(ctx, &store.LeaseParams{Queue: r.queue, Max: max, Visibility: props.LockDuration})
-		if err != nil {
-			return nil, err
-		}
-		return r.deliverDead(ctx, ds)
-	}
-	ls, err := r.c.st.Lease(ctx, &store.LeaseParams{Queue: r.queue, Max: max, Visibility: props.LockDuration})
-	if err != nil {
-		return nil, fmt.Errorf("sluice: receive: %w", err)
-	}
-	return r.deliver(ctx, "receive", ls)
-}
-
 // maxStay bounds the receives in a row that a receiver of a partitioned
 // queue takes from one partition while it has messages.
 const maxStay = 4
 
-// takeEach is take on a queue of n partitions: it asks each in turn and
+// take leases what is available now, and in ReceiveAndDelete mode
+// deletes it. On a queue of several partitions it asks each in turn and
 // returns what the first that has messages gives (up to max). It begins
 // where the last receive found messages, for at most maxStay receives in
 // a row, then with the next partition: the partitions that have messages
 // share the receives, and a receive rarely asks an empty partition (a
 // lease, so a write) while one it knows has messages.
 //
-// After a wake-up it asks only the partitions woken (a send signals its
-// partition): with a queue that is mostly empty, its consumers would
-// otherwise lease every empty partition each time one gets a message.
-func (r *Receiver) takeEach(ctx context.Context, max int, props QueueProperties, n int, woken uint32) ([]*ReceivedMessage, error) {
+// After a wake-up it asks only the partitions woken (the mask woken, 0
+// for all; a send signals its partition): with a queue that is mostly
+// empty, its consumers would otherwise lease every empty partition each
+// time one gets a message.
+func (r *Receiver) take(ctx context.Context, max int, props QueueProperties, woken uint32) ([]*ReceivedMessage, error) {
+	// A lease whose caller gives up may still commit: it runs to its end,
+	// so that what it took is returned rather than locked for nothing.
+	ctx, cancel := detached(ctx)
+	defer cancel()
+	n := props.partitions()
 	var (
 		ls  []sluicetype.Leased
 		ds  []sluicetype.DeadLetter
