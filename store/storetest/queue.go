@@ -573,18 +573,22 @@ func testStats(t *testing.T, h *harness) {
 func testPeekStateNow(t *testing.T, h *harness) {
 	ctx, st := h.setup(t)
 	q := createQueue(t, ctx, st, store.QueueSettings{MaxDeliveryCount: 10})
-	const short = 300 * time.Millisecond
+	// The held message is leased first, so that a short lease that ends
+	// before the calls after it (a loaded machine) cannot let the long
+	// lease take another message; short leaves the calls a second.
+	const short = time.Second
+	enqueue(t, ctx, st, q, store.NewMessage{Payload: []byte("held")})
+	lease(t, ctx, st, q, 1, long) // 1 stays held
 	enqueue(t, ctx, st, q, store.NewMessage{Payload: []byte("lease ends")}, store.NewMessage{Payload: []byte("deferred")},
-		store.NewMessage{Payload: []byte("lease ends, then life"), TTL: 2 * short}, store.NewMessage{Payload: []byte("held")})
+		store.NewMessage{Payload: []byte("lease ends, then life"), TTL: 2 * short})
 	ls := lease(t, ctx, st, q, 3, short)
 	settleOK(t, ctx, st, store.SettleParams{Queue: q, Action: store.Defer}, ls[1])
-	leaseDeferred(t, st, q, short, 2)
-	lease(t, ctx, st, q, 1, long) // 4 stays held
+	leaseDeferred(t, st, q, short, 3)
 	// Every short lease, and the time-to-live counted from the enqueue,
 	// ended by then, however slowly the calls above ran.
 	sleepUntil(t, time.Now().Add(2*short+50*time.Millisecond))
-	want := map[int64]sluicetype.MessageState{1: sluicetype.StateReady, 2: sluicetype.StateDeferred, 3: sluicetype.StateExpired,
-		4: sluicetype.StateLeased}
+	want := map[int64]sluicetype.MessageState{1: sluicetype.StateLeased, 2: sluicetype.StateReady, 3: sluicetype.StateDeferred,
+		4: sluicetype.StateExpired}
 	for _, m := range peekAll(t, ctx, st, q) {
 		if m.State != want[m.Seq] {
 			t.Errorf("peek: seq %d is %v, want %v", m.Seq, m.State, want[m.Seq])
