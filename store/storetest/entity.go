@@ -574,7 +574,12 @@ func testLeaseDeadLetters(t *testing.T, h *harness) {
 	if len(first) != 2 || first[0].Seq != 1 || first[1].Seq != 2 || first[0].Reason != "r" || first[0].Receipt.Token == 0 {
 		t.Fatalf("LeaseDeadLetters(2) = %+v", first)
 	}
-	second := leaseDead(t, st, q, 10, 200*time.Millisecond)
+	// A lease of a second, which the calls before its end leave room for
+	// on a loaded machine (with 200 ms, CI once saw it end before the
+	// abandon's lease below, which then took it too).
+	const brief = time.Second
+	secondAt := time.Now()
+	second := leaseDead(t, st, q, 10, brief)
 	if len(second) != 1 || second[0].Seq != 3 {
 		t.Fatalf("LeaseDeadLetters passing over locked ones = %v", deadSeqs(second))
 	}
@@ -590,7 +595,7 @@ func testLeaseDeadLetters(t *testing.T, h *harness) {
 	if got := leaseDead(t, st, q, 10, long); len(got) != 1 || got[0].Seq != 2 {
 		t.Fatalf("after abandon, leased %v", deadSeqs(got))
 	}
-	time.Sleep(300 * time.Millisecond)
+	sleepUntil(t, secondAt.Add(brief+100*time.Millisecond))
 	if r := settleDead(t, st, q, store.Complete, second[0]); !errors.Is(r[0].Err, sluicetype.ErrLockLost) {
 		t.Fatalf("complete after the lock ended: %v", r[0].Err)
 	}
