@@ -146,6 +146,11 @@ type Processor struct {
 	freed       chan struct{} // signalled when held falls
 	completions *completer
 	keepers     sync.WaitGroup // each held message's keeper
+
+	// onFailure, when set, runs when a handler fails, before its message
+	// is abandoned (a session processor's ordered sessions: see
+	// SessionProcessor).
+	onFailure func()
 }
 
 // NewProcessor returns a processor for a queue; Start runs it. Its handler
@@ -219,7 +224,7 @@ func newProcessor(r MessageReceiver, h MessageHandler, opts *ProcessorOptions) (
 		o = *opts
 	}
 	lib, _ := r.(*Receiver)
-	if err := checkOptions(&o, lib); err != nil {
+	if err := checkOptions(&o, batchLimit(lib)); err != nil {
 		return nil, err
 	}
 	if o.OnError == nil {
@@ -246,10 +251,9 @@ func batchLimit(lib *Receiver) int {
 	return store.DefaultMaxBatch
 }
 
-// checkOptions checks o and fills in its defaults; lib is the library's
-// receiver, nil for another.
-func checkOptions(o *ProcessorOptions, lib *Receiver) error {
-	maxConcurrent := batchLimit(lib)
+// checkOptions checks o and fills in its defaults; maxConcurrent is the
+// most messages one receive may take (batchLimit).
+func checkOptions(o *ProcessorOptions, maxConcurrent int) error {
 	if o.MaxConcurrent == 0 {
 		o.MaxConcurrent = 1
 	}
@@ -325,6 +329,18 @@ func (p *Processor) Start(ctx context.Context) error {
 	return nil
 }
 
+// stopReceiving stops the processor's receiving, as Stop does first,
+// without waiting; it may be called once Start has begun, even from a
+// handler (it then waits for Start to return).
+func (p *Processor) stopReceiving() {
+	p.mu.Lock()
+	stop := p.stopRecv
+	p.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
 // Stop stops receiving, releases the prefetched messages no handler took
 // (without counting a delivery through the library's receiver; through
 // another, which has no release, they are abandoned, which counts one),
@@ -391,6 +407,9 @@ func (p *Processor) handle(all, ctx context.Context, cancel context.CancelCauseF
 		return
 	}
 	p.opts.OnError(fmt.Errorf("sluice: handler of message %d: %w", m.SequenceNumber, err))
+	if p.onFailure != nil {
+		p.onFailure()
+	}
 	delay := retryDelay(p.opts.Retry, m.DeliveryCount, err)
 	if serr := p.r.Abandon(sctx, m, &AbandonOptions{Delay: delay}); serr != nil && !lost {
 		p.opts.OnError(serr)
@@ -402,6 +421,11 @@ func (p *Processor) handle(all, ctx context.Context, cancel context.CancelCauseF
 func (p *Processor) release(ctx context.Context, m *ReceivedMessage) error {
 	if p.lib != nil {
 		return p.lib.release(ctx, m)
+	}
+	if r, ok := p.r.(interface {
+		release(context.Context, *ReceivedMessage) error
+	}); ok {
+		return r.release(ctx, m)
 	}
 	return p.r.Abandon(ctx, m, nil)
 }

@@ -23,7 +23,7 @@ func noProcessorLeft(t *testing.T) {
 		for {
 			buf := make([]byte, 1<<20)
 			stacks := string(buf[:runtime.Stack(buf, true)])
-			leaked := strings.Contains(stacks, "sluice.(*Processor)") || strings.Contains(stacks, "sluice.(*Receiver)")
+			leaked := strings.Contains(stacks, "sluice.(*Processor)") || strings.Contains(stacks, "sluice.(*SessionProcessor)") || strings.Contains(stacks, "sluice.(*Receiver)")
 			if !leaked {
 				return
 			}

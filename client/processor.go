@@ -24,3 +24,10 @@ func (c *Client) NewProcessor(queue string, h sluice.MessageHandler, opts *sluic
 func (c *Client) MessageProcessor(entity string, h sluice.MessageHandler, opts *sluice.ProcessorOptions) (*sluice.Processor, error) {
 	return c.NewProcessor(entity, h, opts)
 }
+
+// NewSessionProcessor returns a session processor of a queue or
+// subscription that requires sessions, accepting its sessions through the
+// server: sluice.NewSessionProcessor(c, entity, h, opts).
+func (c *Client) NewSessionProcessor(entity string, h sluice.SessionHandler, opts *sluice.SessionProcessorOptions) (*sluice.SessionProcessor, error) {
+	return sluice.NewSessionProcessor(c, entity, h, opts)
+}
