@@ -46,18 +46,21 @@ type SessionProcessorOptions struct {
 	// prefetched messages before the failed one's redelivery.
 	PrefetchCount int
 	// SessionIdleTimeout is how long the processor waits for the next
-	// message of a session it holds before it releases the session and
+	// message of a session it holds, while none of the session's is
+	// waiting or being handled, before it releases the session and
 	// accepts another (default 1 min, Service Bus's TryTimeout; Forever:
 	// never, until Stop).
 	SessionIdleTimeout time.Duration
 	// MaxAutoLockRenewal bounds how long the processor renews a session's
-	// lock while a handler runs, counted from the handler's start, and
-	// while a prefetched message waits, counted from its receipt (default
-	// 5 min; Forever: without bound; negative: never). While the
+	// lock while a handler runs, counted from the handler's start (default
+	// 5 min; Forever: without bound; negative: never). A handler that
+	// runs past it lets the lock end: the session is lost
+	// (ErrSessionLockLost goes to OnError) and its messages go to the
+	// next holder, their deliveries counted. A prefetched message that
+	// waits past it, counted from its receipt, ends the session instead:
+	// it is released, its messages handed back in order. While the
 	// processor waits for a session's messages it renews the lock without
-	// bound, up to SessionIdleTimeout. A handler that runs past it lets
-	// the lock end: the session is lost (ErrSessionLockLost goes to
-	// OnError) and its messages go to the next holder.
+	// bound, up to SessionIdleTimeout.
 	MaxAutoLockRenewal time.Duration
 	// Retry chooses how long a message whose handler failed stays hidden,
 	// as ProcessorOptions.Retry does; the session's later messages wait
@@ -251,22 +254,29 @@ func (p *SessionProcessor) slot(accept, all context.Context) {
 // handler releases it, its lock is lost, or accepting stops; then it
 // stops that processor and releases the session.
 func (p *SessionProcessor) process(accept, all context.Context, s MessageSessionReceiver) {
-	src := newSessionSource(s, p.entity, p.opts.SessionIdleTimeout)
-	h := func(ctx context.Context, r MessageReceiver, m *ReceivedMessage) error {
-		src.running.Add(1)
-		defer src.running.Add(-1)
-		return p.h(ctx, &sessionView{MessageSessionReceiver: s, r: r, src: src}, m)
+	if accept.Err() != nil {
+		// Stop came while the accept took it (an accept tries once even
+		// after its ctx ended): hand it back untouched.
+		p.release(all, s)
+		return
 	}
 	inner := p.inner
+	src := newSessionSource(s, p.entity, p.opts)
+	// With one call a session and messages prefetched, a failure or an
+	// abandon releases the session: nothing prefetched after the message
+	// runs before its redelivery.
+	src.ordered = inner.MaxConcurrent == 1 && inner.PrefetchCount > 0
+	h := func(ctx context.Context, r MessageReceiver, m *ReceivedMessage) error {
+		defer src.handling()()
+		return p.h(ctx, &sessionView{MessageSessionReceiver: s, r: r, src: src}, m)
+	}
 	proc, err := newProcessor(src, h, &inner)
 	if err == nil {
 		// Ending the session stops its receiving at once, before a
 		// handler that asked for it returns: no later message of the
 		// session starts meanwhile.
-		src.halt = proc.stopReceiving
-		if inner.MaxConcurrent == 1 && inner.PrefetchCount > 0 {
-			// A failure releases the session: nothing prefetched after
-			// the failed message runs before its redelivery.
+		src.proc = proc
+		if src.ordered {
 			proc.onFailure = func() { src.end(nil) }
 		}
 		err = proc.Start(all)
@@ -320,10 +330,19 @@ type sessionSource struct {
 	s      MessageSessionReceiver
 	entity string
 	idle   time.Duration
-	// running counts the session's handlers running: while none runs,
-	// the keeper renews the lock; while some do, their messages' renewals
-	// (within MaxAutoLockRenewal) renew it.
-	running atomic.Int32
+	// renewFor is MaxAutoLockRenewal: how long a handler's run keeps the
+	// lock renewed.
+	renewFor time.Duration
+	onError  func(error)
+	// ordered: a let-go or an abandon ends the session (see process).
+	ordered bool
+	// proc is the session's processor, set before it starts: end stops
+	// its receiving, and the idle clock reads what it holds.
+	proc *Processor
+
+	runMu   sync.Mutex
+	runs    map[uint64]time.Time // the running handlers' starts
+	nextRun uint64
 
 	renewMu sync.Mutex
 	until   time.Time     // when the session lock ends, as last renewed
@@ -332,13 +351,41 @@ type sessionSource struct {
 	endOnce sync.Once
 	ended   chan struct{} // closed when the session should be released
 	why     atomic.Pointer[error]
-	// halt stops the processor's receiving; set before it starts.
-	halt func()
 }
 
-func newSessionSource(s MessageSessionReceiver, entity string, idle time.Duration) *sessionSource {
+func newSessionSource(s MessageSessionReceiver, entity string, o SessionProcessorOptions) *sessionSource {
 	until := s.LockedUntil()
-	return &sessionSource{s: s, entity: entity, idle: idle, until: until, lockFor: time.Until(until), ended: make(chan struct{})}
+	return &sessionSource{s: s, entity: entity, idle: o.SessionIdleTimeout, renewFor: o.MaxAutoLockRenewal, onError: o.OnError,
+		runs: make(map[uint64]time.Time), until: until, lockFor: time.Until(until), ended: make(chan struct{})}
+}
+
+// handling records a handler's run, until the function it returns is
+// called.
+func (src *sessionSource) handling() func() {
+	src.runMu.Lock()
+	id := src.nextRun
+	src.nextRun++
+	src.runs[id] = time.Now()
+	src.runMu.Unlock()
+	return func() {
+		src.runMu.Lock()
+		delete(src.runs, id)
+		src.runMu.Unlock()
+	}
+}
+
+// mayRenew reports whether the keeper renews the lock now: unless a
+// handler has run past MaxAutoLockRenewal (with it negative, while any
+// runs), whose lock the processor lets end.
+func (src *sessionSource) mayRenew() bool {
+	src.runMu.Lock()
+	defer src.runMu.Unlock()
+	for _, start := range src.runs {
+		if src.renewFor < 0 || time.Since(start) > src.renewFor {
+			return false
+		}
+	}
+	return true
 }
 
 // end asks for the session to be released; err is why, when the lock was
@@ -349,8 +396,8 @@ func (src *sessionSource) end(err error) {
 			src.why.Store(&err)
 		}
 		close(src.ended)
-		if src.halt != nil {
-			src.halt()
+		if src.proc != nil {
+			src.proc.stopReceiving()
 		}
 	})
 }
@@ -375,36 +422,42 @@ func (src *sessionSource) isEnded() bool {
 }
 
 // keep renews the session lock, every half of the time it has left,
-// while no handler of the session runs, until ctx ends.
+// until ctx ends: while the processor waits for the session's messages,
+// and while its handlers run within MaxAutoLockRenewal (renewed, too,
+// by their messages' keepers; the renewals coalesce).
 func (src *sessionSource) keep(ctx context.Context) {
+	failures := 0
 	for {
 		src.renewMu.Lock()
 		until := src.until
 		src.renewMu.Unlock()
-		t := time.NewTimer(renewalPause(until))
+		pause := renewalPause(until)
+		if failures > 0 {
+			pause = min(renewRetry, pause)
+		}
+		t := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		if src.running.Load() > 0 {
+		if !src.mayRenew() {
 			continue
 		}
-		if _, err := src.renew(ctx); err != nil {
-			switch {
-			case ctx.Err() != nil:
-				return
-			case errors.Is(err, ErrLockLost):
-				src.end(err)
-				return
-			}
-			// Try again while the lock lasts.
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(min(renewRetry, renewalPause(until))):
-			}
+		_, err := src.renew(ctx)
+		switch {
+		case err == nil:
+			failures = 0
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, ErrLockLost):
+			src.end(err)
+			return
+		default:
+			// Tried again while the lock lasts.
+			failures++
+			src.onError(fmt.Errorf("sluice: session processor: renew the lock of session %q: %w", src.s.SessionID(), err))
 		}
 	}
 }
@@ -428,11 +481,15 @@ func (src *sessionSource) renew(ctx context.Context) (time.Time, error) {
 	return src.until, nil
 }
 
-// Receive receives up to max of the session's messages, waiting up to the
-// idle timeout; when that passes with none, or the lock was lost, it ends
-// the session and waits for ctx to end (the processor is being stopped).
+// Receive receives up to max of the session's messages, waiting until
+// the session has idled: SessionIdleTimeout without a message while the
+// processor holds none of the session's (none waiting or running). Then,
+// or when the lock was lost or a receive failed, it ends the session
+// (releasing it hands back what it holds, in order, for its next holder;
+// a receive that fails again and again holds no session meanwhile) and
+// waits for ctx to end: the processor is being stopped.
 func (src *sessionSource) Receive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
-	if !src.isEnded() {
+	for !src.isEnded() {
 		wctx, cancel := ctx, context.CancelFunc(func() {})
 		if src.idle != Forever {
 			wctx, cancel = context.WithTimeout(ctx, src.idle)
@@ -447,10 +504,14 @@ func (src *sessionSource) Receive(ctx context.Context, max int) ([]*ReceivedMess
 		case errors.Is(err, ErrSessionLockLost):
 			src.end(err)
 		case err == nil, errors.Is(err, context.DeadlineExceeded):
-			// Idle (a server may end the wait a moment before wctx).
-			src.end(nil)
+			// Idle (a server may end the wait a moment before wctx),
+			// unless messages of the session are still being handled.
+			if src.proc.held.Load() == 0 {
+				src.end(nil)
+			}
 		default:
-			return nil, err
+			src.end(nil)
+			return nil, fmt.Errorf("sluice: session processor: receive from session %q (released): %w", src.s.SessionID(), err)
 		}
 	}
 	<-ctx.Done()
@@ -515,10 +576,15 @@ func (src *sessionSource) RenewLock(ctx context.Context, m *ReceivedMessage) err
 	return nil
 }
 
-// release leaves a message the processor lets go to the session's
-// release, which hands every unsettled message back without counting a
-// delivery (an abandon would count one).
-func (src *sessionSource) release(context.Context, *ReceivedMessage) error { return nil }
+// release lets go of a message the processor will not hand to a handler
+// (Stop, or a lock it may no longer renew): it ends the session, whose
+// release hands every unsettled message back, in order and without
+// counting a delivery (an abandon would count one, and later messages of
+// the session would overtake it while the session is held).
+func (src *sessionSource) release(context.Context, *ReceivedMessage) error {
+	src.end(nil)
+	return nil
+}
 
 // sessionView is the session a SessionHandler is given: the session
 // receiver, whose settlements go through the processor's receiver (so
@@ -540,8 +606,13 @@ func (v *sessionView) CompleteBatch(ctx context.Context, msgs []*ReceivedMessage
 	return v.r.CompleteBatch(ctx, msgs)
 }
 
-// Abandon abandons m.
+// Abandon abandons m. With messages prefetched and one call a session,
+// it ends the session first, as a handler's failure does, so that m comes
+// again before the session's later messages.
 func (v *sessionView) Abandon(ctx context.Context, m *ReceivedMessage, opts *AbandonOptions) error {
+	if v.src.ordered {
+		v.src.end(nil)
+	}
 	return v.r.Abandon(ctx, m, opts)
 }
 

@@ -209,7 +209,11 @@ func TestSessionProcessorReleases(t *testing.T) {
 			})
 			stopped := make(chan error, 1)
 			go func() { stopped <- p.Stop(context.Background()) }()
-			close(unblock) // Stop waits for the running handler
+			// Stop waits for the running handler. Unblocked a moment after
+			// Stop began, it usually returns once receiving stopped, so that
+			// the other five come back (when not, fewer are checked).
+			time.Sleep(300 * time.Millisecond)
+			close(unblock)
 			if err := <-stopped; err != nil {
 				t.Fatalf("Stop: %v", err)
 			}
@@ -371,6 +375,92 @@ func TestSessionProcessorLockLost(t *testing.T) {
 		}
 		if !lost {
 			t.Errorf("OnError heard %v; want the lost lock", errs.all())
+		}
+	})
+}
+
+// Order holds when the processor lets go of prefetched messages while
+// the session goes on (their renewal budget, counted from receipt, spent
+// behind a slow handler), and when a handler abandons its own message
+// with later ones prefetched: the session is released, and they come
+// back first.
+func TestSessionProcessorOrderWithPrefetch(t *testing.T) {
+	noProcessorLeft(t)
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		run := func(t *testing.T, n int, h func(m *sluice.ReceivedMessage, s sluice.MessageSessionReceiver) error, opts sluice.SessionProcessorOptions, want []string) {
+			ctx := t.Context()
+			q := createQueue(t, c, &sluice.QueueProperties{RequiresSession: true, LockDuration: 5 * time.Second})
+			var msgs []*sluice.Message
+			for i := range n {
+				msgs = append(msgs, sessionMsg("a", strconv.Itoa(i)))
+			}
+			if _, err := newSender(t, c, q).SendBatch(ctx, msgs); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var seen []string
+			opts.MaxConcurrentSessions, opts.OnError = 1, func(error) {}
+			p := startSessionProcessor(t, c, q, func(ctx context.Context, s sluice.MessageSessionReceiver, m *sluice.ReceivedMessage) error {
+				mu.Lock()
+				seen = append(seen, string(m.Body))
+				mu.Unlock()
+				return h(m, s)
+			}, &opts)
+			defer stopSessions(t, p)
+			waitUntil(t, "every delivery", func() bool { mu.Lock(); defer mu.Unlock(); return len(seen) >= len(want) })
+			mu.Lock()
+			defer mu.Unlock()
+			if fmt.Sprint(seen) != fmt.Sprint(want) {
+				t.Errorf("handled %v, want %v", seen, want)
+			}
+		}
+		t.Run("let go", func(t *testing.T) {
+			// 1 and 2 wait behind 0 past their renewal budget.
+			run(t, 6, func(m *sluice.ReceivedMessage, _ sluice.MessageSessionReceiver) error {
+				if string(m.Body) == "0" {
+					time.Sleep(2 * time.Second)
+				}
+				return nil
+			}, sluice.SessionProcessorOptions{PrefetchCount: 2, MaxAutoLockRenewal: 300 * time.Millisecond, SessionIdleTimeout: time.Minute},
+				[]string{"0", "1", "2", "3", "4", "5"})
+		})
+		t.Run("handler abandons", func(t *testing.T) {
+			run(t, 4, func(m *sluice.ReceivedMessage, s sluice.MessageSessionReceiver) error {
+				if string(m.Body) == "1" && m.DeliveryCount == 1 {
+					return s.Abandon(context.Background(), m, nil)
+				}
+				return nil
+			}, sluice.SessionProcessorOptions{PrefetchCount: 3, SessionIdleTimeout: time.Minute},
+				[]string{"0", "1", "1", "2", "3"})
+		})
+	})
+}
+
+// A handler that settles its own message and works on, within
+// MaxAutoLockRenewal, keeps the session: the processor renews its lock
+// though no message of it is held.
+func TestSessionProcessorSettledEarly(t *testing.T) {
+	noProcessorLeft(t)
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		const lock = 3 * time.Second
+		q := createQueue(t, c, &sluice.QueueProperties{RequiresSession: true, LockDuration: lock})
+		if _, err := newSender(t, c, q).Send(ctx, sessionMsg("a", "0")); err != nil {
+			t.Fatal(err)
+		}
+		res := make(chan error, 1)
+		p := startSessionProcessor(t, c, q, func(ctx context.Context, s sluice.MessageSessionReceiver, m *sluice.ReceivedMessage) error {
+			if err := s.Complete(ctx, m); err != nil {
+				return err
+			}
+			time.Sleep(3 * lock)
+			err := s.SetSessionState(ctx, []byte("x"))
+			res <- err
+			return err
+		}, &sluice.SessionProcessorOptions{MaxConcurrentSessions: 1, SessionIdleTimeout: sluice.Forever, OnError: func(error) {}})
+		defer stopSessions(t, p)
+		if err := <-res; err != nil {
+			t.Fatalf("SetSessionState after settling early, within MaxAutoLockRenewal: %v", err)
 		}
 	})
 }

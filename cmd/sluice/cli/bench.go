@@ -192,6 +192,8 @@ scenarios:
                 sent and received 1,000 at a time through a Receiver (--backlog-build receive), or through the store
                 (lease)
   session-accept  time to accept the next free session among --sessions with --locked of them locked, beside none locked
+  session-processor  pre-loaded messages (--messages) of --sessions sessions drained by a SessionProcessor holding
+                --consumers sessions at once, one handler a session (in order, doing nothing), --prefetch a session
   receive-among-scheduled  time to receive 32 with --scheduled messages scheduled or deferred (half each), beside none
   topic-fanout  sends to a topic with --subscriptions subscriptions (--producers, --batch), beside the same to a queue
   log-append    partition log appends (--producers, --batch, --partitions)
@@ -232,7 +234,7 @@ func bench(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&c.rate, "rate", 0, "e2e: total messages per second to send (0: as fast as possible)")
 	fs.IntVar(&c.inflight, "inflight", 50000, "backlog: messages leased and unsettled")
 	fs.StringVar(&c.backlogHow, "backlog-build", "receive", "backlog: how the backlog is built and timed: receive (a Receiver, 1,000 a call) or lease (the store)")
-	fs.IntVar(&c.sessions, "sessions", 10000, "session-accept: sessions, each with one message")
+	fs.IntVar(&c.sessions, "sessions", 10000, "session-accept: sessions, each with one message; session-processor: the sessions --messages are spread over")
 	fs.IntVar(&c.subs, "subscriptions", 10, "topic-fanout: subscriptions of the topic, each taking every message (stream-e2e: namespace subscriptions, default 1)")
 	fs.IntVar(&c.locked, "locked", 9990, "session-accept: sessions held locked")
 	fs.IntVar(&c.scheduled, "scheduled", 50000, "receive-among-scheduled: messages scheduled or deferred")
@@ -447,6 +449,7 @@ var scenarios = map[string]func(context.Context, *benchEnv) ([]benchResult, erro
 
 	"raw-insert-naive":        benchRawInsertNaive,
 	"session-accept":          benchSessionAccept,
+	"session-processor":       benchSessionProcessor,
 	"topic-fanout":            benchTopicFanout,
 	"receive-among-scheduled": benchReceiveAmongScheduled,
 	"log-append":              benchLogAppend,

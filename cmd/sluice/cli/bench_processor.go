@@ -23,7 +23,7 @@ type processorFlags struct {
 // register adds the processor scenario's flags to fs.
 func (f *processorFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.steady, "steady", false, "processor: --producers send (at --rate, or as fast as they can) while the processors drain, from an empty queue")
-	fs.IntVar(&f.prefetch, "prefetch", 0, "processor: each processor's ProcessorOptions.PrefetchCount")
+	fs.IntVar(&f.prefetch, "prefetch", 0, "processor: each processor's ProcessorOptions.PrefetchCount; session-processor: SessionProcessorOptions.PrefetchCount")
 }
 
 // benchProcessor measures --consumers processors of --lease-batch
