@@ -124,7 +124,8 @@ func (e *Engine) enqueueMessages(ctx context.Context, q querier, group []*writeR
 	return nil
 }
 
-// enqueueStmt is EnqueueMessages for a group of enqueues to one queue. A
+// enqueueStmt is EnqueueMessages for a group of enqueues to one queue
+// (EnqueueMessage, its scalar form, for a group of one message). A
 // queue that is missing or detects duplicates returns no row: the
 // statement wrote nothing, and again is set, for the general path, which
 // tells which and handles both.
@@ -143,10 +144,16 @@ func (e *Engine) enqueueStmt(q querier, group []*writeReq) (*pipedStmt, error) {
 	s := &pipedStmt{name: qEnqueueMessages, reqs: group, args: []any{t.Service, t.Provider, queue, n, e.payload(q, key),
 		cols.ttls, cols.visibleAts, cols.messageIDs, cols.sessionIDs, cols.partitionKeys, cols.contentTypes,
 		cols.properties, cols.headers, cols.payloads}}
+	if n == 1 {
+		// One message: its columns as scalars (EnqueueMessage).
+		s.name, s.args = qEnqueueMessage, []any{t.Service, t.Provider, queue, e.payload(q, key),
+			cols.ttls[0], cols.visibleAts[0], cols.messageIDs[0], cols.sessionIDs[0], cols.partitionKeys[0], cols.contentTypes[0],
+			cols.properties[0], cols.headers[0], cols.payloads[0]}
+	}
 	s.read = func(rs rows) error {
 		if !rs.Next() {
 			if err := rs.Err(); err != nil {
-				return fmt.Errorf("EnqueueMessages: %w", err)
+				return fmt.Errorf("%s: %w", s.name, err)
 			}
 			s.again = true
 			for _, r := range group {
@@ -156,7 +163,7 @@ func (e *Engine) enqueueStmt(q querier, group []*writeReq) (*pipedStmt, error) {
 		}
 		var last int64
 		if err := rs.Scan(&last); err != nil {
-			return fmt.Errorf("EnqueueMessages: %w", err)
+			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		seq := last - int64(n)
 		for _, r := range group {

@@ -75,10 +75,10 @@ var capabilityQueries = []struct {
 	{"RowInserts", func(c Capabilities) bool { return c.RowInserts },
 		[]string{qInsertMessage, qInsertRecord}, []string{qInsertMessages, qInsertRecords}},
 	{"CompleteStatement", func(c Capabilities) bool { return c.CompleteStatement }, []string{qCompleteMessages}, nil},
-	{"EnqueueStatement", func(c Capabilities) bool { return c.EnqueueStatement }, []string{qEnqueueMessages}, nil},
+	{"EnqueueStatement", func(c Capabilities) bool { return c.EnqueueStatement }, []string{qEnqueueMessage, qEnqueueMessages}, nil},
 	{"LeaseStatement", func(c Capabilities) bool { return c.LeaseStatement }, []string{qLeaseAlone}, nil},
 	{"BumpHeadReturning", func(c Capabilities) bool { return c.BumpHeadReturning }, []string{qBumpHeadReturning}, nil},
-	{"AppendStatement", func(c Capabilities) bool { return c.AppendStatement }, []string{qAppendRecords}, nil},
+	{"AppendStatement", func(c Capabilities) bool { return c.AppendStatement }, []string{qAppendRecord, qAppendRecords}, nil},
 }
 
 // optionalQueries lists the queries that only some dialects define, each

@@ -30,7 +30,7 @@ func TestCapabilitiesCheck(t *testing.T) {
 		{"bulk inserts missing", Capabilities{}, map[string]string{"InsertRecords": "x"}, "query InsertMessages is missing"},
 		{"row insert undeclared", Capabilities{}, base("InsertRecord"), "query InsertRecord is defined"},
 		{"statements", Capabilities{CompleteStatement: true, EnqueueStatement: true, LeaseStatement: true, BumpHeadReturning: true, AppendStatement: true},
-			base("CompleteMessages", "EnqueueMessages", "LeaseAlone", "BumpHeadReturning", "AppendRecords"), ""},
+			base("CompleteMessages", "EnqueueMessage", "EnqueueMessages", "LeaseAlone", "BumpHeadReturning", "AppendRecord", "AppendRecords"), ""},
 		{"lease statement missing", Capabilities{LeaseStatement: true}, base(), "query LeaseAlone is missing"},
 	} {
 		err := c.caps.check(c.queries)

@@ -151,7 +151,8 @@ func (e *Engine) appendRecords(ctx context.Context, q querier, batch []*writeReq
 	return e.runStmt(ctx, q, s)
 }
 
-// appendStmt is AppendRecords for a group of appends of one tenant.
+// appendStmt is AppendRecords for a group of appends of one tenant
+// (AppendRecord, its scalar form, for a group of one record).
 func (e *Engine) appendStmt(q querier, batch []*writeReq) (*pipedStmt, error) {
 	t := batch[0].t
 	groups := groupBy(batch, func(r *writeReq) int32 { return r.app.Partition })
@@ -195,6 +196,10 @@ func (e *Engine) appendStmt(q querier, batch []*writeReq) (*pipedStmt, error) {
 	}
 	s := &pipedStmt{name: qAppendRecords, reqs: batch, args: []any{t.Service, t.Provider, headParts, headNs, headKeys,
 		parts, below, namespaces, keys, props, payloads}}
+	if total == 1 {
+		// One record: its columns as scalars (AppendRecord).
+		s.name, s.args = qAppendRecord, []any{t.Service, t.Provider, parts[0], headKeys[0], namespaces[0], keys[0], props[0], payloads[0]}
+	}
 	s.read = func(rs rows) error {
 		type headAt struct{ head, now int64 }
 		got := make(map[int32]headAt, len(groups))
@@ -204,12 +209,12 @@ func (e *Engine) appendStmt(q querier, batch []*writeReq) (*pipedStmt, error) {
 				h    headAt
 			)
 			if err := rs.Scan(&part, &h.head, &h.now); err != nil {
-				return fmt.Errorf("AppendRecords: %w", err)
+				return fmt.Errorf("%s: %w", s.name, err)
 			}
 			got[part] = h
 		}
 		if err := rs.Err(); err != nil {
-			return fmt.Errorf("AppendRecords: %w", err)
+			return fmt.Errorf("%s: %w", s.name, err)
 		}
 		for _, g := range groups {
 			h, ok := got[g[0].app.Partition]

@@ -691,6 +691,35 @@ WITH q AS (
 )
 SELECT last_seq FROM q;
 
+-- name: EnqueueMessage
+-- args: service, provider, queue, notify payload, ttl, visible_at,
+-- message_id, session_id, partition_key, content_type, properties,
+-- headers, payload
+-- EnqueueMessages for one message, its columns as scalars: a lone send,
+-- the commonest group at low load, costs less than arrays the statement
+-- unnests (measured: about a tenth of a lone send's time). The same rows,
+-- state, expiry and result as EnqueueMessages with n = 1.
+WITH q AS (
+    UPDATE sluice_queues SET last_seq = last_seq + 1
+    FROM (SELECT pg_notify('sluice', $4::text)) AS n
+    WHERE service = $1 AND provider = $2 AND name = $3 AND dedup_window_ms = 0
+      AND requires_session = 0
+    RETURNING last_seq, default_ttl_ms,
+              floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), ins AS (
+    INSERT INTO sluice_messages (service, provider, queue, seq, state, visible_at, expires_at,
+        delivery_count, lock_token, enqueued_at, message_id, session_id, partition_key,
+        content_type, properties, payload, headers)
+    SELECT $1::text, $2::text, $3::text, q.last_seq,
+           CASE WHEN $6::bigint > q.now THEN 2 ELSE 0 END,
+           CASE WHEN $6::bigint > q.now THEN $6::bigint END,
+           greatest(q.now, $6::bigint) + CASE WHEN q.default_ttl_ms > 0 AND ($5::bigint IS NULL OR $5::bigint > q.default_ttl_ms)
+                        THEN q.default_ttl_ms ELSE $5::bigint END,
+           0, NULL, q.now, $7::text, $8::text, $9::text, $10::text, $11::text, $13::bytea, $12::text
+    FROM q
+)
+SELECT last_seq FROM q;
+
 -- name: LeaseAlone
 -- args: service, provider, queue, requests, total
 -- requests: [{"i":index,"n":max,"t":lock_token,"v":visibility_ms}] in
@@ -1037,6 +1066,31 @@ FROM bumped b
 JOIN heads h ON h.pa = b.partition
 CROSS JOIN clock
 CROSS JOIN LATERAL (SELECT pg_notify('sluice', h.key)) AS n;
+
+-- name: AppendRecord
+-- args: service, provider, partition, notify payload, namespace,
+--   stream key, properties JSON (or NULL), payload
+-- AppendRecords for one record, its columns as scalars: a lone publish,
+-- the commonest group at low load, costs less than arrays to unnest. The
+-- same rows and result as AppendRecords with one record.
+WITH bumped AS (
+    INSERT INTO sluice_partitions AS p (service, provider, partition, head, trimmed)
+    VALUES ($1::text, $2::text, $3::integer, 1, 0)
+    ON CONFLICT (service, provider, partition) DO UPDATE SET head = p.head + 1
+    RETURNING p.partition, p.head
+), clock AS (
+    SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now
+), inserted AS (
+    INSERT INTO sluice_records (service, provider, partition, position, namespace, stream_key,
+        properties, payload, appended_at)
+    SELECT $1::text, $2::text, b.partition, b.head, $5::text, $6::text, $7::text, $8::bytea, clock.now
+    FROM bumped b
+    CROSS JOIN clock
+)
+SELECT b.partition, b.head, clock.now
+FROM bumped b
+CROSS JOIN clock
+CROSS JOIN LATERAL (SELECT pg_notify('sluice', $4::text)) AS n;
 
 -- name: EnsurePartition
 -- args: service, provider, partition
