@@ -62,14 +62,16 @@ func (l *sessionLog) errorf(format string, args ...any) {
 // one handler a session at a time, in the order the session's messages
 // were sent, and keeps that order through failures (the failed message
 // comes again before any later one of its session, prefetched or not); it
-// gives handlers the session's state, and completes in batches.
+// gives handlers the session's state, and completes in batches. The same
+// holds on a partitioned queue, whose sessions spread over partitions.
 func TestSessionProcessor(t *testing.T) {
 	noProcessorLeft(t)
 	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
-		for _, prefetch := range []int{0, 8} {
-			t.Run("prefetch "+strconv.Itoa(prefetch), func(t *testing.T) {
+		for _, tc := range []struct{ prefetch, partitions int }{{0, 1}, {8, 1}, {8, 4}} {
+			prefetch := tc.prefetch
+			t.Run(fmt.Sprintf("prefetch %d partitions %d", prefetch, tc.partitions), func(t *testing.T) {
 				ctx := t.Context()
-				q := createQueue(t, c, &sluice.QueueProperties{RequiresSession: true})
+				q := createQueue(t, c, &sluice.QueueProperties{RequiresSession: true, PartitionCount: tc.partitions})
 				const sessions, each = 6, 12
 				var msgs []*sluice.Message
 				for i := range each {
@@ -461,6 +463,57 @@ func TestSessionProcessorSettledEarly(t *testing.T) {
 		defer stopSessions(t, p)
 		if err := <-res; err != nil {
 			t.Fatalf("SetSessionState after settling early, within MaxAutoLockRenewal: %v", err)
+		}
+	})
+}
+
+// With several calls a session, a session's handlers run concurrently up
+// to MaxConcurrentCallsPerSession, and every message is handled.
+func TestSessionProcessorCallsPerSession(t *testing.T) {
+	noProcessorLeft(t)
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		ctx := t.Context()
+		q := createQueue(t, c, &sluice.QueueProperties{RequiresSession: true})
+		var msgs []*sluice.Message
+		for i := range 40 {
+			msgs = append(msgs, sessionMsg("s"+strconv.Itoa(i%2), strconv.Itoa(i)))
+		}
+		if _, err := newSender(t, c, q).SendBatch(ctx, msgs); err != nil {
+			t.Fatal(err)
+		}
+		var (
+			mu       sync.Mutex
+			running  = map[string]int{}
+			peak     = map[string]int{}
+			handled  = map[string]bool{}
+			overlaps atomic.Int32
+		)
+		p := startSessionProcessor(t, c, q, func(ctx context.Context, s sluice.MessageSessionReceiver, m *sluice.ReceivedMessage) error {
+			mu.Lock()
+			running[s.SessionID()]++
+			peak[s.SessionID()] = max(peak[s.SessionID()], running[s.SessionID()])
+			if running[s.SessionID()] > 1 {
+				overlaps.Add(1)
+			}
+			mu.Unlock()
+			time.Sleep(20 * time.Millisecond) // long enough for the session's next to start beside it
+			mu.Lock()
+			running[s.SessionID()]--
+			handled[string(m.Body)] = true
+			mu.Unlock()
+			return nil
+		}, &sluice.SessionProcessorOptions{MaxConcurrentSessions: 2, MaxConcurrentCallsPerSession: 3, SessionIdleTimeout: time.Second, OnError: func(error) {}})
+		defer stopSessions(t, p)
+		waitUntil(t, "every message handled", func() bool { mu.Lock(); defer mu.Unlock(); return len(handled) == 40 })
+		mu.Lock()
+		defer mu.Unlock()
+		for id, n := range peak {
+			if n > 3 {
+				t.Errorf("session %s: %d handlers at once; MaxConcurrentCallsPerSession is 3", id, n)
+			}
+		}
+		if overlaps.Load() == 0 {
+			t.Errorf("no session ran two handlers at once with 3 calls a session")
 		}
 	})
 }
