@@ -81,17 +81,7 @@ func benchProcessor(ctx context.Context, e *benchEnv) ([]benchResult, error) {
 	if err := startAll(ctx, procs); err != nil {
 		return nil, err
 	}
-	// The run lasts --duration, but never ends before the first delivery:
-	// on a loaded machine a short run could otherwise measure nothing.
-	select {
-	case <-done:
-	case <-time.After(e.cfg.duration):
-	case <-ctx.Done():
-	}
-	select {
-	case <-first:
-	case <-ctx.Done():
-	}
+	e.drainRun(ctx, first, done)
 	elapsed := time.Since(start)
 	count := handled.Load()
 	if err := stopAll(ctx, procs); err != nil {
@@ -260,6 +250,21 @@ func (e *benchEnv) processors(q string, h sluice.Handler) ([]*sluice.Processor, 
 		procs[i] = p
 	}
 	return procs, nil
+}
+
+// drainRun waits while a run drains a backlog: until done (all drained),
+// --duration or ctx's end, but never before first (the first delivery):
+// on a loaded machine a short run could otherwise measure nothing.
+func (e *benchEnv) drainRun(ctx context.Context, first, done <-chan struct{}) {
+	select {
+	case <-done:
+	case <-time.After(e.cfg.duration):
+	case <-ctx.Done():
+	}
+	select {
+	case <-first:
+	case <-ctx.Done():
+	}
 }
 
 // prefetchNote names the prefetch count in a result's note, when set.

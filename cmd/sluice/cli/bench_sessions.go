@@ -77,16 +77,7 @@ func benchSessionProcessor(ctx context.Context, e *benchEnv) ([]benchResult, err
 	if err := p.Start(ctx); err != nil {
 		return nil, err
 	}
-	// At most --duration, but never ending before the first delivery.
-	select {
-	case <-done:
-	case <-time.After(e.cfg.duration):
-	case <-ctx.Done():
-	}
-	select {
-	case <-first:
-	case <-ctx.Done():
-	}
+	e.drainRun(ctx, first, done)
 	elapsed := time.Since(start)
 	count := handled.Load()
 	if err := p.Stop(context.WithoutCancel(ctx)); err != nil {
