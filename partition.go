@@ -33,7 +33,7 @@ import (
 // one batch) together. Duplicate detection and a session's order and
 // state thus hold per partition, which is every message of a key. A
 // receive asks the partitions in turn until one has messages (see
-// Receiver.takeEach), so that none is left behind.
+// Receiver.take), so that none is left behind.
 
 // MaxPartitionCount bounds a queue's PartitionCount, as Service Bus's 16
 // partitions of a Standard entity do.

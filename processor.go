@@ -358,14 +358,22 @@ func (p *Processor) Stop(ctx context.Context) error {
 		return nil
 	}
 	p.stopRecv()
+	return waitStopped(ctx, "stop processor", p.ended, p.stopAll)
+}
+
+// waitStopped waits, once a processor was asked to stop, for ended; if
+// ctx ends first, it calls hurry (which ends the handlers' contexts), waits
+// all the same and returns ctx's error. hurry runs in either case, to
+// release what the processor's contexts hold.
+func waitStopped(ctx context.Context, op string, ended <-chan struct{}, hurry func()) error {
 	select {
-	case <-p.ended:
-		p.stopAll()
+	case <-ended:
+		hurry()
 		return nil
 	case <-ctx.Done():
-		p.stopAll()
-		<-p.ended
-		return fmt.Errorf("sluice: stop processor: %w", ctx.Err())
+		hurry()
+		<-ended
+		return fmt.Errorf("sluice: %s: %w", op, ctx.Err())
 	}
 }
 

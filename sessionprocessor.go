@@ -219,15 +219,7 @@ func (p *SessionProcessor) Stop(ctx context.Context) error {
 		return nil
 	}
 	p.stopAccept()
-	select {
-	case <-p.ended:
-		p.hurry()
-		return nil
-	case <-ctx.Done():
-		p.hurry()
-		<-p.ended
-		return fmt.Errorf("sluice: stop session processor: %w", ctx.Err())
-	}
+	return waitStopped(ctx, "stop session processor", p.ended, p.hurry)
 }
 
 // slot accepts one session at a time and processes it, until accepting
@@ -327,7 +319,9 @@ func (p *SessionProcessor) release(all context.Context, s MessageSessionReceiver
 // settles through: the session receiver, whose receives end the session
 // once it has idled, and whose message locks are the session's lock.
 type sessionSource struct {
-	s      MessageSessionReceiver
+	// The session receiver: settles and the other receives go straight
+	// to it.
+	MessageSessionReceiver
 	entity string
 	idle   time.Duration
 	// renewFor is MaxAutoLockRenewal: how long a handler's run keeps the
@@ -355,7 +349,7 @@ type sessionSource struct {
 
 func newSessionSource(s MessageSessionReceiver, entity string, o SessionProcessorOptions) *sessionSource {
 	until := s.LockedUntil()
-	return &sessionSource{s: s, entity: entity, idle: o.SessionIdleTimeout, renewFor: o.MaxAutoLockRenewal, onError: o.OnError,
+	return &sessionSource{MessageSessionReceiver: s, entity: entity, idle: o.SessionIdleTimeout, renewFor: o.MaxAutoLockRenewal, onError: o.OnError,
 		runs: make(map[uint64]time.Time), until: until, lockFor: time.Until(until), ended: make(chan struct{})}
 }
 
@@ -457,7 +451,7 @@ func (src *sessionSource) keep(ctx context.Context) {
 		default:
 			// Tried again while the lock lasts.
 			failures++
-			src.onError(fmt.Errorf("sluice: session processor: renew the lock of session %q: %w", src.s.SessionID(), err))
+			src.onError(fmt.Errorf("sluice: session processor: renew the lock of session %q: %w", src.SessionID(), err))
 		}
 	}
 }
@@ -471,13 +465,13 @@ func (src *sessionSource) renew(ctx context.Context) (time.Time, error) {
 	if time.Until(src.until) > src.lockFor/2 {
 		return src.until, nil
 	}
-	if err := src.s.RenewSessionLock(ctx); err != nil {
+	if err := src.RenewSessionLock(ctx); err != nil {
 		if errors.Is(err, ErrSessionLockLost) && !errors.Is(err, ErrLockLost) {
 			err = fmt.Errorf("%w (%w)", err, ErrLockLost)
 		}
 		return time.Time{}, err
 	}
-	src.until = src.s.LockedUntil()
+	src.until = src.MessageSessionReceiver.LockedUntil()
 	return src.until, nil
 }
 
@@ -494,7 +488,7 @@ func (src *sessionSource) Receive(ctx context.Context, max int) ([]*ReceivedMess
 		if src.idle != Forever {
 			wctx, cancel = context.WithTimeout(ctx, src.idle)
 		}
-		msgs, err := src.s.Receive(wctx, max)
+		msgs, err := src.MessageSessionReceiver.Receive(wctx, max)
 		cancel()
 		switch {
 		case len(msgs) > 0:
@@ -511,46 +505,11 @@ func (src *sessionSource) Receive(ctx context.Context, max int) ([]*ReceivedMess
 			}
 		default:
 			src.end(nil)
-			return nil, fmt.Errorf("sluice: session processor: receive from session %q (released): %w", src.s.SessionID(), err)
+			return nil, fmt.Errorf("sluice: session processor: receive from session %q (released): %w", src.SessionID(), err)
 		}
 	}
 	<-ctx.Done()
 	return nil, ctx.Err()
-}
-
-// TryReceive receives what the session has now.
-func (src *sessionSource) TryReceive(ctx context.Context, max int) ([]*ReceivedMessage, error) {
-	return src.s.TryReceive(ctx, max)
-}
-
-// ReceiveDeferred receives deferred messages of the session.
-func (src *sessionSource) ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*ReceivedMessage, error) {
-	return src.s.ReceiveDeferred(ctx, seqs...)
-}
-
-// Complete completes a message of the session.
-func (src *sessionSource) Complete(ctx context.Context, m *ReceivedMessage) error {
-	return src.s.Complete(ctx, m)
-}
-
-// CompleteBatch completes messages of the session.
-func (src *sessionSource) CompleteBatch(ctx context.Context, msgs []*ReceivedMessage) error {
-	return src.s.CompleteBatch(ctx, msgs)
-}
-
-// Abandon abandons a message of the session.
-func (src *sessionSource) Abandon(ctx context.Context, m *ReceivedMessage, opts *AbandonOptions) error {
-	return src.s.Abandon(ctx, m, opts)
-}
-
-// DeadLetter dead-letters a message of the session.
-func (src *sessionSource) DeadLetter(ctx context.Context, m *ReceivedMessage, opts *DeadLetterOptions) error {
-	return src.s.DeadLetter(ctx, m, opts)
-}
-
-// Defer defers a message of the session.
-func (src *sessionSource) Defer(ctx context.Context, m *ReceivedMessage, opts *DeferOptions) error {
-	return src.s.Defer(ctx, m, opts)
 }
 
 // Entity names the queue or subscription.
