@@ -107,6 +107,9 @@ type Config struct {
 	// its tables itself (keep autovacuum on). In a DSN:
 	// sluice_pgbouncer=transaction.
 	PgBouncer string
+
+	// readyFloorGap is engine.Config.ReadyFloorGap, for tests.
+	readyFloorGap int64
 }
 
 // options returns the settings a Config shares with every backend.
@@ -225,6 +228,7 @@ func start(ctx context.Context, db *sql.DB, cc *pgx.ConnConfig, cfg Config, keep
 		SkipMigrations: cfg.SkipMigrations,
 		KeepPools:      keepPools,
 		Unprepared:     bouncer,
+		ReadyFloorGap:  cfg.readyFloorGap,
 		OnClose: func() {
 			stopVacuumer()
 			if l != nil {
@@ -283,6 +287,7 @@ func dialect() *engine.Dialect {
 		Capabilities: engine.Capabilities{
 			TxMigrations: true, NotifyOnReserve: true, Notify: true, CompleteStatement: true, ArrayInserts: true,
 			EnqueueStatement: true, LeaseStatement: true, BumpHeadReturning: true, AppendStatement: true,
+			ReadyFloor: true,
 		},
 		IntList:  intList,
 		CopyFrom: copyFrom,

@@ -33,7 +33,8 @@ JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = current_schema()
 LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
 WHERE c.relkind = 'r' AND c.relname IN ('sluice_messages', 'sluice_dead_letters', 'sluice_queues',
     'sluice_records', 'sluice_partitions', 'sluice_sessions', 'sluice_dedup',
-    'sluice_routed_schedules', 'sluice_partition_leases', 'sluice_partition_checkpoints', 'sluice_stream_progress', 'sluice_stream_parked', 'sluice_nodes')
+    'sluice_routed_schedules', 'sluice_partition_leases', 'sluice_partition_checkpoints', 'sluice_stream_progress', 'sluice_stream_parked', 'sluice_nodes',
+    'sluice_ready_floors')
   AND (current_setting('track_counts') <> 'on'
        OR s.n_dead_tup > CASE c.relname WHEN 'sluice_messages' THEN 1000 + 0.02 * s.n_live_tup
                                         ELSE 50 + 0.2 * s.n_live_tup END)

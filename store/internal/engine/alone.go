@@ -264,6 +264,8 @@ func (e *Engine) leaseStmt(group []*writeReq) (*pipedStmt, error) {
 			qr    queueRow
 			found bool
 			got   = make([][]sluicetype.Message, len(group))
+			floor int64
+			first = int64(-1)
 		)
 		for rs.Next() {
 			found = true
@@ -272,6 +274,9 @@ func (e *Engine) leaseStmt(group []*writeReq) (*pipedStmt, error) {
 				req sql.NullInt64
 			)
 			dest := append(append(qr.scanDest(), &req), m.scanDest()...)
+			if e.d.Capabilities.ReadyFloor {
+				dest = append(dest, &floor)
+			}
 			if err := rs.Scan(dest...); err != nil {
 				return fmt.Errorf("LeaseAlone: %w", err)
 			}
@@ -284,6 +289,9 @@ func (e *Engine) leaseStmt(group []*writeReq) (*pipedStmt, error) {
 			msg, err := m.message()
 			if err != nil {
 				return fmt.Errorf("LeaseAlone: %w", err)
+			}
+			if first < 0 {
+				first = msg.Seq
 			}
 			got[req.Int64] = append(got[req.Int64], msg)
 		}
@@ -302,6 +310,12 @@ func (e *Engine) leaseStmt(group []*writeReq) (*pipedStmt, error) {
 		if none && qr.nextDue.Valid && qr.nextDue.Int64 <= qr.now {
 			s.again = true
 			return nil
+		}
+		if e.d.Capabilities.ReadyFloor {
+			if first < 0 {
+				first = qr.lastSeq + 1
+			}
+			group[0].floor = &floorSeen{floor: floor, next: first}
 		}
 		for i, r := range group {
 			r.queue = qr

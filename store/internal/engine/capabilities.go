@@ -61,6 +61,12 @@ type Capabilities struct {
 	// AppendStatement says a group's appends to several partitions are
 	// written by one statement (query AppendRecords).
 	AppendStatement bool
+	// ReadyFloor says leases scan a queue's ready messages from its ready
+	// floor, which the statements that make messages ready again lower
+	// and the engine raises (query RaiseReadyFloor) when LeaseAlone, whose
+	// last column it then is, finds it far behind (see floor.go). It
+	// needs LeaseStatement.
+	ReadyFloor bool
 }
 
 // capabilityQueries maps each capability to the optional queries a
@@ -79,6 +85,7 @@ var capabilityQueries = []struct {
 	{"LeaseStatement", func(c Capabilities) bool { return c.LeaseStatement }, []string{qLeaseAlone}, nil},
 	{"BumpHeadReturning", func(c Capabilities) bool { return c.BumpHeadReturning }, []string{qBumpHeadReturning}, nil},
 	{"AppendStatement", func(c Capabilities) bool { return c.AppendStatement }, []string{qAppendRecord, qAppendRecords}, nil},
+	{"ReadyFloor", func(c Capabilities) bool { return c.ReadyFloor }, []string{qRaiseReadyFloor}, nil},
 }
 
 // optionalQueries lists the queries that only some dialects define, each
@@ -115,6 +122,9 @@ func (c Capabilities) optionalIn() []string {
 // a query that one of them needs is missing, or an optional query is
 // defined that none of them uses.
 func (c Capabilities) check(queries map[string]string) error {
+	if c.ReadyFloor && !c.LeaseStatement {
+		return fmt.Errorf("capability ReadyFloor needs LeaseStatement")
+	}
 	for _, cq := range capabilityQueries {
 		need, unused := cq.with, cq.without
 		if !cq.has(c) {

@@ -75,6 +75,9 @@ type writeReq struct {
 	queue      queueRow
 	err        error
 	signals    []string
+	// floor is what a lease statement saw of the queue's ready floor,
+	// heard once the group has committed (capability ReadyFloor).
+	floor *floorSeen
 	// keys are the entities whose counter or head rows the request takes,
 	// read from its parameters when it is submitted, for stalls.
 	keys []entityKey
@@ -323,6 +326,9 @@ func (c *committer) finish(batch []*writeReq, err error) {
 			// (Perhaps committed: a leaser woken for nothing looks again.)
 			for _, key := range r.signals {
 				c.e.hub.Signal(key)
+			}
+			if r.floor != nil && r.err == nil {
+				c.e.noteReadyFloor(r.t, r.lease.Queue, r.floor.floor, r.floor.next)
 			}
 		}
 		close(r.done)

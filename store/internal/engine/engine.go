@@ -5,6 +5,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -46,6 +47,10 @@ type Config struct {
 	// Unprepared sends every query with its text instead of preparing it
 	// (a connection pooler that does not keep prepared statements).
 	Unprepared bool
+	// ReadyFloorGap is how far a queue's ready floor may fall behind its
+	// first ready message before a lease raises it (capability
+	// ReadyFloor): 0 is defaultReadyFloorGap. Tests make it small.
+	ReadyFloorGap int64
 }
 
 // Engine implements store.Backend.
@@ -84,6 +89,10 @@ type Engine struct {
 	// handled counts first records of handled events (MarkHandledTx),
 	// to delete the stale ones now and then.
 	handled atomic.Int64
+	// floors holds what the engine knows of the queues' ready floors
+	// (*floorState by queueID); floorGap is Config.ReadyFloorGap.
+	floors   sync.Map
+	floorGap int64
 }
 
 // maxRetries bounds how often a transaction is retried after a deadlock,
@@ -108,6 +117,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		limits: cfg.Limits.WithDefaults(), log: log, hub: NewHub(), onClose: cfg.OnClose,
 		stmts: make(map[stmtKey]*sql.Stmt), keepPools: cfg.KeepPools,
 		unprepared: cfg.Unprepared,
+		floorGap:   cmp.Or(cfg.ReadyFloorGap, defaultReadyFloorGap),
 	}
 	e.stopping, e.stop = context.WithCancel(context.Background())
 	if e.r == nil {

@@ -206,6 +206,7 @@ func resetResults(batch []*writeReq) {
 		r.seqs, r.appRes, r.settled, r.leased, r.err, r.signals = nil, store.AppendResult{}, nil, nil, nil, nil
 		r.appendedAt = 0
 		r.allSeqs, r.routed = nil, nil
+		r.floor = nil
 	}
 }
 

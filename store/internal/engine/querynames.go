@@ -106,6 +106,7 @@ const (
 	qPeekMessages               = "PeekMessages"
 	qPeekMessagesBySeqs         = "PeekMessagesBySeqs"
 	qQueueStats                 = "QueueStats"
+	qRaiseReadyFloor            = "RaiseReadyFloor"
 	qReadRecords                = "ReadRecords"
 	qReadStreamRecords          = "ReadStreamRecords"
 	qRecordMigration            = "RecordMigration"

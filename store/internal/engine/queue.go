@@ -218,6 +218,7 @@ func (s *tenantStore) DeleteQueue(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("sluice: delete queue: %w", err)
 	}
+	s.e.forgetReadyFloor(s.t, name)
 	return nil
 }
 

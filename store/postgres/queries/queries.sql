@@ -127,6 +127,12 @@ DELETE FROM sluice_queues WHERE service = $1 AND provider = $2 AND name = $3;
 
 -- name: DeleteQueueMessages
 -- args: service, provider, name
+-- With the queue's ready floors. It runs after DeleteQueue, whose lock on
+-- the queue's row waits for a RaiseReadyFloor in progress: this statement
+-- sees the floor that one inserted.
+WITH f AS (
+    DELETE FROM sluice_ready_floors WHERE service = $1 AND provider = $2 AND queue = $3
+)
 DELETE FROM sluice_messages WHERE service = $1 AND provider = $2 AND queue = $3;
 
 -- name: DeleteQueueSessions
@@ -309,12 +315,18 @@ WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
 -- args: service, provider, queue, session_id, lock_token
 -- The messages a releasing holder had leased become available (or
 -- deferred) again, their delivery given back: a release is not a
--- delivery.
-UPDATE sluice_messages
-SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
-    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
-WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = 1
-  AND lock_token = $5::bigint;
+-- delivery. The queue's ready floor comes down to the first of those
+-- ready again, as in MakeReady.
+WITH u AS (
+    UPDATE sluice_messages
+    SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+        delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
+    WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = 1
+      AND lock_token = $5::bigint
+    RETURNING seq, state
+)
+INSERT INTO sluice_ready_floors (service, provider, queue, seq)
+SELECT $1::text, $2::text, $3::text, min(seq) FROM u WHERE state = 0 HAVING count(*) > 0;
 
 -- name: GetSessionState
 -- args: service, provider, queue, session_id
@@ -431,21 +443,34 @@ FOR UPDATE SKIP LOCKED;
 
 -- name: MakeReady
 -- args: service, provider, queue, seqs
--- Ready again, or deferred again for a message that was deferred.
-UPDATE sluice_messages
-SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
-WHERE (service, provider, queue, seq) IN (
-    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
+-- Ready again, or deferred again for a message that was deferred. The
+-- queue's ready floor comes down to the first of those ready again, in
+-- the same transaction (see sluice_ready_floors): an insert, which waits
+-- for no other transaction.
+WITH u AS (
+    UPDATE sluice_messages
+    SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
+    WHERE (service, provider, queue, seq) IN (
+        SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]))
+    RETURNING seq, state
+)
+INSERT INTO sluice_ready_floors (service, provider, queue, seq)
+SELECT $1::text, $2::text, $3::text, min(seq) FROM u WHERE state = 0 HAVING count(*) > 0;
 
 -- name: ReleaseMessages
 -- args: service, provider, queue, seqs
 -- As MakeReady, giving back the delivery the lease counted: a release is
 -- not a delivery.
-UPDATE sluice_messages
-SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
-    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
-WHERE (service, provider, queue, seq) IN (
-    SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]));
+WITH u AS (
+    UPDATE sluice_messages
+    SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+        delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
+    WHERE (service, provider, queue, seq) IN (
+        SELECT $1::text, $2::text, $3::text, unnest($4::bigint[]))
+    RETURNING seq, state
+)
+INSERT INTO sluice_ready_floors (service, provider, queue, seq)
+SELECT $1::text, $2::text, $3::text, min(seq) FROM u WHERE state = 0 HAVING count(*) > 0;
 
 -- name: MakeDeferred
 -- args: service, provider, queue, seqs
@@ -597,11 +622,15 @@ WHERE (d.service, d.provider, d.queue, d.dedup_key) = (r.service, r.provider, r.
 -- args: service, provider, queue, now, limit
 -- The first ready, unexpired rows in sequence order, with all columns.
 -- "state = 0" matches the partial index sluice_messages_ready, which holds
--- ready rows only. Rows another leaser is taking are skipped.
+-- ready rows only; the scan starts at the queue's ready floor, past the
+-- dead entries of rows leased since the last vacuum. Rows another leaser
+-- is taking are skipped.
 SELECT seq, state, visible_at, expires_at, delivery_count, enqueued_at,
        message_id, session_id, partition_key, content_type, properties, CASE WHEN sluice_messages.body_id IS NULL THEN sluice_messages.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = sluice_messages.service AND b.provider = sluice_messages.provider AND b.id = sluice_messages.body_id) END AS payload, headers
 FROM sluice_messages
 WHERE service = $1 AND provider = $2 AND queue = $3 AND state = 0
+  AND seq >= (SELECT coalesce(min(f.seq), 0) FROM sluice_ready_floors AS f
+              WHERE f.service = $1 AND f.provider = $2 AND f.queue = $3)
   AND (expires_at IS NULL OR expires_at > $4::bigint)
 ORDER BY seq
 LIMIT $5
@@ -740,8 +769,14 @@ SELECT last_seq FROM q;
 -- the queue does not exist or requires sessions (its messages are leased
 -- only under a session's lock: the general path reports it). When a lease
 -- or schedule has ended (next_due <= now) it takes nothing: those rows
--- must be resolved first, in a transaction, to keep sequence order.
-WITH q AS (
+-- must be resolved first, in a transaction, to keep sequence order. The
+-- scan starts at the queue's ready floor, which every row returns as its
+-- last column: the engine raises a floor it finds far behind the first
+-- row taken (RaiseReadyFloor).
+WITH fl AS (
+    SELECT coalesce(min(seq), 0) AS floor FROM sluice_ready_floors
+    WHERE service = $1 AND provider = $2 AND queue = $3
+), q AS (
     SELECT max_delivery, default_ttl_ms, dead_letter_expired, dead_retention_ms,
            evict_interval_ms, evict_batch, evict_at, last_seq,
            floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now,
@@ -760,6 +795,7 @@ WITH q AS (
     FROM (SELECT m.service, m.provider, m.queue, m.seq
           FROM sluice_messages AS m, q
           WHERE m.service = $1 AND m.provider = $2 AND m.queue = $3 AND m.state = 0
+            AND m.seq >= (SELECT floor FROM fl)
             AND (m.expires_at IS NULL OR m.expires_at > q.now)
             AND (q.next_due IS NULL OR q.next_due > q.now)
           ORDER BY m.seq
@@ -776,7 +812,44 @@ WITH q AS (
               m.message_id, m.session_id, m.partition_key, m.content_type, m.properties, CASE WHEN m.body_id IS NULL THEN m.payload ELSE (SELECT b.payload FROM sluice_bodies AS b WHERE b.service = m.service AND b.provider = m.provider AND b.id = m.body_id) END AS payload,
               m.headers
 )
-SELECT q.*, u.* FROM q LEFT JOIN u ON true ORDER BY u.seq;
+SELECT q.*, u.*, (SELECT floor FROM fl) AS ready_floor FROM q LEFT JOIN u ON true ORDER BY u.seq;
+
+-- name: RaiseReadyFloor
+-- args: service, provider, queue
+-- Moves the queue's ready floor (see sluice_ready_floors) up to its first
+-- ready message, or to its next number if none is ready, as this
+-- statement's snapshot sees them: it inserts that floor and deletes the
+-- floors the snapshot sees, while a message made ready since keeps the
+-- floor its own statement inserted. The scan starts at the old floor, so
+-- it steps over the dead index entries below the new one once for every
+-- lease after it. The snapshot's last_seq, not the locked row's (a lock
+-- reads the latest version): a message numbered after the snapshot is
+-- invisible to the scan but numbered past that last_seq. The queue's row
+-- is locked FOR KEY SHARE, which no send, lease or settle conflicts with
+-- but DeleteQueue waits for; a queue deleted meanwhile gets no floor.
+WITH s AS (
+    SELECT last_seq FROM sluice_queues
+    WHERE service = $1 AND provider = $2 AND name = $3
+), k AS (
+    SELECT 1 FROM sluice_queues
+    WHERE service = $1 AND provider = $2 AND name = $3
+    FOR KEY SHARE
+), n AS (
+    SELECT coalesce(
+        (SELECT m.seq FROM sluice_messages AS m
+         WHERE m.service = $1 AND m.provider = $2 AND m.queue = $3 AND m.state = 0
+           AND m.seq >= (SELECT coalesce(min(f.seq), 0) FROM sluice_ready_floors AS f
+                         WHERE f.service = $1 AND f.provider = $2 AND f.queue = $3)
+         ORDER BY m.seq LIMIT 1),
+        s.last_seq + 1) AS floor
+    FROM s, k
+), d AS (
+    DELETE FROM sluice_ready_floors AS f
+    USING n
+    WHERE f.service = $1 AND f.provider = $2 AND f.queue = $3
+)
+INSERT INTO sluice_ready_floors (service, provider, queue, seq)
+SELECT $1::text, $2::text, $3::text, floor FROM n;
 
 -- name: SelectHeld
 -- args: service, provider, queue, now, seqs

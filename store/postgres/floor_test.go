@@ -1,0 +1,370 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/sluicetype"
+	"github.com/sluicehq/sluice/store"
+	"github.com/sluicehq/sluice/store/postgres"
+	"github.com/sluicehq/sluice/store/storetest"
+)
+
+// TestConformanceRaisingFloors runs the conformance suite with every
+// queue's ready floor raised after nearly every lease: whatever a lease,
+// a settle or a delete does, a raise may run beside it.
+func TestConformanceRaisingFloors(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	storetest.Run(t, func(t *testing.T) store.Backend {
+		b, err := postgres.OpenRaisingFloors(t.Context(), postgres.Config{DSN: dsn, Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		return b
+	})
+}
+
+// floorEnv is a backend that raises floors after nearly every lease, a
+// tenant's store on it, and a connection to its schema to read the
+// floors.
+type floorEnv struct {
+	t    *testing.T
+	st   store.Store
+	tn   store.Tenant
+	conn *pgx.Conn
+}
+
+func newFloorEnv(t *testing.T) *floorEnv {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	b, err := postgres.OpenRaisingFloors(t.Context(), postgres.Config{DSN: dsn, Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	conn, err := pgx.Connect(t.Context(), withParam(dsn, "search_path", schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	tn := store.Tenant{Service: "floors", Provider: "test"}
+	return &floorEnv{t: t, st: tenantStore(t, b, tn), tn: tn, conn: conn}
+}
+
+// floor is the queue's ready floor as the database has it.
+func (e *floorEnv) floor(queue string) int64 {
+	e.t.Helper()
+	var f int64
+	err := e.conn.QueryRow(e.t.Context(), `SELECT coalesce(min(seq), 0) FROM sluice_ready_floors
+		WHERE service = $1 AND provider = $2 AND queue = $3`, e.tn.Service, e.tn.Provider, queue).Scan(&f)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return f
+}
+
+// waitFloor waits for the engine's raise to lift the queue's floor to at
+// least want.
+func (e *floorEnv) waitFloor(queue string, want int64) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for e.floor(queue) < want {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("queue %s: floor %d after 30s, want at least %d", queue, e.floor(queue), want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// stranded lists, in one snapshot, the queue's ready messages below its
+// floor: messages no lease would ever find.
+func (e *floorEnv) stranded(ctx context.Context, queue string) ([]int64, error) {
+	rows, err := e.conn.Query(ctx, `SELECT seq FROM sluice_messages
+		WHERE service = $1 AND provider = $2 AND queue = $3 AND state = 0
+		  AND seq < (SELECT coalesce(min(seq), 0) FROM sluice_ready_floors
+		             WHERE service = $1 AND provider = $2 AND queue = $3)
+		ORDER BY seq`, e.tn.Service, e.tn.Provider, queue)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int64])
+}
+
+func (e *floorEnv) create(queue string, maxDelivery int) {
+	e.t.Helper()
+	if err := e.st.CreateQueue(e.t.Context(), &store.QueueSettings{Name: queue, MaxDeliveryCount: maxDelivery}); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func (e *floorEnv) enqueue(queue string, n int) {
+	e.t.Helper()
+	for sent := 0; sent < n; {
+		msgs := make([]store.NewMessage, min(500, n-sent))
+		for i := range msgs {
+			msgs[i].Payload = []byte(fmt.Sprint(sent + i))
+		}
+		if _, err := e.st.Enqueue(e.t.Context(), &store.EnqueueParams{Queue: queue, Messages: msgs}); err != nil {
+			e.t.Fatal(err)
+		}
+		sent += len(msgs)
+	}
+}
+
+func (e *floorEnv) lease(queue string, n int, visibility time.Duration) []sluicetype.Leased {
+	e.t.Helper()
+	got, err := e.st.Lease(e.t.Context(), &store.LeaseParams{Queue: queue, Max: n, Visibility: visibility})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return got
+}
+
+func (e *floorEnv) settle(queue string, action store.SettleAction, ls ...sluicetype.Leased) {
+	e.t.Helper()
+	receipts := make([]sluicetype.Receipt, len(ls))
+	for i, l := range ls {
+		receipts[i] = l.Receipt
+	}
+	res, err := e.st.Settle(e.t.Context(), &store.SettleParams{Queue: queue, Action: action, Receipts: receipts})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			e.t.Fatalf("%s: %v", action, r.Err)
+		}
+	}
+}
+
+// seqs are the numbers of leased messages.
+func seqs(ls []sluicetype.Leased) []int64 {
+	out := make([]int64, len(ls))
+	for i, l := range ls {
+		out[i] = l.Message.Seq
+	}
+	return out
+}
+
+// raised leases 60 of 100 messages for an hour, then one more, which
+// finds the floor at 0, 61 behind: the engine raises it past them.
+func (e *floorEnv) raised(queue string) []sluicetype.Leased {
+	e.t.Helper()
+	e.create(queue, 0)
+	e.enqueue(queue, 100)
+	held := e.lease(queue, 60, time.Hour)
+	held = append(held, e.lease(queue, 1, time.Hour)...)
+	if len(held) != 61 || held[60].Message.Seq != 61 {
+		e.t.Fatalf("leased %v, want 1..61", seqs(held))
+	}
+	e.waitFloor(queue, 62)
+	return held
+}
+
+// TestReadyFloor: a floor raised past the leased messages comes down for
+// every way a message becomes ready again, at once, and a deleted queue
+// takes its floor with it.
+func TestReadyFloor(t *testing.T) {
+	e := newFloorEnv(t)
+
+	t.Run("abandon and release", func(t *testing.T) {
+		held := e.raised("abandon")
+		e.settle("abandon", store.Abandon, held[4])
+		if f := e.floor("abandon"); f > 5 {
+			t.Fatalf("floor %d after the abandon of 5", f)
+		}
+		if got := seqs(e.lease("abandon", 1, time.Hour)); len(got) != 1 || got[0] != 5 {
+			t.Fatalf("after the abandon of 5, leased %v, want [5]", got)
+		}
+		e.settle("abandon", store.Release, held[6])
+		if got := seqs(e.lease("abandon", 2, time.Hour)); len(got) != 2 || got[0] != 7 || got[1] != 62 {
+			t.Fatalf("after the release of 7, leased %v, want [7 62]", got)
+		}
+	})
+
+	t.Run("a lease that ends", func(t *testing.T) {
+		e.create("ended", 0)
+		e.enqueue("ended", 100)
+		e.lease("ended", 50, time.Hour)
+		short := e.lease("ended", 10, 200*time.Millisecond)
+		e.waitFloor("ended", 61)
+		for time.Now().Before(short[9].LockedUntil.Add(10 * time.Millisecond)) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if got := seqs(e.lease("ended", 3, time.Hour)); len(got) != 3 || got[0] != 51 || got[2] != 53 {
+			t.Fatalf("after leases of 51..60 ended, leased %v, want [51 52 53]", got)
+		}
+	})
+
+	t.Run("delete and create again", func(t *testing.T) {
+		e.raised("again")
+		if err := e.st.DeleteQueue(t.Context(), "again"); err != nil {
+			t.Fatal(err)
+		}
+		if f := e.floor("again"); f != 0 {
+			t.Fatalf("the deleted queue left floor %d", f)
+		}
+		e.create("again", 0)
+		e.enqueue("again", 3)
+		if got := seqs(e.lease("again", 10, time.Hour)); len(got) != 3 || got[0] != 1 {
+			t.Fatalf("the new queue leased %v, want [1 2 3]", got)
+		}
+	})
+}
+
+// TestReadyFloorRaces: consumers abandon, release and complete at random
+// while the engine raises the floor after nearly every lease and another
+// connection raises it in a loop. No snapshot ever shows a ready message
+// below the floor, and every message is completed.
+func TestReadyFloorRaces(t *testing.T) {
+	e := newFloorEnv(t)
+	const (
+		queue     = "races"
+		total     = 1500
+		consumers = 4
+	)
+	e.create(queue, 1000)
+	e.enqueue(queue, total)
+
+	raise, err := postgres.RaiseReadyFloorSQL()
+	if err != nil || raise == "" {
+		t.Fatalf("RaiseReadyFloor: %q, %v", raise, err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var (
+		completed atomic.Int64
+		raises    atomic.Int64
+		watchers  sync.WaitGroup
+		mu        sync.Mutex
+		bad       []string
+	)
+	report := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(bad) < 10 {
+			bad = append(bad, fmt.Sprintf(format, args...))
+		}
+	}
+	raiser := tenantConn(t, e)
+	checker := tenantConn(t, e)
+	watchers.Add(2)
+	go func() {
+		defer watchers.Done()
+		for ctx.Err() == nil {
+			if _, err := raiser.Exec(ctx, raise, e.tn.Service, e.tn.Provider, queue); err != nil && ctx.Err() == nil {
+				report("raise: %v", err)
+				return
+			}
+			raises.Add(1)
+		}
+	}()
+	go func() {
+		defer watchers.Done()
+		check := &floorEnv{t: t, tn: e.tn, conn: checker}
+		for ctx.Err() == nil {
+			s, err := check.stranded(ctx, queue)
+			if err != nil && ctx.Err() == nil {
+				report("check: %v", err)
+				return
+			}
+			if len(s) > 0 {
+				report("ready below the floor: %v", s)
+			}
+		}
+	}()
+
+	var wg sync.WaitGroup
+	for c := range consumers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(c), 19))
+			idle := time.Now()
+			for completed.Load() < total && ctx.Err() == nil {
+				got, err := e.st.Lease(ctx, &store.LeaseParams{Queue: queue, Max: 8, Visibility: time.Minute})
+				if err != nil {
+					report("lease: %v", err)
+					return
+				}
+				if len(got) == 0 {
+					// Others hold what is left, or a message is stranded:
+					// nothing completes for long only in the second case.
+					if time.Since(idle) > 20*time.Second {
+						report("no message completed for 20s at %d of %d", completed.Load(), total)
+						return
+					}
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				var done, again, back []sluicetype.Receipt
+				for _, l := range got {
+					switch r := rng.IntN(10); {
+					case r < 2:
+						again = append(again, l.Receipt)
+					case r < 3:
+						back = append(back, l.Receipt)
+					default:
+						done = append(done, l.Receipt)
+					}
+				}
+				for _, s := range []struct {
+					action   store.SettleAction
+					receipts []sluicetype.Receipt
+				}{{store.Abandon, again}, {store.Release, back}, {store.Complete, done}} {
+					if len(s.receipts) == 0 {
+						continue
+					}
+					res, err := e.st.Settle(ctx, &store.SettleParams{Queue: queue, Action: s.action, Receipts: s.receipts})
+					if err != nil {
+						report("%s: %v", s.action, err)
+						return
+					}
+					for _, r := range res {
+						if r.Err != nil {
+							report("%s: %v", s.action, r.Err)
+							return
+						}
+					}
+				}
+				if len(done) > 0 {
+					completed.Add(int64(len(done)))
+					idle = time.Now()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	cancel()
+	watchers.Wait()
+	for _, b := range bad {
+		t.Error(b)
+	}
+	if n := completed.Load(); n != total {
+		t.Fatalf("completed %d of %d", n, total)
+	}
+	if raises.Load() == 0 {
+		t.Fatal("the raiser never raised the floor")
+	}
+	t.Logf("%d messages completed beside %d raises of the floor", total, raises.Load())
+}
+
+// tenantConn is another connection to e's schema.
+func tenantConn(t *testing.T, e *floorEnv) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.ConnectConfig(t.Context(), e.conn.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
