@@ -495,3 +495,30 @@ func processorBounds(t *testing.T, c *sluice.Client) {
 		}
 	}
 }
+
+// Receiver.Release hands messages back at once without counting a
+// delivery: on a queue that allows one delivery, released messages come
+// again with delivery count 1, in sequence order whatever the order of
+// the releases; a released message's receipt no longer settles.
+func TestReceiverRelease(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		q := createQueue(t, c, &sluice.QueueProperties{MaxDeliveryCount: 1})
+		send(t, newSender(t, c, q), "a", "b", "c")
+		r := newReceiver(t, c, q, sluice.PeekLock)
+		got := receive(t, r, 3)
+		for _, m := range []*sluice.ReceivedMessage{got[2], got[1]} {
+			if err := r.Release(t.Context(), m); err != nil {
+				t.Fatalf("release %s: %v", m.Body, err)
+			}
+		}
+		wantErr(t, "complete a released message", r.Complete(t.Context(), got[1]), sluice.ErrLockLost)
+		again := receive(t, r, 2)
+		if string(again[0].Body) != "b" || string(again[1].Body) != "c" || again[0].DeliveryCount != 1 || again[1].DeliveryCount != 1 {
+			t.Fatalf("after the releases: %s (delivery %d), %s (delivery %d); want b and c, each on delivery 1",
+				again[0].Body, again[0].DeliveryCount, again[1].Body, again[1].DeliveryCount)
+		}
+		if reasons, err := c.DeadLetterReasons(t.Context(), q); err != nil || len(reasons) != 0 {
+			t.Fatalf("dead letters after the releases: %v, %v", reasons, err)
+		}
+	})
+}

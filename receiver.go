@@ -479,9 +479,19 @@ func (r *Receiver) Abandon(ctx context.Context, m *ReceivedMessage, opts *Abando
 	return r.settle(ctx, "abandon", m, p, changes)
 }
 
-// release hands a message back without counting a delivery, for a
-// consumer that shuts down (a dead letter, which counts none, is
-// abandoned).
+// Release hands a message back to its entity at once without counting a
+// delivery: for a consumer that received ahead of what it handles and
+// will not handle m (one that shuts down, or an adapter that must give
+// back what it received after a message that failed, to keep the order).
+// It is not for a message that failed: Abandon that one, which counts
+// its delivery. A dead letter, which counts none, is abandoned. As
+// Abandon, it fails with ErrLockLost when m's lock has ended.
+func (r *Receiver) Release(ctx context.Context, m *ReceivedMessage) error {
+	return r.release(ctx, m)
+}
+
+// release does Release's work; a Processor releases what it will not
+// hand to its handler.
 func (r *Receiver) release(ctx context.Context, m *ReceivedMessage) error {
 	if r.dead {
 		return r.Abandon(ctx, m, nil)

@@ -1,0 +1,123 @@
+package watermill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	wm "github.com/ThreeDotsLabs/watermill"
+	"github.com/sluicehq/sluice"
+)
+
+// ErrClosed is returned by a Publisher's or a Subscriber's calls after it
+// was closed.
+var ErrClosed = errors.New("sluice/watermill: closed")
+
+// Entities says what a Watermill topic names in sluice.
+type Entities int
+
+const (
+	// Queues: a topic is a queue, whose subscribers compete for its
+	// messages.
+	Queues Entities = iota
+	// Topics: a topic is a sluice topic, and a subscriber's consumer group
+	// one of its subscriptions.
+	Topics
+)
+
+// String names the kind.
+func (e Entities) String() string {
+	switch e {
+	case Queues:
+		return "queues"
+	case Topics:
+		return "topics"
+	}
+	return fmt.Sprintf("Entities(%d)", int(e))
+}
+
+// DefaultMaxLockRenewal is how long a subscriber renews the lock of a
+// message it handed out, waiting for its Ack or Nack, unless the Config
+// says otherwise: as sluice's Processor does.
+const DefaultMaxLockRenewal = 5 * time.Minute
+
+// Config configures a Publisher or a Subscriber. The zero value publishes
+// to, and receives from, queues that exist.
+type Config struct {
+	// Entities is what a Watermill topic names: Queues (the default) or
+	// Topics.
+	Entities Entities
+	// ConsumerGroup is the subscription a Subscriber of Topics receives
+	// from (required there; a Publisher and a Subscriber of Queues refuse
+	// one).
+	ConsumerGroup string
+	// AutoCreate creates a missing queue, topic or subscription when a
+	// call needs it, with the properties below (nil: sluice's defaults).
+	AutoCreate             bool
+	QueueProperties        *sluice.QueueProperties
+	TopicProperties        *sluice.TopicProperties
+	SubscriptionProperties *sluice.SubscriptionProperties
+	// PrefetchCount is how many messages a subscription receives ahead of
+	// the one it has handed out, saving a round trip a message. It needs a
+	// client that hands messages back without counting a delivery (the
+	// library's *sluice.Client; through the network client a subscription
+	// receives one at a time): a subscription that ends, or whose message
+	// is nacked, hands back what it received ahead, so that the nacked
+	// message comes first again. 0 receives one at a time; negative is
+	// refused.
+	PrefetchCount int
+	// Retry keeps a nacked message hidden for the delay it returns for
+	// the message's delivery count (sluice.ExponentialBackoff, for one);
+	// nil delivers it again at once.
+	Retry sluice.RetryPolicy
+	// MaxLockRenewal is how long a Subscriber renews the lock of a message
+	// it handed out while it waits for its Ack or Nack: 0 is
+	// DefaultMaxLockRenewal; negative, never. A message whose lock ends is
+	// delivered again, and its Ack then fails (logged).
+	MaxLockRenewal time.Duration
+	// Logger hears what a Subscriber cannot report through its channel: a
+	// failed receive or settlement. Nil discards it.
+	Logger wm.LoggerAdapter
+}
+
+// check refuses a Config that names no known kind, or a consumer group
+// where none applies; subscriber says a Subscriber uses it.
+func (c *Config) check(subscriber bool) error {
+	switch {
+	case c.Entities != Queues && c.Entities != Topics:
+		return fmt.Errorf("sluice/watermill: unknown entities %v: %w", c.Entities, sluice.ErrInvalidArgument)
+	case c.Entities == Topics && subscriber && c.ConsumerGroup == "":
+		return fmt.Errorf("sluice/watermill: a subscriber of topics needs a consumer group (the subscription): %w", sluice.ErrInvalidArgument)
+	case c.ConsumerGroup != "" && !(c.Entities == Topics && subscriber):
+		return fmt.Errorf("sluice/watermill: a consumer group applies to a subscriber of topics only: %w", sluice.ErrInvalidArgument)
+	case c.PrefetchCount < 0:
+		return fmt.Errorf("sluice/watermill: prefetch count %d: must not be negative: %w", c.PrefetchCount, sluice.ErrInvalidArgument)
+	}
+	if c.Logger == nil {
+		c.Logger = wm.NopLogger{}
+	}
+	return nil
+}
+
+// ensure creates the entity a topic names, and for a subscriber of
+// Topics its subscription, unless they exist.
+func (c *Config) ensure(ctx context.Context, client sluice.API, topic string, subscriber bool) error {
+	var err error
+	switch c.Entities {
+	case Queues:
+		_, err = client.CreateQueue(ctx, topic, c.QueueProperties)
+	case Topics:
+		_, err = client.CreateTopic(ctx, topic, c.TopicProperties)
+	}
+	if err != nil && !errors.Is(err, sluice.ErrEntityExists) {
+		return err
+	}
+	if c.Entities == Topics && subscriber {
+		_, err = client.CreateSubscription(ctx, topic, c.ConsumerGroup, c.SubscriptionProperties)
+		if err != nil && !errors.Is(err, sluice.ErrEntityExists) {
+			return err
+		}
+	}
+	return nil
+}

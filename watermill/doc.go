@@ -1,0 +1,35 @@
+// Package watermill runs code written against Watermill
+// (github.com/ThreeDotsLabs/watermill) on sluice: a Publisher and a
+// Subscriber that implement Watermill's message.Publisher and
+// message.Subscriber over sluice's queues or topics, on either client
+// (the library's, or the network client's).
+//
+// A Watermill topic names a sluice entity of the kind the Config says:
+//
+//   - Queues (the default): the topic is a queue. Every subscriber of a
+//     topic competes for its messages: each message goes to one of them.
+//   - Topics: the topic is a sluice topic and a subscriber's consumer
+//     group one of its subscriptions. Every group gets every message
+//     published after the group's subscription was created
+//     (SubscribeInitialize creates it); the subscribers of one group
+//     compete, as Watermill's consumer groups do.
+//
+// A message's UUID travels as its MessageID, so duplicate detection
+// applies where the entity has it, and its metadata as application
+// properties. A subscriber hands out one message at a time and waits for
+// its Ack or Nack before the next, as Watermill's subscribers do: Ack
+// completes the message; Nack abandons it, after the Config's retry
+// delay if any, which counts a delivery, so that a message nacked
+// MaxDeliveryCount times is dead-lettered, as Service Bus does (raise
+// the entity's MaxDeliveryCount where Watermill's own middleware, such as
+// its poison queue, bounds retries instead). With one subscriber, and no
+// retry delay, messages come in the order they were sent, also across a
+// Nack. The lock of a message handed out is renewed until it is acked or
+// nacked, up to MaxLockRenewal. A message's context ends when it is acked
+// or nacked, or when its subscription ends.
+//
+// With Config.AutoCreate, a missing queue, topic or subscription is
+// created, with the Config's properties, by SubscribeInitialize, by
+// Subscribe and by Publish. Without it, they must exist (sluice's CLI,
+// dashboard or API create them).
+package watermill

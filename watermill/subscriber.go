@@ -1,0 +1,351 @@
+package watermill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"sync"
+	"time"
+
+	wm "github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/sluicehq/sluice"
+)
+
+// settleTimeout bounds one complete, abandon or lock renewal.
+const settleTimeout = 30 * time.Second
+
+// Acked messages are completed behind the subscription, up to
+// completeBatch at a time, with up to ackedBacklog waiting.
+const (
+	completeBatch = 100
+	ackedBacklog  = 256
+)
+
+// Receive errors are retried after a pause that grows from minPause to
+// maxPause.
+const (
+	minPause = 50 * time.Millisecond
+	maxPause = 5 * time.Second
+)
+
+// Subscriber receives Watermill messages from sluice queues or topic
+// subscriptions (message.Subscriber, message.SubscribeInitializer). It is
+// safe for concurrent use.
+type Subscriber struct {
+	client sluice.API
+	cfg    Config
+
+	mu      sync.Mutex
+	closed  bool
+	closing chan struct{}
+	running sync.WaitGroup
+}
+
+var (
+	_ message.Subscriber           = (*Subscriber)(nil)
+	_ message.SubscribeInitializer = (*Subscriber)(nil)
+)
+
+// NewSubscriber returns a Subscriber on client, which it does not close.
+func NewSubscriber(client sluice.API, cfg Config) (*Subscriber, error) {
+	if client == nil {
+		return nil, fmt.Errorf("sluice/watermill: new subscriber: no client: %w", sluice.ErrInvalidArgument)
+	}
+	if err := cfg.check(true); err != nil {
+		return nil, err
+	}
+	return &Subscriber{client: client, cfg: cfg, closing: make(chan struct{})}, nil
+}
+
+// entity is the queue or subscription a subscription to topic receives
+// from.
+func (s *Subscriber) entity(topic string) string {
+	if s.cfg.Entities == Topics {
+		return sluice.SubscriptionPath(topic, s.cfg.ConsumerGroup)
+	}
+	return topic
+}
+
+// SubscribeInitialize creates the queue, or the topic and the consumer
+// group's subscription, that a subscription to topic receives from,
+// unless they exist, when the Config says AutoCreate; otherwise it does
+// nothing. On Topics, a group gets the messages published after its
+// subscription exists.
+func (s *Subscriber) SubscribeInitialize(topic string) error {
+	if !s.cfg.AutoCreate {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if err := s.cfg.ensure(ctx, s.client, topic, true); err != nil {
+		return fmt.Errorf("sluice/watermill: initialize %s: %w", topic, err)
+	}
+	return nil
+}
+
+// Subscribe returns a channel of the messages of topic (of the consumer
+// group's subscription to it, on Topics). It hands out one message at a
+// time and sends the next once that one is acked or nacked. The channel
+// closes when ctx ends or the Subscriber is closed; a message handed out
+// and not yet acked is then abandoned, and comes again.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	if s.isClosed() {
+		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, ErrClosed)
+	}
+	if s.cfg.AutoCreate {
+		cctx, cancel := context.WithTimeout(ctx, settleTimeout)
+		err := s.cfg.ensure(cctx, s.client, topic, true)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, err)
+		}
+	}
+	r, err := s.client.MessageReceiver(s.entity(topic), nil)
+	if err != nil {
+		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, ErrClosed)
+	}
+	out := make(chan *message.Message)
+	ctx, cancel := context.WithCancel(ctx)
+	s.running.Add(2)
+	go func() {
+		// The subscription ends with its context or with the Subscriber.
+		defer s.running.Done()
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	go func() {
+		defer s.running.Done()
+		defer close(out)
+		defer cancel()
+		c := consumer{s: s, r: r, out: out, log: s.cfg.Logger.With(wm.LogFields{"topic": topic, "entity": r.Entity()})}
+		c.run(ctx)
+	}()
+	return out, nil
+}
+
+func (s *Subscriber) isClosed() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close ends every subscription and waits until their channels are
+// closed and the messages they had handed out are abandoned. The client
+// stays open.
+func (s *Subscriber) Close() error {
+	s.mu.Lock()
+	if !s.closed {
+		s.closed = true
+		close(s.closing)
+	}
+	s.mu.Unlock()
+	s.running.Wait()
+	return nil
+}
+
+// consumer is one subscription's loop.
+type consumer struct {
+	s   *Subscriber
+	r   sluice.MessageReceiver
+	out chan<- *message.Message
+	log wm.LoggerAdapter
+	// acked holds the messages acked and not yet completed.
+	acked chan *sluice.ReceivedMessage
+	// releaser hands back what the subscription received ahead; nil when
+	// the receiver cannot, and it receives one at a time.
+	releaser releaser
+}
+
+// releaser is a receiver that hands a message back without counting a
+// delivery (sluice.Receiver.Release).
+type releaser interface {
+	Release(ctx context.Context, m *sluice.ReceivedMessage) error
+}
+
+// run receives one message at a time and hands it out, until ctx ends.
+// Acked messages are completed in batches by a goroutine of their own,
+// so that the next message goes out while a completion commits; run
+// returns once they are.
+func (c *consumer) run(ctx context.Context) {
+	c.acked = make(chan *sluice.ReceivedMessage, ackedBacklog)
+	completed := make(chan struct{})
+	go func() {
+		defer close(completed)
+		c.complete()
+	}()
+	defer func() {
+		close(c.acked)
+		<-completed
+	}()
+	batch := 1
+	if rel, ok := c.r.(releaser); ok && c.s.cfg.PrefetchCount > 0 {
+		c.releaser, batch = rel, 1+c.s.cfg.PrefetchCount
+	}
+	pause := minPause
+	for ctx.Err() == nil {
+		got, err := c.r.Receive(ctx, batch)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			c.log.Error("receive failed; trying again", err, wm.LogFields{"after": pause})
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, maxPause)
+			continue
+		}
+		pause = minPause
+		for i, m := range got {
+			if !c.handOut(ctx, m) {
+				// Nacked, or the subscription ended: what was received
+				// ahead goes back, so that the nacked message comes first.
+				c.release(got[i+1:])
+				break
+			}
+		}
+	}
+}
+
+// release hands back messages received ahead.
+func (c *consumer) release(ms []*sluice.ReceivedMessage) {
+	for _, m := range ms {
+		c.settle(m, "release", func(ctx context.Context) error { return c.releaser.Release(ctx, m) })
+	}
+}
+
+// handOut sends m to the channel as a Watermill message and settles it
+// as its Ack or Nack says, renewing its lock meanwhile; if ctx ends
+// first it abandons m. It reports whether m was acked: otherwise what
+// was received after m goes back too.
+func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage) bool {
+	if !time.Now().Before(m.LockedUntil) {
+		// Received ahead, its lock ended while those before it were
+		// handled: it is delivered again, and those after it must not
+		// overtake it.
+		return false
+	}
+	id := m.MessageID
+	if id == "" {
+		// Sent without one (not through a Publisher): the sequence number
+		// names it as uniquely within the entity.
+		id = strconv.FormatInt(m.SequenceNumber, 10)
+	}
+	msg := message.NewMessage(id, m.Body)
+	maps.Copy(msg.Metadata, m.ApplicationProperties)
+	mctx, done := context.WithCancel(ctx)
+	defer done()
+	msg.SetContext(mctx)
+	select {
+	case c.out <- msg:
+	case <-ctx.Done():
+		c.abandonOrRelease(m)
+		return false
+	}
+	renewUntil := time.Now().Add(c.s.cfg.MaxLockRenewal)
+	if c.s.cfg.MaxLockRenewal == 0 {
+		renewUntil = time.Now().Add(DefaultMaxLockRenewal)
+	}
+	renew := time.NewTimer(renewIn(m.LockedUntil))
+	defer renew.Stop()
+	for {
+		select {
+		case <-msg.Acked():
+			c.acked <- m
+			return true
+		case <-msg.Nacked():
+			var opts *sluice.AbandonOptions
+			if c.s.cfg.Retry != nil {
+				if d := c.s.cfg.Retry.RetryDelay(m.DeliveryCount, nil); d > 0 {
+					opts = &sluice.AbandonOptions{Delay: d}
+				}
+			}
+			c.settle(m, "abandon", func(sctx context.Context) error { return c.r.Abandon(sctx, m, opts) })
+			return false
+		case <-ctx.Done():
+			select {
+			case <-msg.Acked():
+				c.acked <- m
+			default:
+				c.settle(m, "abandon", func(sctx context.Context) error { return c.r.Abandon(sctx, m, nil) })
+			}
+			return false
+		case <-renew.C:
+			if c.s.cfg.MaxLockRenewal < 0 || time.Now().After(renewUntil) {
+				continue
+			}
+			if c.settle(m, "renew the lock of", func(sctx context.Context) error { return c.r.RenewLock(sctx, m) }) {
+				renew.Reset(renewIn(m.LockedUntil))
+			}
+		}
+	}
+}
+
+// abandonOrRelease hands back a message that never went out: released
+// where the receiver can, so that no delivery is counted, else
+// abandoned.
+func (c *consumer) abandonOrRelease(m *sluice.ReceivedMessage) {
+	if c.releaser != nil {
+		c.release([]*sluice.ReceivedMessage{m})
+		return
+	}
+	c.settle(m, "abandon", func(ctx context.Context) error { return c.r.Abandon(ctx, m, nil) })
+}
+
+// complete completes the acked messages, as many at once as are waiting
+// (up to completeBatch), until acked is closed and drained.
+func (c *consumer) complete() {
+	batch := make([]*sluice.ReceivedMessage, 0, completeBatch)
+	for m := range c.acked {
+		batch = append(batch[:0], m)
+	more:
+		for len(batch) < completeBatch {
+			select {
+			case m, ok := <-c.acked:
+				if !ok {
+					break more
+				}
+				batch = append(batch, m)
+			default:
+				break more
+			}
+		}
+		c.settle(batch[0], "complete", func(ctx context.Context) error { return c.r.CompleteBatch(ctx, batch) })
+	}
+}
+
+// renewIn is when to renew a lock that ends at until: halfway there.
+func renewIn(until time.Time) time.Duration {
+	return max(time.Until(until)/2, 10*time.Millisecond)
+}
+
+// settle runs one settlement with a context of its own, so that it is
+// done even when the subscription has ended, and logs its failure: a
+// message whose lock was lost comes again. It reports whether f
+// succeeded.
+func (c *consumer) settle(m *sluice.ReceivedMessage, op string, f func(ctx context.Context) error) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	err := f(ctx)
+	if err != nil {
+		level := c.log.Error
+		if errors.Is(err, sluice.ErrLockLost) {
+			level = func(msg string, err error, fields wm.LogFields) { c.log.Info(msg+": "+err.Error(), fields) }
+		}
+		level("could not "+op+" a message", err, wm.LogFields{"message_id": m.MessageID, "sequence_number": m.SequenceNumber})
+	}
+	return err == nil
+}
