@@ -209,6 +209,53 @@ func TestReadyFloor(t *testing.T) {
 		}
 	})
 
+	t.Run("delete while a transaction makes a message ready", func(t *testing.T) {
+		held := e.raised("racing")
+		conn := tenantConn(t, e)
+		var pid int
+		if err := conn.QueryRow(t.Context(), "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			t.Fatal(err)
+		}
+		tx, err := conn.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(context.Background())
+		// The abandon holds message 5 and has inserted floor 5, uncommitted.
+		err = e.st.(store.TxSettler).SettleTx(t.Context(), postgres.WrapTx(tx), &store.SettleTxParams{SettleParams: store.SettleParams{
+			Queue: "racing", Action: store.Abandon, Receipts: []sluicetype.Receipt{held[4].Receipt}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		deleted := make(chan error, 1)
+		go func() { deleted <- e.st.DeleteQueue(context.Background(), "racing") }()
+		deadline := time.Now().Add(30 * time.Second)
+		for blocked := false; !blocked; {
+			if err := e.conn.QueryRow(t.Context(), `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+				WHERE $1::int = ANY (pg_blocking_pids(pid)))`, pid).Scan(&blocked); err != nil {
+				t.Fatal(err)
+			}
+			if !blocked && time.Now().After(deadline) {
+				t.Fatal("DeleteQueue never waited for the abandon's transaction")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := tx.Commit(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-deleted; err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := e.conn.QueryRow(t.Context(), `SELECT count(*) FROM sluice_ready_floors
+			WHERE service = $1 AND provider = $2 AND queue = 'racing'`, e.tn.Service, e.tn.Provider).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatalf("the deleted queue left %d floor rows", n)
+		}
+	})
+
 	t.Run("delete and create again", func(t *testing.T) {
 		e.raised("again")
 		if err := e.st.DeleteQueue(t.Context(), "again"); err != nil {
@@ -435,4 +482,80 @@ func indexPages(node map[string]any, index string) int {
 		n += indexPages(c, index)
 	}
 	return n
+}
+
+// The rows that keep a floor stay few when leases never find it far
+// behind: a message abandoned 300 times at the floor of a queue whose
+// leases would raise it only past a billion leaves at most a raise's
+// worth (64) of rows; a queue that requires sessions keeps none.
+func TestReadyFloorRowsStayFew(t *testing.T) {
+	dsn := testDSN(t)
+	schema := newSchema(t, dsn)
+	b, err := postgres.OpenWithFloorGap(t.Context(), postgres.Config{DSN: dsn, Schema: schema}, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	conn, err := pgx.Connect(t.Context(), withParam(dsn, "search_path", schema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	tn := store.Tenant{Service: "floors", Provider: "test"}
+	e := &floorEnv{t: t, st: tenantStore(t, b, tn), tn: tn, conn: conn}
+	rows := func(queue string) int {
+		var n int
+		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM sluice_ready_floors
+			WHERE service = $1 AND provider = $2 AND queue = $3`, tn.Service, tn.Provider, queue).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	e.create("again", 1000)
+	e.enqueue("again", 3)
+	for range 300 {
+		got := e.lease("again", 1, time.Hour)
+		if len(got) != 1 || got[0].Message.Seq != 1 {
+			t.Fatalf("leased %v, want [1]", seqs(got))
+		}
+		e.settle("again", store.Abandon, got...)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for n := rows("again"); n > 64; n = rows("again") {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows keep the floor after 300 abandons, want at most 64", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if f := e.floor("again"); f > 1 {
+		t.Fatalf("floor %d above the ready message 1", f)
+	}
+
+	if err := e.st.CreateQueue(t.Context(), &store.QueueSettings{Name: "sessions", RequiresSession: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.Enqueue(t.Context(), &store.EnqueueParams{Queue: "sessions", Messages: []store.NewMessage{{SessionID: "s", Payload: []byte("x")}}}); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		lock, err := e.st.AcceptSession(t.Context(), &store.AcceptSessionParams{Queue: "sessions", SessionID: "s", Duration: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := store.SessionParams{Queue: "sessions", SessionID: "s", Token: lock.Token}
+		got, err := e.st.LeaseSession(t.Context(), &store.LeaseSessionParams{SessionParams: sp, Max: 1})
+		if err != nil || len(got) != 1 {
+			t.Fatalf("lease of the session: %d messages, %v", len(got), err)
+		}
+		e.settle("sessions", store.Abandon, got...) // MakeReady
+		if _, err := e.st.LeaseSession(t.Context(), &store.LeaseSessionParams{SessionParams: sp, Max: 1}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.st.ReleaseSession(t.Context(), &sp); err != nil { // ReleaseSessionMessages
+			t.Fatal(err)
+		}
+	}
+	if n := rows("sessions"); n != 0 {
+		t.Fatalf("a queue that requires sessions keeps %d floor rows", n)
+	}
 }

@@ -64,8 +64,9 @@ type Capabilities struct {
 	// ReadyFloor says leases scan a queue's ready messages from its ready
 	// floor, which the statements that make messages ready again lower
 	// and the engine raises (query RaiseReadyFloor) when LeaseAlone, whose
-	// last column it then is, finds it far behind (see floor.go). It
-	// needs LeaseStatement.
+	// last column it then is, finds it far behind (see floor.go), and
+	// which a deleted queue's floors go with (DeleteQueueReadyFloors,
+	// after DeleteQueueMessages). It needs LeaseStatement.
 	ReadyFloor bool
 }
 
@@ -85,7 +86,7 @@ var capabilityQueries = []struct {
 	{"LeaseStatement", func(c Capabilities) bool { return c.LeaseStatement }, []string{qLeaseAlone}, nil},
 	{"BumpHeadReturning", func(c Capabilities) bool { return c.BumpHeadReturning }, []string{qBumpHeadReturning}, nil},
 	{"AppendStatement", func(c Capabilities) bool { return c.AppendStatement }, []string{qAppendRecord, qAppendRecords}, nil},
-	{"ReadyFloor", func(c Capabilities) bool { return c.ReadyFloor }, []string{qRaiseReadyFloor}, nil},
+	{"ReadyFloor", func(c Capabilities) bool { return c.ReadyFloor }, []string{qRaiseReadyFloor, qDeleteQueueReadyFloors}, nil},
 }
 
 // optionalQueries lists the queries that only some dialects define, each

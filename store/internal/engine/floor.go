@@ -27,6 +27,13 @@ import (
 // microseconds), and each raise steps over them once.
 const defaultReadyFloorGap = 1024
 
+// maxLowered is how many statements that lowered a queue's floor (each
+// inserting a row) a process runs before it raises the floor, whatever
+// the leases saw: a raise deletes the rows, which would otherwise pile up
+// on a queue whose messages are abandoned again and again close to its
+// floor.
+const maxLowered = 64
+
 // raiseTimeout bounds one raise: it is one statement over at most the
 // entries it steps over.
 const raiseTimeout = 30 * time.Second
@@ -42,6 +49,9 @@ type floorState struct {
 	// never leased: expired, awaiting eviction) costs a raise per gap,
 	// not one per lease.
 	raisedAt int64
+	// lowered counts the statements that lowered the floor since the
+	// last raise.
+	lowered int
 }
 
 // floorSeen is what a lease statement saw: the floor it scanned from,
@@ -56,15 +66,42 @@ func (e *Engine) noteReadyFloor(t store.Tenant, queue string, floor, next int64)
 	if next-floor <= e.floorGap {
 		return
 	}
-	v, _ := e.floors.LoadOrStore(queueID{t, queue}, &floorState{})
-	fs := v.(*floorState)
+	fs := e.floorState(t, queue)
 	fs.mu.Lock()
 	if fs.raising || next-fs.raisedAt <= e.floorGap {
 		fs.mu.Unlock()
 		return
 	}
-	fs.raising, fs.raisedAt = true, next
+	fs.raising, fs.raisedAt, fs.lowered = true, next, 0
 	fs.mu.Unlock()
+	e.startRaise(fs, t, queue)
+}
+
+// noteLowered hears that a statement lowered the queue's floor (inserted
+// a row), and raises the floor after maxLowered of them.
+func (e *Engine) noteLowered(t store.Tenant, queue string) {
+	if !e.d.Capabilities.ReadyFloor {
+		return
+	}
+	fs := e.floorState(t, queue)
+	fs.mu.Lock()
+	if fs.lowered++; fs.raising || fs.lowered < maxLowered {
+		fs.mu.Unlock()
+		return
+	}
+	fs.raising, fs.lowered = true, 0
+	fs.mu.Unlock()
+	e.startRaise(fs, t, queue)
+}
+
+func (e *Engine) floorState(t store.Tenant, queue string) *floorState {
+	v, _ := e.floors.LoadOrStore(queueID{t, queue}, &floorState{})
+	return v.(*floorState)
+}
+
+// startRaise raises the queue's floor on a goroutine of its own, and
+// clears fs.raising when it is done.
+func (e *Engine) startRaise(fs *floorState, t store.Tenant, queue string) {
 	e.closeMu.RLock()
 	defer e.closeMu.RUnlock()
 	if e.closed {

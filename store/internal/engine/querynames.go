@@ -35,6 +35,7 @@ const (
 	qDeleteQueueDeadLetters     = "DeleteQueueDeadLetters"
 	qDeleteQueueDedup           = "DeleteQueueDedup"
 	qDeleteQueueMessages        = "DeleteQueueMessages"
+	qDeleteQueueReadyFloors     = "DeleteQueueReadyFloors"
 	qDeleteQueueRoutedSchedules = "DeleteQueueRoutedSchedules"
 	qDeleteQueueSessions        = "DeleteQueueSessions"
 	qDeleteRecordRange          = "DeleteRecordRange"

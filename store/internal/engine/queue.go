@@ -198,6 +198,12 @@ func (s *tenantStore) DeleteQueue(ctx context.Context, name string) error {
 		if _, err := s.e.exec(ctx, tx, qDeleteQueueMessages, s.t.Service, s.t.Provider, name); err != nil {
 			return err
 		}
+		if s.e.d.Capabilities.ReadyFloor {
+			// After the messages: see the query.
+			if _, err := s.e.exec(ctx, tx, qDeleteQueueReadyFloors, s.t.Service, s.t.Provider, name); err != nil {
+				return err
+			}
+		}
 		if _, err := s.e.exec(ctx, tx, qDeleteQueueDedup, s.t.Service, s.t.Provider, name); err != nil {
 			return err
 		}

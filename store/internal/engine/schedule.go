@@ -70,6 +70,7 @@ func (e *Engine) resolveDue(ctx context.Context, tx querier, t store.Tenant, qr 
 		if _, err := e.exec(ctx, tx, qMakeReady, t.Service, t.Provider, qr.settings.Name, e.d.IntList(ready)); err != nil {
 			return res, err
 		}
+		e.noteLowered(t, qr.settings.Name)
 	}
 	activated, err := e.activate(ctx, tx, t, qr, scheduled)
 	if err != nil {

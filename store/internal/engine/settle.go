@@ -225,6 +225,7 @@ func (e *Engine) settleOne(ctx context.Context, tx querier, t store.Tenant, qr *
 		if _, err := e.exec(ctx, tx, qMakeReady, t.Service, t.Provider, qr.settings.Name, list); err != nil {
 			return err
 		}
+		e.noteLowered(t, qr.settings.Name)
 		key := QueueKey(t, qr.settings.Name)
 		r.signals = append(r.signals, key)
 		return e.notify(ctx, tx, key)
@@ -241,6 +242,7 @@ func (e *Engine) settleOne(ctx context.Context, tx querier, t store.Tenant, qr *
 		if _, err := e.exec(ctx, tx, qReleaseMessages, t.Service, t.Provider, qr.settings.Name, e.d.IntList(mine)); err != nil {
 			return err
 		}
+		e.noteLowered(t, qr.settings.Name)
 		key := QueueKey(t, qr.settings.Name)
 		r.signals = append(r.signals, key)
 		return e.notify(ctx, tx, key)

@@ -13,16 +13,20 @@
 -- inserted and deleted, never updated, so keeping the floor takes no row
 -- lock that a send, a lease or a settle could wait for:
 --   - a statement that makes messages ready again (MakeReady,
---     ReleaseMessages, ReleaseSessionMessages) inserts the least of their
---     numbers, lowering the floor in the same transaction;
+--     ReleaseMessages) inserts the least of their numbers, lowering the
+--     floor in the same transaction (a queue that requires sessions,
+--     whose messages are leased through its sessions, keeps none);
 --   - RaiseReadyFloor, which the engine runs now and then in a statement
 --     of its own, inserts the first ready number it sees (or the queue's
 --     next number if none is ready) and deletes the rows its snapshot
 --     sees. A message made ready after that snapshot keeps its own row.
+--     The engine raises a queue's floor after every 64 statements that
+--     lowered it too, so that its rows stay few.
 -- New messages are numbered past the queue's last_seq, never below a
--- floor. DeleteQueue deletes a queue's rows after its queue row, so that
--- no floor of a deleted queue strands a queue created under its name.
--- No primary key: two statements may insert the same number.
+-- floor. DeleteQueue deletes a queue's rows in a statement after the one
+-- that deletes its messages, and CreateQueue deletes any left: no floor
+-- of a deleted queue strands a queue created under its name. No primary
+-- key: two statements may insert the same number.
 CREATE TABLE sluice_ready_floors (
     service  TEXT   NOT NULL,
     provider TEXT   NOT NULL,

@@ -68,6 +68,12 @@ SELECT pg_notify('sluice', $1::text);
 -- args: service, provider, name, max_delivery, default_ttl_ms,
 --       dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch,
 --       attributes, dedup_window_ms, requires_session
+-- A new queue starts with no ready floor: one a deleted queue of the name
+-- left (DeleteQueueReadyFloors should leave none) would strand its
+-- messages. If the queue exists, the insert fails and deletes nothing.
+WITH f AS (
+    DELETE FROM sluice_ready_floors WHERE service = $1 AND provider = $2 AND queue = $3
+)
 INSERT INTO sluice_queues (service, provider, name, last_seq, max_delivery, default_ttl_ms,
     dead_letter_expired, dead_retention_ms, evict_interval_ms, evict_batch, attributes,
     dedup_window_ms, requires_session, evict_at, created_at)
@@ -127,13 +133,16 @@ DELETE FROM sluice_queues WHERE service = $1 AND provider = $2 AND name = $3;
 
 -- name: DeleteQueueMessages
 -- args: service, provider, name
--- With the queue's ready floors. It runs after DeleteQueue, whose lock on
--- the queue's row waits for a RaiseReadyFloor in progress: this statement
--- sees the floor that one inserted.
-WITH f AS (
-    DELETE FROM sluice_ready_floors WHERE service = $1 AND provider = $2 AND queue = $3
-)
 DELETE FROM sluice_messages WHERE service = $1 AND provider = $2 AND queue = $3;
+
+-- name: DeleteQueueReadyFloors
+-- args: service, provider, name
+-- The floors of a queue being deleted, in a statement after
+-- DeleteQueueMessages and so with a snapshot that sees every floor a
+-- transaction made ready then inserted: the message delete waited for
+-- it, on the message's row. A RaiseReadyFloor in progress has committed
+-- too: DeleteQueue's delete of the queue's row waited for its lock.
+DELETE FROM sluice_ready_floors WHERE service = $1 AND provider = $2 AND queue = $3;
 
 -- name: DeleteQueueSessions
 -- args: service, provider, name
@@ -315,18 +324,13 @@ WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4
 -- args: service, provider, queue, session_id, lock_token
 -- The messages a releasing holder had leased become available (or
 -- deferred) again, their delivery given back: a release is not a
--- delivery. The queue's ready floor comes down to the first of those
--- ready again, as in MakeReady.
-WITH u AS (
-    UPDATE sluice_messages
-    SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
-        delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
-    WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = 1
-      AND lock_token = $5::bigint
-    RETURNING seq, state
-)
-INSERT INTO sluice_ready_floors (service, provider, queue, seq)
-SELECT $1::text, $2::text, $3::text, min(seq) FROM u WHERE state = 0 HAVING count(*) > 0;
+-- delivery. (A queue that requires sessions keeps no ready floor: its
+-- messages are leased through its sessions, never from the floor.)
+UPDATE sluice_messages
+SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL,
+    delivery_count = CASE WHEN delivery_count > 0 THEN delivery_count - 1 ELSE 0 END
+WHERE service = $1 AND provider = $2 AND queue = $3 AND session_id = $4 AND state = 1
+  AND lock_token = $5::bigint;
 
 -- name: GetSessionState
 -- args: service, provider, queue, session_id
@@ -446,7 +450,8 @@ FOR UPDATE SKIP LOCKED;
 -- Ready again, or deferred again for a message that was deferred. The
 -- queue's ready floor comes down to the first of those ready again, in
 -- the same transaction (see sluice_ready_floors): an insert, which waits
--- for no other transaction.
+-- for no other transaction. A queue that requires sessions keeps no
+-- floor (see ReleaseSessionMessages).
 WITH u AS (
     UPDATE sluice_messages
     SET state = CASE WHEN deferred = 1 THEN 3 ELSE 0 END, visible_at = NULL, lock_token = NULL
@@ -455,7 +460,11 @@ WITH u AS (
     RETURNING seq, state
 )
 INSERT INTO sluice_ready_floors (service, provider, queue, seq)
-SELECT $1::text, $2::text, $3::text, min(seq) FROM u WHERE state = 0 HAVING count(*) > 0;
+SELECT $1::text, $2::text, $3::text, min(seq) FROM u
+WHERE state = 0 AND NOT EXISTS (
+    SELECT 1 FROM sluice_queues
+    WHERE service = $1 AND provider = $2 AND name = $3 AND requires_session = 1)
+HAVING count(*) > 0;
 
 -- name: ReleaseMessages
 -- args: service, provider, queue, seqs
@@ -470,7 +479,11 @@ WITH u AS (
     RETURNING seq, state
 )
 INSERT INTO sluice_ready_floors (service, provider, queue, seq)
-SELECT $1::text, $2::text, $3::text, min(seq) FROM u WHERE state = 0 HAVING count(*) > 0;
+SELECT $1::text, $2::text, $3::text, min(seq) FROM u
+WHERE state = 0 AND NOT EXISTS (
+    SELECT 1 FROM sluice_queues
+    WHERE service = $1 AND provider = $2 AND name = $3 AND requires_session = 1)
+HAVING count(*) > 0;
 
 -- name: MakeDeferred
 -- args: service, provider, queue, seqs
@@ -816,17 +829,23 @@ SELECT q.*, u.*, (SELECT floor FROM fl) AS ready_floor FROM q LEFT JOIN u ON tru
 
 -- name: RaiseReadyFloor
 -- args: service, provider, queue
--- Moves the queue's ready floor (see sluice_ready_floors) up to its first
+-- Moves the queue's ready floor (see sluice_ready_floors) to its first
 -- ready message, or to its next number if none is ready, as this
 -- statement's snapshot sees them: it inserts that floor and deletes the
 -- floors the snapshot sees, while a message made ready since keeps the
--- floor its own statement inserted. The scan starts at the old floor, so
--- it steps over the dead index entries below the new one once for every
--- lease after it. The snapshot's last_seq, not the locked row's (a lock
--- reads the latest version): a message numbered after the snapshot is
--- invisible to the scan but numbered past that last_seq. The queue's row
--- is locked FOR KEY SHARE, which no send, lease or settle conflicts with
--- but DeleteQueue waits for; a queue deleted meanwhile gets no floor.
+-- floor its own statement inserted. The scan starts at the start of the
+-- queue's range, not at the old floor: it steps over the dead index
+-- entries once for every lease after it, and it finds a ready message
+-- that no floor covers (made ready by a process built before floors
+-- existed), which the floor then comes down to. The snapshot's last_seq,
+-- not the locked row's (a lock reads the latest version): a message
+-- numbered after the snapshot is invisible to the scan but numbered past
+-- that last_seq. The queue's row is locked FOR KEY SHARE, for the length
+-- of this statement: DeleteQueue waits for it, and a queue deleted
+-- meanwhile gets no floor; a send to a queue with duplicate detection
+-- (LockQueue) waits for it too, and an activation of scheduled messages
+-- (TryLockQueue) leaves them for the next lease; no lease, settle or other
+-- send conflicts with it.
 WITH s AS (
     SELECT last_seq FROM sluice_queues
     WHERE service = $1 AND provider = $2 AND name = $3
@@ -838,8 +857,6 @@ WITH s AS (
     SELECT coalesce(
         (SELECT m.seq FROM sluice_messages AS m
          WHERE m.service = $1 AND m.provider = $2 AND m.queue = $3 AND m.state = 0
-           AND m.seq >= (SELECT coalesce(min(f.seq), 0) FROM sluice_ready_floors AS f
-                         WHERE f.service = $1 AND f.provider = $2 AND f.queue = $3)
          ORDER BY m.seq LIMIT 1),
         s.last_seq + 1) AS floor
     FROM s, k
