@@ -37,6 +37,10 @@ func (e Entities) String() string {
 	return fmt.Sprintf("Entities(%d)", int(e))
 }
 
+// MaxPrefetchCount bounds Config.PrefetchCount: a receive takes at most
+// 1,000 messages (sluice's default limit of a batch).
+const MaxPrefetchCount = 999
+
 // DefaultMaxLockRenewal is how long a subscriber renews the lock of a
 // message it handed out, waiting for its Ack or Nack, unless the Config
 // says otherwise: as sluice's Processor does.
@@ -64,8 +68,9 @@ type Config struct {
 	// library's *sluice.Client; through the network client a subscription
 	// receives one at a time): a subscription that ends, or whose message
 	// is nacked, hands back what it received ahead, so that the nacked
-	// message comes first again. 0 receives one at a time; negative is
-	// refused.
+	// message comes first again. A message received ahead whose lock is
+	// half gone by its turn is renewed before it goes out. 0 receives one
+	// at a time; at most MaxPrefetchCount.
 	PrefetchCount int
 	// Retry keeps a nacked message hidden for the delay it returns for
 	// the message's delivery count (sluice.ExponentialBackoff, for one);
@@ -91,8 +96,8 @@ func (c *Config) check(subscriber bool) error {
 		return fmt.Errorf("sluice/watermill: a subscriber of topics needs a consumer group (the subscription): %w", sluice.ErrInvalidArgument)
 	case c.ConsumerGroup != "" && !(c.Entities == Topics && subscriber):
 		return fmt.Errorf("sluice/watermill: a consumer group applies to a subscriber of topics only: %w", sluice.ErrInvalidArgument)
-	case c.PrefetchCount < 0:
-		return fmt.Errorf("sluice/watermill: prefetch count %d: must not be negative: %w", c.PrefetchCount, sluice.ErrInvalidArgument)
+	case c.PrefetchCount < 0 || c.PrefetchCount > MaxPrefetchCount:
+		return fmt.Errorf("sluice/watermill: prefetch count %d: must be between 0 and %d: %w", c.PrefetchCount, MaxPrefetchCount, sluice.ErrInvalidArgument)
 	}
 	if c.Logger == nil {
 		c.Logger = wm.NopLogger{}

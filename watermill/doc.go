@@ -17,14 +17,16 @@
 // A message's UUID travels as its MessageID, so duplicate detection
 // applies where the entity has it, and its metadata as application
 // properties. A subscriber hands out one message at a time and waits for
-// its Ack or Nack before the next, as Watermill's subscribers do: Ack
-// completes the message; Nack abandons it, after the Config's retry
-// delay if any, which counts a delivery, so that a message nacked
-// MaxDeliveryCount times is dead-lettered, as Service Bus does (raise
-// the entity's MaxDeliveryCount where Watermill's own middleware, such as
-// its poison queue, bounds retries instead). With one subscriber, and no
-// retry delay, messages come in the order they were sent, also across a
-// Nack. The lock of a message handed out is renewed until it is acked or
+// its Ack or Nack before the next, as Watermill's subscribers do. Ack has
+// the message completed, in batches behind the subscription: the
+// completion is durable when its batch commits, not when Ack returns (at
+// least once: a crash in between delivers the message again). Nack
+// abandons it, after the Config's retry delay if any, which counts a
+// delivery, so that a message nacked MaxDeliveryCount times is
+// dead-lettered, as Service Bus does (raise the entity's MaxDeliveryCount
+// where Watermill's own middleware, such as its poison queue, bounds
+// retries instead). With one subscriber, and no retry delay, messages
+// come in the order they were sent, also across a Nack. The lock of a message handed out is renewed until it is acked or
 // nacked, up to MaxLockRenewal. A message's context ends when it is acked
 // or nacked, or when its subscription ends.
 //

@@ -209,8 +209,14 @@ func (c *consumer) run(ctx context.Context) {
 			continue
 		}
 		pause = minPause
+		// What each lock had at the start, to renew those received ahead
+		// that wait past half of it.
+		spans := make([]time.Duration, len(got))
 		for i, m := range got {
-			if !c.handOut(ctx, m) {
+			spans[i] = time.Until(m.LockedUntil)
+		}
+		for i, m := range got {
+			if !c.handOut(ctx, m, spans[i]) {
 				// Nacked, or the subscription ended: what was received
 				// ahead goes back, so that the nacked message comes first.
 				c.release(got[i+1:])
@@ -230,13 +236,20 @@ func (c *consumer) release(ms []*sluice.ReceivedMessage) {
 // handOut sends m to the channel as a Watermill message and settles it
 // as its Ack or Nack says, renewing its lock meanwhile; if ctx ends
 // first it abandons m. It reports whether m was acked: otherwise what
-// was received after m goes back too.
-func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage) bool {
-	if !time.Now().Before(m.LockedUntil) {
-		// Received ahead, its lock ended while those before it were
-		// handled: it is delivered again, and those after it must not
-		// overtake it.
-		return false
+// was received after m goes back too. span is how long m's lock had when
+// it was received.
+func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage, span time.Duration) bool {
+	if time.Until(m.LockedUntil) < span/2 {
+		// Received ahead, it waited while those before it were handled:
+		// its lock is renewed before it goes out, or, if that fails, it
+		// goes back (its lock ended: it comes again), and those after it
+		// with it, so that they do not overtake it.
+		if err := c.settle(m, "renew the lock of", func(sctx context.Context) error { return c.r.RenewLock(sctx, m) }); err != nil {
+			if !errors.Is(err, sluice.ErrLockLost) {
+				c.abandonOrRelease(m)
+			}
+			return false
+		}
 	}
 	id := m.MessageID
 	if id == "" {
@@ -287,8 +300,13 @@ func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage) bool 
 			if c.s.cfg.MaxLockRenewal < 0 || time.Now().After(renewUntil) {
 				continue
 			}
-			if c.settle(m, "renew the lock of", func(sctx context.Context) error { return c.r.RenewLock(sctx, m) }) {
+			err := c.settle(m, "renew the lock of", func(sctx context.Context) error { return c.r.RenewLock(sctx, m) })
+			switch {
+			case err == nil:
 				renew.Reset(renewIn(m.LockedUntil))
+			case !errors.Is(err, sluice.ErrLockLost):
+				// The database's error, not the lock's end: try again.
+				renew.Reset(max(renewIn(m.LockedUntil), minPause))
 			}
 		}
 	}
@@ -334,9 +352,8 @@ func renewIn(until time.Time) time.Duration {
 
 // settle runs one settlement with a context of its own, so that it is
 // done even when the subscription has ended, and logs its failure: a
-// message whose lock was lost comes again. It reports whether f
-// succeeded.
-func (c *consumer) settle(m *sluice.ReceivedMessage, op string, f func(ctx context.Context) error) bool {
+// message whose lock was lost comes again. It returns f's error.
+func (c *consumer) settle(m *sluice.ReceivedMessage, op string, f func(ctx context.Context) error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	err := f(ctx)
@@ -347,5 +364,5 @@ func (c *consumer) settle(m *sluice.ReceivedMessage, op string, f func(ctx conte
 		}
 		level("could not "+op+" a message", err, wm.LogFields{"message_id": m.MessageID, "sequence_number": m.SequenceNumber})
 	}
-	return err == nil
+	return err
 }

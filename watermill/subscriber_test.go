@@ -193,6 +193,7 @@ func TestConfig(t *testing.T) {
 		{"a group on queues", sluicewm.Config{ConsumerGroup: "g"}, true},
 		{"a group on a publisher", sluicewm.Config{Entities: sluicewm.Topics, ConsumerGroup: "g"}, false},
 		{"a negative prefetch", sluicewm.Config{PrefetchCount: -1}, true},
+		{"a prefetch past a batch", sluicewm.Config{PrefetchCount: sluicewm.MaxPrefetchCount + 1}, true},
 	} {
 		var err error
 		c := &sluice.Client{}
@@ -244,6 +245,49 @@ func TestLockRenewedUntilAck(t *testing.T) {
 		}
 		if left, err := r.Peek(t.Context(), 10, nil); err != nil || len(left) != 0 {
 			t.Fatalf("the acked message is still there (%d, %v): its lock ended", len(left), err)
+		}
+	})
+}
+
+// A message received ahead whose lock ended while the one before it was
+// handled does not go out on that lock: it comes again, after that one
+// and before those received after it, and nothing goes out twice.
+func TestPrefetchedLockEnded(t *testing.T) {
+	libtest.ForEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		const topic, lock = "ahead", 3 * time.Second
+		if _, err := c.CreateQueue(t.Context(), topic, &sluice.QueueProperties{LockDuration: lock}); err != nil {
+			t.Fatal(err)
+		}
+		pub, err := sluicewm.NewPublisher(c, sluicewm.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		publish(t, pub, topic, "a", "b", "c")
+		sub, err := sluicewm.NewSubscriber(c, sluicewm.Config{PrefetchCount: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Close()
+		msgs, err := sub.Subscribe(t.Context(), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := next(t, msgs)
+		time.Sleep(lock + lock/3) // b's and c's locks end meanwhile; a's is renewed
+		first.Ack()
+		got := []string{string(first.Payload)}
+		for range 2 {
+			m := next(t, msgs)
+			got = append(got, string(m.Payload))
+			m.Ack()
+		}
+		if fmt.Sprint(got) != "[a b c]" {
+			t.Fatalf("received %v, want [a b c]", got)
+		}
+		select {
+		case m := <-msgs:
+			t.Fatalf("%s came again", m.Payload)
+		case <-time.After(200 * time.Millisecond):
 		}
 	})
 }
