@@ -24,6 +24,31 @@ func publish(t *testing.T, pub message.Publisher, topic string, bodies ...string
 	}
 }
 
+// subscribed creates queue topic with props, publishes bodies to it one at
+// a time, and subscribes to it with cfg; the subscriber closes when the
+// test ends.
+func subscribed(t *testing.T, c *sluice.Client, topic string, props *sluice.QueueProperties, cfg sluicewm.Config, bodies ...string) (*sluicewm.Publisher, *sluicewm.Subscriber, <-chan *message.Message) {
+	t.Helper()
+	if _, err := c.CreateQueue(t.Context(), topic, props); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := sluicewm.NewPublisher(c, sluicewm.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publish(t, pub, topic, bodies...)
+	sub, err := sluicewm.NewSubscriber(c, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sub.Close() })
+	msgs, err := sub.Subscribe(t.Context(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pub, sub, msgs
+}
+
 // next waits for the subscription's next message.
 func next(t *testing.T, msgs <-chan *message.Message) *message.Message {
 	t.Helper()
@@ -48,23 +73,8 @@ func TestNackKeepsOrderAndCountsNoPrefetched(t *testing.T) {
 		for _, prefetch := range []int{0, 4} {
 			t.Run(fmt.Sprintf("prefetch-%d", prefetch), func(t *testing.T) {
 				topic := fmt.Sprintf("nack-%d", prefetch)
-				if _, err := c.CreateQueue(t.Context(), topic, &sluice.QueueProperties{MaxDeliveryCount: 2}); err != nil {
-					t.Fatal(err)
-				}
-				pub, err := sluicewm.NewPublisher(c, sluicewm.Config{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				sub, err := sluicewm.NewSubscriber(c, sluicewm.Config{PrefetchCount: prefetch})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer sub.Close()
-				publish(t, pub, topic, "a", "b", "c", "d", "e")
-				msgs, err := sub.Subscribe(t.Context(), topic)
-				if err != nil {
-					t.Fatal(err)
-				}
+				_, sub, msgs := subscribed(t, c, topic, &sluice.QueueProperties{MaxDeliveryCount: 2},
+					sluicewm.Config{PrefetchCount: prefetch}, "a", "b", "c", "d", "e")
 				var got []string
 				for _, nack := range []bool{true, false, true, false, false, false, false} {
 					m := next(t, msgs)
@@ -105,22 +115,7 @@ func TestNackKeepsOrderAndCountsNoPrefetched(t *testing.T) {
 func TestCloseHandsBack(t *testing.T) {
 	libtest.ForEachBackend(t, func(t *testing.T, c *sluice.Client) {
 		const topic = "close"
-		if _, err := c.CreateQueue(t.Context(), topic, nil); err != nil {
-			t.Fatal(err)
-		}
-		pub, err := sluicewm.NewPublisher(c, sluicewm.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		publish(t, pub, topic, "a", "b", "c")
-		sub, err := sluicewm.NewSubscriber(c, sluicewm.Config{PrefetchCount: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs, err := sub.Subscribe(t.Context(), topic)
-		if err != nil {
-			t.Fatal(err)
-		}
+		pub, sub, msgs := subscribed(t, c, topic, nil, sluicewm.Config{PrefetchCount: 2}, "a", "b", "c")
 		m := next(t, msgs)
 		if err := sub.Close(); err != nil {
 			t.Fatal(err)
@@ -217,22 +212,7 @@ func TestConfig(t *testing.T) {
 func TestLockRenewedUntilAck(t *testing.T) {
 	libtest.ForEachBackend(t, func(t *testing.T, c *sluice.Client) {
 		const topic, lock = "renew", 3 * time.Second
-		if _, err := c.CreateQueue(t.Context(), topic, &sluice.QueueProperties{LockDuration: lock}); err != nil {
-			t.Fatal(err)
-		}
-		pub, err := sluicewm.NewPublisher(c, sluicewm.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		publish(t, pub, topic, "slow")
-		sub, err := sluicewm.NewSubscriber(c, sluicewm.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs, err := sub.Subscribe(t.Context(), topic)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, sub, msgs := subscribed(t, c, topic, &sluice.QueueProperties{LockDuration: lock}, sluicewm.Config{}, "slow")
 		m := next(t, msgs)
 		time.Sleep(2*lock + lock/3) // held past two locks' ends
 		m.Ack()
@@ -255,23 +235,7 @@ func TestLockRenewedUntilAck(t *testing.T) {
 func TestPrefetchedLockEnded(t *testing.T) {
 	libtest.ForEachBackend(t, func(t *testing.T, c *sluice.Client) {
 		const topic, lock = "ahead", 3 * time.Second
-		if _, err := c.CreateQueue(t.Context(), topic, &sluice.QueueProperties{LockDuration: lock}); err != nil {
-			t.Fatal(err)
-		}
-		pub, err := sluicewm.NewPublisher(c, sluicewm.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		publish(t, pub, topic, "a", "b", "c")
-		sub, err := sluicewm.NewSubscriber(c, sluicewm.Config{PrefetchCount: 2})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sub.Close()
-		msgs, err := sub.Subscribe(t.Context(), topic)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, _, msgs := subscribed(t, c, topic, &sluice.QueueProperties{LockDuration: lock}, sluicewm.Config{PrefetchCount: 2}, "a", "b", "c")
 		first := next(t, msgs)
 		time.Sleep(lock + lock/3) // b's and c's locks end meanwhile; a's is renewed
 		first.Ack()

@@ -7,13 +7,6 @@ import (
 	"github.com/sluicehq/sluice/store/internal/engine"
 )
 
-// OpenRaisingFloors opens as Open does, with every queue's ready floor
-// raised after nearly every lease (a gap of one message), so that raises
-// race everything a test does.
-func OpenRaisingFloors(ctx context.Context, cfg Config) (store.Backend, error) {
-	return OpenWithFloorGap(ctx, cfg, 1)
-}
-
 // OpenWithFloorGap opens as Open does, with leases raising a queue's
 // ready floor once it lags by more than gap.
 func OpenWithFloorGap(ctx context.Context, cfg Config, gap int64) (store.Backend, error) {

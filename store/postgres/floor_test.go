@@ -27,7 +27,7 @@ func TestConformanceRaisingFloors(t *testing.T) {
 	dsn := testDSN(t)
 	schema := newSchema(t, dsn)
 	storetest.Run(t, func(t *testing.T) store.Backend {
-		b, err := postgres.OpenRaisingFloors(t.Context(), postgres.Config{DSN: dsn, Schema: schema})
+		b, err := postgres.OpenWithFloorGap(t.Context(), postgres.Config{DSN: dsn, Schema: schema}, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,11 +46,13 @@ type floorEnv struct {
 	conn *pgx.Conn
 }
 
-func newFloorEnv(t *testing.T) *floorEnv {
+// newFloorEnv opens a backend whose leases raise a floor that lags by
+// more than gap (1: after nearly every lease), and which never vacuums:
+// the dead index entries stay.
+func newFloorEnv(t *testing.T, gap int64) *floorEnv {
 	dsn := testDSN(t)
 	schema := newSchema(t, dsn)
-	// No vacuum of sluice's own: the dead index entries stay.
-	b, err := postgres.OpenRaisingFloors(t.Context(), postgres.Config{DSN: dsn, Schema: schema, VacuumInterval: -1})
+	b, err := postgres.OpenWithFloorGap(t.Context(), postgres.Config{DSN: dsn, Schema: schema, VacuumInterval: -1}, gap)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +180,7 @@ func (e *floorEnv) raised(queue string) []sluicetype.Leased {
 // every way a message becomes ready again, at once, and a deleted queue
 // takes its floor with it.
 func TestReadyFloor(t *testing.T) {
-	e := newFloorEnv(t)
+	e := newFloorEnv(t, 1)
 
 	t.Run("abandon and release", func(t *testing.T) {
 		held := e.raised("abandon")
@@ -277,7 +279,7 @@ func TestReadyFloor(t *testing.T) {
 // connection raises it in a loop. No snapshot ever shows a ready message
 // below the floor, and every message is completed.
 func TestReadyFloorRaces(t *testing.T) {
-	e := newFloorEnv(t)
+	e := newFloorEnv(t, 1)
 	const (
 		queue     = "races"
 		total     = 1500
@@ -426,7 +428,7 @@ func tenantConn(t *testing.T, e *floorEnv) *pgx.Conn {
 // Pages are counted by EXPLAIN (ANALYZE, BUFFERS) of LeaseAlone, rolled
 // back.
 func TestReadyFloorCost(t *testing.T) {
-	e := newFloorEnv(t)
+	e := newFloorEnv(t, 1)
 	const total, burst = 20000, 19968
 	e.create("burst", 0)
 	e.enqueue("burst", total)
@@ -489,24 +491,11 @@ func indexPages(node map[string]any, index string) int {
 // leases would raise it only past a billion leaves at most a raise's
 // worth (64) of rows; a queue that requires sessions keeps none.
 func TestReadyFloorRowsStayFew(t *testing.T) {
-	dsn := testDSN(t)
-	schema := newSchema(t, dsn)
-	b, err := postgres.OpenWithFloorGap(t.Context(), postgres.Config{DSN: dsn, Schema: schema}, 1<<30)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	conn, err := pgx.Connect(t.Context(), withParam(dsn, "search_path", schema))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
-	tn := store.Tenant{Service: "floors", Provider: "test"}
-	e := &floorEnv{t: t, st: tenantStore(t, b, tn), tn: tn, conn: conn}
+	e := newFloorEnv(t, 1<<30)
 	rows := func(queue string) int {
 		var n int
-		if err := conn.QueryRow(t.Context(), `SELECT count(*) FROM sluice_ready_floors
-			WHERE service = $1 AND provider = $2 AND queue = $3`, tn.Service, tn.Provider, queue).Scan(&n); err != nil {
+		if err := e.conn.QueryRow(t.Context(), `SELECT count(*) FROM sluice_ready_floors
+			WHERE service = $1 AND provider = $2 AND queue = $3`, e.tn.Service, e.tn.Provider, queue).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
 		return n
