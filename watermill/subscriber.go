@@ -173,8 +173,9 @@ type releaser interface {
 	Release(ctx context.Context, m *sluice.ReceivedMessage) error
 }
 
-// run receives one message at a time and hands it out, until ctx ends.
-// Acked messages are completed in batches by a goroutine of their own,
+// run receives up to 1 + PrefetchCount messages at a time (one where the
+// receiver cannot release) and hands them out one by one, until ctx
+// ends. Acked messages are completed in batches by a goroutine of their own,
 // so that the next message goes out while a completion commits; run
 // returns once they are.
 func (c *consumer) run(ctx context.Context) {
