@@ -358,12 +358,13 @@ func (c *consumer) settle(m *sluice.ReceivedMessage, op string, f func(ctx conte
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	err := f(ctx)
-	if err != nil {
-		level := c.log.Error
-		if errors.Is(err, sluice.ErrLockLost) {
-			level = func(msg string, err error, fields wm.LogFields) { c.log.Info(msg+": "+err.Error(), fields) }
-		}
-		level("could not "+op+" a message", err, wm.LogFields{"message_id": m.MessageID, "sequence_number": m.SequenceNumber})
+	fields := wm.LogFields{"message_id": m.MessageID, "sequence_number": m.SequenceNumber}
+	switch {
+	case errors.Is(err, sluice.ErrLockLost):
+		// Expected now and then: the message comes again.
+		c.log.Info("could not "+op+" a message: "+err.Error(), fields)
+	case err != nil:
+		c.log.Error("could not "+op+" a message", err, fields)
 	}
 	return err
 }

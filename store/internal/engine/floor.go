@@ -94,8 +94,14 @@ func (e *Engine) noteLowered(t store.Tenant, queue string) {
 	e.startRaise(fs, t, queue)
 }
 
+// floorState returns the queue's state, made on first use (Load first:
+// it runs at every abandon and release, and LoadOrStore would allocate).
 func (e *Engine) floorState(t store.Tenant, queue string) *floorState {
-	v, _ := e.floors.LoadOrStore(queueID{t, queue}, &floorState{})
+	key := queueID{t, queue}
+	if v, ok := e.floors.Load(key); ok {
+		return v.(*floorState)
+	}
+	v, _ := e.floors.LoadOrStore(key, &floorState{})
 	return v.(*floorState)
 }
 
