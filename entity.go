@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/store"
 )
@@ -79,7 +80,15 @@ type QueueProperties struct {
 	// partition in its top 16 bits. Fixed when the queue is created. (A
 	// subscription has its topic's: see TopicProperties.PartitionCount.)
 	PartitionCount int
+	// UserMetadata is the application's own text about the queue, as
+	// Service Bus's UserMetadata: sluice stores it and never reads it (at
+	// most MaxUserMetadataLength bytes, valid UTF-8). An update sets it as
+	// given: an empty one clears it.
+	UserMetadata string
 }
+
+// MaxUserMetadataLength bounds QueueProperties.UserMetadata, in bytes.
+const MaxUserMetadataLength = 1024
 
 // QueueInfo is a queue's name with its settings, defaults filled in.
 type QueueInfo struct {
@@ -122,6 +131,7 @@ type attributes struct {
 	IgnoreFilterErrors bool         `json:"ignoreFilterErrors,omitempty"`
 	Rules              []storedRule `json:"rules,omitempty"`
 	PartitionCount     int          `json:"partitionCount,omitempty"`
+	UserMetadata       string       `json:"userMetadata,omitempty"`
 }
 
 // entity is a queue, topic or subscription as the client works with it.
@@ -189,6 +199,10 @@ func (p QueueProperties) validate(l store.Limits) error {
 	case p.MaxMessageSize < MinMaxMessageSize || p.MaxMessageSize > l.MaxMessageBytes:
 		return fmt.Errorf("max message size %d: must be between %d and the backend's limit %d: %w",
 			p.MaxMessageSize, MinMaxMessageSize, l.MaxMessageBytes, ErrInvalidArgument)
+	case len(p.UserMetadata) > MaxUserMetadataLength:
+		return fmt.Errorf("user metadata of %d bytes: at most %d: %w", len(p.UserMetadata), MaxUserMetadataLength, ErrInvalidArgument)
+	case !utf8.ValidString(p.UserMetadata):
+		return fmt.Errorf("user metadata is not valid UTF-8: %w", ErrInvalidArgument)
 	}
 	return nil
 }
@@ -229,7 +243,7 @@ func (e *entity) attributes() ([]byte, error) {
 	p := e.props
 	a := attributes{
 		Kind: e.kind, LockDurationMS: p.LockDuration.Milliseconds(), MaxMessageSize: p.MaxMessageSize,
-		ForwardTo: e.forwardTo, IgnoreFilterErrors: e.ignoreFilterErrors,
+		ForwardTo: e.forwardTo, IgnoreFilterErrors: e.ignoreFilterErrors, UserMetadata: p.UserMetadata,
 	}
 	if p.PartitionCount > 1 {
 		a.PartitionCount = p.PartitionCount
@@ -290,6 +304,7 @@ func decodeEntity(s store.QueueSettings) (entity, error) {
 		DuplicateDetectionWindow:   s.DuplicateDetectionWindow,
 		RequiresSession:            s.RequiresSession,
 		PartitionCount:             a.PartitionCount,
+		UserMetadata:               a.UserMetadata,
 	}
 	e := entity{
 		name: s.Name, kind: a.Kind, props: p.withDefaults(),

@@ -118,6 +118,7 @@ func TestQueueEntities(t *testing.T) {
 			{LockDuration: 6 * time.Minute}, {LockDuration: time.Millisecond},
 			{MaxMessageSize: 10}, {MaxMessageSize: 2 << 20}, {MaxDeliveryCount: -1},
 			{DefaultTTL: -time.Second},
+			{UserMetadata: strings.Repeat("m", sluice.MaxUserMetadataLength+1)}, {UserMetadata: "\xff"},
 		} {
 			_, err = c.CreateQueue(ctx, "invalid-"+randHex(2), &p)
 			wantErr(t, fmt.Sprintf("CreateQueue(%+v)", p), err, sluice.ErrInvalidArgument)
@@ -127,12 +128,20 @@ func TestQueueEntities(t *testing.T) {
 			LockDuration: 30 * time.Second, MaxDeliveryCount: 3, DefaultTTL: time.Hour,
 			DeadLetterOnExpiry: true, DeadLetterRetention: 24 * time.Hour, MaxMessageSize: 64 << 10,
 			PartitionCount: 1, // as it was: fixed at creation
+			UserMetadata:   strings.Repeat("é", sluice.MaxUserMetadataLength/2),
 		}
 		if _, err := c.UpdateQueue(ctx, "orders", changed); err != nil {
 			t.Fatalf("UpdateQueue: %v", err)
 		}
 		if got, _ := c.GetQueue(ctx, "orders"); got.QueueProperties != changed {
 			t.Fatalf("GetQueue after UpdateQueue = %+v, want %+v", got.QueueProperties, changed)
+		}
+		changed.UserMetadata = "" // an update sets it as given
+		if _, err := c.UpdateQueue(ctx, "orders", changed); err != nil {
+			t.Fatalf("UpdateQueue: %v", err)
+		}
+		if got, _ := c.GetQueue(ctx, "orders"); got.QueueProperties != changed {
+			t.Fatalf("GetQueue after UpdateQueue clearing the metadata = %+v, want %+v", got.QueueProperties, changed)
 		}
 		_, err = c.UpdateQueue(ctx, "missing", changed)
 		wantErr(t, "UpdateQueue of a missing queue", err, sluice.ErrEntityNotFound)

@@ -29,12 +29,13 @@ func TestEntitiesAPI(t *testing.T) {
 		ctx := t.Context()
 
 		q, err := c.CreateQueue(ctx, "orders", &sluice.QueueProperties{LockDuration: 30 * time.Second, MaxDeliveryCount: 3,
-			DefaultTTL: time.Hour, DeadLetterOnExpiry: true, RequiresDuplicateDetection: true})
+			DefaultTTL: time.Hour, DeadLetterOnExpiry: true, RequiresDuplicateDetection: true, UserMetadata: `{"team":"billing"}`})
 		if err != nil {
 			t.Fatalf("CreateQueue: %v", err)
 		}
 		if q.Name != "orders" || q.LockDuration != 30*time.Second || q.MaxDeliveryCount != 3 || q.DefaultTTL != time.Hour ||
-			!q.DeadLetterOnExpiry || q.DuplicateDetectionWindow != 10*time.Minute || q.MaxMessageSize != 1<<20 {
+			!q.DeadLetterOnExpiry || q.DuplicateDetectionWindow != 10*time.Minute || q.MaxMessageSize != 1<<20 ||
+			q.UserMetadata != `{"team":"billing"}` {
 			t.Fatalf("CreateQueue returned %+v", q)
 		}
 		_, err = c.CreateQueue(ctx, "orders", nil)

@@ -58,7 +58,7 @@ func QueueProperties(p sluice.QueueProperties) *sluicev1.QueueProperties {
 		DeadLetterOnExpiry: p.DeadLetterOnExpiry, DeadLetterRetention: dur(p.DeadLetterRetention),
 		MaxMessageSize: int32(p.MaxMessageSize), RequiresDuplicateDetection: p.RequiresDuplicateDetection,
 		DuplicateDetectionWindow: dur(p.DuplicateDetectionWindow), RequiresSession: p.RequiresSession,
-		PartitionCount: int32(p.PartitionCount),
+		PartitionCount: int32(p.PartitionCount), UserMetadata: p.UserMetadata,
 	}
 }
 
@@ -70,7 +70,7 @@ func FromQueueProperties(p *sluicev1.QueueProperties) sluice.QueueProperties {
 		DeadLetterRetention: Duration(p.GetDeadLetterRetention()), MaxMessageSize: int(p.GetMaxMessageSize()),
 		RequiresDuplicateDetection: p.GetRequiresDuplicateDetection(),
 		DuplicateDetectionWindow:   Duration(p.GetDuplicateDetectionWindow()), RequiresSession: p.GetRequiresSession(),
-		PartitionCount: int(p.GetPartitionCount()),
+		PartitionCount: int(p.GetPartitionCount()), UserMetadata: p.GetUserMetadata(),
 	}
 }
 

@@ -50,8 +50,11 @@ type QueueProperties struct {
 	// fixed at creation: each numbers its messages on its own, and a
 	// sequence number carries its partition in its top 16 bits.
 	PartitionCount int32 `protobuf:"varint,10,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The application's own text about the queue (at most 1,024 bytes):
+	// sluice stores it and never reads it. An update sets it as given.
+	UserMetadata  string `protobuf:"bytes,11,opt,name=user_metadata,json=userMetadata,proto3" json:"user_metadata,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueProperties) Reset() {
@@ -152,6 +155,13 @@ func (x *QueueProperties) GetPartitionCount() int32 {
 		return x.PartitionCount
 	}
 	return 0
+}
+
+func (x *QueueProperties) GetUserMetadata() string {
+	if x != nil {
+		return x.UserMetadata
+	}
+	return ""
 }
 
 // Queue is a queue's name with its settings.
@@ -2922,7 +2932,7 @@ var File_sluice_v1_entity_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/entity.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\"\xd6\x04\n" +
+	"\x16sluice/v1/entity.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\"\xfb\x04\n" +
 	"\x0fQueueProperties\x12>\n" +
 	"\rlock_duration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\flockDuration\x12,\n" +
 	"\x12max_delivery_count\x18\x02 \x01(\x05R\x10maxDeliveryCount\x12:\n" +
@@ -2935,7 +2945,8 @@ const file_sluice_v1_entity_proto_rawDesc = "" +
 	"\x1aduplicate_detection_window\x18\b \x01(\v2\x19.google.protobuf.DurationR\x18duplicateDetectionWindow\x12)\n" +
 	"\x10requires_session\x18\t \x01(\bR\x0frequiresSession\x12'\n" +
 	"\x0fpartition_count\x18\n" +
-	" \x01(\x05R\x0epartitionCount\"v\n" +
+	" \x01(\x05R\x0epartitionCount\x12#\n" +
+	"\ruser_metadata\x18\v \x01(\tR\fuserMetadata\"v\n" +
 	"\x05Queue\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12:\n" +
 	"\n" +
