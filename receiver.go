@@ -33,7 +33,19 @@ type ReceiverOptions struct {
 	// SubQueue selects the entity's dead-letter queue (SubQueueDeadLetter)
 	// instead of the entity.
 	SubQueue SubQueue
+	// LockDuration, when set, is how long this receiver's receives lock
+	// messages (or accepts lock sessions) and how far its renewals extend
+	// them, in place of the entity's LockDuration: from 1 ms to
+	// MaxReceiverLockDuration, for a consumer whose handling takes longer
+	// than the entity's lock allows, or that chooses its lock per receive
+	// as SQS's VisibilityTimeout does. Zero takes the entity's; anything
+	// else outside the range is refused with ErrInvalidArgument.
+	LockDuration time.Duration
 }
+
+// MaxReceiverLockDuration bounds ReceiverOptions.LockDuration: 12 hours,
+// SQS's longest visibility timeout.
+const MaxReceiverLockDuration = 12 * time.Hour
 
 // SubQueue names a sub-queue of an entity.
 type SubQueue int
@@ -53,7 +65,8 @@ type Receiver struct {
 	c     *Client
 	queue string
 	mode  ReceiveMode
-	dead  bool // the entity's dead-letter queue
+	dead  bool          // the entity's dead-letter queue
+	lock  time.Duration // ReceiverOptions.LockDuration (0: the entity's)
 
 	// part is the partition of a partitioned queue the next receive asks
 	// first, and stay how many receives in a row it has given messages.
@@ -79,7 +92,19 @@ func (c *Client) NewReceiver(queue string, opts *ReceiverOptions) (*Receiver, er
 	if opts.SubQueue != SubQueueNone && opts.SubQueue != SubQueueDeadLetter {
 		return nil, errInvalid("new receiver", "unknown sub-queue %d", opts.SubQueue)
 	}
-	return &Receiver{c: c, queue: queue, mode: opts.Mode, dead: opts.SubQueue == SubQueueDeadLetter}, nil
+	if d := opts.LockDuration; d != 0 && (d < time.Millisecond || d > MaxReceiverLockDuration) {
+		return nil, errInvalid("new receiver", "lock duration %v: must be between 1ms and %v (0: the entity's)", d, MaxReceiverLockDuration)
+	}
+	return &Receiver{c: c, queue: queue, mode: opts.Mode, dead: opts.SubQueue == SubQueueDeadLetter, lock: opts.LockDuration}, nil
+}
+
+// lockDuration is how long the receiver locks messages and sessions of
+// an entity with props: its own LockDuration, or the entity's.
+func (r *Receiver) lockDuration(props QueueProperties) time.Duration {
+	if r.lock != 0 {
+		return r.lock
+	}
+	return props.LockDuration
 }
 
 // Entity returns the canonical name of the queue or subscription path
@@ -206,7 +231,7 @@ func (r *Receiver) take(ctx context.Context, max int, props QueueProperties, wok
 		if woken != 0 && woken&(1<<p) == 0 {
 			return false, nil
 		}
-		lp := &store.LeaseParams{Queue: q, Max: max, Visibility: props.LockDuration}
+		lp := &store.LeaseParams{Queue: q, Max: max, Visibility: r.lockDuration(props)}
 		if r.dead {
 			dead, err := r.c.st.LeaseDeadLetters(ctx, lp)
 			publicDeadLetters(p, dead)
@@ -297,13 +322,13 @@ func (r *Receiver) receiveDeferred(ctx context.Context, seqs []int64) ([]*Receiv
 	lctx, cancel := detached(ctx)
 	defer cancel()
 	if props.partitions() > 1 {
-		ls, err := r.c.leaseDeferredParts(lctx, &store.LeaseDeferredParams{Queue: r.queue, Seqs: seqs, Visibility: props.LockDuration}, props.partitions())
+		ls, err := r.c.leaseDeferredParts(lctx, &store.LeaseDeferredParams{Queue: r.queue, Seqs: seqs, Visibility: r.lockDuration(props)}, props.partitions())
 		if err != nil {
 			return nil, err
 		}
 		return r.deliver(ctx, "receive deferred", ls)
 	}
-	ls, err := r.c.st.LeaseDeferred(lctx, &store.LeaseDeferredParams{Queue: r.queue, Seqs: seqs, Visibility: props.LockDuration})
+	ls, err := r.c.st.LeaseDeferred(lctx, &store.LeaseDeferredParams{Queue: r.queue, Seqs: seqs, Visibility: r.lockDuration(props)})
 	if err != nil {
 		return nil, err
 	}
@@ -535,7 +560,8 @@ func (r *Receiver) Defer(ctx context.Context, m *ReceivedMessage, opts *DeferOpt
 	return r.settle(ctx, "defer", m, store.SettleParams{Action: store.Defer}, changes)
 }
 
-// RenewLock extends a message's lock by the queue's lock duration from
+// RenewLock extends a message's lock by the receiver's lock duration
+// (ReceiverOptions.LockDuration, or the queue's) from
 // now and updates m.LockedUntil. ErrLockLost if the lock ended already.
 func (r *Receiver) RenewLock(ctx context.Context, m *ReceivedMessage) error {
 	until, err := r.renew(ctx, m)
@@ -563,7 +589,7 @@ func (r *Receiver) extend(ctx context.Context, m *ReceivedMessage) (time.Time, e
 	if err != nil {
 		return time.Time{}, fmt.Errorf("sluice: renew lock: %w", err)
 	}
-	p := store.SettleParams{Queue: r.queue, Action: store.Extend, Extension: props.LockDuration, Receipts: []sluicetype.Receipt{receipt}}
+	p := store.SettleParams{Queue: r.queue, Action: store.Extend, Extension: r.lockDuration(props), Receipts: []sluicetype.Receipt{receipt}}
 	res, err := r.c.settleParts(ctx, &p, r.dead)
 	if err := settleErr("renew lock", res, err); err != nil {
 		return time.Time{}, err

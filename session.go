@@ -87,7 +87,7 @@ func (c *Client) acceptSession(ctx context.Context, queue, id string, opts *Rece
 	accept := func(p int) (bool, error) {
 		lctx, cancel := detached(ctx)
 		defer cancel()
-		l, err := c.st.AcceptSession(lctx, &store.AcceptSessionParams{Queue: partitionQueue(queue, p), SessionID: id, Duration: props.LockDuration})
+		l, err := c.st.AcceptSession(lctx, &store.AcceptSessionParams{Queue: partitionQueue(queue, p), SessionID: id, Duration: r.lockDuration(props)})
 		if wait && errors.Is(err, sluicetype.ErrNoSessionAvailable) {
 			return false, nil
 		}
@@ -320,7 +320,8 @@ func (s *SessionReceiver) Defer(ctx context.Context, m *ReceivedMessage, opts *D
 }
 
 // RenewSessionLock extends the session lock, and the locks of the
-// session's messages this receiver holds, by the queue's lock duration.
+// session's messages this receiver holds, by the receiver's lock duration
+// (ReceiverOptions.LockDuration, or the queue's).
 func (s *SessionReceiver) RenewSessionLock(ctx context.Context) error {
 	return s.traceSessionRenew(ctx, s.renewSessionLock)
 }
@@ -332,7 +333,7 @@ func (s *SessionReceiver) renewSessionLock(ctx context.Context) error {
 		return fmt.Errorf("sluice: renew session lock: %w", err)
 	}
 	p := s.params()
-	p.Duration = props.LockDuration
+	p.Duration = s.r.lockDuration(props)
 	until, err := s.r.c.st.RenewSession(ctx, &p)
 	if err != nil {
 		s.r.noteLockLost(err)

@@ -91,6 +91,11 @@ func (c *Client) NewReceiver(entity string, opts *sluice.ReceiverOptions) (*Rece
 	if o.SubQueue != sluice.SubQueueNone && o.SubQueue != sluice.SubQueueDeadLetter {
 		return nil, fmt.Errorf("sluice: new receiver: unknown sub-queue %d: %w", o.SubQueue, sluice.ErrInvalidArgument)
 	}
+	if o.LockDuration != 0 {
+		// Refused rather than ignored: the locks would be the entity's.
+		return nil, fmt.Errorf("sluice: new receiver: the network API carries no receiver lock duration yet: leave LockDuration 0 "+
+			"(the entity's lock duration applies): %w", sluice.ErrInvalidArgument)
+	}
 	return &Receiver{c: c, entity: entity, mode: apiconv.WireMode(o.Mode), sub: apiconv.WireSubQueue(o.SubQueue)}, nil
 }
 

@@ -3,6 +3,7 @@ package client_test
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/client"
@@ -27,5 +28,21 @@ func TestResumeSessionChecks(t *testing.T) {
 	}
 	if s, err := c.ResumeSession("q", "s", "0123456789ABCDEF", nil); err != nil || s.SessionID() != "s" || s.LockToken() != "0123456789ABCDEF" {
 		t.Errorf("ResumeSession = %v, %v", s, err)
+	}
+}
+
+// A receiver lock duration, which the network API cannot carry yet, is
+// refused rather than silently replaced by the entity's.
+func TestReceiverLockDurationRefused(t *testing.T) {
+	c, err := client.New("http://127.0.0.1:1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &sluice.ReceiverOptions{LockDuration: time.Hour}
+	if _, err := c.NewReceiver("q", opts); !errors.Is(err, sluice.ErrInvalidArgument) {
+		t.Errorf("NewReceiver with a lock duration = %v, want ErrInvalidArgument", err)
+	}
+	if _, err := c.AcceptSession(t.Context(), "q", "s", opts); !errors.Is(err, sluice.ErrInvalidArgument) {
+		t.Errorf("AcceptSession with a lock duration = %v, want ErrInvalidArgument", err)
 	}
 }
