@@ -107,6 +107,15 @@ type Config struct {
 	// order), 1,000 consumers in namespaces and 1,000 stream
 	// subscriptions (those lagging most): about 38 MB at most.
 	HistoryInterval time.Duration
+	// SQSAddr, when set, is an address on which the server also serves
+	// Amazon SQS's JSON protocol on the client's queues (default: none),
+	// so that code written with an AWS SDK runs on sluice: requests are
+	// signed (AWS Signature Version 4) with a key's Name as the access
+	// key id and its Token as the secret, and the key's grants, rate
+	// limit and MaxWaits apply. Without keys it is held to loopback as
+	// Addr is. docs/architecture.md, "SQS on sluice", maps the
+	// operations.
+	SQSAddr string
 	// Logger receives the server's logs (default: none).
 	Logger *slog.Logger
 	// TracerProvider, when set, traces every API call with a server span
@@ -182,12 +191,17 @@ type Server struct {
 	stopping context.Context
 	stop     context.CancelFunc
 
-	mu       sync.Mutex
-	http     *http.Server
-	listener net.Listener
-	ready    chan struct{}
-	done     chan error
-	sampled  chan struct{} // closed when the throughput and history samplers end
+	// sqs serves Config.SQSAddr (nil without it).
+	sqs http.Handler
+
+	mu          sync.Mutex
+	http        *http.Server
+	listener    net.Listener
+	sqsHTTP     *http.Server
+	sqsListener net.Listener
+	ready       chan struct{}
+	done        chan error
+	sampled     chan struct{} // closed when the throughput and history samplers end
 }
 
 // New returns a server; Start starts it.
@@ -232,11 +246,16 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("sluice: server: %w", err)
 	}
 	if keys == nil && !cfg.Insecure {
-		if loopback, err := isLoopback(cfg.Addr); err != nil {
-			return nil, fmt.Errorf("sluice: server: address %q: %w", cfg.Addr, err)
-		} else if !loopback {
-			return nil, fmt.Errorf("sluice: server: refusing to listen on %s without authentication: configure API keys, "+
-				"listen on a loopback address, or accept the risk with --insecure", cfg.Addr)
+		for _, addr := range []string{cfg.Addr, cfg.SQSAddr} {
+			if addr == "" {
+				continue
+			}
+			if loopback, err := isLoopback(addr); err != nil {
+				return nil, fmt.Errorf("sluice: server: address %q: %w", addr, err)
+			} else if !loopback {
+				return nil, fmt.Errorf("sluice: server: refusing to listen on %s without authentication: configure API keys, "+
+					"listen on a loopback address, or accept the risk with --insecure", addr)
+			}
 		}
 	}
 	stopping, stop := context.WithCancel(context.Background())
@@ -258,6 +277,12 @@ func New(cfg Config) (*Server, error) {
 	s.interceptors = append(s.interceptors, s.m.observe, s.recoverPanics, s.authenticate)
 	s.mux = s.routes()
 	s.handler = withHTTPCall(s.mux)
+	if cfg.SQSAddr != "" {
+		if s.sqs, err = s.newSQS(); err != nil {
+			s.m.close()
+			return nil, fmt.Errorf("sluice: server: sqs: %w", err)
+		}
+	}
 	if s.keys == nil && !s.cfg.Insecure {
 		listenHost, _, _ := net.SplitHostPort(s.cfg.Addr)
 		s.handler = loopbackHostsOnly(s.handler, listenHost)
@@ -375,45 +400,18 @@ func (s *Server) Start(ctx context.Context) error {
 	if s.http != nil {
 		return fmt.Errorf("sluice: server: started already")
 	}
-	// A peer that vanished is found out within about half a minute:
-	// keepalives on an idle connection, a bound on unacknowledged data
-	// on a busy one (Linux).
-	lc := net.ListenConfig{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second,
-		Interval: 5 * time.Second, Count: 3}}
-	l, err := lc.Listen(ctx, "tcp", s.cfg.Addr)
+	l, err := s.listen(ctx, s.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("sluice: server: %w", err)
+		return err
 	}
-	l = &timeoutListener{Listener: l, userTimeout: max(3*s.cfg.Heartbeat, 30*time.Second)}
-	l = &limitListener{Listener: l, max: int64(s.cfg.MaxConnections), refused: s.refusedConn}
-	protocols := new(http.Protocols)
-	protocols.SetHTTP1(true)
-	if s.cfg.TLS != nil {
-		protocols.SetHTTP2(true)
-		// ALPN offers HTTP/2 (which gRPC needs) unless the configuration
-		// names its own protocols: Serve, unlike ServeTLS, adds none.
-		cfg := s.cfg.TLS.Clone()
-		if len(cfg.NextProtos) == 0 {
-			cfg.NextProtos = []string{"h2", "http/1.1"}
+	s.http = s.httpServer(s.handler)
+	if s.sqs != nil {
+		sl, err := s.listen(ctx, s.cfg.SQSAddr)
+		if err != nil {
+			l.Close()
+			return err
 		}
-		l = tls.NewListener(l, cfg)
-	} else {
-		protocols.SetUnencryptedHTTP2(true)
-	}
-	s.http = &http.Server{
-		Handler:   s.handler,
-		Protocols: protocols,
-		// A request's headers and body must come within ReadTimeout; the
-		// bound ends with the body, not with the call (see conns.go).
-		ReadTimeout:       s.cfg.ReadTimeout,
-		ReadHeaderTimeout: min(s.cfg.ReadTimeout, maxReadHeaderTimeout),
-		IdleTimeout:       2 * time.Minute,
-		ConnContext:       withConn,
-		// A connection that answers no ping is closed: its streams end,
-		// and their deliveries go to other streams. (No write timeout: a
-		// tail whose reader is slow would end.)
-		HTTP2:    &http.HTTP2Config{SendPingTimeout: 2 * s.cfg.Heartbeat, PingTimeout: 15 * time.Second},
-		ErrorLog: log.New(errorLog{s}, "", 0),
+		s.sqsHTTP, s.sqsListener = s.httpServer(s.sqs), sl
 	}
 	s.listener = l
 	s.sampled = make(chan struct{})
@@ -432,6 +430,14 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 		s.done <- err
 	}()
+	if s.sqsHTTP != nil {
+		go func() {
+			if err := s.sqsHTTP.Serve(s.sqsListener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("sluice: server: the SQS endpoint stopped", "err", err)
+			}
+		}()
+		s.log.Info("sluice: server: SQS endpoint listening", "addr", s.sqsListener.Addr().String())
+	}
 	s.log.Info("sluice: server listening", "addr", l.Addr().String(), "tls", s.cfg.TLS != nil, "auth", s.keys != nil)
 	if s.keys != nil && s.cfg.TLS == nil {
 		if loopback, err := isLoopback(s.cfg.Addr); err == nil && !loopback {
@@ -440,6 +446,69 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// listen listens on addr as Start does: with TCP keepalives and user
+// timeouts, MaxConnections and TLS.
+func (s *Server) listen(ctx context.Context, addr string) (net.Listener, error) {
+	// A peer that vanished is found out within about half a minute:
+	// keepalives on an idle connection, a bound on unacknowledged data
+	// on a busy one (Linux).
+	lc := net.ListenConfig{KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second,
+		Interval: 5 * time.Second, Count: 3}}
+	l, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("sluice: server: %w", err)
+	}
+	l = &timeoutListener{Listener: l, userTimeout: max(3*s.cfg.Heartbeat, 30*time.Second)}
+	l = &limitListener{Listener: l, max: int64(s.cfg.MaxConnections), refused: s.refusedConn}
+	if s.cfg.TLS != nil {
+		// ALPN offers HTTP/2 (which gRPC needs) unless the configuration
+		// names its own protocols: Serve, unlike ServeTLS, adds none.
+		cfg := s.cfg.TLS.Clone()
+		if len(cfg.NextProtos) == 0 {
+			cfg.NextProtos = []string{"h2", "http/1.1"}
+		}
+		l = tls.NewListener(l, cfg)
+	}
+	return l, nil
+}
+
+// httpServer is the HTTP server of one of Start's listeners.
+func (s *Server) httpServer(h http.Handler) *http.Server {
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	if s.cfg.TLS != nil {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
+	return &http.Server{
+		Handler:   h,
+		Protocols: protocols,
+		// A request's headers and body must come within ReadTimeout; the
+		// bound ends with the body, not with the call (see conns.go).
+		ReadTimeout:       s.cfg.ReadTimeout,
+		ReadHeaderTimeout: min(s.cfg.ReadTimeout, maxReadHeaderTimeout),
+		IdleTimeout:       2 * time.Minute,
+		ConnContext:       withConn,
+		// A connection that answers no ping is closed: its streams end,
+		// and their deliveries go to other streams. (No write timeout: a
+		// tail whose reader is slow would end.)
+		HTTP2:    &http.HTTP2Config{SendPingTimeout: 2 * s.cfg.Heartbeat, PingTimeout: 15 * time.Second},
+		ErrorLog: log.New(errorLog{s}, "", 0),
+	}
+}
+
+// SQSAddr is the address the SQS endpoint listens on (after Start; nil
+// without Config.SQSAddr).
+func (s *Server) SQSAddr() net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sqsListener == nil {
+		return nil
+	}
+	return s.sqsListener.Addr()
 }
 
 // Ready is closed once the server listens.
@@ -463,14 +532,24 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop()
 	s.m.close()
 	s.mu.Lock()
-	h := s.http
+	h, sh := s.http, s.sqsHTTP
 	s.mu.Unlock()
 	if h == nil {
 		return nil
 	}
+	var sqsDone chan error
+	if sh != nil {
+		sqsDone = make(chan error, 1)
+		go func() { sqsDone <- sh.Shutdown(ctx) }()
+	}
 	err := h.Shutdown(ctx)
 	if errors.Is(err, http.ErrServerClosed) {
 		err = nil
+	}
+	if sqsDone != nil {
+		if serr := <-sqsDone; err == nil && !errors.Is(serr, http.ErrServerClosed) {
+			err = serr
+		}
 	}
 	// A stream's handler can outlive its connection (HTTP/2 does not
 	// wait for it): its consumer stores its final progress first.

@@ -23,6 +23,7 @@ import (
 type serveConfig struct {
 	DB               string   `json:"db"`
 	Addr             string   `json:"addr"`
+	SQSAddr          string   `json:"sqs_addr"`
 	Service          string   `json:"service"`
 	Provider         string   `json:"provider"`
 	Insecure         bool     `json:"insecure"`
@@ -105,6 +106,7 @@ func configSettings(c *serveConfig) []setting {
 	return []setting{
 		{"db", "SLUICE_DB", "database DSN: sqlite://PATH, postgres://... or mysql://...", str(&c.DB), "string"},
 		{"addr", "SLUICE_ADDR", "address to listen on", str(&c.Addr), "string"},
+		{"sqs-addr", "SLUICE_SQS_ADDR", "also serve Amazon SQS's JSON protocol on this address (signed with AWS Signature V4: access key id = a key's name, secret = its token)", str(&c.SQSAddr), "string"},
 		{"service", "SLUICE_SERVICE", "tenant service name", str(&c.Service), "string"},
 		{"provider", "SLUICE_PROVIDER", "tenant provider name", str(&c.Provider), "string"},
 		{"insecure", "SLUICE_INSECURE", "allow a non-loopback address without API keys", boolean(&c.Insecure), "bool"},

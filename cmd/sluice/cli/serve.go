@@ -84,7 +84,7 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 		return err
 	}
 	defer c.Close()
-	scfg := server.Config{Client: c, Addr: cfg.Addr, Keys: keys, Insecure: cfg.Insecure, TLS: tlsCfg,
+	scfg := server.Config{Client: c, Addr: cfg.Addr, SQSAddr: cfg.SQSAddr, Keys: keys, Insecure: cfg.Insecure, TLS: tlsCfg,
 		MaxRequestBytes: cfg.MaxRequestBytes, MaxReceiveWait: time.Duration(cfg.MaxReceiveWait), MaxConsumers: cfg.MaxConsumers,
 		MaxConnections: cfg.MaxConnections, ReadTimeout: time.Duration(cfg.ReadTimeout), SubscriptionLagMetrics: cfg.SubscriptionLagMetrics,
 		HistoryInterval: time.Duration(cfg.HistoryInterval),
@@ -118,6 +118,9 @@ func runServer(ctx context.Context, cfg serveConfig, log *slog.Logger, stdout io
 	url := scheme + "://" + srv.Addr().String()
 	fmt.Fprintf(stdout, "sluice serving %s on %s: Connect, gRPC and HTTP/JSON; /healthz, /readyz\n", sluice.RedactDSN(cfg.DB), url)
 	fmt.Fprintf(stdout, "dashboard: %s/   metrics: %s/metrics\n", url, url)
+	if a := srv.SQSAddr(); a != nil {
+		fmt.Fprintf(stdout, "SQS endpoint: %s://%s (AWS SDKs: set the endpoint URL; access key id = a key's name)\n", scheme, a)
+	}
 	switch {
 	case !cfg.SelfCheck:
 	case len(keys) > 0 && cfg.Token == "":
