@@ -15,7 +15,7 @@ import (
 // bounded as the API's are (a key's rate limit and MaxWaits,
 // MaxReceiveWait, MaxRequestBytes, the server's shutdown).
 func (s *Server) newSQS() (http.Handler, error) {
-	cfg := sqs.Config{Client: s.c, MaxRequestBytes: s.cfg.MaxRequestBytes, Logger: s.log, Wait: s.sqsWait}
+	cfg := sqs.Config{Client: s.c, Context: s.stopping, MaxRequestBytes: s.cfg.MaxRequestBytes, Logger: s.log, Wait: s.sqsWait}
 	if s.keys != nil {
 		cfg.Key = s.sqsKey
 	}

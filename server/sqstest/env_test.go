@@ -99,3 +99,6 @@ func wantCode(t *testing.T, what string, err error, code string) {
 		t.Fatalf("%s: got %v, want the error %s", what, err, code)
 	}
 }
+
+// errorsAs is errors.As, for a target of an interface type.
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

@@ -158,17 +158,14 @@ func TestQueues(t *testing.T) {
 	})
 }
 
-// TestNotServedYet checks that what the endpoint does not serve is
-// refused, clearly, rather than half done.
-func TestNotServedYet(t *testing.T) {
+// TestNotServed checks that what the endpoint does not serve is refused
+// clearly rather than half done.
+func TestNotServed(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, e *env) {
 		ctx := t.Context()
-		_, err := e.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs.fifo"),
-			Attributes: map[string]string{"FifoQueue": "true"}})
-		wantCode(t, "CreateQueue of a FIFO queue", err, "AWS.SimpleQueueService.UnsupportedOperation")
-		_, err = e.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs"),
-			Attributes: map[string]string{"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:eu-west-1:000000000000:dlq","maxReceiveCount":"3"}`}})
-		wantCode(t, "CreateQueue with a redrive policy", err, "AWS.SimpleQueueService.UnsupportedOperation")
+		_, err := e.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs"),
+			Attributes: map[string]string{"RedriveAllowPolicy": `{"redrivePermission":"allowAll"}`}})
+		wantCode(t, "CreateQueue with a redrive allow policy", err, "AWS.SimpleQueueService.UnsupportedOperation")
 		url := e.createQueue(t, "jobs", nil)
 		_, err = e.sqs.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: &url, Tags: map[string]string{"a": "b"}})
 		wantCode(t, "TagQueue", err, "InvalidAction")

@@ -76,6 +76,10 @@ func unsupported(format string, args ...any) *Error {
 		Message: fmt.Sprintf(format, args...)}
 }
 
+func resourceNotFound(format string, args ...any) *Error {
+	return &Error{Code: "ResourceNotFoundException", Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
+}
+
 // Batch request errors.
 func emptyBatch() *Error {
 	return &Error{Code: "EmptyBatchRequest", QueryCode: "AWS.SimpleQueueService.EmptyBatchRequest", Status: http.StatusBadRequest,

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/md5"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -40,6 +41,10 @@ const (
 	propSenderID    = propPrefix + "SenderId"
 	propGroupID     = propPrefix + "MessageGroupId"
 	propTraceHeader = propPrefix + "AWSTraceHeader"
+	// A FIFO message's SQS id and deduplication id: its sluice MessageID
+	// is what duplicate detection compares.
+	propMessageID = propPrefix + "MessageId"
+	propDedupID   = propPrefix + "MessageDeduplicationId"
 )
 
 // attributeValue is an SQS message attribute.
@@ -116,6 +121,21 @@ func checkAttributeName(name string) error {
 	return nil
 }
 
+// validID reports whether s can be a MessageGroupId or a
+// MessageDeduplicationId: 1 to 128 of the ASCII letters, digits and
+// punctuation.
+func validID(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if c < '!' || c > '~' {
+			return false
+		}
+	}
+	return true
+}
+
 // isNumber reports whether s is a number as SQS takes one.
 func isNumber(s string) bool {
 	_, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
@@ -180,11 +200,14 @@ func newMessageID() string {
 	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
-// messageID is the SQS id of a received message: the MessageID it was
-// sent with, or for one sent without (through sluice's own API), a
-// UUID-shaped id made of its queue and sequence number, the same on every
-// receive.
+// messageID is the SQS id of a received message: a FIFO message's kept
+// id, or the MessageID it was sent with, or for one sent without (through
+// sluice's own API), a UUID-shaped id made of its queue and sequence
+// number, the same on every receive.
 func messageID(queue string, m *sluice.ReceivedMessage) string {
+	if id := m.ApplicationProperties[propMessageID]; id != "" {
+		return id
+	}
 	if m.MessageID != "" {
 		return m.MessageID
 	}
@@ -210,8 +233,12 @@ func (rq *request) message(q queue, e *sendEntry) (*sluice.Message, error) {
 	case !validBody(*e.MessageBody):
 		return nil, &Error{Code: "InvalidMessageContents", Status: 400,
 			Message: "the message body holds characters SQS does not allow (#x9, #xA, #xD, #x20 to #xD7FF, #xE000 to #xFFFD, #x10000 to #x10FFFF)"}
-	case e.MessageDeduplicationId != nil:
+	case e.MessageDeduplicationId != nil && !q.fifo():
 		return nil, invalidParameter("MessageDeduplicationId applies to FIFO queues only")
+	case q.fifo() && e.MessageGroupId == nil:
+		return nil, missingParameter("a MessageGroupId (the queue is FIFO)")
+	case q.fifo() && e.DelaySeconds != nil && *e.DelaySeconds != 0:
+		return nil, invalidParameter("DelaySeconds per message is not valid on a FIFO queue: set the queue's DelaySeconds")
 	}
 	if err := checkAttributes(e.MessageAttributes); err != nil {
 		return nil, err
@@ -234,17 +261,42 @@ func (rq *request) message(q queue, e *sendEntry) (*sluice.Message, error) {
 		m.ApplicationProperties[propTraceHeader] = *a.StringValue
 	}
 	if e.MessageGroupId != nil {
-		if g := *e.MessageGroupId; g == "" || len(g) > 128 || !validBody(g) {
-			return nil, invalidParameter("MessageGroupId is 1 to 128 characters")
+		g := *e.MessageGroupId
+		if !validID(g) {
+			return nil, invalidParameter("MessageGroupId is 1 to 128 letters, digits and punctuation")
 		}
-		m.ApplicationProperties[propGroupID] = *e.MessageGroupId
+		if q.fifo() {
+			m.SessionID = g
+		} else {
+			m.ApplicationProperties[propGroupID] = g
+		}
+	}
+	if q.fifo() {
+		var dedup string
+		switch {
+		case e.MessageDeduplicationId != nil:
+			if dedup = *e.MessageDeduplicationId; !validID(dedup) {
+				return nil, invalidParameter("MessageDeduplicationId is 1 to 128 letters, digits and punctuation")
+			}
+		case q.sqs.ContentDedup:
+			sum := sha256.Sum256([]byte(*e.MessageBody))
+			dedup = hex.EncodeToString(sum[:])
+		default:
+			return nil, invalidParameter("the queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly")
+		}
+		m.ApplicationProperties[propMessageID], m.ApplicationProperties[propDedupID] = m.MessageID, dedup
+		m.MessageID = dedup
+		if q.sqs.DedupScope == "messageGroup" {
+			sum := sha256.Sum256([]byte(m.SessionID + "\n" + dedup))
+			m.MessageID = hex.EncodeToString(sum[:])
+		}
 	}
 	sender := "anonymous"
 	if rq.accessKey != "" {
 		sender = rq.accessKey
 	}
 	m.ApplicationProperties[propSenderID] = sender
-	size := len(m.Body) + len(m.MessageID)
+	size := len(m.Body) + len(m.MessageID) + len(m.SessionID)
 	for k, v := range m.ApplicationProperties {
 		size += len(k) + len(v)
 	}
@@ -274,6 +326,20 @@ type sendMessageOutput struct {
 	MessageId              string
 	MD5OfMessageBody       string
 	MD5OfMessageAttributes string `json:",omitempty"`
+	SequenceNumber         string `json:",omitempty"`
+}
+
+// sqsID is the SQS id of a message the endpoint sends.
+func sqsID(m *sluice.Message) string {
+	return cmp.Or(m.ApplicationProperties[propMessageID], m.MessageID)
+}
+
+// sequenceNumber is a FIFO message's SequenceNumber, as SQS gives it.
+func sequenceNumber(q queue, seq int64) string {
+	if !q.fifo() {
+		return ""
+	}
+	return strconv.FormatInt(seq, 10)
 }
 
 func (h *Handler) sendMessage(ctx context.Context, rq *request, body []byte) (any, error) {
@@ -296,12 +362,13 @@ func (h *Handler) sendMessage(ctx context.Context, rq *request, body []byte) (an
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.Send(ctx, m); err != nil {
+	seq, err := s.Send(ctx, m)
+	if err != nil {
 		h.forgetMissing(q.name, err)
 		return nil, err
 	}
-	return sendMessageOutput{MessageId: m.MessageID, MD5OfMessageBody: bodyMD5(*in.MessageBody),
-		MD5OfMessageAttributes: attributesMD5(in.MessageAttributes)}, nil
+	return sendMessageOutput{MessageId: sqsID(m), MD5OfMessageBody: bodyMD5(*in.MessageBody),
+		MD5OfMessageAttributes: attributesMD5(in.MessageAttributes), SequenceNumber: sequenceNumber(q, seq)}, nil
 }
 
 // forgetMissing drops a queue from the cache when err says it is gone.
@@ -328,6 +395,7 @@ type sendBatchSuccess struct {
 	MessageId              string
 	MD5OfMessageBody       string
 	MD5OfMessageAttributes string `json:",omitempty"`
+	SequenceNumber         string `json:",omitempty"`
 }
 
 type sendMessageBatchOutput struct {
@@ -410,7 +478,8 @@ func (h *Handler) sendMessageBatch(ctx context.Context, rq *request, body []byte
 			return nil, err
 		}
 		// One transaction: the valid entries are all sent, or all fail.
-		if _, err := s.SendBatch(ctx, msgs); err != nil {
+		seqs, err := s.SendBatch(ctx, msgs)
+		if err != nil {
 			h.forgetMissing(q.name, err)
 			if errors.Is(err, sluice.ErrEntityNotFound) {
 				return nil, queueDoesNotExist(q.name)
@@ -423,401 +492,10 @@ func (h *Handler) sendMessageBatch(ctx context.Context, rq *request, body []byte
 		}
 		for j, i := range sent {
 			e := &in.Entries[i]
-			out.Successful = append(out.Successful, sendBatchSuccess{Id: e.Id, MessageId: msgs[j].MessageID,
-				MD5OfMessageBody: bodyMD5(*e.MessageBody), MD5OfMessageAttributes: attributesMD5(e.MessageAttributes)})
+			out.Successful = append(out.Successful, sendBatchSuccess{Id: e.Id, MessageId: sqsID(msgs[j]),
+				MD5OfMessageBody: bodyMD5(*e.MessageBody), MD5OfMessageAttributes: attributesMD5(e.MessageAttributes),
+				SequenceNumber: sequenceNumber(q, seqs[j])})
 		}
-	}
-	return out, nil
-}
-
-type receiveMessageInput struct {
-	QueueUrl                    string
-	AttributeNames              []string
-	MessageSystemAttributeNames []string
-	MessageAttributeNames       []string
-	MaxNumberOfMessages         *int
-	VisibilityTimeout           *int
-	WaitTimeSeconds             *int
-	ReceiveRequestAttemptId     string
-}
-
-type message struct {
-	MessageId              string
-	ReceiptHandle          string
-	MD5OfBody              string
-	Body                   string
-	Attributes             map[string]string         `json:",omitempty"`
-	MD5OfMessageAttributes string                    `json:",omitempty"`
-	MessageAttributes      map[string]attributeValue `json:",omitempty"`
-}
-
-type receiveMessageOutput struct {
-	Messages []message `json:",omitempty"`
-}
-
-// systemAttributes are the message system attributes a receive may ask
-// for; those a message of this endpoint has are answered.
-var systemAttributes = []string{"All", "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
-	"SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "AWSTraceHeader", "DeadLetterQueueSourceArn"}
-
-func (h *Handler) receiveMessage(ctx context.Context, rq *request, body []byte) (any, error) {
-	var in receiveMessageInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	max := 1
-	if in.MaxNumberOfMessages != nil {
-		if *in.MaxNumberOfMessages < 1 || *in.MaxNumberOfMessages > maxReceiveMessages {
-			return nil, invalidParameter("MaxNumberOfMessages %d: must be from 1 to %d", *in.MaxNumberOfMessages, maxReceiveMessages)
-		}
-		max = *in.MaxNumberOfMessages
-	}
-	names := append(slices.Clone(in.AttributeNames), in.MessageSystemAttributeNames...)
-	for _, a := range names {
-		if !slices.Contains(systemAttributes, a) {
-			return nil, invalidAttributeName("unknown message system attribute %q", truncate(a, 100))
-		}
-	}
-	for _, a := range in.MessageAttributeNames {
-		if a != "All" && a != ".*" && checkAttributeName(strings.TrimSuffix(a, ".*")) != nil {
-			return nil, invalidAttributeName("MessageAttributeNames: %q is not an attribute name, a prefix ending in .*, All or .*", truncate(a, 100))
-		}
-	}
-	q, err := h.queue(ctx, rq, in.QueueUrl, Receive)
-	if err != nil {
-		return nil, err
-	}
-	visibility := q.sqs.VisibilityTimeout
-	if in.VisibilityTimeout != nil {
-		if *in.VisibilityTimeout < 0 || *in.VisibilityTimeout > maxVisibility {
-			return nil, invalidParameter("VisibilityTimeout %d: must be from 0 to %d", *in.VisibilityTimeout, maxVisibility)
-		}
-		visibility = *in.VisibilityTimeout
-	}
-	wait := q.sqs.ReceiveWait
-	if in.WaitTimeSeconds != nil {
-		if *in.WaitTimeSeconds < 0 || *in.WaitTimeSeconds > maxWait {
-			return nil, invalidParameter("WaitTimeSeconds %d: must be from 0 to %d", *in.WaitTimeSeconds, maxWait)
-		}
-		wait = *in.WaitTimeSeconds
-	}
-	r, err := h.c.NewReceiver(q.name, &sluice.ReceiverOptions{LockDuration: lockFor(visibility)})
-	if err != nil {
-		return nil, err
-	}
-	var ms []*sluice.ReceivedMessage
-	if wait == 0 {
-		ms, err = r.TryReceive(ctx, max)
-	} else {
-		wctx, cancel, werr := h.wait(ctx, rq, time.Duration(wait)*time.Second)
-		if werr != nil {
-			return nil, werr
-		}
-		ms, err = r.Receive(wctx, max)
-		cancel()
-		if len(ms) == 0 && ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
-			err = nil // the wait ended with nothing to receive
-		}
-	}
-	if err != nil && len(ms) == 0 {
-		h.forgetMissing(q.name, err)
-		return nil, err
-	}
-	out := receiveMessageOutput{Messages: make([]message, 0, len(ms))}
-	for _, m := range ms {
-		out.Messages = append(out.Messages, received(q.name, m, names, in.MessageAttributeNames))
-	}
-	return out, nil
-}
-
-// lockFor is the lock of a receive whose visibility timeout is seconds:
-// SQS's 0, visible again at once, is sluice's shortest lock.
-func lockFor(seconds int) time.Duration {
-	if seconds == 0 {
-		return time.Millisecond
-	}
-	return time.Duration(seconds) * time.Second
-}
-
-// wait bounds a long poll.
-func (h *Handler) wait(ctx context.Context, rq *request, d time.Duration) (context.Context, context.CancelFunc, error) {
-	if h.cfg.Wait == nil {
-		ctx, cancel := context.WithTimeout(ctx, d)
-		return ctx, cancel, nil
-	}
-	return h.cfg.Wait(ctx, rq.key, d)
-}
-
-// received is a received message as SQS shows it, with the system
-// attributes and message attributes asked for.
-func received(queue string, m *sluice.ReceivedMessage, system, wanted []string) message {
-	out := message{MessageId: messageID(queue, m), ReceiptHandle: m.LockToken, Body: string(m.Body), MD5OfBody: bodyMD5(string(m.Body))}
-	all := slices.Contains(system, "All")
-	want := func(a string) bool { return all || slices.Contains(system, a) }
-	attrs := map[string]string{}
-	if want("SenderId") {
-		attrs["SenderId"] = cmp.Or(m.ApplicationProperties[propSenderID], "sluice")
-	}
-	if want("SentTimestamp") {
-		attrs["SentTimestamp"] = strconv.FormatInt(m.EnqueuedTime.UnixMilli(), 10)
-	}
-	if want("ApproximateReceiveCount") {
-		attrs["ApproximateReceiveCount"] = strconv.Itoa(m.DeliveryCount)
-	}
-	if g, ok := m.ApplicationProperties[propGroupID]; ok && want("MessageGroupId") {
-		attrs["MessageGroupId"] = g
-	}
-	if t, ok := m.ApplicationProperties[propTraceHeader]; ok && want("AWSTraceHeader") {
-		attrs["AWSTraceHeader"] = t
-	}
-	if len(attrs) > 0 {
-		out.Attributes = attrs
-	}
-	ma := map[string]attributeValue{}
-	for name, v := range m.ApplicationProperties {
-		if strings.HasPrefix(name, propPrefix) || !attributeWanted(name, wanted) || checkAttributeName(name) != nil {
-			continue
-		}
-		a := attributeValue{DataType: cmp.Or(m.ApplicationProperties[propType+name], "String")}
-		if a.binary() {
-			b, err := base64.StdEncoding.DecodeString(v)
-			if err != nil {
-				continue
-			}
-			a.BinaryValue = b
-		} else {
-			a.StringValue = &v
-		}
-		ma[name] = a
-	}
-	if len(ma) > 0 {
-		out.MessageAttributes = ma
-		out.MD5OfMessageAttributes = attributesMD5(ma)
-	}
-	return out
-}
-
-// attributeWanted reports whether MessageAttributeNames asks for name:
-// All, ".*", the name, or a prefix of it ending in ".*".
-func attributeWanted(name string, wanted []string) bool {
-	for _, w := range wanted {
-		if w == "All" || w == ".*" || w == name {
-			return true
-		}
-		if prefix, ok := strings.CutSuffix(w, ".*"); ok && strings.HasPrefix(name, prefix+".") {
-			return true
-		}
-	}
-	return false
-}
-
-// lockToken checks a receipt handle: a sluice lock token, 32 hex digits.
-func lockToken(handle string) (string, error) {
-	if handle == "" {
-		return "", missingParameter("ReceiptHandle")
-	}
-	if len(handle) != 32 {
-		return "", receiptHandleIsInvalid(handle)
-	}
-	if _, err := hex.DecodeString(handle); err != nil {
-		return "", receiptHandleIsInvalid(handle)
-	}
-	return handle, nil
-}
-
-type deleteMessageInput struct {
-	QueueUrl      string
-	ReceiptHandle string
-}
-
-func (h *Handler) deleteMessage(ctx context.Context, rq *request, body []byte) (any, error) {
-	var in deleteMessageInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	q, err := h.queue(ctx, rq, in.QueueUrl, Receive)
-	if err != nil {
-		return nil, err
-	}
-	token, err := lockToken(in.ReceiptHandle)
-	if err != nil {
-		return nil, err
-	}
-	r, err := h.c.NewReceiver(q.name, nil)
-	if err != nil {
-		return nil, err
-	}
-	// As SQS documents: a handle that is not the message's latest (its
-	// lock ended) succeeds without deleting it.
-	if err := r.Complete(ctx, &sluice.ReceivedMessage{LockToken: token}); err != nil && !errors.Is(err, sluice.ErrLockLost) {
-		h.forgetMissing(q.name, err)
-		return nil, err
-	}
-	return empty{}, nil
-}
-
-type batchEntry struct {
-	Id                string
-	ReceiptHandle     string
-	VisibilityTimeout *int
-}
-
-type batchInput struct {
-	QueueUrl string
-	Entries  []batchEntry
-}
-
-type batchSuccess struct {
-	Id string
-}
-
-type batchOutput struct {
-	Successful []batchSuccess
-	Failed     []batchFailure
-}
-
-// batch checks a batch of receipt handles and returns its queue.
-func (h *Handler) batch(ctx context.Context, rq *request, body []byte) (batchInput, queue, error) {
-	var in batchInput
-	if err := decode(body, &in); err != nil {
-		return in, queue{}, err
-	}
-	ids := make([]string, len(in.Entries))
-	for i, e := range in.Entries {
-		ids[i] = e.Id
-	}
-	if err := checkEntryIDs(ids); err != nil {
-		return in, queue{}, err
-	}
-	q, err := h.queue(ctx, rq, in.QueueUrl, Receive)
-	return in, q, err
-}
-
-func (h *Handler) deleteMessageBatch(ctx context.Context, rq *request, body []byte) (any, error) {
-	in, q, err := h.batch(ctx, rq, body)
-	if err != nil {
-		return nil, err
-	}
-	out := batchOutput{Successful: []batchSuccess{}, Failed: []batchFailure{}}
-	var (
-		msgs    []*sluice.ReceivedMessage
-		entries []int
-	)
-	for i, e := range in.Entries {
-		if e.VisibilityTimeout != nil {
-			out.Failed = append(out.Failed, failure(e.Id, invalidParameter("a DeleteMessageBatch entry takes no VisibilityTimeout")))
-			continue
-		}
-		token, err := lockToken(e.ReceiptHandle)
-		if err != nil {
-			out.Failed = append(out.Failed, failure(e.Id, err))
-			continue
-		}
-		msgs, entries = append(msgs, &sluice.ReceivedMessage{LockToken: token}), append(entries, i)
-	}
-	if len(msgs) == 0 {
-		return out, nil
-	}
-	r, err := h.c.NewReceiver(q.name, nil)
-	if err != nil {
-		return nil, err
-	}
-	failed := map[int]error{}
-	if err := r.CompleteBatch(ctx, msgs); err != nil {
-		var be *sluice.SettleBatchError
-		if !errors.As(err, &be) {
-			h.forgetMissing(q.name, err)
-			return nil, err
-		}
-		for _, f := range be.Failed {
-			if !errors.Is(f.Err, sluice.ErrLockLost) { // a stale handle succeeds, as in DeleteMessage
-				failed[f.Index] = f.Err
-			}
-		}
-	}
-	for j, i := range entries {
-		if err, ok := failed[j]; ok {
-			out.Failed = append(out.Failed, failure(in.Entries[i].Id, err))
-		} else {
-			out.Successful = append(out.Successful, batchSuccess{Id: in.Entries[i].Id})
-		}
-	}
-	return out, nil
-}
-
-type changeVisibilityInput struct {
-	QueueUrl          string
-	ReceiptHandle     string
-	VisibilityTimeout *int
-}
-
-func (h *Handler) changeMessageVisibility(ctx context.Context, rq *request, body []byte) (any, error) {
-	var in changeVisibilityInput
-	if err := decode(body, &in); err != nil {
-		return nil, err
-	}
-	q, err := h.queue(ctx, rq, in.QueueUrl, Receive)
-	if err != nil {
-		return nil, err
-	}
-	if err := h.changeVisibility(ctx, q, in.ReceiptHandle, in.VisibilityTimeout); err != nil {
-		return nil, err
-	}
-	return empty{}, nil
-}
-
-// changeVisibility makes a message visible again after seconds: at once
-// (0) by abandoning it, otherwise by renewing its lock for that long.
-func (h *Handler) changeVisibility(ctx context.Context, q queue, handle string, seconds *int) error {
-	token, err := lockToken(handle)
-	if err != nil {
-		return err
-	}
-	if seconds == nil {
-		return missingParameter("VisibilityTimeout")
-	}
-	if *seconds < 0 || *seconds > maxVisibility {
-		return invalidParameter("VisibilityTimeout %d: must be from 0 to %d", *seconds, maxVisibility)
-	}
-	m := &sluice.ReceivedMessage{LockToken: token}
-	if *seconds == 0 {
-		r, err := h.c.NewReceiver(q.name, nil)
-		if err != nil {
-			return err
-		}
-		err = r.Abandon(ctx, m, nil)
-		return notInflight(err)
-	}
-	r, err := h.c.NewReceiver(q.name, &sluice.ReceiverOptions{LockDuration: time.Duration(*seconds) * time.Second})
-	if err != nil {
-		return err
-	}
-	return notInflight(r.RenewLock(ctx, m))
-}
-
-// notInflight reports a lost lock as SQS does.
-func notInflight(err error) error {
-	if errors.Is(err, sluice.ErrLockLost) {
-		return messageNotInflight()
-	}
-	return err
-}
-
-func (h *Handler) changeMessageVisibilityBatch(ctx context.Context, rq *request, body []byte) (any, error) {
-	in, q, err := h.batch(ctx, rq, body)
-	if err != nil {
-		return nil, err
-	}
-	out := batchOutput{Successful: []batchSuccess{}, Failed: []batchFailure{}}
-	for _, e := range in.Entries {
-		if err := h.changeVisibility(ctx, q, e.ReceiptHandle, e.VisibilityTimeout); err != nil {
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			out.Failed = append(out.Failed, failure(e.Id, err))
-			continue
-		}
-		out.Successful = append(out.Successful, batchSuccess{Id: e.Id})
 	}
 	return out, nil
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"net/url"
 	"slices"
 	"strconv"
@@ -47,6 +46,50 @@ type settings struct {
 	Created           int64             `json:"created,omitempty"`
 	Modified          int64             `json:"lastModified,omitempty"`
 	Tags              map[string]string `json:"tags,omitempty"`
+	Redrive           *redrivePolicy    `json:"redrive,omitempty"`
+	// A FIFO queue's: its messages are sessions' (a MessageGroupId is a
+	// SessionID), deduplicated for 5 minutes by MessageDeduplicationId,
+	// or by the body's SHA-256 with ContentBasedDeduplication; with
+	// DeduplicationScope messageGroup, within their group only.
+	Fifo            bool   `json:"fifo,omitempty"`
+	ContentDedup    bool   `json:"contentBasedDeduplication,omitempty"`
+	DedupScope      string `json:"deduplicationScope,omitempty"`
+	ThroughputLimit string `json:"fifoThroughputLimit,omitempty"`
+}
+
+// fifo reports whether q is a FIFO queue: one the endpoint made so (a
+// queue of sessions made otherwise is not: its messages need no group).
+func (q queue) fifo() bool { return q.sqs.Fifo && q.props.RequiresSession }
+
+// sameAttributes reports whether two queues' attributes are equal, as
+// CreateQueue compares them (not their times or tags).
+func sameAttributes(rq *request, a, b queue) bool {
+	return maps.Equal(a.attributes(rq), b.attributes(rq))
+}
+
+// attributes are the queue's settable attributes, as
+// GetQueueAttributes shows them.
+func (q queue) attributes(rq *request) map[string]string {
+	a := map[string]string{
+		"VisibilityTimeout":             strconv.Itoa(q.sqs.VisibilityTimeout),
+		"DelaySeconds":                  strconv.Itoa(q.sqs.DelaySeconds),
+		"ReceiveMessageWaitTimeSeconds": strconv.Itoa(q.sqs.ReceiveWait),
+		"MaximumMessageSize":            strconv.Itoa(q.props.MaxMessageSize),
+		"SqsManagedSseEnabled":          "false",
+	}
+	if q.props.DefaultTTL > 0 && q.props.DefaultTTL < sluice.Forever {
+		a["MessageRetentionPeriod"] = strconv.FormatInt(int64(q.props.DefaultTTL/time.Second), 10)
+	}
+	if q.sqs.Redrive != nil {
+		a["RedrivePolicy"] = rq.redriveJSON(q.sqs.Redrive)
+	}
+	if q.fifo() {
+		a["FifoQueue"] = "true"
+		a["ContentBasedDeduplication"] = strconv.FormatBool(q.sqs.ContentDedup)
+		a["DeduplicationScope"] = q.sqs.DedupScope
+		a["FifoThroughputLimit"] = q.sqs.ThroughputLimit
+	}
+	return a
 }
 
 // metadata is the JSON a queue's UserMetadata holds.
@@ -142,19 +185,20 @@ func (h *Handler) forget(name string) {
 	h.cache.mu.Unlock()
 }
 
+// fifoSuffix ends the name of every FIFO queue, and of no other.
+const fifoSuffix = ".fifo"
+
 // checkName checks an SQS queue name: 1 to 80 letters, digits, '-' and
-// '_'. A FIFO queue's name (".fifo") is refused: FIFO queues are not
-// served yet.
+// '_', a FIFO queue's ending in ".fifo".
 func checkName(name string) error {
-	if strings.HasSuffix(name, ".fifo") {
-		return unsupported("FIFO queues (%q) are not served by this endpoint yet: use a standard queue", name)
-	}
-	if name == "" || len(name) > maxNameLength {
+	base := strings.TrimSuffix(name, fifoSuffix)
+	if name == "" || base == "" || len(name) > maxNameLength {
 		return invalidParameter("a queue name is 1 to %d characters: %q has %d", maxNameLength, truncate(name, 100), len(name))
 	}
-	for _, c := range []byte(name) {
+	for _, c := range []byte(base) {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
-			return invalidParameter("a queue name holds only letters, digits, '-' and '_': %q holds %q", truncate(name, 100), c)
+			return invalidParameter("a queue name holds only letters, digits, '-' and '_' (and a FIFO queue's ends in .fifo): %q holds %q",
+				truncate(name, 100), c)
 		}
 	}
 	return nil
@@ -188,7 +232,8 @@ func (rq *request) arn(name string) string {
 // applyAttributes sets SQS attributes on q, checking each against AWS's
 // bounds: InvalidAttributeName for an attribute SQS does not have or that
 // cannot be set, InvalidAttributeValue for a value out of bounds or one
-// sluice cannot honour.
+// sluice cannot honour. FifoQueue is fixed when the queue is created: q
+// is FIFO or not already, and FifoQueue may only say so again.
 func applyAttributes(q *queue, attrs map[string]string) error {
 	for _, name := range slices.Sorted(maps.Keys(attrs)) {
 		v := attrs[name]
@@ -227,18 +272,47 @@ func applyAttributes(q *queue, attrs map[string]string) error {
 			}
 			q.props.MaxMessageSize = n
 		case "FifoQueue":
-			if v != "false" {
-				return unsupported("FIFO queues are not served by this endpoint yet (FifoQueue %q)", v)
+			if v != strconv.FormatBool(q.sqs.Fifo) {
+				return invalidAttributeValue("FifoQueue %q: a FIFO queue's name ends in .fifo, and FifoQueue is fixed when the queue is created", truncate(v, 20))
 			}
+		case "ContentBasedDeduplication":
+			if !q.sqs.Fifo {
+				return invalidAttributeName("ContentBasedDeduplication applies to FIFO queues only")
+			}
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return invalidAttributeValue("ContentBasedDeduplication %q: true or false", truncate(v, 20))
+			}
+			q.sqs.ContentDedup = b
+		case "DeduplicationScope":
+			if !q.sqs.Fifo {
+				return invalidAttributeName("DeduplicationScope applies to FIFO queues only")
+			}
+			if v != "messageGroup" && v != "queue" {
+				return invalidAttributeValue("DeduplicationScope %q: messageGroup or queue", truncate(v, 20))
+			}
+			q.sqs.DedupScope = v
+		case "FifoThroughputLimit":
+			if !q.sqs.Fifo {
+				return invalidAttributeName("FifoThroughputLimit applies to FIFO queues only")
+			}
+			if v != "perQueue" && v != "perMessageGroupId" {
+				return invalidAttributeValue("FifoThroughputLimit %q: perQueue or perMessageGroupId", truncate(v, 20))
+			}
+			q.sqs.ThroughputLimit = v
+		case "RedrivePolicy":
+			p, err := parseRedrive(v)
+			if err != nil {
+				return err
+			}
+			q.sqs.Redrive = p
 		case "SqsManagedSseEnabled":
 			if v != "false" {
 				return invalidAttributeValue("SqsManagedSseEnabled %q: sluice does not encrypt messages itself (the database's "+
 					"encryption at rest applies): set it false or leave it out", v)
 			}
-		case "RedrivePolicy", "RedriveAllowPolicy":
-			return unsupported("%s is not served by this endpoint yet: sluice dead-letters into each queue's own dead-letter queue", name)
-		case "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit":
-			return invalidAttributeName("%s applies to FIFO queues only", name)
+		case "RedriveAllowPolicy":
+			return unsupported("RedriveAllowPolicy is not served by this endpoint: any queue may name any queue its dead-letter queue")
 		case "Policy":
 			return invalidAttributeName("Policy: access is granted by the server's keys, not by queue policies")
 		case "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds":
@@ -260,15 +334,24 @@ func intAttribute(name, v string, lo, hi int) (int, error) {
 }
 
 // newQueue is a queue of SQS's defaults.
-func newQueue(name string) queue {
-	return queue{name: name, props: sluice.QueueProperties{
+func newQueue(name string, fifo bool) queue {
+	q := queue{name: name, props: sluice.QueueProperties{
 		LockDuration: defaultVisibility * time.Second,
 		// Without a redrive policy SQS never dead-letters.
-		MaxDeliveryCount: math.MaxInt32,
+		MaxDeliveryCount: noRedrive,
 		DefaultTTL:       defaultRetention * time.Second,
 		MaxMessageSize:   maxMessageSize,
 	}, sqs: settings{VisibilityTimeout: defaultVisibility}}
+	if fifo {
+		q.props.RequiresSession, q.props.RequiresDuplicateDetection = true, true
+		q.props.DuplicateDetectionWindow = fifoDedupWindow
+		q.sqs.Fifo, q.sqs.DedupScope, q.sqs.ThroughputLimit = true, "queue", "perQueue"
+	}
+	return q
 }
+
+// fifoDedupWindow is SQS's deduplication interval, fixed.
+const fifoDedupWindow = 5 * time.Minute
 
 // withMetadata stores q's SQS settings in its properties' UserMetadata.
 func (q *queue) withMetadata() (sluice.QueueProperties, error) {
@@ -310,8 +393,18 @@ func (h *Handler) createQueue(ctx context.Context, rq *request, body []byte) (an
 	if len(in.Tags) > maxTags {
 		return nil, invalidParameter("a queue has at most %d tags: %d given", maxTags, len(in.Tags))
 	}
-	q := newQueue(name)
+	fifo := strings.HasSuffix(in.QueueName, fifoSuffix)
+	if v, ok := in.Attributes["FifoQueue"]; ok && v != strconv.FormatBool(fifo) {
+		return nil, invalidParameter("FifoQueue %q: a queue is FIFO exactly when its name ends in .fifo", truncate(v, 20))
+	}
+	if fifo && in.Attributes["FifoQueue"] != "true" {
+		return nil, invalidParameter("queue %q: a name ending in .fifo is a FIFO queue's, which needs the attribute FifoQueue true", in.QueueName)
+	}
+	q := newQueue(name, fifo)
 	if err := applyAttributes(&q, in.Attributes); err != nil {
+		return nil, err
+	}
+	if err := h.checkRedrive(ctx, &q); err != nil {
 		return nil, err
 	}
 	now := time.Now().Unix()
@@ -329,9 +422,7 @@ func (h *Handler) createQueue(ctx context.Context, rq *request, body []byte) (an
 		if lerr != nil {
 			return nil, queueNameExists(name)
 		}
-		want := cur
-		if err := applyAttributes(&want, in.Attributes); err != nil || want.props != cur.props || want.sqs.VisibilityTimeout != cur.sqs.VisibilityTimeout ||
-			want.sqs.DelaySeconds != cur.sqs.DelaySeconds || want.sqs.ReceiveWait != cur.sqs.ReceiveWait {
+		if !sameAttributes(rq, q, cur) {
 			return nil, queueNameExists(name)
 		}
 		return queueURLOutput{QueueUrl: rq.url(name)}, nil
@@ -340,6 +431,7 @@ func (h *Handler) createQueue(ctx context.Context, rq *request, body []byte) (an
 		return nil, err
 	}
 	h.forget(name)
+	h.forgetRedrive()
 	return queueURLOutput{QueueUrl: rq.url(name)}, nil
 }
 
@@ -454,6 +546,7 @@ func (h *Handler) deleteQueue(ctx context.Context, rq *request, body []byte) (an
 		return nil, err
 	}
 	h.forget(name)
+	h.forgetRedrive()
 	return empty{}, nil
 }
 
@@ -491,7 +584,7 @@ var readOnly = []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessa
 // settable are the attributes SetQueueAttributes sets (and FifoQueue,
 // false).
 var settable = []string{"VisibilityTimeout", "MessageRetentionPeriod", "DelaySeconds", "ReceiveMessageWaitTimeSeconds", "MaximumMessageSize",
-	"SqsManagedSseEnabled"}
+	"SqsManagedSseEnabled", "RedrivePolicy", "FifoQueue", "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit"}
 
 func (h *Handler) getQueueAttributes(ctx context.Context, rq *request, body []byte) (any, error) {
 	var in getQueueAttributesInput
@@ -519,8 +612,7 @@ func (h *Handler) getQueueAttributes(ctx context.Context, rq *request, body []by
 			}
 		case slices.Contains(readOnly, a) || slices.Contains(settable, a):
 			want[a] = true
-		case a == "FifoQueue", a == "RedrivePolicy", a == "RedriveAllowPolicy", a == "ContentBasedDeduplication", a == "Policy",
-			a == "KmsMasterKeyId", a == "KmsDataKeyReusePeriodSeconds", a == "DeduplicationScope", a == "FifoThroughputLimit":
+		case a == "RedriveAllowPolicy", a == "Policy", a == "KmsMasterKeyId", a == "KmsDataKeyReusePeriodSeconds":
 			// Attributes SQS has that a standard queue of this endpoint
 			// leaves unset: SQS leaves them out of the answer too.
 		default:
@@ -540,6 +632,19 @@ func (h *Handler) getQueueAttributes(ctx context.Context, rq *request, body []by
 				out[a] = strconv.FormatInt(n, 10)
 			}
 		}
+		// A dead-letter queue's messages include its sources' dead
+		// letters (locked ones too: sluice counts them as one).
+		srcs, err := h.sources(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		for _, src := range srcs {
+			dst, err := h.c.GetQueueStats(ctx, src)
+			if err != nil && !errors.Is(err, sluice.ErrEntityNotFound) {
+				return nil, err
+			}
+			st.Active += dst.DeadLettered
+		}
 		set("ApproximateNumberOfMessages", st.Active)
 		set("ApproximateNumberOfMessagesNotVisible", st.InFlight)
 		set("ApproximateNumberOfMessagesDelayed", st.Scheduled)
@@ -554,14 +659,9 @@ func (h *Handler) getQueueAttributes(ctx context.Context, rq *request, body []by
 		set("CreatedTimestamp", strconv.FormatInt(q.sqs.Created, 10))
 		set("LastModifiedTimestamp", strconv.FormatInt(q.sqs.Modified, 10))
 	}
-	set("VisibilityTimeout", strconv.Itoa(q.sqs.VisibilityTimeout))
-	if q.props.DefaultTTL < sluice.Forever {
-		set("MessageRetentionPeriod", strconv.FormatInt(int64(q.props.DefaultTTL/time.Second), 10))
+	for a, v := range q.attributes(rq) {
+		set(a, v)
 	}
-	set("DelaySeconds", strconv.Itoa(q.sqs.DelaySeconds))
-	set("ReceiveMessageWaitTimeSeconds", strconv.Itoa(q.sqs.ReceiveWait))
-	set("MaximumMessageSize", strconv.Itoa(q.props.MaxMessageSize))
-	set("SqsManagedSseEnabled", "false")
 	return attributesOutput{Attributes: out}, nil
 }
 
@@ -596,6 +696,13 @@ func (h *Handler) setQueueAttributes(ctx context.Context, rq *request, body []by
 	if err := applyAttributes(&q, in.Attributes); err != nil {
 		return nil, err
 	}
+	if _, ok := in.Attributes["RedrivePolicy"]; ok {
+		// Otherwise the MaxDeliveryCount stays: a queue made outside the
+		// endpoint keeps its own until a RedrivePolicy is set.
+		if err := h.checkRedrive(ctx, &q); err != nil {
+			return nil, err
+		}
+	}
 	q.sqs.Modified = time.Now().Unix()
 	if q.sqs.Created == 0 {
 		q.sqs.Created = q.sqs.Modified
@@ -606,6 +713,7 @@ func (h *Handler) setQueueAttributes(ctx context.Context, rq *request, body []by
 	}
 	_, err = h.c.UpdateQueue(ctx, name, props)
 	h.forget(name)
+	h.forgetRedrive()
 	if errors.Is(err, sluice.ErrEntityNotFound) {
 		return nil, queueDoesNotExist(name)
 	}

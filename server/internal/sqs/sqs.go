@@ -69,6 +69,9 @@ type Config struct {
 	// in, or an error when the key may not wait now (k is nil without
 	// authentication). Nil waits d under the request's context.
 	Wait func(ctx context.Context, k Key, d time.Duration) (context.Context, context.CancelFunc, error)
+	// Context ends with the server: background work (message move
+	// tasks) stops with it (default: never).
+	Context context.Context
 	// MaxRequestBytes bounds a request's body (default 16 MiB).
 	MaxRequestBytes int
 	// Logger receives refusals (at a bounded rate) and failures.
@@ -83,6 +86,8 @@ type Handler struct {
 	refusals *rate.Limiter
 	ops      map[string]operation
 	cache    queueCache
+	redrive  redriveIndex
+	moves    moveTasks
 }
 
 // operation serves one target: it decodes its request from body and
@@ -109,6 +114,9 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Context == nil {
+		cfg.Context = context.Background()
+	}
 	h := &Handler{cfg: cfg, c: cfg.Client, log: cfg.Logger, refusals: rate.NewLimiter(1, 10)}
 	h.ops = map[string]operation{
 		"CreateQueue":                  h.createQueue,
@@ -125,6 +133,10 @@ func New(cfg Config) (*Handler, error) {
 		"DeleteMessageBatch":           h.deleteMessageBatch,
 		"ChangeMessageVisibility":      h.changeMessageVisibility,
 		"ChangeMessageVisibilityBatch": h.changeMessageVisibilityBatch,
+		"ListDeadLetterSourceQueues":   h.listDeadLetterSourceQueues,
+		"StartMessageMoveTask":         h.startMessageMoveTask,
+		"ListMessageMoveTasks":         h.listMessageMoveTasks,
+		"CancelMessageMoveTask":        h.cancelMessageMoveTask,
 	}
 	return h, nil
 }
