@@ -33,7 +33,8 @@ var testKeys = []server.Key{
 
 // env is a sluice server with its SQS endpoint, over a fresh tenant.
 type env struct {
-	addr string
+	addr string // the SQS endpoint's
+	api  string // the URL of the server's native API
 	lib  *sluice.Client
 	sqs  *sqs.Client // the admin's
 }
@@ -46,10 +47,12 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 }
 
 // start serves c with the SQS endpoint on a free loopback port.
-func start(t *testing.T, c *sluice.Client, cfg server.Config) *env {
+func start(t testing.TB, c *sluice.Client, cfg server.Config) *env {
 	t.Helper()
 	cfg.Client, cfg.Addr, cfg.SQSAddr = c, "127.0.0.1:0", "127.0.0.1:0"
-	cfg.Logger = storetest.Logger(t)
+	if cfg.Logger == nil {
+		cfg.Logger = storetest.Logger(t)
+	}
 	srv, err := server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +67,7 @@ func start(t *testing.T, c *sluice.Client, cfg server.Config) *env {
 			t.Errorf("Shutdown: %v", err)
 		}
 	})
-	e := &env{addr: srv.SQSAddr().String(), lib: c}
+	e := &env{addr: srv.SQSAddr().String(), api: "http://" + srv.Addr().String(), lib: c}
 	e.sqs = e.client("admin", adminSecret)
 	return e
 }
