@@ -33,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/api/sluice/v1/sluicev1connect"
 	"github.com/sluicehq/sluice/internal/apierr"
 	"github.com/sluicehq/sluice/server/dashboard"
+	"github.com/sluicehq/sluice/server/internal/sqs"
 )
 
 // Config configures a server. Zero fields take their defaults.
@@ -191,8 +192,10 @@ type Server struct {
 	stopping context.Context
 	stop     context.CancelFunc
 
-	// sqs serves Config.SQSAddr (nil without it).
-	sqs http.Handler
+	// sqs serves Config.SQSAddr (nil without it), behind sqsHandler's
+	// guards.
+	sqs        *sqs.Handler
+	sqsHandler http.Handler
 
 	mu          sync.Mutex
 	http        *http.Server
@@ -278,7 +281,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux = s.routes()
 	s.handler = withHTTPCall(s.mux)
 	if cfg.SQSAddr != "" {
-		if s.sqs, err = s.newSQS(); err != nil {
+		if s.sqs, s.sqsHandler, err = s.newSQS(); err != nil {
 			s.m.close()
 			return nil, fmt.Errorf("sluice: server: sqs: %w", err)
 		}
@@ -411,7 +414,7 @@ func (s *Server) Start(ctx context.Context) error {
 			l.Close()
 			return err
 		}
-		s.sqsHTTP, s.sqsListener = s.httpServer(s.sqs), sl
+		s.sqsHTTP, s.sqsListener = s.httpServer(s.sqsHandler), sl
 	}
 	s.listener = l
 	s.sampled = make(chan struct{})
@@ -550,6 +553,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if serr := <-sqsDone; err == nil && !errors.Is(serr, http.ErrServerClosed) {
 			err = serr
 		}
+	}
+	if s.sqs != nil {
+		s.sqs.Wait() // its move tasks, which stopping ended
 	}
 	// A stream's handler can outlive its connection (HTTP/2 does not
 	// wait for it): its consumer stores its final progress first.

@@ -14,20 +14,20 @@ import (
 // the server's client, its requests signed with the server's keys and
 // bounded as the API's are (a key's rate limit and MaxWaits,
 // MaxReceiveWait, MaxRequestBytes, the server's shutdown).
-func (s *Server) newSQS() (http.Handler, error) {
+func (s *Server) newSQS() (*sqs.Handler, http.Handler, error) {
 	cfg := sqs.Config{Client: s.c, Context: s.stopping, MaxRequestBytes: s.cfg.MaxRequestBytes, Logger: s.log, Wait: s.sqsWait}
 	if s.keys != nil {
 		cfg.Key = s.sqsKey
 	}
 	h, err := sqs.New(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if s.keys == nil && !s.cfg.Insecure {
 		listenHost, _, _ := net.SplitHostPort(s.cfg.SQSAddr)
-		return loopbackHostsOnly(h, listenHost), nil
+		return h, loopbackHostsOnly(h, listenHost), nil
 	}
-	return h, nil
+	return h, h, nil
 }
 
 // sqsKey is the key an SQS request's access key id names: a key's Name.

@@ -18,17 +18,20 @@ import (
 )
 
 // Keys of the test servers: an administrator, a key that may only send
-// to orders-*, and one that may only receive from them.
+// to orders-*, one that may only receive from them, and one that may do
+// anything to mine-*.
 const (
 	adminSecret    = "admin-secret-0123456789"
 	senderSecret   = "sender-secret-0123456789"
 	receiverSecret = "receiver-secret-0123456789"
+	managerSecret  = "manager-secret-0123456789"
 )
 
 var testKeys = []server.Key{
 	{Name: "admin", Token: adminSecret, Grants: []server.Grant{{Actions: server.All, Entities: []string{"*"}}}},
 	{Name: "sender", Token: senderSecret, Grants: []server.Grant{{Actions: server.Send, Entities: []string{"orders-*"}}}},
 	{Name: "receiver", Token: receiverSecret, Grants: []server.Grant{{Actions: server.Receive, Entities: []string{"orders-*"}}}},
+	{Name: "manager", Token: managerSecret, Grants: []server.Grant{{Actions: server.All, Entities: []string{"mine-*"}}}},
 }
 
 // env is a sluice server with its SQS endpoint, over a fresh tenant.

@@ -46,7 +46,7 @@ func TestFIFO(t *testing.T) {
 		wantCode(t, "CreateQueue of a FIFO queue without .fifo", err, "InvalidParameterValue")
 		url := e.createQueue(t, "jobs.fifo", map[string]string{"FifoQueue": "true", "VisibilityTimeout": "60"})
 		_, err = e.sqs.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: &url, Attributes: map[string]string{"FifoQueue": "false"}})
-		wantCode(t, "SetQueueAttributes turning FIFO off", err, "InvalidAttributeValue")
+		wantCode(t, "SetQueueAttributes turning FIFO off", err, "InvalidAttributeName")
 
 		for _, bad := range []struct {
 			what string
@@ -155,8 +155,31 @@ func TestFIFO(t *testing.T) {
 		}
 		var qe *types.QueueNameExists
 		if _, err := e.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("content.fifo"),
-			Attributes: map[string]string{"FifoQueue": "true"}}); !errors.As(err, &qe) {
+			Attributes: map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "false"}}); !errors.As(err, &qe) {
 			t.Fatalf("CreateQueue of content.fifo with other attributes = %v, want QueueNameExists", err)
 		}
+	})
+}
+
+// TestReceiveRequestAttemptId checks that a FIFO receive tried again with
+// its attempt id gets what the first try locked, and another gets
+// nothing while that group is held.
+func TestReceiveRequestAttemptId(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := t.Context()
+		url := e.createQueue(t, "jobs.fifo", map[string]string{"FifoQueue": "true"})
+		e.sendFIFO(t, url, "a", "1", "a1")
+		e.sendFIFO(t, url, "a", "2", "a2")
+		in := &sqs.ReceiveMessageInput{QueueUrl: &url, MaxNumberOfMessages: 10, WaitTimeSeconds: 10, ReceiveRequestAttemptId: aws.String("try-1")}
+		first, err := e.sqs.ReceiveMessage(ctx, in)
+		if err != nil || len(first.Messages) != 2 {
+			t.Fatalf("ReceiveMessage = %v, %v", first, err)
+		}
+		again, err := e.sqs.ReceiveMessage(ctx, in)
+		if err != nil || len(again.Messages) != 2 || *again.Messages[0].ReceiptHandle != *first.Messages[0].ReceiptHandle {
+			t.Fatalf("ReceiveMessage tried again = %v, %v; want the first try's messages and handles", again, err)
+		}
+		receiveNone(t, e.sqs, url)
+		e.deleteAll(t, url, again.Messages)
 	})
 }

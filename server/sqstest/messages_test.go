@@ -192,6 +192,15 @@ func TestSendRefusals(t *testing.T) {
 			_, err := e.sqs.SendMessage(ctx, &in)
 			wantCode(t, "SendMessage of "+bad.what, err, bad.code)
 		}
+		// What SQS counts fits: the body and the attributes, not what the
+		// endpoint keeps beside them.
+		if _, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: str(strings.Repeat("x", 990)),
+			MessageAttributes: map[string]types.MessageAttributeValue{"k": {DataType: str("Number"), StringValue: str("1")}}}); err != nil {
+			t.Fatalf("SendMessage of 998 bytes as SQS counts them, to a queue of 1,024: %v", err)
+		}
+		if _, err := e.sqs.PurgeQueue(ctx, &sqs.PurgeQueueInput{QueueUrl: &url}); err != nil {
+			t.Fatal(err)
+		}
 		eleven := map[string]types.MessageAttributeValue{}
 		for i := range 11 {
 			eleven[fmt.Sprintf("a%d", i)] = types.MessageAttributeValue{DataType: str("String"), StringValue: str("v")}
@@ -371,9 +380,12 @@ func TestBatches(t *testing.T) {
 		del, err := e.sqs.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: &url, Entries: []types.DeleteMessageBatchRequestEntry{
 			{Id: aws.String("a"), ReceiptHandle: ms[0].ReceiptHandle},
 			{Id: aws.String("c"), ReceiptHandle: ms[1].ReceiptHandle},
+			{Id: aws.String("again"), ReceiptHandle: ms[1].ReceiptHandle},
 			{Id: aws.String("bad"), ReceiptHandle: aws.String("not-a-handle")},
+			{Id: aws.String("zero"), ReceiptHandle: aws.String(strings.Repeat("0", 32))},
 		}})
-		if err != nil || len(del.Successful) != 2 || len(del.Failed) != 1 || *del.Failed[0].Id != "bad" || *del.Failed[0].Code != "ReceiptHandleIsInvalid" {
+		if err != nil || len(del.Successful) != 3 || len(del.Failed) != 2 || *del.Failed[0].Id != "bad" || *del.Failed[0].Code != "ReceiptHandleIsInvalid" ||
+			*del.Failed[1].Id != "zero" || *del.Failed[1].Code != "ReceiptHandleIsInvalid" {
 			t.Fatalf("DeleteMessageBatch = %+v, %v", del, err)
 		}
 		if st, err := e.lib.GetQueueStats(ctx, "orders-1"); err != nil || st.Active+st.InFlight+st.Scheduled != 0 {

@@ -29,9 +29,12 @@ func TestQueues(t *testing.T) {
 		if want := "http://" + e.addr + "/000000000000/orders-eu"; url != want {
 			t.Fatalf("QueueUrl = %q, want %q", url, want)
 		}
-		// The same attributes again: the same queue, as SQS answers.
-		if again := e.createQueue(t, "orders-eu", attrs); again != url {
-			t.Fatalf("CreateQueue again = %q, want %q", again, url)
+		// The same attributes again, or some of them, or none: the same
+		// queue, as SQS answers.
+		for _, a := range []map[string]string{attrs, {"DelaySeconds": "2"}, nil} {
+			if again := e.createQueue(t, "orders-eu", a); again != url {
+				t.Fatalf("CreateQueue(%v) again = %q, want %q", a, again, url)
+			}
 		}
 		_, err := e.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("orders-eu"), Attributes: map[string]string{"DelaySeconds": "3"}})
 		var exists *types.QueueNameExists
@@ -64,7 +67,7 @@ func TestQueues(t *testing.T) {
 		// The queue's lock, for sluice's own receivers, is as close to the
 		// visibility timeout as sluice allows.
 		if info, err := e.lib.GetQueue(ctx, "orders-eu"); err != nil || info.LockDuration != sluice.MaxLockDuration ||
-			info.DefaultTTL != time.Hour || info.MaxMessageSize != 2048 {
+			info.DefaultTTL != time.Hour {
 			t.Fatalf("the queue in sluice: %+v, %v", info, err)
 		}
 
@@ -167,8 +170,48 @@ func TestNotServed(t *testing.T) {
 			Attributes: map[string]string{"RedriveAllowPolicy": `{"redrivePermission":"allowAll"}`}})
 		wantCode(t, "CreateQueue with a redrive allow policy", err, "AWS.SimpleQueueService.UnsupportedOperation")
 		url := e.createQueue(t, "jobs", nil)
-		_, err = e.sqs.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: &url, Tags: map[string]string{"a": "b"}})
-		wantCode(t, "TagQueue", err, "InvalidAction")
+		_, err = e.sqs.AddPermission(ctx, &sqs.AddPermissionInput{QueueUrl: &url, Label: aws.String("l"), AWSAccountIds: []string{"1"},
+			Actions: []string{"SendMessage"}})
+		wantCode(t, "AddPermission", err, "InvalidAction")
+		// A topic's name is taken.
+		if _, err := e.lib.CreateTopic(ctx, "events", nil); err != nil {
+			t.Fatal(err)
+		}
+		_, err = e.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("events")})
+		wantCode(t, "CreateQueue of a topic's name", err, "QueueAlreadyExists")
+	})
+}
+
+// TestTags checks queue tags: given at creation, added, listed, removed.
+func TestTags(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, e *env) {
+		ctx := t.Context()
+		out, err := e.sqs.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("tagged"), Tags: map[string]string{"team": "billing"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := out.QueueUrl
+		if _, err := e.sqs.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: url, Tags: map[string]string{"env": "prod", "team": "payments"}}); err != nil {
+			t.Fatalf("TagQueue: %v", err)
+		}
+		if _, err := e.sqs.UntagQueue(ctx, &sqs.UntagQueueInput{QueueUrl: url, TagKeys: []string{"env"}}); err != nil {
+			t.Fatalf("UntagQueue: %v", err)
+		}
+		tags, err := e.sqs.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: url})
+		if want := map[string]string{"team": "payments"}; err != nil || !maps.Equal(tags.Tags, want) {
+			t.Fatalf("ListQueueTags = %v, %v; want %v", tags.Tags, err, want)
+		}
+		_, err = e.sqs.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: url, Tags: map[string]string{"k": strings.Repeat("v", 257)}})
+		wantCode(t, "TagQueue with a value of 257 characters", err, "InvalidParameterValue")
+		many := map[string]string{}
+		for i := range 20 {
+			many[fmt.Sprintf("key-%02d", i)] = strings.Repeat("v", 60)
+		}
+		_, err = e.sqs.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: url, Tags: many})
+		wantCode(t, "TagQueue past what sluice keeps with a queue", err, "InvalidParameterValue")
+		if tags, err := e.sqs.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: url}); err != nil || len(tags.Tags) != 1 {
+			t.Fatalf("a refused TagQueue changed the tags: %v, %v", tags.Tags, err)
+		}
 	})
 }
 

@@ -25,6 +25,27 @@ func (e *env) deadLetter(t *testing.T, url string, receives int) {
 	}
 }
 
+// waitMove waits for the queue's newest move task to complete and
+// returns how many it moved.
+func (e *env) waitMove(t *testing.T, dlqARN string) int64 {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		list, err := e.sqs.ListMessageMoveTasks(t.Context(), &sqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlqARN)})
+		if err != nil || len(list.Results) == 0 {
+			t.Fatalf("ListMessageMoveTasks = %v, %v", list, err)
+		}
+		r := list.Results[0]
+		if *r.Status == "COMPLETED" {
+			return r.ApproximateNumberOfMessagesMoved
+		}
+		if *r.Status != "RUNNING" || time.Now().After(deadline) {
+			t.Fatalf("the move task is %s (%s)", *r.Status, aws.ToString(r.FailureReason))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestRedrive checks RedrivePolicy: a message received maxReceiveCount
 // times moves to the dead-letter queue, where it is received, counted and
 // deleted as that queue's, and StartMessageMoveTask moves it back.
@@ -75,33 +96,34 @@ func TestRedrive(t *testing.T) {
 		if len(ms) != 1 || *ms[0].Body != "poison" || ms[0].Attributes["DeadLetterQueueSourceArn"] != "arn:aws:sqs:eu-west-1:000000000000:orders-1" {
 			t.Fatalf("the dead-letter queue gave %+v", ms)
 		}
+		// In flight in the dead-letter queue, it is not moved.
+		if _, err := e.sqs.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqARN)}); err != nil {
+			t.Fatalf("StartMessageMoveTask: %v", err)
+		}
+		if n := e.waitMove(t, dlqARN); n != 0 {
+			t.Fatalf("a move task moved %d dead letters in flight", n)
+		}
+		// Nor may the policy name another queue while it holds it.
+		other := e.createQueue(t, "orders-dlq2", nil)
+		_, err = e.sqs.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: &url, Attributes: map[string]string{
+			"RedrivePolicy": `{"deadLetterTargetArn":"arn:aws:sqs:eu-west-1:000000000000:orders-dlq2","maxReceiveCount":2}`}})
+		wantCode(t, "changing the RedrivePolicy's target while it holds dead letters", err, "InvalidAttributeValue")
+		if _, err := e.sqs.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &other}); err != nil {
+			t.Fatal(err)
+		}
 		// Made visible again in the dead-letter queue, then moved back.
 		if _, err := e.sqs.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &dlq, ReceiptHandle: ms[0].ReceiptHandle}); err != nil {
 			t.Fatalf("ChangeMessageVisibility(0) in the dead-letter queue: %v", err)
 		}
 		_, err = e.sqs.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: &url})
 		wantCode(t, "StartMessageMoveTask of a queue that is no dead-letter queue", err, "InvalidParameterValue")
-		task, err := e.sqs.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqARN)})
+		task, err := e.sqs.StartMessageMoveTask(ctx, &sqs.StartMessageMoveTaskInput{SourceArn: aws.String(dlqARN),
+			MaxNumberOfMessagesPerSecond: aws.Int32(10)})
 		if err != nil || task.TaskHandle == nil {
 			t.Fatalf("StartMessageMoveTask = %v, %v", task, err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			list, err := e.sqs.ListMessageMoveTasks(ctx, &sqs.ListMessageMoveTasksInput{SourceArn: aws.String(dlqARN)})
-			if err != nil || len(list.Results) != 1 {
-				t.Fatalf("ListMessageMoveTasks = %v, %v", list, err)
-			}
-			r := list.Results[0]
-			if *r.Status == "COMPLETED" {
-				if r.ApproximateNumberOfMessagesMoved != 1 {
-					t.Fatalf("the task moved %d messages, want 1", r.ApproximateNumberOfMessagesMoved)
-				}
-				break
-			}
-			if *r.Status != "RUNNING" || time.Now().After(deadline) {
-				t.Fatalf("the move task is %s (%s)", *r.Status, aws.ToString(r.FailureReason))
-			}
-			time.Sleep(20 * time.Millisecond)
+		if n := e.waitMove(t, dlqARN); n != 1 {
+			t.Fatalf("the task moved %d messages, want 1", n)
 		}
 		back := receive(t, e.sqs, url, 10, 0)
 		if len(back) != 1 || *back[0].Body != "poison" {
@@ -125,6 +147,24 @@ func TestRedrive(t *testing.T) {
 		// A handle naming a queue that is not a source is refused.
 		_, err = e.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: ms[0].ReceiptHandle})
 		wantCode(t, "a dead letter's handle on a queue that is not its dead-letter queue", err, "ReceiptHandleIsInvalid")
+
+		// PurgeQueue of the dead-letter queue purges its sources' dead
+		// letters.
+		if _, err := e.sqs.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("poison 2")}); err != nil {
+			t.Fatal(err)
+		}
+		e.deadLetter(t, url, 2)
+		if _, err := e.sqs.PurgeQueue(ctx, &sqs.PurgeQueueInput{QueueUrl: &dlq}); err != nil {
+			t.Fatalf("PurgeQueue of the dead-letter queue: %v", err)
+		}
+		if st, err := e.lib.GetQueueStats(ctx, "orders-1"); err != nil || st.DeadLettered != 0 {
+			t.Fatalf("after PurgeQueue of the dead-letter queue its source holds %+v, %v", st, err)
+		}
+
+		// A key may not name a dead-letter queue it may not send to.
+		_, err = e.client("manager", managerSecret).CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("mine-a"),
+			Attributes: map[string]string{"RedrivePolicy": policy}})
+		wantCode(t, "a RedrivePolicy naming a queue the key has no grant on", err, "AccessDenied")
 
 		if _, err := e.sqs.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: &url, Attributes: map[string]string{"RedrivePolicy": ""}}); err != nil {
 			t.Fatalf("removing the RedrivePolicy: %v", err)

@@ -29,11 +29,8 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 // key is over a bound: the request fails with RequestThrottled.
 var ErrThrottled = errors.New("throttled")
 
-// Error codes as AWS documents them for SQS (the API reference's errors
-// of each action and its common errors).
-const (
-	codeAccessDenied = "AccessDenied"
-)
+// codeAccessDenied is SQS's error for a request its key may not make.
+const codeAccessDenied = "AccessDenied"
 
 func queueDoesNotExist(queue string) *Error {
 	return &Error{Code: "QueueDoesNotExist", QueryCode: "AWS.SimpleQueueService.NonExistentQueue", Status: http.StatusBadRequest,
@@ -62,7 +59,7 @@ func invalidAttributeValue(format string, args ...any) *Error {
 }
 
 func receiptHandleIsInvalid(handle string) *Error {
-	return &Error{Code: "ReceiptHandleIsInvalid", Status: http.StatusBadRequest,
+	return &Error{Code: "ReceiptHandleIsInvalid", Status: http.StatusNotFound,
 		Message: fmt.Sprintf("the receipt handle %q is not one this endpoint gave", truncate(handle, 64))}
 }
 
@@ -77,7 +74,7 @@ func unsupported(format string, args ...any) *Error {
 }
 
 func resourceNotFound(format string, args ...any) *Error {
-	return &Error{Code: "ResourceNotFoundException", Status: http.StatusBadRequest, Message: fmt.Sprintf(format, args...)}
+	return &Error{Code: "ResourceNotFoundException", Status: http.StatusNotFound, Message: fmt.Sprintf(format, args...)}
 }
 
 // Batch request errors.

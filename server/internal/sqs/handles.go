@@ -4,6 +4,9 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"math"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -15,17 +18,21 @@ import (
 //     the lock token;
 //   - a message of a FIFO queue: "f." and, in base64url, JSON of its group
 //     (the session), the session's lock token, the message's lock token,
-//     and the sequence numbers of the first and last messages of the
-//     group that the receive returned.
+//     and the sequence numbers of the messages the receive returned (at
+//     most 10).
+//
+// A handle holds nothing its caller did not get from the receive: the
+// tokens are the locks' own, and a caller who changes the sequence
+// numbers of a FIFO handle can only hand its own group back early.
 type handle struct {
 	Token string `json:"m"`
 	// Source is the queue a dead letter was dead-lettered from.
 	Source string `json:"q,omitempty"`
-	// Group, SessionToken, First and Last are a FIFO message's.
-	Group        string `json:"g,omitempty"`
-	SessionToken string `json:"s,omitempty"`
-	First        int64  `json:"a,omitempty"`
-	Last         int64  `json:"b,omitempty"`
+	// Group, SessionToken and Seqs are a FIFO message's: Seqs are those
+	// of the messages its receive returned.
+	Group        string  `json:"g,omitempty"`
+	SessionToken string  `json:"s,omitempty"`
+	Seqs         []int64 `json:"n,omitempty"`
 }
 
 // maxHandleLength bounds a receipt handle SQS accepts (1,024 bytes in
@@ -66,17 +73,27 @@ func parseHandle(s string) (handle, error) {
 			return handle{}, receiptHandleIsInvalid(s)
 		}
 		switch {
-		case kind == "d" && h.Source != "" && h.Group == "" && h.SessionToken == "":
+		case kind == "d" && h.Source != "" && h.Group == "" && h.SessionToken == "" && h.Seqs == nil:
 		case kind == "f" && h.Source == "" && h.Group != "" && len(h.SessionToken) == 16 && isHex(h.SessionToken) &&
-			h.First > 0 && h.Last >= h.First:
+			len(h.Seqs) >= 1 && len(h.Seqs) <= maxReceiveMessages && !slices.ContainsFunc(h.Seqs, func(n int64) bool { return n < 1 }):
 		default:
 			return handle{}, receiptHandleIsInvalid(s)
 		}
 	}
-	if len(h.Token) != 32 || !isHex(h.Token) {
+	if !validToken(h.Token) {
 		return handle{}, receiptHandleIsInvalid(s)
 	}
 	return h, nil
+}
+
+// validToken reports whether t is a lock token as sluice gives them: 32
+// hex digits, the first 16 a sequence number from 1.
+func validToken(t string) bool {
+	if len(t) != 32 || !isHex(t) {
+		return false
+	}
+	seq, err := strconv.ParseUint(t[:16], 16, 64)
+	return err == nil && seq > 0 && seq <= math.MaxInt64
 }
 
 func isHex(s string) bool {

@@ -56,7 +56,8 @@ type attributeValue struct {
 	BinaryListValues [][]byte `json:",omitempty"`
 }
 
-// transport is the attribute's type as its MD5 digest encodes it.
+// binary reports whether the attribute is of the Binary type (or a
+// label of it), which its digest and storage treat apart.
 func (a attributeValue) binary() bool { return strings.HasPrefix(a.DataType, "Binary") }
 
 // value is the attribute's value as bytes.
@@ -68,6 +69,17 @@ func (a attributeValue) value() []byte {
 		return nil
 	}
 	return []byte(*a.StringValue)
+}
+
+// sqsSize is a message's size as SQS counts it against
+// MaximumMessageSize: its body, and its attributes' names, types and
+// values.
+func sqsSize(body string, attrs map[string]attributeValue) int {
+	n := len(body)
+	for name, a := range attrs {
+		n += len(name) + len(a.DataType) + len(a.value())
+	}
+	return n
 }
 
 // checkAttributes checks message attributes as SQS does.
@@ -296,13 +308,20 @@ func (rq *request) message(q queue, e *sendEntry) (*sluice.Message, error) {
 		sender = rq.accessKey
 	}
 	m.ApplicationProperties[propSenderID] = sender
-	size := len(m.Body) + len(m.MessageID) + len(m.SessionID)
-	for k, v := range m.ApplicationProperties {
-		size += len(k) + len(v)
-	}
-	if size > q.props.MaxMessageSize {
+	// SQS counts the body and the attributes' names, types and values;
+	// sluice counts what it stores, which is more, within the queue's
+	// MaxMessageSize that leaves room for it (propertyRoom).
+	if size := sqsSize(*e.MessageBody, e.MessageAttributes); size > q.maxSize() {
 		return nil, invalidParameter("the message, with its attributes, holds %d bytes: queue %q takes at most %d (MaximumMessageSize)",
-			size, q.name, q.props.MaxMessageSize)
+			size, q.name, q.maxSize())
+	}
+	stored := len(m.Body) + len(m.MessageID) + len(m.SessionID)
+	for k, v := range m.ApplicationProperties {
+		stored += len(k) + len(v)
+	}
+	if stored > q.props.MaxMessageSize {
+		return nil, invalidParameter("the message holds %d bytes as sluice stores it, with what the endpoint keeps beside its attributes: "+
+			"queue %q takes at most %d", stored, q.name, q.props.MaxMessageSize)
 	}
 	delay := q.sqs.DelaySeconds
 	if e.DelaySeconds != nil {
@@ -323,10 +342,11 @@ type sendMessageInput struct {
 }
 
 type sendMessageOutput struct {
-	MessageId              string
-	MD5OfMessageBody       string
-	MD5OfMessageAttributes string `json:",omitempty"`
-	SequenceNumber         string `json:",omitempty"`
+	MessageId                    string
+	MD5OfMessageBody             string
+	MD5OfMessageAttributes       string `json:",omitempty"`
+	MD5OfMessageSystemAttributes string `json:",omitempty"`
+	SequenceNumber               string `json:",omitempty"`
 }
 
 // sqsID is the SQS id of a message the endpoint sends.
@@ -368,7 +388,16 @@ func (h *Handler) sendMessage(ctx context.Context, rq *request, body []byte) (an
 		return nil, err
 	}
 	return sendMessageOutput{MessageId: sqsID(m), MD5OfMessageBody: bodyMD5(*in.MessageBody),
-		MD5OfMessageAttributes: attributesMD5(in.MessageAttributes), SequenceNumber: sequenceNumber(q, seq)}, nil
+		MD5OfMessageAttributes: attributesMD5(in.MessageAttributes), MD5OfMessageSystemAttributes: attributesMD5(in.MessageSystemAttributes),
+		SequenceNumber: sequenceNumber(q, seq)}, nil
+}
+
+// deref is the string a request's optional field holds ("" when absent).
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // forgetMissing drops a queue from the cache when err says it is gone.
@@ -391,11 +420,12 @@ type batchFailure struct {
 }
 
 type sendBatchSuccess struct {
-	Id                     string
-	MessageId              string
-	MD5OfMessageBody       string
-	MD5OfMessageAttributes string `json:",omitempty"`
-	SequenceNumber         string `json:",omitempty"`
+	Id                           string
+	MessageId                    string
+	MD5OfMessageBody             string
+	MD5OfMessageAttributes       string `json:",omitempty"`
+	MD5OfMessageSystemAttributes string `json:",omitempty"`
+	SequenceNumber               string `json:",omitempty"`
 }
 
 type sendMessageBatchOutput struct {
@@ -442,12 +472,7 @@ func (h *Handler) sendMessageBatch(ctx context.Context, rq *request, body []byte
 	total := 0
 	for i, e := range in.Entries {
 		ids[i] = e.Id
-		if e.MessageBody != nil {
-			total += len(*e.MessageBody)
-		}
-		for name, a := range e.MessageAttributes {
-			total += len(name) + len(a.DataType) + len(a.value())
-		}
+		total += sqsSize(deref(e.MessageBody), e.MessageAttributes)
 	}
 	if err := checkEntryIDs(ids); err != nil {
 		return nil, err
@@ -494,7 +519,7 @@ func (h *Handler) sendMessageBatch(ctx context.Context, rq *request, body []byte
 			e := &in.Entries[i]
 			out.Successful = append(out.Successful, sendBatchSuccess{Id: e.Id, MessageId: sqsID(msgs[j]),
 				MD5OfMessageBody: bodyMD5(*e.MessageBody), MD5OfMessageAttributes: attributesMD5(e.MessageAttributes),
-				SequenceNumber: sequenceNumber(q, seqs[j])})
+				MD5OfMessageSystemAttributes: attributesMD5(e.MessageSystemAttributes), SequenceNumber: sequenceNumber(q, seqs[j])})
 		}
 	}
 	return out, nil

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"net/url"
 	"slices"
@@ -31,9 +32,20 @@ const (
 	maxDelay          = 15 * 60
 	maxWait           = 20
 	minMessageSize    = 1 << 10
-	maxMessageSize    = 1 << 20
-	maxNameLength     = 80
-	maxTags           = 50
+	// maxMessageSize is the largest MaximumMessageSize: SQS's 1 MiB less
+	// propertyRoom, so that a message of it fits sluice's default limit
+	// (store.DefaultMaxMessageBytes) with what the endpoint keeps beside
+	// its attributes.
+	maxMessageSize = sluiceMaxMessageSize - propertyRoom
+	// sluiceMaxMessageSize is the MaxMessageSize of the queues the
+	// endpoint makes.
+	sluiceMaxMessageSize = 1 << 20
+	// propertyRoom bounds what the endpoint stores beside a message's
+	// body and attributes: types of non-String attributes, the sender, a
+	// trace header, a group, a FIFO message's ids.
+	propertyRoom  = 8 << 10
+	maxNameLength = 80
+	maxTags       = 50
 )
 
 // settings are a queue's SQS attributes beyond sluice's own properties,
@@ -45,6 +57,7 @@ type settings struct {
 	ReceiveWait       int               `json:"receiveMessageWaitTimeSeconds,omitempty"`
 	Created           int64             `json:"created,omitempty"`
 	Modified          int64             `json:"lastModified,omitempty"`
+	MaxSize           int               `json:"maximumMessageSize,omitempty"`
 	Tags              map[string]string `json:"tags,omitempty"`
 	Redrive           *redrivePolicy    `json:"redrive,omitempty"`
 	// A FIFO queue's: its messages are sessions' (a MessageGroupId is a
@@ -57,14 +70,33 @@ type settings struct {
 	ThroughputLimit string `json:"fifoThroughputLimit,omitempty"`
 }
 
+// maxSize is the queue's MaximumMessageSize: its SQS setting, or for a
+// queue made outside the endpoint its MaxMessageSize.
+func (q queue) maxSize() int {
+	if q.sqs.MaxSize > 0 {
+		return min(q.sqs.MaxSize, q.props.MaxMessageSize)
+	}
+	return q.props.MaxMessageSize
+}
+
 // fifo reports whether q is a FIFO queue: one the endpoint made so (a
 // queue of sessions made otherwise is not: its messages need no group).
 func (q queue) fifo() bool { return q.sqs.Fifo && q.props.RequiresSession }
 
-// sameAttributes reports whether two queues' attributes are equal, as
-// CreateQueue compares them (not their times or tags).
-func sameAttributes(rq *request, a, b queue) bool {
-	return maps.Equal(a.attributes(rq), b.attributes(rq))
+// has reports whether the queue's attributes are attrs, as CreateQueue
+// of an existing name compares them: only those attrs names.
+func (q queue) has(rq *request, attrs map[string]string) bool {
+	want := q
+	if applyAttributes(&want, attrs) != nil {
+		return false
+	}
+	have, asked := q.attributes(rq), want.attributes(rq)
+	for k := range attrs {
+		if have[k] != asked[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // attributes are the queue's settable attributes, as
@@ -74,7 +106,7 @@ func (q queue) attributes(rq *request) map[string]string {
 		"VisibilityTimeout":             strconv.Itoa(q.sqs.VisibilityTimeout),
 		"DelaySeconds":                  strconv.Itoa(q.sqs.DelaySeconds),
 		"ReceiveMessageWaitTimeSeconds": strconv.Itoa(q.sqs.ReceiveWait),
-		"MaximumMessageSize":            strconv.Itoa(q.props.MaxMessageSize),
+		"MaximumMessageSize":            strconv.Itoa(q.maxSize()),
 		"SqsManagedSseEnabled":          "false",
 	}
 	if q.props.DefaultTTL > 0 && q.props.DefaultTTL < sluice.Forever {
@@ -270,7 +302,7 @@ func applyAttributes(q *queue, attrs map[string]string) error {
 			if err != nil {
 				return err
 			}
-			q.props.MaxMessageSize = n
+			q.sqs.MaxSize = n
 		case "FifoQueue":
 			if v != strconv.FormatBool(q.sqs.Fifo) {
 				return invalidAttributeValue("FifoQueue %q: a FIFO queue's name ends in .fifo, and FifoQueue is fixed when the queue is created", truncate(v, 20))
@@ -324,6 +356,13 @@ func applyAttributes(q *queue, attrs map[string]string) error {
 	return nil
 }
 
+// fnv32 is name's FNV-1a hash, to pick its lock among Handler.changing.
+func fnv32(name string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	return h.Sum32()
+}
+
 // intAttribute parses an integer attribute within [lo, hi].
 func intAttribute(name, v string, lo, hi int) (int, error) {
 	n, err := strconv.Atoi(v)
@@ -340,8 +379,8 @@ func newQueue(name string, fifo bool) queue {
 		// Without a redrive policy SQS never dead-letters.
 		MaxDeliveryCount: noRedrive,
 		DefaultTTL:       defaultRetention * time.Second,
-		MaxMessageSize:   maxMessageSize,
-	}, sqs: settings{VisibilityTimeout: defaultVisibility}}
+		MaxMessageSize:   sluiceMaxMessageSize,
+	}, sqs: settings{VisibilityTimeout: defaultVisibility, MaxSize: maxMessageSize}}
 	if fifo {
 		q.props.RequiresSession, q.props.RequiresDuplicateDetection = true, true
 		q.props.DuplicateDetectionWindow = fifoDedupWindow
@@ -360,8 +399,8 @@ func (q *queue) withMetadata() (sluice.QueueProperties, error) {
 		return sluice.QueueProperties{}, err
 	}
 	if len(b) > sluice.MaxUserMetadataLength {
-		return sluice.QueueProperties{}, invalidParameter("the queue's tags are too long: sluice keeps at most %d bytes of them with the attributes",
-			sluice.MaxUserMetadataLength)
+		return sluice.QueueProperties{}, invalidParameter("the queue's tags are too long: sluice keeps them with its other settings in "+
+			"%d bytes at most", sluice.MaxUserMetadataLength)
 	}
 	p := q.props
 	p.UserMetadata = string(b)
@@ -390,8 +429,8 @@ func (h *Handler) createQueue(ctx context.Context, rq *request, body []byte) (an
 	if err := rq.authorize(Manage, name); err != nil {
 		return nil, err
 	}
-	if len(in.Tags) > maxTags {
-		return nil, invalidParameter("a queue has at most %d tags: %d given", maxTags, len(in.Tags))
+	if err := checkTags(in.Tags); err != nil {
+		return nil, err
 	}
 	fifo := strings.HasSuffix(in.QueueName, fifoSuffix)
 	if v, ok := in.Attributes["FifoQueue"]; ok && v != strconv.FormatBool(fifo) {
@@ -404,7 +443,7 @@ func (h *Handler) createQueue(ctx context.Context, rq *request, body []byte) (an
 	if err := applyAttributes(&q, in.Attributes); err != nil {
 		return nil, err
 	}
-	if err := h.checkRedrive(ctx, &q); err != nil {
+	if err := h.checkRedrive(ctx, rq, &q); err != nil {
 		return nil, err
 	}
 	now := time.Now().Unix()
@@ -419,10 +458,14 @@ func (h *Handler) createQueue(ctx context.Context, rq *request, body []byte) (an
 		// for are the ones it has.
 		h.forget(name)
 		cur, lerr := h.lookup(ctx, name)
-		if lerr != nil {
-			return nil, queueNameExists(name)
+		var e *Error
+		if errors.As(lerr, &e) && e.Code == "QueueDoesNotExist" {
+			return nil, queueNameExists(name) // a topic's name, say
 		}
-		if !sameAttributes(rq, q, cur) {
+		if lerr != nil {
+			return nil, lerr
+		}
+		if !cur.has(rq, in.Attributes) {
 			return nil, queueNameExists(name)
 		}
 		return queueURLOutput{QueueUrl: rq.url(name)}, nil
@@ -431,7 +474,9 @@ func (h *Handler) createQueue(ctx context.Context, rq *request, body []byte) (an
 		return nil, err
 	}
 	h.forget(name)
-	h.forgetRedrive()
+	if q.sqs.Redrive != nil {
+		h.forgetRedrive()
+	}
 	return queueURLOutput{QueueUrl: rq.url(name)}, nil
 }
 
@@ -564,6 +609,16 @@ func (h *Handler) purgeQueue(ctx context.Context, rq *request, body []byte) (any
 	} else if err != nil {
 		return nil, err
 	}
+	// A dead-letter queue's messages include its sources' dead letters.
+	srcs, err := h.sources(ctx, q.name)
+	if err != nil {
+		return nil, err
+	}
+	for _, src := range srcs {
+		if _, err := h.c.PurgeDeadLetters(ctx, src); err != nil && !errors.Is(err, sluice.ErrEntityNotFound) {
+			return nil, err
+		}
+	}
 	return empty{}, nil
 }
 
@@ -685,6 +740,15 @@ func (h *Handler) setQueueAttributes(ctx context.Context, rq *request, body []by
 	if err := rq.authorize(Manage, name); err != nil {
 		return nil, err
 	}
+	if _, ok := in.Attributes["FifoQueue"]; ok {
+		return nil, invalidAttributeName("FifoQueue is fixed when a queue is created")
+	}
+	// Changes to one queue through this node go one at a time: each
+	// rewrites the queue's settings whole. (Two nodes changing one queue
+	// at once may still lose one of the changes.)
+	mu := &h.changing[fnv32(name)%uint32(len(h.changing))]
+	mu.Lock()
+	defer mu.Unlock()
 	h.forget(name)
 	q, err := h.lookup(ctx, name)
 	if err != nil {
@@ -693,14 +757,27 @@ func (h *Handler) setQueueAttributes(ctx context.Context, rq *request, body []by
 	if q.foreign {
 		return nil, invalidAttributeValue("queue %q holds UserMetadata of another program's, which SQS attributes would overwrite", name)
 	}
+	was := q.sqs.Redrive
 	if err := applyAttributes(&q, in.Attributes); err != nil {
 		return nil, err
 	}
-	if _, ok := in.Attributes["RedrivePolicy"]; ok {
+	_, redrive := in.Attributes["RedrivePolicy"]
+	if redrive {
 		// Otherwise the MaxDeliveryCount stays: a queue made outside the
 		// endpoint keeps its own until a RedrivePolicy is set.
-		if err := h.checkRedrive(ctx, &q); err != nil {
+		if err := h.checkRedrive(ctx, rq, &q); err != nil {
 			return nil, err
+		}
+		if was != nil && (q.sqs.Redrive == nil || q.sqs.Redrive.Target != was.Target) {
+			// Its dead letters would be reachable through SQS no more.
+			st, err := h.c.GetQueueStats(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			if st.DeadLettered > 0 {
+				return nil, invalidAttributeValue("RedrivePolicy: %d dead letters of queue %q are in %q still: move them back "+
+					"(StartMessageMoveTask) or delete them before the policy names another queue or none", st.DeadLettered, name, was.Target)
+			}
 		}
 	}
 	q.sqs.Modified = time.Now().Unix()
@@ -713,7 +790,9 @@ func (h *Handler) setQueueAttributes(ctx context.Context, rq *request, body []by
 	}
 	_, err = h.c.UpdateQueue(ctx, name, props)
 	h.forget(name)
-	h.forgetRedrive()
+	if redrive {
+		h.forgetRedrive()
+	}
 	if errors.Is(err, sluice.ErrEntityNotFound) {
 		return nil, queueDoesNotExist(name)
 	}

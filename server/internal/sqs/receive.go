@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/base64"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -94,6 +96,13 @@ func (h *Handler) receiveMessage(ctx context.Context, rq *request, body []byte) 
 		}
 		wait = *in.WaitTimeSeconds
 	}
+	attempt := ""
+	if q.fifo() && in.ReceiveRequestAttemptId != "" {
+		attempt = q.name + "\x00" + rq.accessKey + "\x00" + in.ReceiveRequestAttemptId
+		if out, ok := h.attempts.get(attempt); ok {
+			return out, nil // a retry: the same messages, the same handles
+		}
+	}
 	srcs, err := h.sources(ctx, q.name)
 	if err != nil {
 		return nil, err
@@ -117,7 +126,58 @@ func (h *Handler) receiveMessage(ctx context.Context, rq *request, body []byte) 
 	for _, r := range got {
 		out.Messages = append(out.Messages, rq.received(q, r, names, in.MessageAttributeNames))
 	}
+	if attempt != "" && len(out.Messages) > 0 {
+		h.attempts.put(attempt, out, min(attemptTTL, lockFor(visibility)))
+	}
 	return out, nil
+}
+
+// attempts remember the answers of FIFO receives by their
+// ReceiveRequestAttemptId, so that a receive the SDK tries again gets
+// the messages the first try locked, as SQS gives them: for five minutes
+// at most, and no longer than their visibility timeout. They are kept on
+// the node that answered, which a retry usually reaches.
+type attempts struct {
+	mu sync.Mutex
+	m  map[string]attemptAnswer
+}
+
+type attemptAnswer struct {
+	out     receiveMessageOutput
+	expires time.Time
+}
+
+// attemptTTL is how long SQS keeps a ReceiveRequestAttemptId; maxAttempts
+// bounds those a node keeps.
+const (
+	attemptTTL  = 5 * time.Minute
+	maxAttempts = 10000
+)
+
+func (a *attempts) get(key string) (receiveMessageOutput, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ans, ok := a.m[key]
+	if !ok || time.Now().After(ans.expires) {
+		return receiveMessageOutput{}, false
+	}
+	return ans.out, true
+}
+
+func (a *attempts) put(key string, out receiveMessageOutput, ttl time.Duration) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	now := time.Now()
+	if a.m == nil {
+		a.m = make(map[string]attemptAnswer)
+	}
+	if len(a.m) >= maxAttempts {
+		maps.DeleteFunc(a.m, func(_ string, ans attemptAnswer) bool { return now.After(ans.expires) })
+		if len(a.m) >= maxAttempts {
+			return // a retry then receives anew, as without an attempt id
+		}
+	}
+	a.m[key] = attemptAnswer{out: out, expires: now.Add(ttl)}
 }
 
 // lockFor is the lock of a receive whose visibility timeout is seconds:
@@ -152,6 +212,10 @@ func (h *Handler) receive(ctx, wctx context.Context, q queue, srcs []string, max
 		return nil, err
 	}
 	if len(srcs) == 0 {
+		if wctx.Err() != nil { // a short poll
+			ms, err := r.TryReceive(ctx, max)
+			return plain(ms), err
+		}
 		ms, err := r.Receive(wctx, max)
 		return plain(ms), ended(ctx, err)
 	}
@@ -239,15 +303,18 @@ func (h *Handler) receiveGroup(ctx, wctx context.Context, q queue, srcs []string
 			if len(ms) == 0 {
 				// Its messages went to another receive meanwhile.
 				_ = s.Close(context.WithoutCancel(ctx))
-				if err != nil {
+				if err != nil || wctx.Err() != nil {
 					return nil, err
 				}
 				continue
 			}
+			seqs := make([]int64, len(ms))
+			for i, m := range ms {
+				seqs[i] = m.SequenceNumber
+			}
 			out := make([]receipt, len(ms))
 			for i, m := range ms {
-				out[i] = receipt{m: m, handle: handle{Token: m.LockToken, Group: s.SessionID(), SessionToken: s.LockToken(),
-					First: ms[0].SequenceNumber, Last: ms[len(ms)-1].SequenceNumber}}
+				out[i] = receipt{m: m, handle: handle{Token: m.LockToken, Group: s.SessionID(), SessionToken: s.LockToken(), Seqs: seqs}}
 			}
 			return out, err
 		}

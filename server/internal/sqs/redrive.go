@@ -3,7 +3,6 @@ package sqs
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -78,9 +77,10 @@ func (rq *request) redriveJSON(p *redrivePolicy) string {
 }
 
 // checkRedrive checks q's policy against its target, which must exist,
-// be another queue, and be FIFO exactly when q is, and keeps q's dead
-// letters as long as the target keeps messages.
-func (h *Handler) checkRedrive(ctx context.Context, q *queue) error {
+// be another queue that the request's key may send to (its dead letters
+// go there), and be FIFO exactly when q is, and keeps q's dead letters as
+// long as the target keeps messages.
+func (h *Handler) checkRedrive(ctx context.Context, rq *request, q *queue) error {
 	p := q.sqs.Redrive
 	if p == nil {
 		q.props.MaxDeliveryCount = noRedrive
@@ -88,6 +88,9 @@ func (h *Handler) checkRedrive(ctx context.Context, q *queue) error {
 	}
 	if p.Target == q.name {
 		return invalidAttributeValue("RedrivePolicy: a queue cannot be its own dead-letter queue")
+	}
+	if err := rq.authorize(Send, p.Target); err != nil {
+		return err
 	}
 	target, err := h.lookup(ctx, p.Target)
 	if err != nil {
@@ -106,12 +109,14 @@ func (h *Handler) checkRedrive(ctx context.Context, q *queue) error {
 const noRedrive = 1<<31 - 1
 
 // redriveIndex maps each dead-letter target to its sources, read from
-// every queue's settings at most every redriveIndexTTL, and at once after
-// a change made through this endpoint.
+// every queue's settings at most every redriveIndexTTL, and again after a
+// change of a RedrivePolicy through this node. One read runs at a time;
+// while it runs, other callers get the index it replaces.
 type redriveIndex struct {
 	mu      sync.Mutex
 	read    time.Time
 	sources map[string][]string
+	loading chan struct{} // closed when the read in progress ends
 }
 
 const redriveIndexTTL = 2 * time.Second
@@ -121,33 +126,63 @@ const redriveIndexTTL = 2 * time.Second
 func (h *Handler) sources(ctx context.Context, target string) ([]string, error) {
 	x := &h.redrive
 	x.mu.Lock()
-	defer x.mu.Unlock()
-	if x.sources == nil || time.Since(x.read) >= redriveIndexTTL {
-		m := map[string][]string{}
-		for after := ""; ; {
-			page, err := h.c.ListQueuesWithPrefix(ctx, "", after, maxListed)
-			if err != nil {
-				return nil, err
-			}
-			for _, info := range page {
-				if q := load(info); q.sqs.Redrive != nil {
-					m[q.sqs.Redrive.Target] = append(m[q.sqs.Redrive.Target], q.name)
-				}
-			}
-			if len(page) < maxListed {
-				break
-			}
-			after = page[len(page)-1].Name
+	for {
+		if x.sources != nil && (time.Since(x.read) < redriveIndexTTL || x.loading != nil) {
+			srcs := x.sources[target]
+			x.mu.Unlock()
+			return srcs, nil
 		}
-		x.sources, x.read = m, time.Now()
+		if x.loading == nil {
+			break
+		}
+		loading := x.loading // the first read: wait for it
+		x.mu.Unlock()
+		select {
+		case <-loading:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		x.mu.Lock()
 	}
-	return x.sources[target], nil
+	loading := make(chan struct{})
+	x.loading = loading
+	x.mu.Unlock()
+	m, err := h.readRedrive(ctx)
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.loading = nil
+	close(loading)
+	if err != nil {
+		return nil, err
+	}
+	x.sources, x.read = m, time.Now()
+	return m[target], nil
+}
+
+// readRedrive reads every queue's RedrivePolicy.
+func (h *Handler) readRedrive(ctx context.Context) (map[string][]string, error) {
+	m := map[string][]string{}
+	for after := ""; ; {
+		page, err := h.c.ListQueuesWithPrefix(ctx, "", after, maxListed)
+		if err != nil {
+			return nil, err
+		}
+		for _, info := range page {
+			if q := load(info); q.sqs.Redrive != nil {
+				m[q.sqs.Redrive.Target] = append(m[q.sqs.Redrive.Target], q.name)
+			}
+		}
+		if len(page) < maxListed {
+			return m, nil
+		}
+		after = page[len(page)-1].Name
+	}
 }
 
 // forgetRedrive makes the next sources read every queue again.
 func (h *Handler) forgetRedrive() {
 	h.redrive.mu.Lock()
-	h.redrive.sources = nil
+	h.redrive.read = time.Time{}
 	h.redrive.mu.Unlock()
 }
 
@@ -189,15 +224,16 @@ func (h *Handler) listDeadLetterSourceQueues(ctx context.Context, rq *request, b
 		max = *in.MaxResults
 	}
 	out := listSourcesOutput{QueueUrls: []string{}}
+	last := ""
 	for _, s := range srcs {
-		if s <= in.NextToken {
-			continue
+		if s <= in.NextToken || rq.key != nil && !rq.key.Allows(0, s) {
+			continue // before the page, or not the key's to see
 		}
 		if len(out.QueueUrls) == max {
-			out.NextToken = out.QueueUrls[len(out.QueueUrls)-1][strings.LastIndexByte(out.QueueUrls[len(out.QueueUrls)-1], '/')+1:]
+			out.NextToken = last
 			break
 		}
-		out.QueueUrls = append(out.QueueUrls, rq.url(s))
+		out.QueueUrls, last = append(out.QueueUrls, rq.url(s)), s
 	}
 	return out, nil
 }
@@ -221,9 +257,10 @@ type moveTask struct {
 }
 
 type moveTasks struct {
-	mu    sync.Mutex
-	tasks []*moveTask // newest last; finished ones are kept, up to maxKeptTasks
-	n     int
+	mu      sync.Mutex
+	tasks   []*moveTask // newest last; finished ones are kept, up to maxKeptTasks
+	n       int
+	running sync.WaitGroup
 }
 
 const maxKeptTasks = 100
@@ -301,12 +338,20 @@ func (h *Handler) startMessageMoveTask(ctx context.Context, rq *request, body []
 	t := &moveTask{handle: fmt.Sprintf("%s-%d-%d", name, time.Now().UnixMilli(), h.moves.n), source: name, sourceARN: rq.arn(name),
 		rate: rate, started: time.Now(), cancel: cancel, done: make(chan struct{}), status: "RUNNING", toGo: total}
 	h.moves.tasks = append(h.moves.tasks, t)
-	if len(h.moves.tasks) > maxKeptTasks {
-		h.moves.tasks = slices.DeleteFunc(h.moves.tasks, func(t *moveTask) bool { return t.state() != "RUNNING" && len(h.moves.tasks) > maxKeptTasks })
+	for i := 0; len(h.moves.tasks) > maxKeptTasks && i < len(h.moves.tasks); {
+		if h.moves.tasks[i].state() == "RUNNING" {
+			i++
+			continue
+		}
+		h.moves.tasks = slices.Delete(h.moves.tasks, i, i+1) // the oldest finished first
 	}
-	go h.move(tctx, t, srcs)
+	h.moves.running.Go(func() { h.move(tctx, t, srcs) })
 	return startMoveOutput{TaskHandle: t.handle}, nil
 }
+
+// Wait waits for the message move tasks to end: they end once
+// Config.Context does.
+func (h *Handler) Wait() { h.moves.running.Wait() }
 
 func (t *moveTask) state() string {
 	t.mu.Lock()
@@ -342,9 +387,12 @@ func (h *Handler) move(ctx context.Context, t *moveTask, srcs []string) {
 	}
 }
 
-// moveSource moves one source's dead letters, those there when it began.
+// moveSource moves one source's dead letters, as many as there were
+// when it began. It locks each batch first, as a receive of the
+// dead-letter queue would, so that it moves none that a receiver of the
+// dead-letter queue holds (and would delete after the move).
 func (h *Handler) moveSource(ctx context.Context, t *moveTask, source string, batch int) error {
-	r, err := h.c.NewReceiver(source, &sluice.ReceiverOptions{SubQueue: sluice.SubQueueDeadLetter})
+	r, err := h.c.NewReceiver(source, &sluice.ReceiverOptions{SubQueue: sluice.SubQueueDeadLetter, LockDuration: moveLock})
 	if err != nil {
 		return err
 	}
@@ -352,25 +400,21 @@ func (h *Handler) moveSource(ctx context.Context, t *moveTask, source string, ba
 	if err != nil {
 		return err
 	}
-	var from int64
 	for left := st.DeadLettered; left > 0; {
 		began := time.Now()
-		peeked, err := r.Peek(ctx, int(min(int64(batch), left)), &sluice.PeekOptions{FromSequenceNumber: from})
-		if err != nil || len(peeked) == 0 {
-			return err
+		held, err := r.TryReceive(ctx, int(min(int64(batch), left)))
+		if err != nil || len(held) == 0 {
+			return err // none left that no one holds
 		}
-		seqs := make([]int64, len(peeked))
-		for i, m := range peeked {
+		left -= int64(len(held))
+		seqs := make([]int64, len(held))
+		for i, m := range held {
 			seqs[i] = m.SequenceNumber
 		}
-		from = seqs[len(seqs)-1] + 1
 		n, err := h.c.ResubmitDeadLetters(ctx, source, &sluice.ResubmitOptions{SequenceNumbers: seqs})
-		if err != nil && !errors.Is(err, sluice.ErrMessageNotFound) {
-			return err
+		if err != nil {
+			return err // the batch's locks end, and its dead letters stay
 		}
-		// A dead letter received and deleted meanwhile is not moved:
-		// the batch is skipped as a whole then, and moved by a later task.
-		left -= int64(len(seqs))
 		t.mu.Lock()
 		t.moved += int64(n)
 		t.mu.Unlock()
@@ -384,6 +428,10 @@ func (h *Handler) moveSource(ctx context.Context, t *moveTask, source string, ba
 	}
 	return nil
 }
+
+// moveLock is how long a move task holds a batch of dead letters while
+// it moves them.
+const moveLock = time.Minute
 
 type listMovesInput struct {
 	SourceArn  string
@@ -469,11 +517,8 @@ func (h *Handler) cancelMessageMoveTask(ctx context.Context, rq *request, body [
 		}
 	}
 	h.moves.mu.Unlock()
-	if t == nil {
-		return nil, resourceNotFound("no message move task has the handle %q on this node", truncate(in.TaskHandle, 100))
-	}
-	if err := rq.authorize(Manage, t.source); err != nil {
-		return nil, err
+	if t == nil || rq.authorize(Manage, t.source) != nil {
+		return nil, resourceNotFound("no message move task that the key may cancel has the handle %q on this node", truncate(in.TaskHandle, 100))
 	}
 	t.mu.Lock()
 	if t.status != "RUNNING" {

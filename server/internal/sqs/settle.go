@@ -3,6 +3,7 @@ package sqs
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/sluicehq/sluice"
@@ -70,6 +71,15 @@ func lockLostIsFine(err error) error {
 	return err
 }
 
+// badHandle reports a settlement sluice refused for its arguments (a
+// token no lock of this queue ever had) as the handle's fault.
+func badHandle(hd handle, err error) error {
+	if errors.Is(err, sluice.ErrInvalidArgument) {
+		return receiptHandleIsInvalid(hd.String())
+	}
+	return err
+}
+
 // setVisibility makes a message visible again after seconds: at once (0)
 // by abandoning it, otherwise by renewing its lock for that long (a FIFO
 // message's by renewing its group's session, which holds all of the
@@ -109,33 +119,23 @@ func notInflight(err error) error {
 
 // handBack releases a FIFO group's session once no message of the
 // receive hd came from is in flight: the group's next messages may go to
-// any receive then, as in SQS. The messages in flight are the group's
-// locked ones among the receive's sequence numbers: none of another
-// receive's can be, while this session lock holds. Concurrent deletes of
-// a receive's last messages may both release: the second finds the lock
-// gone, which is fine.
+// any receive then, as in SQS. A message of that receive is in flight
+// while it is locked: no other receive's can be, while this session lock
+// holds. Concurrent deletes of a receive's last messages may both
+// release: the second finds the lock gone, which is fine.
 func (s settler) handBack(ctx context.Context, g *sluice.SessionReceiver, hd handle) error {
 	r, err := s.h.c.NewReceiver(s.q.name, nil)
 	if err != nil {
 		return err
 	}
-	for from := hd.First; from <= hd.Last; {
-		ms, err := r.Peek(ctx, sluice.MaxPeek, &sluice.PeekOptions{FromSequenceNumber: from})
+	for _, seq := range hd.Seqs {
+		ms, err := r.Peek(ctx, 1, &sluice.PeekOptions{FromSequenceNumber: seq})
 		if err != nil {
 			return err
 		}
-		for _, m := range ms {
-			if m.SequenceNumber > hd.Last {
-				break
-			}
-			if m.SessionID == hd.Group && m.State == sluice.StateLocked {
-				return nil // still in flight: its settlement hands the group back
-			}
+		if len(ms) == 1 && ms[0].SequenceNumber == seq && ms[0].SessionID == hd.Group && ms[0].State == sluice.StateLocked {
+			return nil // still in flight: its settlement hands the group back
 		}
-		if len(ms) < sluice.MaxPeek {
-			break
-		}
-		from = ms[len(ms)-1].SequenceNumber + 1
 	}
 	return lockLostIsFine(g.Close(ctx))
 }
@@ -158,7 +158,7 @@ func (h *Handler) deleteMessage(ctx context.Context, rq *request, body []byte) (
 	if err != nil {
 		return nil, err
 	}
-	if err := (settler{h, q}).delete(ctx, hd); err != nil {
+	if err := badHandle(hd, (settler{h, q}).delete(ctx, hd)); err != nil {
 		h.forgetMissing(q.name, err)
 		return nil, err
 	}
@@ -225,8 +225,10 @@ func (h *Handler) deleteMessageBatch(ctx context.Context, rq *request, body []by
 			out.Failed = append(out.Failed, failure(e.Id, err))
 			continue
 		}
-		if hd.Source != "" || hd.Group != "" {
-			if err := s.delete(ctx, hd); err != nil {
+		if hd.Source != "" || hd.Group != "" || slices.ContainsFunc(msgs, func(m *sluice.ReceivedMessage) bool { return m.LockToken == hd.Token }) {
+			// One by one: a dead letter, a FIFO message, or a handle the
+			// batch holds twice.
+			if err := badHandle(hd, s.delete(ctx, hd)); err != nil {
 				out.Failed = append(out.Failed, failure(e.Id, err))
 			} else {
 				out.Successful = append(out.Successful, batchSuccess{Id: e.Id})
@@ -250,8 +252,8 @@ func (h *Handler) deleteMessageBatch(ctx context.Context, rq *request, body []by
 			return nil, err
 		}
 		for _, f := range be.Failed {
-			if lockLostIsFine(f.Err) != nil {
-				failed[f.Index] = f.Err
+			if err := lockLostIsFine(f.Err); err != nil {
+				failed[f.Index] = badHandle(handle{Token: msgs[f.Index].LockToken}, err)
 			}
 		}
 	}
@@ -300,7 +302,7 @@ func (h *Handler) changeVisibility(ctx context.Context, q queue, handle string, 
 	if *seconds < 0 || *seconds > maxVisibility {
 		return invalidParameter("VisibilityTimeout %d: must be from 0 to %d", *seconds, maxVisibility)
 	}
-	return settler{h, q}.setVisibility(ctx, hd, *seconds)
+	return badHandle(hd, settler{h, q}.setVisibility(ctx, hd, *seconds))
 }
 
 func (h *Handler) changeMessageVisibilityBatch(ctx context.Context, rq *request, body []byte) (any, error) {

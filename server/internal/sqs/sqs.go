@@ -17,6 +17,7 @@
 package sqs
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -25,6 +26,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -88,6 +90,10 @@ type Handler struct {
 	cache    queueCache
 	redrive  redriveIndex
 	moves    moveTasks
+	attempts attempts
+	// changing serializes SetQueueAttributes of a queue (by its name's
+	// hash).
+	changing [64]sync.Mutex
 }
 
 // operation serves one target: it decodes its request from body and
@@ -137,6 +143,9 @@ func New(cfg Config) (*Handler, error) {
 		"StartMessageMoveTask":         h.startMessageMoveTask,
 		"ListMessageMoveTasks":         h.listMessageMoveTasks,
 		"CancelMessageMoveTask":        h.cancelMessageMoveTask,
+		"TagQueue":                     h.tagQueue,
+		"UntagQueue":                   h.untagQueue,
+		"ListQueueTags":                h.listQueueTags,
 	}
 	return h, nil
 }
@@ -180,15 +189,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name, ok := strings.CutPrefix(target, targetPrefix)
 	op := h.ops[name]
 	if !ok || op == nil {
-		writeError(w, &Error{Code: "InvalidAction", Status: http.StatusBadRequest,
-			Message: fmt.Sprintf("the action %q is not valid for this endpoint (X-Amz-Target %q)", name, target)})
+		writeError(w, &Error{Code: "UnknownOperationException", QueryCode: "InvalidAction", Status: http.StatusBadRequest,
+			Message: fmt.Sprintf("the action %q is not served by this endpoint (X-Amz-Target %q)", truncate(name, 100), truncate(target, 120))})
 		return
 	}
 	out, err := op(r.Context(), rq, body)
 	if err != nil {
 		e := asError(err)
 		if e.Code == codeAccessDenied {
-			h.refused(r, "", err)
+			h.refused(r, rq.accessKey, err)
 		}
 		if e.Status >= 500 {
 			h.log.Error("sluice: sqs: "+name, "err", err)
@@ -296,10 +305,10 @@ func validRegion(s string) bool {
 // decode reads an operation's request, refusing unknown fields as SQS
 // does (a misspelt field would otherwise change nothing).
 func decode(body []byte, v any) error {
-	if len(strings.TrimSpace(string(body))) == 0 {
+	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
-	d := json.NewDecoder(strings.NewReader(string(body)))
+	d := json.NewDecoder(bytes.NewReader(body))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
 		return invalidParameter("the request's body is not a valid request of this action: %v", err)
