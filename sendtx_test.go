@@ -2,14 +2,11 @@ package sluice_test
 
 import (
 	"database/sql"
-	"net/url"
 	"strings"
 	"testing"
 
-	"github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib"
-
 	"github.com/sluicehq/sluice"
+	"github.com/sluicehq/sluice/internal/libtest"
 )
 
 // rawDB opens the database of a backend kind with a plain database/sql
@@ -22,29 +19,7 @@ func rawDB(t *testing.T, kind string) *sql.DB {
 // rawDBFor is rawDB for the database of a DSN.
 func rawDBFor(t *testing.T, kind, dsn string) *sql.DB {
 	t.Helper()
-	var (
-		db  *sql.DB
-		err error
-	)
-	switch kind {
-	case "sqlite":
-		db, err = sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite://")+"?_pragma=busy_timeout(10000)&_txlock=immediate")
-	case "postgres":
-		db, err = sql.Open("pgx", dsn)
-	case "mysql":
-		u, perr := url.Parse(dsn)
-		if perr != nil {
-			t.Fatal(perr)
-		}
-		cfg := mysql.NewConfig()
-		cfg.User, cfg.Net, cfg.Addr, cfg.DBName = u.User.Username(), "tcp", u.Host, strings.TrimPrefix(u.Path, "/")
-		db, err = sql.Open("mysql", cfg.FormatDSN())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	return db
+	return libtest.OpenDB(t, kind, dsn)
 }
 
 // SendTx commits with the application's transaction, or not at all.

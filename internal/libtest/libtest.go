@@ -6,12 +6,18 @@ package libtest
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // OpenDB opens PostgreSQL through it
 
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/testdb"
@@ -29,6 +35,38 @@ import (
 var Shared = testdb.Shared{Open: func(ctx context.Context, dsn string) (store.Backend, error) {
 	return sluice.OpenBackend(ctx, dsn, nil)
 }}
+
+// OpenDB opens the database of a DSN of a backend kind as an application
+// would, with a database/sql pool of its own (for its transactions: SendTx
+// and the like), closed when the test ends.
+func OpenDB(t testing.TB, kind, dsn string) *sql.DB {
+	t.Helper()
+	var (
+		db  *sql.DB
+		err error
+	)
+	switch kind {
+	case "sqlite":
+		db, err = sql.Open("sqlite", "file:"+strings.TrimPrefix(dsn, "sqlite://")+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	case "postgres":
+		db, err = sql.Open("pgx", dsn)
+	case "mysql":
+		u, perr := url.Parse(dsn)
+		if perr != nil {
+			t.Fatal(perr)
+		}
+		cfg := mysql.NewConfig()
+		cfg.User, cfg.Net, cfg.Addr, cfg.DBName = u.User.Username(), "tcp", u.Host, strings.TrimPrefix(u.Path, "/")
+		db, err = sql.Open("mysql", cfg.FormatDSN())
+	default:
+		t.Fatalf("unknown backend kind %q", kind)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
 
 // Main runs a package's tests, closes Shared and exits: a package's
 // TestMain.

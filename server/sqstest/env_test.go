@@ -1,10 +1,8 @@
 package sqstest
 
 import (
-	"context"
 	"errors"
 	"testing"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -14,7 +12,7 @@ import (
 	"github.com/sluicehq/sluice"
 	"github.com/sluicehq/sluice/internal/libtest"
 	"github.com/sluicehq/sluice/server"
-	"github.com/sluicehq/sluice/store/storetest"
+	"github.com/sluicehq/sluice/server/internal/servertest"
 )
 
 // Keys of the test servers: an administrator, a key that may only send
@@ -52,25 +50,9 @@ func forEachBackend(t *testing.T, f func(t *testing.T, e *env)) {
 // start serves c with the SQS endpoint on a free loopback port.
 func start(t testing.TB, c *sluice.Client, cfg server.Config) *env {
 	t.Helper()
-	cfg.Client, cfg.Addr, cfg.SQSAddr = c, "127.0.0.1:0", "127.0.0.1:0"
-	if cfg.Logger == nil {
-		cfg.Logger = storetest.Logger(t)
-	}
-	srv, err := server.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	})
-	e := &env{addr: srv.SQSAddr().String(), api: "http://" + srv.Addr().String(), lib: c}
+	cfg.SQSAddr = "127.0.0.1:0"
+	srv := servertest.Serve(t, c, cfg)
+	e := &env{addr: srv.Srv.SQSAddr().String(), api: srv.URL, lib: c}
 	e.sqs = e.client("admin", adminSecret)
 	return e
 }

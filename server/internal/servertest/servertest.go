@@ -36,7 +36,7 @@ func Start(t *testing.T, kind string, cfg server.Config) *Env {
 
 // Serve starts a server of the library client c, on a free loopback port
 // unless cfg names one, and stops it when the test ends.
-func Serve(t *testing.T, c *sluice.Client, cfg server.Config) *Env {
+func Serve(t testing.TB, c *sluice.Client, cfg server.Config) *Env {
 	t.Helper()
 	cfg.Client = c
 	if cfg.Addr == "" {

@@ -323,12 +323,9 @@ func (rq *request) message(q queue, e *sendEntry) (*sluice.Message, error) {
 		return nil, invalidParameter("the message holds %d bytes as sluice stores it, with what the endpoint keeps beside its attributes: "+
 			"queue %q takes at most %d", stored, q.name, q.props.MaxMessageSize)
 	}
-	delay := q.sqs.DelaySeconds
-	if e.DelaySeconds != nil {
-		if *e.DelaySeconds < 0 || *e.DelaySeconds > maxDelay {
-			return nil, invalidParameter("DelaySeconds %d: must be from 0 to %d", *e.DelaySeconds, maxDelay)
-		}
-		delay = *e.DelaySeconds
+	delay, err := intParam("DelaySeconds", e.DelaySeconds, q.sqs.DelaySeconds, 0, maxDelay)
+	if err != nil {
+		return nil, err
 	}
 	if delay > 0 {
 		m.ScheduledEnqueueTime = time.Now().Add(time.Duration(delay) * time.Second)

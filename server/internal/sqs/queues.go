@@ -522,12 +522,9 @@ func (h *Handler) listQueues(ctx context.Context, rq *request, body []byte) (any
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	max := maxListed
-	if in.MaxResults != nil {
-		if *in.MaxResults < 1 || *in.MaxResults > maxListed {
-			return nil, invalidParameter("MaxResults %d: must be from 1 to %d", *in.MaxResults, maxListed)
-		}
-		max = *in.MaxResults
+	max, err := intParam("MaxResults", in.MaxResults, maxListed, 1, maxListed)
+	if err != nil {
+		return nil, err
 	}
 	if len(in.QueueNamePrefix) > maxNameLength {
 		return nil, invalidParameter("QueueNamePrefix is at most %d characters", maxNameLength)
@@ -733,52 +730,70 @@ func (h *Handler) setQueueAttributes(ctx context.Context, rq *request, body []by
 	if len(in.Attributes) == 0 {
 		return nil, missingParameter("Attributes")
 	}
-	name, err := nameFromURL(in.QueueUrl)
-	if err != nil {
-		return nil, err
-	}
-	if err := rq.authorize(Manage, name); err != nil {
-		return nil, err
-	}
 	if _, ok := in.Attributes["FifoQueue"]; ok {
 		return nil, invalidAttributeName("FifoQueue is fixed when a queue is created")
 	}
-	// Changes to one queue through this node go one at a time: each
-	// rewrites the queue's settings whole. (Two nodes changing one queue
-	// at once may still lose one of the changes.)
+	_, redrive := in.Attributes["RedrivePolicy"]
+	err := h.update(ctx, rq, in.QueueUrl, func(q *queue) error {
+		was := q.sqs.Redrive
+		if err := applyAttributes(q, in.Attributes); err != nil {
+			return err
+		}
+		if !redrive {
+			// The MaxDeliveryCount stays: a queue made outside the
+			// endpoint keeps its own until a RedrivePolicy is set.
+			return nil
+		}
+		if err := h.checkRedrive(ctx, rq, q); err != nil {
+			return err
+		}
+		if was != nil && (q.sqs.Redrive == nil || q.sqs.Redrive.Target != was.Target) {
+			// Its dead letters would be reachable through SQS no more.
+			st, err := h.c.GetQueueStats(ctx, q.name)
+			if err != nil {
+				return err
+			}
+			if st.DeadLettered > 0 {
+				return invalidAttributeValue("RedrivePolicy: %d dead letters of queue %q are in %q still: move them back "+
+					"(StartMessageMoveTask) or delete them before the policy names another queue or none", st.DeadLettered, q.name, was.Target)
+			}
+		}
+		return nil
+	})
+	if redrive {
+		h.forgetRedrive()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return empty{}, nil
+}
+
+// update changes the SQS settings of the queue a QueueUrl names, for a
+// key that may manage it. Changes to one queue through this node go one
+// at a time: each rewrites the queue's settings whole. (Two nodes
+// changing one queue at once may still lose one of the changes.)
+func (h *Handler) update(ctx context.Context, rq *request, queueURL string, change func(q *queue) error) error {
+	name, err := nameFromURL(queueURL)
+	if err != nil {
+		return err
+	}
+	if err := rq.authorize(Manage, name); err != nil {
+		return err
+	}
 	mu := &h.changing[fnv32(name)%uint32(len(h.changing))]
 	mu.Lock()
 	defer mu.Unlock()
 	h.forget(name)
 	q, err := h.lookup(ctx, name)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if q.foreign {
-		return nil, invalidAttributeValue("queue %q holds UserMetadata of another program's, which SQS attributes would overwrite", name)
+		return invalidParameter("queue %q holds UserMetadata of another program's, which the endpoint's settings would overwrite", name)
 	}
-	was := q.sqs.Redrive
-	if err := applyAttributes(&q, in.Attributes); err != nil {
-		return nil, err
-	}
-	_, redrive := in.Attributes["RedrivePolicy"]
-	if redrive {
-		// Otherwise the MaxDeliveryCount stays: a queue made outside the
-		// endpoint keeps its own until a RedrivePolicy is set.
-		if err := h.checkRedrive(ctx, rq, &q); err != nil {
-			return nil, err
-		}
-		if was != nil && (q.sqs.Redrive == nil || q.sqs.Redrive.Target != was.Target) {
-			// Its dead letters would be reachable through SQS no more.
-			st, err := h.c.GetQueueStats(ctx, name)
-			if err != nil {
-				return nil, err
-			}
-			if st.DeadLettered > 0 {
-				return nil, invalidAttributeValue("RedrivePolicy: %d dead letters of queue %q are in %q still: move them back "+
-					"(StartMessageMoveTask) or delete them before the policy names another queue or none", st.DeadLettered, name, was.Target)
-			}
-		}
+	if err := change(&q); err != nil {
+		return err
 	}
 	q.sqs.Modified = time.Now().Unix()
 	if q.sqs.Created == 0 {
@@ -786,18 +801,12 @@ func (h *Handler) setQueueAttributes(ctx context.Context, rq *request, body []by
 	}
 	props, err := q.withMetadata()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	_, err = h.c.UpdateQueue(ctx, name, props)
 	h.forget(name)
-	if redrive {
-		h.forgetRedrive()
-	}
 	if errors.Is(err, sluice.ErrEntityNotFound) {
-		return nil, queueDoesNotExist(name)
+		return queueDoesNotExist(name)
 	}
-	if err != nil {
-		return nil, err
-	}
-	return empty{}, nil
+	return err
 }

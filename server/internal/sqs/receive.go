@@ -57,12 +57,9 @@ func (h *Handler) receiveMessage(ctx context.Context, rq *request, body []byte) 
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	max := 1
-	if in.MaxNumberOfMessages != nil {
-		if *in.MaxNumberOfMessages < 1 || *in.MaxNumberOfMessages > maxReceiveMessages {
-			return nil, invalidParameter("MaxNumberOfMessages %d: must be from 1 to %d", *in.MaxNumberOfMessages, maxReceiveMessages)
-		}
-		max = *in.MaxNumberOfMessages
+	max, err := intParam("MaxNumberOfMessages", in.MaxNumberOfMessages, 1, 1, maxReceiveMessages)
+	if err != nil {
+		return nil, err
 	}
 	names := append(slices.Clone(in.AttributeNames), in.MessageSystemAttributeNames...)
 	for _, a := range names {
@@ -82,19 +79,13 @@ func (h *Handler) receiveMessage(ctx context.Context, rq *request, body []byte) 
 	if err != nil {
 		return nil, err
 	}
-	visibility := q.sqs.VisibilityTimeout
-	if in.VisibilityTimeout != nil {
-		if *in.VisibilityTimeout < 0 || *in.VisibilityTimeout > maxVisibility {
-			return nil, invalidParameter("VisibilityTimeout %d: must be from 0 to %d", *in.VisibilityTimeout, maxVisibility)
-		}
-		visibility = *in.VisibilityTimeout
+	visibility, err := intParam("VisibilityTimeout", in.VisibilityTimeout, q.sqs.VisibilityTimeout, 0, maxVisibility)
+	if err != nil {
+		return nil, err
 	}
-	wait := q.sqs.ReceiveWait
-	if in.WaitTimeSeconds != nil {
-		if *in.WaitTimeSeconds < 0 || *in.WaitTimeSeconds > maxWait {
-			return nil, invalidParameter("WaitTimeSeconds %d: must be from 0 to %d", *in.WaitTimeSeconds, maxWait)
-		}
-		wait = *in.WaitTimeSeconds
+	wait, err := intParam("WaitTimeSeconds", in.WaitTimeSeconds, q.sqs.ReceiveWait, 0, maxWait)
+	if err != nil {
+		return nil, err
 	}
 	attempt := ""
 	if q.fifo() && in.ReceiveRequestAttemptId != "" {

@@ -67,6 +67,19 @@ func nameFromARN(arn string) (string, error) {
 	return sluice.CanonicalName(parts[5]), nil
 }
 
+// sourceQueue is the queue a move task's SourceArn names, once the key is
+// found to hold p on it.
+func (rq *request) sourceQueue(arn string, p Permission) (string, error) {
+	if arn == "" {
+		return "", missingParameter("SourceArn")
+	}
+	name, err := nameFromARN(arn)
+	if err != nil {
+		return "", err
+	}
+	return name, rq.authorize(p, name)
+}
+
 // redriveJSON is a policy as GetQueueAttributes shows it.
 func (rq *request) redriveJSON(p *redrivePolicy) string {
 	b, _ := json.Marshal(struct {
@@ -216,12 +229,9 @@ func (h *Handler) listDeadLetterSourceQueues(ctx context.Context, rq *request, b
 	if err != nil {
 		return nil, err
 	}
-	max := maxListed
-	if in.MaxResults != nil {
-		if *in.MaxResults < 1 || *in.MaxResults > maxListed {
-			return nil, invalidParameter("MaxResults %d: must be from 1 to %d", *in.MaxResults, maxListed)
-		}
-		max = *in.MaxResults
+	max, err := intParam("MaxResults", in.MaxResults, maxListed, 1, maxListed)
+	if err != nil {
+		return nil, err
 	}
 	out := listSourcesOutput{QueueUrls: []string{}}
 	last := ""
@@ -283,14 +293,8 @@ func (h *Handler) startMessageMoveTask(ctx context.Context, rq *request, body []
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	if in.SourceArn == "" {
-		return nil, missingParameter("SourceArn")
-	}
-	name, err := nameFromARN(in.SourceArn)
+	name, err := rq.sourceQueue(in.SourceArn, Manage)
 	if err != nil {
-		return nil, err
-	}
-	if err := rq.authorize(Manage, name); err != nil {
 		return nil, err
 	}
 	if _, err := h.lookup(ctx, name); err != nil {
@@ -311,12 +315,9 @@ func (h *Handler) startMessageMoveTask(ctx context.Context, rq *request, body []
 			return nil, err
 		}
 	}
-	rate := 0
-	if in.MaxNumberOfMessagesPerSecond != nil {
-		if *in.MaxNumberOfMessagesPerSecond < 1 || *in.MaxNumberOfMessagesPerSecond > maxMoveRate {
-			return nil, invalidParameter("MaxNumberOfMessagesPerSecond %d: must be from 1 to %d", *in.MaxNumberOfMessagesPerSecond, maxMoveRate)
-		}
-		rate = *in.MaxNumberOfMessagesPerSecond
+	rate, err := intParam("MaxNumberOfMessagesPerSecond", in.MaxNumberOfMessagesPerSecond, 0, 1, maxMoveRate)
+	if err != nil {
+		return nil, err
 	}
 	var total int64
 	for _, s := range srcs {
@@ -458,22 +459,13 @@ func (h *Handler) listMessageMoveTasks(ctx context.Context, rq *request, body []
 	if err := decode(body, &in); err != nil {
 		return nil, err
 	}
-	if in.SourceArn == "" {
-		return nil, missingParameter("SourceArn")
-	}
-	name, err := nameFromARN(in.SourceArn)
+	name, err := rq.sourceQueue(in.SourceArn, 0)
 	if err != nil {
 		return nil, err
 	}
-	if err := rq.authorize(0, name); err != nil {
+	max, err := intParam("MaxResults", in.MaxResults, 1, 1, 10)
+	if err != nil {
 		return nil, err
-	}
-	max := 1
-	if in.MaxResults != nil {
-		if *in.MaxResults < 1 || *in.MaxResults > 10 {
-			return nil, invalidParameter("MaxResults %d: must be from 1 to 10", *in.MaxResults)
-		}
-		max = *in.MaxResults
 	}
 	out := listMovesOutput{Results: []moveResult{}}
 	h.moves.mu.Lock()

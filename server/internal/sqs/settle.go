@@ -299,10 +299,11 @@ func (h *Handler) changeVisibility(ctx context.Context, q queue, handle string, 
 	if seconds == nil {
 		return missingParameter("VisibilityTimeout")
 	}
-	if *seconds < 0 || *seconds > maxVisibility {
-		return invalidParameter("VisibilityTimeout %d: must be from 0 to %d", *seconds, maxVisibility)
+	n, err := intParam("VisibilityTimeout", seconds, 0, 0, maxVisibility)
+	if err != nil {
+		return err
 	}
-	return badHandle(hd, settler{h, q}.setVisibility(ctx, hd, *seconds))
+	return badHandle(hd, settler{h, q}.setVisibility(ctx, hd, n))
 }
 
 func (h *Handler) changeMessageVisibilityBatch(ctx context.Context, rq *request, body []byte) (any, error) {

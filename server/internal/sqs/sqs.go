@@ -302,6 +302,18 @@ func validRegion(s string) bool {
 	return true
 }
 
+// intParam is an optional integer parameter's value: def when it is
+// absent, and InvalidParameterValue outside [lo, hi].
+func intParam(name string, v *int, def, lo, hi int) (int, error) {
+	if v == nil {
+		return def, nil
+	}
+	if *v < lo || *v > hi {
+		return 0, invalidParameter("%s %d: must be from %d to %d", name, *v, lo, hi)
+	}
+	return *v, nil
+}
+
 // decode reads an operation's request, refusing unknown fields as SQS
 // does (a misspelt field would otherwise change nothing).
 func decode(body []byte, v any) error {

@@ -2,11 +2,7 @@ package sqs
 
 import (
 	"context"
-	"errors"
 	"maps"
-	"time"
-
-	"github.com/sluicehq/sluice"
 )
 
 // Tags are kept with a queue's other SQS settings, in its UserMetadata,
@@ -67,49 +63,21 @@ func (h *Handler) untagQueue(ctx context.Context, rq *request, body []byte) (any
 // changeTags changes a queue's tags, as SetQueueAttributes changes its
 // attributes.
 func (h *Handler) changeTags(ctx context.Context, rq *request, queueURL string, change func(map[string]string)) (any, error) {
-	name, err := nameFromURL(queueURL)
-	if err != nil {
-		return nil, err
-	}
-	if err := rq.authorize(Manage, name); err != nil {
-		return nil, err
-	}
-	mu := &h.changing[fnv32(name)%uint32(len(h.changing))]
-	mu.Lock()
-	defer mu.Unlock()
-	h.forget(name)
-	q, err := h.lookup(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	if q.foreign {
-		return nil, invalidParameter("queue %q holds UserMetadata of another program's, which tags would overwrite", name)
-	}
-	tags := maps.Clone(q.sqs.Tags)
-	if tags == nil {
-		tags = map[string]string{}
-	}
-	change(tags)
-	if err := checkTags(tags); err != nil {
-		return nil, err
-	}
-	q.sqs.Tags = tags
-	if len(tags) == 0 {
-		q.sqs.Tags = nil
-	}
-	q.sqs.Modified = time.Now().Unix()
-	if q.sqs.Created == 0 {
-		q.sqs.Created = q.sqs.Modified
-	}
-	props, err := q.withMetadata()
-	if err != nil {
-		return nil, err
-	}
-	_, err = h.c.UpdateQueue(ctx, name, props)
-	h.forget(name)
-	if errors.Is(err, sluice.ErrEntityNotFound) {
-		return nil, queueDoesNotExist(name)
-	}
+	err := h.update(ctx, rq, queueURL, func(q *queue) error {
+		tags := maps.Clone(q.sqs.Tags)
+		if tags == nil {
+			tags = map[string]string{}
+		}
+		change(tags)
+		if err := checkTags(tags); err != nil {
+			return err
+		}
+		q.sqs.Tags = tags
+		if len(tags) == 0 {
+			q.sqs.Tags = nil
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
