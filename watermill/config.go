@@ -2,6 +2,7 @@ package watermill
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -84,6 +85,13 @@ type Config struct {
 	// Logger hears what a Subscriber cannot report through its channel: a
 	// failed receive or settlement. Nil discards it.
 	Logger wm.LoggerAdapter
+	// DB, for a Subscriber on the library's client, is the database its
+	// tables are in, opened by the application (on SQLite, with a busy
+	// timeout): each message goes out with a transaction of its own on it
+	// (TxFromContext), which an Ack commits with the message's completion
+	// and a Nack rolls back, so that the handler's writes there happen once
+	// for each message completed. Acks are then completed one at a time.
+	DB *sql.DB
 }
 
 // check refuses a Config that names no known kind, or a consumer group
@@ -96,6 +104,9 @@ func (c *Config) check(subscriber bool) error {
 		return fmt.Errorf("sluice/watermill: a subscriber of topics needs a consumer group (the subscription): %w", sluice.ErrInvalidArgument)
 	case c.ConsumerGroup != "" && !(c.Entities == Topics && subscriber):
 		return fmt.Errorf("sluice/watermill: a consumer group applies to a subscriber of topics only: %w", sluice.ErrInvalidArgument)
+	case c.DB != nil && !subscriber:
+		return fmt.Errorf("sluice/watermill: a DB applies to a subscriber only (a publisher in a transaction is NewTxPublisher's): %w",
+			sluice.ErrInvalidArgument)
 	case c.PrefetchCount < 0 || c.PrefetchCount > MaxPrefetchCount:
 		return fmt.Errorf("sluice/watermill: prefetch count %d: must be between 0 and %d: %w", c.PrefetchCount, MaxPrefetchCount, sluice.ErrInvalidArgument)
 	}

@@ -34,4 +34,11 @@
 // created, with the Config's properties, by SubscribeInitialize, by
 // Subscribe and by Publish. Without it, they must exist (sluice's CLI,
 // dashboard or API create them).
+//
+// Transactions, as Watermill's SQL Pub/Sub has them, on the library's
+// client: NewTxPublisher publishes in the application's transaction (the
+// transactional outbox), and a Subscriber with a Config.DB hands each
+// message out with a transaction of its own (TxFromContext) that an Ack
+// commits with the message's completion and a Nack rolls back, so that
+// the handler's writes there happen once for each message completed.
 package watermill

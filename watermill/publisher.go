@@ -19,6 +19,9 @@ const publishBatch = 100
 type Publisher struct {
 	client sluice.API
 	cfg    Config
+	// lib and tx, for a publisher on a transaction (NewTxPublisher).
+	lib *sluice.Client
+	tx  sluice.Tx
 
 	mu     sync.Mutex
 	closed bool
@@ -38,7 +41,8 @@ func NewPublisher(client sluice.API, cfg Config) (*Publisher, error) {
 }
 
 // Publish sends msgs to the queue or topic named topic, in order, in
-// batches of up to 100, each atomic; it returns when they are stored.
+// batches of up to 100, each atomic (in the publisher's transaction, for
+// one of NewTxPublisher's); it returns when they are stored.
 // The first message's context bounds the call. A message's UUID becomes
 // its MessageID and its metadata its application properties.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
@@ -53,7 +57,12 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		for i, m := range chunk {
 			batch[i] = &sluice.Message{MessageID: m.UUID, Body: m.Payload, ApplicationProperties: maps.Clone(map[string]string(m.Metadata))}
 		}
-		_, err := s.SendBatch(ctx, batch)
+		var err error
+		if p.tx != nil {
+			err = p.sendTx(ctx, topic, batch)
+		} else {
+			_, err = s.SendBatch(ctx, batch)
+		}
 		if errors.Is(err, sluice.ErrEntityNotFound) && p.cfg.AutoCreate {
 			if err = p.cfg.ensure(ctx, p.client, topic, false); err == nil {
 				_, err = s.SendBatch(ctx, batch)

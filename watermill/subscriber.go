@@ -2,6 +2,7 @@ package watermill
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
@@ -56,6 +57,10 @@ func NewSubscriber(client sluice.API, cfg Config) (*Subscriber, error) {
 	}
 	if err := cfg.check(true); err != nil {
 		return nil, err
+	}
+	if _, lib := client.(*sluice.Client); cfg.DB != nil && !lib {
+		return nil, fmt.Errorf("sluice/watermill: new subscriber: a DB needs the library's client (the network API has no transactions): %w",
+			sluice.ErrInvalidArgument)
 	}
 	return &Subscriber{client: client, cfg: cfg, closing: make(chan struct{})}, nil
 }
@@ -262,6 +267,21 @@ func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage, span 
 	maps.Copy(msg.Metadata, m.ApplicationProperties)
 	mctx, done := context.WithCancel(ctx)
 	defer done()
+	var tx *sql.Tx
+	if db := c.s.cfg.DB; db != nil {
+		// The transaction outlives the subscription's context: an Ack that
+		// comes as it ends still commits.
+		tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		var err error
+		if tx, err = db.BeginTx(tctx, nil); err != nil {
+			c.log.Error("could not begin a message's transaction", err, wm.LogFields{"message_id": m.MessageID})
+			c.abandonOrRelease(m)
+			return false
+		}
+		defer tx.Rollback() // after a commit, it does nothing
+		mctx = context.WithValue(mctx, txKey{}, tx)
+	}
 	msg.SetContext(mctx)
 	select {
 	case c.out <- msg:
@@ -278,9 +298,12 @@ func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage, span 
 	for {
 		select {
 		case <-msg.Acked():
-			c.acked <- m
+			c.ack(m, tx)
 			return true
 		case <-msg.Nacked():
+			if tx != nil {
+				_ = tx.Rollback()
+			}
 			var opts *sluice.AbandonOptions
 			if c.s.cfg.Retry != nil {
 				if d := c.s.cfg.Retry.RetryDelay(m.DeliveryCount, nil); d > 0 {
@@ -292,7 +315,7 @@ func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage, span 
 		case <-ctx.Done():
 			select {
 			case <-msg.Acked():
-				c.acked <- m
+				c.ack(m, tx)
 			default:
 				c.settle(m, "abandon", func(sctx context.Context) error { return c.r.Abandon(sctx, m, nil) })
 			}
@@ -310,6 +333,27 @@ func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage, span 
 				renew.Reset(max(renewIn(m.LockedUntil), minPause))
 			}
 		}
+	}
+}
+
+// ack completes an acked message: behind the subscription, in a batch;
+// or with a transaction, in it, and commits it, so that the handler's
+// writes and the completion happen together or not at all (a message
+// whose completion fails comes again, and the handler's writes with it
+// are rolled back).
+func (c *consumer) ack(m *sluice.ReceivedMessage, tx *sql.Tx) {
+	if tx == nil {
+		c.acked <- m
+		return
+	}
+	err := c.settle(m, "complete", func(ctx context.Context) error {
+		if err := c.r.(txCompleter).CompleteTx(ctx, tx, m); err != nil {
+			return err
+		}
+		return tx.Commit()
+	})
+	if err != nil {
+		_ = tx.Rollback()
 	}
 }
 
