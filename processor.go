@@ -43,7 +43,7 @@ type ProcessorOptions struct {
 	// A prefetched message's lock runs while it waits: the processor
 	// renews it as a running handler's, within MaxAutoLockRenewal counted
 	// from its receipt, and releases it (abandons it, through a receiver
-	// other than the library's) before its lock ends when it may not renew
+	// that cannot release) before its lock ends when it may not renew
 	// it; no handler is given a message whose lock ended, and a handler
 	// sees its LockedUntil as last renewed. With MaxAutoLockRenewal
 	// negative, a prefetched message is released once half of its lock
@@ -342,8 +342,9 @@ func (p *Processor) stopReceiving() {
 }
 
 // Stop stops receiving, releases the prefetched messages no handler took
-// (without counting a delivery through the library's receiver; through
-// another, which has no release, they are abandoned, which counts one),
+// (without counting a delivery through the library's receiver or the
+// network client's; through another, which has no release, they are
+// abandoned, which counts one),
 // waits for running handlers to finish and for their completions to
 // commit. If ctx ends first, it ends the handlers' contexts, waits for
 // them to return and returns ctx's error; the messages of handlers that
@@ -425,15 +426,21 @@ func (p *Processor) handle(all, ctx context.Context, cancel context.CancelCauseF
 }
 
 // release hands m back after Stop ended its handler: without counting a
-// delivery through the library's receiver, abandoned through another.
+// delivery through a receiver that can (the library's, the network
+// client's), abandoned through another.
 func (p *Processor) release(ctx context.Context, m *ReceivedMessage) error {
 	if p.lib != nil {
 		return p.lib.release(ctx, m)
 	}
-	if r, ok := p.r.(interface {
+	switch r := p.r.(type) {
+	case interface {
 		release(context.Context, *ReceivedMessage) error
-	}); ok {
+	}:
 		return r.release(ctx, m)
+	case interface {
+		Release(context.Context, *ReceivedMessage) error
+	}:
+		return r.Release(ctx, m)
 	}
 	return p.r.Abandon(ctx, m, nil)
 }

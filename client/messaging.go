@@ -269,6 +269,16 @@ func (r *Receiver) Abandon(ctx context.Context, m *sluice.ReceivedMessage, opts 
 	})
 }
 
+// Release hands a message back at once without counting a delivery, as
+// sluice.Receiver.Release does: for a consumer that received ahead of
+// what it handles and will not handle m.
+func (r *Receiver) Release(ctx context.Context, m *sluice.ReceivedMessage) error {
+	return r.traceSettle(ctx, sluice.SettleAbandon, []*sluice.ReceivedMessage{m}, func(ctx context.Context) error {
+		_, err := call(ctx, r.c.messaging.Release, &sluicev1.ReleaseRequest{Entity: r.entity, SubQueue: r.sub, LockToken: lockToken(m)})
+		return err
+	})
+}
+
 // DeadLetter moves a message to the dead-letter queue.
 func (r *Receiver) DeadLetter(ctx context.Context, m *sluice.ReceivedMessage, opts *sluice.DeadLetterOptions) error {
 	return r.traceSettle(ctx, sluice.SettleDeadLetter, []*sluice.ReceivedMessage{m}, func(ctx context.Context) error {

@@ -48,9 +48,8 @@ var (
 			"ObserveDeadLetters": whyInProcess,
 			"StreamPartitions":   "the library reads the count when it opens; through a server it is a call (ClusterStatus, PublishPartition)",
 		},
-		"Sender": {"SendTx": whyTx},
-		"Receiver": {"CompleteTx": whyTx, "AbandonTx": whyTx, "DeadLetterTx": whyTx, "DeferTx": whyTx,
-			"Release": "no RPC releases yet: through a server, a Processor abandons what it prefetched at Stop and a Watermill subscription receives one message at a time"},
+		"Sender":   {"SendTx": whyTx},
+		"Receiver": {"CompleteTx": whyTx, "AbandonTx": whyTx, "DeadLetterTx": whyTx, "DeferTx": whyTx},
 		"SessionReceiver": {
 			"CompleteTx": whyTx, "AbandonTx": whyTx, "DeadLetterTx": whyTx, "DeferTx": whyTx, "SetSessionStateTx": whyTx,
 			"Held": "reads the session's lock in the database; no RPC asks it (RenewSessionLock fails once it is lost)",

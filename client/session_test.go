@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -45,4 +46,34 @@ func TestReceiverLockDurationRefused(t *testing.T) {
 	if _, err := c.AcceptSession(t.Context(), "q", "s", opts); !errors.Is(err, sluice.ErrInvalidArgument) {
 		t.Errorf("AcceptSession with a lock duration = %v, want ErrInvalidArgument", err)
 	}
+}
+
+// Release through a server hands a message back without counting a
+// delivery, as the library's does.
+func TestRemoteRelease(t *testing.T) {
+	forEachRemote(t, func(t *testing.T, c *client.Client) {
+		ctx := t.Context()
+		queueWith(t, c, "ahead", &sluice.QueueProperties{MaxDeliveryCount: 1}, "a", "b")
+		r, err := c.NewReceiver("ahead", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		got, err := r.Receive(rctx, 2)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("Receive = %d, %v", len(got), err)
+		}
+		if err := r.Release(ctx, got[1]); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if err := r.Release(ctx, got[1]); !errors.Is(err, sluice.ErrLockLost) {
+			t.Fatalf("Release of a released message = %v, want ErrLockLost", err)
+		}
+		again, err := r.Receive(rctx, 1)
+		if err != nil || len(again) != 1 || string(again[0].Body) != "b" || again[0].DeliveryCount != 1 {
+			t.Fatalf("after the release: %v, %v; want b on delivery 1 (a queue of one delivery would have dead-lettered it)", again, err)
+		}
+
+	})
 }

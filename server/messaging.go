@@ -275,6 +275,16 @@ func (h *messaging) Abandon(ctx context.Context, req *sluicev1.AbandonRequest) (
 	return &sluicev1.AbandonResponse{}, nil
 }
 
+func (h *messaging) Release(ctx context.Context, req *sluicev1.ReleaseRequest) (*sluicev1.ReleaseResponse, error) {
+	err := h.settle(ctx, "release", req.Entity, req.SubQueue, nil, req.LockToken, func(r settler, m *sluice.ReceivedMessage) error {
+		return r.(*sluice.Receiver).Release(ctx, m) // not a session's: settle was given none
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sluicev1.ReleaseResponse{}, nil
+}
+
 func (h *messaging) DeadLetter(ctx context.Context, req *sluicev1.DeadLetterRequest) (*sluicev1.DeadLetterResponse, error) {
 	err := h.settle(ctx, "dead_letter", req.Entity, sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED, req.Session, req.LockToken,
 		func(r settler, m *sluice.ReceivedMessage) error {

@@ -39,6 +39,7 @@ var procedureNeeds = map[string]Action{
 	sluicev1connect.MessagingServiceDeadLetterProcedure:            Receive,
 	sluicev1connect.MessagingServiceDeferProcedure:                 Receive,
 	sluicev1connect.MessagingServiceRenewLockProcedure:             Receive,
+	sluicev1connect.MessagingServiceReleaseProcedure:               Receive,
 	sluicev1connect.MessagingServiceAcceptSessionProcedure:         Receive,
 	sluicev1connect.MessagingServiceRenewSessionLockProcedure:      Receive,
 	sluicev1connect.MessagingServiceGetSessionStateProcedure:       Receive,

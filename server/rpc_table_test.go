@@ -174,6 +174,8 @@ var rpcTable = map[string]rpcCase{
 		names: []rpcName{isName("entity")}},
 	"MessagingService/RenewLock": {body: `{"entity":"orders","lockToken":"$LOCK"}`, perm: server.Receive, entity: "orders",
 		names: []rpcName{isName("entity")}},
+	"MessagingService/Release": {body: `{"entity":"orders","lockToken":"$LOCK"}`, perm: server.Receive, entity: "orders",
+		names: []rpcName{isName("entity")}},
 	"MessagingService/AcceptSession": {body: `{"entity":"sessions","sessionId":"s2"}`, perm: server.Receive, entity: "sessions",
 		names: []rpcName{isName("entity"), isSessionID("sessionId")}},
 	"MessagingService/RenewSessionLock": {body: `{"entity":"sessions","session":{"sessionId":"s1","lockToken":"$SESSION"}}`,

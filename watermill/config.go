@@ -66,8 +66,8 @@ type Config struct {
 	// PrefetchCount is how many messages a subscription receives ahead of
 	// the one it has handed out, saving a round trip a message. It needs a
 	// client that hands messages back without counting a delivery (the
-	// library's *sluice.Client; through the network client a subscription
-	// receives one at a time): a subscription that ends, or whose message
+	// library's and the network client's Receiver.Release; through another
+	// a subscription receives one at a time): a subscription that ends, or whose message
 	// is nacked, hands back what it received ahead, so that the nacked
 	// message comes first again. A message received ahead whose lock is
 	// half gone by its turn is renewed before it goes out. 0 receives one

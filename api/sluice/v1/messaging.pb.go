@@ -1485,6 +1485,102 @@ func (x *SettleFailure) GetMessage() string {
 	return ""
 }
 
+type ReleaseRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entity        string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	SubQueue      SubQueue               `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=sluice.v1.SubQueue" json:"sub_queue,omitempty"`
+	LockToken     string                 `protobuf:"bytes,3,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseRequest) Reset() {
+	*x = ReleaseRequest{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseRequest) ProtoMessage() {}
+
+func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ReleaseRequest) GetEntity() string {
+	if x != nil {
+		return x.Entity
+	}
+	return ""
+}
+
+func (x *ReleaseRequest) GetSubQueue() SubQueue {
+	if x != nil {
+		return x.SubQueue
+	}
+	return SubQueue_SUB_QUEUE_UNSPECIFIED
+}
+
+func (x *ReleaseRequest) GetLockToken() string {
+	if x != nil {
+		return x.LockToken
+	}
+	return ""
+}
+
+type ReleaseResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseResponse) Reset() {
+	*x = ReleaseResponse{}
+	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseResponse) ProtoMessage() {}
+
+func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{20}
+}
+
 type AbandonRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Entity    string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
@@ -1506,7 +1602,7 @@ type AbandonRequest struct {
 
 func (x *AbandonRequest) Reset() {
 	*x = AbandonRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1614,7 @@ func (x *AbandonRequest) String() string {
 func (*AbandonRequest) ProtoMessage() {}
 
 func (x *AbandonRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[19]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1627,7 @@ func (x *AbandonRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonRequest.ProtoReflect.Descriptor instead.
 func (*AbandonRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{19}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AbandonRequest) GetEntity() string {
@@ -1584,7 +1680,7 @@ type AbandonResponse struct {
 
 func (x *AbandonResponse) Reset() {
 	*x = AbandonResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1692,7 @@ func (x *AbandonResponse) String() string {
 func (*AbandonResponse) ProtoMessage() {}
 
 func (x *AbandonResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[20]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1705,7 @@ func (x *AbandonResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbandonResponse.ProtoReflect.Descriptor instead.
 func (*AbandonResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{20}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{22}
 }
 
 type DeadLetterRequest struct {
@@ -1626,7 +1722,7 @@ type DeadLetterRequest struct {
 
 func (x *DeadLetterRequest) Reset() {
 	*x = DeadLetterRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1734,7 @@ func (x *DeadLetterRequest) String() string {
 func (*DeadLetterRequest) ProtoMessage() {}
 
 func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[21]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1747,7 @@ func (x *DeadLetterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterRequest.ProtoReflect.Descriptor instead.
 func (*DeadLetterRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{21}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DeadLetterRequest) GetEntity() string {
@@ -1704,7 +1800,7 @@ type DeadLetterResponse struct {
 
 func (x *DeadLetterResponse) Reset() {
 	*x = DeadLetterResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1716,7 +1812,7 @@ func (x *DeadLetterResponse) String() string {
 func (*DeadLetterResponse) ProtoMessage() {}
 
 func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[22]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1729,7 +1825,7 @@ func (x *DeadLetterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterResponse.ProtoReflect.Descriptor instead.
 func (*DeadLetterResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{22}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{24}
 }
 
 type DeferRequest struct {
@@ -1744,7 +1840,7 @@ type DeferRequest struct {
 
 func (x *DeferRequest) Reset() {
 	*x = DeferRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1756,7 +1852,7 @@ func (x *DeferRequest) String() string {
 func (*DeferRequest) ProtoMessage() {}
 
 func (x *DeferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[23]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1769,7 +1865,7 @@ func (x *DeferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferRequest.ProtoReflect.Descriptor instead.
 func (*DeferRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{23}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeferRequest) GetEntity() string {
@@ -1808,7 +1904,7 @@ type DeferResponse struct {
 
 func (x *DeferResponse) Reset() {
 	*x = DeferResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +1916,7 @@ func (x *DeferResponse) String() string {
 func (*DeferResponse) ProtoMessage() {}
 
 func (x *DeferResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[24]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +1929,7 @@ func (x *DeferResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeferResponse.ProtoReflect.Descriptor instead.
 func (*DeferResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{24}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{26}
 }
 
 type RenewLockRequest struct {
@@ -1847,7 +1943,7 @@ type RenewLockRequest struct {
 
 func (x *RenewLockRequest) Reset() {
 	*x = RenewLockRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1859,7 +1955,7 @@ func (x *RenewLockRequest) String() string {
 func (*RenewLockRequest) ProtoMessage() {}
 
 func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[25]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1872,7 +1968,7 @@ func (x *RenewLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewLockRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{25}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RenewLockRequest) GetEntity() string {
@@ -1905,7 +2001,7 @@ type RenewLockResponse struct {
 
 func (x *RenewLockResponse) Reset() {
 	*x = RenewLockResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1917,7 +2013,7 @@ func (x *RenewLockResponse) String() string {
 func (*RenewLockResponse) ProtoMessage() {}
 
 func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[26]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1930,7 +2026,7 @@ func (x *RenewLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewLockResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{26}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RenewLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -1953,7 +2049,7 @@ type AcceptSessionRequest struct {
 
 func (x *AcceptSessionRequest) Reset() {
 	*x = AcceptSessionRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1965,7 +2061,7 @@ func (x *AcceptSessionRequest) String() string {
 func (*AcceptSessionRequest) ProtoMessage() {}
 
 func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[27]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1978,7 +2074,7 @@ func (x *AcceptSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionRequest.ProtoReflect.Descriptor instead.
 func (*AcceptSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{27}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AcceptSessionRequest) GetEntity() string {
@@ -2011,7 +2107,7 @@ type AcceptSessionResponse struct {
 
 func (x *AcceptSessionResponse) Reset() {
 	*x = AcceptSessionResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2119,7 @@ func (x *AcceptSessionResponse) String() string {
 func (*AcceptSessionResponse) ProtoMessage() {}
 
 func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[28]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2132,7 @@ func (x *AcceptSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptSessionResponse.ProtoReflect.Descriptor instead.
 func (*AcceptSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{28}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AcceptSessionResponse) GetSession() *SessionLock {
@@ -2056,7 +2152,7 @@ type RenewSessionLockRequest struct {
 
 func (x *RenewSessionLockRequest) Reset() {
 	*x = RenewSessionLockRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2164,7 @@ func (x *RenewSessionLockRequest) String() string {
 func (*RenewSessionLockRequest) ProtoMessage() {}
 
 func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[29]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2177,7 @@ func (x *RenewSessionLockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockRequest.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{29}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RenewSessionLockRequest) GetEntity() string {
@@ -2107,7 +2203,7 @@ type RenewSessionLockResponse struct {
 
 func (x *RenewSessionLockResponse) Reset() {
 	*x = RenewSessionLockResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2215,7 @@ func (x *RenewSessionLockResponse) String() string {
 func (*RenewSessionLockResponse) ProtoMessage() {}
 
 func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[30]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2228,7 @@ func (x *RenewSessionLockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewSessionLockResponse.ProtoReflect.Descriptor instead.
 func (*RenewSessionLockResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{30}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RenewSessionLockResponse) GetLockedUntil() *timestamppb.Timestamp {
@@ -2152,7 +2248,7 @@ type GetSessionStateRequest struct {
 
 func (x *GetSessionStateRequest) Reset() {
 	*x = GetSessionStateRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2164,7 +2260,7 @@ func (x *GetSessionStateRequest) String() string {
 func (*GetSessionStateRequest) ProtoMessage() {}
 
 func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[31]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2177,7 +2273,7 @@ func (x *GetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{31}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetSessionStateRequest) GetEntity() string {
@@ -2203,7 +2299,7 @@ type GetSessionStateResponse struct {
 
 func (x *GetSessionStateResponse) Reset() {
 	*x = GetSessionStateResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2215,7 +2311,7 @@ func (x *GetSessionStateResponse) String() string {
 func (*GetSessionStateResponse) ProtoMessage() {}
 
 func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[32]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2228,7 +2324,7 @@ func (x *GetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{32}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetSessionStateResponse) GetState() []byte {
@@ -2249,7 +2345,7 @@ type SetSessionStateRequest struct {
 
 func (x *SetSessionStateRequest) Reset() {
 	*x = SetSessionStateRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2357,7 @@ func (x *SetSessionStateRequest) String() string {
 func (*SetSessionStateRequest) ProtoMessage() {}
 
 func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[33]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2370,7 @@ func (x *SetSessionStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateRequest.ProtoReflect.Descriptor instead.
 func (*SetSessionStateRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{33}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SetSessionStateRequest) GetEntity() string {
@@ -2306,7 +2402,7 @@ type SetSessionStateResponse struct {
 
 func (x *SetSessionStateResponse) Reset() {
 	*x = SetSessionStateResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2318,7 +2414,7 @@ func (x *SetSessionStateResponse) String() string {
 func (*SetSessionStateResponse) ProtoMessage() {}
 
 func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[34]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2331,7 +2427,7 @@ func (x *SetSessionStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSessionStateResponse.ProtoReflect.Descriptor instead.
 func (*SetSessionStateResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{34}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{36}
 }
 
 type CloseSessionRequest struct {
@@ -2344,7 +2440,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2452,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[35]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2465,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{35}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CloseSessionRequest) GetEntity() string {
@@ -2394,7 +2490,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2502,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[36]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2515,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{36}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{38}
 }
 
 type ResubmitDeadLettersRequest struct {
@@ -2433,7 +2529,7 @@ type ResubmitDeadLettersRequest struct {
 
 func (x *ResubmitDeadLettersRequest) Reset() {
 	*x = ResubmitDeadLettersRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[37]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2445,7 +2541,7 @@ func (x *ResubmitDeadLettersRequest) String() string {
 func (*ResubmitDeadLettersRequest) ProtoMessage() {}
 
 func (x *ResubmitDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[37]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2458,7 +2554,7 @@ func (x *ResubmitDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResubmitDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*ResubmitDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{37}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResubmitDeadLettersRequest) GetEntity() string {
@@ -2486,7 +2582,7 @@ type ResubmitDeadLettersResponse struct {
 
 func (x *ResubmitDeadLettersResponse) Reset() {
 	*x = ResubmitDeadLettersResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[38]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2594,7 @@ func (x *ResubmitDeadLettersResponse) String() string {
 func (*ResubmitDeadLettersResponse) ProtoMessage() {}
 
 func (x *ResubmitDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[38]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2607,7 @@ func (x *ResubmitDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResubmitDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*ResubmitDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{38}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ResubmitDeadLettersResponse) GetDone() int64 {
@@ -2540,7 +2636,7 @@ type PurgeDeadLettersRequest struct {
 
 func (x *PurgeDeadLettersRequest) Reset() {
 	*x = PurgeDeadLettersRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[39]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2552,7 +2648,7 @@ func (x *PurgeDeadLettersRequest) String() string {
 func (*PurgeDeadLettersRequest) ProtoMessage() {}
 
 func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[39]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2565,7 +2661,7 @@ func (x *PurgeDeadLettersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersRequest.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{39}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PurgeDeadLettersRequest) GetEntity() string {
@@ -2591,7 +2687,7 @@ type PurgeDeadLettersResponse struct {
 
 func (x *PurgeDeadLettersResponse) Reset() {
 	*x = PurgeDeadLettersResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[40]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2603,7 +2699,7 @@ func (x *PurgeDeadLettersResponse) String() string {
 func (*PurgeDeadLettersResponse) ProtoMessage() {}
 
 func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[40]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2616,7 +2712,7 @@ func (x *PurgeDeadLettersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeDeadLettersResponse.ProtoReflect.Descriptor instead.
 func (*PurgeDeadLettersResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{40}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PurgeDeadLettersResponse) GetPurged() int64 {
@@ -2635,7 +2731,7 @@ type ListDeadLetterReasonsRequest struct {
 
 func (x *ListDeadLetterReasonsRequest) Reset() {
 	*x = ListDeadLetterReasonsRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[41]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2647,7 +2743,7 @@ func (x *ListDeadLetterReasonsRequest) String() string {
 func (*ListDeadLetterReasonsRequest) ProtoMessage() {}
 
 func (x *ListDeadLetterReasonsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[41]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2660,7 +2756,7 @@ func (x *ListDeadLetterReasonsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLetterReasonsRequest.ProtoReflect.Descriptor instead.
 func (*ListDeadLetterReasonsRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{41}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListDeadLetterReasonsRequest) GetEntity() string {
@@ -2680,7 +2776,7 @@ type ListDeadLetterReasonsResponse struct {
 
 func (x *ListDeadLetterReasonsResponse) Reset() {
 	*x = ListDeadLetterReasonsResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[42]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +2788,7 @@ func (x *ListDeadLetterReasonsResponse) String() string {
 func (*ListDeadLetterReasonsResponse) ProtoMessage() {}
 
 func (x *ListDeadLetterReasonsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[42]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +2801,7 @@ func (x *ListDeadLetterReasonsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDeadLetterReasonsResponse.ProtoReflect.Descriptor instead.
 func (*ListDeadLetterReasonsResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{42}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListDeadLetterReasonsResponse) GetReasons() []*DeadLetterReasonCount {
@@ -2727,7 +2823,7 @@ type DeadLetterReasonCount struct {
 
 func (x *DeadLetterReasonCount) Reset() {
 	*x = DeadLetterReasonCount{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[43]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2739,7 +2835,7 @@ func (x *DeadLetterReasonCount) String() string {
 func (*DeadLetterReasonCount) ProtoMessage() {}
 
 func (x *DeadLetterReasonCount) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[43]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2752,7 +2848,7 @@ func (x *DeadLetterReasonCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeadLetterReasonCount.ProtoReflect.Descriptor instead.
 func (*DeadLetterReasonCount) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{43}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *DeadLetterReasonCount) GetReason() string {
@@ -2787,7 +2883,7 @@ type DeleteMessagesRequest struct {
 
 func (x *DeleteMessagesRequest) Reset() {
 	*x = DeleteMessagesRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[44]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +2895,7 @@ func (x *DeleteMessagesRequest) String() string {
 func (*DeleteMessagesRequest) ProtoMessage() {}
 
 func (x *DeleteMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[44]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +2908,7 @@ func (x *DeleteMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagesRequest.ProtoReflect.Descriptor instead.
 func (*DeleteMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{44}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteMessagesRequest) GetEntity() string {
@@ -2852,7 +2948,7 @@ type DeleteMessagesResponse struct {
 
 func (x *DeleteMessagesResponse) Reset() {
 	*x = DeleteMessagesResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[45]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +2960,7 @@ func (x *DeleteMessagesResponse) String() string {
 func (*DeleteMessagesResponse) ProtoMessage() {}
 
 func (x *DeleteMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[45]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +2973,7 @@ func (x *DeleteMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteMessagesResponse.ProtoReflect.Descriptor instead.
 func (*DeleteMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{45}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *DeleteMessagesResponse) GetDeleted() int64 {
@@ -2898,7 +2994,7 @@ type PurgeMessagesRequest struct {
 
 func (x *PurgeMessagesRequest) Reset() {
 	*x = PurgeMessagesRequest{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[46]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +3006,7 @@ func (x *PurgeMessagesRequest) String() string {
 func (*PurgeMessagesRequest) ProtoMessage() {}
 
 func (x *PurgeMessagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[46]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +3019,7 @@ func (x *PurgeMessagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeMessagesRequest.ProtoReflect.Descriptor instead.
 func (*PurgeMessagesRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{46}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *PurgeMessagesRequest) GetEntity() string {
@@ -2949,7 +3045,7 @@ type PurgeMessagesResponse struct {
 
 func (x *PurgeMessagesResponse) Reset() {
 	*x = PurgeMessagesResponse{}
-	mi := &file_sluice_v1_messaging_proto_msgTypes[47]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2961,7 +3057,7 @@ func (x *PurgeMessagesResponse) String() string {
 func (*PurgeMessagesResponse) ProtoMessage() {}
 
 func (x *PurgeMessagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_messaging_proto_msgTypes[47]
+	mi := &file_sluice_v1_messaging_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2974,7 +3070,7 @@ func (x *PurgeMessagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PurgeMessagesResponse.ProtoReflect.Descriptor instead.
 func (*PurgeMessagesResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{47}
+	return file_sluice_v1_messaging_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PurgeMessagesResponse) GetPurged() int64 {
@@ -3100,7 +3196,13 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\n" +
 	"lock_token\x18\x02 \x01(\tR\tlockToken\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\x88\x03\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\"y\n" +
+	"\x0eReleaseRequest\x12\x16\n" +
+	"\x06entity\x18\x01 \x01(\tR\x06entity\x120\n" +
+	"\tsub_queue\x18\x02 \x01(\x0e2\x13.sluice.v1.SubQueueR\bsubQueue\x12\x1d\n" +
+	"\n" +
+	"lock_token\x18\x03 \x01(\tR\tlockToken\"\x11\n" +
+	"\x0fReleaseResponse\"\x88\x03\n" +
 	"\x0eAbandonRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x120\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x13.sluice.v1.SubQueueR\bsubQueue\x12\x1d\n" +
@@ -3211,7 +3313,7 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x1fRECEIVE_MODE_RECEIVE_AND_DELETE\x10\x02*@\n" +
 	"\bSubQueue\x12\x19\n" +
 	"\x15SUB_QUEUE_UNSPECIFIED\x10\x00\x12\x19\n" +
-	"\x15SUB_QUEUE_DEAD_LETTER\x10\x012\xb6\r\n" +
+	"\x15SUB_QUEUE_DEAD_LETTER\x10\x012\xf8\r\n" +
 	"\x10MessagingService\x127\n" +
 	"\x04Send\x12\x16.sluice.v1.SendRequest\x1a\x17.sluice.v1.SendResponse\x12X\n" +
 	"\x0fCancelScheduled\x12!.sluice.v1.CancelScheduledRequest\x1a\".sluice.v1.CancelScheduledResponse\x12@\n" +
@@ -3224,7 +3326,8 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\n" +
 	"DeadLetter\x12\x1c.sluice.v1.DeadLetterRequest\x1a\x1d.sluice.v1.DeadLetterResponse\x12:\n" +
 	"\x05Defer\x12\x17.sluice.v1.DeferRequest\x1a\x18.sluice.v1.DeferResponse\x12F\n" +
-	"\tRenewLock\x12\x1b.sluice.v1.RenewLockRequest\x1a\x1c.sluice.v1.RenewLockResponse\x12R\n" +
+	"\tRenewLock\x12\x1b.sluice.v1.RenewLockRequest\x1a\x1c.sluice.v1.RenewLockResponse\x12@\n" +
+	"\aRelease\x12\x19.sluice.v1.ReleaseRequest\x1a\x1a.sluice.v1.ReleaseResponse\x12R\n" +
 	"\rAcceptSession\x12\x1f.sluice.v1.AcceptSessionRequest\x1a .sluice.v1.AcceptSessionResponse\x12[\n" +
 	"\x10RenewSessionLock\x12\".sluice.v1.RenewSessionLockRequest\x1a#.sluice.v1.RenewSessionLockResponse\x12X\n" +
 	"\x0fGetSessionState\x12!.sluice.v1.GetSessionStateRequest\x1a\".sluice.v1.GetSessionStateResponse\x12X\n" +
@@ -3251,7 +3354,7 @@ func file_sluice_v1_messaging_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_messaging_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_sluice_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_sluice_v1_messaging_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
 var file_sluice_v1_messaging_proto_goTypes = []any{
 	(MessageState)(0),                     // 0: sluice.v1.MessageState
 	(ReceiveMode)(0),                      // 1: sluice.v1.ReceiveMode
@@ -3275,56 +3378,58 @@ var file_sluice_v1_messaging_proto_goTypes = []any{
 	(*CompleteBatchRequest)(nil),          // 19: sluice.v1.CompleteBatchRequest
 	(*CompleteBatchResponse)(nil),         // 20: sluice.v1.CompleteBatchResponse
 	(*SettleFailure)(nil),                 // 21: sluice.v1.SettleFailure
-	(*AbandonRequest)(nil),                // 22: sluice.v1.AbandonRequest
-	(*AbandonResponse)(nil),               // 23: sluice.v1.AbandonResponse
-	(*DeadLetterRequest)(nil),             // 24: sluice.v1.DeadLetterRequest
-	(*DeadLetterResponse)(nil),            // 25: sluice.v1.DeadLetterResponse
-	(*DeferRequest)(nil),                  // 26: sluice.v1.DeferRequest
-	(*DeferResponse)(nil),                 // 27: sluice.v1.DeferResponse
-	(*RenewLockRequest)(nil),              // 28: sluice.v1.RenewLockRequest
-	(*RenewLockResponse)(nil),             // 29: sluice.v1.RenewLockResponse
-	(*AcceptSessionRequest)(nil),          // 30: sluice.v1.AcceptSessionRequest
-	(*AcceptSessionResponse)(nil),         // 31: sluice.v1.AcceptSessionResponse
-	(*RenewSessionLockRequest)(nil),       // 32: sluice.v1.RenewSessionLockRequest
-	(*RenewSessionLockResponse)(nil),      // 33: sluice.v1.RenewSessionLockResponse
-	(*GetSessionStateRequest)(nil),        // 34: sluice.v1.GetSessionStateRequest
-	(*GetSessionStateResponse)(nil),       // 35: sluice.v1.GetSessionStateResponse
-	(*SetSessionStateRequest)(nil),        // 36: sluice.v1.SetSessionStateRequest
-	(*SetSessionStateResponse)(nil),       // 37: sluice.v1.SetSessionStateResponse
-	(*CloseSessionRequest)(nil),           // 38: sluice.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),          // 39: sluice.v1.CloseSessionResponse
-	(*ResubmitDeadLettersRequest)(nil),    // 40: sluice.v1.ResubmitDeadLettersRequest
-	(*ResubmitDeadLettersResponse)(nil),   // 41: sluice.v1.ResubmitDeadLettersResponse
-	(*PurgeDeadLettersRequest)(nil),       // 42: sluice.v1.PurgeDeadLettersRequest
-	(*PurgeDeadLettersResponse)(nil),      // 43: sluice.v1.PurgeDeadLettersResponse
-	(*ListDeadLetterReasonsRequest)(nil),  // 44: sluice.v1.ListDeadLetterReasonsRequest
-	(*ListDeadLetterReasonsResponse)(nil), // 45: sluice.v1.ListDeadLetterReasonsResponse
-	(*DeadLetterReasonCount)(nil),         // 46: sluice.v1.DeadLetterReasonCount
-	(*DeleteMessagesRequest)(nil),         // 47: sluice.v1.DeleteMessagesRequest
-	(*DeleteMessagesResponse)(nil),        // 48: sluice.v1.DeleteMessagesResponse
-	(*PurgeMessagesRequest)(nil),          // 49: sluice.v1.PurgeMessagesRequest
-	(*PurgeMessagesResponse)(nil),         // 50: sluice.v1.PurgeMessagesResponse
-	nil,                                   // 51: sluice.v1.Message.ApplicationPropertiesEntry
-	nil,                                   // 52: sluice.v1.MessageFilter.ApplicationPropertiesEntry
-	nil,                                   // 53: sluice.v1.AbandonRequest.PropertiesToModifyEntry
-	nil,                                   // 54: sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
-	nil,                                   // 55: sluice.v1.DeferRequest.PropertiesToModifyEntry
-	(*durationpb.Duration)(nil),           // 56: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),         // 57: google.protobuf.Timestamp
+	(*ReleaseRequest)(nil),                // 22: sluice.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),               // 23: sluice.v1.ReleaseResponse
+	(*AbandonRequest)(nil),                // 24: sluice.v1.AbandonRequest
+	(*AbandonResponse)(nil),               // 25: sluice.v1.AbandonResponse
+	(*DeadLetterRequest)(nil),             // 26: sluice.v1.DeadLetterRequest
+	(*DeadLetterResponse)(nil),            // 27: sluice.v1.DeadLetterResponse
+	(*DeferRequest)(nil),                  // 28: sluice.v1.DeferRequest
+	(*DeferResponse)(nil),                 // 29: sluice.v1.DeferResponse
+	(*RenewLockRequest)(nil),              // 30: sluice.v1.RenewLockRequest
+	(*RenewLockResponse)(nil),             // 31: sluice.v1.RenewLockResponse
+	(*AcceptSessionRequest)(nil),          // 32: sluice.v1.AcceptSessionRequest
+	(*AcceptSessionResponse)(nil),         // 33: sluice.v1.AcceptSessionResponse
+	(*RenewSessionLockRequest)(nil),       // 34: sluice.v1.RenewSessionLockRequest
+	(*RenewSessionLockResponse)(nil),      // 35: sluice.v1.RenewSessionLockResponse
+	(*GetSessionStateRequest)(nil),        // 36: sluice.v1.GetSessionStateRequest
+	(*GetSessionStateResponse)(nil),       // 37: sluice.v1.GetSessionStateResponse
+	(*SetSessionStateRequest)(nil),        // 38: sluice.v1.SetSessionStateRequest
+	(*SetSessionStateResponse)(nil),       // 39: sluice.v1.SetSessionStateResponse
+	(*CloseSessionRequest)(nil),           // 40: sluice.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),          // 41: sluice.v1.CloseSessionResponse
+	(*ResubmitDeadLettersRequest)(nil),    // 42: sluice.v1.ResubmitDeadLettersRequest
+	(*ResubmitDeadLettersResponse)(nil),   // 43: sluice.v1.ResubmitDeadLettersResponse
+	(*PurgeDeadLettersRequest)(nil),       // 44: sluice.v1.PurgeDeadLettersRequest
+	(*PurgeDeadLettersResponse)(nil),      // 45: sluice.v1.PurgeDeadLettersResponse
+	(*ListDeadLetterReasonsRequest)(nil),  // 46: sluice.v1.ListDeadLetterReasonsRequest
+	(*ListDeadLetterReasonsResponse)(nil), // 47: sluice.v1.ListDeadLetterReasonsResponse
+	(*DeadLetterReasonCount)(nil),         // 48: sluice.v1.DeadLetterReasonCount
+	(*DeleteMessagesRequest)(nil),         // 49: sluice.v1.DeleteMessagesRequest
+	(*DeleteMessagesResponse)(nil),        // 50: sluice.v1.DeleteMessagesResponse
+	(*PurgeMessagesRequest)(nil),          // 51: sluice.v1.PurgeMessagesRequest
+	(*PurgeMessagesResponse)(nil),         // 52: sluice.v1.PurgeMessagesResponse
+	nil,                                   // 53: sluice.v1.Message.ApplicationPropertiesEntry
+	nil,                                   // 54: sluice.v1.MessageFilter.ApplicationPropertiesEntry
+	nil,                                   // 55: sluice.v1.AbandonRequest.PropertiesToModifyEntry
+	nil,                                   // 56: sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
+	nil,                                   // 57: sluice.v1.DeferRequest.PropertiesToModifyEntry
+	(*durationpb.Duration)(nil),           // 58: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),         // 59: google.protobuf.Timestamp
 }
 var file_sluice_v1_messaging_proto_depIdxs = []int32{
-	51, // 0: sluice.v1.Message.application_properties:type_name -> sluice.v1.Message.ApplicationPropertiesEntry
-	56, // 1: sluice.v1.Message.time_to_live:type_name -> google.protobuf.Duration
-	57, // 2: sluice.v1.Message.scheduled_enqueue_time:type_name -> google.protobuf.Timestamp
+	53, // 0: sluice.v1.Message.application_properties:type_name -> sluice.v1.Message.ApplicationPropertiesEntry
+	58, // 1: sluice.v1.Message.time_to_live:type_name -> google.protobuf.Duration
+	59, // 2: sluice.v1.Message.scheduled_enqueue_time:type_name -> google.protobuf.Timestamp
 	3,  // 3: sluice.v1.ReceivedMessage.message:type_name -> sluice.v1.Message
-	57, // 4: sluice.v1.ReceivedMessage.enqueued_time:type_name -> google.protobuf.Timestamp
-	57, // 5: sluice.v1.ReceivedMessage.expires_at:type_name -> google.protobuf.Timestamp
-	57, // 6: sluice.v1.ReceivedMessage.locked_until:type_name -> google.protobuf.Timestamp
+	59, // 4: sluice.v1.ReceivedMessage.enqueued_time:type_name -> google.protobuf.Timestamp
+	59, // 5: sluice.v1.ReceivedMessage.expires_at:type_name -> google.protobuf.Timestamp
+	59, // 6: sluice.v1.ReceivedMessage.locked_until:type_name -> google.protobuf.Timestamp
 	0,  // 7: sluice.v1.ReceivedMessage.state:type_name -> sluice.v1.MessageState
-	57, // 8: sluice.v1.ReceivedMessage.delayed_until:type_name -> google.protobuf.Timestamp
-	57, // 9: sluice.v1.SessionLock.locked_until:type_name -> google.protobuf.Timestamp
+	59, // 8: sluice.v1.ReceivedMessage.delayed_until:type_name -> google.protobuf.Timestamp
+	59, // 9: sluice.v1.SessionLock.locked_until:type_name -> google.protobuf.Timestamp
 	3,  // 10: sluice.v1.SendRequest.messages:type_name -> sluice.v1.Message
-	56, // 11: sluice.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
+	58, // 11: sluice.v1.ReceiveRequest.max_wait:type_name -> google.protobuf.Duration
 	1,  // 12: sluice.v1.ReceiveRequest.mode:type_name -> sluice.v1.ReceiveMode
 	2,  // 13: sluice.v1.ReceiveRequest.sub_queue:type_name -> sluice.v1.SubQueue
 	5,  // 14: sluice.v1.ReceiveRequest.session:type_name -> sluice.v1.SessionLock
@@ -3336,79 +3441,82 @@ var file_sluice_v1_messaging_proto_depIdxs = []int32{
 	16, // 20: sluice.v1.PeekRequest.filter:type_name -> sluice.v1.MessageFilter
 	4,  // 21: sluice.v1.PeekResponse.messages:type_name -> sluice.v1.ReceivedMessage
 	0,  // 22: sluice.v1.MessageFilter.states:type_name -> sluice.v1.MessageState
-	52, // 23: sluice.v1.MessageFilter.application_properties:type_name -> sluice.v1.MessageFilter.ApplicationPropertiesEntry
+	54, // 23: sluice.v1.MessageFilter.application_properties:type_name -> sluice.v1.MessageFilter.ApplicationPropertiesEntry
 	2,  // 24: sluice.v1.CompleteRequest.sub_queue:type_name -> sluice.v1.SubQueue
 	5,  // 25: sluice.v1.CompleteRequest.session:type_name -> sluice.v1.SessionLock
 	2,  // 26: sluice.v1.CompleteBatchRequest.sub_queue:type_name -> sluice.v1.SubQueue
 	5,  // 27: sluice.v1.CompleteBatchRequest.session:type_name -> sluice.v1.SessionLock
 	21, // 28: sluice.v1.CompleteBatchResponse.failures:type_name -> sluice.v1.SettleFailure
-	2,  // 29: sluice.v1.AbandonRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 30: sluice.v1.AbandonRequest.session:type_name -> sluice.v1.SessionLock
-	53, // 31: sluice.v1.AbandonRequest.properties_to_modify:type_name -> sluice.v1.AbandonRequest.PropertiesToModifyEntry
-	56, // 32: sluice.v1.AbandonRequest.delay:type_name -> google.protobuf.Duration
-	5,  // 33: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
-	54, // 34: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
-	5,  // 35: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
-	55, // 36: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
-	2,  // 37: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	57, // 38: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	56, // 39: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
-	5,  // 40: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
-	5,  // 41: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
-	57, // 42: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	5,  // 43: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 44: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 45: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
-	46, // 46: sluice.v1.ListDeadLetterReasonsResponse.reasons:type_name -> sluice.v1.DeadLetterReasonCount
-	57, // 47: sluice.v1.DeleteMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
-	57, // 48: sluice.v1.PurgeMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
-	6,  // 49: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
-	8,  // 50: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
-	10, // 51: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
-	12, // 52: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
-	14, // 53: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
-	17, // 54: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
-	19, // 55: sluice.v1.MessagingService.CompleteBatch:input_type -> sluice.v1.CompleteBatchRequest
-	22, // 56: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
-	24, // 57: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
-	26, // 58: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
-	28, // 59: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
-	30, // 60: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
-	32, // 61: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
-	34, // 62: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
-	36, // 63: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
-	38, // 64: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
-	40, // 65: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
-	42, // 66: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
-	44, // 67: sluice.v1.MessagingService.ListDeadLetterReasons:input_type -> sluice.v1.ListDeadLetterReasonsRequest
-	47, // 68: sluice.v1.MessagingService.DeleteMessages:input_type -> sluice.v1.DeleteMessagesRequest
-	49, // 69: sluice.v1.MessagingService.PurgeMessages:input_type -> sluice.v1.PurgeMessagesRequest
-	7,  // 70: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
-	9,  // 71: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
-	11, // 72: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
-	13, // 73: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
-	15, // 74: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
-	18, // 75: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
-	20, // 76: sluice.v1.MessagingService.CompleteBatch:output_type -> sluice.v1.CompleteBatchResponse
-	23, // 77: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
-	25, // 78: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
-	27, // 79: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
-	29, // 80: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
-	31, // 81: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
-	33, // 82: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
-	35, // 83: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
-	37, // 84: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
-	39, // 85: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
-	41, // 86: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
-	43, // 87: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
-	45, // 88: sluice.v1.MessagingService.ListDeadLetterReasons:output_type -> sluice.v1.ListDeadLetterReasonsResponse
-	48, // 89: sluice.v1.MessagingService.DeleteMessages:output_type -> sluice.v1.DeleteMessagesResponse
-	50, // 90: sluice.v1.MessagingService.PurgeMessages:output_type -> sluice.v1.PurgeMessagesResponse
-	70, // [70:91] is the sub-list for method output_type
-	49, // [49:70] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	2,  // 29: sluice.v1.ReleaseRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	2,  // 30: sluice.v1.AbandonRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 31: sluice.v1.AbandonRequest.session:type_name -> sluice.v1.SessionLock
+	55, // 32: sluice.v1.AbandonRequest.properties_to_modify:type_name -> sluice.v1.AbandonRequest.PropertiesToModifyEntry
+	58, // 33: sluice.v1.AbandonRequest.delay:type_name -> google.protobuf.Duration
+	5,  // 34: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
+	56, // 35: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
+	5,  // 36: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
+	57, // 37: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
+	2,  // 38: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	59, // 39: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	58, // 40: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
+	5,  // 41: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
+	5,  // 42: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
+	59, // 43: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	5,  // 44: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 45: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 46: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
+	48, // 47: sluice.v1.ListDeadLetterReasonsResponse.reasons:type_name -> sluice.v1.DeadLetterReasonCount
+	59, // 48: sluice.v1.DeleteMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
+	59, // 49: sluice.v1.PurgeMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
+	6,  // 50: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
+	8,  // 51: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
+	10, // 52: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
+	12, // 53: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
+	14, // 54: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
+	17, // 55: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
+	19, // 56: sluice.v1.MessagingService.CompleteBatch:input_type -> sluice.v1.CompleteBatchRequest
+	24, // 57: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
+	26, // 58: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
+	28, // 59: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
+	30, // 60: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
+	22, // 61: sluice.v1.MessagingService.Release:input_type -> sluice.v1.ReleaseRequest
+	32, // 62: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
+	34, // 63: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
+	36, // 64: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
+	38, // 65: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
+	40, // 66: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
+	42, // 67: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
+	44, // 68: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
+	46, // 69: sluice.v1.MessagingService.ListDeadLetterReasons:input_type -> sluice.v1.ListDeadLetterReasonsRequest
+	49, // 70: sluice.v1.MessagingService.DeleteMessages:input_type -> sluice.v1.DeleteMessagesRequest
+	51, // 71: sluice.v1.MessagingService.PurgeMessages:input_type -> sluice.v1.PurgeMessagesRequest
+	7,  // 72: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
+	9,  // 73: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
+	11, // 74: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
+	13, // 75: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
+	15, // 76: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
+	18, // 77: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
+	20, // 78: sluice.v1.MessagingService.CompleteBatch:output_type -> sluice.v1.CompleteBatchResponse
+	25, // 79: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
+	27, // 80: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
+	29, // 81: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
+	31, // 82: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
+	23, // 83: sluice.v1.MessagingService.Release:output_type -> sluice.v1.ReleaseResponse
+	33, // 84: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
+	35, // 85: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
+	37, // 86: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
+	39, // 87: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
+	41, // 88: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
+	43, // 89: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
+	45, // 90: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
+	47, // 91: sluice.v1.MessagingService.ListDeadLetterReasons:output_type -> sluice.v1.ListDeadLetterReasonsResponse
+	50, // 92: sluice.v1.MessagingService.DeleteMessages:output_type -> sluice.v1.DeleteMessagesResponse
+	52, // 93: sluice.v1.MessagingService.PurgeMessages:output_type -> sluice.v1.PurgeMessagesResponse
+	72, // [72:94] is the sub-list for method output_type
+	50, // [50:72] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_messaging_proto_init() }
@@ -3423,7 +3531,7 @@ func file_sluice_v1_messaging_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_messaging_proto_rawDesc), len(file_sluice_v1_messaging_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   53,
+			NumMessages:   55,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

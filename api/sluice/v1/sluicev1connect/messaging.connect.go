@@ -50,6 +50,8 @@ const (
 	MessagingServiceDeferProcedure = "/sluice.v1.MessagingService/Defer"
 	// MessagingServiceRenewLockProcedure is the procedure name of the MessagingService's RenewLock RPC.
 	MessagingServiceRenewLockProcedure = "/sluice.v1.MessagingService/RenewLock"
+	// MessagingServiceReleaseProcedure is the procedure name of the MessagingService's Release RPC.
+	MessagingServiceReleaseProcedure = "/sluice.v1.MessagingService/Release"
 	// MessagingServiceAcceptSessionProcedure is the procedure name of the MessagingService's
 	// AcceptSession RPC.
 	MessagingServiceAcceptSessionProcedure = "/sluice.v1.MessagingService/AcceptSession"
@@ -160,6 +162,13 @@ var (
 			Procedure:  MessagingServiceRenewLockProcedure,
 		}
 	})
+	messagingServiceReleaseSpec = sync.OnceValue(func() connect.Spec {
+		return connect.Spec{
+			StreamType: connect.StreamTypeUnary,
+			Schema:     v1.File_sluice_v1_messaging_proto.Services().ByName("MessagingService").Methods().ByName("Release"),
+			Procedure:  MessagingServiceReleaseProcedure,
+		}
+	})
 	messagingServiceAcceptSessionSpec = sync.OnceValue(func() connect.Spec {
 		return connect.Spec{
 			StreamType: connect.StreamTypeUnary,
@@ -266,6 +275,14 @@ type MessagingServiceClient interface {
 	Defer(context.Context, *v1.DeferRequest) (*v1.DeferResponse, error)
 	// RenewLock extends a message's lock by the entity's lock duration.
 	RenewLock(context.Context, *v1.RenewLockRequest) (*v1.RenewLockResponse, error)
+	// Release hands a locked message back at once without counting a
+	// delivery, for a consumer that received ahead of what it handles and
+	// will not handle it (it shuts down, or gives back what it received
+	// after a message that failed, to keep the order). A failed message is
+	// abandoned instead. A dead letter, which counts no delivery, is
+	// abandoned. A session's messages go back with the session
+	// (CloseSession).
+	Release(context.Context, *v1.ReleaseRequest) (*v1.ReleaseResponse, error)
 	// AcceptSession locks a named session, or waits up to max_wait for the
 	// next one with messages and no holder.
 	AcceptSession(context.Context, *v1.AcceptSessionRequest) (*v1.AcceptSessionResponse, error)
@@ -357,6 +374,14 @@ type MessagingServiceHandler interface {
 	Defer(context.Context, *v1.DeferRequest) (*v1.DeferResponse, error)
 	// RenewLock extends a message's lock by the entity's lock duration.
 	RenewLock(context.Context, *v1.RenewLockRequest) (*v1.RenewLockResponse, error)
+	// Release hands a locked message back at once without counting a
+	// delivery, for a consumer that received ahead of what it handles and
+	// will not handle it (it shuts down, or gives back what it received
+	// after a message that failed, to keep the order). A failed message is
+	// abandoned instead. A dead letter, which counts no delivery, is
+	// abandoned. A session's messages go back with the session
+	// (CloseSession).
+	Release(context.Context, *v1.ReleaseRequest) (*v1.ReleaseResponse, error)
 	// AcceptSession locks a named session, or waits up to max_wait for the
 	// next one with messages and no holder.
 	AcceptSession(context.Context, *v1.AcceptSessionRequest) (*v1.AcceptSessionResponse, error)
@@ -403,6 +428,7 @@ func RegisterMessagingServiceHandler(server *connect.Server, svc MessagingServic
 		connect.Method{Spec: messagingServiceDeadLetterSpec(), Handler: adapter.deadLetter},
 		connect.Method{Spec: messagingServiceDeferSpec(), Handler: adapter._defer},
 		connect.Method{Spec: messagingServiceRenewLockSpec(), Handler: adapter.renewLock},
+		connect.Method{Spec: messagingServiceReleaseSpec(), Handler: adapter.release},
 		connect.Method{Spec: messagingServiceAcceptSessionSpec(), Handler: adapter.acceptSession},
 		connect.Method{Spec: messagingServiceRenewSessionLockSpec(), Handler: adapter.renewSessionLock},
 		connect.Method{Spec: messagingServiceGetSessionStateSpec(), Handler: adapter.getSessionState},
@@ -477,6 +503,10 @@ func (UnimplementedMessagingServiceHandler) Defer(context.Context, *v1.DeferRequ
 
 func (UnimplementedMessagingServiceHandler) RenewLock(context.Context, *v1.RenewLockRequest) (*v1.RenewLockResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.MessagingService.RenewLock is not implemented")
+}
+
+func (UnimplementedMessagingServiceHandler) Release(context.Context, *v1.ReleaseRequest) (*v1.ReleaseResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, "sluice.v1.MessagingService.Release is not implemented")
 }
 
 func (UnimplementedMessagingServiceHandler) AcceptSession(context.Context, *v1.AcceptSessionRequest) (*v1.AcceptSessionResponse, error) {
@@ -606,6 +636,14 @@ func (c *messagingServiceClient) Defer(ctx context.Context, req *v1.DeferRequest
 func (c *messagingServiceClient) RenewLock(ctx context.Context, req *v1.RenewLockRequest) (*v1.RenewLockResponse, error) {
 	var res v1.RenewLockResponse
 	if err := c.client.CallUnary(ctx, messagingServiceRenewLockSpec(), req, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+func (c *messagingServiceClient) Release(ctx context.Context, req *v1.ReleaseRequest) (*v1.ReleaseResponse, error) {
+	var res v1.ReleaseResponse
+	if err := c.client.CallUnary(ctx, messagingServiceReleaseSpec(), req, &res); err != nil {
 		return nil, err
 	}
 	return &res, nil
@@ -819,6 +857,18 @@ func (h messagingServiceHandler) renewLock(ctx context.Context, _ connect.Spec, 
 		return err
 	}
 	res, err := h.svc.RenewLock(ctx, &req)
+	if err != nil {
+		return err
+	}
+	return stream.Send(res)
+}
+
+func (h messagingServiceHandler) release(ctx context.Context, _ connect.Spec, stream connect.ServerStream) error {
+	var req v1.ReleaseRequest
+	if err := stream.Receive(&req); err != nil {
+		return err
+	}
+	res, err := h.svc.Release(ctx, &req)
 	if err != nil {
 		return err
 	}
