@@ -45,6 +45,9 @@ type receiveMessageOutput struct {
 var systemAttributes = []string{"All", "SenderId", "SentTimestamp", "ApproximateReceiveCount", "ApproximateFirstReceiveTimestamp",
 	"SequenceNumber", "MessageDeduplicationId", "MessageGroupId", "AWSTraceHeader", "DeadLetterQueueSourceArn"}
 
+// maxNames bounds the attribute names a receive asks for, of each kind.
+const maxNames = 100
+
 // receipt is a received message with the handle its caller gets, and
 // for a dead letter the queue it came from.
 type receipt struct {
@@ -62,6 +65,9 @@ func (h *Handler) receiveMessage(ctx context.Context, rq *request, body []byte) 
 		return nil, err
 	}
 	names := append(slices.Clone(in.AttributeNames), in.MessageSystemAttributeNames...)
+	if len(names) > maxNames || len(in.MessageAttributeNames) > maxNames {
+		return nil, invalidParameter("a receive asks for at most %d names of attributes of each kind", maxNames)
+	}
 	for _, a := range names {
 		if !slices.Contains(systemAttributes, a) {
 			return nil, invalidAttributeName("unknown message system attribute %q", truncate(a, 100))

@@ -156,6 +156,14 @@ const targetPrefix = "AmazonSQS."
 // ServeHTTP serves one request: POST / with an X-Amz-Target naming the
 // operation and a JSON body.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		// A bug in one request must not take the server down.
+		if v := recover(); v != nil {
+			h.log.Error("sluice: sqs: a request panicked", "target", r.Header.Get("X-Amz-Target"), "panic", v)
+			writeError(w, &Error{Code: "InternalFailure", Status: http.StatusInternalServerError, Server: true,
+				Message: "the request failed inside the server: its log says why"})
+		}
+	}()
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		writeError(w, &Error{Code: "InvalidAction", Status: http.StatusMethodNotAllowed,
@@ -181,7 +189,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, asError(err))
 			return
 		}
-		rq.key, rq.accessKey, rq.region = k, cred.AccessKeyID, cred.Region
+		rq.key, rq.accessKey = k, cred.AccessKeyID
+		if validRegion(cred.Region) {
+			rq.region = cred.Region
+		}
 	} else if region := scopeRegion(r.Header.Get("Authorization")); region != "" {
 		rq.region = region
 	}
