@@ -85,6 +85,14 @@ type Config struct {
 	// Logger hears what a Subscriber cannot report through its channel: a
 	// failed receive or settlement. Nil discards it.
 	Logger wm.LoggerAdapter
+	// SessionKey names the metadata field that carries a message's
+	// SessionID, for entities that require sessions: a Publisher sends
+	// each message in the session its field names (in the session named
+	// as the topic, when the message has no such field or it is empty).
+	// A Subscriber of an entity that requires sessions needs no setting:
+	// it receives session by session, each session's messages in order,
+	// whatever this says.
+	SessionKey string
 	// DB, for a Subscriber on the library's client, is the database its
 	// tables are in, opened by the application (on SQLite, with a busy
 	// timeout): each message goes out with a transaction of its own on it

@@ -35,6 +35,11 @@
 // Subscribe and by Publish. Without it, they must exist (sluice's CLI,
 // dashboard or API create them).
 //
+// On an entity that requires sessions, a Publisher sends each message in
+// the session its metadata field Config.SessionKey names, and a
+// Subscriber receives session by session, each session's messages in
+// order, across competing subscribers and Nacks.
+//
 // Transactions, as Watermill's SQL Pub/Sub has them, on the library's
 // client: NewTxPublisher publishes in the application's transaction (the
 // transactional outbox), and a Subscriber with a Config.DB hands each

@@ -1,6 +1,7 @@
 package watermill
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -56,6 +57,9 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		batch := make([]*sluice.Message, len(chunk))
 		for i, m := range chunk {
 			batch[i] = &sluice.Message{MessageID: m.UUID, Body: m.Payload, ApplicationProperties: maps.Clone(map[string]string(m.Metadata))}
+			if p.cfg.SessionKey != "" {
+				batch[i].SessionID = cmp.Or(m.Metadata.Get(p.cfg.SessionKey), topic)
+			}
 		}
 		var err error
 		if p.tx != nil {

@@ -112,6 +112,10 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if err != nil {
 		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, err)
 	}
+	sessions, err := s.requiresSession(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, err)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -133,10 +137,38 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		defer s.running.Done()
 		defer close(out)
 		defer cancel()
-		c := consumer{s: s, r: r, out: out, log: s.cfg.Logger.With(wm.LogFields{"topic": topic, "entity": r.Entity()})}
+		c := consumer{s: s, r: r, src: r, out: out, log: s.cfg.Logger.With(wm.LogFields{"topic": topic, "entity": r.Entity()})}
+		if sessions {
+			c.runSessions(ctx)
+			return
+		}
 		c.run(ctx)
 	}()
 	return out, nil
+}
+
+// requiresSession reports whether the entity a subscription to topic
+// receives from requires sessions (false when it does not exist yet: its
+// receives fail, and are tried again, until it does).
+func (s *Subscriber) requiresSession(ctx context.Context, topic string) (bool, error) {
+	var (
+		props sluice.QueueProperties
+		err   error
+	)
+	switch s.cfg.Entities {
+	case Queues:
+		var q sluice.QueueInfo
+		q, err = s.client.GetQueue(ctx, topic)
+		props = q.QueueProperties
+	case Topics:
+		var sub sluice.SubscriptionInfo
+		sub, err = s.client.GetSubscription(ctx, topic, s.cfg.ConsumerGroup)
+		props.RequiresSession = sub.RequiresSession
+	}
+	if errors.Is(err, sluice.ErrEntityNotFound) {
+		return false, nil
+	}
+	return props.RequiresSession, err
 }
 
 func (s *Subscriber) isClosed() bool {
@@ -161,9 +193,13 @@ func (s *Subscriber) Close() error {
 
 // consumer is one subscription's loop.
 type consumer struct {
-	s   *Subscriber
-	r   sluice.MessageReceiver
-	out chan<- *message.Message
+	s *Subscriber
+	r sluice.MessageReceiver
+	// src settles: r, or the session held (sess) on an entity that
+	// requires sessions.
+	src  sluice.MessageSource
+	sess sluice.MessageSessionReceiver
+	out  chan<- *message.Message
 	log wm.LoggerAdapter
 	// acked holds the messages acked and not yet completed.
 	acked chan *sluice.ReceivedMessage
@@ -232,6 +268,89 @@ func (c *consumer) run(ctx context.Context) {
 	}
 }
 
+// runSessions is run for an entity that requires sessions: it accepts
+// the next session with messages, hands its messages out one by one, in
+// order, and closes it once it has none left, or one is nacked (closing
+// hands back what was received ahead without counting a delivery), then
+// accepts the next, until ctx ends. Acks complete at once, under the
+// session's lock, before the session is closed.
+func (c *consumer) runSessions(ctx context.Context) {
+	pause := minPause
+	for ctx.Err() == nil {
+		sess, err := c.s.client.AcceptNextMessageSession(ctx, c.r.Entity(), nil)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !errors.Is(err, sluice.ErrNoSessionAvailable) {
+				c.log.Error("accepting a session failed; trying again", err, wm.LogFields{"after": pause})
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(pause):
+				}
+				pause = min(2*pause, maxPause)
+			}
+			continue
+		}
+		pause = minPause
+		sc := *c
+		sc.src, sc.sess = sess, sess
+		sc.session(ctx)
+		sctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+		if err := sess.Close(sctx); err != nil && !errors.Is(err, sluice.ErrSessionLockLost) {
+			c.log.Error("could not close a session", err, wm.LogFields{"session_id": sess.SessionID()})
+		}
+		cancel()
+	}
+}
+
+// session hands out the held session's messages until it has none left,
+// one is nacked, or ctx ends.
+func (c *consumer) session(ctx context.Context) {
+	batch := 1 + c.s.cfg.PrefetchCount
+	for ctx.Err() == nil {
+		got, err := c.sess.TryReceive(ctx, batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.log.Error("receiving a session's messages failed", err, wm.LogFields{"session_id": c.sess.SessionID()})
+			}
+			return
+		}
+		if len(got) == 0 {
+			return
+		}
+		spans := make([]time.Duration, len(got))
+		for i, m := range got {
+			spans[i] = time.Until(m.LockedUntil)
+		}
+		for i, m := range got {
+			if !c.handOut(ctx, m, spans[i]) {
+				return
+			}
+		}
+	}
+}
+
+// renew renews m's lock: the session's, which holds its messages', when
+// there is one.
+func (c *consumer) renew(ctx context.Context, m *sluice.ReceivedMessage) error {
+	if c.sess == nil {
+		return c.r.RenewLock(ctx, m)
+	}
+	if err := c.sess.RenewSessionLock(ctx); err != nil {
+		return err
+	}
+	m.LockedUntil = c.sess.LockedUntil()
+	return nil
+}
+
+// lost reports whether err says a lock ended: the message's or its
+// session's.
+func lost(err error) bool {
+	return errors.Is(err, sluice.ErrLockLost) || errors.Is(err, sluice.ErrSessionLockLost)
+}
+
 // release hands back messages received ahead.
 func (c *consumer) release(ms []*sluice.ReceivedMessage) {
 	for _, m := range ms {
@@ -250,8 +369,8 @@ func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage, span 
 		// its lock is renewed before it goes out, or, if that fails, it
 		// goes back (its lock ended: it comes again), and those after it
 		// with it, so that they do not overtake it.
-		if err := c.settle(m, "renew the lock of", func(sctx context.Context) error { return c.r.RenewLock(sctx, m) }); err != nil {
-			if !errors.Is(err, sluice.ErrLockLost) {
+		if err := c.settle(m, "renew the lock of", func(sctx context.Context) error { return c.renew(sctx, m) }); err != nil {
+			if !lost(err) {
 				c.abandonOrRelease(m)
 			}
 			return false
@@ -310,25 +429,25 @@ func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage, span 
 					opts = &sluice.AbandonOptions{Delay: d}
 				}
 			}
-			c.settle(m, "abandon", func(sctx context.Context) error { return c.r.Abandon(sctx, m, opts) })
+			c.settle(m, "abandon", func(sctx context.Context) error { return c.src.Abandon(sctx, m, opts) })
 			return false
 		case <-ctx.Done():
 			select {
 			case <-msg.Acked():
 				c.ack(m, tx)
 			default:
-				c.settle(m, "abandon", func(sctx context.Context) error { return c.r.Abandon(sctx, m, nil) })
+				c.settle(m, "abandon", func(sctx context.Context) error { return c.src.Abandon(sctx, m, nil) })
 			}
 			return false
 		case <-renew.C:
 			if c.s.cfg.MaxLockRenewal < 0 || time.Now().After(renewUntil) {
 				continue
 			}
-			err := c.settle(m, "renew the lock of", func(sctx context.Context) error { return c.r.RenewLock(sctx, m) })
+			err := c.settle(m, "renew the lock of", func(sctx context.Context) error { return c.renew(sctx, m) })
 			switch {
 			case err == nil:
 				renew.Reset(renewIn(m.LockedUntil))
-			case !errors.Is(err, sluice.ErrLockLost):
+			case !lost(err):
 				// The database's error, not the lock's end: try again.
 				renew.Reset(max(renewIn(m.LockedUntil), minPause))
 			}
@@ -337,23 +456,27 @@ func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage, span 
 }
 
 // ack completes an acked message: behind the subscription, in a batch;
-// or with a transaction, in it, and commits it, so that the handler's
-// writes and the completion happen together or not at all (a message
-// whose completion fails comes again, and the handler's writes with it
-// are rolled back).
+// with a transaction, in it, and commits it, so that the handler's writes
+// and the completion happen together or not at all (a message whose
+// completion fails comes again, and the handler's writes with it are
+// rolled back); of a session, at once.
 func (c *consumer) ack(m *sluice.ReceivedMessage, tx *sql.Tx) {
-	if tx == nil {
-		c.acked <- m
-		return
-	}
-	err := c.settle(m, "complete", func(ctx context.Context) error {
-		if err := c.r.(txCompleter).CompleteTx(ctx, tx, m); err != nil {
-			return err
+	switch {
+	case tx != nil:
+		err := c.settle(m, "complete", func(ctx context.Context) error {
+			if err := c.src.(txCompleter).CompleteTx(ctx, tx, m); err != nil {
+				return err
+			}
+			return tx.Commit()
+		})
+		if err != nil {
+			_ = tx.Rollback()
 		}
-		return tx.Commit()
-	})
-	if err != nil {
-		_ = tx.Rollback()
+	case c.sess != nil:
+		// At once: the session's lock must hold it until it is completed.
+		c.settle(m, "complete", func(ctx context.Context) error { return c.src.Complete(ctx, m) })
+	default:
+		c.acked <- m
 	}
 }
 
@@ -361,6 +484,9 @@ func (c *consumer) ack(m *sluice.ReceivedMessage, tx *sql.Tx) {
 // where the receiver can, so that no delivery is counted, else
 // abandoned.
 func (c *consumer) abandonOrRelease(m *sluice.ReceivedMessage) {
+	if c.sess != nil {
+		return // closing the session hands it back
+	}
 	if c.releaser != nil {
 		c.release([]*sluice.ReceivedMessage{m})
 		return

@@ -255,3 +255,60 @@ func TestPrefetchedLockEnded(t *testing.T) {
 		}
 	})
 }
+
+// On a queue that requires sessions, a subscriber receives session by
+// session, each in order, also across a Nack with messages received
+// ahead; a publisher puts each message in the session its metadata names.
+func TestSessions(t *testing.T) {
+	libtest.ForEachBackend(t, func(t *testing.T, c *sluice.Client) {
+		if _, err := c.CreateQueue(t.Context(), "carts", &sluice.QueueProperties{RequiresSession: true}); err != nil {
+			t.Fatal(err)
+		}
+		plain, err := sluicewm.NewPublisher(c, sluicewm.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := plain.Publish("carts", message.NewMessage(wm.NewUUID(), []byte("x"))); !errors.Is(err, sluice.ErrSessionRequired) {
+			t.Fatalf("Publish without a session to a queue of sessions = %v, want ErrSessionRequired", err)
+		}
+		pub, err := sluicewm.NewPublisher(c, sluicewm.Config{SessionKey: "cart"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, b := range []string{"a1", "b1", "a2", "b2", "a3", "b3"} {
+			m := message.NewMessage(wm.NewUUID(), []byte(b))
+			m.Metadata.Set("cart", b[:1])
+			if err := pub.Publish("carts", m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		sub, err := sluicewm.NewSubscriber(c, sluicewm.Config{PrefetchCount: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { sub.Close() })
+		msgs, err := sub.Subscribe(t.Context(), "carts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string][]string{}
+		nacked := false
+		for n := 0; n < 7; n++ {
+			m := next(t, msgs)
+			body := string(m.Payload)
+			got[body[:1]] = append(got[body[:1]], body)
+			if body == "a2" && !nacked {
+				nacked = true
+				m.Nack()
+				continue
+			}
+			m.Ack()
+		}
+		if want := []string{"a1", "a2", "a2", "a3"}; fmt.Sprint(got["a"]) != fmt.Sprint(want) {
+			t.Errorf("session a came as %v, want %v", got["a"], want)
+		}
+		if want := []string{"b1", "b2", "b3"}; fmt.Sprint(got["b"]) != fmt.Sprint(want) {
+			t.Errorf("session b came as %v, want %v", got["b"], want)
+		}
+	})
+}

@@ -35,19 +35,33 @@ func config(entities sluicewm.Entities, group string) sluicewm.Config {
 	}
 }
 
+// sessionConfig is config for queues that require sessions, a topic's
+// messages in the session its name names (none sets "session"): its
+// subscribers receive session by session, with prefetch.
+func sessionConfig() sluicewm.Config {
+	cfg := config(sluicewm.Queues, "")
+	cfg.QueueProperties = &sluice.QueueProperties{MaxDeliveryCount: retries, RequiresSession: true}
+	cfg.SessionKey = "session"
+	return cfg
+}
+
 // pubSub returns a constructor of publishers and subscribers on c; the
 // subscribers of Topics receive as group.
-func pubSub(c sluice.API, entities sluicewm.Entities) tests.ConsumerGroupPubSubConstructor {
+func pubSub(c sluice.API, entities sluicewm.Entities, sessions bool) tests.ConsumerGroupPubSubConstructor {
 	return func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
 		pcfg := config(entities, "")
 		if entities == sluicewm.Topics && group == "" {
 			group = "default"
 		}
+		scfg := config(entities, group)
+		if sessions {
+			pcfg, scfg = sessionConfig(), sessionConfig()
+		}
 		pub, err := sluicewm.NewPublisher(c, pcfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sub, err := sluicewm.NewSubscriber(c, config(entities, group))
+		sub, err := sluicewm.NewSubscriber(c, scfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,18 +70,23 @@ func pubSub(c sluice.API, entities sluicewm.Entities) tests.ConsumerGroupPubSubC
 }
 
 // TestPubSub runs Watermill's universal suite on each backend, with a
-// Watermill topic as a queue and as a sluice topic with consumer groups.
+// Watermill topic as a queue, as a queue that requires sessions, and as a
+// sluice topic with consumer groups.
 // The features claim what sluice guarantees: messages persist; one
 // subscriber gets them in order; delivery is at least once, not exactly
 // once; a subscriber that starts late does not get what another of its
 // group consumed.
 func TestPubSub(t *testing.T) {
 	libtest.ForEachBackend(t, func(t *testing.T, c *sluice.Client) {
-		for _, entities := range []sluicewm.Entities{sluicewm.Queues, sluicewm.Topics} {
-			t.Run(entities.String(), func(t *testing.T) {
-				ctor := pubSub(c, entities)
+		for _, v := range []struct {
+			name     string
+			entities sluicewm.Entities
+			sessions bool
+		}{{"queues", sluicewm.Queues, false}, {"sessions", sluicewm.Queues, true}, {"topics", sluicewm.Topics, false}} {
+			t.Run(v.name, func(t *testing.T) {
+				ctor := pubSub(c, v.entities, v.sessions)
 				tests.TestPubSub(t, tests.Features{
-					ConsumerGroups:                      entities == sluicewm.Topics,
+					ConsumerGroups:                      v.entities == sluicewm.Topics,
 					ExactlyOnceDelivery:                 false,
 					GuaranteedOrder:                     true,
 					GuaranteedOrderWithSingleSubscriber: true,
