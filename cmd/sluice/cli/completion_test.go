@@ -18,7 +18,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"que"}, []string{"queue"}},
 		{[]string{"s"}, []string{"serve", "send", "stream", "session", "stats", "subscription"}},
 		{[]string{"queue", ""}, []string{"create", "list", "show", "update", "delete"}},
-		{[]string{"message", "re"}, []string{"renew-lock"}},
+		{[]string{"message", "re"}, []string{"renew-lock", "release"}},
 		{[]string{"queue", "create", "orders", "--lock"}, []string{"--lock-duration"}},
 		{[]string{"dlq", "purge", "q", "-"}, nil}, // checked below: -f, the target flags, -h
 		{[]string{"completion", ""}, []string{"bash", "fish", "zsh"}},

@@ -103,6 +103,15 @@ func TestSettleByToken(t *testing.T) {
 			t.Fatalf("renew-lock --json: %v (first lock until %v)", renewed, first)
 		}
 		wantContains(t, "renew-lock", w.ok(t, "message", "renew-lock", "work", token), "message #3 locked until ")
+
+		// Released, it comes again on the same delivery.
+		w.fails(t, ExitUsage, "session release", "message", "release", "work", token, "--session", "s", "--session-token", "0123456789abcdef")
+		wantContains(t, "message release", w.ok(t, "message", "release", "work", token), "message #3 released\n")
+		back := jsonLines(t, w.ok(t, "receive", "work", "--no-complete", "--json"))
+		if len(back) != 1 || back[0]["sequenceNumber"] != 3.0 || back[0]["deliveryCount"] != held[0]["deliveryCount"] {
+			t.Fatalf("after release, receive --json: %v (before: %v)", back, held[0])
+		}
+		token = back[0]["lockToken"].(string)
 		w.ok(t, "message", "complete", "work", token)
 		w.fails(t, ExitError, "lock lost", "message", "renew-lock", "work", token)
 

@@ -60,7 +60,7 @@ func operatorOps() []*op {
 		opSubscriptionCreate(), opSubscriptionList(), opSubscriptionShow(), opSubscriptionUpdate(), opSubscriptionDelete(),
 		opRuleAdd(), opRuleDelete(),
 		opSend(), opReceive(), opPeek(),
-		opMessageComplete(), opMessageAbandon(), opMessageDeadLetter(), opMessageDefer(), opMessageRenewLock(),
+		opMessageComplete(), opMessageAbandon(), opMessageDeadLetter(), opMessageDefer(), opMessageRenewLock(), opMessageRelease(),
 		opMessageCancelScheduled(), opMessageDelete(), opMessagePurge(),
 		opDLQList(), opDLQReasons(), opDLQResubmit(), opDLQPurge(),
 		opStreamPublish(), opStreamTail(),

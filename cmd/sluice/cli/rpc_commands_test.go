@@ -48,6 +48,7 @@ var rpcCommands = map[string]string{
 	"MessagingService.DeadLetter":            "message dead-letter",
 	"MessagingService.Defer":                 "message defer",
 	"MessagingService.RenewLock":             "message renew-lock",
+	"MessagingService.Release":               "message release",
 	"MessagingService.AcceptSession":         "receive --session",
 	"MessagingService.RenewSessionLock":      "session renew",
 	"MessagingService.GetSessionState":       "session state",

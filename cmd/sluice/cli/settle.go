@@ -289,6 +289,28 @@ func opMessageDefer() *op {
 		})
 }
 
+func opMessageRelease() *op {
+	var lf lockFlags
+	return settleOp("release", "released",
+		"Hands locked messages back at once without counting a delivery: for messages received ahead that will not be\n"+
+			"handled. A failed message is abandoned instead. A session's messages go back with the session (session release).", &lf,
+		nil, func() error {
+			if lf.session != "" {
+				return errors.New("a session's messages go back with the session: session release")
+			}
+			return nil
+		},
+		func(ctx context.Context, src sluice.MessageSource, m *sluice.ReceivedMessage) error {
+			r, ok := src.(interface {
+				Release(context.Context, *sluice.ReceivedMessage) error
+			})
+			if !ok {
+				return errors.New("this receiver cannot release")
+			}
+			return r.Release(ctx, m)
+		})
+}
+
 // renewedView is a renewed lock as --json prints it.
 type renewedView struct {
 	LockToken      string `json:"lockToken"`
