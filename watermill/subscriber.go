@@ -200,7 +200,7 @@ type consumer struct {
 	src  sluice.MessageSource
 	sess sluice.MessageSessionReceiver
 	out  chan<- *message.Message
-	log wm.LoggerAdapter
+	log  wm.LoggerAdapter
 	// acked holds the messages acked and not yet completed.
 	acked chan *sluice.ReceivedMessage
 	// releaser hands back what the subscription received ahead; nil when
@@ -272,8 +272,8 @@ func (c *consumer) run(ctx context.Context) {
 // the next session with messages, hands its messages out one by one, in
 // order, and closes it once it has none left, or one is nacked (closing
 // hands back what was received ahead without counting a delivery), then
-// accepts the next, until ctx ends. Acks complete at once, under the
-// session's lock, before the session is closed.
+// accepts the next, until ctx ends. Acks complete in batches under the
+// session's lock, all before the session is closed.
 func (c *consumer) runSessions(ctx context.Context) {
 	pause := minPause
 	for ctx.Err() == nil {
@@ -296,7 +296,17 @@ func (c *consumer) runSessions(ctx context.Context) {
 		pause = minPause
 		sc := *c
 		sc.src, sc.sess = sess, sess
+		// Acks complete in batches behind the session, all before it is
+		// closed: its lock holds their messages until then.
+		sc.acked = make(chan *sluice.ReceivedMessage, ackedBacklog)
+		completed := make(chan struct{})
+		go func() {
+			defer close(completed)
+			sc.complete()
+		}()
 		sc.session(ctx)
+		close(sc.acked)
+		<-completed
 		sctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 		if err := sess.Close(sctx); err != nil && !errors.Is(err, sluice.ErrSessionLockLost) {
 			c.log.Error("could not close a session", err, wm.LogFields{"session_id": sess.SessionID()})
@@ -459,7 +469,7 @@ func (c *consumer) handOut(ctx context.Context, m *sluice.ReceivedMessage, span 
 // with a transaction, in it, and commits it, so that the handler's writes
 // and the completion happen together or not at all (a message whose
 // completion fails comes again, and the handler's writes with it are
-// rolled back); of a session, at once.
+// rolled back).
 func (c *consumer) ack(m *sluice.ReceivedMessage, tx *sql.Tx) {
 	switch {
 	case tx != nil:
@@ -472,9 +482,6 @@ func (c *consumer) ack(m *sluice.ReceivedMessage, tx *sql.Tx) {
 		if err != nil {
 			_ = tx.Rollback()
 		}
-	case c.sess != nil:
-		// At once: the session's lock must hold it until it is completed.
-		c.settle(m, "complete", func(ctx context.Context) error { return c.src.Complete(ctx, m) })
 	default:
 		c.acked <- m
 	}
@@ -512,7 +519,7 @@ func (c *consumer) complete() {
 				break more
 			}
 		}
-		c.settle(batch[0], "complete", func(ctx context.Context) error { return c.r.CompleteBatch(ctx, batch) })
+		c.settle(batch[0], "complete", func(ctx context.Context) error { return c.src.CompleteBatch(ctx, batch) })
 	}
 }
 
