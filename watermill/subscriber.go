@@ -284,13 +284,13 @@ func (c *consumer) runSessions(ctx context.Context) {
 			}
 			if !errors.Is(err, sluice.ErrNoSessionAvailable) {
 				c.log.Error("accepting a session failed; trying again", err, wm.LogFields{"after": pause})
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(pause):
-				}
-				pause = min(2*pause, maxPause)
 			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(pause):
+			}
+			pause = min(2*pause, maxPause)
 			continue
 		}
 		pause = minPause
