@@ -112,10 +112,6 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if err != nil {
 		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, err)
 	}
-	sessions, err := s.requiresSession(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, err)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -138,37 +134,9 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		defer close(out)
 		defer cancel()
 		c := consumer{s: s, r: r, src: r, out: out, log: s.cfg.Logger.With(wm.LogFields{"topic": topic, "entity": r.Entity()})}
-		if sessions {
-			c.runSessions(ctx)
-			return
-		}
 		c.run(ctx)
 	}()
 	return out, nil
-}
-
-// requiresSession reports whether the entity a subscription to topic
-// receives from requires sessions (false when it does not exist yet: its
-// receives fail, and are tried again, until it does).
-func (s *Subscriber) requiresSession(ctx context.Context, topic string) (bool, error) {
-	var (
-		props sluice.QueueProperties
-		err   error
-	)
-	switch s.cfg.Entities {
-	case Queues:
-		var q sluice.QueueInfo
-		q, err = s.client.GetQueue(ctx, topic)
-		props = q.QueueProperties
-	case Topics:
-		var sub sluice.SubscriptionInfo
-		sub, err = s.client.GetSubscription(ctx, topic, s.cfg.ConsumerGroup)
-		props.RequiresSession = sub.RequiresSession
-	}
-	if errors.Is(err, sluice.ErrEntityNotFound) {
-		return false, nil
-	}
-	return props.RequiresSession, err
 }
 
 func (s *Subscriber) isClosed() bool {
@@ -237,6 +205,13 @@ func (c *consumer) run(ctx context.Context) {
 	pause := minPause
 	for ctx.Err() == nil {
 		got, err := c.r.Receive(ctx, batch)
+		if errors.Is(err, sluice.ErrSessionRequired) {
+			// The entity requires sessions: receive session by session.
+			// (Found by receiving, not by reading the entity's settings,
+			// which a key that may only receive cannot read.)
+			c.runSessions(ctx)
+			return
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
