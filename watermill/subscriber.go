@@ -217,21 +217,13 @@ func (c *consumer) run(ctx context.Context) {
 				return
 			}
 			c.log.Error("receive failed; trying again", err, wm.LogFields{"after": pause})
-			select {
-			case <-ctx.Done():
+			if !backOff(ctx, &pause) {
 				return
-			case <-time.After(pause):
 			}
-			pause = min(2*pause, maxPause)
 			continue
 		}
 		pause = minPause
-		// What each lock had at the start, to renew those received ahead
-		// that wait past half of it.
-		spans := make([]time.Duration, len(got))
-		for i, m := range got {
-			spans[i] = time.Until(m.LockedUntil)
-		}
+		spans := lockSpans(got)
 		for i, m := range got {
 			if !c.handOut(ctx, m, spans[i]) {
 				// Nacked, or the subscription ended: what was received
@@ -260,12 +252,9 @@ func (c *consumer) runSessions(ctx context.Context) {
 			if !errors.Is(err, sluice.ErrNoSessionAvailable) {
 				c.log.Error("accepting a session failed; trying again", err, wm.LogFields{"after": pause})
 			}
-			select {
-			case <-ctx.Done():
+			if !backOff(ctx, &pause) {
 				return
-			case <-time.After(pause):
 			}
-			pause = min(2*pause, maxPause)
 			continue
 		}
 		pause = minPause
@@ -305,16 +294,35 @@ func (c *consumer) session(ctx context.Context) {
 		if len(got) == 0 {
 			return
 		}
-		spans := make([]time.Duration, len(got))
-		for i, m := range got {
-			spans[i] = time.Until(m.LockedUntil)
-		}
+		spans := lockSpans(got)
 		for i, m := range got {
 			if !c.handOut(ctx, m, spans[i]) {
 				return
 			}
 		}
 	}
+}
+
+// backOff waits *pause, or until ctx ends (false), and doubles *pause up
+// to maxPause for the next failure.
+func backOff(ctx context.Context, pause *time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(*pause):
+	}
+	*pause = min(2**pause, maxPause)
+	return true
+}
+
+// lockSpans is what each lock had when its messages were received, to
+// renew those received ahead that wait past half of it.
+func lockSpans(got []*sluice.ReceivedMessage) []time.Duration {
+	spans := make([]time.Duration, len(got))
+	for i, m := range got {
+		spans[i] = time.Until(m.LockedUntil)
+	}
+	return spans
 }
 
 // renew renews m's lock: the session's, which holds its messages', when
