@@ -369,7 +369,18 @@ func subscriptionOf(s store.Subscription) StreamSubscription {
 // The subscription is stored: it survives restarts and resumes from its
 // own progress until Unsubscribe. A consumer may hold several
 // subscriptions to one stream; each has its own ID.
+//
+// With an empty key, Subscribe stores the consumer's subscription to the
+// whole namespace: the one a processor stores when it starts with the
+// consumer's ConsumerOptions.Namespace, made ahead of it (so that events
+// published before the first processor starts are the consumer's too),
+// from now or from the beginning (a position belongs to one partition:
+// FromPosition is refused). A consumer has one subscription to a
+// namespace: Subscribe fails with ErrEntityExists when it is stored.
 func (c *Client) Subscribe(ctx context.Context, id StreamID, consumer string, from StartPosition) (StreamSubscription, error) {
+	if id.Key == "" {
+		return c.subscribeNamespace(ctx, id.Namespace, consumer, from)
+	}
 	if err := id.validate(); err != nil {
 		return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
 	}
@@ -413,6 +424,52 @@ func (c *Client) Subscribe(ctx context.Context, id StreamID, consumer string, fr
 	}
 	c.subscriptionsChanged()
 	return StreamSubscription{ID: sub.ID, Consumer: consumer, Stream: id, Partition: part, CreatedAt: time.Now()}, nil
+}
+
+// subscribeNamespace stores a consumer's subscription to a whole
+// namespace, from each partition's head (or oldest record) on.
+func (c *Client) subscribeNamespace(ctx context.Context, namespace, consumer string, from StartPosition) (StreamSubscription, error) {
+	if err := store.ValidateName("namespace", namespace); err != nil {
+		return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+	}
+	if err := store.ValidateName("consumer", consumer); err != nil {
+		return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+	}
+	if from.kind == startAt {
+		return StreamSubscription{}, errInvalid("subscribe", "a subscription to namespace %q starts from now or from the beginning: "+
+			"a position belongs to one partition", namespace)
+	}
+	n, err := c.streamPartitions(ctx)
+	if err != nil {
+		return StreamSubscription{}, err
+	}
+	sub := store.NewSubscription{ID: stream.ImplicitID(namespace, consumer), Consumer: consumer, Namespace: namespace,
+		Partition: store.NoPartition}
+	for attempt := 0; ; attempt++ {
+		sub.Start = make(map[int32]int64, n)
+		for p := range n {
+			info, err := c.st.PartitionInfo(ctx, p)
+			if err != nil {
+				return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+			}
+			sub.Start[p] = info.Head
+			if from.kind == startBeginning {
+				sub.Start[p] = info.Trimmed
+			}
+		}
+		err := c.st.CreateSubscription(ctx, &sub)
+		if err == nil {
+			break
+		}
+		// A trim between reading the oldest positions and taking the
+		// retention lock: read them again.
+		if from.kind != startBeginning || !errors.Is(err, ErrTrimmed) || attempt == 3 {
+			return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+		}
+	}
+	c.subscriptionsChanged()
+	return StreamSubscription{ID: sub.ID, Consumer: consumer, Stream: StreamID{Namespace: namespace}, Partition: store.NoPartition,
+		CreatedAt: time.Now()}, nil
 }
 
 // Unsubscribe deletes a subscription, with its progress and parked
@@ -894,14 +951,20 @@ func (p *StreamProcessor) Start(ctx context.Context) error {
 	if err := p.node.Start(ctx); err != nil {
 		return err
 	}
-	p.c.addProcessor(p.node)
+	if !p.c.addProcessor(p.node) {
+		ended, cancel := context.WithCancel(ctx)
+		cancel()
+		_ = p.node.Stop(ended)
+		return fmt.Errorf("sluice: start stream processor: the client closed as it started: %w", ErrClosed)
+	}
 	return nil
 }
 
 // Stop stops pulling: deliveries in progress finish until ctx ends, then
 // are cancelled (and delivered again later); final progress is stored.
 func (p *StreamProcessor) Stop(ctx context.Context) error {
-	p.c.removeProcessor(p.node)
+	// Recorded until it has stopped: a Close meanwhile waits for it.
+	defer p.c.removeProcessor(p.node)
 	return p.node.Stop(ctx)
 }
 
@@ -923,10 +986,16 @@ func (p *StreamProcessor) Replay(ctx context.Context, subscription string, max i
 // Stats describe the partitions the processor pulls.
 func (p *StreamProcessor) Stats() []StreamPartitionStats { return p.node.Stats() }
 
-func (c *Client) addProcessor(n *stream.Node) {
+// addProcessor records a started processor's node for Close to stop;
+// it reports false, recording nothing, once the client is closed.
+func (c *Client) addProcessor(n *stream.Node) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
 	c.processors[n] = struct{}{}
+	return true
 }
 
 func (c *Client) removeProcessor(n *stream.Node) {

@@ -30,7 +30,9 @@ func (c *Client) Publish(ctx context.Context, id sluice.StreamID, events ...slui
 }
 
 // Subscribe stores a consumer's subscription to one stream, from a start
-// position on (sluice.FromNow, FromBeginning or FromPosition).
+// position on (sluice.FromNow, FromBeginning or FromPosition); with an
+// empty key, its subscription to the whole namespace, as the library's
+// Client.Subscribe does.
 func (c *Client) Subscribe(ctx context.Context, id sluice.StreamID, consumer string, from sluice.StartPosition) (sluice.StreamSubscription, error) {
 	req := &sluicev1.SubscribeRequest{Stream: apiconv.StreamID(id), Consumer: consumer}
 	switch from.Kind() {

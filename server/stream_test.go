@@ -370,6 +370,19 @@ func TestStreamsAPIBadRequests(t *testing.T) {
 	wantErr(t, "Subscribe of a bad consumer", err, sluice.ErrInvalidName)
 	_, err = c.Subscribe(ctx, sluice.StreamID{Namespace: "orders", Key: "k"}, "c", sluice.FromPosition(0))
 	wantErr(t, "Subscribe from position 0", err, sluice.ErrInvalidArgument)
+	// An empty key subscribes to the namespace: once, and not from a
+	// position.
+	whole, err := c.Subscribe(ctx, sluice.StreamID{Namespace: "orders"}, "c", sluice.FromBeginning())
+	if err != nil || whole.ID != "ns/orders/c" || whole.Partition != -1 {
+		t.Fatalf("Subscribe to a namespace = %+v, %v", whole, err)
+	}
+	_, err = c.Subscribe(ctx, sluice.StreamID{Namespace: "orders"}, "c", sluice.FromNow())
+	wantErr(t, "Subscribe to a namespace twice", err, sluice.ErrEntityExists)
+	_, err = c.Subscribe(ctx, sluice.StreamID{Namespace: "orders"}, "d", sluice.FromPosition(3))
+	wantErr(t, "Subscribe to a namespace from a position", err, sluice.ErrInvalidArgument)
+	if err := c.Unsubscribe(ctx, whole.ID); err != nil {
+		t.Fatal(err)
+	}
 	_, err = c.GetStreamSubscription(ctx, "missing")
 	wantErr(t, "GetStreamSubscription of a missing one", err, sluice.ErrSubscriptionNotFound)
 	wantErr(t, "Tail of a bad namespace", c.TailStream(ctx, "a b", "", func(*sluice.StreamEvent) error { return nil }, nil), sluice.ErrInvalidName)

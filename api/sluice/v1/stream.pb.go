@@ -403,11 +403,13 @@ func (x *PublishResponse) GetPartition() int32 {
 }
 
 type SubscribeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Stream        *StreamId              `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
-	Consumer      string                 `protobuf:"bytes,2,opt,name=consumer,proto3" json:"consumer,omitempty"`
-	Start         StartPosition          `protobuf:"varint,3,opt,name=start,proto3,enum=sluice.v1.StartPosition" json:"start,omitempty"`
-	Position      int64                  `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An empty key subscribes the consumer to the whole namespace (once:
+	// ALREADY_EXISTS when it is), from now or from the beginning.
+	Stream        *StreamId     `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	Consumer      string        `protobuf:"bytes,2,opt,name=consumer,proto3" json:"consumer,omitempty"`
+	Start         StartPosition `protobuf:"varint,3,opt,name=start,proto3,enum=sluice.v1.StartPosition" json:"start,omitempty"`
+	Position      int64         `protobuf:"varint,4,opt,name=position,proto3" json:"position,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
