@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,6 +91,9 @@ type Client struct {
 	entities          map[string]cachedEntity
 	partitionsChecked bool
 	processors        map[*stream.Node]struct{}
+	// closed is set by Close: a processor that starts after it is
+	// stopped at once.
+	closed bool
 }
 
 // entityCacheTTL is how long a client trusts the entity settings it read:
@@ -180,9 +185,22 @@ const (
 // onto (Options.StreamPartitions; see PartitionOf).
 func (c *Client) StreamPartitions() int32 { return c.partitions }
 
-// Close releases the database if Open opened it. Calls after Close fail
-// with ErrClosed.
+// Close stops the stream processors of the client still running, as
+// their Stop does with a context that has ended (the deliveries in
+// progress are cut short and come again, and each processor stores its
+// progress and gives back its partitions), then releases the database if
+// Open opened it. Calls after Close fail with ErrClosed.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	nodes := slices.Collect(maps.Keys(c.processors))
+	clear(c.processors)
+	c.mu.Unlock()
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, n := range nodes {
+		_ = n.Stop(ended) // it reports nothing it has not logged
+	}
 	return c.closeFn()
 }
 

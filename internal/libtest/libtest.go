@@ -98,6 +98,9 @@ func ForEachBackendKind(t *testing.T, f func(t *testing.T, kind, service string,
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Closing stops the processors the test left running (the
+			// backend stays open for the others).
+			t.Cleanup(func() { c.Close() })
 			f(t, kind, service, c)
 		})
 	}

@@ -173,7 +173,9 @@ type Node struct {
 	// it returned, by partition.
 	stopping map[int32]*agent
 	cancel   context.CancelFunc
-	balWG    sync.WaitGroup
+	// stopped is closed when the Stop that took cancel has finished.
+	stopped chan struct{}
+	balWG   sync.WaitGroup
 	// watchers get a signal when subscriptions change in this process.
 	watchers map[chan struct{}]struct{}
 	// lag bounds the deliveries of lagging windows across the agents.
@@ -289,7 +291,9 @@ func (n *Node) Start(ctx context.Context) error {
 		}
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
+	n.mu.Lock()
+	n.cancel, n.stopped = cancel, make(chan struct{})
+	n.mu.Unlock()
 	n.saver = newSaver(n)
 	go n.saver.run()
 	n.balWG.Add(1)
@@ -403,15 +407,20 @@ func stopAgents(ctx context.Context, agents []*agent) {
 
 // Stop stops the node: each agent stops admitting work, waits for its
 // deliveries until ctx ends (then cancels them), and stores its final
-// progress. Stop waits for all of that; it is safe to call twice.
+// progress. Stop waits for all of that; it is safe to call twice, and
+// at once: a second call waits for the first to finish.
 func (n *Node) Stop(ctx context.Context) error {
 	n.mu.Lock()
-	cancel := n.cancel
+	cancel, stopped := n.cancel, n.stopped
 	n.cancel = nil
 	n.mu.Unlock()
 	if cancel == nil {
+		if stopped != nil {
+			<-stopped
+		}
 		return nil
 	}
+	defer close(stopped)
 	cancel()
 	n.balWG.Wait()
 	n.mu.Lock()
