@@ -1,8 +1,8 @@
 // Package watermill runs code written against Watermill
 // (github.com/ThreeDotsLabs/watermill) on sluice: a Publisher and a
 // Subscriber that implement Watermill's message.Publisher and
-// message.Subscriber over sluice's queues or topics, on either client
-// (the library's, or the network client's).
+// message.Subscriber over sluice's queues, topics or streams, on either
+// client (the library's, or the network client's).
 //
 // A Watermill topic names a sluice entity of the kind the Config says:
 //
@@ -13,6 +13,13 @@
 //     published after the group's subscription was created
 //     (SubscribeInitialize creates it); the subscribers of one group
 //     compete, as Watermill's consumer groups do.
+//   - Streams: the topic is a stream namespace, and a message's stream
+//     the key its metadata field Config.StreamKey names. A subscriber's
+//     consumer group is the stream consumer "TOPIC/GROUP", subscribed to
+//     the whole namespace (SubscribeInitialize stores its subscription);
+//     each stream's events come in order, one at a time across the
+//     group's subscribers, and different streams' in parallel. See
+//     "Streams" below.
 //
 // A message's UUID travels as its MessageID, so duplicate detection
 // applies where the entity has it, and its metadata as application
@@ -46,4 +53,22 @@
 // message out with a transaction of its own (TxFromContext) that an Ack
 // commits with the message's completion and a Nack rolls back, so that
 // the handler's writes there happen once for each message completed.
+//
+// # Streams
+//
+// On Streams, a message's UUID rides in the event's property
+// UUIDProperty and its metadata in the others. The subscriptions of one
+// consumer on one client in a process share a stream processor, in a
+// group of stream nodes of the consumer's own, started with the first
+// subscription and stopped with the last. Its handler hands each event
+// to a subscription ready for its next message and returns as the
+// message's Ack or Nack says: a Nack, or no Ack within the consumer's
+// DeliveryTimeout, fails the attempt, and the event comes again after
+// the consumer's RetryBackoff, up to its MaxAttempts, then is parked (or
+// its subscription faulted) so that its stream goes on
+// (Config.ConsumerOptions). A subscription that ends with a message out
+// hands it back without counting an attempt. A stream's progress is
+// stored behind its handler, not in a transaction of the handler's: a
+// Config.DB is refused on Streams, and so are the settings of queues.
+// NewTxPublisher appends in the application's transaction.
 package watermill

@@ -15,8 +15,14 @@ import (
 // sends them in batches of this size, each atomic.
 const publishBatch = 100
 
-// Publisher publishes Watermill messages to sluice queues or topics
-// (message.Publisher). It is safe for concurrent use.
+// UUIDProperty is the property of a stream event that carries its
+// Watermill message's UUID (events have no MessageID). A Subscriber of
+// Streams takes it out of the message's metadata; an event without it
+// gets "PARTITION-POSITION" as its UUID, unique within the namespace.
+const UUIDProperty = "watermill_uuid"
+
+// Publisher publishes Watermill messages to sluice queues, topics or
+// streams (message.Publisher). It is safe for concurrent use.
 type Publisher struct {
 	client sluice.API
 	cfg    Config
@@ -46,10 +52,25 @@ func NewPublisher(client sluice.API, cfg Config) (*Publisher, error) {
 // one of NewTxPublisher's); it returns when they are stored.
 // The first message's context bounds the call. A message's UUID becomes
 // its MessageID and its metadata its application properties.
+//
+// On Streams, Publish appends msgs to the streams of the namespace named
+// topic, each to the stream its StreamKey field names, in order within
+// each stream: a batch of up to 100 is one append per stream (all in the
+// publisher's transaction, for one of NewTxPublisher's). The UUID rides
+// in the event's property UUIDProperty, the metadata in the others.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
-	s, err := p.sender(topic)
-	if err != nil || len(msgs) == 0 {
-		return err
+	if p.isClosed() {
+		return fmt.Errorf("sluice/watermill: publish to %s: %w", topic, ErrClosed)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	if p.cfg.Entities == Streams {
+		return p.append(topic, msgs)
+	}
+	s, err := p.client.MessageSender(topic)
+	if err != nil {
+		return fmt.Errorf("sluice/watermill: publish to %s: %w", topic, err)
 	}
 	ctx := msgs[0].Context()
 	for sent := 0; sent < len(msgs); {
@@ -80,20 +101,50 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	return nil
 }
 
-// sender returns a sender to topic (a sender is a name and the client:
-// none is kept).
-func (p *Publisher) sender(topic string) (sluice.MessageSender, error) {
+// append appends msgs to the streams of namespace topic, in batches of
+// publishBatch messages, each batch one append per stream key.
+func (p *Publisher) append(topic string, msgs []*message.Message) error {
+	ctx := msgs[0].Context()
+	for sent := 0; sent < len(msgs); {
+		chunk := msgs[sent:min(sent+publishBatch, len(msgs))]
+		var keys []string
+		streams := make(map[string][]sluice.Event)
+		for _, m := range chunk {
+			key := topic
+			if p.cfg.StreamKey != "" {
+				key = cmp.Or(m.Metadata.Get(p.cfg.StreamKey), topic)
+			}
+			if _, ok := streams[key]; !ok {
+				keys = append(keys, key)
+			}
+			props := maps.Clone(map[string]string(m.Metadata))
+			if props == nil {
+				props = make(map[string]string, 1)
+			}
+			props[UUIDProperty] = m.UUID
+			streams[key] = append(streams[key], sluice.Event{Body: m.Payload, Properties: props})
+		}
+		for _, key := range keys {
+			id := sluice.StreamID{Namespace: topic, Key: key}
+			var err error
+			if p.tx != nil {
+				_, err = p.lib.PublishTx(ctx, p.tx, id, streams[key]...)
+			} else {
+				_, err = p.client.Publish(ctx, id, streams[key]...)
+			}
+			if err != nil {
+				return fmt.Errorf("sluice/watermill: publish to stream %s (%d of %d messages sent before this batch): %w", id, sent, len(msgs), err)
+			}
+		}
+		sent += len(chunk)
+	}
+	return nil
+}
+
+func (p *Publisher) isClosed() bool {
 	p.mu.Lock()
-	closed := p.closed
-	p.mu.Unlock()
-	if closed {
-		return nil, fmt.Errorf("sluice/watermill: publish to %s: %w", topic, ErrClosed)
-	}
-	s, err := p.client.MessageSender(topic)
-	if err != nil {
-		return nil, fmt.Errorf("sluice/watermill: publish to %s: %w", topic, err)
-	}
-	return s, nil
+	defer p.mu.Unlock()
+	return p.closed
 }
 
 // Close ends publishing: later calls fail with ErrClosed. A Publish in

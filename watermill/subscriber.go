@@ -79,13 +79,21 @@ func (s *Subscriber) entity(topic string) string {
 // unless they exist, when the Config says AutoCreate; otherwise it does
 // nothing. On Topics, a group gets the messages published after its
 // subscription exists.
+//
+// On Streams, SubscribeInitialize stores the consumer group's
+// subscription to the namespace, unless it is stored, whatever AutoCreate
+// says: the group gets the events published from then on.
 func (s *Subscriber) SubscribeInitialize(topic string) error {
-	if !s.cfg.AutoCreate {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	if err := s.cfg.ensure(ctx, s.client, topic, true); err != nil {
+	var err error
+	switch {
+	case s.cfg.Entities == Streams:
+		err = subscribeGroup(ctx, s.client, topic, streamConsumer(topic, s.cfg.ConsumerGroup))
+	case s.cfg.AutoCreate:
+		err = s.cfg.ensure(ctx, s.client, topic, true)
+	}
+	if err != nil {
 		return fmt.Errorf("sluice/watermill: initialize %s: %w", topic, err)
 	}
 	return nil
@@ -96,9 +104,17 @@ func (s *Subscriber) SubscribeInitialize(topic string) error {
 // time and sends the next once that one is acked or nacked. The channel
 // closes when ctx ends or the Subscriber is closed; a message handed out
 // and not yet acked is then abandoned, and comes again.
+//
+// On Streams, the channel carries the events of the namespace topic that
+// the consumer group's subscription gets (stored by SubscribeInitialize,
+// or else here, from now on): each stream's in order, one at a time
+// across the group's subscriptions in this process and others.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	if s.isClosed() {
 		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, ErrClosed)
+	}
+	if s.cfg.Entities == Streams {
+		return s.subscribeStream(ctx, topic)
 	}
 	if s.cfg.AutoCreate {
 		cctx, cancel := context.WithTimeout(ctx, settleTimeout)

@@ -2,6 +2,7 @@ package watermill_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
@@ -189,6 +190,20 @@ func TestConfig(t *testing.T) {
 		{"a group on a publisher", sluicewm.Config{Entities: sluicewm.Topics, ConsumerGroup: "g"}, false},
 		{"a negative prefetch", sluicewm.Config{PrefetchCount: -1}, true},
 		{"a prefetch past a batch", sluicewm.Config{PrefetchCount: sluicewm.MaxPrefetchCount + 1}, true},
+		{"a subscriber of streams without a group", sluicewm.Config{Entities: sluicewm.Streams}, true},
+		{"a group on a publisher of streams", sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: "g"}, false},
+		{"a stream key on queues", sluicewm.Config{StreamKey: "k"}, false},
+		{"consumer options on topics", sluicewm.Config{Entities: sluicewm.Topics, ConsumerGroup: "g", ConsumerOptions: &sluice.ConsumerOptions{}}, true},
+		{"consumer options on a publisher", sluicewm.Config{Entities: sluicewm.Streams, ConsumerOptions: &sluice.ConsumerOptions{}}, false},
+		{"a namespace in consumer options", sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: "g",
+			ConsumerOptions: &sluice.ConsumerOptions{Namespace: "ns"}}, true},
+		{"a session key on streams", sluicewm.Config{Entities: sluicewm.Streams, SessionKey: "s"}, false},
+		{"a prefetch on streams", sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: "g", PrefetchCount: 1}, true},
+		{"a retry policy on streams", sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: "g",
+			Retry: sluice.ExponentialBackoff{}}, true},
+		{"a lock renewal on streams", sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: "g", MaxLockRenewal: time.Minute}, true},
+		{"a DB on streams", sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: "g", DB: &sql.DB{}}, true},
+		{"queue properties on streams", sluicewm.Config{Entities: sluicewm.Streams, QueueProperties: &sluice.QueueProperties{}}, false},
 	} {
 		var err error
 		c := &sluice.Client{}

@@ -2,6 +2,7 @@ package watermill_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/tests"
@@ -45,6 +46,16 @@ func sessionConfig() sluicewm.Config {
 	return cfg
 }
 
+// streamConfig is config for streams: a message's stream is the one its
+// "stream" metadata names (none sets it: a topic is one stream), and a
+// nacked event comes again at once, up to retries times.
+func streamConfig(group string) sluicewm.Config {
+	return sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: group, StreamKey: "stream"}
+}
+
+// streamConsumer is the consumer options of the suite's stream subscribers.
+var streamConsumer = &sluice.ConsumerOptions{MaxAttempts: retries, RetryBackoff: time.Millisecond, MaxRetryBackoff: time.Millisecond}
+
 // pubSub returns a constructor of publishers and subscribers on c; the
 // subscribers of Topics receive as group.
 func pubSub(c sluice.API, entities sluicewm.Entities, sessions bool) tests.ConsumerGroupPubSubConstructor {
@@ -57,6 +68,13 @@ func pubSub(c sluice.API, entities sluicewm.Entities, sessions bool) tests.Consu
 		if sessions {
 			pcfg, scfg = sessionConfig(), sessionConfig()
 		}
+		if entities == sluicewm.Streams {
+			if group == "" {
+				group = "default"
+			}
+			pcfg, scfg = streamConfig(""), streamConfig(group)
+			scfg.ConsumerOptions = streamConsumer
+		}
 		pub, err := sluicewm.NewPublisher(c, pcfg)
 		if err != nil {
 			t.Fatal(err)
@@ -65,13 +83,15 @@ func pubSub(c sluice.API, entities sluicewm.Entities, sessions bool) tests.Consu
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Cleanup(func() { sub.Close() }) // the suite leaves some open
 		return pub, sub
 	}
 }
 
 // TestPubSub runs Watermill's universal suite on each backend, with a
-// Watermill topic as a queue, as a queue that requires sessions, and as a
-// sluice topic with consumer groups.
+// Watermill topic as a queue, as a queue that requires sessions, as a
+// sluice topic with consumer groups, and as a stream namespace whose
+// consumer groups are stream consumers.
 // The features claim what sluice guarantees: messages persist; one
 // subscriber gets them in order; delivery is at least once, not exactly
 // once; a subscriber that starts late does not get what another of its
@@ -82,11 +102,12 @@ func TestPubSub(t *testing.T) {
 			name     string
 			entities sluicewm.Entities
 			sessions bool
-		}{{"queues", sluicewm.Queues, false}, {"sessions", sluicewm.Queues, true}, {"topics", sluicewm.Topics, false}} {
+		}{{"queues", sluicewm.Queues, false}, {"sessions", sluicewm.Queues, true}, {"topics", sluicewm.Topics, false},
+			{"streams", sluicewm.Streams, false}} {
 			t.Run(v.name, func(t *testing.T) {
 				ctor := pubSub(c, v.entities, v.sessions)
 				tests.TestPubSub(t, tests.Features{
-					ConsumerGroups:                      v.entities == sluicewm.Topics,
+					ConsumerGroups:                      v.entities != sluicewm.Queues,
 					ExactlyOnceDelivery:                 false,
 					GuaranteedOrder:                     true,
 					GuaranteedOrderWithSingleSubscriber: true,
