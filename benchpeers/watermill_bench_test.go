@@ -17,8 +17,8 @@ import (
 
 // BenchmarkWatermill runs Watermill's own benchmark (tests.BenchSubscriber:
 // one goroutine publishes b.N messages one a call while one subscriber
-// reads and acks them) on sluice's Watermill Pub/Sub, over a queue and over
-// a topic's subscription, beside Watermill's SQL Pub/Sub, each on a fresh
+// reads and acks them) on sluice's Watermill Pub/Sub, over a queue, over
+// a topic's subscription and over a stream (the topic's one), beside Watermill's SQL Pub/Sub, each on a fresh
 // schema of the same PostgreSQL ($SLUICE_TEST_POSTGRES), and sluice's on a
 // fresh SQLite file:
 //
@@ -45,15 +45,16 @@ func BenchmarkWatermill(b *testing.B) {
 			}
 			b.Cleanup(func() { c.Close() })
 			group := ""
-			if entities == sluicewm.Topics {
+			if entities != sluicewm.Queues {
 				group = "bench"
 			}
+			create := entities != sluicewm.Streams // streams need nothing created
 			tests.BenchSubscriber(b, func(int) (message.Publisher, message.Subscriber) {
-				pub, err := sluicewm.NewPublisher(c, sluicewm.Config{Entities: entities, AutoCreate: true})
+				pub, err := sluicewm.NewPublisher(c, sluicewm.Config{Entities: entities, AutoCreate: create})
 				if err != nil {
 					b.Fatal(err)
 				}
-				sub, err := sluicewm.NewSubscriber(c, sluicewm.Config{Entities: entities, ConsumerGroup: group, AutoCreate: true, PrefetchCount: prefetch})
+				sub, err := sluicewm.NewSubscriber(c, sluicewm.Config{Entities: entities, ConsumerGroup: group, AutoCreate: create, PrefetchCount: prefetch})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -63,6 +64,7 @@ func BenchmarkWatermill(b *testing.B) {
 	}
 	b.Run("sluice-sqlite-queue", sluiceOn("", sluicewm.Queues, 0))
 	b.Run("sluice-sqlite-queue-prefetch-31", sluiceOn("", sluicewm.Queues, 31))
+	b.Run("sluice-sqlite-stream", sluiceOn("", sluicewm.Streams, 0))
 	if pg == "" {
 		b.Log("SLUICE_TEST_POSTGRES is unset: only SQLite runs")
 		return
@@ -70,6 +72,7 @@ func BenchmarkWatermill(b *testing.B) {
 	b.Run("sluice-postgres-queue", sluiceOn(pg, sluicewm.Queues, 0))
 	b.Run("sluice-postgres-queue-prefetch-31", sluiceOn(pg, sluicewm.Queues, 31))
 	b.Run("sluice-postgres-topic-prefetch-31", sluiceOn(pg, sluicewm.Topics, 31))
+	b.Run("sluice-postgres-stream", sluiceOn(pg, sluicewm.Streams, 0))
 	b.Run("watermill-sql-postgres", func(b *testing.B) {
 		ctx := context.Background()
 		_, dsn, drop, err := pgSchema(ctx, pg)
