@@ -91,9 +91,12 @@ type Client struct {
 	entities          map[string]cachedEntity
 	partitionsChecked bool
 	processors        map[*stream.Node]struct{}
-	// closed is set by Close: a processor that starts after it is
-	// stopped at once.
+	// closed is set by Close: a processor's Start after it fails.
 	closed bool
+	// starting counts the processor Starts in progress, which Close
+	// waits for; closeMu makes a second Close wait for the first.
+	starting sync.WaitGroup
+	closeMu  sync.Mutex
 }
 
 // entityCacheTTL is how long a client trusts the entity settings it read:
@@ -185,14 +188,21 @@ const (
 // onto (Options.StreamPartitions; see PartitionOf).
 func (c *Client) StreamPartitions() int32 { return c.partitions }
 
-// Close stops the stream processors of the client still running, as
-// their Stop does with a context that has ended (the deliveries in
-// progress are cut short and come again, and each processor stores its
-// progress and gives back its partitions), then releases the database if
-// Open opened it. Calls after Close fail with ErrClosed.
+// Close stops the stream processors of the client still running (and
+// waits for those starting), as their Stop does with a context that has
+// ended (the deliveries in progress are cut short and come again, and
+// each processor stores its progress and gives back its partitions),
+// then releases the database if Open opened it. Calls after Close fail
+// with ErrClosed. Do not call it from a stream handler of the client's:
+// it waits for the handler's processor to stop.
 func (c *Client) Close() error {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
 	c.mu.Lock()
 	c.closed = true
+	c.mu.Unlock()
+	c.starting.Wait()
+	c.mu.Lock()
 	nodes := slices.Collect(maps.Keys(c.processors))
 	clear(c.processors)
 	c.mu.Unlock()

@@ -948,15 +948,14 @@ func (p *StreamProcessor) Start(ctx context.Context) error {
 		return p.invalid
 	}
 	p.balancer.Consumers = slices.Sorted(slices.Values(p.consumers))
+	if !p.c.beginStart() {
+		return fmt.Errorf("sluice: start stream processor: the client is closed: %w", ErrClosed)
+	}
+	defer p.c.starting.Done()
 	if err := p.node.Start(ctx); err != nil {
 		return err
 	}
-	if !p.c.addProcessor(p.node) {
-		ended, cancel := context.WithCancel(ctx)
-		cancel()
-		_ = p.node.Stop(ended)
-		return fmt.Errorf("sluice: start stream processor: the client closed as it started: %w", ErrClosed)
-	}
+	p.c.addProcessor(p.node)
 	return nil
 }
 
@@ -986,16 +985,23 @@ func (p *StreamProcessor) Replay(ctx context.Context, subscription string, max i
 // Stats describe the partitions the processor pulls.
 func (p *StreamProcessor) Stats() []StreamPartitionStats { return p.node.Stats() }
 
-// addProcessor records a started processor's node for Close to stop;
-// it reports false, recording nothing, once the client is closed.
-func (c *Client) addProcessor(n *stream.Node) bool {
+// beginStart counts a processor's Start, which Close waits for; it
+// reports false once the client is closed.
+func (c *Client) beginStart() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return false
 	}
-	c.processors[n] = struct{}{}
+	c.starting.Add(1) // under mu, before Close sets closed and waits
 	return true
+}
+
+// addProcessor records a started processor's node for Close to stop.
+func (c *Client) addProcessor(n *stream.Node) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.processors[n] = struct{}{}
 }
 
 func (c *Client) removeProcessor(n *stream.Node) {

@@ -109,6 +109,11 @@ func TestCloseStopsProcessors(t *testing.T) {
 				t.Fatalf("the closed client's processor still holds partition %d", ps.Partition)
 			}
 		}
+		late := first.NewStreamProcessor(nil)
+		if err := late.Handle("late", col.handle, nil); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "a processor started on a closed client", late.Start(ctx), sluice.ErrClosed)
 		// With an hour's failure timeout, a processor that had not left
 		// would hold the partitions (and, on SQLite, refuse the next
 		// one) far beyond the test's time.
