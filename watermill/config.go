@@ -110,6 +110,12 @@ type Config struct {
 	// (TxFromContext), which an Ack commits with the message's completion
 	// and a Nack rolls back, so that the handler's writes there happen once
 	// for each message completed. Acks are then completed one at a time.
+	// On Streams the transaction records the event as handled by the
+	// consumer's subscription (sluice.StreamProcessor.HandleTx): an event
+	// whose transaction committed is not handed out again, so the
+	// handler's writes there happen once for each event; a subscription
+	// that ends with a message out rolls its transaction back, and the
+	// event comes again as a failed attempt.
 	DB *sql.DB
 	// StreamKey, on Streams, names the metadata field that carries a
 	// message's stream key: a Publisher appends each message to the stream
@@ -121,10 +127,12 @@ type Config struct {
 	// ConsumerOptions, for a Subscriber of Streams, say how its consumer's
 	// events are delivered (nil: sluice's defaults). Their Namespace is
 	// the topic's, and must be left empty. A message not acked within
-	// DeliveryTimeout (default 1 minute) fails its delivery, as a Nack
-	// does: it comes again after RetryBackoff, up to MaxAttempts (default
-	// 5), and is then parked (or its subscription faulted, as OnFailure
-	// says) so that the stream goes on.
+	// DeliveryTimeout (default 1 minute, at most 1 hour) of going out
+	// fails its delivery, as a Nack does: it comes again after
+	// RetryBackoff, up to MaxAttempts (default 5), and is then parked (or
+	// its subscription faulted, as OnFailure says) so that the stream goes
+	// on. An event waits for a subscription ready to take it for up to an
+	// hour from its delivery's start, which fails it too.
 	ConsumerOptions *sluice.ConsumerOptions
 }
 
@@ -173,10 +181,10 @@ func (c *Config) checkStreams(subscriber bool) error {
 		{c.PrefetchCount != 0, "a prefetch count (a stream processor reads ahead)"},
 		{c.Retry != nil, "a retry policy (ConsumerOptions' RetryBackoff spaces a stream's retries)"},
 		{c.MaxLockRenewal != 0, "a lock renewal (events hold no lock: ConsumerOptions' DeliveryTimeout bounds a delivery)"},
-		{c.DB != nil, "a DB (a stream's progress is stored behind its handler, not in its transaction)"},
 		{c.QueueProperties != nil || c.TopicProperties != nil || c.SubscriptionProperties != nil, "entity properties"},
 		{c.ConsumerOptions != nil && !subscriber, "consumer options on a publisher"},
 		{c.ConsumerOptions != nil && c.ConsumerOptions.Namespace != "", "a namespace in the consumer options (the topic is)"},
+		{c.ConsumerOptions != nil && c.ConsumerOptions.DeliveryTimeout > maxQueued, fmt.Sprintf("a delivery timeout over %v", maxQueued)},
 	} {
 		if s.set {
 			refused = append(refused, s.name)

@@ -18,7 +18,8 @@
 //     consumer group is the stream consumer "TOPIC/GROUP", subscribed to
 //     the whole namespace (SubscribeInitialize stores its subscription);
 //     each stream's events come in order, one at a time across the
-//     group's subscribers, and different streams' in parallel. See
+//     group's subscribers (unless one comes again while its first copy
+//     is still being handled), and different streams' in parallel. See
 //     "Streams" below.
 //
 // A message's UUID travels as its MessageID, so duplicate detection
@@ -63,12 +64,15 @@
 // subscription and stopped with the last. Its handler hands each event
 // to a subscription ready for its next message and returns as the
 // message's Ack or Nack says: a Nack, or no Ack within the consumer's
-// DeliveryTimeout, fails the attempt, and the event comes again after
+// DeliveryTimeout of the message going out, fails the attempt, and the
+// event comes again after
 // the consumer's RetryBackoff, up to its MaxAttempts, then is parked (or
 // its subscription faulted) so that its stream goes on
 // (Config.ConsumerOptions). A subscription that ends with a message out
-// hands it back without counting an attempt. A stream's progress is
-// stored behind its handler, not in a transaction of the handler's: a
-// Config.DB is refused on Streams, and so are the settings of queues.
-// NewTxPublisher appends in the application's transaction.
+// hands it back without counting an attempt. With a Config.DB, each
+// message goes out with a transaction that records its event as handled
+// (sluice.StreamProcessor.HandleTx): an Ack commits it with the handler's
+// writes, and an event whose transaction committed is not handed out
+// again. The settings of queues are refused on Streams. NewTxPublisher
+// appends in the application's transaction.
 package watermill

@@ -64,3 +64,54 @@ func Example() {
 	// group 1: one pizza for ada, same UUID: true
 	// group 2: one pizza for ada, same UUID: true
 }
+
+// Watermill code on a sluice stream: each customer's events come in the
+// order they were published, and a consumer group stores its
+// subscription before the first publish.
+func Example_streams() {
+	dir, _ := os.MkdirTemp("", "sluice-watermill-streams")
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	client, err := sluice.Open(ctx, "sqlite://"+filepath.Join(dir, "sluice.db"), nil)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+
+	pub, err := sluicewm.NewPublisher(client, sluicewm.Config{Entities: sluicewm.Streams, StreamKey: "customer"})
+	if err != nil {
+		panic(err)
+	}
+	defer pub.Close()
+	sub, err := sluicewm.NewSubscriber(client, sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: "billing"})
+	if err != nil {
+		panic(err)
+	}
+	defer sub.Close()
+	// The group gets what is published from now on.
+	if err := sub.SubscribeInitialize("orders"); err != nil {
+		panic(err)
+	}
+
+	for _, what := range []string{"placed", "paid", "shipped"} {
+		msg := message.NewMessage(wm.NewUUID(), []byte(what))
+		msg.Metadata.Set("customer", "ada")
+		if err := pub.Publish("orders", msg); err != nil {
+			panic(err)
+		}
+	}
+
+	msgs, err := sub.Subscribe(ctx, "orders")
+	if err != nil {
+		panic(err)
+	}
+	for range 3 {
+		got := <-msgs
+		fmt.Printf("%s: %s\n", got.Metadata.Get("customer"), got.Payload)
+		got.Ack()
+	}
+	// Output:
+	// ada: placed
+	// ada: paid
+	// ada: shipped
+}

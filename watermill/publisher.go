@@ -133,7 +133,8 @@ func (p *Publisher) append(topic string, msgs []*message.Message) error {
 				_, err = p.client.Publish(ctx, id, streams[key]...)
 			}
 			if err != nil {
-				return fmt.Errorf("sluice/watermill: publish to stream %s (%d of %d messages sent before this batch): %w", id, sent, len(msgs), err)
+				return fmt.Errorf("sluice/watermill: publish to stream %s (%d of %d messages appended before this batch of %d, "+
+					"and its messages of the streams before this one): %w", id, sent, len(msgs), len(chunk), err)
 			}
 		}
 		sent += len(chunk)

@@ -1,12 +1,15 @@
 package watermill
 
 import (
+	"cmp"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
 	"strconv"
 	"sync"
+	"time"
 
 	wm "github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -55,6 +58,9 @@ var hubs = struct {
 type hub struct {
 	key  hubKey
 	opts sluice.ConsumerOptions
+	// db, when set, is Config.DB: each delivery runs in a transaction on
+	// it that records the event as handled (sluice.StreamProcessor.HandleTx).
+	db   *sql.DB
 	proc sluice.StreamEventProcessor
 	// deliveries is taken from by a subscription ready for its next
 	// message (unbuffered: a delivery waits for one).
@@ -75,6 +81,7 @@ type hub struct {
 type delivery struct {
 	ctx    context.Context // the processor's: it ends when the delivery's time is up
 	ev     *sluice.StreamEvent
+	tx     *sql.Tx    // the delivery's transaction, with a DB
 	result chan error // buffered: one result per hand-over
 }
 
@@ -83,12 +90,26 @@ type delivery struct {
 // left, is cut short with the processor's stop.
 var errHandedBack = errors.New("handed back")
 
+// A delivery waits up to maxQueued, from its start, for a subscription
+// ready to take it, and its time from there is the consumer's
+// DeliveryTimeout (defaultAckTimeout unless set; at most maxQueued, the
+// bound of a server's consumers).
+const (
+	maxQueued         = time.Hour
+	defaultAckTimeout = time.Minute
+)
+
 // errNacked is the failure of a nacked delivery.
 var errNacked = errors.New("sluice/watermill: the message was nacked")
 
+// errEndedInTx fails a delivery whose subscription ended with its message
+// out, in a transaction the application may have written in: rolled
+// back, the event comes again as a failed attempt.
+var errEndedInTx = errors.New("sluice/watermill: the subscription ended with the message out, in its transaction")
+
 // attach returns the hub of the consumer on client, started, and
 // counts the caller among its subscriptions (detach uncounts it).
-func attach(ctx context.Context, client sluice.API, consumer string, opts sluice.ConsumerOptions) (*hub, error) {
+func attach(ctx context.Context, client sluice.API, consumer string, opts sluice.ConsumerOptions, db *sql.DB) (*hub, error) {
 	key := hubKey{client: client, consumer: consumer}
 	for {
 		hubs.Lock()
@@ -103,9 +124,9 @@ func attach(ctx context.Context, client sluice.API, consumer string, opts sluice
 			}
 		}
 		if h != nil {
-			if h.opts != opts {
+			if h.opts != opts || h.db != db {
 				hubs.Unlock()
-				return nil, fmt.Errorf("sluice/watermill: consumer %q runs in this process with other consumer options (%+v): %w",
+				return nil, fmt.Errorf("sluice/watermill: consumer %q runs in this process with other consumer options (%+v) or another DB: %w",
 					consumer, h.opts, sluice.ErrInvalidArgument)
 			}
 			h.attached++
@@ -116,23 +137,42 @@ func attach(ctx context.Context, client sluice.API, consumer string, opts sluice
 				h.detach()
 				return nil, ctx.Err()
 			}
-			if h.startErr != nil {
+			if err := h.startErr; err != nil {
 				h.detach()
-				return nil, h.startErr
+				if ctx.Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+					continue // the start was cut short by its caller's context, not this one's
+				}
+				return nil, err
 			}
 			return h, nil
 		}
-		h = &hub{key: key, opts: opts, deliveries: make(chan *delivery), started: make(chan struct{}),
+		h = &hub{key: key, opts: opts, db: db, deliveries: make(chan *delivery), started: make(chan struct{}),
 			attached: 1, stopped: make(chan struct{})}
 		h.proc = client.StreamEventProcessor(&sluice.StreamProcessorOptions{Group: consumer})
 		hubs.m[key] = h
 		hubs.Unlock()
-		err := h.proc.Handle(consumer, h.handle, &opts)
+		// The processor's own delivery time covers the wait for a
+		// subscription ready to take the event; the consumer's starts when
+		// the message goes out (handOutEvent).
+		popts := opts
+		popts.DeliveryTimeout = maxQueued
+		var err error
+		if db != nil {
+			// NewSubscriber let a DB through on the library's client only.
+			err = h.proc.(*sluice.StreamProcessor).HandleTx(consumer, db, func(ctx context.Context, tx *sql.Tx, ev *sluice.StreamEvent) error {
+				return h.handle(ctx, ev, tx)
+			}, &popts)
+		} else {
+			err = h.proc.Handle(consumer, func(ctx context.Context, ev *sluice.StreamEvent) error { return h.handle(ctx, ev, nil) }, &popts)
+		}
 		if err == nil {
 			err = h.proc.Start(ctx)
 		}
+		hubs.Lock()
 		h.startErr = err
+		h.stopping = err != nil // a failed hub takes no more subscriptions
 		close(h.started)
+		hubs.Unlock()
 		if err != nil {
 			h.detach()
 			return nil, err
@@ -148,9 +188,7 @@ func (h *hub) detach() {
 	hubs.Lock()
 	h.attached--
 	last := h.attached == 0
-	if last {
-		h.stopping = true
-	}
+	h.stopping = h.stopping || last
 	hubs.Unlock()
 	if !last {
 		return
@@ -167,9 +205,10 @@ func (h *hub) detach() {
 }
 
 // handle is the consumer's handler: it hands ev to a subscription and
-// returns its result, handing it to another when one ends first.
-func (h *hub) handle(ctx context.Context, ev *sluice.StreamEvent) error {
-	d := &delivery{ctx: ctx, ev: ev, result: make(chan error, 1)}
+// returns its result, handing it to another when one ends first. tx is
+// the delivery's transaction, with a DB.
+func (h *hub) handle(ctx context.Context, ev *sluice.StreamEvent, tx *sql.Tx) error {
+	d := &delivery{ctx: ctx, ev: ev, tx: tx, result: make(chan error, 1)}
 	for {
 		select {
 		case h.deliveries <- d:
@@ -182,6 +221,13 @@ func (h *hub) handle(ctx context.Context, ev *sluice.StreamEvent) error {
 				return err
 			}
 		case <-ctx.Done():
+			select {
+			case err := <-d.result: // an Ack that came as the time ran out still counts
+				if err == nil {
+					return nil
+				}
+			default:
+			}
 			return context.Cause(ctx)
 		}
 	}
@@ -195,19 +241,23 @@ func (s *Subscriber) subscribeStream(ctx context.Context, topic string) (<-chan 
 		opts = *s.cfg.ConsumerOptions
 	}
 	opts.Namespace = topic
-	h, err := attach(ctx, s.client, streamConsumer(topic, s.cfg.ConsumerGroup), opts)
+	h, err := attach(ctx, s.client, streamConsumer(topic, s.cfg.ConsumerGroup), opts, s.cfg.DB)
 	if err != nil {
 		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, err)
 	}
+	// Counted under mu, as Close sets closed: Close waits for it.
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		go h.detach()
+	closed := s.closed
+	if !closed {
+		s.running.Add(2)
+	}
+	s.mu.Unlock()
+	if closed {
+		h.detach()
 		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, ErrClosed)
 	}
 	out := make(chan *message.Message)
 	ctx, cancel := context.WithCancel(ctx)
-	s.running.Add(2)
 	go func() {
 		// The subscription ends with its context or with the Subscriber.
 		defer s.running.Done()
@@ -223,10 +273,11 @@ func (s *Subscriber) subscribeStream(ctx context.Context, topic string) (<-chan 
 		defer close(out)
 		defer cancel()
 		log := s.cfg.Logger.With(wm.LogFields{"topic": topic, "consumer": h.key.consumer})
+		ackWithin := cmp.Or(h.opts.DeliveryTimeout, defaultAckTimeout)
 		for {
 			select {
 			case d := <-h.deliveries:
-				handOutEvent(ctx, d, out, log)
+				handOutEvent(ctx, d, out, ackWithin, log)
 			case <-ctx.Done():
 				return
 			}
@@ -237,9 +288,10 @@ func (s *Subscriber) subscribeStream(ctx context.Context, topic string) (<-chan 
 
 // handOutEvent sends d's event to out as a Watermill message and hands
 // its Ack or Nack to d's handler. The message's context ends when it is
-// acked or nacked, when the subscription ends, or when the delivery's
-// time is up (the Ack then comes too late: the event comes again).
-func handOutEvent(ctx context.Context, d *delivery, out chan<- *message.Message, log wm.LoggerAdapter) {
+// acked or nacked, when the subscription ends, or when it was not acked
+// within ackWithin of going out (a failed attempt: the event comes
+// again).
+func handOutEvent(ctx context.Context, d *delivery, out chan<- *message.Message, ackWithin time.Duration, log wm.LoggerAdapter) {
 	ev := d.ev
 	props := maps.Clone(ev.Properties)
 	id := props[UUIDProperty]
@@ -253,6 +305,9 @@ func handOutEvent(ctx context.Context, d *delivery, out chan<- *message.Message,
 	defer cancel()
 	stop := context.AfterFunc(d.ctx, cancel)
 	defer stop()
+	if d.tx != nil {
+		mctx = context.WithValue(mctx, txKey{}, d.tx)
+	}
 	msg.SetContext(mctx)
 	select {
 	case out <- msg:
@@ -262,6 +317,8 @@ func handOutEvent(ctx context.Context, d *delivery, out chan<- *message.Message,
 	case <-d.ctx.Done():
 		return // the handler has returned
 	}
+	late := time.NewTimer(ackWithin)
+	defer late.Stop()
 	select {
 	case <-msg.Acked():
 		d.result <- nil
@@ -271,11 +328,22 @@ func handOutEvent(ctx context.Context, d *delivery, out chan<- *message.Message,
 		select {
 		case <-msg.Acked():
 			d.result <- nil
+		case <-msg.Nacked():
+			d.result <- errNacked
 		default:
-			d.result <- errHandedBack
+			if d.tx != nil {
+				d.result <- errEndedInTx // what the handler wrote in it is rolled back
+			} else {
+				d.result <- errHandedBack
+			}
 		}
-	case <-d.ctx.Done():
+	case <-late.C:
 		log.Info("a message was not acked in its delivery time; its event comes again",
 			wm.LogFields{"message_uuid": id, "partition": ev.Partition, "position": ev.Position, "attempt": ev.Attempt})
+		d.result <- fmt.Errorf("sluice/watermill: the message was not acked within %v", ackWithin)
+	case <-d.ctx.Done():
+		// The processor stopped (the event comes again), or the delivery
+		// waited for a subscription until maxQueued: the handler has
+		// returned.
 	}
 }

@@ -250,3 +250,145 @@ func TestStreamTxPublisher(t *testing.T) {
 		m.Ack()
 	})
 }
+
+// A Subscriber of Streams with a DB hands each message out with a
+// transaction that records the event as handled: an Ack commits the
+// handler's writes with that record, a Nack rolls them back, and a
+// subscription that ends with the message out rolls them back too, so
+// that each event's writes are there once.
+func TestStreamTransactions(t *testing.T) {
+	libtest.ForEachBackendKind(t, func(t *testing.T, kind, _ string, c *sluice.Client) {
+		ctx := t.Context()
+		db := appDB(t, kind)
+		table := "wm_stream_effects_" + libtest.RandHex(4)
+		if _, err := db.ExecContext(ctx, "CREATE TABLE "+table+" (id VARCHAR(64) NOT NULL)"); err != nil {
+			t.Fatal(err)
+		}
+		pub, err := sluicewm.NewPublisher(c, sluicewm.Config{Entities: sluicewm.Streams})
+		if err != nil {
+			t.Fatal(err)
+		}
+		newSub := func() *sluicewm.Subscriber {
+			sub, err := sluicewm.NewSubscriber(c, sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: "effects", DB: db,
+				ConsumerOptions: &sluice.ConsumerOptions{RetryBackoff: time.Millisecond}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sub.Close() })
+			return sub
+		}
+		sub := newSub()
+		if err := sub.SubscribeInitialize("orders"); err != nil {
+			t.Fatal(err)
+		}
+		publish(t, pub, "orders", "a", "b", "c")
+		handle := func(m *message.Message) {
+			t.Helper()
+			tx, ok := sluicewm.TxFromContext(m.Context())
+			if !ok {
+				t.Fatal("a message of a subscriber with a DB has no transaction")
+			}
+			if _, err := tx.ExecContext(m.Context(), "INSERT INTO "+table+" (id) VALUES ('"+string(m.Payload)+"')"); err != nil {
+				t.Fatalf("the handler's write: %v", err)
+			}
+		}
+		msgs := subscribe(t, sub, "orders")
+		for _, step := range []struct {
+			want string
+			ack  bool
+		}{{"a", false}, {"a", true}, {"b", true}} {
+			m := next(t, msgs)
+			if string(m.Payload) != step.want {
+				t.Fatalf("got %q, want %s", m.Payload, step.want)
+			}
+			handle(m)
+			if step.ack {
+				m.Ack()
+			} else {
+				m.Nack()
+			}
+		}
+		m := next(t, msgs)
+		handle(m)
+		sub.Close() // c is out, written, and neither acked nor nacked
+		m = next(t, subscribe(t, newSub(), "orders"))
+		if string(m.Payload) != "c" {
+			t.Fatalf("after the subscription ended the next one got %q, want c again", m.Payload)
+		}
+		handle(m)
+		m.Ack()
+		for _, id := range []string{"a", "b", "c"} {
+			deadline := time.Now().Add(30 * time.Second)
+			for count(t, db, table, id) != 1 { // the last Ack commits behind it
+				if time.Now().After(deadline) {
+					t.Fatalf("the handler's write of %s is there %d times, want once", id, count(t, db, table, id))
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	})
+}
+
+// A message's delivery time counts from when it goes out, not from when
+// its event started waiting for a subscription: events queued behind
+// slow handling are not failed for the wait, and a message not acked in
+// its time comes again.
+func TestStreamDeliveryTimeFromHandOut(t *testing.T) {
+	forEachClient(t, func(t *testing.T, c *sluice.Client, api sluice.API) {
+		pub, err := sluicewm.NewPublisher(api, sluicewm.Config{Entities: sluicewm.Streams, StreamKey: "k"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const within = 2 * time.Second
+		sub := streamSubscriber(t, api, "slow", &sluice.ConsumerOptions{DeliveryTimeout: within, MaxAttempts: 1})
+		if err := sub.SubscribeInitialize("jobs"); err != nil {
+			t.Fatal(err)
+		}
+		// 16 streams, all delivered at once, handled one at a time for a
+		// tenth of the delivery time each: the last waits well past it.
+		const n = 16
+		for i := range n {
+			m := message.NewMessage(wm.NewUUID(), []byte(strconv.Itoa(i)))
+			m.Metadata.Set("k", strconv.Itoa(i))
+			if err := pub.Publish("jobs", m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		msgs := subscribe(t, sub, "jobs")
+		seen := make(map[string]bool)
+		for range n {
+			m := next(t, msgs)
+			if seen[string(m.Payload)] {
+				t.Fatalf("message %s came twice", m.Payload)
+			}
+			seen[string(m.Payload)] = true
+			time.Sleep(within / 10) // the handler's work
+			m.Ack()
+		}
+		if parked, err := c.ParkedEvents(t.Context(), "ns/jobs/jobs/slow", 100); err != nil || len(parked) != 0 {
+			t.Fatalf("parked %d events (%v): a wait for a subscription was counted as delivery time", len(parked), err)
+		}
+
+		// Not acked in its time, a message fails its attempt (here the
+		// only one): its event is parked and the stream goes on.
+		publish(t, pub, "jobs", "forgotten", "next")
+		if m := next(t, msgs); string(m.Payload) != "forgotten" {
+			t.Fatalf("got %q, want forgotten", m.Payload)
+		} else {
+			select {
+			case <-m.Context().Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the context of a message not acked in its time did not end")
+			}
+		}
+		if m := next(t, msgs); string(m.Payload) != "next" {
+			t.Fatalf("got %q, want next", m.Payload)
+		} else {
+			m.Ack()
+		}
+		parked, err := c.ParkedEvents(t.Context(), "ns/jobs/jobs/slow", 100)
+		if err != nil || len(parked) != 1 || !strings.Contains(parked[0].Error, "not acked within") {
+			t.Fatalf("parked events %+v, %v; want forgotten, not acked in its time", parked, err)
+		}
+	})
+}
