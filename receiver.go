@@ -92,7 +92,9 @@ func (c *Client) NewReceiver(queue string, opts *ReceiverOptions) (*Receiver, er
 	if opts.SubQueue != SubQueueNone && opts.SubQueue != SubQueueDeadLetter {
 		return nil, errInvalid("new receiver", "unknown sub-queue %d", opts.SubQueue)
 	}
-	if d := opts.LockDuration; d != 0 && (d < time.Millisecond || d > MaxReceiverLockDuration) {
+	if d := opts.LockDuration; d < 0 {
+		return nil, errInvalid("new receiver", "lock duration %v is negative: must be between 1ms and %v (0: the entity's)", d, MaxReceiverLockDuration)
+	} else if d != 0 && (d < time.Millisecond || d > MaxReceiverLockDuration) {
 		return nil, errInvalid("new receiver", "lock duration %v: must be between 1ms and %v (0: the entity's)", d, MaxReceiverLockDuration)
 	}
 	return &Receiver{c: c, queue: queue, mode: opts.Mode, dead: opts.SubQueue == SubQueueDeadLetter, lock: opts.LockDuration}, nil

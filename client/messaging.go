@@ -71,6 +71,9 @@ type Receiver struct {
 	mode    sluicev1.ReceiveMode
 	sub     sluicev1.SubQueue
 	session *sluicev1.SessionLock // a SessionReceiver's
+	// lock is ReceiverOptions.LockDuration, sent with each call that
+	// locks (0: the entity's).
+	lock time.Duration
 
 	mu       sync.Mutex
 	nextPeek int64
@@ -91,12 +94,11 @@ func (c *Client) NewReceiver(entity string, opts *sluice.ReceiverOptions) (*Rece
 	if o.SubQueue != sluice.SubQueueNone && o.SubQueue != sluice.SubQueueDeadLetter {
 		return nil, fmt.Errorf("sluice: new receiver: unknown sub-queue %d: %w", o.SubQueue, sluice.ErrInvalidArgument)
 	}
-	if o.LockDuration != 0 {
-		// Refused rather than ignored: the locks would be the entity's.
-		return nil, fmt.Errorf("sluice: new receiver: the network API carries no receiver lock duration yet: leave LockDuration 0 "+
-			"(the entity's lock duration applies): %w", sluice.ErrInvalidArgument)
+	if d := o.LockDuration; d != 0 && (d < time.Millisecond || d > sluice.MaxReceiverLockDuration) {
+		return nil, fmt.Errorf("sluice: new receiver: lock duration %v: must be between 1ms and %v (0: the entity's): %w",
+			d, sluice.MaxReceiverLockDuration, sluice.ErrInvalidArgument)
 	}
-	return &Receiver{c: c, entity: entity, mode: apiconv.WireMode(o.Mode), sub: apiconv.WireSubQueue(o.SubQueue)}, nil
+	return &Receiver{c: c, entity: entity, mode: apiconv.WireMode(o.Mode), sub: apiconv.WireSubQueue(o.SubQueue), lock: o.LockDuration}, nil
 }
 
 // Entity returns the canonical name (sluice.CanonicalName) of the queue
@@ -139,7 +141,7 @@ func (r *Receiver) TryReceive(ctx context.Context, max int) ([]*sluice.ReceivedM
 
 func (r *Receiver) receive(ctx context.Context, max int, wait time.Duration) ([]*sluice.ReceivedMessage, error) {
 	res, err := call(ctx, r.c.messaging.Receive, &sluicev1.ReceiveRequest{Entity: r.entity, MaxMessages: int32(max),
-		MaxWait: apiconv.DurationPB(wait), Mode: r.mode, SubQueue: r.sub, Session: r.session})
+		MaxWait: apiconv.DurationPB(wait), Mode: r.mode, SubQueue: r.sub, Session: r.session, LockDuration: apiconv.DurationPB(r.lock)})
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +160,7 @@ func fromWire(ms []*sluicev1.ReceivedMessage) []*sluice.ReceivedMessage {
 func (r *Receiver) ReceiveDeferred(ctx context.Context, seqs ...int64) ([]*sluice.ReceivedMessage, error) {
 	return r.traceReceive(ctx, func(ctx context.Context) ([]*sluice.ReceivedMessage, error) {
 		res, err := call(ctx, r.c.messaging.ReceiveDeferred, &sluicev1.ReceiveDeferredRequest{Entity: r.entity,
-			SequenceNumbers: seqs, Mode: r.mode, Session: r.session})
+			SequenceNumbers: seqs, Mode: r.mode, Session: r.session, LockDuration: apiconv.DurationPB(r.lock)})
 		if err != nil {
 			return nil, err
 		}
@@ -320,7 +322,8 @@ func (r *Receiver) RenewLock(ctx context.Context, m *sluice.ReceivedMessage) err
 
 // renewLock does RenewLock's work.
 func (r *Receiver) renewLock(ctx context.Context, m *sluice.ReceivedMessage) error {
-	res, err := call(ctx, r.c.messaging.RenewLock, &sluicev1.RenewLockRequest{Entity: r.entity, SubQueue: r.sub, LockToken: lockToken(m)})
+	res, err := call(ctx, r.c.messaging.RenewLock, &sluicev1.RenewLockRequest{Entity: r.entity, SubQueue: r.sub, LockToken: lockToken(m),
+		LockDuration: apiconv.DurationPB(r.lock)})
 	if err != nil {
 		return err
 	}
@@ -408,7 +411,7 @@ func (c *Client) acceptSession(ctx context.Context, queue, sessionID string, opt
 		return nil, err
 	}
 	res, err := call(ctx, c.messaging.AcceptSession, &sluicev1.AcceptSessionRequest{Entity: queue, SessionId: sessionID,
-		MaxWait: apiconv.DurationPB(wait)})
+		MaxWait: apiconv.DurationPB(wait), LockDuration: apiconv.DurationPB(r.lock)})
 	if err != nil || res.Session == nil {
 		return nil, err
 	}
@@ -503,7 +506,8 @@ func (s *SessionReceiver) RenewSessionLock(ctx context.Context) error {
 
 // renewSessionLock does RenewSessionLock's work.
 func (s *SessionReceiver) renewSessionLock(ctx context.Context) error {
-	res, err := call(ctx, s.r.c.messaging.RenewSessionLock, &sluicev1.RenewSessionLockRequest{Entity: s.r.entity, Session: s.r.session})
+	res, err := call(ctx, s.r.c.messaging.RenewSessionLock, &sluicev1.RenewSessionLockRequest{Entity: s.r.entity, Session: s.r.session,
+		LockDuration: apiconv.DurationPB(s.r.lock)})
 	if err != nil {
 		return err
 	}

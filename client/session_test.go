@@ -32,20 +32,73 @@ func TestResumeSessionChecks(t *testing.T) {
 	}
 }
 
-// A receiver lock duration, which the network API cannot carry yet, is
-// refused rather than silently replaced by the entity's.
-func TestReceiverLockDurationRefused(t *testing.T) {
-	c, err := client.New("http://127.0.0.1:1", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts := &sluice.ReceiverOptions{LockDuration: time.Hour}
-	if _, err := c.NewReceiver("q", opts); !errors.Is(err, sluice.ErrInvalidArgument) {
-		t.Errorf("NewReceiver with a lock duration = %v, want ErrInvalidArgument", err)
-	}
-	if _, err := c.AcceptSession(t.Context(), "q", "s", opts); !errors.Is(err, sluice.ErrInvalidArgument) {
-		t.Errorf("AcceptSession with a lock duration = %v, want ErrInvalidArgument", err)
-	}
+// A receiver's lock duration travels with each call that locks:
+// receives, deferred receives, renewals, session accepts and session
+// renewals lock for it through a server, not for the entity's; one out of
+// range is refused.
+func TestRemoteReceiverLockDuration(t *testing.T) {
+	forEachRemote(t, func(t *testing.T, c *client.Client) {
+		ctx := t.Context()
+		const lock = 2 * time.Hour
+		near := func(what string, until time.Time) {
+			t.Helper()
+			if d := time.Until(until); d < lock-10*time.Minute || d > lock+10*time.Minute {
+				t.Errorf("%s: locked for %v, want about %v", what, d.Round(time.Second), lock)
+			}
+		}
+		queueWith(t, c, "slow", &sluice.QueueProperties{LockDuration: 30 * time.Second}, "a", "b")
+		opts := &sluice.ReceiverOptions{LockDuration: lock}
+		r, err := c.NewReceiver("slow", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Receive(ctx, 2)
+		if err != nil || len(got) != 2 {
+			t.Fatalf("Receive = %d messages, %v", len(got), err)
+		}
+		near("a receive", got[0].LockedUntil)
+		if err := r.RenewLock(ctx, got[0]); err != nil {
+			t.Fatal(err)
+		}
+		near("a renewal", got[0].LockedUntil)
+		if err := r.Defer(ctx, got[1], nil); err != nil {
+			t.Fatal(err)
+		}
+		deferred, err := r.ReceiveDeferred(ctx, got[1].SequenceNumber)
+		if err != nil || len(deferred) != 1 {
+			t.Fatalf("ReceiveDeferred = %d messages, %v", len(deferred), err)
+		}
+		near("a deferred receive", deferred[0].LockedUntil)
+
+		if _, err := c.CreateQueue(ctx, "sessions", &sluice.QueueProperties{RequiresSession: true, LockDuration: 30 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := c.NewSender("sessions")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Send(ctx, &sluice.Message{SessionID: "s1", Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		sess, err := c.AcceptNextSession(ctx, "sessions", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		near("a session accept", sess.LockedUntil())
+		if err := sess.RenewSessionLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		near("a session renewal", sess.LockedUntil())
+
+		for _, bad := range []time.Duration{-time.Second, time.Microsecond, sluice.MaxReceiverLockDuration + time.Second} {
+			if _, err := c.NewReceiver("slow", &sluice.ReceiverOptions{LockDuration: bad}); !errors.Is(err, sluice.ErrInvalidArgument) {
+				t.Errorf("NewReceiver with a lock duration of %v = %v, want ErrInvalidArgument", bad, err)
+			}
+			if _, err := c.AcceptSession(ctx, "sessions", "s1", &sluice.ReceiverOptions{LockDuration: bad}); !errors.Is(err, sluice.ErrInvalidArgument) {
+				t.Errorf("AcceptSession with a lock duration of %v = %v, want ErrInvalidArgument", bad, err)
+			}
+		}
+	})
 }
 
 // Release through a server hands a message back without counting a

@@ -33,7 +33,8 @@ type settler interface {
 
 // receiver returns the settler of a call: the session's when it names
 // one, else the entity's (or its dead-letter queue's) in mode.
-func (h *messaging) receiver(entity string, mode sluicev1.ReceiveMode, sub sluicev1.SubQueue, session *sluicev1.SessionLock) (settler, error) {
+func (h *messaging) receiver(entity string, mode sluicev1.ReceiveMode, sub sluicev1.SubQueue, session *sluicev1.SessionLock,
+	lock *durationpb.Duration) (settler, error) {
 	m, err := apiconv.Mode(mode)
 	if err != nil {
 		return nil, h.s.fail("receive", err)
@@ -42,7 +43,7 @@ func (h *messaging) receiver(entity string, mode sluicev1.ReceiveMode, sub sluic
 	if err != nil {
 		return nil, h.s.fail("receive", err)
 	}
-	opts := &sluice.ReceiverOptions{Mode: m, SubQueue: q}
+	opts := &sluice.ReceiverOptions{Mode: m, SubQueue: q, LockDuration: apiconv.Duration(lock)}
 	if session != nil {
 		if q != sluice.SubQueueNone {
 			return nil, apierr.Invalid("a session has no sub-queue")
@@ -60,12 +61,13 @@ func (h *messaging) receiver(entity string, mode sluicev1.ReceiveMode, sub sluic
 	return r, nil
 }
 
-// session returns the held session a call names.
-func (h *messaging) session(entity string, session *sluicev1.SessionLock) (*sluice.SessionReceiver, error) {
+// session returns the held session a call names; lock, when set, is
+// how long a renewal of it extends its lock.
+func (h *messaging) session(entity string, session *sluicev1.SessionLock, lock *durationpb.Duration) (*sluice.SessionReceiver, error) {
 	if session == nil {
 		return nil, apierr.Invalid("no session: accept one first (AcceptSession)")
 	}
-	r, err := h.s.c.ResumeSession(entity, session.SessionId, session.LockToken, nil)
+	r, err := h.s.c.ResumeSession(entity, session.SessionId, session.LockToken, &sluice.ReceiverOptions{LockDuration: apiconv.Duration(lock)})
 	if err != nil {
 		return nil, h.s.fail("resume session", err)
 	}
@@ -123,7 +125,7 @@ func (h *messaging) Receive(ctx context.Context, req *sluicev1.ReceiveRequest) (
 	if err := checkWait("receive", req.MaxWait); err != nil {
 		return nil, err
 	}
-	r, err := h.receiver(req.Entity, req.Mode, req.SubQueue, req.Session)
+	r, err := h.receiver(req.Entity, req.Mode, req.SubQueue, req.Session, req.LockDuration)
 	if err != nil {
 		return nil, err
 	}
@@ -155,7 +157,7 @@ func (h *messaging) ReceiveDeferred(ctx context.Context, req *sluicev1.ReceiveDe
 	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
 		return nil, err
 	}
-	r, err := h.receiver(req.Entity, req.Mode, sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED, req.Session)
+	r, err := h.receiver(req.Entity, req.Mode, sluicev1.SubQueue_SUB_QUEUE_UNSPECIFIED, req.Session, req.LockDuration)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +217,7 @@ func (h *messaging) settle(ctx context.Context, action, entity string, sub sluic
 	if err := h.s.authorize(ctx, Receive, entity); err != nil {
 		return err
 	}
-	r, err := h.receiver(entity, sluicev1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK, sub, session)
+	r, err := h.receiver(entity, sluicev1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK, sub, session, nil)
 	if err != nil {
 		return err
 	}
@@ -242,7 +244,7 @@ func (h *messaging) CompleteBatch(ctx context.Context, req *sluicev1.CompleteBat
 	if len(req.LockTokens) == 0 {
 		return nil, apierr.Invalid("no lock tokens to complete")
 	}
-	r, err := h.receiver(req.Entity, sluicev1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK, req.SubQueue, req.Session)
+	r, err := h.receiver(req.Entity, sluicev1.ReceiveMode_RECEIVE_MODE_PEEK_LOCK, req.SubQueue, req.Session, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +318,7 @@ func (h *messaging) RenewLock(ctx context.Context, req *sluicev1.RenewLockReques
 	if err != nil {
 		return nil, h.s.fail("renew lock", err)
 	}
-	r, err := h.s.c.NewReceiver(req.Entity, &sluice.ReceiverOptions{SubQueue: q})
+	r, err := h.s.c.NewReceiver(req.Entity, &sluice.ReceiverOptions{SubQueue: q, LockDuration: apiconv.Duration(req.LockDuration)})
 	if err != nil {
 		return nil, h.s.fail("renew lock", err)
 	}
@@ -335,17 +337,18 @@ func (h *messaging) AcceptSession(ctx context.Context, req *sluicev1.AcceptSessi
 		return nil, err
 	}
 	var (
-		r   *sluice.SessionReceiver
-		err error
+		r    *sluice.SessionReceiver
+		err  error
+		opts = &sluice.ReceiverOptions{LockDuration: apiconv.Duration(req.LockDuration)}
 	)
 	if req.SessionId != "" {
-		r, err = h.s.c.AcceptSession(ctx, req.Entity, req.SessionId, nil)
+		r, err = h.s.c.AcceptSession(ctx, req.Entity, req.SessionId, opts)
 	} else {
 		wctx, cancel, werr := h.s.waitContext(ctx, apiconv.Duration(req.MaxWait))
 		if werr != nil {
 			return nil, werr
 		}
-		r, err = h.s.c.AcceptNextSession(wctx, req.Entity, nil)
+		r, err = h.s.c.AcceptNextSession(wctx, req.Entity, opts)
 		if waitEnded(ctx, wctx, err) {
 			cancel()
 			return &sluicev1.AcceptSessionResponse{}, nil // no session free within the wait
@@ -362,7 +365,7 @@ func (h *messaging) RenewSessionLock(ctx context.Context, req *sluicev1.RenewSes
 	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
 		return nil, err
 	}
-	r, err := h.session(req.Entity, req.Session)
+	r, err := h.session(req.Entity, req.Session, req.LockDuration)
 	if err != nil {
 		return nil, err
 	}
@@ -376,7 +379,7 @@ func (h *messaging) GetSessionState(ctx context.Context, req *sluicev1.GetSessio
 	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
 		return nil, err
 	}
-	r, err := h.session(req.Entity, req.Session)
+	r, err := h.session(req.Entity, req.Session, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +394,7 @@ func (h *messaging) SetSessionState(ctx context.Context, req *sluicev1.SetSessio
 	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
 		return nil, err
 	}
-	r, err := h.session(req.Entity, req.Session)
+	r, err := h.session(req.Entity, req.Session, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -409,7 +412,7 @@ func (h *messaging) CloseSession(ctx context.Context, req *sluicev1.CloseSession
 	if err := h.s.authorize(ctx, Receive, req.Entity); err != nil {
 		return nil, err
 	}
-	r, err := h.session(req.Entity, req.Session)
+	r, err := h.session(req.Entity, req.Session, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -253,6 +253,10 @@ func isCapped(path, over, inMessage string) rpcName {
 	return n
 }
 
+// receiverLock is a call's lock duration, in place of the entity's: at
+// most sluice.MaxReceiverLockDuration.
+var receiverLock = isCapped("lockDuration", "43201s", "lock duration")
+
 // rpcDurations are the duration fields of the requests, by RPC (beside
 // rpcTable's names).
 var rpcDurations = map[string][]rpcName{
@@ -267,11 +271,14 @@ var rpcDurations = map[string][]rpcName{
 		isDuration("properties.deadLetterRetention")},
 	"EntityService/UpdateSubscription": {isCapped("properties.lockDuration", "301s", "lock duration"), isDuration("properties.defaultTtl"),
 		isDuration("properties.deadLetterRetention")},
-	"MessagingService/Send":            {isDuration("messages.0.timeToLive")},
-	"MessagingService/Receive":         {isDuration("maxWait")},
-	"MessagingService/AcceptSession":   {isDuration("maxWait")},
-	"StreamService/SetStreamRetention": {isDuration("maxAge"), isDuration("expiry"), isDuration("parked")},
-	"StreamService/Consume":            {isDuration("ackTimeout"), isDuration("retryBackoff"), isDuration("maxRetryBackoff")},
+	"MessagingService/Send":             {isDuration("messages.0.timeToLive")},
+	"MessagingService/Receive":          {isDuration("maxWait"), receiverLock},
+	"MessagingService/ReceiveDeferred":  {receiverLock},
+	"MessagingService/RenewLock":        {receiverLock},
+	"MessagingService/AcceptSession":    {isDuration("maxWait"), receiverLock},
+	"MessagingService/RenewSessionLock": {receiverLock},
+	"StreamService/SetStreamRetention":  {isDuration("maxAge"), isDuration("expiry"), isDuration("parked")},
+	"StreamService/Consume":             {isDuration("ackTimeout"), isDuration("retryBackoff"), isDuration("maxRetryBackoff")},
 }
 
 // rpcMethod is an RPC of the API, from its descriptor.

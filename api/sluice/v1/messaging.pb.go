@@ -723,7 +723,10 @@ type ReceiveRequest struct {
 	Mode     ReceiveMode          `protobuf:"varint,4,opt,name=mode,proto3,enum=sluice.v1.ReceiveMode" json:"mode,omitempty"`
 	SubQueue SubQueue             `protobuf:"varint,5,opt,name=sub_queue,json=subQueue,proto3,enum=sluice.v1.SubQueue" json:"sub_queue,omitempty"`
 	// Receive the messages of this held session.
-	Session       *SessionLock `protobuf:"bytes,6,opt,name=session,proto3" json:"session,omitempty"`
+	Session *SessionLock `protobuf:"bytes,6,opt,name=session,proto3" json:"session,omitempty"`
+	// How long to lock what is received, in place of the entity's lock
+	// duration (unset: the entity's; 1 ms to 12 h).
+	LockDuration  *durationpb.Duration `protobuf:"bytes,7,opt,name=lock_duration,json=lockDuration,proto3" json:"lock_duration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -800,6 +803,13 @@ func (x *ReceiveRequest) GetSession() *SessionLock {
 	return nil
 }
 
+func (x *ReceiveRequest) GetLockDuration() *durationpb.Duration {
+	if x != nil {
+		return x.LockDuration
+	}
+	return nil
+}
+
 type ReceiveResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Messages      []*ReceivedMessage     `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
@@ -850,8 +860,10 @@ type ReceiveDeferredRequest struct {
 	SequenceNumbers []int64                `protobuf:"varint,2,rep,packed,name=sequence_numbers,json=sequenceNumbers,proto3" json:"sequence_numbers,omitempty"`
 	Mode            ReceiveMode            `protobuf:"varint,3,opt,name=mode,proto3,enum=sluice.v1.ReceiveMode" json:"mode,omitempty"`
 	Session         *SessionLock           `protobuf:"bytes,4,opt,name=session,proto3" json:"session,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// As in ReceiveRequest.
+	LockDuration  *durationpb.Duration `protobuf:"bytes,5,opt,name=lock_duration,json=lockDuration,proto3" json:"lock_duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReceiveDeferredRequest) Reset() {
@@ -908,6 +920,13 @@ func (x *ReceiveDeferredRequest) GetMode() ReceiveMode {
 func (x *ReceiveDeferredRequest) GetSession() *SessionLock {
 	if x != nil {
 		return x.Session
+	}
+	return nil
+}
+
+func (x *ReceiveDeferredRequest) GetLockDuration() *durationpb.Duration {
+	if x != nil {
+		return x.LockDuration
 	}
 	return nil
 }
@@ -1933,10 +1952,13 @@ func (*DeferResponse) Descriptor() ([]byte, []int) {
 }
 
 type RenewLockRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entity        string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
-	SubQueue      SubQueue               `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=sluice.v1.SubQueue" json:"sub_queue,omitempty"`
-	LockToken     string                 `protobuf:"bytes,3,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Entity    string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	SubQueue  SubQueue               `protobuf:"varint,2,opt,name=sub_queue,json=subQueue,proto3,enum=sluice.v1.SubQueue" json:"sub_queue,omitempty"`
+	LockToken string                 `protobuf:"bytes,3,opt,name=lock_token,json=lockToken,proto3" json:"lock_token,omitempty"`
+	// How long to extend the lock by (unset: the entity's lock duration;
+	// 1 ms to 12 h).
+	LockDuration  *durationpb.Duration `protobuf:"bytes,4,opt,name=lock_duration,json=lockDuration,proto3" json:"lock_duration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1992,6 +2014,13 @@ func (x *RenewLockRequest) GetLockToken() string {
 	return ""
 }
 
+func (x *RenewLockRequest) GetLockDuration() *durationpb.Duration {
+	if x != nil {
+		return x.LockDuration
+	}
+	return nil
+}
+
 type RenewLockResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	LockedUntil   *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=locked_until,json=lockedUntil,proto3" json:"locked_until,omitempty"`
@@ -2042,7 +2071,10 @@ type AcceptSessionRequest struct {
 	// The session to lock ("": the next one with messages and no holder).
 	SessionId string `protobuf:"bytes,2,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// How long to wait for the next session (unset: not at all).
-	MaxWait       *durationpb.Duration `protobuf:"bytes,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	MaxWait *durationpb.Duration `protobuf:"bytes,3,opt,name=max_wait,json=maxWait,proto3" json:"max_wait,omitempty"`
+	// How long to lock the session, in place of the entity's lock duration
+	// (unset: the entity's; 1 ms to 12 h).
+	LockDuration  *durationpb.Duration `protobuf:"bytes,4,opt,name=lock_duration,json=lockDuration,proto3" json:"lock_duration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2098,6 +2130,13 @@ func (x *AcceptSessionRequest) GetMaxWait() *durationpb.Duration {
 	return nil
 }
 
+func (x *AcceptSessionRequest) GetLockDuration() *durationpb.Duration {
+	if x != nil {
+		return x.LockDuration
+	}
+	return nil
+}
+
 type AcceptSessionResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       *SessionLock           `protobuf:"bytes,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -2143,9 +2182,12 @@ func (x *AcceptSessionResponse) GetSession() *SessionLock {
 }
 
 type RenewSessionLockRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Entity        string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
-	Session       *SessionLock           `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Entity  string                 `protobuf:"bytes,1,opt,name=entity,proto3" json:"entity,omitempty"`
+	Session *SessionLock           `protobuf:"bytes,2,opt,name=session,proto3" json:"session,omitempty"`
+	// How long to extend the lock by (unset: the entity's lock duration;
+	// 1 ms to 12 h).
+	LockDuration  *durationpb.Duration `protobuf:"bytes,3,opt,name=lock_duration,json=lockDuration,proto3" json:"lock_duration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2190,6 +2232,13 @@ func (x *RenewSessionLockRequest) GetEntity() string {
 func (x *RenewSessionLockRequest) GetSession() *SessionLock {
 	if x != nil {
 		return x.Session
+	}
+	return nil
+}
+
+func (x *RenewSessionLockRequest) GetLockDuration() *durationpb.Duration {
+	if x != nil {
+		return x.LockDuration
 	}
 	return nil
 }
@@ -3136,21 +3185,23 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x16CancelScheduledRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x12)\n" +
 	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\"\x19\n" +
-	"\x17CancelScheduledResponse\"\x91\x02\n" +
+	"\x17CancelScheduledResponse\"\xd1\x02\n" +
 	"\x0eReceiveRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x12!\n" +
 	"\fmax_messages\x18\x02 \x01(\x05R\vmaxMessages\x124\n" +
 	"\bmax_wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\x12*\n" +
 	"\x04mode\x18\x04 \x01(\x0e2\x16.sluice.v1.ReceiveModeR\x04mode\x120\n" +
 	"\tsub_queue\x18\x05 \x01(\x0e2\x13.sluice.v1.SubQueueR\bsubQueue\x120\n" +
-	"\asession\x18\x06 \x01(\v2\x16.sluice.v1.SessionLockR\asession\"I\n" +
+	"\asession\x18\x06 \x01(\v2\x16.sluice.v1.SessionLockR\asession\x12>\n" +
+	"\rlock_duration\x18\a \x01(\v2\x19.google.protobuf.DurationR\flockDuration\"I\n" +
 	"\x0fReceiveResponse\x126\n" +
-	"\bmessages\x18\x01 \x03(\v2\x1a.sluice.v1.ReceivedMessageR\bmessages\"\xb9\x01\n" +
+	"\bmessages\x18\x01 \x03(\v2\x1a.sluice.v1.ReceivedMessageR\bmessages\"\xf9\x01\n" +
 	"\x16ReceiveDeferredRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x12)\n" +
 	"\x10sequence_numbers\x18\x02 \x03(\x03R\x0fsequenceNumbers\x12*\n" +
 	"\x04mode\x18\x03 \x01(\x0e2\x16.sluice.v1.ReceiveModeR\x04mode\x120\n" +
-	"\asession\x18\x04 \x01(\v2\x16.sluice.v1.SessionLockR\asession\"Q\n" +
+	"\asession\x18\x04 \x01(\v2\x16.sluice.v1.SessionLockR\asession\x12>\n" +
+	"\rlock_duration\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\flockDuration\"Q\n" +
 	"\x17ReceiveDeferredResponse\x126\n" +
 	"\bmessages\x18\x01 \x03(\v2\x1a.sluice.v1.ReceivedMessageR\bmessages\"\xde\x01\n" +
 	"\vPeekRequest\x12\x16\n" +
@@ -3236,24 +3287,27 @@ const file_sluice_v1_messaging_proto_rawDesc = "" +
 	"\x17PropertiesToModifyEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x0f\n" +
-	"\rDeferResponse\"{\n" +
+	"\rDeferResponse\"\xbb\x01\n" +
 	"\x10RenewLockRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x120\n" +
 	"\tsub_queue\x18\x02 \x01(\x0e2\x13.sluice.v1.SubQueueR\bsubQueue\x12\x1d\n" +
 	"\n" +
-	"lock_token\x18\x03 \x01(\tR\tlockToken\"R\n" +
+	"lock_token\x18\x03 \x01(\tR\tlockToken\x12>\n" +
+	"\rlock_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\flockDuration\"R\n" +
 	"\x11RenewLockResponse\x12=\n" +
-	"\flocked_until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vlockedUntil\"\x83\x01\n" +
+	"\flocked_until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vlockedUntil\"\xc3\x01\n" +
 	"\x14AcceptSessionRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x02 \x01(\tR\tsessionId\x124\n" +
-	"\bmax_wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\"I\n" +
+	"\bmax_wait\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\amaxWait\x12>\n" +
+	"\rlock_duration\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\flockDuration\"I\n" +
 	"\x15AcceptSessionResponse\x120\n" +
-	"\asession\x18\x01 \x01(\v2\x16.sluice.v1.SessionLockR\asession\"c\n" +
+	"\asession\x18\x01 \x01(\v2\x16.sluice.v1.SessionLockR\asession\"\xa3\x01\n" +
 	"\x17RenewSessionLockRequest\x12\x16\n" +
 	"\x06entity\x18\x01 \x01(\tR\x06entity\x120\n" +
-	"\asession\x18\x02 \x01(\v2\x16.sluice.v1.SessionLockR\asession\"Y\n" +
+	"\asession\x18\x02 \x01(\v2\x16.sluice.v1.SessionLockR\asession\x12>\n" +
+	"\rlock_duration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\flockDuration\"Y\n" +
 	"\x18RenewSessionLockResponse\x12=\n" +
 	"\flocked_until\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\vlockedUntil\"b\n" +
 	"\x16GetSessionStateRequest\x12\x16\n" +
@@ -3433,90 +3487,95 @@ var file_sluice_v1_messaging_proto_depIdxs = []int32{
 	1,  // 12: sluice.v1.ReceiveRequest.mode:type_name -> sluice.v1.ReceiveMode
 	2,  // 13: sluice.v1.ReceiveRequest.sub_queue:type_name -> sluice.v1.SubQueue
 	5,  // 14: sluice.v1.ReceiveRequest.session:type_name -> sluice.v1.SessionLock
-	4,  // 15: sluice.v1.ReceiveResponse.messages:type_name -> sluice.v1.ReceivedMessage
-	1,  // 16: sluice.v1.ReceiveDeferredRequest.mode:type_name -> sluice.v1.ReceiveMode
-	5,  // 17: sluice.v1.ReceiveDeferredRequest.session:type_name -> sluice.v1.SessionLock
-	4,  // 18: sluice.v1.ReceiveDeferredResponse.messages:type_name -> sluice.v1.ReceivedMessage
-	2,  // 19: sluice.v1.PeekRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	16, // 20: sluice.v1.PeekRequest.filter:type_name -> sluice.v1.MessageFilter
-	4,  // 21: sluice.v1.PeekResponse.messages:type_name -> sluice.v1.ReceivedMessage
-	0,  // 22: sluice.v1.MessageFilter.states:type_name -> sluice.v1.MessageState
-	54, // 23: sluice.v1.MessageFilter.application_properties:type_name -> sluice.v1.MessageFilter.ApplicationPropertiesEntry
-	2,  // 24: sluice.v1.CompleteRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 25: sluice.v1.CompleteRequest.session:type_name -> sluice.v1.SessionLock
-	2,  // 26: sluice.v1.CompleteBatchRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 27: sluice.v1.CompleteBatchRequest.session:type_name -> sluice.v1.SessionLock
-	21, // 28: sluice.v1.CompleteBatchResponse.failures:type_name -> sluice.v1.SettleFailure
-	2,  // 29: sluice.v1.ReleaseRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	2,  // 30: sluice.v1.AbandonRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	5,  // 31: sluice.v1.AbandonRequest.session:type_name -> sluice.v1.SessionLock
-	55, // 32: sluice.v1.AbandonRequest.properties_to_modify:type_name -> sluice.v1.AbandonRequest.PropertiesToModifyEntry
-	58, // 33: sluice.v1.AbandonRequest.delay:type_name -> google.protobuf.Duration
-	5,  // 34: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
-	56, // 35: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
-	5,  // 36: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
-	57, // 37: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
-	2,  // 38: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
-	59, // 39: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	58, // 40: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
-	5,  // 41: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
-	5,  // 42: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
-	59, // 43: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
-	5,  // 44: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 45: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
-	5,  // 46: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
-	48, // 47: sluice.v1.ListDeadLetterReasonsResponse.reasons:type_name -> sluice.v1.DeadLetterReasonCount
-	59, // 48: sluice.v1.DeleteMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
-	59, // 49: sluice.v1.PurgeMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
-	6,  // 50: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
-	8,  // 51: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
-	10, // 52: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
-	12, // 53: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
-	14, // 54: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
-	17, // 55: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
-	19, // 56: sluice.v1.MessagingService.CompleteBatch:input_type -> sluice.v1.CompleteBatchRequest
-	24, // 57: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
-	26, // 58: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
-	28, // 59: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
-	30, // 60: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
-	22, // 61: sluice.v1.MessagingService.Release:input_type -> sluice.v1.ReleaseRequest
-	32, // 62: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
-	34, // 63: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
-	36, // 64: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
-	38, // 65: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
-	40, // 66: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
-	42, // 67: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
-	44, // 68: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
-	46, // 69: sluice.v1.MessagingService.ListDeadLetterReasons:input_type -> sluice.v1.ListDeadLetterReasonsRequest
-	49, // 70: sluice.v1.MessagingService.DeleteMessages:input_type -> sluice.v1.DeleteMessagesRequest
-	51, // 71: sluice.v1.MessagingService.PurgeMessages:input_type -> sluice.v1.PurgeMessagesRequest
-	7,  // 72: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
-	9,  // 73: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
-	11, // 74: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
-	13, // 75: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
-	15, // 76: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
-	18, // 77: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
-	20, // 78: sluice.v1.MessagingService.CompleteBatch:output_type -> sluice.v1.CompleteBatchResponse
-	25, // 79: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
-	27, // 80: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
-	29, // 81: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
-	31, // 82: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
-	23, // 83: sluice.v1.MessagingService.Release:output_type -> sluice.v1.ReleaseResponse
-	33, // 84: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
-	35, // 85: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
-	37, // 86: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
-	39, // 87: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
-	41, // 88: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
-	43, // 89: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
-	45, // 90: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
-	47, // 91: sluice.v1.MessagingService.ListDeadLetterReasons:output_type -> sluice.v1.ListDeadLetterReasonsResponse
-	50, // 92: sluice.v1.MessagingService.DeleteMessages:output_type -> sluice.v1.DeleteMessagesResponse
-	52, // 93: sluice.v1.MessagingService.PurgeMessages:output_type -> sluice.v1.PurgeMessagesResponse
-	72, // [72:94] is the sub-list for method output_type
-	50, // [50:72] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	58, // 15: sluice.v1.ReceiveRequest.lock_duration:type_name -> google.protobuf.Duration
+	4,  // 16: sluice.v1.ReceiveResponse.messages:type_name -> sluice.v1.ReceivedMessage
+	1,  // 17: sluice.v1.ReceiveDeferredRequest.mode:type_name -> sluice.v1.ReceiveMode
+	5,  // 18: sluice.v1.ReceiveDeferredRequest.session:type_name -> sluice.v1.SessionLock
+	58, // 19: sluice.v1.ReceiveDeferredRequest.lock_duration:type_name -> google.protobuf.Duration
+	4,  // 20: sluice.v1.ReceiveDeferredResponse.messages:type_name -> sluice.v1.ReceivedMessage
+	2,  // 21: sluice.v1.PeekRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	16, // 22: sluice.v1.PeekRequest.filter:type_name -> sluice.v1.MessageFilter
+	4,  // 23: sluice.v1.PeekResponse.messages:type_name -> sluice.v1.ReceivedMessage
+	0,  // 24: sluice.v1.MessageFilter.states:type_name -> sluice.v1.MessageState
+	54, // 25: sluice.v1.MessageFilter.application_properties:type_name -> sluice.v1.MessageFilter.ApplicationPropertiesEntry
+	2,  // 26: sluice.v1.CompleteRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 27: sluice.v1.CompleteRequest.session:type_name -> sluice.v1.SessionLock
+	2,  // 28: sluice.v1.CompleteBatchRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 29: sluice.v1.CompleteBatchRequest.session:type_name -> sluice.v1.SessionLock
+	21, // 30: sluice.v1.CompleteBatchResponse.failures:type_name -> sluice.v1.SettleFailure
+	2,  // 31: sluice.v1.ReleaseRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	2,  // 32: sluice.v1.AbandonRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	5,  // 33: sluice.v1.AbandonRequest.session:type_name -> sluice.v1.SessionLock
+	55, // 34: sluice.v1.AbandonRequest.properties_to_modify:type_name -> sluice.v1.AbandonRequest.PropertiesToModifyEntry
+	58, // 35: sluice.v1.AbandonRequest.delay:type_name -> google.protobuf.Duration
+	5,  // 36: sluice.v1.DeadLetterRequest.session:type_name -> sluice.v1.SessionLock
+	56, // 37: sluice.v1.DeadLetterRequest.properties_to_modify:type_name -> sluice.v1.DeadLetterRequest.PropertiesToModifyEntry
+	5,  // 38: sluice.v1.DeferRequest.session:type_name -> sluice.v1.SessionLock
+	57, // 39: sluice.v1.DeferRequest.properties_to_modify:type_name -> sluice.v1.DeferRequest.PropertiesToModifyEntry
+	2,  // 40: sluice.v1.RenewLockRequest.sub_queue:type_name -> sluice.v1.SubQueue
+	58, // 41: sluice.v1.RenewLockRequest.lock_duration:type_name -> google.protobuf.Duration
+	59, // 42: sluice.v1.RenewLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	58, // 43: sluice.v1.AcceptSessionRequest.max_wait:type_name -> google.protobuf.Duration
+	58, // 44: sluice.v1.AcceptSessionRequest.lock_duration:type_name -> google.protobuf.Duration
+	5,  // 45: sluice.v1.AcceptSessionResponse.session:type_name -> sluice.v1.SessionLock
+	5,  // 46: sluice.v1.RenewSessionLockRequest.session:type_name -> sluice.v1.SessionLock
+	58, // 47: sluice.v1.RenewSessionLockRequest.lock_duration:type_name -> google.protobuf.Duration
+	59, // 48: sluice.v1.RenewSessionLockResponse.locked_until:type_name -> google.protobuf.Timestamp
+	5,  // 49: sluice.v1.GetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 50: sluice.v1.SetSessionStateRequest.session:type_name -> sluice.v1.SessionLock
+	5,  // 51: sluice.v1.CloseSessionRequest.session:type_name -> sluice.v1.SessionLock
+	48, // 52: sluice.v1.ListDeadLetterReasonsResponse.reasons:type_name -> sluice.v1.DeadLetterReasonCount
+	59, // 53: sluice.v1.DeleteMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
+	59, // 54: sluice.v1.PurgeMessagesRequest.enqueued_before:type_name -> google.protobuf.Timestamp
+	6,  // 55: sluice.v1.MessagingService.Send:input_type -> sluice.v1.SendRequest
+	8,  // 56: sluice.v1.MessagingService.CancelScheduled:input_type -> sluice.v1.CancelScheduledRequest
+	10, // 57: sluice.v1.MessagingService.Receive:input_type -> sluice.v1.ReceiveRequest
+	12, // 58: sluice.v1.MessagingService.ReceiveDeferred:input_type -> sluice.v1.ReceiveDeferredRequest
+	14, // 59: sluice.v1.MessagingService.Peek:input_type -> sluice.v1.PeekRequest
+	17, // 60: sluice.v1.MessagingService.Complete:input_type -> sluice.v1.CompleteRequest
+	19, // 61: sluice.v1.MessagingService.CompleteBatch:input_type -> sluice.v1.CompleteBatchRequest
+	24, // 62: sluice.v1.MessagingService.Abandon:input_type -> sluice.v1.AbandonRequest
+	26, // 63: sluice.v1.MessagingService.DeadLetter:input_type -> sluice.v1.DeadLetterRequest
+	28, // 64: sluice.v1.MessagingService.Defer:input_type -> sluice.v1.DeferRequest
+	30, // 65: sluice.v1.MessagingService.RenewLock:input_type -> sluice.v1.RenewLockRequest
+	22, // 66: sluice.v1.MessagingService.Release:input_type -> sluice.v1.ReleaseRequest
+	32, // 67: sluice.v1.MessagingService.AcceptSession:input_type -> sluice.v1.AcceptSessionRequest
+	34, // 68: sluice.v1.MessagingService.RenewSessionLock:input_type -> sluice.v1.RenewSessionLockRequest
+	36, // 69: sluice.v1.MessagingService.GetSessionState:input_type -> sluice.v1.GetSessionStateRequest
+	38, // 70: sluice.v1.MessagingService.SetSessionState:input_type -> sluice.v1.SetSessionStateRequest
+	40, // 71: sluice.v1.MessagingService.CloseSession:input_type -> sluice.v1.CloseSessionRequest
+	42, // 72: sluice.v1.MessagingService.ResubmitDeadLetters:input_type -> sluice.v1.ResubmitDeadLettersRequest
+	44, // 73: sluice.v1.MessagingService.PurgeDeadLetters:input_type -> sluice.v1.PurgeDeadLettersRequest
+	46, // 74: sluice.v1.MessagingService.ListDeadLetterReasons:input_type -> sluice.v1.ListDeadLetterReasonsRequest
+	49, // 75: sluice.v1.MessagingService.DeleteMessages:input_type -> sluice.v1.DeleteMessagesRequest
+	51, // 76: sluice.v1.MessagingService.PurgeMessages:input_type -> sluice.v1.PurgeMessagesRequest
+	7,  // 77: sluice.v1.MessagingService.Send:output_type -> sluice.v1.SendResponse
+	9,  // 78: sluice.v1.MessagingService.CancelScheduled:output_type -> sluice.v1.CancelScheduledResponse
+	11, // 79: sluice.v1.MessagingService.Receive:output_type -> sluice.v1.ReceiveResponse
+	13, // 80: sluice.v1.MessagingService.ReceiveDeferred:output_type -> sluice.v1.ReceiveDeferredResponse
+	15, // 81: sluice.v1.MessagingService.Peek:output_type -> sluice.v1.PeekResponse
+	18, // 82: sluice.v1.MessagingService.Complete:output_type -> sluice.v1.CompleteResponse
+	20, // 83: sluice.v1.MessagingService.CompleteBatch:output_type -> sluice.v1.CompleteBatchResponse
+	25, // 84: sluice.v1.MessagingService.Abandon:output_type -> sluice.v1.AbandonResponse
+	27, // 85: sluice.v1.MessagingService.DeadLetter:output_type -> sluice.v1.DeadLetterResponse
+	29, // 86: sluice.v1.MessagingService.Defer:output_type -> sluice.v1.DeferResponse
+	31, // 87: sluice.v1.MessagingService.RenewLock:output_type -> sluice.v1.RenewLockResponse
+	23, // 88: sluice.v1.MessagingService.Release:output_type -> sluice.v1.ReleaseResponse
+	33, // 89: sluice.v1.MessagingService.AcceptSession:output_type -> sluice.v1.AcceptSessionResponse
+	35, // 90: sluice.v1.MessagingService.RenewSessionLock:output_type -> sluice.v1.RenewSessionLockResponse
+	37, // 91: sluice.v1.MessagingService.GetSessionState:output_type -> sluice.v1.GetSessionStateResponse
+	39, // 92: sluice.v1.MessagingService.SetSessionState:output_type -> sluice.v1.SetSessionStateResponse
+	41, // 93: sluice.v1.MessagingService.CloseSession:output_type -> sluice.v1.CloseSessionResponse
+	43, // 94: sluice.v1.MessagingService.ResubmitDeadLetters:output_type -> sluice.v1.ResubmitDeadLettersResponse
+	45, // 95: sluice.v1.MessagingService.PurgeDeadLetters:output_type -> sluice.v1.PurgeDeadLettersResponse
+	47, // 96: sluice.v1.MessagingService.ListDeadLetterReasons:output_type -> sluice.v1.ListDeadLetterReasonsResponse
+	50, // 97: sluice.v1.MessagingService.DeleteMessages:output_type -> sluice.v1.DeleteMessagesResponse
+	52, // 98: sluice.v1.MessagingService.PurgeMessages:output_type -> sluice.v1.PurgeMessagesResponse
+	77, // [77:99] is the sub-list for method output_type
+	55, // [55:77] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_messaging_proto_init() }
