@@ -399,28 +399,8 @@ func (c *Client) Subscribe(ctx context.Context, id StreamID, consumer string, fr
 	_, _ = rand.Read(b)
 	sub := store.NewSubscription{ID: hex.EncodeToString(b), Consumer: consumer, Namespace: id.Namespace, Key: id.Key,
 		Partition: part}
-	for attempt := 0; ; attempt++ {
-		start := from.at - 1
-		if from.kind != startAt {
-			info, err := c.st.PartitionInfo(ctx, part)
-			if err != nil {
-				return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
-			}
-			start = info.Head
-			if from.kind == startBeginning {
-				start = info.Trimmed
-			}
-		}
-		sub.Start = map[int32]int64{part: start}
-		err := c.st.CreateSubscription(ctx, &sub)
-		if err == nil {
-			break
-		}
-		// A trim between reading the oldest position and taking the
-		// retention lock: read it again.
-		if from.kind != startBeginning || !errors.Is(err, ErrTrimmed) || attempt == 3 {
-			return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
-		}
+	if err := c.storeSubscription(ctx, &sub, []int32{part}, from); err != nil {
+		return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
 	}
 	c.subscriptionsChanged()
 	return StreamSubscription{ID: sub.ID, Consumer: consumer, Stream: id, Partition: part, CreatedAt: time.Now()}, nil
@@ -445,31 +425,45 @@ func (c *Client) subscribeNamespace(ctx context.Context, namespace, consumer str
 	}
 	sub := store.NewSubscription{ID: stream.ImplicitID(namespace, consumer), Consumer: consumer, Namespace: namespace,
 		Partition: store.NoPartition}
+	parts := make([]int32, n)
+	for p := range parts {
+		parts[p] = int32(p)
+	}
+	if err := c.storeSubscription(ctx, &sub, parts, from); err != nil {
+		return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+	}
+	c.subscriptionsChanged()
+	return StreamSubscription{ID: sub.ID, Consumer: consumer, Stream: StreamID{Namespace: namespace}, Partition: store.NoPartition,
+		CreatedAt: time.Now()}, nil
+}
+
+// storeSubscription stores sub, starting on each of parts where from
+// says: at its position, at the partition's head (now) or at its oldest
+// record (the beginning).
+func (c *Client) storeSubscription(ctx context.Context, sub *store.NewSubscription, parts []int32, from StartPosition) error {
 	for attempt := 0; ; attempt++ {
-		sub.Start = make(map[int32]int64, n)
-		for p := range n {
+		sub.Start = make(map[int32]int64, len(parts))
+		for _, p := range parts {
+			if from.kind == startAt {
+				sub.Start[p] = from.at - 1
+				continue
+			}
 			info, err := c.st.PartitionInfo(ctx, p)
 			if err != nil {
-				return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+				return err
 			}
 			sub.Start[p] = info.Head
 			if from.kind == startBeginning {
 				sub.Start[p] = info.Trimmed
 			}
 		}
-		err := c.st.CreateSubscription(ctx, &sub)
-		if err == nil {
-			break
-		}
+		err := c.st.CreateSubscription(ctx, sub)
 		// A trim between reading the oldest positions and taking the
 		// retention lock: read them again.
-		if from.kind != startBeginning || !errors.Is(err, ErrTrimmed) || attempt == 3 {
-			return StreamSubscription{}, fmt.Errorf("sluice: subscribe: %w", err)
+		if err == nil || from.kind != startBeginning || !errors.Is(err, ErrTrimmed) || attempt == 3 {
+			return err
 		}
 	}
-	c.subscriptionsChanged()
-	return StreamSubscription{ID: sub.ID, Consumer: consumer, Stream: StreamID{Namespace: namespace}, Partition: store.NoPartition,
-		CreatedAt: time.Now()}, nil
 }
 
 // Unsubscribe deletes a subscription, with its progress and parked
