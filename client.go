@@ -91,8 +91,10 @@ type Client struct {
 	entities          map[string]cachedEntity
 	partitionsChecked bool
 	processors        map[*stream.Node]struct{}
-	// closed is set by Close: a processor's Start after it fails.
-	closed bool
+	// closed is set, and closing closed, by Close: a processor's Start
+	// after it fails, and one in progress is cut short.
+	closed  bool
+	closing chan struct{}
 	// starting counts the processor Starts in progress, which Close
 	// waits for; closeMu makes a second Close wait for the first.
 	starting sync.WaitGroup
@@ -175,6 +177,7 @@ func NewClient(b store.Backend, opts *Options) (*Client, error) {
 		closeFn:         func() error { return nil },
 		entities:        make(map[string]cachedEntity),
 		processors:      make(map[*stream.Node]struct{}),
+		closing:         make(chan struct{}),
 	}, nil
 }
 
@@ -189,7 +192,7 @@ const (
 func (c *Client) StreamPartitions() int32 { return c.partitions }
 
 // Close stops the stream processors of the client still running (and
-// waits for those starting), as their Stop does with a context that has
+// cuts short those starting), as their Stop does with a context that has
 // ended (the deliveries in progress are cut short and come again, and
 // each processor stores its progress and gives back its partitions),
 // then releases the database if Open opened it. Calls after Close fail
@@ -199,6 +202,9 @@ func (c *Client) Close() error {
 	c.closeMu.Lock()
 	defer c.closeMu.Unlock()
 	c.mu.Lock()
+	if !c.closed && c.closing != nil { // nil in a zero Client
+		close(c.closing)
+	}
 	c.closed = true
 	c.mu.Unlock()
 	c.starting.Wait()

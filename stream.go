@@ -946,7 +946,21 @@ func (p *StreamProcessor) Start(ctx context.Context) error {
 		return fmt.Errorf("sluice: start stream processor: the client is closed: %w", ErrClosed)
 	}
 	defer p.c.starting.Done()
+	// A Close cuts the start short (on SQLite it may wait seconds for
+	// another node to fall silent).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.c.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if err := p.node.Start(ctx); err != nil {
+		if isClosed(p.c.closing) {
+			return fmt.Errorf("sluice: start stream processor: the client closed: %w", ErrClosed)
+		}
 		return err
 	}
 	p.c.addProcessor(p.node)
@@ -1010,5 +1024,14 @@ func (c *Client) subscriptionsChanged() {
 	defer c.mu.Unlock()
 	for n := range c.processors {
 		n.SubscriptionsChanged()
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }

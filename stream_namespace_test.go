@@ -1,6 +1,7 @@
 package sluice_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -127,6 +128,52 @@ func TestCloseStopsProcessors(t *testing.T) {
 		next.waitCount(t, 1, 30*time.Second)
 		if got := next.positions("ns/feed/reader", "k"); !slices.Equal(got, after) {
 			t.Fatalf("the next processor delivered %v, want %v (%v were delivered before the close)", got, after, before)
+		}
+	})
+}
+
+// On SQLite a processor's Start waits for another node of its group to
+// fall silent; closing its client cuts that wait short.
+func TestCloseCutsStartShort(t *testing.T) {
+	forEachBackendKind(t, func(t *testing.T, kind, service string, c *sluice.Client) {
+		if kind != "sqlite" {
+			t.Skip("only SQLite runs one node of a group at a time")
+		}
+		startStreamProcessor(t, c, nil, func(p *sluice.StreamProcessor) {
+			if err := p.Handle("reader", newCollector().handle, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+		other := reopen(t, kind, service)
+		p := other.NewStreamProcessor(&sluice.StreamProcessorOptions{FailureTimeout: time.Hour})
+		if err := p.Handle("reader", newCollector().handle, nil); err != nil {
+			t.Fatal(err)
+		}
+		started := make(chan error, 1)
+		go func() { started <- p.Start(context.Background()) }()
+		// Once it is waiting: registered as a node of the cluster.
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			status, err := c.ClusterStatus(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if slices.ContainsFunc(status.Nodes, func(n sluice.ClusterNode) bool { return n.ID == p.NodeID() }) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the second processor never registered")
+			}
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- other.Close() }() // it waits for the Start
+		select {
+		case err := <-started:
+			wantErr(t, "a Start its client's Close cut short", err, sluice.ErrClosed)
+		case <-time.After(30 * time.Second):
+			t.Fatal("Close did not cut short a Start waiting for another node (it waits up to an hour)")
+		}
+		if err := <-closed; err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -94,7 +94,10 @@ func (c *Client) NewReceiver(entity string, opts *sluice.ReceiverOptions) (*Rece
 	if o.SubQueue != sluice.SubQueueNone && o.SubQueue != sluice.SubQueueDeadLetter {
 		return nil, fmt.Errorf("sluice: new receiver: unknown sub-queue %d: %w", o.SubQueue, sluice.ErrInvalidArgument)
 	}
-	if d := o.LockDuration; d != 0 && (d < time.Millisecond || d > sluice.MaxReceiverLockDuration) {
+	if d := o.LockDuration; d < 0 {
+		return nil, fmt.Errorf("sluice: new receiver: lock duration %v is negative: must be between 1ms and %v (0: the entity's): %w",
+			d, sluice.MaxReceiverLockDuration, sluice.ErrInvalidArgument)
+	} else if d != 0 && (d < time.Millisecond || d > sluice.MaxReceiverLockDuration) {
 		return nil, fmt.Errorf("sluice: new receiver: lock duration %v: must be between 1ms and %v (0: the entity's): %w",
 			d, sluice.MaxReceiverLockDuration, sluice.ErrInvalidArgument)
 	}

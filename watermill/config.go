@@ -110,12 +110,7 @@ type Config struct {
 	// (TxFromContext), which an Ack commits with the message's completion
 	// and a Nack rolls back, so that the handler's writes there happen once
 	// for each message completed. Acks are then completed one at a time.
-	// On Streams the transaction records the event as handled by the
-	// consumer's subscription (sluice.StreamProcessor.HandleTx): an event
-	// whose transaction committed is not handed out again, so the
-	// handler's writes there happen once for each event; a subscription
-	// that ends with a message out rolls its transaction back, and the
-	// event comes again as a failed attempt.
+	// Refused on Streams (see the package's documentation).
 	DB *sql.DB
 	// StreamKey, on Streams, names the metadata field that carries a
 	// message's stream key: a Publisher appends each message to the stream
@@ -181,6 +176,7 @@ func (c *Config) checkStreams(subscriber bool) error {
 		{c.PrefetchCount != 0, "a prefetch count (a stream processor reads ahead)"},
 		{c.Retry != nil, "a retry policy (ConsumerOptions' RetryBackoff spaces a stream's retries)"},
 		{c.MaxLockRenewal != 0, "a lock renewal (events hold no lock: ConsumerOptions' DeliveryTimeout bounds a delivery)"},
+		{c.DB != nil, "a DB (not yet: a delivery's transaction would stay open while its event waits for a subscription)"},
 		{c.QueueProperties != nil || c.TopicProperties != nil || c.SubscriptionProperties != nil, "entity properties"},
 		{c.ConsumerOptions != nil && !subscriber, "consumer options on a publisher"},
 		{c.ConsumerOptions != nil && c.ConsumerOptions.Namespace != "", "a namespace in the consumer options (the topic is)"},

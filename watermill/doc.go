@@ -69,10 +69,8 @@
 // the consumer's RetryBackoff, up to its MaxAttempts, then is parked (or
 // its subscription faulted) so that its stream goes on
 // (Config.ConsumerOptions). A subscription that ends with a message out
-// hands it back without counting an attempt. With a Config.DB, each
-// message goes out with a transaction that records its event as handled
-// (sluice.StreamProcessor.HandleTx): an Ack commits it with the handler's
-// writes, and an event whose transaction committed is not handed out
-// again. The settings of queues are refused on Streams. NewTxPublisher
-// appends in the application's transaction.
+// hands it back without counting an attempt. The settings of queues are
+// refused on Streams, and so is a Config.DB: a subscriber of streams has
+// no transaction of its own yet. NewTxPublisher appends in the
+// application's transaction.
 package watermill

@@ -3,7 +3,6 @@ package watermill
 import (
 	"cmp"
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"maps"
@@ -58,9 +57,6 @@ var hubs = struct {
 type hub struct {
 	key  hubKey
 	opts sluice.ConsumerOptions
-	// db, when set, is Config.DB: each delivery runs in a transaction on
-	// it that records the event as handled (sluice.StreamProcessor.HandleTx).
-	db   *sql.DB
 	proc sluice.StreamEventProcessor
 	// deliveries is taken from by a subscription ready for its next
 	// message (unbuffered: a delivery waits for one).
@@ -81,7 +77,6 @@ type hub struct {
 type delivery struct {
 	ctx    context.Context // the processor's: it ends when the delivery's time is up
 	ev     *sluice.StreamEvent
-	tx     *sql.Tx    // the delivery's transaction, with a DB
 	result chan error // buffered: one result per hand-over
 }
 
@@ -102,14 +97,9 @@ const (
 // errNacked is the failure of a nacked delivery.
 var errNacked = errors.New("sluice/watermill: the message was nacked")
 
-// errEndedInTx fails a delivery whose subscription ended with its message
-// out, in a transaction the application may have written in: rolled
-// back, the event comes again as a failed attempt.
-var errEndedInTx = errors.New("sluice/watermill: the subscription ended with the message out, in its transaction")
-
 // attach returns the hub of the consumer on client, started, and
 // counts the caller among its subscriptions (detach uncounts it).
-func attach(ctx context.Context, client sluice.API, consumer string, opts sluice.ConsumerOptions, db *sql.DB) (*hub, error) {
+func attach(ctx context.Context, client sluice.API, consumer string, opts sluice.ConsumerOptions) (*hub, error) {
 	key := hubKey{client: client, consumer: consumer}
 	for {
 		hubs.Lock()
@@ -124,9 +114,9 @@ func attach(ctx context.Context, client sluice.API, consumer string, opts sluice
 			}
 		}
 		if h != nil {
-			if h.opts != opts || h.db != db {
+			if h.opts != opts {
 				hubs.Unlock()
-				return nil, fmt.Errorf("sluice/watermill: consumer %q runs in this process with other consumer options (%+v) or another DB: %w",
+				return nil, fmt.Errorf("sluice/watermill: consumer %q runs in this process with other consumer options (%+v): %w",
 					consumer, h.opts, sluice.ErrInvalidArgument)
 			}
 			h.attached++
@@ -146,7 +136,7 @@ func attach(ctx context.Context, client sluice.API, consumer string, opts sluice
 			}
 			return h, nil
 		}
-		h = &hub{key: key, opts: opts, db: db, deliveries: make(chan *delivery), started: make(chan struct{}),
+		h = &hub{key: key, opts: opts, deliveries: make(chan *delivery), started: make(chan struct{}),
 			attached: 1, stopped: make(chan struct{})}
 		h.proc = client.StreamEventProcessor(&sluice.StreamProcessorOptions{Group: consumer})
 		hubs.m[key] = h
@@ -156,15 +146,7 @@ func attach(ctx context.Context, client sluice.API, consumer string, opts sluice
 		// the message goes out (handOutEvent).
 		popts := opts
 		popts.DeliveryTimeout = maxQueued
-		var err error
-		if db != nil {
-			// NewSubscriber let a DB through on the library's client only.
-			err = h.proc.(*sluice.StreamProcessor).HandleTx(consumer, db, func(ctx context.Context, tx *sql.Tx, ev *sluice.StreamEvent) error {
-				return h.handle(ctx, ev, tx)
-			}, &popts)
-		} else {
-			err = h.proc.Handle(consumer, func(ctx context.Context, ev *sluice.StreamEvent) error { return h.handle(ctx, ev, nil) }, &popts)
-		}
+		err := h.proc.Handle(consumer, h.handle, &popts)
 		if err == nil {
 			err = h.proc.Start(ctx)
 		}
@@ -205,10 +187,9 @@ func (h *hub) detach() {
 }
 
 // handle is the consumer's handler: it hands ev to a subscription and
-// returns its result, handing it to another when one ends first. tx is
-// the delivery's transaction, with a DB.
-func (h *hub) handle(ctx context.Context, ev *sluice.StreamEvent, tx *sql.Tx) error {
-	d := &delivery{ctx: ctx, ev: ev, tx: tx, result: make(chan error, 1)}
+// returns its result, handing it to another when one ends first.
+func (h *hub) handle(ctx context.Context, ev *sluice.StreamEvent) error {
+	d := &delivery{ctx: ctx, ev: ev, result: make(chan error, 1)}
 	for {
 		select {
 		case h.deliveries <- d:
@@ -241,7 +222,7 @@ func (s *Subscriber) subscribeStream(ctx context.Context, topic string) (<-chan 
 		opts = *s.cfg.ConsumerOptions
 	}
 	opts.Namespace = topic
-	h, err := attach(ctx, s.client, streamConsumer(topic, s.cfg.ConsumerGroup), opts, s.cfg.DB)
+	h, err := attach(ctx, s.client, streamConsumer(topic, s.cfg.ConsumerGroup), opts)
 	if err != nil {
 		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, err)
 	}
@@ -305,9 +286,6 @@ func handOutEvent(ctx context.Context, d *delivery, out chan<- *message.Message,
 	defer cancel()
 	stop := context.AfterFunc(d.ctx, cancel)
 	defer stop()
-	if d.tx != nil {
-		mctx = context.WithValue(mctx, txKey{}, d.tx)
-	}
 	msg.SetContext(mctx)
 	select {
 	case out <- msg:
@@ -331,19 +309,27 @@ func handOutEvent(ctx context.Context, d *delivery, out chan<- *message.Message,
 		case <-msg.Nacked():
 			d.result <- errNacked
 		default:
-			if d.tx != nil {
-				d.result <- errEndedInTx // what the handler wrote in it is rolled back
-			} else {
-				d.result <- errHandedBack
-			}
+			d.result <- errHandedBack
 		}
 	case <-late.C:
-		log.Info("a message was not acked in its delivery time; its event comes again",
-			wm.LogFields{"message_uuid": id, "partition": ev.Partition, "position": ev.Position, "attempt": ev.Attempt})
-		d.result <- fmt.Errorf("sluice/watermill: the message was not acked within %v", ackWithin)
+		select {
+		case <-msg.Acked(): // just in time
+			d.result <- nil
+		case <-msg.Nacked():
+			d.result <- errNacked
+		default:
+			log.Info("a message was not acked in its delivery time; its event comes again",
+				wm.LogFields{"message_uuid": id, "partition": ev.Partition, "position": ev.Position, "attempt": ev.Attempt})
+			d.result <- fmt.Errorf("sluice/watermill: the message was not acked within %v", ackWithin)
+		}
 	case <-d.ctx.Done():
 		// The processor stopped (the event comes again), or the delivery
 		// waited for a subscription until maxQueued: the handler has
-		// returned.
+		// returned, or returns now, taking an Ack that came just in time.
+		select {
+		case <-msg.Acked():
+			d.result <- nil
+		default:
+		}
 	}
 }

@@ -2,6 +2,7 @@ package watermill_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"testing"
@@ -201,6 +202,7 @@ func TestConfig(t *testing.T) {
 		{"a retry policy on streams", sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: "g",
 			Retry: sluice.ExponentialBackoff{}}, true},
 		{"a lock renewal on streams", sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: "g", MaxLockRenewal: time.Minute}, true},
+		{"a DB on streams", sluicewm.Config{Entities: sluicewm.Streams, ConsumerGroup: "g", DB: new(sql.DB)}, true},
 		{"queue properties on streams", sluicewm.Config{Entities: sluicewm.Streams, QueueProperties: &sluice.QueueProperties{}}, false},
 	} {
 		var err error
