@@ -226,33 +226,8 @@ func (s *Subscriber) subscribeStream(ctx context.Context, topic string) (<-chan 
 	if err != nil {
 		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, err)
 	}
-	// Counted under mu, as Close sets closed: Close waits for it.
-	s.mu.Lock()
-	closed := s.closed
-	if !closed {
-		s.running.Add(2)
-	}
-	s.mu.Unlock()
-	if closed {
-		h.detach()
-		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, ErrClosed)
-	}
-	out := make(chan *message.Message)
-	ctx, cancel := context.WithCancel(ctx)
-	go func() {
-		// The subscription ends with its context or with the Subscriber.
-		defer s.running.Done()
-		select {
-		case <-s.closing:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-	go func() {
-		defer s.running.Done()
+	out, err := s.subscription(ctx, topic, func(ctx context.Context, out chan<- *message.Message) {
 		defer h.detach()
-		defer close(out)
-		defer cancel()
 		log := s.cfg.Logger.With(wm.LogFields{"topic": topic, "consumer": h.key.consumer})
 		ackWithin := cmp.Or(h.opts.DeliveryTimeout, defaultAckTimeout)
 		for {
@@ -263,8 +238,11 @@ func (s *Subscriber) subscribeStream(ctx context.Context, topic string) (<-chan 
 				return
 			}
 		}
-	}()
-	return out, nil
+	})
+	if err != nil {
+		h.detach()
+	}
+	return out, err
 }
 
 // handOutEvent sends d's event to out as a Watermill message and hands

@@ -128,6 +128,17 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if err != nil {
 		return nil, fmt.Errorf("sluice/watermill: subscribe to %s: %w", topic, err)
 	}
+	return s.subscription(ctx, topic, func(ctx context.Context, out chan<- *message.Message) {
+		c := consumer{s: s, r: r, src: r, out: out, log: s.cfg.Logger.With(wm.LogFields{"topic": topic, "entity": r.Entity()})}
+		c.run(ctx)
+	})
+}
+
+// subscription runs f, which sends a subscription's messages to out,
+// until ctx ends or the Subscriber closes (f's context ends then), and
+// closes out once f returns; Close waits for it. It fails with ErrClosed
+// once the Subscriber is closed, without running f.
+func (s *Subscriber) subscription(ctx context.Context, topic string, f func(ctx context.Context, out chan<- *message.Message)) (<-chan *message.Message, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -149,8 +160,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		defer s.running.Done()
 		defer close(out)
 		defer cancel()
-		c := consumer{s: s, r: r, src: r, out: out, log: s.cfg.Logger.With(wm.LogFields{"topic": topic, "entity": r.Entity()})}
-		c.run(ctx)
+		f(ctx, out)
 	}()
 	return out, nil
 }
